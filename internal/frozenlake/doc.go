@@ -1,0 +1,21 @@
+// Package frozenlake is the toy environment patrdb's demo trainer runs on:
+// Gymnasium's FrozenLake-v1 (its two standard maps, its slip rule and its
+// TimeLimit), a progress scorer for PaTR routing, trajectory features for
+// ARBOR rubric judging, and a tabular softmax policy trained with a clipped
+// GRPO/PPO surrogate.
+//
+// Everything here is a pure, deterministic building block so that a crashed
+// run resumed from the store replays bit for bit:
+//
+//   - [Map.Step] never draws randomness; the caller passes the uniform that
+//     decides the slip.
+//   - [Uniform] derives that uniform from (seed, keys...) by hash mixing, not
+//     from a shared generator stream, so the draw for turn t of node n at
+//     step s is the same whether or not anything before it was replayed.
+//   - [Policy.Sample] takes its uniform the same way, and [Policy.Update]
+//     depends only on its arguments.
+//
+// The package imports only the standard library and keeps no global mutable
+// state; the tree driver adapts these pieces to its Policy/Env/Scorer
+// interfaces.
+package frozenlake

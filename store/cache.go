@@ -1,0 +1,123 @@
+package store
+
+import (
+	"sync"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+)
+
+type nodeKey struct {
+	run string
+	id  uint64
+}
+
+// nodeCache is the LRU of decoded nodes. bbolt gives every transaction its
+// own snapshot, so the cache must never hand a reader a node from another
+// snapshot. The protocol:
+//
+//   - an entry is valid for every snapshot at or after the one it was read
+//     from, until a commit writes that node;
+//   - a writer evicts the nodes it wrote before its commit becomes visible
+//     and keeps them marked pending until the commit finishes;
+//   - a reader may insert only when its snapshot is the latest committed one
+//     and the node is not pending, so an old snapshot never seeds the cache.
+type nodeCache struct {
+	mu        sync.Mutex
+	lru       *simplelru.LRU[nodeKey, cacheEntry]
+	committed uint64
+	pending   map[nodeKey]struct{}
+	hits      uint64
+	misses    uint64
+}
+
+type cacheEntry struct {
+	since uint64 // snapshot the node was read at
+	node  *Node  // never mutated after insertion
+}
+
+func newNodeCache(size int) *nodeCache {
+	c := &nodeCache{}
+	if size > 0 {
+		c.lru, _ = simplelru.NewLRU[nodeKey, cacheEntry](size, nil)
+	}
+	return c
+}
+
+func (c *nodeCache) get(k nodeKey, snapshot uint64) (*Node, bool) {
+	if c.lru == nil {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, p := c.pending[k]; p {
+		c.misses++
+		return nil, false
+	}
+	e, ok := c.lru.Get(k)
+	if !ok || e.since > snapshot {
+		c.misses++
+		return nil, false
+	}
+	c.hits++
+	return e.node, true
+}
+
+func (c *nodeCache) put(k nodeKey, snapshot uint64, n *Node) {
+	if c.lru == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if snapshot != c.committed {
+		return
+	}
+	if _, p := c.pending[k]; p {
+		return
+	}
+	c.lru.Add(k, cacheEntry{since: snapshot, node: n})
+}
+
+func (c *nodeCache) setCommitted(txid uint64) {
+	c.mu.Lock()
+	c.committed = txid
+	c.mu.Unlock()
+}
+
+func (c *nodeCache) beginCommit(dirty map[nodeKey]struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pending = dirty
+	if c.lru == nil {
+		return
+	}
+	for k := range dirty {
+		c.lru.Remove(k)
+	}
+}
+
+func (c *nodeCache) endCommit(txid uint64, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ok {
+		c.committed = txid
+	}
+	c.pending = nil
+}
+
+// CacheStats reports hits and misses of the node LRU since Open.
+type CacheStats struct {
+	Hits, Misses uint64
+	Len          int
+}
+
+// CacheStats returns the node LRU's counters.
+func (db *DB) CacheStats() CacheStats {
+	c := db.cache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := CacheStats{Hits: c.hits, Misses: c.misses}
+	if c.lru != nil {
+		s.Len = c.lru.Len()
+	}
+	return s
+}

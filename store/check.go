@@ -1,0 +1,407 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"runtime/debug"
+
+)
+
+// Violation is one problem Check found.
+type Violation struct {
+	Bucket string `json:"bucket"`
+	Key    []byte `json:"key,omitempty"`
+	Kind   string `json:"kind"` // "structure", "corrupt", "invariant"
+	Detail string `json:"detail"`
+}
+
+func (v Violation) String() string {
+	if v.Key != nil {
+		return fmt.Sprintf("%s: %s key %x: %s", v.Kind, v.Bucket, v.Key, v.Detail)
+	}
+	return fmt.Sprintf("%s: %s: %s", v.Kind, v.Bucket, v.Detail)
+}
+
+// maxViolations bounds the report on a badly damaged file.
+const maxViolations = 1000
+
+// Check verifies the whole file: bbolt's page structure, every value's CRC
+// and decoding, and the data model's invariants (parents exist and precede
+// their children, fork points in range, depth and base consistent, the
+// children index equals the parent pointers, the frontier equals the active
+// nodes, turns are contiguous, events are numbered 1..n, advantages refer to
+// leaves of their group, rubric pools are valid). The error is for failures
+// to read at all; a damaged file yields violations, never a panic.
+func (db *DB) Check() (vs []Violation, err error) {
+	err = db.View(func(tx *Tx) error {
+		vs = tx.Check()
+		return nil
+	})
+	return vs, err
+}
+
+// Check runs the integrity check inside an existing transaction.
+func (tx *Tx) Check() (vs []Violation) {
+	c := &checker{tx: tx}
+	c.guard("(file)", func() {
+		for e := range tx.btx.Check() {
+			c.add(Violation{Bucket: "(file)", Kind: "structure", Detail: e.Error()})
+		}
+	})
+	c.guard("meta", c.meta)
+	c.guard("runs", func() {
+		ids, err := tx.RunIDs()
+		if err != nil {
+			c.add(Violation{Bucket: "runs", Kind: "structure", Detail: err.Error()})
+			return
+		}
+		for _, id := range ids {
+			c.guard("runs/"+id, func() { c.run(id) })
+		}
+	})
+	return c.vs
+}
+
+type checker struct {
+	tx *Tx
+	vs []Violation
+}
+
+func (c *checker) add(v Violation) {
+	if len(c.vs) < maxViolations {
+		c.vs = append(c.vs, v)
+	}
+}
+
+func (c *checker) fromErr(bucket string, err error) {
+	var ce *CorruptError
+	if errors.As(err, &ce) {
+		c.add(Violation{Bucket: ce.Bucket, Key: ce.Key, Kind: "corrupt", Detail: ce.Reason})
+		return
+	}
+	c.add(Violation{Bucket: bucket, Kind: "structure", Detail: err.Error()})
+}
+
+// guard turns a panic or memory fault inside bbolt (a damaged page) into a
+// violation so a broken file is reported, not fatal.
+func (c *checker) guard(bucket string, fn func()) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			c.add(Violation{Bucket: bucket, Kind: "structure", Detail: fmt.Sprintf("reading failed: %v", r)})
+		}
+	}()
+	fn()
+}
+
+func (c *checker) meta() {
+	m := c.tx.btx.Bucket(bucketMeta)
+	if m == nil {
+		c.add(Violation{Bucket: "meta", Kind: "structure", Detail: "meta bucket missing"})
+		return
+	}
+	if string(m.Get(metaMagic)) != string(magicString) {
+		c.add(Violation{Bucket: "meta", Key: metaMagic, Kind: "corrupt", Detail: "bad magic"})
+	}
+	if v := m.Get(metaFormat); len(v) != 8 || keyU64(v, 0) != FormatVersion {
+		c.add(Violation{Bucket: "meta", Key: metaFormat, Kind: "corrupt", Detail: "format version unreadable or unexpected"})
+	}
+}
+
+func (c *checker) run(id string) {
+	r, err := c.tx.Run(id)
+	if err != nil {
+		c.fromErr("runs/"+id, err)
+		return
+	}
+	for _, name := range subBuckets {
+		if r.sub[name] == nil {
+			c.add(Violation{Bucket: r.path, Kind: "structure", Detail: "missing sub-bucket " + name})
+			return
+		}
+	}
+	if _, err := r.Info(); err != nil {
+		c.fromErr(r.path, err)
+	}
+	groups := c.groups(r)
+	nodes := c.nodes(r, groups)
+	c.turns(r, nodes)
+	c.children(r, nodes)
+	c.frontier(r, nodes)
+	c.advantages(r, nodes)
+	c.rubrics(r)
+	c.checkpoints(r)
+	c.events(r)
+}
+
+func (c *checker) inv(bucket string, key []byte, format string, args ...any) {
+	c.add(Violation{Bucket: bucket, Key: key, Kind: "invariant", Detail: fmt.Sprintf(format, args...)})
+}
+
+func (c *checker) groups(r *RunTx) map[uint64]Group {
+	out := map[uint64]Group{}
+	b := r.sub[bGroups]
+	_ = b.ForEach(func(k, v []byte) error {
+		var g Group
+		if len(k) != 16 {
+			c.inv(r.bpath(bGroups), cloneBytes(k), "key is not step|group")
+			return nil
+		}
+		if err := decodeValue(r.bpath(bGroups), k, v, &g); err != nil {
+			c.fromErr(r.bpath(bGroups), err)
+			return nil
+		}
+		if g.Step != keyU64(k, 0) || g.ID != keyU64(k, 1) {
+			c.inv(r.bpath(bGroups), cloneBytes(k), "record says step %d group %d", g.Step, g.ID)
+		}
+		if _, dup := out[g.ID]; dup {
+			c.inv(r.bpath(bGroups), cloneBytes(k), "group id %d appears twice", g.ID)
+		}
+		out[g.ID] = g
+		return nil
+	})
+	return out
+}
+
+func (c *checker) nodes(r *RunTx, groups map[uint64]Group) map[uint64]*Node {
+	out := map[uint64]*Node{}
+	path := r.bpath(bNodes)
+	_ = r.sub[bNodes].ForEach(func(k, v []byte) error {
+		if len(k) != 8 {
+			c.inv(path, cloneBytes(k), "key is not a node id")
+			return nil
+		}
+		n := new(Node)
+		if err := decodeValue(path, k, v, n); err != nil {
+			c.fromErr(path, err)
+			return nil
+		}
+		if n.ID != keyU64(k, 0) {
+			c.inv(path, cloneBytes(k), "record id %d does not match key", n.ID)
+		}
+		out[n.ID] = n
+		return nil
+	})
+	roots := map[uint64]bool{}
+	for _, g := range groups {
+		for _, id := range g.Roots {
+			roots[id] = true
+			if n, ok := out[id]; !ok {
+				c.inv(r.bpath(bGroups), u64key2(g.Step, g.ID), "root %d does not exist", id)
+			} else if n.Parent != 0 || n.Group != g.ID {
+				c.inv(r.bpath(bGroups), u64key2(g.Step, g.ID), "root %d is not a root of this group", id)
+			}
+		}
+	}
+	for id, n := range out {
+		key := u64key(id)
+		g, ok := groups[n.Group]
+		switch {
+		case !ok:
+			c.inv(path, key, "group %d does not exist", n.Group)
+		case g.Step != n.Step:
+			c.inv(path, key, "step %d differs from its group's %d", n.Step, g.Step)
+		case g.Status == GroupClosed && n.Status == NodeActive:
+			c.inv(path, key, "active in closed group %d", n.Group)
+		}
+		if !n.Status.Valid() {
+			c.inv(path, key, "unknown status %q", n.Status)
+		}
+		for _, s := range n.Scores {
+			if !finite(s.Value) || s.Value < 0 || s.Value > 1 {
+				c.inv(path, key, "score %v outside [0,1]", s.Value)
+			}
+		}
+		if n.Parent == 0 {
+			if n.Fork != 0 || n.Base != 0 || n.Depth != 0 {
+				c.inv(path, key, "root with fork %d base %d depth %d", n.Fork, n.Base, n.Depth)
+			}
+			if !roots[id] {
+				c.inv(path, key, "root branch not listed in group %d", n.Group)
+			}
+			continue
+		}
+		p, ok := out[n.Parent]
+		switch {
+		case !ok:
+			c.inv(path, key, "parent %d does not exist", n.Parent)
+		case n.Parent >= id:
+			c.inv(path, key, "parent %d does not precede it (cycle?)", n.Parent)
+		case n.Fork < 0 || n.Fork > p.Turns:
+			c.inv(path, key, "fork point %d outside parent %d's %d turns", n.Fork, p.ID, p.Turns)
+		case n.Depth != p.Depth+1 || n.Base != p.Base+n.Fork:
+			c.inv(path, key, "depth %d / base %d inconsistent with parent %d", n.Depth, n.Base, p.ID)
+		case p.Group != n.Group:
+			c.inv(path, key, "parent %d is in another group", p.ID)
+		}
+	}
+	return out
+}
+
+func (c *checker) turns(r *RunTx, nodes map[uint64]*Node) {
+	path := r.bpath(bTurns)
+	seen := map[uint64]int{}
+	_ = r.sub[bTurns].ForEach(func(k, v []byte) error {
+		if len(k) != 16 {
+			c.inv(path, cloneBytes(k), "key is not node|index")
+			return nil
+		}
+		id, idx := keyU64(k, 0), keyU64(k, 1)
+		var t Turn
+		if err := decodeTurn(path, k, v, &t); err != nil {
+			c.fromErr(path, err)
+		}
+		n, ok := nodes[id]
+		switch {
+		case !ok:
+			c.inv(path, cloneBytes(k), "turn of unknown node %d", id)
+		case idx >= uint64(n.Turns):
+			c.inv(path, cloneBytes(k), "turn %d past node %d's %d turns", idx, id, n.Turns)
+		default:
+			seen[id]++
+		}
+		return nil
+	})
+	for id, n := range nodes {
+		if seen[id] != n.Turns {
+			c.inv(r.bpath(bNodes), u64key(id), "node has %d turns stored, record says %d", seen[id], n.Turns)
+		}
+	}
+}
+
+func (c *checker) children(r *RunTx, nodes map[uint64]*Node) {
+	path := r.bpath(bChildren)
+	indexed := map[uint64]bool{}
+	_ = r.sub[bChildren].ForEach(func(k, _ []byte) error {
+		if len(k) != 16 {
+			c.inv(path, cloneBytes(k), "key is not parent|child")
+			return nil
+		}
+		p, ch := keyU64(k, 0), keyU64(k, 1)
+		if n, ok := nodes[ch]; !ok || n.Parent != p {
+			c.inv(path, cloneBytes(k), "index says %d is a child of %d; the node says otherwise", ch, p)
+		}
+		indexed[ch] = true
+		return nil
+	})
+	for id, n := range nodes {
+		if n.Parent != 0 && !indexed[id] {
+			c.inv(r.bpath(bNodes), u64key(id), "missing from the children index of %d", n.Parent)
+		}
+	}
+}
+
+func (c *checker) frontier(r *RunTx, nodes map[uint64]*Node) {
+	path := r.bpath(bFrontier)
+	in := map[uint64]bool{}
+	_ = r.sub[bFrontier].ForEach(func(k, _ []byte) error {
+		if len(k) != 8 {
+			c.inv(path, cloneBytes(k), "key is not a node id")
+			return nil
+		}
+		id := keyU64(k, 0)
+		in[id] = true
+		if n, ok := nodes[id]; !ok {
+			c.inv(path, cloneBytes(k), "frontier lists unknown node %d", id)
+		} else if n.Status != NodeActive {
+			c.inv(path, cloneBytes(k), "frontier lists node %d, which is %s", id, n.Status)
+		}
+		return nil
+	})
+	for id, n := range nodes {
+		if n.Status == NodeActive && !in[id] {
+			c.inv(r.bpath(bNodes), u64key(id), "active node missing from the frontier")
+		}
+	}
+}
+
+func (c *checker) advantages(r *RunTx, nodes map[uint64]*Node) {
+	path := r.bpath(bAdv)
+	_ = r.sub[bAdv].ForEach(func(k, v []byte) error {
+		if len(k) != 24 {
+			c.inv(path, cloneBytes(k), "key is not step|group|leaf")
+			return nil
+		}
+		var a Advantage
+		if err := decodeValue(path, k, v, &a); err != nil {
+			c.fromErr(path, err)
+			return nil
+		}
+		n, ok := nodes[a.Leaf]
+		switch {
+		case a.Step != keyU64(k, 0) || a.Group != keyU64(k, 1) || a.Leaf != keyU64(k, 2):
+			c.inv(path, cloneBytes(k), "record does not match its key")
+		case !ok:
+			c.inv(path, cloneBytes(k), "leaf %d does not exist", a.Leaf)
+		case n.Group != a.Group || !n.Status.Leaf():
+			c.inv(path, cloneBytes(k), "node %d is not a leaf of group %d", a.Leaf, a.Group)
+		}
+		return nil
+	})
+}
+
+func (c *checker) rubrics(r *RunTx) {
+	path := r.bpath(bRubrics)
+	pools := map[uint64]RubricPool{}
+	merged := map[uint64]uint64{}
+	_ = r.sub[bRubrics].ForEach(func(k, v []byte) error {
+		var rb Rubric
+		if err := decodeValue(path, k, v, &rb); err != nil {
+			c.fromErr(path, err)
+			return nil
+		}
+		if len(k) != 8 || rb.ID != keyU64(k, 0) {
+			c.inv(path, cloneBytes(k), "record does not match its key")
+		}
+		if !rb.Pool.Valid() {
+			c.inv(path, cloneBytes(k), "unknown pool %q", rb.Pool)
+		}
+		pools[rb.ID] = rb.Pool
+		if rb.Pool == PoolMerged {
+			merged[rb.ID] = rb.MergedInto
+		}
+		return nil
+	})
+	for id, into := range merged {
+		if p, ok := pools[into]; !ok || (p != PoolPublic && p != PoolRetired) {
+			c.inv(path, u64key(id), "merged into %d, which is not a public or retired rubric", into)
+		}
+	}
+}
+
+func (c *checker) checkpoints(r *RunTx) {
+	path := r.bpath(bCkpt)
+	_ = r.sub[bCkpt].ForEach(func(k, v []byte) error {
+		var ck Checkpoint
+		if err := decodeValue(path, k, v, &ck); err != nil {
+			c.fromErr(path, err)
+		} else if len(k) != 8 || ck.Step != keyU64(k, 0) {
+			c.inv(path, cloneBytes(k), "record does not match its key")
+		}
+		return nil
+	})
+}
+
+func (c *checker) events(r *RunTx) {
+	path := r.bpath(bEvents)
+	want := uint64(1)
+	b := r.sub[bEvents]
+	_ = b.ForEach(func(k, v []byte) error {
+		var e Event
+		if err := decodeValue(path, k, v, &e); err != nil {
+			c.fromErr(path, err)
+		} else if len(k) != 8 || e.Seq != keyU64(k, 0) {
+			c.inv(path, cloneBytes(k), "record does not match its key")
+		}
+		if len(k) == 8 {
+			if got := keyU64(k, 0); got != want {
+				c.inv(path, cloneBytes(k), "sequence jumps from %d to %d", want-1, got)
+			}
+			want = keyU64(k, 0) + 1
+		}
+		return nil
+	})
+	if want-1 != b.Sequence() {
+		c.inv(path, nil, "last event is %d but the sequence is at %d", want-1, b.Sequence())
+	}
+}

@@ -1,0 +1,192 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// DB is an open patrdb file. It is safe for concurrent use: any number of
+// View transactions run alongside at most one Update.
+type DB struct {
+	bolt   *bolt.DB
+	path   string
+	opts   Options
+	log    *slog.Logger
+	cache  *nodeCache
+	closed atomic.Bool
+
+	writeMu sync.Mutex // serialises Update so the cache commit protocol sees one writer
+}
+
+// Open opens or creates the patrdb file at path. A nil opts means
+// DefaultOptions(). A file written by a newer format is refused with
+// ErrVersionMismatch and left untouched; a file that is not a patrdb file is
+// refused with ErrNotPatrdb.
+func Open(path string, opts *Options) (*DB, error) {
+	if opts == nil {
+		opts = DefaultOptions()
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	o := *opts
+	if o.FileMode == 0 {
+		o.FileMode = 0o600
+	}
+	if o.PageSize == 0 {
+		o.PageSize = DefaultOptions().PageSize
+	}
+	if o.ReadOnly {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrNotFound, path, err)
+		}
+	}
+	bopts := &bolt.Options{
+		Timeout:      o.Timeout,
+		ReadOnly:     o.ReadOnly,
+		NoSync:       o.NoSync,
+		NoGrowSync:   false,
+		PageSize:     o.PageSize,
+		MaxSize:      int(o.MaxSize),
+		FreelistType: bolt.FreelistMapType,
+	}
+	bdb, err := openBolt(path, o.FileMode, bopts)
+	if err != nil {
+		return nil, mapOpenError(path, err)
+	}
+	db := &DB{bolt: bdb, path: path, opts: o, log: o.logger()}
+	db.cache = newNodeCache(o.CacheNodes)
+	if err := db.initFormat(); err != nil {
+		_ = bdb.Close()
+		return nil, err
+	}
+	if err := bdb.View(func(tx *bolt.Tx) error {
+		db.cache.setCommitted(uint64(tx.ID()))
+		return nil
+	}); err != nil {
+		_ = bdb.Close()
+		return nil, err
+	}
+	db.log.Debug("patrdb: opened", "path", path, "options", o.String())
+	return db, nil
+}
+
+// openBolt turns a panic inside bbolt (a damaged meta or freelist page) into
+// ErrCorrupt instead of crashing the caller.
+func openBolt(path string, mode os.FileMode, bopts *bolt.Options) (bdb *bolt.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			bdb, err = nil, &CorruptError{Bucket: "(file)", Reason: fmt.Sprintf("bbolt could not open the file: %v", r)}
+		}
+	}()
+	return bolt.Open(path, mode, bopts)
+}
+
+func mapOpenError(path string, err error) error {
+	switch {
+	case errors.Is(err, berrors.ErrTimeout):
+		return fmt.Errorf("%w: %s is locked by another process; inspect a live run through its serve API (patrdb serve, --server URL) or copy it with compact --out", ErrTimeout, path)
+	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrVersionMismatch):
+		return fmt.Errorf("%w: %s: %v", ErrNotPatrdb, path, err)
+	case errors.Is(err, berrors.ErrChecksum):
+		return &CorruptError{Bucket: "(meta pages)", Reason: fmt.Sprintf("%s: %v", path, err)}
+	case errors.Is(err, ErrCorrupt):
+		return err
+	}
+	return fmt.Errorf("patrdb: open %s: %w", path, err)
+}
+
+// Path returns the file's path.
+func (db *DB) Path() string { return db.path }
+
+// Options returns a copy of the options the DB was opened with.
+func (db *DB) Options() Options { return db.opts }
+
+// Bolt exposes the underlying bbolt handle for tools that need raw access
+// (compaction, benchmarks). Writing through it bypasses every invariant.
+func (db *DB) Bolt() *bolt.DB { return db.bolt }
+
+// Close releases the file. Transactions must have ended.
+func (db *DB) Close() error {
+	if db.closed.Swap(true) {
+		return nil
+	}
+	return db.bolt.Close()
+}
+
+// Update runs fn in a read-write transaction and commits it when fn returns
+// nil. If fn returns an error, or any write method inside it failed, the
+// transaction rolls back and that error is returned. When Update returns nil
+// the data is on disk (unless NoSync).
+func (db *DB) Update(fn func(*Tx) error) (err error) {
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	if db.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	db.writeMu.Lock()
+	defer db.writeMu.Unlock()
+	btx, err := db.bolt.Begin(true)
+	if err != nil {
+		return mapTxError(err)
+	}
+	tx := newTx(db, btx)
+	committed := false
+	defer func() {
+		tx.done = true
+		if !committed {
+			_ = btx.Rollback()
+		}
+	}()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if tx.err != nil {
+		return tx.err
+	}
+	db.cache.beginCommit(tx.dirty)
+	err = btx.Commit()
+	committed = true
+	db.cache.endCommit(uint64(btx.ID()), err == nil)
+	if err != nil {
+		return mapTxError(err)
+	}
+	return nil
+}
+
+// View runs fn in a read-only transaction over a consistent snapshot.
+func (db *DB) View(fn func(*Tx) error) error {
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	btx, err := db.bolt.Begin(false)
+	if err != nil {
+		return mapTxError(err)
+	}
+	tx := newTx(db, btx)
+	defer func() {
+		tx.done = true
+		_ = btx.Rollback()
+	}()
+	return fn(tx)
+}
+
+func mapTxError(err error) error {
+	switch {
+	case errors.Is(err, berrors.ErrMaxSizeReached):
+		return fmt.Errorf("%w: %v", ErrFull, err)
+	case errors.Is(err, berrors.ErrDatabaseReadOnly):
+		return ErrReadOnly
+	case errors.Is(err, berrors.ErrDatabaseNotOpen):
+		return ErrClosed
+	}
+	return err
+}

@@ -1,0 +1,92 @@
+package store
+
+import (
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// appendEvent writes e with the next sequence number. val is the framed
+// value of the record the event is about; its payload becomes the event's.
+func (r *RunTx) appendEvent(e Event, val []byte) error {
+	b, err := r.bucket(bEvents)
+	if err != nil {
+		return err
+	}
+	seq, err := b.NextSequence()
+	if err != nil {
+		return err
+	}
+	e.Seq = seq
+	e.Time = r.tx.db.opts.now().UnixNano()
+	if val != nil {
+		e.Payload = val[headerLen:]
+	}
+	ev, err := encodeValue(&e)
+	if err != nil {
+		return err
+	}
+	return b.Put(u64key(seq), ev)
+}
+
+// AppendEvent records an event of a kind defined above the store (rubric
+// judgements, admission figures, ...). Payload is any msgpack value the
+// caller decodes itself. Returns the sequence number.
+func (r *RunTx) AppendEvent(kind EventKind, step, group, node, rubric uint64, payload any) (uint64, error) {
+	if err := r.tx.check(true); err != nil {
+		return 0, err
+	}
+	if kind == "" {
+		return 0, r.tx.fail(invalidf("event kind is empty"))
+	}
+	var val []byte
+	if payload != nil {
+		p, err := msgpack.Marshal(payload)
+		if err != nil {
+			return 0, r.tx.fail(invalidf("event payload: %v", err))
+		}
+		val = append(make([]byte, headerLen, headerLen+len(p)), p...)
+	}
+	if err := r.appendEvent(Event{Kind: kind, Step: step, Group: group, Node: node, Rubric: rubric}, val); err != nil {
+		return 0, r.tx.fail(err)
+	}
+	b, _ := r.bucket(bEvents)
+	return b.Sequence(), nil
+}
+
+// LastSeq is the sequence number of the run's last event (0 when none).
+func (r *RunTx) LastSeq() uint64 {
+	b, err := r.bucket(bEvents)
+	if err != nil {
+		return 0
+	}
+	return b.Sequence()
+}
+
+// Events calls fn for each event with Seq >= from, in order, decoding one
+// at a time so memory stays flat. fn's error stops the walk and is returned.
+func (r *RunTx) Events(from uint64, fn func(Event) error) error {
+	b, err := r.bucket(bEvents)
+	if err != nil {
+		return err
+	}
+	c := b.Cursor()
+	for k, v := c.Seek(u64key(from)); k != nil; k, v = c.Next() {
+		var e Event
+		if err := decodeValue(r.bpath(bEvents), k, v, &e); err != nil {
+			return err
+		}
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DecodePayload decodes an event's payload into v: a *Node for node events,
+// *Group for group events, *Rubric, *Advantage, *Checkpoint, *Run, or
+// *TurnsPayload for EvTurns; for custom kinds whatever the writer stored.
+func DecodePayload(e Event, v any) error {
+	if err := msgpack.Unmarshal(e.Payload, v); err != nil {
+		return &CorruptError{Bucket: "events", Key: u64key(e.Seq), Reason: "payload: " + err.Error()}
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+package store
+
+// GroupSpec describes a group to open.
+type GroupSpec struct {
+	Step   uint64
+	Task   string
+	Prompt string
+	Gold   string
+	Meta   map[string]string
+}
+
+// OpenGroup creates an open group at spec.Step with an id from the run's
+// group sequence. Steps start at 1.
+func (r *RunTx) OpenGroup(spec GroupSpec) (Group, error) {
+	if err := r.tx.check(true); err != nil {
+		return Group{}, err
+	}
+	if spec.Step == 0 {
+		return Group{}, r.tx.fail(invalidf("group step 0: steps start at 1"))
+	}
+	b, err := r.bucket(bGroups)
+	if err != nil {
+		return Group{}, r.tx.fail(err)
+	}
+	id, err := b.NextSequence()
+	if err != nil {
+		return Group{}, r.tx.fail(err)
+	}
+	g := Group{ID: id, Step: spec.Step, Task: spec.Task, Prompt: spec.Prompt, Gold: spec.Gold, Status: GroupOpen, Meta: spec.Meta}
+	return g, r.tx.fail(r.putGroup(&g, EvGroupOpen))
+}
+
+func (r *RunTx) putGroup(g *Group, kind EventKind) error {
+	b, err := r.bucket(bGroups)
+	if err != nil {
+		return err
+	}
+	val, err := encodeValue(g)
+	if err != nil {
+		return err
+	}
+	if err := b.Put(u64key2(g.Step, g.ID), val); err != nil {
+		return err
+	}
+	if kind == "" {
+		return nil
+	}
+	return r.appendEvent(Event{Kind: kind, Step: g.Step, Group: g.ID}, val)
+}
+
+// GroupAt returns the group with the given step and id.
+func (r *RunTx) GroupAt(step, id uint64) (Group, error) {
+	var g Group
+	b, err := r.bucket(bGroups)
+	if err != nil {
+		return g, err
+	}
+	k := u64key2(step, id)
+	raw := b.Get(k)
+	if raw == nil {
+		return g, notFoundf("group %d at step %d of run %q", id, step, r.id)
+	}
+	err = decodeValue(r.bpath(bGroups), k, raw, &g)
+	return g, err
+}
+
+// Group finds a group by id alone (a scan of the groups bucket; groups are
+// few next to nodes and turns).
+func (r *RunTx) Group(id uint64) (Group, error) {
+	var found *Group
+	err := r.ForEachGroup(0, func(g Group) error {
+		if g.ID == id {
+			found = &g
+			return errStop
+		}
+		return nil
+	})
+	if err != nil && err != errStop {
+		return Group{}, err
+	}
+	if found == nil {
+		return Group{}, notFoundf("group %d of run %q", id, r.id)
+	}
+	return *found, nil
+}
+
+// ForEachGroup calls fn for every group of step (0: every step) in key
+// order.
+func (r *RunTx) ForEachGroup(step uint64, fn func(Group) error) error {
+	b, err := r.bucket(bGroups)
+	if err != nil {
+		return err
+	}
+	c := b.Cursor()
+	var k, v []byte
+	if step == 0 {
+		k, v = c.First()
+	} else {
+		k, v = c.Seek(u64key(step))
+	}
+	for ; k != nil; k, v = c.Next() {
+		if len(k) != 16 {
+			return &CorruptError{Bucket: r.bpath(bGroups), Key: cloneBytes(k), Reason: "group key is not 16 bytes"}
+		}
+		if step != 0 && keyU64(k, 0) != step {
+			break
+		}
+		var g Group
+		if err := decodeValue(r.bpath(bGroups), k, v, &g); err != nil {
+			return err
+		}
+		if err := fn(g); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Groups returns the groups of step (0: all).
+func (r *RunTx) Groups(step uint64) ([]Group, error) {
+	var out []Group
+	err := r.ForEachGroup(step, func(g Group) error { out = append(out, g); return nil })
+	return out, err
+}
+
+// SetGroupInterval records how many intervals of the group are committed,
+// which is where a resume continues.
+func (r *RunTx) SetGroupInterval(step, id uint64, interval int) error {
+	if err := r.tx.check(true); err != nil {
+		return err
+	}
+	g, err := r.GroupAt(step, id)
+	if err != nil {
+		return r.tx.fail(err)
+	}
+	if g.Status != GroupOpen {
+		return r.tx.fail(invalidf("group %d is %s", id, g.Status))
+	}
+	if interval < g.Interval {
+		return r.tx.fail(invalidf("group %d interval %d goes back from %d", id, interval, g.Interval))
+	}
+	g.Interval = interval
+	return r.tx.fail(r.putGroup(&g, EvGroupUpdate))
+}
+
+// CloseGroup closes an open group. Every node of the group must have left
+// the active status.
+func (r *RunTx) CloseGroup(step, id uint64) error {
+	if err := r.tx.check(true); err != nil {
+		return err
+	}
+	g, err := r.GroupAt(step, id)
+	if err != nil {
+		return r.tx.fail(err)
+	}
+	if g.Status != GroupOpen {
+		return r.tx.fail(invalidf("group %d is already %s", id, g.Status))
+	}
+	nodes, err := r.GroupNodes(g)
+	if err != nil {
+		return r.tx.fail(err)
+	}
+	for _, n := range nodes {
+		if n.Status == NodeActive {
+			return r.tx.fail(invalidf("group %d still has active node %d", id, n.ID))
+		}
+	}
+	g.Status = GroupClosed
+	return r.tx.fail(r.putGroup(&g, EvGroupClose))
+}
+
+// GroupNodes returns every node of g, roots first, then breadth-first.
+func (r *RunTx) GroupNodes(g Group) ([]Node, error) {
+	var out []Node
+	queue := append([]uint64(nil), g.Roots...)
+	for len(queue) > 0 {
+		id := queue[0]
+		queue = queue[1:]
+		n, err := r.Node(id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+		kids, err := r.Children(id)
+		if err != nil {
+			return nil, err
+		}
+		queue = append(queue, kids...)
+	}
+	return out, nil
+}
+
+type stopErr struct{}
+
+func (stopErr) Error() string { return "stop" }
+
+var errStop error = stopErr{}

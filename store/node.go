@@ -1,0 +1,357 @@
+package store
+
+import (
+	"math"
+)
+
+// NodeSpec describes a node to add. Parent 0 adds a root branch of the
+// group; otherwise the child inherits Fork of the parent's own turns.
+type NodeSpec struct {
+	Step     uint64
+	Group    uint64
+	Parent   uint64
+	Fork     int
+	Ordinal  int // position among siblings; (group, parent, ordinal) is unique
+	EnvState []byte
+	Worker   string
+	Attempt  int
+}
+
+// AddNode validates spec and adds an active node with an id from the run's
+// node sequence. The parent must exist in the same group, be active or
+// expanded, and have at least Fork own turns.
+func (r *RunTx) AddNode(spec NodeSpec) (Node, error) {
+	if err := r.tx.check(true); err != nil {
+		return Node{}, err
+	}
+	n, err := r.addNode(spec)
+	return n, r.tx.fail(err)
+}
+
+func (r *RunTx) addNode(spec NodeSpec) (Node, error) {
+	g, err := r.GroupAt(spec.Step, spec.Group)
+	if err != nil {
+		return Node{}, err
+	}
+	if g.Status != GroupOpen {
+		return Node{}, invalidf("group %d is %s", g.ID, g.Status)
+	}
+	if spec.Ordinal < 0 || spec.Attempt < 0 {
+		return Node{}, invalidf("node ordinal %d / attempt %d is negative", spec.Ordinal, spec.Attempt)
+	}
+	n := Node{Step: g.Step, Group: g.ID, Parent: spec.Parent, Fork: spec.Fork, Ordinal: spec.Ordinal,
+		Status: NodeActive, EnvState: cloneBytes(spec.EnvState), Worker: spec.Worker, Attempt: spec.Attempt}
+	var siblings []uint64
+	if spec.Parent == 0 {
+		if spec.Fork != 0 {
+			return Node{}, invalidf("root branch with fork point %d", spec.Fork)
+		}
+		siblings = g.Roots
+	} else {
+		p, err := r.Node(spec.Parent)
+		if err != nil {
+			return Node{}, err
+		}
+		if p.Group != g.ID || p.Step != g.Step {
+			return Node{}, invalidf("parent %d belongs to group %d, not %d", p.ID, p.Group, g.ID)
+		}
+		if p.Status != NodeActive && p.Status != NodeExpanded {
+			return Node{}, invalidf("parent %d is %s and cannot have children", p.ID, p.Status)
+		}
+		if spec.Fork < 0 || spec.Fork > p.Turns {
+			return Node{}, invalidf("fork point %d outside parent %d's %d turns", spec.Fork, p.ID, p.Turns)
+		}
+		n.Base = p.Base + spec.Fork
+		n.Depth = p.Depth + 1
+		if siblings, err = r.Children(p.ID); err != nil {
+			return Node{}, err
+		}
+	}
+	for _, s := range siblings {
+		sn, err := r.Node(s)
+		if err != nil {
+			return Node{}, err
+		}
+		if sn.Ordinal == spec.Ordinal {
+			return sn, existsf("node %d is already ordinal %d under parent %d of group %d", sn.ID, spec.Ordinal, spec.Parent, g.ID)
+		}
+	}
+	nodes, err := r.bucket(bNodes)
+	if err != nil {
+		return Node{}, err
+	}
+	if n.ID, err = nodes.NextSequence(); err != nil {
+		return Node{}, err
+	}
+	if spec.Parent == 0 {
+		g.Roots = append(g.Roots, n.ID)
+		if err := r.putGroup(&g, ""); err != nil {
+			return Node{}, err
+		}
+	} else {
+		children, err := r.bucket(bChildren)
+		if err != nil {
+			return Node{}, err
+		}
+		if err := children.Put(u64key2(spec.Parent, n.ID), []byte{}); err != nil {
+			return Node{}, err
+		}
+	}
+	if err := r.putNode(&n, EvNodeAdd); err != nil {
+		return Node{}, err
+	}
+	return n, nil
+}
+
+// putNode writes n, keeps the frontier equal to the active nodes, and logs
+// kind with the node as payload.
+func (r *RunTx) putNode(n *Node, kind EventKind) error {
+	nodes, err := r.bucket(bNodes)
+	if err != nil {
+		return err
+	}
+	frontier, err := r.bucket(bFrontier)
+	if err != nil {
+		return err
+	}
+	val, err := encodeValue(n)
+	if err != nil {
+		return err
+	}
+	key := u64key(n.ID)
+	if err := nodes.Put(key, val); err != nil {
+		return err
+	}
+	if n.Status == NodeActive {
+		err = frontier.Put(key, []byte{})
+	} else {
+		err = frontier.Delete(key)
+	}
+	if err != nil {
+		return err
+	}
+	r.tx.dirty[nodeKey{r.id, n.ID}] = struct{}{}
+	if kind == "" {
+		return nil
+	}
+	return r.appendEvent(Event{Kind: kind, Step: n.Step, Group: n.Group, Node: n.ID}, val)
+}
+
+// Node returns a node's record, through the LRU when possible.
+func (r *RunTx) Node(id uint64) (Node, error) {
+	p, err := r.nodeRef(id)
+	if err != nil {
+		return Node{}, err
+	}
+	return p.clone(), nil
+}
+
+// nodeRef returns a shared, read-only node: from the cache, or decoded and
+// offered to it. Callers inside the package must not mutate it.
+func (r *RunTx) nodeRef(id uint64) (*Node, error) {
+	k := nodeKey{r.id, id}
+	_, dirty := r.tx.dirty[k]
+	if !dirty {
+		if n, ok := r.tx.db.cache.get(k, r.tx.snapshot); ok {
+			return n, nil
+		}
+	}
+	nodes, err := r.bucket(bNodes)
+	if err != nil {
+		return nil, err
+	}
+	key := u64key(id)
+	raw := nodes.Get(key)
+	if raw == nil {
+		return nil, notFoundf("node %d of run %q", id, r.id)
+	}
+	n := new(Node)
+	if err := decodeValue(r.bpath(bNodes), key, raw, n); err != nil {
+		return nil, err
+	}
+	if n.ID != id {
+		return nil, &CorruptError{Bucket: r.bpath(bNodes), Key: key, Reason: "record id does not match its key"}
+	}
+	if !dirty {
+		r.tx.db.cache.put(k, r.tx.snapshot, n)
+	}
+	return n, nil
+}
+
+func (n *Node) clone() Node {
+	c := *n
+	c.Scores = append([]Score(nil), n.Scores...)
+	c.Decisions = append([]Decision(nil), n.Decisions...)
+	c.EnvState = cloneBytes(n.EnvState)
+	return c
+}
+
+// Children returns the ids of a node's children in id order.
+func (r *RunTx) Children(id uint64) ([]uint64, error) {
+	b, err := r.bucket(bChildren)
+	if err != nil {
+		return nil, err
+	}
+	var out []uint64
+	prefix := u64key(id)
+	c := b.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && len(k) == 16 && keyU64(k, 0) == id; k, _ = c.Next() {
+		out = append(out, keyU64(k, 1))
+	}
+	return out, nil
+}
+
+// Frontier returns the ids of the run's active nodes in id order.
+func (r *RunTx) Frontier() ([]uint64, error) {
+	b, err := r.bucket(bFrontier)
+	if err != nil {
+		return nil, err
+	}
+	var out []uint64
+	err = b.ForEach(func(k, _ []byte) error {
+		if len(k) != 8 {
+			return &CorruptError{Bucket: r.bpath(bFrontier), Key: cloneBytes(k), Reason: "frontier key is not 8 bytes"}
+		}
+		out = append(out, keyU64(k, 0))
+		return nil
+	})
+	return out, err
+}
+
+// FrontierNodes returns the active nodes' records.
+func (r *RunTx) FrontierNodes() ([]Node, error) {
+	ids, err := r.Frontier()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Node, 0, len(ids))
+	for _, id := range ids {
+		n, err := r.Node(id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// mutateNode loads a node, applies fn and writes it back with one event.
+func (r *RunTx) mutateNode(id uint64, kind EventKind, fn func(*Node) error) error {
+	if err := r.tx.check(true); err != nil {
+		return err
+	}
+	p, err := r.nodeRef(id)
+	if err != nil {
+		return r.tx.fail(err)
+	}
+	n := p.clone()
+	if err := fn(&n); err != nil {
+		return r.tx.fail(err)
+	}
+	return r.tx.fail(r.putNode(&n, kind))
+}
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// Score records a process score in [0,1] for an active node. A second score
+// for the same interval replaces the first, so a retried interval does not
+// duplicate it.
+func (r *RunTx) Score(id uint64, s Score) error {
+	return r.mutateNode(id, EvNodeScore, func(n *Node) error {
+		if !finite(s.Value) || s.Value < 0 || s.Value > 1 {
+			return invalidf("score %v of node %d outside [0,1]", s.Value, id)
+		}
+		if s.Interval < 0 || s.Turn < 0 {
+			return invalidf("score interval %d / turn %d is negative", s.Interval, s.Turn)
+		}
+		if n.Status != NodeActive {
+			return invalidf("node %d is %s; only active nodes are scored", id, n.Status)
+		}
+		for i := range n.Scores {
+			if n.Scores[i].Interval == s.Interval {
+				n.Scores[i] = s
+				return nil
+			}
+		}
+		n.Scores = append(n.Scores, s)
+		return nil
+	})
+}
+
+// Route records a routing decision and applies the status it implies:
+// expand → expanded, prune → pruned, survive → stays active.
+func (r *RunTx) Route(id uint64, d Decision) error {
+	return r.mutateNode(id, EvNodeRoute, func(n *Node) error {
+		if !finite(d.Score) || !finite(d.Reference) || !finite(d.Delta) {
+			return invalidf("decision for node %d has a non-finite value", id)
+		}
+		if d.Interval < 0 || d.Children < 0 {
+			return invalidf("decision interval %d / children %d is negative", d.Interval, d.Children)
+		}
+		if n.Status != NodeActive {
+			return invalidf("node %d is %s; only active nodes are routed", id, n.Status)
+		}
+		switch d.Action {
+		case ActionExpand:
+			n.Status = NodeExpanded
+		case ActionPrune:
+			n.Status = NodePruned
+		case ActionSurvive:
+		default:
+			return invalidf("routing action %q", d.Action)
+		}
+		for i := range n.Decisions {
+			if n.Decisions[i].Interval == d.Interval {
+				n.Decisions[i] = d
+				return nil
+			}
+		}
+		n.Decisions = append(n.Decisions, d)
+		return nil
+	})
+}
+
+// SetNodeStatus moves a node along its lifecycle: active → expanded, completed,
+// pruned, truncated or failed; failed → active (a retry, which bumps
+// Attempt). Anything else is ErrInvalid.
+func (r *RunTx) SetNodeStatus(id uint64, s NodeStatus) error {
+	return r.mutateNode(id, EvNodeStatus, func(n *Node) error {
+		if !s.Valid() {
+			return invalidf("node status %q", s)
+		}
+		if !n.Status.canMove(s) {
+			return invalidf("node %d cannot go from %s to %s", id, n.Status, s)
+		}
+		if n.Status == NodeFailed {
+			n.Attempt++
+		}
+		n.Status = s
+		return nil
+	})
+}
+
+// SetReward records a node's outcome reward. Any finite value is accepted:
+// tasks define their own scale (ARBOR uses -1 for a malformed answer).
+func (r *RunTx) SetReward(id uint64, reward float64) error {
+	return r.mutateNode(id, EvNodeReward, func(n *Node) error {
+		if !finite(reward) {
+			return invalidf("reward %v of node %d is not finite", reward, id)
+		}
+		if n.Status == NodeExpanded {
+			return invalidf("node %d is expanded; rewards belong to leaves", id)
+		}
+		n.Reward, n.HasReward = reward, true
+		return nil
+	})
+}
+
+// SetEnvState stores the opaque env-state reference the Env restores from.
+func (r *RunTx) SetEnvState(id uint64, state []byte) error {
+	return r.mutateNode(id, EvNodeStatus, func(n *Node) error {
+		if n.Status != NodeActive {
+			return invalidf("node %d is %s", id, n.Status)
+		}
+		n.EnvState = cloneBytes(state)
+		return nil
+	})
+}

@@ -1,0 +1,94 @@
+package store
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+)
+
+// Options configure Open. The zero value is not the default: start from
+// DefaultOptions and change fields, or pass nil to Open.
+type Options struct {
+	// Timeout is how long Open waits for another process to release the
+	// file lock before failing with ErrTimeout. Zero waits forever.
+	Timeout time.Duration
+
+	// ReadOnly opens the file with a shared lock; write transactions fail
+	// with ErrReadOnly and the file's bytes never change.
+	ReadOnly bool
+
+	// NoSync skips fsync on commit. A committed transaction then survives a
+	// process crash (the page cache keeps it) but not a power loss. Only for
+	// tests and throwaway runs.
+	NoSync bool
+
+	// MaxSize caps the file size in bytes; a write transaction that would
+	// grow the file past it fails with ErrFull and rolls back. Zero means
+	// no cap.
+	MaxSize int64
+
+	// CacheNodes is the capacity of the LRU of decoded node records that
+	// serves trajectory materialisation and point reads. Zero disables it.
+	CacheNodes int
+
+	// PageSize is the page size used when the file is created; ignored for an
+	// existing file. 16 KiB halves the page waste of ~2 KB values compared
+	// with 4 KiB pages (measured: about twice the insert speed).
+	PageSize int
+
+	// Logger receives open, migration and check messages. Nil discards them.
+	Logger *slog.Logger
+
+	// Clock stamps events. Nil means time.Now. Tests pass a fixed clock to
+	// make files byte-reproducible.
+	Clock func() time.Time
+
+	// FileMode is the permission of a newly created file.
+	FileMode os.FileMode
+}
+
+// DefaultOptions returns the options used when Open is given nil.
+func DefaultOptions() *Options {
+	return &Options{
+		Timeout:    time.Second,
+		CacheNodes: 16384,
+		PageSize:   16 * 1024,
+		FileMode:   0o600,
+	}
+}
+
+// Validate reports the first option that makes no sense.
+func (o *Options) Validate() error {
+	switch {
+	case o.Timeout < 0:
+		return invalidf("options: Timeout %v is negative", o.Timeout)
+	case o.MaxSize < 0:
+		return invalidf("options: MaxSize %d is negative", o.MaxSize)
+	case o.CacheNodes < 0:
+		return invalidf("options: CacheNodes %d is negative", o.CacheNodes)
+	case o.PageSize != 0 && (o.PageSize < 1024 || o.PageSize > 1<<20 || o.PageSize&(o.PageSize-1) != 0):
+		return invalidf("options: PageSize %d must be a power of two between 1 KiB and 1 MiB", o.PageSize)
+	}
+	return nil
+}
+
+func (o *Options) logger() *slog.Logger {
+	if o.Logger != nil {
+		return o.Logger
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func (o *Options) now() time.Time {
+	if o.Clock != nil {
+		return o.Clock()
+	}
+	return time.Now()
+}
+
+func (o *Options) String() string {
+	return fmt.Sprintf("{Timeout:%v ReadOnly:%t NoSync:%t MaxSize:%d CacheNodes:%d PageSize:%d}",
+		o.Timeout, o.ReadOnly, o.NoSync, o.MaxSize, o.CacheNodes, o.PageSize)
+}

@@ -1,0 +1,313 @@
+package store
+
+// RunStatus is the lifecycle state of a run.
+type RunStatus string
+
+const (
+	RunRunning  RunStatus = "running"
+	RunFinished RunStatus = "finished"
+	RunFailed   RunStatus = "failed"
+)
+
+// Run is one training run. Steps are numbered from 1; LastStep 0 means no
+// step has completed.
+type Run struct {
+	_msgpack  struct{}          `msgpack:",as_array"`
+	ID        string            `json:"id"`
+	Config    []byte            `json:"config"` // JSON of the trainer's tree and rubric configuration, opaque to the store
+	Status    RunStatus         `json:"status"`
+	LastStep  uint64            `json:"last_step"`
+	CreatedAt int64             `json:"created_at"` // unix nanoseconds
+	UpdatedAt int64             `json:"updated_at"`
+	Meta      map[string]string `json:"meta,omitempty"`
+}
+
+// GroupStatus is open while the tree grows and closed once its advantages
+// are written.
+type GroupStatus string
+
+const (
+	GroupOpen   GroupStatus = "open"
+	GroupClosed GroupStatus = "closed"
+)
+
+// Group is one task's rollout tree within a step.
+type Group struct {
+	_msgpack struct{}          `msgpack:",as_array"`
+	ID       uint64            `json:"id"`
+	Step     uint64            `json:"step"`
+	Task     string            `json:"task"`
+	Prompt   string            `json:"prompt"`
+	Gold     string            `json:"gold,omitempty"` // reference answer, for outcome measures such as token F1
+	Roots    []uint64          `json:"roots"`
+	Status   GroupStatus       `json:"status"`
+	Interval int               `json:"interval"` // intervals fully committed; a resume continues from here
+	Meta     map[string]string `json:"meta,omitempty"`
+}
+
+// NodeStatus is the lifecycle state of a node. Active nodes are exactly the
+// frontier; every other status is final except Failed, which may be retried.
+type NodeStatus string
+
+const (
+	NodeActive    NodeStatus = "active"
+	NodeExpanded  NodeStatus = "expanded"
+	NodeCompleted NodeStatus = "completed"
+	NodePruned    NodeStatus = "pruned"
+	NodeTruncated NodeStatus = "truncated"
+	NodeFailed    NodeStatus = "failed"
+)
+
+// Valid reports whether s is one of the known statuses.
+func (s NodeStatus) Valid() bool {
+	switch s {
+	case NodeActive, NodeExpanded, NodeCompleted, NodePruned, NodeTruncated, NodeFailed:
+		return true
+	}
+	return false
+}
+
+// Leaf reports whether a node in this status is a leaf of its group: one
+// whose outcome reward enters the advantages.
+func (s NodeStatus) Leaf() bool {
+	return s == NodeCompleted || s == NodePruned || s == NodeTruncated
+}
+
+// canMove is the node lifecycle: active → any final status; failed → active
+// for a retry. Nothing else moves.
+func (s NodeStatus) canMove(to NodeStatus) bool {
+	switch s {
+	case NodeActive:
+		return to != NodeActive
+	case NodeFailed:
+		return to == NodeActive
+	}
+	return false
+}
+
+// Score is one process score of a node, taken at the end of an interval.
+type Score struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Interval int      `json:"interval"`
+	Turn     int      `json:"turn"` // path length (turns from the root) when scored
+	Value    float64  `json:"value"`
+}
+
+// Routing actions a Decision may carry.
+const (
+	ActionExpand  = "expand"
+	ActionSurvive = "survive"
+	ActionPrune   = "prune"
+)
+
+// Decision is a routing decision with the values that produced it.
+type Decision struct {
+	_msgpack  struct{} `msgpack:",as_array"`
+	Interval  int      `json:"interval"`
+	Action    string   `json:"action"` // ActionExpand, ActionSurvive or ActionPrune
+	Score     float64  `json:"score"`
+	Reference float64  `json:"reference"` // max or median score of the group's branches
+	Delta     float64  `json:"delta"`
+	Rule      string   `json:"rule"`
+	Children  int      `json:"children,omitempty"`
+}
+
+// Node is a partial trajectory: its own turns plus a prefix inherited from
+// its parent. Parent 0 marks a root branch.
+type Node struct {
+	_msgpack  struct{}   `msgpack:",as_array"`
+	ID        uint64     `json:"id"`
+	Step      uint64     `json:"step"`
+	Group     uint64     `json:"group"`
+	Parent    uint64     `json:"parent"`
+	Ordinal   int        `json:"ordinal"` // position among its siblings; (group, parent, ordinal) is unique
+	Fork      int        `json:"fork"`    // how many of the parent's own turns it inherits
+	Base      int        `json:"base"`    // turns inherited from all ancestors: parent.Base + Fork
+	Depth     int        `json:"depth"`   // 0 for a root branch
+	Status    NodeStatus `json:"status"`
+	Turns     int        `json:"turns"` // own turns stored
+	Scores    []Score    `json:"scores,omitempty"`
+	Decisions []Decision `json:"decisions,omitempty"`
+	HasReward bool       `json:"has_reward"`
+	Reward    float64    `json:"reward"`
+	EnvState  []byte     `json:"env_state,omitempty"` // opaque reference the Env can restore from
+	Worker    string     `json:"worker,omitempty"`
+	Attempt   int        `json:"attempt"`
+}
+
+// PathLen is the number of turns from the root to the node's last turn.
+func (n *Node) PathLen() int { return n.Base + n.Turns }
+
+// Turn is one interaction turn. Token ids and logprobs are stored packed
+// little-endian, not as msgpack arrays.
+type Turn struct {
+	Action            string    `json:"action"`
+	ActionTokens      []uint32  `json:"action_tokens,omitempty"`
+	ActionLogprobs    []float32 `json:"action_logprobs,omitempty"`
+	Observation       string    `json:"observation"`
+	ObservationTokens []uint32  `json:"observation_tokens,omitempty"`
+	Reward            float64   `json:"reward"`
+	Done              bool      `json:"done"`
+}
+
+// PathTurn is a turn placed in a materialised trajectory.
+type PathTurn struct {
+	Turn
+	Node  uint64 `json:"node"`  // the node that stores the turn
+	Index int    `json:"index"` // the turn's index among that node's own turns
+}
+
+// Advantage is the GRPO record of one leaf of a group.
+type Advantage struct {
+	_msgpack          struct{} `msgpack:",as_array"`
+	Step              uint64   `json:"step"`
+	Group             uint64   `json:"group"`
+	Leaf              uint64   `json:"leaf"`
+	Outcome           float64  `json:"outcome"`
+	RubricScore       float64  `json:"rubric_score"` // centred within the group
+	Lambda            float64  `json:"lambda"`
+	Total             float64  `json:"total"` // Outcome + Lambda*RubricScore
+	Mean              float64  `json:"mean"`
+	Std               float64  `json:"std"`
+	Advantage         float64  `json:"advantage"`
+	Rubrics           []uint64 `json:"rubrics,omitempty"`
+	ZeroVariance      bool     `json:"zero_variance"`       // of the outcome rewards, before shaping
+	ZeroVarianceAfter bool     `json:"zero_variance_after"` // of the totals, after shaping
+}
+
+// RubricPool is the pool a rubric is in.
+type RubricPool string
+
+const (
+	PoolCandidate RubricPool = "candidate"
+	PoolPublic    RubricPool = "public"
+	PoolRetired   RubricPool = "retired"
+	PoolMerged    RubricPool = "merged"
+)
+
+// Valid reports whether p is a known pool.
+func (p RubricPool) Valid() bool {
+	switch p {
+	case PoolCandidate, PoolPublic, PoolRetired, PoolMerged:
+		return true
+	}
+	return false
+}
+
+// canMove: candidates are consolidated (merged), promoted or dropped
+// (retired); public rubrics retire; retired and merged are final.
+func (p RubricPool) canMove(to RubricPool) bool {
+	switch p {
+	case PoolCandidate:
+		return to == PoolMerged || to == PoolPublic || to == PoolRetired
+	case PoolPublic:
+		return to == PoolRetired
+	}
+	return false
+}
+
+// RubricOrigin says where a draft rubric was induced.
+type RubricOrigin struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Step     uint64   `json:"step"`
+	Group    uint64   `json:"group"`
+	Anchors  []uint64 `json:"anchors,omitempty"` // tau+, tau-worst, tau-hard node ids
+}
+
+// RubricUsage holds the usage statistics of a public rubric. The running
+// sums let its Pearson correlation with the outcome survive restarts exactly.
+type RubricUsage struct {
+	_msgpack       struct{} `msgpack:",as_array"`
+	Activations    int      `json:"activations"`
+	LastActivation int64    `json:"last_activation"` // step; -1 never
+	PairsJudged    int      `json:"pairs_judged"`
+	LastVariance   float64  `json:"last_variance"`
+	LowVarStreak   int      `json:"low_var_streak"`
+	GroupsUnlocked int      `json:"groups_unlocked"`
+	N              float64  `json:"n"`
+	SumX           float64  `json:"sum_x"`
+	SumY           float64  `json:"sum_y"`
+	SumXY          float64  `json:"sum_xy"`
+	SumXX          float64  `json:"sum_xx"`
+	SumYY          float64  `json:"sum_yy"`
+}
+
+// Rubric is one entry of the ARBOR rubric buffer.
+type Rubric struct {
+	_msgpack     struct{}     `msgpack:",as_array"`
+	ID           uint64       `json:"id"`
+	Pool         RubricPool   `json:"pool"`
+	Text         string       `json:"text"`
+	Feature      string       `json:"feature,omitempty"` // optional machine key of what the rubric judges
+	Origin       RubricOrigin `json:"origin"`
+	Parents      []uint64     `json:"parents,omitempty"`     // drafts a public rubric consolidates
+	MergedInto   uint64       `json:"merged_into,omitempty"` // for a merged draft: the public rubric that absorbed it
+	Support      int          `json:"support"`
+	Variance     float64      `json:"variance"` // admission figures
+	Rho          float64      `json:"rho"`
+	Usage        RubricUsage  `json:"usage"`
+	CreatedStep  uint64       `json:"created_step"`
+	RetireStep   uint64       `json:"retire_step,omitempty"`
+	RetireReason string       `json:"retire_reason,omitempty"`
+}
+
+// Checkpoint is the trainer's state after a step: small state inline, or a
+// reference to external weights (model weights belong on a file system).
+type Checkpoint struct {
+	_msgpack  struct{}          `msgpack:",as_array"`
+	Step      uint64            `json:"step"`
+	Inline    []byte            `json:"inline,omitempty"`
+	URI       string            `json:"uri,omitempty"`
+	Hash      string            `json:"hash,omitempty"`
+	Meta      map[string]string `json:"meta,omitempty"`
+	CreatedAt int64             `json:"created_at"`
+}
+
+// EventKind names a mutation.
+type EventKind string
+
+// Event kinds written by the store. Packages above add their own kinds with
+// RunTx.AppendEvent (e.g. "rubric.judge").
+const (
+	EvRunCreate    EventKind = "run.create"
+	EvRunStatus    EventKind = "run.status"
+	EvGroupOpen    EventKind = "group.open"
+	EvGroupUpdate  EventKind = "group.update"
+	EvGroupClose   EventKind = "group.close"
+	EvNodeAdd      EventKind = "node.add"
+	EvTurns        EventKind = "node.turns"
+	EvNodeScore    EventKind = "node.score"
+	EvNodeRoute    EventKind = "node.route"
+	EvNodeStatus   EventKind = "node.status"
+	EvNodeReward   EventKind = "node.reward"
+	EvAdvantage    EventKind = "adv.put"
+	EvRubricPut    EventKind = "rubric.put"
+	EvRubricUpdate EventKind = "rubric.update"
+	EvRubricMove   EventKind = "rubric.move"
+	EvCheckpoint   EventKind = "ckpt.put"
+)
+
+// Event is one entry of a run's log. For the store's own kinds Payload is
+// the msgpack of the record after the mutation (a Node, Group, Rubric, ...;
+// for EvTurns a TurnsPayload), so a reader can rebuild any record as it was
+// after any event; see DecodePayload.
+type Event struct {
+	_msgpack struct{}  `msgpack:",as_array"`
+	Seq      uint64    `json:"seq"`
+	Time     int64     `json:"time"`
+	Kind     EventKind `json:"kind"`
+	Step     uint64    `json:"step,omitempty"`
+	Group    uint64    `json:"group,omitempty"`
+	Node     uint64    `json:"node,omitempty"`
+	Rubric   uint64    `json:"rubric,omitempty"`
+	Payload  []byte    `json:"payload,omitempty"`
+}
+
+// TurnsPayload is the payload of an EvTurns event: the range of own-turn
+// indexes written and the node's turn count after the write.
+type TurnsPayload struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	From     int      `json:"from"`
+	Count    int      `json:"count"`
+	Turns    int      `json:"turns"`
+}

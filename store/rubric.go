@@ -1,0 +1,157 @@
+package store
+
+// PutRubric adds a rubric. A zero ID takes the next id of the run's rubric
+// sequence; a non-zero ID must not exist yet. The pool must be valid.
+func (r *RunTx) PutRubric(rb Rubric) (Rubric, error) {
+	if err := r.tx.check(true); err != nil {
+		return Rubric{}, err
+	}
+	b, err := r.bucket(bRubrics)
+	if err != nil {
+		return Rubric{}, r.tx.fail(err)
+	}
+	if !rb.Pool.Valid() {
+		return Rubric{}, r.tx.fail(invalidf("rubric pool %q", rb.Pool))
+	}
+	if err := validRubricNumbers(&rb); err != nil {
+		return Rubric{}, r.tx.fail(err)
+	}
+	if rb.ID == 0 {
+		if rb.ID, err = b.NextSequence(); err != nil {
+			return Rubric{}, r.tx.fail(err)
+		}
+	} else {
+		if b.Get(u64key(rb.ID)) != nil {
+			return Rubric{}, r.tx.fail(existsf("rubric %d", rb.ID))
+		}
+		if rb.ID > b.Sequence() {
+			if err := b.SetSequence(rb.ID); err != nil {
+				return Rubric{}, r.tx.fail(err)
+			}
+		}
+	}
+	return rb, r.tx.fail(r.putRubric(&rb, EvRubricPut))
+}
+
+func validRubricNumbers(rb *Rubric) error {
+	u := rb.Usage
+	for _, x := range []float64{rb.Variance, rb.Rho, u.LastVariance, u.N, u.SumX, u.SumY, u.SumXY, u.SumXX, u.SumYY} {
+		if !finite(x) {
+			return invalidf("rubric %d has a non-finite statistic", rb.ID)
+		}
+	}
+	if rb.Support < 0 || u.Activations < 0 || u.PairsJudged < 0 || u.LowVarStreak < 0 || u.GroupsUnlocked < 0 || u.N < 0 {
+		return invalidf("rubric %d has a negative count", rb.ID)
+	}
+	return nil
+}
+
+func (r *RunTx) putRubric(rb *Rubric, kind EventKind) error {
+	b, err := r.bucket(bRubrics)
+	if err != nil {
+		return err
+	}
+	val, err := encodeValue(rb)
+	if err != nil {
+		return err
+	}
+	if err := b.Put(u64key(rb.ID), val); err != nil {
+		return err
+	}
+	return r.appendEvent(Event{Kind: kind, Step: rb.CreatedStep, Rubric: rb.ID}, val)
+}
+
+// UpdateRubric rewrites a rubric's text, support and statistics. Its pool
+// does not change here; moves go through MoveRubric so they obey the
+// lifecycle.
+func (r *RunTx) UpdateRubric(rb Rubric) error {
+	if err := r.tx.check(true); err != nil {
+		return err
+	}
+	old, err := r.Rubric(rb.ID)
+	if err != nil {
+		return r.tx.fail(err)
+	}
+	if old.Pool != rb.Pool {
+		return r.tx.fail(invalidf("rubric %d: pool changes go through MoveRubric", rb.ID))
+	}
+	if err := validRubricNumbers(&rb); err != nil {
+		return r.tx.fail(err)
+	}
+	return r.tx.fail(r.putRubric(&rb, EvRubricUpdate))
+}
+
+// RubricMove describes a pool change.
+type RubricMove struct {
+	To         RubricPool
+	Step       uint64
+	Reason     string // why it retired
+	MergedInto uint64 // the public rubric that absorbed a merged draft
+}
+
+// MoveRubric moves a rubric between pools: candidate → public, merged or
+// retired; public → retired. Retired and merged are final. Moving to merged
+// needs an existing public MergedInto.
+func (r *RunTx) MoveRubric(id uint64, m RubricMove) (Rubric, error) {
+	if err := r.tx.check(true); err != nil {
+		return Rubric{}, err
+	}
+	rb, err := r.Rubric(id)
+	if err != nil {
+		return Rubric{}, r.tx.fail(err)
+	}
+	if !m.To.Valid() || !rb.Pool.canMove(m.To) {
+		return Rubric{}, r.tx.fail(invalidf("rubric %d cannot move from %s to %q", id, rb.Pool, m.To))
+	}
+	switch m.To {
+	case PoolMerged:
+		into, err := r.Rubric(m.MergedInto)
+		if err != nil {
+			return Rubric{}, r.tx.fail(err)
+		}
+		if into.Pool != PoolPublic {
+			return Rubric{}, r.tx.fail(invalidf("rubric %d merges into %d, which is %s", id, into.ID, into.Pool))
+		}
+		rb.MergedInto = into.ID
+	case PoolRetired:
+		rb.RetireStep, rb.RetireReason = m.Step, m.Reason
+	}
+	rb.Pool = m.To
+	return rb, r.tx.fail(r.putRubric(&rb, EvRubricMove))
+}
+
+// Rubric returns one rubric.
+func (r *RunTx) Rubric(id uint64) (Rubric, error) {
+	var rb Rubric
+	b, err := r.bucket(bRubrics)
+	if err != nil {
+		return rb, err
+	}
+	k := u64key(id)
+	raw := b.Get(k)
+	if raw == nil {
+		return rb, notFoundf("rubric %d of run %q", id, r.id)
+	}
+	err = decodeValue(r.bpath(bRubrics), k, raw, &rb)
+	return rb, err
+}
+
+// Rubrics returns the rubrics of a pool ("" for all) in id order.
+func (r *RunTx) Rubrics(pool RubricPool) ([]Rubric, error) {
+	b, err := r.bucket(bRubrics)
+	if err != nil {
+		return nil, err
+	}
+	var out []Rubric
+	err = b.ForEach(func(k, v []byte) error {
+		var rb Rubric
+		if err := decodeValue(r.bpath(bRubrics), k, v, &rb); err != nil {
+			return err
+		}
+		if pool == "" || rb.Pool == pool {
+			out = append(out, rb)
+		}
+		return nil
+	})
+	return out, err
+}

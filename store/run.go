@@ -1,0 +1,90 @@
+package store
+
+import "fmt"
+
+// Info returns the run's record.
+func (r *RunTx) Info() (Run, error) {
+	var run Run
+	raw := r.b.Get(keyRun)
+	if raw == nil {
+		return run, &CorruptError{Bucket: r.path, Key: keyRun, Reason: "run record missing"}
+	}
+	err := decodeValue(r.path, keyRun, raw, &run)
+	return run, err
+}
+
+func (r *RunTx) putRun(run *Run, kind EventKind) error {
+	val, err := encodeValue(run)
+	if err != nil {
+		return err
+	}
+	if err := r.b.Put(keyRun, val); err != nil {
+		return err
+	}
+	return r.appendEvent(Event{Kind: kind, Step: run.LastStep}, val)
+}
+
+// SetRunStatus moves the run to running, finished or failed.
+func (r *RunTx) SetRunStatus(s RunStatus) error {
+	if err := r.tx.check(true); err != nil {
+		return err
+	}
+	switch s {
+	case RunRunning, RunFinished, RunFailed:
+	default:
+		return r.tx.fail(invalidf("run status %q", s))
+	}
+	run, err := r.Info()
+	if err != nil {
+		return r.tx.fail(err)
+	}
+	run.Status = s
+	run.UpdatedAt = r.tx.db.opts.now().UnixNano()
+	return r.tx.fail(r.putRun(&run, EvRunStatus))
+}
+
+// SetConfig replaces the run's opaque config (JSON). Used when a resumed
+// run records the configuration it continued with.
+func (r *RunTx) SetConfig(config []byte) error {
+	if err := r.tx.check(true); err != nil {
+		return err
+	}
+	run, err := r.Info()
+	if err != nil {
+		return r.tx.fail(err)
+	}
+	run.Config = cloneBytes(config)
+	run.UpdatedAt = r.tx.db.opts.now().UnixNano()
+	return r.tx.fail(r.putRun(&run, EvRunStatus))
+}
+
+// BucketSize is the on-disk footprint of one of a run's buckets.
+type BucketSize struct {
+	Name  string `json:"name"`
+	Keys  int    `json:"keys"`
+	Bytes int64  `json:"bytes"` // pages allocated to the bucket (branch + leaf + inline)
+	Used  int64  `json:"used"`  // bytes in use within those pages
+}
+
+// BucketSizes walks the run's sub-buckets and reports their sizes. It reads
+// every page of the run, so it costs time proportional to the run's size.
+func (r *RunTx) BucketSizes() ([]BucketSize, error) {
+	out := make([]BucketSize, 0, len(subBuckets))
+	pageSize := int64(r.tx.btx.DB().Info().PageSize)
+	for _, name := range subBuckets {
+		b, err := r.bucket(name)
+		if err != nil {
+			return nil, err
+		}
+		s := b.Stats()
+		out = append(out, BucketSize{
+			Name:  name,
+			Keys:  s.KeyN,
+			Bytes: int64(s.BranchPageN+s.BranchOverflowN+s.LeafPageN+s.LeafOverflowN)*pageSize + int64(s.InlineBucketInuse),
+			Used:  int64(s.BranchInuse + s.LeafInuse + s.InlineBucketInuse),
+		})
+	}
+	return out, nil
+}
+
+func (r *RunTx) String() string { return fmt.Sprintf("run %q", r.id) }

@@ -1,0 +1,93 @@
+package tree
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// PruneRule selects the reference value a branch's score is compared against.
+type PruneRule string
+
+const (
+	// PruneMax prunes a branch when s < max_j s_j − Delta (the seed rule):
+	// it keeps only branches close to the current best one.
+	PruneMax PruneRule = "max"
+	// PruneMedian prunes a branch when s < median_j s_j − Delta: it is less
+	// sensitive to a single optimistic score than PruneMax.
+	PruneMedian PruneRule = "median"
+)
+
+// Config holds the PaTR parameters of one run. The zero value is not valid
+// (PruneRule is empty, M and K are 0); start from DefaultConfig.
+type Config struct {
+	B0          int       // initial branches per task (default 4)
+	K           int       // turns per interval (default 5)
+	M           int       // children per expansion (default 2)
+	TopExpand   int       // branches expanded per interval (default 2)
+	Delta       float64   // prune margin (default 0.5)
+	PruneRule   PruneRule // default PruneMax
+	RepeatPrune int       // prune after this many identical actions in a row; 0 disables (default 6)
+	MaxTurns    int       // turn cap per root-to-leaf path; 0 = no cap (default 100)
+	MaxActive   int       // width cap on active branches per group; 0 = no cap (default 0)
+	Seed        int64
+	NoScoring   bool // GRPO mode: no scorer, no routing; every branch runs to the end (B0 = G)
+}
+
+// DefaultConfig returns the defaults of DESIGN.md §5, which follow the
+// secondary reports of the PaTR paper (see METHODS.md). They are defaults to
+// expose, not constants: every field can be overridden.
+func DefaultConfig() Config {
+	return Config{
+		B0:          4,
+		K:           5,
+		M:           2,
+		TopExpand:   2,
+		Delta:       0.5,
+		PruneRule:   PruneMax,
+		RepeatPrune: 6,
+		MaxTurns:    100,
+		MaxActive:   0,
+	}
+}
+
+// Validate reports every field that is out of range, so a user fixing a
+// config sees all problems at once. Each reported problem wraps
+// ErrInvalidConfig and names the field.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: %s %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...)))
+	}
+	if c.B0 < 1 {
+		bad("B0", "= %d, want >= 1", c.B0)
+	}
+	if c.K < 1 {
+		bad("K", "= %d, want >= 1", c.K)
+	}
+	if c.M < 1 {
+		bad("M", "= %d, want >= 1", c.M)
+	}
+	if c.TopExpand < 0 {
+		bad("TopExpand", "= %d, want >= 0", c.TopExpand)
+	}
+	if c.Delta < 0 || math.IsNaN(c.Delta) || math.IsInf(c.Delta, 0) {
+		bad("Delta", "= %v, want a finite value >= 0", c.Delta)
+	}
+	switch c.PruneRule {
+	case PruneMax, PruneMedian:
+	default:
+		bad("PruneRule", "= %q, want %q or %q", c.PruneRule, PruneMax, PruneMedian)
+	}
+	if c.RepeatPrune < 0 {
+		bad("RepeatPrune", "= %d, want >= 0 (0 disables)", c.RepeatPrune)
+	}
+	if c.MaxTurns < 0 {
+		bad("MaxTurns", "= %d, want >= 0 (0 = no cap)", c.MaxTurns)
+	}
+	// A cap below B0 could not even hold the initial branches.
+	if c.MaxActive != 0 && c.MaxActive < c.B0 {
+		bad("MaxActive", "= %d, want 0 (no cap) or >= B0 (%d)", c.MaxActive, c.B0)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,205 @@
+package tree
+
+import (
+	"math"
+	"sort"
+)
+
+// Action is what routing does with one active branch.
+type Action string
+
+const (
+	// Expand replaces the branch by Children new branches forked at its last
+	// turn; the parent itself stops being active.
+	Expand Action = "expand"
+	// Survive keeps the branch active for the next interval.
+	Survive Action = "survive"
+	// Prune ends the branch; it stays in the group as a leaf (a negative).
+	Prune Action = "prune"
+)
+
+// Values of Decision.Rule. They are stored with every decision so that a
+// reader can see why a branch went where it did without re-running Route.
+const (
+	RuleMax      = "max"       // pruned: s < max_j s_j − Delta
+	RuleMedian   = "median"    // pruned: s < median_j s_j − Delta
+	RuleRepeat   = "repeat"    // pruned: RepeatRun >= RepeatPrune
+	RuleTop      = "top"       // expanded: among the TopExpand best survivors
+	RuleWidthCap = "width-cap" // would have expanded, but MaxActive left room for fewer than 2 children
+	RuleSurvive  = "survive"   // neither pruned nor expanded
+)
+
+// Branch is one still-active branch of a group at the end of an interval.
+type Branch struct {
+	Node      uint64  // node id; ties break by ascending node id
+	Score     float64 // process score in [0,1]
+	RepeatRun int     // identical actions in a row at the end of its path
+}
+
+// Decision is the routing outcome for one branch with the values that produced it.
+type Decision struct {
+	Node      uint64
+	Action    Action
+	Score     float64 // the score routing used (a NaN input is recorded as 0, see Route)
+	Reference float64 // max_j s_j or the median, whichever the rule uses
+	Delta     float64
+	Rule      string // one of the Rule* constants
+	Children  int    // number of children for Expand (M, or fewer under the width cap); 0 otherwise
+	Rank      int    // 0-based rank by score desc then node id asc
+}
+
+// Route decides, for every branch of one group, whether it is expanded,
+// survives or is pruned (METHODS.md, PaTR step 4). It is pure: it reads only
+// its arguments, does not modify branches, and the same inputs always give the
+// same decisions, which is what lets replay re-run it on recorded scores.
+// Decisions come back in the order of branches; empty input gives nil.
+//
+// In order:
+//
+//  1. Reference: max_j s_j (PruneMax) or the median (PruneMedian; for an even
+//     count the mean of the two middle values), over all branches given,
+//     including those that will be pruned for repeating.
+//  2. Prune: RepeatPrune > 0 && RepeatRun >= RepeatPrune (rule "repeat",
+//     checked first), else s < Reference − Delta (rule "max" or "median").
+//  3. Rank every branch by score descending, then node id ascending (then
+//     input position, so duplicate ids stay deterministic). The first
+//     TopExpand non-pruned branches in rank order expand into M children
+//     (rule "top"); the other non-pruned branches survive (rule "survive").
+//  4. Width cap (MaxActive > 0): the active set after routing, survivors plus
+//     all children, must not exceed MaxActive. Children are allotted in rank
+//     order; an expansion shrinks to the children that still fit, and becomes
+//     a survivor (rule "width-cap") when that would leave it fewer than 2
+//     children and fewer than M, because a single child only renames the
+//     branch. If the survivors alone already exceed MaxActive nothing
+//     expands; branches are never pruned to make room.
+//
+// Scores are expected in [0,1] (the store rejects others). A NaN score would
+// make ordering undefined, so it is treated as 0, the worst legal score, and
+// recorded as 0 in Decision.Score. Under NoScoring (GRPO) there is no routing:
+// every branch survives with rule "survive" so every trajectory runs to its
+// end. Route assumes cfg passed Validate; an unknown PruneRule acts as
+// PruneMax and a negative TopExpand as 0, so Route never panics.
+func Route(branches []Branch, cfg Config) []Decision {
+	n := len(branches)
+	if n == 0 {
+		return nil
+	}
+
+	scores := make([]float64, n)
+	for i, b := range branches {
+		scores[i] = b.Score
+		if math.IsNaN(b.Score) {
+			scores[i] = 0
+		}
+	}
+	ref, pruneRule := reference(scores, cfg.PruneRule)
+
+	// order[r] is the input index of the branch with rank r.
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		ia, ib := order[a], order[b]
+		if scores[ia] != scores[ib] {
+			return scores[ia] > scores[ib]
+		}
+		return branches[ia].Node < branches[ib].Node
+	})
+
+	out := make([]Decision, n)
+	for r, i := range order {
+		out[i] = Decision{
+			Node:      branches[i].Node,
+			Action:    Survive,
+			Score:     scores[i],
+			Reference: ref,
+			Delta:     cfg.Delta,
+			Rule:      RuleSurvive,
+			Rank:      r,
+		}
+	}
+	if cfg.NoScoring {
+		return out
+	}
+
+	kept := 0 // non-pruned branches: each counts 1 toward the active set as a survivor
+	for i, b := range branches {
+		switch {
+		case cfg.RepeatPrune > 0 && b.RepeatRun >= cfg.RepeatPrune:
+			out[i].Action, out[i].Rule = Prune, RuleRepeat
+		case scores[i] < ref-cfg.Delta:
+			out[i].Action, out[i].Rule = Prune, pruneRule
+		default:
+			kept++
+		}
+	}
+
+	// room is how many more active branches the cap allows beyond the
+	// non-pruned ones; expanding into c children costs c−1 of it, since the
+	// parent stops being active.
+	room := math.MaxInt
+	if cfg.MaxActive > 0 {
+		room = cfg.MaxActive - kept
+	}
+	left := max(cfg.TopExpand, 0)
+	for _, i := range order {
+		if left == 0 {
+			break
+		}
+		if out[i].Action == Prune {
+			continue
+		}
+		left--
+		c := cfg.M
+		if room < c-1 {
+			c = max(room+1, 0)
+		}
+		if c < cfg.M && c < 2 {
+			out[i].Rule = RuleWidthCap
+			continue
+		}
+		if c < 1 { // only reachable with an invalid M < 1
+			continue
+		}
+		out[i].Action, out[i].Rule, out[i].Children = Expand, RuleTop, c
+		room -= c - 1
+	}
+	return out
+}
+
+// reference returns the value scores are compared against under rule, and
+// the Rule string a score-based prune records. It sorts a copy so the
+// caller's slice keeps input order.
+func reference(scores []float64, rule PruneRule) (float64, string) {
+	if rule == PruneMedian {
+		s := append([]float64(nil), scores...)
+		sort.Float64s(s)
+		mid := len(s) / 2
+		if len(s)%2 == 1 {
+			return s[mid], RuleMedian
+		}
+		return (s[mid-1] + s[mid]) / 2, RuleMedian
+	}
+	best := scores[0]
+	for _, s := range scores[1:] {
+		best = max(best, s)
+	}
+	return best, RuleMax
+}
+
+// ActiveAfter is the number of active branches once decisions are applied:
+// one per survivor plus every child of every expansion. The driver uses it
+// to size the next interval; tests use it to check the width cap.
+func ActiveAfter(decisions []Decision) int {
+	n := 0
+	for _, d := range decisions {
+		switch d.Action {
+		case Survive:
+			n++
+		case Expand:
+			n += d.Children
+		}
+	}
+	return n
+}
