@@ -21,17 +21,17 @@ const (
 // Config holds the PaTR parameters of one run. The zero value is not valid
 // (PruneRule is empty, M and K are 0); start from DefaultConfig.
 type Config struct {
-	B0          int       // initial branches per task (default 4)
-	K           int       // turns per interval (default 5)
-	M           int       // children per expansion (default 2)
-	TopExpand   int       // branches expanded per interval (default 2)
-	Delta       float64   // prune margin (default 0.5)
-	PruneRule   PruneRule // default PruneMax
-	RepeatPrune int       // prune after this many identical actions in a row; 0 disables (default 6)
-	MaxTurns    int       // turn cap per root-to-leaf path; 0 = no cap (default 100)
-	MaxActive   int       // width cap on active branches per group; 0 = no cap (default 0)
-	Seed        int64
-	NoScoring   bool // GRPO mode: no scorer, no routing; every branch runs to the end (B0 = G)
+	B0          int       `json:"b0"`           // initial branches per task (default 4)
+	K           int       `json:"k"`            // turns per interval (default 5)
+	M           int       `json:"m"`            // children per expansion (default 2)
+	TopExpand   int       `json:"top_expand"`   // branches expanded per interval (default 2)
+	Delta       float64   `json:"delta"`        // prune margin (default 0.5)
+	PruneRule   PruneRule `json:"prune_rule"`   // default PruneMax
+	RepeatPrune int       `json:"repeat_prune"` // prune after this many identical actions in a row; 0 disables (default 6)
+	MaxTurns    int       `json:"max_turns"`    // turn cap per root-to-leaf path; 0 = no cap (default 100)
+	MaxActive   int       `json:"max_active"`   // width cap on active branches per group; 0 = no cap (default 0)
+	Seed        int64     `json:"seed"`
+	NoScoring   bool      `json:"no_scoring"` // GRPO mode: no scorer, no routing; every branch runs to the end (B0 = G)
 }
 
 // DefaultConfig returns the defaults of DESIGN.md §5, which follow the

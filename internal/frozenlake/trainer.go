@@ -1,0 +1,474 @@
+package frozenlake
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/tree"
+)
+
+// TrainConfig is the demo trainer's configuration, stored in the run's
+// config so a resume continues with the same settings.
+type TrainConfig struct {
+	Run          string      `json:"run"`
+	Mode         string      `json:"mode"` // "patr" or "grpo"
+	Steps        int         `json:"steps"`
+	Batch        int         `json:"batch"` // tasks (groups) per step
+	Seed         int64       `json:"seed"`
+	Map          string      `json:"map"`
+	Slippery     bool        `json:"slippery"`
+	Rubrics      bool        `json:"rubrics"`
+	Tree         tree.Config `json:"tree"`
+	LR           float64     `json:"lr"`
+	ClipEps      float64     `json:"clip_eps"`
+	Epochs       int         `json:"epochs"`
+	EvalEpisodes int         `json:"eval_episodes"`
+	// EnvStepBudget stops training once this many env steps were sampled
+	// (0: no budget); `demo --mode both` gives GRPO PaTR's budget.
+	EnvStepBudget int `json:"env_step_budget,omitempty"`
+}
+
+// DefaultTrainConfig returns the demo's defaults for mode "patr" or "grpo".
+// PaTR uses METHODS.md's FrozenLake settings (B0=4, K=5, M=2, top-2,
+// delta 0.5) with a width cap of 16 active branches; GRPO samples G=8
+// independent trajectories, the number of leaves a PaTR tree ends with.
+func DefaultTrainConfig(mode string) TrainConfig {
+	c := TrainConfig{Run: "demo", Mode: mode, Steps: 30, Batch: 16, Seed: 1, Map: "4x4",
+		LR: 1.0, ClipEps: 0.2, Epochs: 2, EvalEpisodes: 1000}
+	c.Tree = tree.DefaultConfig()
+	c.Tree.MaxActive = 16
+	if mode == "grpo" {
+		c.Tree.B0 = 8
+		c.Tree.NoScoring = true
+	}
+	return c
+}
+
+// Validate checks the trainer configuration.
+func (c *TrainConfig) Validate() error {
+	switch {
+	case c.Mode != "patr" && c.Mode != "grpo":
+		return fmt.Errorf("%w: mode %q, want patr or grpo", store.ErrInvalid, c.Mode)
+	case c.Steps < 1 || c.Batch < 1:
+		return fmt.Errorf("%w: steps %d and batch %d must be at least 1", store.ErrInvalid, c.Steps, c.Batch)
+	case c.Epochs < 1 || !(c.LR > 0) || c.ClipEps < 0:
+		return fmt.Errorf("%w: epochs %d, lr %v, clip %v", store.ErrInvalid, c.Epochs, c.LR, c.ClipEps)
+	case !store.ValidRunID(c.Run):
+		return fmt.Errorf("%w: run id %q: want 1-128 bytes of [A-Za-z0-9._-]", store.ErrInvalid, c.Run)
+	}
+	if _, err := MapByName(c.Map); err != nil {
+		return fmt.Errorf("%w: %v", store.ErrInvalid, err)
+	}
+	return c.Tree.Validate()
+}
+
+// StepReport is what one training step did.
+type StepReport struct {
+	Step          uint64  `json:"step"`
+	Groups        int     `json:"groups"`
+	Leaves        int     `json:"leaves"`
+	Success       float64 `json:"success"` // share of leaves that reached the goal
+	MeanReward    float64 `json:"mean_reward"`
+	EnvSteps      int     `json:"env_steps"` // turns sampled in this step
+	ZeroVariance  int     `json:"zero_variance_groups"`
+	Unlocked      int     `json:"unlocked_groups"` // zero-variance groups shaping made informative
+	TotalEnvSteps int     `json:"total_env_steps"`
+}
+
+// Report is the outcome of a training run.
+type Report struct {
+	Run            string       `json:"run"`
+	Mode           string       `json:"mode"`
+	Steps          uint64       `json:"steps"`
+	FinalSuccess   float64      `json:"final_success"` // greedy policy over EvalEpisodes episodes
+	EnvSteps       int          `json:"env_steps"`
+	Nodes          int          `json:"nodes"`
+	Leaves         int          `json:"leaves"`
+	Bytes          int64        `json:"bytes"`
+	PublicRubrics  int          `json:"public_rubrics"`
+	RetiredRubrics int          `json:"retired_rubrics"`
+	ZeroVariance   int          `json:"zero_variance_groups"`
+	Unlocked       int          `json:"unlocked_groups"`
+	History        []StepReport `json:"history"`
+}
+
+// Trainer runs GRPO or PaTR on FrozenLake with every rollout in the store.
+type Trainer struct {
+	db     *store.DB
+	cfg    TrainConfig
+	m      Map
+	policy *Policy
+	engine *tree.Engine
+	treeP  *TreePolicy
+	out    io.Writer
+	// ShaperFor, when set, builds the rubric shaper for a run; the demo sets
+	// it when --rubrics is on.
+	ShaperFor func(db *store.DB, run string, cfg TrainConfig, m Map) (tree.Shaper, error)
+}
+
+// NewTrainer prepares a trainer; progress lines go to out (nil: none).
+func NewTrainer(db *store.DB, cfg TrainConfig, out io.Writer) (*Trainer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m, _ := MapByName(cfg.Map)
+	if cfg.Tree.MaxTurns == 0 || cfg.Tree.MaxTurns > m.StepLimit {
+		cfg.Tree.MaxTurns = m.StepLimit
+	}
+	if out == nil {
+		out = io.Discard
+	}
+	return &Trainer{db: db, cfg: cfg, m: m, out: out}, nil
+}
+
+// ErrRunExists: a fresh run was asked for an id already in the file.
+var ErrRunExists = errors.New("frozenlake: run exists (use --resume or another --run)")
+
+// Train runs (or, with resume, continues) the run and evaluates the final
+// policy. A resumed run continues from its last checkpoint with the policy it
+// had, finishing an interrupted step without redoing committed turns.
+func (t *Trainer) Train(ctx context.Context, resume bool) (*Report, error) {
+	var startStep uint64 = 1
+	if resume {
+		var err error
+		if startStep, err = t.loadForResume(); err != nil {
+			return nil, err
+		}
+	} else {
+		if err := t.create(); err != nil {
+			return nil, err
+		}
+		t.policy = NewPolicy(t.m.NumStates())
+	}
+	if err := t.initEngine(); err != nil {
+		return nil, err
+	}
+	rep := &Report{Run: t.cfg.Run, Mode: t.cfg.Mode}
+	total, err := t.envStepsSoFar(startStep)
+	if err != nil {
+		return nil, err
+	}
+	for step := startStep; step <= uint64(t.cfg.Steps); step++ {
+		if t.cfg.EnvStepBudget > 0 && total >= t.cfg.EnvStepBudget {
+			break
+		}
+		sr, err := t.step(ctx, step)
+		if err != nil {
+			return nil, err
+		}
+		total += sr.EnvSteps
+		sr.TotalEnvSteps = total
+		rep.History = append(rep.History, *sr)
+		fmt.Fprintf(t.out, "%s step %3d  leaves %4d  success %.3f  mean reward %.3f  zero-var groups %2d  env steps %d\n",
+			t.cfg.Mode, sr.Step, sr.Leaves, sr.Success, sr.MeanReward, sr.ZeroVariance, total)
+	}
+	if err := t.db.Update(func(tx *store.Tx) error {
+		r, err := tx.Run(t.cfg.Run)
+		if err != nil {
+			return err
+		}
+		return r.SetRunStatus(store.RunFinished)
+	}); err != nil {
+		return nil, err
+	}
+	return t.finish(rep)
+}
+
+func (t *Trainer) create() error {
+	cfgJSON, err := json.Marshal(t.cfg)
+	if err != nil {
+		return err
+	}
+	return t.db.Update(func(tx *store.Tx) error {
+		_, err := tx.CreateRun(t.cfg.Run, cfgJSON, map[string]string{"trainer": "frozenlake-demo"})
+		if errors.Is(err, store.ErrExists) {
+			return fmt.Errorf("%w: %q", ErrRunExists, t.cfg.Run)
+		}
+		return err
+	})
+}
+
+// loadForResume restores the stored config (keeping a larger --steps) and
+// the policy of the last checkpoint; it returns the step to continue at.
+func (t *Trainer) loadForResume() (uint64, error) {
+	var stored TrainConfig
+	var last uint64
+	var inline []byte
+	err := t.db.View(func(tx *store.Tx) error {
+		r, err := tx.Run(t.cfg.Run)
+		if err != nil {
+			return err
+		}
+		info, err := r.Info()
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(info.Config, &stored); err != nil {
+			return fmt.Errorf("%w: run %q config: %v", store.ErrInvalid, t.cfg.Run, err)
+		}
+		last = info.LastStep
+		if last == 0 {
+			return nil
+		}
+		ck, err := r.Checkpoint(last)
+		if err != nil {
+			return err
+		}
+		inline = ck.Inline
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	steps := max(t.cfg.Steps, stored.Steps)
+	budget := t.cfg.EnvStepBudget
+	stored.Steps = steps
+	if budget > 0 {
+		stored.EnvStepBudget = budget
+	}
+	t.cfg = stored
+	if t.m, err = MapByName(stored.Map); err != nil {
+		return 0, err
+	}
+	t.policy = NewPolicy(t.m.NumStates())
+	if inline != nil {
+		if err := t.policy.UnmarshalBinary(inline); err != nil {
+			return 0, fmt.Errorf("%w: checkpoint of step %d: %v", store.ErrCorrupt, last, err)
+		}
+	}
+	return last + 1, nil
+}
+
+func (t *Trainer) initEngine() error {
+	t.treeP = &TreePolicy{Map: t.m, Policy: t.policy}
+	opts := tree.Options{
+		Config: t.cfg.Tree,
+		Policy: t.treeP,
+		Env:    &TreeEnv{Map: t.m, Slippery: t.cfg.Slippery},
+		Scorer: &TreeScorer{Map: t.m},
+	}
+	if t.cfg.Rubrics && t.ShaperFor != nil {
+		sh, err := t.ShaperFor(t.db, t.cfg.Run, t.cfg, t.m)
+		if err != nil {
+			return err
+		}
+		opts.Shaper = sh
+	}
+	var err error
+	t.engine, err = tree.New(t.db, t.cfg.Run, opts)
+	return err
+}
+
+// step rolls out (or finishes) one step, updates the policy from the
+// stored advantages, and commits the new policy as the step's checkpoint in
+// the transaction that marks the step complete.
+func (t *Trainer) step(ctx context.Context, step uint64) (*StepReport, error) {
+	var groups []store.Group
+	if err := t.db.View(func(tx *store.Tx) error {
+		r, err := tx.Run(t.cfg.Run)
+		if err != nil {
+			return err
+		}
+		groups, err = r.Groups(step)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	open := false
+	for _, g := range groups {
+		open = open || g.Status == store.GroupOpen
+	}
+	switch {
+	case len(groups) == 0:
+		tasks := make([]tree.Task, t.cfg.Batch)
+		for i := range tasks {
+			tasks[i] = tree.Task{ID: "frozenlake-" + t.cfg.Map + "-" + strconv.Itoa(i), Prompt: "reach G from S without falling into H"}
+		}
+		if _, err := t.engine.Rollout(ctx, step, tasks); err != nil {
+			return nil, err
+		}
+	case open:
+		if _, err := t.engine.Resume(ctx); err != nil {
+			return nil, err
+		}
+	}
+	samples, sr, err := t.collect(step)
+	if err != nil {
+		return nil, err
+	}
+	for e := 0; e < t.cfg.Epochs; e++ {
+		t.policy.Update(samples, t.cfg.LR, t.cfg.ClipEps)
+	}
+	state, err := t.policy.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	err = t.db.Update(func(tx *store.Tx) error {
+		r, err := tx.Run(t.cfg.Run)
+		if err != nil {
+			return err
+		}
+		return r.PutCheckpoint(store.Checkpoint{Step: step, Inline: state, Meta: map[string]string{
+			"success":   strconv.FormatFloat(sr.Success, 'f', 4, 64),
+			"env_steps": strconv.Itoa(sr.EnvSteps),
+		}})
+	})
+	return sr, err
+}
+
+// collect reads the step's advantages and leaf trajectories back from the
+// store: the update uses exactly what was committed, so a resumed run
+// updates exactly as an uninterrupted one.
+func (t *Trainer) collect(step uint64) ([]Sample, *StepReport, error) {
+	sr := &StepReport{Step: step}
+	var samples []Sample
+	err := t.db.View(func(tx *store.Tx) error {
+		r, err := tx.Run(t.cfg.Run)
+		if err != nil {
+			return err
+		}
+		groups, err := r.Groups(step)
+		if err != nil {
+			return err
+		}
+		sr.Groups = len(groups)
+		for _, g := range groups {
+			nodes, err := r.GroupNodes(g)
+			if err != nil {
+				return err
+			}
+			for _, n := range nodes {
+				sr.EnvSteps += n.Turns
+			}
+		}
+		advs, err := r.Advantages(step, 0)
+		if err != nil {
+			return err
+		}
+		zv := map[uint64]bool{}
+		unlocked := map[uint64]bool{}
+		var rewardSum float64
+		for _, a := range advs {
+			sr.Leaves++
+			rewardSum += a.Outcome
+			if a.Outcome >= 1 {
+				sr.Success++
+			}
+			if a.ZeroVariance {
+				zv[a.Group] = true
+				if !a.ZeroVarianceAfter {
+					unlocked[a.Group] = true
+				}
+			}
+			path, err := r.Trajectory(a.Leaf)
+			if err != nil {
+				return err
+			}
+			pos := t.m.StartPos()
+			for _, pt := range path {
+				if len(pt.ActionTokens) == 1 && len(pt.ActionLogprobs) == 1 {
+					samples = append(samples, Sample{Pos: pos, Action: Action(pt.ActionTokens[0]),
+						OldLogProb: float64(pt.ActionLogprobs[0]), Advantage: a.Advantage})
+				}
+				if len(pt.ObservationTokens) == 1 {
+					pos = int(pt.ObservationTokens[0])
+				}
+			}
+		}
+		if sr.Leaves > 0 {
+			sr.Success /= float64(sr.Leaves)
+			sr.MeanReward = rewardSum / float64(sr.Leaves)
+		}
+		sr.ZeroVariance, sr.Unlocked = len(zv), len(unlocked)
+		return nil
+	})
+	return samples, sr, err
+}
+
+// envStepsSoFar sums the turns sampled before step.
+func (t *Trainer) envStepsSoFar(step uint64) (int, error) {
+	total := 0
+	err := t.db.View(func(tx *store.Tx) error {
+		r, err := tx.Run(t.cfg.Run)
+		if err != nil {
+			return err
+		}
+		return r.ForEachGroup(0, func(g store.Group) error {
+			if g.Step >= step {
+				return nil
+			}
+			nodes, err := r.GroupNodes(g)
+			for _, n := range nodes {
+				total += n.Turns
+			}
+			return err
+		})
+	})
+	return total, err
+}
+
+// finish evaluates the greedy policy and gathers the run's counts.
+func (t *Trainer) finish(rep *Report) (*Report, error) {
+	rep.FinalSuccess = t.policy.Evaluate(t.m, t.cfg.Slippery, t.cfg.EvalEpisodes, t.cfg.Seed+1_000_003)
+	err := t.db.View(func(tx *store.Tx) error {
+		r, err := tx.Run(t.cfg.Run)
+		if err != nil {
+			return err
+		}
+		info, err := r.Info()
+		if err != nil {
+			return err
+		}
+		rep.Steps = info.LastStep
+		if err := r.ForEachGroup(0, func(g store.Group) error {
+			nodes, err := r.GroupNodes(g)
+			for _, n := range nodes {
+				rep.Nodes++
+				rep.EnvSteps += n.Turns
+				if n.Status.Leaf() {
+					rep.Leaves++
+				}
+			}
+			return err
+		}); err != nil {
+			return err
+		}
+		advs, err := r.Advantages(0, 0)
+		if err != nil {
+			return err
+		}
+		zv, unlocked := map[[2]uint64]bool{}, map[[2]uint64]bool{}
+		for _, a := range advs {
+			if a.ZeroVariance {
+				zv[[2]uint64{a.Step, a.Group}] = true
+				if !a.ZeroVarianceAfter {
+					unlocked[[2]uint64{a.Step, a.Group}] = true
+				}
+			}
+		}
+		rep.ZeroVariance, rep.Unlocked = len(zv), len(unlocked)
+		rubrics, err := r.Rubrics("")
+		if err != nil {
+			return err
+		}
+		for _, rb := range rubrics {
+			switch rb.Pool {
+			case store.PoolPublic:
+				rep.PublicRubrics++
+			case store.PoolRetired:
+				rep.RetiredRubrics++
+			}
+		}
+		sizes, err := r.BucketSizes()
+		for _, s := range sizes {
+			rep.Bytes += s.Bytes
+		}
+		return err
+	})
+	return rep, err
+}

@@ -1,0 +1,47 @@
+package frozenlake
+
+import (
+	"context"
+	"testing"
+
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
+)
+
+func TestTrainPaTRLearnsNonSlippery(t *testing.T) {
+	db := storetest.Open(t)
+	cfg := DefaultTrainConfig("patr")
+	cfg.Steps = 12
+	cfg.Batch = 8
+	cfg.EvalEpisodes = 10
+	tr, err := NewTrainer(db, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := tr.Train(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("report: %+v", *rep)
+	if rep.Steps != 12 || rep.Nodes == 0 || rep.Leaves == 0 {
+		t.Fatalf("report = %+v", rep)
+	}
+	last := rep.History[len(rep.History)-1]
+	if last.Success <= rep.History[0].Success {
+		t.Errorf("leaf success did not improve: first %.3f last %.3f", rep.History[0].Success, last.Success)
+	}
+	err = db.View(func(tx *store.Tx) error {
+		r, err := tx.Run("demo")
+		if err != nil {
+			return err
+		}
+		f, err := r.Frontier()
+		if len(f) != 0 {
+			t.Errorf("frontier after training = %v, want empty", f)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
