@@ -39,7 +39,7 @@ type TrainConfig struct {
 // independent trajectories, the number of leaves a PaTR tree ends with.
 func DefaultTrainConfig(mode string) TrainConfig {
 	c := TrainConfig{Run: "demo", Mode: mode, Steps: 30, Batch: 16, Seed: 1, Map: "4x4",
-		LR: 1.0, ClipEps: 0.2, Epochs: 2, EvalEpisodes: 1000}
+		LR: 5.0, ClipEps: 0.2, Epochs: 4, EvalEpisodes: 1000}
 	c.Tree = tree.DefaultConfig()
 	c.Tree.MaxActive = 16
 	if mode == "grpo" {
