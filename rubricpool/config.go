@@ -22,7 +22,9 @@ type Config struct {
 	// consolidation into public rubrics.
 	ConsolidateAt int
 	// RetireStreak is k: a rubric retires as mastered when its low-variance
-	// streak exceeds it.
+	// streak exceeds it. The streak counts consecutive groups the rubric
+	// scored with win-rate variance below VarMin (a group it separates
+	// resets it), so with many groups per step it can pass k within a step.
 	RetireStreak int
 	// MinActivations guards the correlation-based retirement: a rubric is not
 	// judged on its correlation before it has been activated this many times,

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -43,6 +44,9 @@ func (db *DB) Check() (vs []Violation, err error) {
 // Check runs the integrity check inside an existing transaction.
 func (tx *Tx) Check() (vs []Violation) {
 	c := &checker{tx: tx}
+	if !c.pages() {
+		return c.vs
+	}
 	c.guard("(file)", func() {
 		for e := range tx.btx.Check() {
 			c.add(Violation{Bucket: "(file)", Kind: "structure", Detail: e.Error()})
@@ -60,6 +64,32 @@ func (tx *Tx) Check() (vs []Violation) {
 		}
 	})
 	return c.vs
+}
+
+// pages walks the snapshot's pages from the file with bounds (pagewalk.go)
+// before bbolt's check or a cursor trusts them, and reports whether the
+// b-trees are sound; if not, the rest of the check would loop or crash on
+// them and is skipped. A damaged meta page is reported either way. A write
+// transaction's pages are not on disk yet: it relies on bbolt alone.
+func (c *checker) pages() bool {
+	tx := c.tx
+	if tx.Writable() {
+		return true
+	}
+	var lock metaLock = &tx.db.writeMu
+	if tx.db.opts.ReadOnly {
+		lock = noWriter{}
+	}
+	var metas []string
+	pages := []string{"the page walk did not finish"}
+	c.guard("(file)", func() {
+		metas, pages = walkFile(tx.db.path, tx.btx.DB().Info().PageSize, uint64(tx.btx.ID()),
+			uint64(tx.btx.Cursor().Bucket().Root()), nil, lock)
+	})
+	for _, p := range append(metas, pages...) {
+		c.add(Violation{Bucket: "(file)", Kind: "structure", Detail: p})
+	}
+	return len(pages) == 0
 }
 
 type checker struct {
@@ -106,6 +136,16 @@ func (c *checker) meta() {
 	if v := m.Get(metaFormat); len(v) != 8 || keyU64(v, 0) != FormatVersion {
 		c.add(Violation{Bucket: "meta", Key: metaFormat, Kind: "corrupt", Detail: "format version unreadable or unexpected"})
 	}
+	if !bytes.HasPrefix(m.Get(metaWriter), []byte("patrdb ")) {
+		c.add(Violation{Bucket: "meta", Key: metaWriter, Kind: "corrupt", Detail: "writer missing or unreadable"})
+	}
+	// Nothing else lives in meta: another key is a damaged one.
+	_ = m.ForEach(func(k, _ []byte) error {
+		if !bytes.Equal(k, metaMagic) && !bytes.Equal(k, metaFormat) && !bytes.Equal(k, metaWriter) {
+			c.add(Violation{Bucket: "meta", Key: cloneBytes(k), Kind: "corrupt", Detail: "unexpected key"})
+		}
+		return nil
+	})
 }
 
 func (c *checker) run(id string) {
@@ -120,8 +160,10 @@ func (c *checker) run(id string) {
 			return
 		}
 	}
-	if _, err := r.Info(); err != nil {
+	if info, err := r.Info(); err != nil {
 		c.fromErr(r.path, err)
+	} else if info.ID != id {
+		c.inv(r.path, keyRun, "run record says id %q", info.ID)
 	}
 	groups := c.groups(r)
 	nodes := c.nodes(r, groups)
@@ -132,6 +174,32 @@ func (c *checker) run(id string) {
 	c.rubrics(r)
 	c.checkpoints(r)
 	c.events(r)
+	c.ids(r, bGroups, 1)
+	c.ids(r, bNodes, 0)
+	c.ids(r, bRubrics, 0)
+}
+
+// ids checks that a bucket's sequence covers every id in its keys (the
+// idAt-th u64 of the key): a sequence below an existing id would hand that
+// id to a new record, which would overwrite the old one.
+func (c *checker) ids(r *RunTx, name string, idAt int) {
+	b := r.sub[name]
+	var top uint64
+	if idAt == 0 {
+		if k, _ := b.Cursor().Last(); len(k) == 8 {
+			top = keyU64(k, 0)
+		}
+	} else {
+		_ = b.ForEach(func(k, _ []byte) error {
+			if len(k) == (idAt+1)*8 {
+				top = max(top, keyU64(k, idAt))
+			}
+			return nil
+		})
+	}
+	if top > b.Sequence() {
+		c.inv(r.bpath(name), nil, "sequence %d is below id %d: new records would overwrite old ones", b.Sequence(), top)
+	}
 }
 
 func (c *checker) inv(bucket string, key []byte, format string, args ...any) {
@@ -272,7 +340,10 @@ func (c *checker) turns(r *RunTx, nodes map[uint64]*Node) {
 func (c *checker) children(r *RunTx, nodes map[uint64]*Node) {
 	path := r.bpath(bChildren)
 	indexed := map[uint64]bool{}
-	_ = r.sub[bChildren].ForEach(func(k, _ []byte) error {
+	_ = r.sub[bChildren].ForEach(func(k, v []byte) error {
+		if len(v) != 0 {
+			c.add(Violation{Bucket: path, Key: cloneBytes(k), Kind: "corrupt", Detail: "index value is not empty"})
+		}
 		if len(k) != 16 {
 			c.inv(path, cloneBytes(k), "key is not parent|child")
 			return nil
@@ -294,7 +365,10 @@ func (c *checker) children(r *RunTx, nodes map[uint64]*Node) {
 func (c *checker) frontier(r *RunTx, nodes map[uint64]*Node) {
 	path := r.bpath(bFrontier)
 	in := map[uint64]bool{}
-	_ = r.sub[bFrontier].ForEach(func(k, _ []byte) error {
+	_ = r.sub[bFrontier].ForEach(func(k, v []byte) error {
+		if len(v) != 0 {
+			c.add(Violation{Bucket: path, Key: cloneBytes(k), Kind: "corrupt", Detail: "index value is not empty"})
+		}
 		if len(k) != 8 {
 			c.inv(path, cloneBytes(k), "key is not a node id")
 			return nil

@@ -36,6 +36,9 @@ func encodeValue(v any) ([]byte, error) {
 	enc := msgpack.GetEncoder()
 	enc.Reset(buf)
 	enc.UseCompactInts(true)
+	// Maps (Run, Group and Checkpoint Meta) in key order: Go's map order is
+	// random, and the same record must encode to the same bytes.
+	enc.SetSortMapKeys(true)
 	err := enc.Encode(v)
 	msgpack.PutEncoder(enc)
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -44,8 +46,13 @@ func Open(path string, opts *Options) (*DB, error) {
 		o.PageSize = DefaultOptions().PageSize
 	}
 	if o.ReadOnly {
-		if _, err := os.Stat(path); err != nil {
+		fi, err := os.Stat(path)
+		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %v", ErrNotFound, path, err)
+		}
+		if fi.Size() == 0 {
+			// bbolt would try to initialise it through a read-only descriptor.
+			return nil, fmt.Errorf("%w: %s is empty", ErrNotPatrdb, path)
 		}
 	}
 	bopts := &bolt.Options{
@@ -57,20 +64,31 @@ func Open(path string, opts *Options) (*DB, error) {
 		MaxSize:      int(o.MaxSize),
 		FreelistType: bolt.FreelistMapType,
 	}
+	if problems := preOpenCheck(path); len(problems) > 0 {
+		return nil, &CorruptError{Bucket: "(file)", Reason: strings.Join(problems, "; ")}
+	}
 	bdb, err := openBolt(path, o.FileMode, bopts)
 	if err != nil {
 		return nil, mapOpenError(path, err)
 	}
 	db := &DB{bolt: bdb, path: path, opts: o, log: o.logger()}
 	db.cache = newNodeCache(o.CacheNodes)
-	if err := db.initFormat(); err != nil {
-		_ = bdb.Close()
-		return nil, err
-	}
-	if err := bdb.View(func(tx *bolt.Tx) error {
-		db.cache.setCommitted(uint64(tx.ID()))
-		return nil
-	}); err != nil {
+	err = guardOpen(func() error {
+		// The pages Open reads next (root bucket, meta bucket) are walked
+		// with bounds first; the runs are Check's business.
+		onlyMeta := func(p string) bool { return p == string(bucketMeta) }
+		if _, problems := walkFile(path, bdb.Info().PageSize, 0, 0, onlyMeta, nil); len(problems) > 0 {
+			return &CorruptError{Bucket: "(file)", Reason: strings.Join(problems, "; ")}
+		}
+		if err := db.initFormat(); err != nil {
+			return err
+		}
+		return bdb.View(func(tx *bolt.Tx) error {
+			db.cache.setCommitted(uint64(tx.ID()))
+			return nil
+		})
+	})
+	if err != nil {
 		_ = bdb.Close()
 		return nil, err
 	}
@@ -78,15 +96,26 @@ func Open(path string, opts *Options) (*DB, error) {
 	return db, nil
 }
 
-// openBolt turns a panic inside bbolt (a damaged meta or freelist page) into
-// ErrCorrupt instead of crashing the caller.
+// openBolt turns a panic or memory fault inside bbolt (a damaged meta or
+// freelist page) into ErrCorrupt instead of crashing the caller.
 func openBolt(path string, mode os.FileMode, bopts *bolt.Options) (bdb *bolt.DB, err error) {
+	err = guardOpen(func() error {
+		bdb, err = bolt.Open(path, mode, bopts)
+		return err
+	})
+	return bdb, err
+}
+
+// guardOpen runs fn with memory faults turned into panics (bbolt reads the
+// file through an mmap) and turns a panic into ErrCorrupt.
+func guardOpen(fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			bdb, err = nil, &CorruptError{Bucket: "(file)", Reason: fmt.Sprintf("bbolt could not open the file: %v", r)}
+			err = &CorruptError{Bucket: "(file)", Reason: fmt.Sprintf("bbolt could not read the file: %v", r)}
 		}
 	}()
-	return bolt.Open(path, mode, bopts)
+	return fn()
 }
 
 func mapOpenError(path string, err error) error {
@@ -99,6 +128,10 @@ func mapOpenError(path string, err error) error {
 		return &CorruptError{Bucket: "(meta pages)", Reason: fmt.Sprintf("%s: %v", path, err)}
 	case errors.Is(err, ErrCorrupt):
 		return err
+	case strings.HasPrefix(err.Error(), "file size too small"):
+		// bbolt's untyped error for a file shorter than two of its pages
+		// (a text file, a truncated download): no bbolt file, so no patrdb file.
+		return fmt.Errorf("%w: %s: %v", ErrNotPatrdb, path, err)
 	}
 	return fmt.Errorf("patrdb: open %s: %w", path, err)
 }
@@ -152,10 +185,13 @@ func (db *DB) Update(fn func(*Tx) error) (err error) {
 	if tx.err != nil {
 		return tx.err
 	}
+	// The id must be read before Commit: a closed bbolt Tx reports -1, which
+	// would leave the cache's committed txid matching no reader, ever.
+	txid := uint64(btx.ID())
 	db.cache.beginCommit(tx.dirty)
 	err = btx.Commit()
 	committed = true
-	db.cache.endCommit(uint64(btx.ID()), err == nil)
+	db.cache.endCommit(txid, err == nil)
 	if err != nil {
 		return mapTxError(err)
 	}

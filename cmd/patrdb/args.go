@@ -1,0 +1,85 @@
+package main
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/patrdb/patrdb/store"
+)
+
+// needArgs accepts exactly the named positional arguments and turns any
+// other count into a usage error that says what was expected.
+func needArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == len(names) {
+			return nil
+		}
+		if len(names) == 0 {
+			return usageErrorf("%s takes no arguments, got %q", cmd.Name(), args)
+		}
+		return usageErrorf("%s takes %s, got %s", cmd.Name(), strings.Join(names, " "), plural(len(args), "argument", "arguments"))
+	}
+}
+
+// parseID parses a positive integer id (group, node, rubric, step); what
+// names the argument in the error.
+func parseID(what, s string) (uint64, error) {
+	id, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || id == 0 {
+		return 0, usageErrorf("%s %q: want a positive integer", what, s)
+	}
+	return id, nil
+}
+
+// parseRunID rejects a string that cannot name a run, before the file is
+// even opened.
+func parseRunID(s string) (string, error) {
+	if !store.ValidRunID(s) {
+		return "", usageErrorf("RUN %q: a run id is 1-128 bytes of [A-Za-z0-9._-]", s)
+	}
+	return s, nil
+}
+
+// lookupRun returns the run's handle, or a not-found error naming the run
+// and the file.
+func (a *App) lookupRun(tx *store.Tx, id string) (*store.RunTx, error) {
+	r, err := tx.Run(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFoundErrorf("run %q not found in %s", id, a.dbPath)
+	}
+	return r, err
+}
+
+// lookupNode returns a node of run r, or a not-found error naming it.
+func lookupNode(r *store.RunTx, id uint64) (store.Node, error) {
+	n, err := r.Node(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return n, notFoundErrorf("node %d not found in run %q", id, r.ID())
+	}
+	return n, err
+}
+
+// completeRuns offers the file's run ids for a command's first argument. It
+// opens the file read-only with a short wait, and offers nothing when it
+// cannot (completion must never block a shell).
+func (a *App) completeRuns(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+	if len(args) != 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	db, err := a.openRead()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	defer db.Close()
+	var ids []string
+	_ = db.View(func(tx *store.Tx) error {
+		ids, err = tx.RunIDs()
+		return err
+	})
+	return ids, cobra.ShellCompDirectiveNoFileComp
+}
+
+func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/patrdb/patrdb/store"
+)
+
+func newCompactCommand(app *App) *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "compact --out PATH",
+		Short: "Write a compacted copy of the file (never overwrites)",
+		Long: `compact copies every bucket, key and sequence of the file into a new file
+at --out, packed full (bbolt's Compact) and created with the source's page
+size, then checks that the copy opens as a patrdb file with the same runs.
+The source is opened read-only and is not modified. An existing --out is
+never overwritten; the copy appears at --out only once it is complete.`,
+		Args: needArgs(),
+		RunE: func(*cobra.Command, []string) error { return app.compact(out) },
+	}
+	cmd.Flags().StringVar(&out, "out", "", "the new file to write (must not exist)")
+	_ = cmd.MarkFlagRequired("out")
+	return cmd
+}
+
+// compactOutput is `compact --json`.
+type compactOutput struct {
+	Source      string `json:"source"`
+	Out         string `json:"out"`
+	SourceBytes int64  `json:"source_bytes"`
+	OutBytes    int64  `json:"out_bytes"`
+	PageSize    int    `json:"page_size"`
+	Runs        int    `json:"runs"`
+}
+
+// compactTxMax bounds each write transaction of the copy, so compacting a
+// large file does not hold all of it in dirty pages at once.
+const compactTxMax = 64 << 20
+
+func (a *App) compact(out string) error {
+	if out == "" {
+		return usageErrorf("--out is empty")
+	}
+	if _, err := os.Lstat(out); err == nil {
+		return usageErrorf("%s already exists; compact never overwrites (remove it or choose another --out)", out)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	src, err := a.openRead()
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	srcInfo, err := os.Stat(a.dbPath)
+	if err != nil {
+		return err
+	}
+	pageSize := src.Bolt().Info().PageSize
+
+	// Build the copy beside its destination and link it into place only
+	// when it is complete and verified, so --out is never a half-written file.
+	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmpPath := tmp.Name()
+	defer os.Remove(tmpPath)
+	if err := tmp.Chmod(srcInfo.Mode().Perm()); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	dst, err := bolt.Open(tmpPath, srcInfo.Mode().Perm(), &bolt.Options{
+		Timeout: a.timeout, PageSize: pageSize, FreelistType: bolt.FreelistMapType,
+	})
+	if err != nil {
+		return fmt.Errorf("create %s: %w", out, err)
+	}
+	if err := bolt.Compact(dst, src.Bolt(), compactTxMax); err != nil {
+		dst.Close()
+		return fmt.Errorf("compact into %s: %w", out, err)
+	}
+	if err := dst.Close(); err != nil {
+		return err
+	}
+
+	res := compactOutput{Source: a.dbPath, Out: out, SourceBytes: srcInfo.Size(), PageSize: pageSize}
+	if res.Runs, err = verifyCopy(src, tmpPath); err != nil {
+		return err
+	}
+	if err := linkNew(tmpPath, out); err != nil {
+		return err
+	}
+	if fi, err := os.Stat(out); err == nil {
+		res.OutBytes = fi.Size()
+	}
+	if a.json {
+		return a.printJSON(res)
+	}
+	pct := 0.0
+	if res.SourceBytes > 0 {
+		pct = 100 * float64(res.OutBytes) / float64(res.SourceBytes)
+	}
+	_, err = fmt.Fprintf(a.stdout, "compacted %s (%s) into %s (%s, %.0f%% of the original), page size %d, %s\n",
+		res.Source, fmtBytes(res.SourceBytes), res.Out, fmtBytes(res.OutBytes), pct, res.PageSize, plural(res.Runs, "run", "runs"))
+	return err
+}
+
+// verifyCopy opens the copy as a patrdb file and checks it holds the same
+// runs as the source.
+func verifyCopy(src *store.DB, path string) (int, error) {
+	var want []string
+	if err := src.View(func(tx *store.Tx) error {
+		var err error
+		want, err = tx.RunIDs()
+		return err
+	}); err != nil {
+		return 0, err
+	}
+	o := store.DefaultOptions()
+	o.ReadOnly = true
+	cp, err := store.Open(path, o)
+	if err != nil {
+		return 0, fmt.Errorf("the compacted copy does not open: %w", err)
+	}
+	defer cp.Close()
+	var got []string
+	if err := cp.View(func(tx *store.Tx) error {
+		var err error
+		got, err = tx.RunIDs()
+		return err
+	}); err != nil {
+		return 0, err
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		return 0, fmt.Errorf("the compacted copy holds runs %v, the source %v", got, want)
+	}
+	return len(got), nil
+}
+
+// linkNew moves the finished copy to out without ever replacing a file
+// that appeared there meanwhile: a hard link fails if out exists (rename
+// would silently overwrite). File systems without hard links fall back to a
+// checked rename.
+func linkNew(tmp, out string) error {
+	err := os.Link(tmp, out)
+	switch {
+	case err == nil:
+	case errors.Is(err, fs.ErrExist):
+		return usageErrorf("%s already exists; compact never overwrites (remove it or choose another --out)", out)
+	default:
+		if _, serr := os.Lstat(out); serr == nil {
+			return usageErrorf("%s already exists; compact never overwrites (remove it or choose another --out)", out)
+		}
+		if err := os.Rename(tmp, out); err != nil {
+			return err
+		}
+	}
+	// Make the new directory entry durable.
+	if d, err := os.Open(filepath.Dir(out)); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/patrdb/patrdb/store"
+)
+
+func newFrontierCommand(app *App) *cobra.Command {
+	return &cobra.Command{
+		Use:   "frontier RUN",
+		Short: "The active nodes a resume would continue, with group, depth and last score",
+		Long: `frontier lists the run's active nodes — exactly what a resume after a crash
+continues from — with their step, group, depth, turns and last process score.`,
+		Args:              needArgs("RUN"),
+		ValidArgsFunction: app.completeRuns,
+		RunE: func(_ *cobra.Command, args []string) error {
+			return app.frontier(args[0])
+		},
+	}
+}
+
+// frontierOutput is `frontier --json`.
+type frontierOutput struct {
+	Run   string         `json:"run"`
+	Nodes []frontierNode `json:"nodes"`
+}
+
+type frontierNode struct {
+	Node      uint64   `json:"node"`
+	Step      uint64   `json:"step"`
+	Group     uint64   `json:"group"`
+	Parent    uint64   `json:"parent"`
+	Depth     int      `json:"depth"`
+	Turns     int      `json:"turns"`      // own turns
+	PathTurns int      `json:"path_turns"` // inherited + own
+	LastScore *float64 `json:"last_score"` // null if never scored
+	Interval  *int     `json:"interval"`   // interval of the last score
+	Attempt   int      `json:"attempt"`
+	Worker    string   `json:"worker"`
+}
+
+func (a *App) frontier(runArg string) error {
+	id, err := parseRunID(runArg)
+	if err != nil {
+		return err
+	}
+	db, err := a.openRead()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	out := frontierOutput{Run: id, Nodes: []frontierNode{}}
+	err = db.View(func(tx *store.Tx) error {
+		r, err := a.lookupRun(tx, id)
+		if err != nil {
+			return err
+		}
+		nodes, err := r.FrontierNodes()
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			f := frontierNode{Node: n.ID, Step: n.Step, Group: n.Group, Parent: n.Parent, Depth: n.Depth,
+				Turns: n.Turns, PathTurns: n.PathLen(), Attempt: n.Attempt, Worker: n.Worker}
+			if last, ok := lastScore(n); ok {
+				v, i := last.Value, last.Interval
+				f.LastScore, f.Interval = &v, &i
+			}
+			out.Nodes = append(out.Nodes, f)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if a.json {
+		return a.printJSON(out)
+	}
+	w := bufio.NewWriter(a.stdout)
+	if len(out.Nodes) == 0 {
+		fmt.Fprintf(w, "run %s has no active nodes: nothing to resume\n", id)
+		return w.Flush()
+	}
+	t := newTable(w)
+	fmt.Fprintln(t, "NODE\tSTEP\tGROUP\tPARENT\tDEPTH\tTURNS\tPATH TURNS\tLAST SCORE\tATTEMPT")
+	for _, n := range out.Nodes {
+		score := "-"
+		if n.LastScore != nil {
+			score = fmt.Sprintf("%s (i%d)", fmtScore(*n.LastScore), *n.Interval)
+		}
+		parent := "-"
+		if n.Parent != 0 {
+			parent = fmt.Sprint(n.Parent)
+		}
+		fmt.Fprintf(t, "%d\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%d\n", n.Node, n.Step, n.Group, parent, n.Depth, n.Turns, n.PathTurns, score, n.Attempt)
+	}
+	if err := t.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%s to resume\n", plural(len(out.Nodes), "active node", "active nodes"))
+	return w.Flush()
+}
+
+// lastScore is the score of the latest interval a node was scored at.
+func lastScore(n store.Node) (store.Score, bool) {
+	var best store.Score
+	found := false
+	for _, s := range n.Scores {
+		if !found || s.Interval >= best.Interval {
+			best, found = s, true
+		}
+	}
+	return best, found
+}

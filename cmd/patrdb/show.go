@@ -1,0 +1,318 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/patrdb/patrdb/store"
+)
+
+func newShowCommand(app *App) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show RUN",
+		Short: "A run's config, status, step progress, counts and on-disk size",
+		Long: `show prints one run: its status and step progress (the last completed step
+and what the step in progress has done so far), how many groups, nodes (by
+status), leaves, turns, rubrics (by pool) and events it holds, the bytes its
+buckets occupy, its latest trainer checkpoint, a table of its steps, and its
+configuration.`,
+		Args:              needArgs("RUN"),
+		ValidArgsFunction: app.completeRuns,
+		RunE: func(_ *cobra.Command, args []string) error {
+			return app.show(args[0])
+		},
+	}
+}
+
+// Orders in which statuses and pools are listed, stable for --json readers.
+var (
+	nodeStatuses = []store.NodeStatus{store.NodeActive, store.NodeExpanded, store.NodeCompleted, store.NodePruned, store.NodeTruncated, store.NodeFailed}
+	rubricPools  = []store.RubricPool{store.PoolCandidate, store.PoolPublic, store.PoolRetired, store.PoolMerged}
+)
+
+// showOutput is `show --json`.
+type showOutput struct {
+	Run           string            `json:"run"`
+	Status        string            `json:"status"`
+	LastStep      uint64            `json:"last_step"`
+	CreatedAt     string            `json:"created_at"`
+	UpdatedAt     string            `json:"updated_at"`
+	Meta          map[string]string `json:"meta"`
+	Config        json.RawMessage   `json:"config"`
+	Groups        int               `json:"groups"`
+	OpenGroups    int               `json:"open_groups"`
+	Nodes         int               `json:"nodes"`
+	NodesByStatus map[string]int    `json:"nodes_by_status"`
+	Leaves        int               `json:"leaves"`
+	Frontier      int               `json:"frontier"`
+	Turns         int               `json:"turns"`
+	RubricsByPool map[string]int    `json:"rubrics_by_pool"`
+	Events        uint64            `json:"events"`
+	Bytes         int64             `json:"bytes"`
+	Checkpoint    *checkpointJSON   `json:"checkpoint"`
+	Steps         []stepRow         `json:"steps"`
+}
+
+type checkpointJSON struct {
+	Step        uint64            `json:"step"`
+	InlineBytes int               `json:"inline_bytes"`
+	URI         string            `json:"uri"`
+	Hash        string            `json:"hash"`
+	CreatedAt   string            `json:"created_at"`
+	Meta        map[string]string `json:"meta"`
+}
+
+// stepRow summarises one step of a run.
+type stepRow struct {
+	Step               uint64   `json:"step"`
+	Groups             int      `json:"groups"`
+	OpenGroups         int      `json:"open_groups"`
+	Nodes              int      `json:"nodes"`
+	Leaves             int      `json:"leaves"`
+	MeanReward         *float64 `json:"mean_reward"` // over leaves with a reward; null when none has one
+	ZeroVarianceGroups int      `json:"zero_variance_groups"`
+	Checkpoint         bool     `json:"checkpoint"`
+
+	rewardSum float64
+	rewarded  int
+}
+
+func (a *App) show(arg string) error {
+	id, err := parseRunID(arg)
+	if err != nil {
+		return err
+	}
+	db, err := a.openRead()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var out showOutput
+	err = db.View(func(tx *store.Tx) error {
+		r, err := a.lookupRun(tx, id)
+		if err != nil {
+			return err
+		}
+		out, err = showRun(r)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if a.json {
+		return a.printJSON(out)
+	}
+	w := bufio.NewWriter(a.stdout)
+	printShow(w, out)
+	return w.Flush()
+}
+
+func showRun(r *store.RunTx) (showOutput, error) {
+	s, err := summarize(r)
+	if err != nil {
+		return showOutput{}, err
+	}
+	out := showOutput{
+		Run: s.info.ID, Status: string(s.info.Status), LastStep: s.info.LastStep,
+		CreatedAt: jsonTime(s.info.CreatedAt), UpdatedAt: jsonTime(s.info.UpdatedAt),
+		Meta: s.info.Meta, Config: rawJSON(s.info.Config),
+		Groups: s.groups, OpenGroups: s.openGroups, Nodes: s.nodes, Leaves: s.leaves,
+		Frontier: s.byStatus[store.NodeActive], Turns: s.turns, Events: s.events, Bytes: s.bytes,
+		NodesByStatus: map[string]int{}, RubricsByPool: map[string]int{}, Steps: []stepRow{},
+	}
+	if out.Meta == nil {
+		out.Meta = map[string]string{}
+	}
+	for _, st := range nodeStatuses {
+		out.NodesByStatus[string(st)] = s.byStatus[st]
+	}
+	rubrics, err := r.Rubrics("")
+	if err != nil {
+		return out, err
+	}
+	for _, p := range rubricPools {
+		out.RubricsByPool[string(p)] = 0
+	}
+	for _, rb := range rubrics {
+		out.RubricsByPool[string(rb.Pool)]++
+	}
+	ck, err := r.Checkpoint(0)
+	switch {
+	case err == nil:
+		out.Checkpoint = &checkpointJSON{Step: ck.Step, InlineBytes: len(ck.Inline), URI: ck.URI, Hash: ck.Hash,
+			CreatedAt: jsonTime(ck.CreatedAt), Meta: ck.Meta}
+		if out.Checkpoint.Meta == nil {
+			out.Checkpoint.Meta = map[string]string{}
+		}
+	case !errors.Is(err, store.ErrNotFound):
+		return out, err
+	}
+	out.Steps, err = stepRows(r)
+	return out, err
+}
+
+// stepRows aggregates groups, nodes, rewards and advantages per step.
+func stepRows(r *store.RunTx) ([]stepRow, error) {
+	byStep := map[uint64]*stepRow{}
+	var steps []uint64
+	err := r.ForEachGroup(0, func(g store.Group) error {
+		row := byStep[g.Step]
+		if row == nil {
+			row = &stepRow{Step: g.Step}
+			byStep[g.Step] = row
+			steps = append(steps, g.Step)
+		}
+		row.Groups++
+		if g.Status == store.GroupOpen {
+			row.OpenGroups++
+		}
+		nodes, err := r.GroupNodes(g)
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			row.Nodes++
+			if n.Status.Leaf() {
+				row.Leaves++
+				if n.HasReward {
+					row.rewardSum += n.Reward
+					row.rewarded++
+				}
+			}
+		}
+		adv, err := r.Advantages(g.Step, g.ID)
+		if err != nil {
+			return err
+		}
+		if len(adv) > 0 && adv[0].ZeroVariance {
+			row.ZeroVarianceGroups++
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(steps, func(i, j int) bool { return steps[i] < steps[j] })
+	out := make([]stepRow, 0, len(steps))
+	for _, st := range steps {
+		row := byStep[st]
+		if row.rewarded > 0 {
+			m := row.rewardSum / float64(row.rewarded)
+			row.MeanReward = &m
+		}
+		ck, err := r.Checkpoint(st)
+		switch {
+		case err == nil:
+			row.Checkpoint = ck.Step == st
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, err
+		}
+		out = append(out, *row)
+	}
+	return out, nil
+}
+
+func printShow(w io.Writer, o showOutput) {
+	t := newTable(w)
+	fmt.Fprintf(t, "run\t%s\n", o.Run)
+	fmt.Fprintf(t, "status\t%s\n", o.Status)
+	fmt.Fprintf(t, "steps\t%s\n", stepProgress(o))
+	fmt.Fprintf(t, "created\t%s\n", o.CreatedAt)
+	fmt.Fprintf(t, "updated\t%s\n", o.UpdatedAt)
+	if len(o.Meta) > 0 {
+		keys := make([]string, 0, len(o.Meta))
+		for k := range o.Meta {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = k + "=" + o.Meta[k]
+		}
+		fmt.Fprintf(t, "meta\t%s\n", strings.Join(parts, " "))
+	}
+	fmt.Fprintf(t, "groups\t%d (%d open)\n", o.Groups, o.OpenGroups)
+	var parts []string
+	for _, st := range nodeStatuses {
+		if c := o.NodesByStatus[string(st)]; c > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c, st))
+		}
+	}
+	fmt.Fprintf(t, "nodes\t%d: %s\n", o.Nodes, strings.Join(parts, ", "))
+	fmt.Fprintf(t, "leaves\t%d\n", o.Leaves)
+	fmt.Fprintf(t, "frontier\t%d active\n", o.Frontier)
+	fmt.Fprintf(t, "turns\t%d stored\n", o.Turns)
+	parts = parts[:0]
+	for _, p := range rubricPools {
+		parts = append(parts, fmt.Sprintf("%d %s", o.RubricsByPool[string(p)], p))
+	}
+	fmt.Fprintf(t, "rubrics\t%s\n", strings.Join(parts, ", "))
+	fmt.Fprintf(t, "events\t%d\n", o.Events)
+	fmt.Fprintf(t, "bytes\t%d (%s) in the run's buckets\n", o.Bytes, fmtBytes(o.Bytes))
+	if c := o.Checkpoint; c != nil {
+		where := fmt.Sprintf("%d B inline", c.InlineBytes)
+		if c.URI != "" {
+			where = c.URI
+			if c.Hash != "" {
+				where += " (" + c.Hash + ")"
+			}
+		}
+		fmt.Fprintf(t, "checkpoint\tstep %d: %s, %s\n", c.Step, where, c.CreatedAt)
+	} else {
+		fmt.Fprintf(t, "checkpoint\tnone\n")
+	}
+	t.Flush()
+
+	if len(o.Steps) > 0 {
+		fmt.Fprintln(w)
+		t = newTable(w)
+		fmt.Fprintln(t, "STEP\tGROUPS\tOPEN\tNODES\tLEAVES\tMEAN REWARD\tZERO-VAR GROUPS\tCHECKPOINT")
+		for _, s := range o.Steps {
+			mean := "-"
+			if s.MeanReward != nil {
+				mean = fmtNum(*s.MeanReward)
+			}
+			ck := "-"
+			if s.Checkpoint {
+				ck = "yes"
+			}
+			fmt.Fprintf(t, "%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\n", s.Step, s.Groups, s.OpenGroups, s.Nodes, s.Leaves, mean, s.ZeroVarianceGroups, ck)
+		}
+		t.Flush()
+	}
+
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "config")
+	var buf bytes.Buffer
+	if json.Indent(&buf, o.Config, "  ", "  ") == nil {
+		fmt.Fprintf(w, "  %s\n", buf.String())
+	} else {
+		fmt.Fprintf(w, "  %s\n", o.Config)
+	}
+}
+
+// stepProgress says how far the run is: the last completed step and, if a
+// later step has groups, what of it is done.
+func stepProgress(o showOutput) string {
+	s := fmt.Sprintf("%d completed", o.LastStep)
+	for _, row := range o.Steps {
+		if row.Step > o.LastStep {
+			state := "in progress"
+			if o.Status != string(store.RunRunning) {
+				state = "not completed"
+			}
+			s += fmt.Sprintf("; step %d %s: %d of %d groups closed, %d active nodes",
+				row.Step, state, row.Groups-row.OpenGroups, row.Groups, o.Frontier)
+			break
+		}
+	}
+	return s
+}

@@ -1,0 +1,510 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/patrdb/patrdb/store"
+)
+
+func newTreeCommand(app *App) *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:   "tree RUN GROUP",
+		Short: "The rollout tree of a group: statuses, scores, routing decisions, rewards, advantages",
+		Long: `tree draws a group's rollout tree, one line per node: its id and status
+(expanded, survived→completed, completed, pruned, truncated, failed, active),
+the turn it forks at, its own turns, the process score and routing decision
+at each interval, and for a leaf its outcome reward and advantage.
+
+GROUP is a group id, "latest" (the run's most recent group) or "step:N" (every
+group of step N).
+
+--format dot emits Graphviz (patrdb tree RUN GROUP --format dot | dot -Tsvg),
+nodes coloured by status and edges labelled with the fork turn; --format json
+(or --json) a nested structure.`,
+		Args:              needArgs("RUN", "GROUP"),
+		ValidArgsFunction: app.completeRuns,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if app.json && cmd.Flags().Changed("format") && format != "json" {
+				return usageErrorf("--json and --format %s ask for two formats", format)
+			}
+			return app.tree(args[0], args[1], format)
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "text", "output format: text, dot or json")
+	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"text", "dot", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+// treeOutput is `tree --json` (and --format json).
+type treeOutput struct {
+	Run    string      `json:"run"`
+	Groups []groupTree `json:"groups"`
+}
+
+type groupTree struct {
+	Group             uint64     `json:"group"`
+	Step              uint64     `json:"step"`
+	Task              string     `json:"task"`
+	Prompt            string     `json:"prompt"`
+	Status            string     `json:"status"`
+	Interval          int        `json:"interval"` // intervals fully committed
+	Nodes             int        `json:"nodes"`
+	Leaves            int        `json:"leaves"`
+	Mean              *float64   `json:"mean"` // of the leaves' totals, from the advantage records; null before they exist
+	Std               *float64   `json:"std"`
+	ZeroVariance      *bool      `json:"zero_variance"`       // of the outcome rewards, before rubric shaping
+	ZeroVarianceAfter *bool      `json:"zero_variance_after"` // of the shaped totals
+	Roots             []treeNode `json:"roots"`
+}
+
+type treeNode struct {
+	Node      uint64         `json:"node"`
+	Parent    uint64         `json:"parent"`
+	Ordinal   int            `json:"ordinal"`
+	Fork      int            `json:"fork"`       // own turns of the parent it inherits
+	ForkTurn  int            `json:"fork_turn"`  // turns inherited from the root: where it branches off
+	Depth     int            `json:"depth"`      // 0 for a root branch
+	Status    string         `json:"status"`     // active, expanded, completed, pruned, truncated, failed
+	Survived  bool           `json:"survived"`   // routed "survive" at least once
+	Turns     int            `json:"turns"`      // own turns
+	PathTurns int            `json:"path_turns"` // fork_turn + turns
+	Scores    []scoreJSON    `json:"scores"`
+	Decisions []decisionJSON `json:"decisions"`
+	Reward    *float64       `json:"reward"`    // outcome reward; null when none is recorded
+	Advantage *leafAdvJSON   `json:"advantage"` // null for non-leaves and before the group closes
+	Children  []treeNode     `json:"children"`
+}
+
+type scoreJSON struct {
+	Interval int     `json:"interval"`
+	Turn     int     `json:"turn"` // path length when scored
+	Value    float64 `json:"value"`
+}
+
+type decisionJSON struct {
+	Interval  int     `json:"interval"`
+	Action    string  `json:"action"` // expand, survive or prune
+	Score     float64 `json:"score"`
+	Reference float64 `json:"reference"`
+	Delta     float64 `json:"delta"`
+	Rule      string  `json:"rule"` // max, median, repeat, top, width-cap, survive
+	Children  int     `json:"children"`
+}
+
+type leafAdvJSON struct {
+	Outcome     float64 `json:"outcome"`
+	RubricScore float64 `json:"rubric_score"`
+	Total       float64 `json:"total"`
+	Advantage   float64 `json:"advantage"`
+}
+
+func (a *App) tree(runArg, groupArg, format string) error {
+	id, err := parseRunID(runArg)
+	if err != nil {
+		return err
+	}
+	if a.json {
+		format = "json"
+	}
+	switch format {
+	case "text", "dot", "json":
+	default:
+		return usageErrorf("--format %q: want text, dot or json", format)
+	}
+	sel, err := parseGroupSpec(groupArg)
+	if err != nil {
+		return err
+	}
+	db, err := a.openRead()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	out := treeOutput{Run: id}
+	err = db.View(func(tx *store.Tx) error {
+		r, err := a.lookupRun(tx, id)
+		if err != nil {
+			return err
+		}
+		groups, err := sel.resolve(r)
+		if err != nil {
+			return err
+		}
+		for _, g := range groups {
+			gt, err := buildGroupTree(r, g)
+			if err != nil {
+				return err
+			}
+			out.Groups = append(out.Groups, gt)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(a.stdout)
+	switch format {
+	case "json":
+		return a.printJSON(out)
+	case "dot":
+		writeDot(w, out)
+	default:
+		for i, g := range out.Groups {
+			if i > 0 {
+				fmt.Fprintln(w)
+			}
+			a.writeTreeText(w, g)
+		}
+	}
+	return w.Flush()
+}
+
+// groupSpec is a parsed GROUP argument: an id, "latest" or "step:N".
+type groupSpec struct {
+	id     uint64
+	step   uint64
+	latest bool
+}
+
+func parseGroupSpec(s string) (groupSpec, error) {
+	switch {
+	case s == "latest":
+		return groupSpec{latest: true}, nil
+	case strings.HasPrefix(s, "step:"):
+		n, err := strconv.ParseUint(strings.TrimPrefix(s, "step:"), 10, 64)
+		if err != nil || n == 0 {
+			return groupSpec{}, usageErrorf("GROUP %q: step:N wants a positive step number", s)
+		}
+		return groupSpec{step: n}, nil
+	}
+	id, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || id == 0 {
+		return groupSpec{}, usageErrorf("GROUP %q: want a group id, latest or step:N", s)
+	}
+	return groupSpec{id: id}, nil
+}
+
+// resolve finds the groups a spec names, or a not-found error naming it.
+func (sp groupSpec) resolve(r *store.RunTx) ([]store.Group, error) {
+	switch {
+	case sp.latest:
+		all, err := r.Groups(0)
+		if err != nil {
+			return nil, err
+		}
+		if len(all) == 0 {
+			return nil, notFoundErrorf("run %q has no groups", r.ID())
+		}
+		// Keys are step|group, so the last one is the newest step's newest group.
+		return all[len(all)-1:], nil
+	case sp.step != 0:
+		gs, err := r.Groups(sp.step)
+		if err != nil {
+			return nil, err
+		}
+		if len(gs) == 0 {
+			return nil, notFoundErrorf("step %d of run %q has no groups", sp.step, r.ID())
+		}
+		return gs, nil
+	}
+	g, err := r.Group(sp.id)
+	if err != nil {
+		if isNotFound(err) {
+			return nil, notFoundErrorf("group %d not found in run %q", sp.id, r.ID())
+		}
+		return nil, err
+	}
+	return []store.Group{g}, nil
+}
+
+// buildGroupTree reads a group's nodes and advantages into the nested form
+// every output format renders from.
+func buildGroupTree(r *store.RunTx, g store.Group) (groupTree, error) {
+	gt := groupTree{Group: g.ID, Step: g.Step, Task: g.Task, Prompt: g.Prompt, Status: string(g.Status), Interval: g.Interval, Roots: []treeNode{}}
+	nodes, err := r.GroupNodes(g)
+	if err != nil {
+		return gt, err
+	}
+	advs, err := r.Advantages(g.Step, g.ID)
+	if err != nil {
+		return gt, err
+	}
+	byLeaf := map[uint64]store.Advantage{}
+	for _, ad := range advs {
+		byLeaf[ad.Leaf] = ad
+	}
+	if len(advs) > 0 {
+		f := advs[0]
+		gt.Mean, gt.Std, gt.ZeroVariance, gt.ZeroVarianceAfter = &f.Mean, &f.Std, &f.ZeroVariance, &f.ZeroVarianceAfter
+	}
+	kids := map[uint64][]store.Node{}
+	for _, n := range nodes {
+		kids[n.Parent] = append(kids[n.Parent], n)
+		if n.Status.Leaf() {
+			gt.Leaves++
+		}
+	}
+	gt.Nodes = len(nodes)
+	var build func(n store.Node) treeNode
+	build = func(n store.Node) treeNode {
+		t := treeNode{
+			Node: n.ID, Parent: n.Parent, Ordinal: n.Ordinal, Fork: n.Fork, ForkTurn: n.Base, Depth: n.Depth,
+			Status: string(n.Status), Turns: n.Turns, PathTurns: n.PathLen(),
+			Scores: []scoreJSON{}, Decisions: []decisionJSON{}, Children: []treeNode{},
+		}
+		for _, s := range n.Scores {
+			t.Scores = append(t.Scores, scoreJSON{Interval: s.Interval, Turn: s.Turn, Value: s.Value})
+		}
+		for _, d := range n.Decisions {
+			t.Decisions = append(t.Decisions, decisionJSON{Interval: d.Interval, Action: d.Action, Score: d.Score,
+				Reference: d.Reference, Delta: d.Delta, Rule: d.Rule, Children: d.Children})
+			if d.Action == store.ActionSurvive {
+				t.Survived = true
+			}
+		}
+		if n.HasReward {
+			rw := n.Reward
+			t.Reward = &rw
+		}
+		if ad, ok := byLeaf[n.ID]; ok {
+			t.Advantage = &leafAdvJSON{Outcome: ad.Outcome, RubricScore: ad.RubricScore, Total: ad.Total, Advantage: ad.Advantage}
+		}
+		cs := kids[n.ID]
+		sort.Slice(cs, func(i, j int) bool {
+			if cs[i].Ordinal != cs[j].Ordinal {
+				return cs[i].Ordinal < cs[j].Ordinal
+			}
+			return cs[i].ID < cs[j].ID
+		})
+		for _, c := range cs {
+			t.Children = append(t.Children, build(c))
+		}
+		return t
+	}
+	roots := map[uint64]store.Node{}
+	for _, n := range kids[0] {
+		roots[n.ID] = n
+	}
+	for _, id := range g.Roots {
+		if n, ok := roots[id]; ok {
+			gt.Roots = append(gt.Roots, build(n))
+		}
+	}
+	return gt, nil
+}
+
+// statusLabel is the status a person reads: a completed node that was
+// routed "survive" on the way is survived→completed.
+func statusLabel(n treeNode) string {
+	if n.Status == string(store.NodeCompleted) && n.Survived {
+		return "survived→completed"
+	}
+	return n.Status
+}
+
+// statusColor is the ANSI colour of a status in text output.
+func statusColor(status string) string {
+	switch store.NodeStatus(status) {
+	case store.NodeActive:
+		return ansiYellow
+	case store.NodeExpanded:
+		return ansiBlue
+	case store.NodeCompleted:
+		return ansiGreen
+	case store.NodePruned, store.NodeFailed:
+		return ansiRed
+	case store.NodeTruncated:
+		return ansiMagenta
+	}
+	return ""
+}
+
+func (a *App) writeTreeText(w io.Writer, g groupTree) {
+	head := fmt.Sprintf("group %d · step %d · task %s · %s · interval %d · %s, %s",
+		g.Group, g.Step, strconv.Quote(g.Task), g.Status, g.Interval, plural(g.Nodes, "node", "nodes"), plural(g.Leaves, "leaf", "leaves"))
+	if g.Mean != nil {
+		head += " · " + baselineText(g)
+	}
+	fmt.Fprintln(w, head)
+	var walk func(nodes []treeNode, prefix string)
+	walk = func(nodes []treeNode, prefix string) {
+		for i, n := range nodes {
+			branch, next := "├── ", "│   "
+			if i == len(nodes)-1 {
+				branch, next = "└── ", "    "
+			}
+			fmt.Fprintf(w, "%s%s%s\n", prefix, branch, a.nodeLine(n))
+			walk(n.Children, prefix+next)
+		}
+	}
+	walk(g.Roots, "")
+}
+
+// baselineText describes the group's advantage baseline: the mean and std
+// of the (shaped) rewards, and whether the outcomes alone had no variance.
+func baselineText(g groupTree) string {
+	s := fmt.Sprintf("mean %s std %s", fmtNum(*g.Mean), fmtNum(*g.Std))
+	switch {
+	case *g.ZeroVariance && *g.ZeroVarianceAfter:
+		s += " (zero variance)"
+	case *g.ZeroVariance:
+		s += " (zero-variance outcomes, unlocked by rubric shaping)"
+	}
+	return s
+}
+
+// nodeLine is one node in the text tree.
+func (a *App) nodeLine(n treeNode) string {
+	parts := []string{a.paint(statusColor(n.Status), fmt.Sprintf("%d %s", n.Node, statusLabel(n)))}
+	if n.Depth > 0 {
+		parts = append(parts, fmt.Sprintf("fork@%d", n.ForkTurn))
+	}
+	parts = append(parts, plural(n.Turns, "turn", "turns"))
+	parts = append(parts, intervalNotes(n)...)
+	if n.Reward != nil {
+		parts = append(parts, "reward "+fmtNum(*n.Reward))
+	}
+	if n.Advantage != nil {
+		parts = append(parts, "adv "+fmtSigned(n.Advantage.Advantage))
+	}
+	return strings.Join(parts, " · ")
+}
+
+// intervalNotes renders each interval's score and decision:
+// "i0 0.80 expand×2", "i1 0.10 prune: 0.10 < max 0.80 − 0.50".
+func intervalNotes(n treeNode) []string {
+	type iv struct {
+		score    *float64
+		decision *decisionJSON
+	}
+	byInterval := map[int]*iv{}
+	var order []int
+	get := func(i int) *iv {
+		if byInterval[i] == nil {
+			byInterval[i] = &iv{}
+			order = append(order, i)
+		}
+		return byInterval[i]
+	}
+	for i := range n.Scores {
+		get(n.Scores[i].Interval).score = &n.Scores[i].Value
+	}
+	for i := range n.Decisions {
+		get(n.Decisions[i].Interval).decision = &n.Decisions[i]
+	}
+	sort.Ints(order)
+	out := make([]string, 0, len(order))
+	for _, i := range order {
+		x := byInterval[i]
+		s := fmt.Sprintf("i%d", i)
+		if x.score != nil {
+			s += " " + fmtScore(*x.score)
+		} else if x.decision != nil {
+			s += " " + fmtScore(x.decision.Score)
+		}
+		if d := x.decision; d != nil {
+			s += " " + decisionText(*d)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func decisionText(d decisionJSON) string {
+	switch d.Action {
+	case store.ActionExpand:
+		if d.Children > 0 {
+			return fmt.Sprintf("expand×%d", d.Children)
+		}
+		return "expand"
+	case store.ActionPrune:
+		switch d.Rule {
+		case "max", "median":
+			return fmt.Sprintf("prune: %s < %s %s − %s", fmtScore(d.Score), d.Rule, fmtScore(d.Reference), fmtScore(d.Delta))
+		case "":
+			return "prune"
+		}
+		return "prune (" + d.Rule + ")"
+	case store.ActionSurvive:
+		if d.Rule != "" && d.Rule != store.ActionSurvive {
+			return "survive (" + d.Rule + ")"
+		}
+		return "survive"
+	}
+	return d.Action
+}
+
+// dotFill is the Graphviz fill colour of a status.
+func dotFill(status string) string {
+	switch store.NodeStatus(status) {
+	case store.NodeActive:
+		return "#fff3b0"
+	case store.NodeExpanded:
+		return "#c6dbef"
+	case store.NodeCompleted:
+		return "#c7e9c0"
+	case store.NodePruned:
+		return "#fcbba1"
+	case store.NodeTruncated:
+		return "#dadaeb"
+	case store.NodeFailed:
+		return "#fb6a4a"
+	}
+	return "#ffffff"
+}
+
+// writeDot renders the groups as one Graphviz digraph: a box per group
+// feeding its root branches, a box per node filled by status, each edge to a
+// child labelled with the turn at which it forks.
+func writeDot(w io.Writer, out treeOutput) {
+	fmt.Fprintf(w, "digraph %s {\n", dotQuote("patrdb "+out.Run))
+	fmt.Fprintln(w, `  graph [rankdir=TB, fontname="Helvetica"];`)
+	fmt.Fprintln(w, `  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10];`)
+	fmt.Fprintln(w, `  edge [fontname="Helvetica", fontsize=9];`)
+	for _, g := range out.Groups {
+		gid := fmt.Sprintf("g%d", g.Group)
+		label := fmt.Sprintf("group %d · step %d\n%s\n%s · %s", g.Group, g.Step, g.Task, g.Status, plural(g.Leaves, "leaf", "leaves"))
+		if g.Mean != nil {
+			label += "\n" + baselineText(g)
+		}
+		fmt.Fprintf(w, "  %s [label=%s, shape=box, style=filled, fillcolor=\"#eeeeee\"];\n", gid, dotQuote(label))
+		var walk func(parent string, nodes []treeNode)
+		walk = func(parent string, nodes []treeNode) {
+			for _, n := range nodes {
+				nid := fmt.Sprintf("n%d", n.Node)
+				lines := []string{fmt.Sprintf("%d %s", n.Node, statusLabel(n)), plural(n.Turns, "turn", "turns")}
+				lines = append(lines, intervalNotes(n)...)
+				if n.Reward != nil {
+					leaf := "reward " + fmtNum(*n.Reward)
+					if n.Advantage != nil {
+						leaf += " · adv " + fmtSigned(n.Advantage.Advantage)
+					}
+					lines = append(lines, leaf)
+				}
+				fmt.Fprintf(w, "  %s [label=%s, fillcolor=%s];\n", nid, dotQuote(strings.Join(lines, "\n")), dotQuote(dotFill(n.Status)))
+				if n.Depth == 0 {
+					fmt.Fprintf(w, "  %s -> %s;\n", parent, nid)
+				} else {
+					fmt.Fprintf(w, "  %s -> %s [label=%s];\n", parent, nid, dotQuote(fmt.Sprintf("fork@%d", n.ForkTurn)))
+				}
+				walk(nid, n.Children)
+			}
+		}
+		walk(gid, g.Roots)
+	}
+	fmt.Fprintln(w, "}")
+}
+
+// dotQuote makes a DOT double-quoted string; newlines become \n line breaks.
+func dotQuote(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\r", "")
+	return `"` + r.Replace(s) + `"`
+}

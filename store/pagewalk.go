@@ -1,0 +1,382 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+)
+
+// A guarded walk over bbolt's page structure, read from the file with
+// explicit bounds. bbolt trusts its pages: a damaged page header sends its
+// own Check into a loop of up to 2^32 steps (the overflow count), a cycle of
+// branch pages into unbounded recursion (a fatal stack overflow that recover
+// cannot catch), an out-of-range page id into a fault past the mmap, and a
+// damaged freelist count into an allocation of any size. So Open walks the
+// pages it is about to read (meta pages, freelist, root bucket, meta
+// bucket) and Check walks every page of its snapshot before bbolt or a
+// cursor touches them; damage becomes a violation or ErrCorrupt instead.
+//
+// The layout is bbolt's on-disk format (unchanged since 1.3, native byte
+// order): a 16-byte page header (id u64, flags u16, count u16, overflow
+// u32); 16-byte branch elements (pos u32, ksize u32, pgid u64) and leaf
+// elements (flags u32, pos u32, ksize u32, vsize u32), pos counted from the
+// element; a bucket value is (root pgid u64, sequence u64), followed by an
+// inline leaf page when root is 0; the meta sits after the header of pages
+// 0 and 1: magic, version, page size, flags (u32 each), root bucket (16 B),
+// freelist, high-water mark, txid (u64 each), then an FNV-1a checksum of
+// the preceding 56 bytes.
+
+const (
+	boltHeaderSize   = 16
+	boltElemSize     = 16
+	boltBranchFlag   = 0x01
+	boltLeafFlag     = 0x02
+	boltMetaFlag     = 0x04
+	boltFreelistFlag = 0x10
+	boltBucketFlag   = 0x01
+	boltMagic        = 0xED0CDAED
+	boltVersion      = 2
+	boltNoFreelist   = ^uint64(0)
+	maxTreeDepth     = 64 // far deeper than any real b-tree of buckets within buckets
+)
+
+var ne = binary.NativeEndian
+
+// boltMeta is a decoded meta page.
+type boltMeta struct {
+	page     int
+	pageSize uint32
+	root     uint64
+	freelist uint64
+	hwm      uint64 // high-water mark: pages below it are in use or free
+	txid     uint64
+	err      string // why the page is invalid; empty when valid
+}
+
+// readMetas decodes the two meta pages; pageSize locates the second.
+func readMetas(f io.ReaderAt, pageSize int) [2]boltMeta {
+	return [2]boltMeta{readMeta(f, 0, 0), readMeta(f, 1, int64(pageSize))}
+}
+
+func readMeta(f io.ReaderAt, page int, off int64) boltMeta {
+	m := boltMeta{page: page}
+	buf := make([]byte, boltHeaderSize+64)
+	if _, err := f.ReadAt(buf, off); err != nil {
+		m.err = "unreadable: " + err.Error()
+		return m
+	}
+	b := buf[boltHeaderSize:]
+	m.pageSize = ne.Uint32(b[8:])
+	m.root = ne.Uint64(b[16:])
+	m.freelist = ne.Uint64(b[32:])
+	m.hwm = ne.Uint64(b[40:])
+	m.txid = ne.Uint64(b[48:])
+	h := fnv.New64a()
+	h.Write(b[:56])
+	switch {
+	case ne.Uint32(b[0:]) != boltMagic:
+		m.err = "bad magic"
+	case ne.Uint32(b[4:]) != boltVersion:
+		m.err = "unknown bbolt version"
+	case h.Sum64() != ne.Uint64(b[56:]):
+		m.err = "checksum mismatch"
+	case m.root >= m.hwm || (m.freelist != boltNoFreelist && m.freelist >= m.hwm):
+		m.err = "root or freelist page above the high-water mark"
+	}
+	return m
+}
+
+// current returns the meta bbolt uses: the valid one with the higher txid.
+func current(ms [2]boltMeta) (boltMeta, bool) {
+	a, b := ms[0], ms[1]
+	if b.txid > a.txid {
+		a, b = b, a
+	}
+	switch {
+	case a.err == "":
+		return a, true
+	case b.err == "":
+		return b, true
+	}
+	return boltMeta{}, false
+}
+
+// pageWalker checks pages read from the file. It never recurses on data
+// read from the file beyond maxTreeDepth and reads each page at most once.
+type pageWalker struct {
+	f        io.ReaderAt
+	size     int64
+	pageSize int
+	hwm      uint64
+	seen     map[uint64]bool
+	problems []string
+	// descend says whether to walk into the sub-bucket at path; nil walks
+	// everything.
+	descend func(path string) bool
+}
+
+const maxPageProblems = 100
+
+func (w *pageWalker) problem(format string, args ...any) {
+	if len(w.problems) < maxPageProblems {
+		w.problems = append(w.problems, fmt.Sprintf(format, args...))
+	}
+}
+
+// page reads page id and its overflow pages after checking the header.
+func (w *pageWalker) page(id uint64, want uint16, path string) []byte {
+	ps := uint64(w.pageSize)
+	switch {
+	case id < 2 || id >= w.hwm:
+		w.problem("%s: page %d outside 2..%d", path, id, w.hwm-1)
+		return nil
+	case (id+1)*ps > uint64(w.size):
+		w.problem("%s: page %d lies past the end of the file (%d bytes)", path, id, w.size)
+		return nil
+	case w.seen[id]:
+		w.problem("%s: page %d is referenced twice (a cycle or shared page)", path, id)
+		return nil
+	}
+	hdr := make([]byte, boltHeaderSize)
+	if _, err := w.f.ReadAt(hdr, int64(id*ps)); err != nil {
+		w.problem("%s: page %d: %v", path, id, err)
+		return nil
+	}
+	flags, overflow := ne.Uint16(hdr[8:]), uint64(ne.Uint32(hdr[12:]))
+	switch {
+	case ne.Uint64(hdr) != id:
+		w.problem("%s: page %d says it is page %d", path, id, ne.Uint64(hdr))
+		return nil
+	case flags != want && !(want == boltBranchFlag|boltLeafFlag && (flags == boltBranchFlag || flags == boltLeafFlag)):
+		w.problem("%s: page %d has type flags %#x", path, id, flags)
+		return nil
+	case id+overflow >= w.hwm || (id+overflow+1)*ps > uint64(w.size):
+		w.problem("%s: page %d claims %d overflow pages, past the end of the data", path, id, overflow)
+		return nil
+	}
+	for i := id; i <= id+overflow; i++ {
+		if w.seen[i] {
+			w.problem("%s: page %d (overflow of %d) is referenced twice", path, i, id)
+			return nil
+		}
+		w.seen[i] = true
+	}
+	buf := make([]byte, (overflow+1)*ps)
+	if _, err := w.f.ReadAt(buf, int64(id*ps)); err != nil {
+		w.problem("%s: page %d: %v", path, id, err)
+		return nil
+	}
+	return buf
+}
+
+// freelist checks the freelist page: its ids must fit in its pages.
+func (w *pageWalker) freelist(id uint64) {
+	if id == boltNoFreelist {
+		return
+	}
+	buf := w.page(id, boltFreelistFlag, "(freelist)")
+	if buf == nil {
+		return
+	}
+	n, start := uint64(ne.Uint16(buf[10:])), uint64(boltHeaderSize)
+	if n == 0xFFFF {
+		if len(buf) < boltHeaderSize+8 {
+			w.problem("(freelist): page %d too short for its count", id)
+			return
+		}
+		n, start = ne.Uint64(buf[boltHeaderSize:]), boltHeaderSize+8
+	}
+	if n > (uint64(len(buf))-start)/8 {
+		w.problem("(freelist): page %d claims %d free ids, more than its pages hold", id, n)
+	}
+}
+
+// tree walks the b-tree rooted at page root.
+func (w *pageWalker) tree(root uint64, path string, depth int) {
+	type item struct {
+		id    uint64
+		depth int
+	}
+	stack := []item{{root, depth}}
+	for len(stack) > 0 && len(w.problems) < maxPageProblems {
+		it := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if it.depth > maxTreeDepth {
+			w.problem("%s: b-tree deeper than %d pages (a cycle?)", path, maxTreeDepth)
+			return
+		}
+		buf := w.page(it.id, boltBranchFlag|boltLeafFlag, path)
+		if buf == nil {
+			continue
+		}
+		if ne.Uint16(buf[8:]) == boltLeafFlag {
+			w.leaf(buf, path, it.depth)
+			continue
+		}
+		count := int(ne.Uint16(buf[10:]))
+		if count == 0 || boltHeaderSize+count*boltElemSize > len(buf) {
+			w.problem("%s: branch page %d holds %d elements", path, it.id, count)
+			continue
+		}
+		for i := 0; i < count; i++ {
+			at := boltHeaderSize + i*boltElemSize
+			e := buf[at:]
+			if end := uint64(at) + uint64(ne.Uint32(e)) + uint64(ne.Uint32(e[4:])); end > uint64(len(buf)) {
+				w.problem("%s: branch page %d element %d points past the page", path, it.id, i)
+				continue
+			}
+			stack = append(stack, item{ne.Uint64(e[8:]), it.depth + 1})
+		}
+	}
+}
+
+// leaf checks the elements of a leaf page (or an inline bucket's page) and
+// walks the buckets it holds.
+func (w *pageWalker) leaf(buf []byte, path string, depth int) {
+	count := int(ne.Uint16(buf[10:]))
+	if boltHeaderSize+count*boltElemSize > len(buf) {
+		w.problem("%s: leaf page %d holds %d elements, more than fit", path, ne.Uint64(buf), count)
+		return
+	}
+	for i := 0; i < count; i++ {
+		at := boltHeaderSize + i*boltElemSize
+		e := buf[at:]
+		flags, pos, ksize, vsize := ne.Uint32(e), uint64(ne.Uint32(e[4:])), uint64(ne.Uint32(e[8:])), uint64(ne.Uint32(e[12:]))
+		if uint64(at)+pos+ksize+vsize > uint64(len(buf)) {
+			w.problem("%s: leaf page %d element %d points past the page", path, ne.Uint64(buf), i)
+			continue
+		}
+		if flags&boltBucketFlag == 0 {
+			continue
+		}
+		kstart := uint64(at) + pos
+		sub := path + "/" + string(buf[kstart:kstart+ksize])
+		if path == "" {
+			sub = string(buf[kstart : kstart+ksize])
+		}
+		v := buf[kstart+ksize : kstart+ksize+vsize]
+		if len(v) < 16 {
+			w.problem("%s: bucket header is %d bytes", sub, len(v))
+			continue
+		}
+		if w.descend != nil && !w.descend(sub) {
+			continue
+		}
+		if depth+1 > maxTreeDepth {
+			w.problem("%s: buckets nested deeper than %d", sub, maxTreeDepth)
+			continue
+		}
+		if root := ne.Uint64(v); root != 0 {
+			w.tree(root, sub, depth+1)
+			continue
+		}
+		inline := v[16:]
+		if len(inline) < boltHeaderSize || ne.Uint16(inline[8:]) != boltLeafFlag {
+			w.problem("%s: inline bucket page is damaged", sub)
+			continue
+		}
+		w.leaf(inline, sub, depth+1)
+	}
+}
+
+// metaLock keeps commits from rewriting the meta pages while they are read.
+type metaLock interface {
+	TryLock() bool
+	Unlock()
+}
+
+// noWriter is the metaLock of a read-only DB: no commit can happen.
+type noWriter struct{}
+
+func (noWriter) TryLock() bool { return true }
+func (noWriter) Unlock()       {}
+
+// walkFile checks the file's meta pages, freelist and b-trees. A reader
+// passes its snapshot's txid and root page; txid 0 walks what bbolt would
+// open. descend limits which buckets are walked (nil: all). A damaged meta
+// page is reported (in metas), even when the other one is good, only if
+// lock is non-nil and can be taken: a meta page being written reads torn.
+// Problems with the pages a reader would follow are in pages.
+func walkFile(path string, pageSize int, txid, root uint64, descend func(string) bool, lock metaLock) (metas, pages []string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, []string{err.Error()}
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, []string{err.Error()}
+	}
+	var ms [2]boltMeta
+	if lock != nil && lock.TryLock() {
+		ms = readMetas(f, pageSize)
+		lock.Unlock()
+		for _, m := range ms {
+			if m.err != "" {
+				metas = append(metas, fmt.Sprintf("meta page %d: %s (bbolt falls back to the other meta page, so the last commit may be lost)", m.page, m.err))
+			}
+		}
+	} else {
+		ms = readMetas(f, pageSize)
+	}
+	// The newest valid meta bounds the pages (the high-water mark never
+	// goes down); the snapshot's own meta, if it is that one, names its
+	// freelist.
+	m, ok := current(ms)
+	if !ok {
+		return metas, []string{"no valid meta page"}
+	}
+	w := &pageWalker{f: f, size: fi.Size(), pageSize: pageSize, hwm: m.hwm, seen: map[uint64]bool{}, descend: descend}
+	if txid == 0 || txid == m.txid {
+		w.freelist(m.freelist)
+	}
+	if root == 0 {
+		root = m.root
+	}
+	w.tree(root, "", 0)
+	return metas, w.problems
+}
+
+// preOpenCheck validates, before bbolt maps the file, the one page
+// bbolt.Open reads without bounds: the freelist of the meta it will pick (a
+// damaged count makes it allocate any size). It runs before bbolt takes the
+// file lock, so a live writer in another process may move the pages under
+// it: damage counts only if the meta pages did not change while it looked.
+func preOpenCheck(path string) []string {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil // bbolt reports it
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return nil
+	}
+	// The page size, found the way bbolt finds it: from the first valid
+	// meta page (the second sits at one page size, 1 KiB to 16 MiB).
+	ps := 0
+	if m := readMeta(f, 0, 0); m.err == "" {
+		ps = int(m.pageSize)
+	}
+	for i := 0; ps == 0 && i <= 14 && int64(1024<<i) < fi.Size()-1024; i++ {
+		if m := readMeta(f, 1, int64(1024<<i)); m.err == "" && int(m.pageSize) == 1024<<i {
+			ps = 1024 << i
+		}
+	}
+	if ps < boltHeaderSize+64 {
+		return nil // no valid meta page: bbolt refuses the file itself
+	}
+	ms := readMetas(f, ps)
+	m, ok := current(ms)
+	if !ok {
+		return nil
+	}
+	w := &pageWalker{f: f, size: fi.Size(), pageSize: ps, hwm: m.hwm, seen: map[uint64]bool{}}
+	w.freelist(m.freelist)
+	if len(w.problems) == 0 || readMetas(f, ps) != ms {
+		return nil
+	}
+	return w.problems
+}
