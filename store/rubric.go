@@ -1,7 +1,9 @@
 package store
 
 // PutRubric adds a rubric. A zero ID takes the next id of the run's rubric
-// sequence; a non-zero ID must not exist yet. The pool must be valid.
+// sequence; a non-zero ID must not exist yet. The pool must be valid, and a
+// rubric put straight into the merged pool must name the public or retired
+// rubric that absorbed it (MergedInto), as Check requires.
 func (r *RunTx) PutRubric(rb Rubric) (Rubric, error) {
 	if err := r.tx.check(true); err != nil {
 		return Rubric{}, err
@@ -15,6 +17,15 @@ func (r *RunTx) PutRubric(rb Rubric) (Rubric, error) {
 	}
 	if err := validRubricNumbers(&rb); err != nil {
 		return Rubric{}, r.tx.fail(err)
+	}
+	if rb.Pool == PoolMerged {
+		into, err := r.Rubric(rb.MergedInto)
+		if err != nil {
+			return Rubric{}, r.tx.fail(err)
+		}
+		if into.Pool != PoolPublic && into.Pool != PoolRetired {
+			return Rubric{}, r.tx.fail(invalidf("rubric merges into %d, which is %s", into.ID, into.Pool))
+		}
 	}
 	if rb.ID == 0 {
 		if rb.ID, err = b.NextSequence(); err != nil {
