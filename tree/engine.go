@@ -100,6 +100,10 @@ type StepResult struct {
 // closed with its advantages written. Committed work survives a crash;
 // Resume finishes the step.
 func (e *Engine) Rollout(ctx context.Context, step uint64, tasks []Task) (*StepResult, error) {
+	if step == 0 {
+		// Groups(0) would list every step's groups; steps start at 1.
+		return nil, fmt.Errorf("%w: step 0: steps start at 1", store.ErrInvalid)
+	}
 	if len(tasks) == 0 {
 		return &StepResult{Step: step}, nil
 	}

@@ -3,6 +3,7 @@ package tree
 import (
 	"context"
 	"fmt"
+	"sort"
 
 	"github.com/patrdb/patrdb/store"
 )
@@ -93,12 +94,6 @@ func (e *Engine) commitInterval(ctx context.Context, step uint64, groups []*grou
 						}
 						children[gi] = append(children[gi], c)
 					}
-				case Survive:
-					if st := b.ep.State(); st != nil {
-						if err := r.SetEnvState(b.node.ID, st); err != nil {
-							return err
-						}
-					}
 				}
 			}
 			if err := r.SetGroupInterval(step, gs.g.ID, interval+1); err != nil {
@@ -146,6 +141,10 @@ func (e *Engine) afterCommit(ctx context.Context, groups []*groupState, plans []
 			b.start = b.pathLen()
 			next = append(next, b)
 		}
+		// Keep node id order, the order load rebuilds after a crash: it
+		// decides the order of the next interval's writes and so the ids
+		// of the children it creates.
+		sort.Slice(next, func(i, j int) bool { return next[i].node.ID < next[j].node.ID })
 		gs.branches = next
 	}
 	return nil
@@ -205,7 +204,7 @@ func (e *Engine) closeGroup(ctx context.Context, step uint64, g store.Group) (Gr
 		if shaping, err = e.opts.Shaper.Prepare(ctx, step, g, leaves); err != nil {
 			return GroupResult{}, fmt.Errorf("tree: shaping group %d: %w", g.ID, err)
 		}
-		if len(shaping.Scores) != len(leaves) {
+		if shaping != nil && len(shaping.Scores) != len(leaves) {
 			return GroupResult{}, fmt.Errorf("%w: shaper gave %d scores for %d leaves", store.ErrInvalid, len(shaping.Scores), len(leaves))
 		}
 	}

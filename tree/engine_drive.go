@@ -81,17 +81,37 @@ func (e *Engine) load(ctx context.Context, step uint64) ([]*groupState, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg := e.opts.Config
 	for _, gs := range groups {
 		for _, a := range byGroup[gs.g.ID] {
+			// start is the path length when the current interval began: the
+			// last score for a routed branch; for one never scored, its fork
+			// point, or for a root under NoScoring (which is never scored)
+			// K turns per committed interval, as every interval advances a
+			// branch that is not done by exactly K.
 			b := &branch{node: a.node, history: a.hist, start: a.node.Base}
 			if k := len(a.node.Scores); k > 0 {
 				b.start = a.node.Scores[k-1].Turn
+			} else if a.node.Parent == 0 {
+				b.start = min(gs.g.Interval*cfg.K, len(a.hist))
 			}
 			for _, t := range a.hist {
 				b.reward += t.Reward
 			}
-			if b.ep, err = e.restore(ctx, gs.task, a.hist, a.node.EnvState); err != nil {
-				return nil, err
+			// Under CommitTurn the branch may have ended after the last
+			// committed interval; finish it instead of stepping a finished
+			// episode.
+			n := len(a.hist)
+			switch {
+			case n > 0 && a.hist[n-1].Done:
+				b.done, b.status = true, store.NodeCompleted
+			case cfg.MaxTurns > 0 && n >= cfg.MaxTurns:
+				b.done, b.status = true, store.NodeTruncated
+			}
+			if !b.done {
+				if b.ep, err = e.restore(ctx, gs.task, a.hist, a.node.EnvState); err != nil {
+					return nil, err
+				}
 			}
 			gs.branches = append(gs.branches, b)
 		}
@@ -204,7 +224,9 @@ func (e *Engine) sampleTurn(ctx context.Context, step uint64, gs *groupState, b 
 	return nil
 }
 
-// flushTurns writes every branch's uncommitted turns.
+// flushTurns writes every branch's uncommitted turns, with the env state
+// after them when the env gives one, so the state on a node always matches
+// its stored turns (a resume restores from both).
 func flushTurns(r *store.RunTx, groups []*groupState) error {
 	for _, gs := range groups {
 		for _, b := range gs.branches {
@@ -213,6 +235,11 @@ func flushTurns(r *store.RunTx, groups []*groupState) error {
 			}
 			if err := r.AppendTurns(b.node.ID, b.pendingFrom(), b.pending...); err != nil {
 				return err
+			}
+			if st := b.ep.State(); st != nil {
+				if err := r.SetEnvState(b.node.ID, st); err != nil {
+					return err
+				}
 			}
 		}
 	}

@@ -54,7 +54,9 @@ type Env interface {
 	Reset(ctx context.Context, task Task) (Episode, error)
 	// Restore rebuilds the episode as it stood after history, from the
 	// recorded turns or from state (the Episode.State recorded on the node,
-	// nil if the env never gave one).
+	// nil if the env never gave one). A non-nil state is always the one the
+	// episode reported right after the last turn of history: the engine
+	// records it with every batch of turns it commits.
 	Restore(ctx context.Context, task Task, history []store.Turn, state []byte) (Episode, error)
 }
 
@@ -91,7 +93,10 @@ type Shaping struct {
 
 // Shaper adds process rewards to a group's outcome rewards (ARBOR's rubric
 // buffer). Prepare runs outside any write transaction, so slow judge calls
-// never hold the file's writer lock.
+// never hold the file's writer lock; it may return a nil Shaping to leave a
+// group plain GRPO (e.g. one too small to shape). BeginStep runs again when
+// a step is resumed, and Prepare again for a group whose close did not
+// commit.
 type Shaper interface {
 	BeginStep(ctx context.Context, step uint64) error
 	Prepare(ctx context.Context, step uint64, g store.Group, leaves []Leaf) (*Shaping, error)
