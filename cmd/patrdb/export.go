@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+
+	"github.com/spf13/cobra"
+
+	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/store"
+)
+
+type exportFlags struct {
+	format string
+	out    string
+	force  bool
+}
+
+func newExportCommand(app *App) *cobra.Command {
+	f := &exportFlags{}
+	cmd := &cobra.Command{
+		Use:   "export RUN --format jsonl|parquet --out DIR",
+		Short: "Write a run as JSONL or Parquet in Hive-style run=/step= folders",
+		Long: `export writes a run under DIR/run=<id>/step=<n>/ for analysis tools:
+
+  jsonl    trajectories.jsonl: one line per leaf with its whole path
+           materialised (task, prompt, reward, advantage, every turn with its
+           token ids and logprobs), for tools that want flat rollouts;
+           nodes.jsonl: one line per node with its parent and fork point.
+  parquet  nodes, turns, advantages, rubrics and events tables, typed
+           columns (token ids list<int32>, logprobs list<float32>, zstd),
+           readable by DuckDB, Spark and pandas; run and step come from the
+           folder names (hive partitioning), as those engines expect.
+
+The export is written into a hidden folder beside DIR and renamed into place
+when complete, so an error or an interrupt leaves nothing behind. A DIR that
+exists and is not empty is refused unless --force, which replaces only
+DIR/run=<id> (other runs exported there stay: DIR can be a data lake). A
+progress bar is drawn on stderr when it is a terminal.`,
+		Args:              needArgs("RUN"),
+		ValidArgsFunction: app.completeRuns,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return app.export(cmd.Context(), args[0], f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.format, "format", "", "jsonl or parquet (required)")
+	fl.StringVar(&f.out, "out", "", "the folder to write run=<id>/step=<n>/ into (`DIR`, required)")
+	fl.BoolVar(&f.force, "force", false, "write into a non-empty DIR, replacing DIR/run=<id>")
+	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"jsonl", "parquet"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+// exportOutput is `export --json`.
+type exportOutput struct {
+	Run    string           `json:"run"`
+	Format string           `json:"format"`
+	Dir    string           `json:"dir"` // DIR/run=<id>
+	Files  []exportFileJSON `json:"files"`
+	Rows   map[string]int64 `json:"rows"` // per table
+	Bytes  int64            `json:"bytes"`
+}
+
+type exportFileJSON struct {
+	Path  string `json:"path"` // relative to DIR
+	Table string `json:"table"`
+	Step  uint64 `json:"step"`
+	Rows  int64  `json:"rows"`
+	Bytes int64  `json:"bytes"`
+}
+
+func (a *App) export(ctx context.Context, runArg string, f *exportFlags) error {
+	id, err := parseRunID(runArg)
+	if err != nil {
+		return err
+	}
+	opts := replay.ExportOptions{Out: f.out, Format: replay.Format(f.format), Force: f.force}
+	switch {
+	case f.format == "":
+		return usageErrorf("export needs --format jsonl or --format parquet")
+	case f.out == "":
+		return usageErrorf("export needs --out DIR")
+	}
+	if err := opts.Validate(); err != nil {
+		return usageErrorf("--format %q: want jsonl or parquet", f.format)
+	}
+	if !a.json && a.isTerminal(a.stderr) {
+		opts.Progress = a.stderr
+	}
+	db, err := a.openRead()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	// An interrupt cancels the export, which then removes its temporary
+	// folder instead of leaving half a partition behind.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	defer stop()
+	var res *replay.ExportResult
+	err = db.View(func(tx *store.Tx) error {
+		r, err := a.lookupRun(tx, id)
+		if err != nil {
+			return err
+		}
+		res, err = replay.Export(ctx, r, opts)
+		return err
+	})
+	switch {
+	case errors.Is(err, replay.ErrOutExists):
+		return usageErrorf("--out %s exists and is not empty: use --force to replace run=%s inside it", f.out, id)
+	case errors.Is(err, context.Canceled):
+		return fmt.Errorf("export interrupted: nothing was written to %s", f.out)
+	case err != nil:
+		return err
+	}
+	out := exportOutput{Run: res.Run, Format: string(res.Format), Dir: res.Dir, Files: []exportFileJSON{}, Rows: res.Rows, Bytes: res.Bytes}
+	for _, ef := range res.Files {
+		out.Files = append(out.Files, exportFileJSON{Path: ef.Path, Table: ef.Table, Step: ef.Step, Rows: ef.Rows, Bytes: ef.Bytes})
+	}
+	if a.json {
+		return a.printJSON(out)
+	}
+	w := bufio.NewWriter(a.stdout)
+	steps := map[uint64]bool{}
+	for _, ef := range out.Files {
+		steps[ef.Step] = true
+	}
+	fmt.Fprintf(w, "exported run %s as %s to %s: %s in %s, %s\n", out.Run, out.Format, out.Dir,
+		plural(len(out.Files), "file", "files"), plural(len(steps), "step folder", "step folders"), fmtBytes(out.Bytes))
+	t := newTable(w)
+	fmt.Fprintln(t, "TABLE\tROWS")
+	for _, table := range []string{"trajectories", "nodes", "turns", "advantages", "rubrics", "events"} {
+		if n, ok := out.Rows[table]; ok {
+			fmt.Fprintf(t, "%s\t%d\n", table, n)
+		}
+	}
+	t.Flush()
+	return w.Flush()
+}

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/store"
+)
+
+func newStatsCommand(app *App) *cobra.Command {
+	return &cobra.Command{
+		Use:   "stats [RUN]",
+		Short: "Bytes per bucket, turns stored vs materialised, prefix sharing, routing and reward figures",
+		Long: `stats summarises every run in the file, or one run in detail: how many
+turns the file stores against how many a flat dump of every leaf trajectory
+would hold (the prefix-sharing ratio), routing decisions (expansions,
+prunes by rule, survivals), leaves per group, completed against pruned leaves
+and their mean rewards, groups with zero outcome variance before and after
+rubric shaping, the rubric pools at the end of each step, and the bytes each
+of the run's buckets occupies.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usageErrorf("stats takes at most RUN, got %s", plural(len(args), "argument", "arguments"))
+			}
+			return nil
+		},
+		ValidArgsFunction: app.completeRuns,
+		RunE: func(_ *cobra.Command, args []string) error {
+			run := ""
+			if len(args) == 1 {
+				run = args[0]
+			}
+			return app.stats(run)
+		},
+	}
+}
+
+// statsOutput is `stats --json`: every run, or the one asked for.
+type statsOutput struct {
+	Runs []runStatsJSON `json:"runs"`
+}
+
+type runStatsJSON struct {
+	Run     string          `json:"run"`
+	Events  uint64          `json:"events"`
+	Bytes   int64           `json:"bytes"`
+	Total   stepStatsJSON   `json:"total"`
+	Steps   []stepStatsJSON `json:"steps"`
+	Pools   []poolSizesJSON `json:"pools"`
+	Buckets []bucketJSON    `json:"buckets"`
+}
+
+type stepStatsJSON struct {
+	Step              uint64         `json:"step"` // 0 in total
+	Groups            int            `json:"groups"`
+	Nodes             int            `json:"nodes"`
+	Leaves            int            `json:"leaves"`
+	Active            int            `json:"active"`
+	Failed            int            `json:"failed"`
+	TurnsStored       int            `json:"turns_stored"`
+	TurnsMaterialised int            `json:"turns_materialised"`
+	PrefixSharing     float64        `json:"prefix_sharing"` // materialised / stored
+	Expansions        int            `json:"expansions"`
+	Prunes            int            `json:"prunes"`
+	Survivals         int            `json:"survivals"`
+	PrunesByRule      map[string]int `json:"prunes_by_rule"`
+	LeavesPerGroup    float64        `json:"leaves_per_group"`
+	MinLeaves         int            `json:"min_leaves"`
+	MaxLeaves         int            `json:"max_leaves"`
+	Completed         leafStatsJSON  `json:"completed"`
+	Pruned            leafStatsJSON  `json:"pruned"`
+	Truncated         leafStatsJSON  `json:"truncated"`
+	AdvGroups         int            `json:"adv_groups"`
+	ZeroVarBefore     int            `json:"zero_variance_before"`
+	ZeroVarAfter      int            `json:"zero_variance_after"`
+	Unlocked          int            `json:"unlocked_groups"`
+}
+
+type leafStatsJSON struct {
+	Count      int      `json:"count"`
+	Rewarded   int      `json:"rewarded"`
+	MeanReward *float64 `json:"mean_reward"` // over the rewarded ones; null when none
+}
+
+type poolSizesJSON struct {
+	Step      uint64 `json:"step"`
+	Candidate int    `json:"candidate"`
+	Public    int    `json:"public"`
+	Retired   int    `json:"retired"`
+	Merged    int    `json:"merged"`
+}
+
+type bucketJSON struct {
+	Name  string `json:"name"`
+	Keys  int    `json:"keys"`
+	Bytes int64  `json:"bytes"` // pages allocated
+	Used  int64  `json:"used"`  // bytes in use within them
+}
+
+func toLeafStats(l replay.LeafStats) leafStatsJSON {
+	out := leafStatsJSON{Count: l.Count, Rewarded: l.Rewarded}
+	if l.Rewarded > 0 {
+		m := l.MeanReward
+		out.MeanReward = &m
+	}
+	return out
+}
+
+func toStepStats(s replay.StepStats) stepStatsJSON {
+	out := stepStatsJSON{Step: s.Step, Groups: s.Groups, Nodes: s.Nodes, Leaves: s.Leaves, Active: s.Active, Failed: s.Failed,
+		TurnsStored: s.TurnsStored, TurnsMaterialised: s.TurnsMaterialised, PrefixSharing: s.PrefixSharing,
+		Expansions: s.Expansions, Prunes: s.Prunes, Survivals: s.Survivals, PrunesByRule: map[string]int{},
+		LeavesPerGroup: s.LeavesPerGroup, MinLeaves: s.MinLeaves, MaxLeaves: s.MaxLeaves,
+		Completed: toLeafStats(s.Completed), Pruned: toLeafStats(s.Pruned), Truncated: toLeafStats(s.Truncated),
+		AdvGroups: s.AdvGroups, ZeroVarBefore: s.ZeroVarBefore, ZeroVarAfter: s.ZeroVarAfter, Unlocked: s.UnlockedGroups}
+	for k, v := range s.PrunesByRule {
+		out.PrunesByRule[k] = v
+	}
+	return out
+}
+
+func toRunStats(rs *replay.RunStats) runStatsJSON {
+	out := runStatsJSON{Run: rs.Run, Events: rs.Events, Bytes: rs.Bytes, Total: toStepStats(rs.Total),
+		Steps: []stepStatsJSON{}, Pools: []poolSizesJSON{}, Buckets: []bucketJSON{}}
+	for _, s := range rs.Steps {
+		out.Steps = append(out.Steps, toStepStats(s))
+	}
+	for _, p := range rs.Pools {
+		out.Pools = append(out.Pools, poolSizesJSON{Step: p.Step, Candidate: p.Candidate, Public: p.Public, Retired: p.Retired, Merged: p.Merged})
+	}
+	for _, b := range rs.Buckets {
+		out.Buckets = append(out.Buckets, bucketJSON{Name: b.Name, Keys: b.Keys, Bytes: b.Bytes, Used: b.Used})
+	}
+	return out
+}
+
+func (a *App) stats(runArg string) error {
+	var id string
+	if runArg != "" {
+		var err error
+		if id, err = parseRunID(runArg); err != nil {
+			return err
+		}
+	}
+	db, err := a.openRead()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	out := statsOutput{Runs: []runStatsJSON{}}
+	err = db.View(func(tx *store.Tx) error {
+		ids := []string{id}
+		if id == "" {
+			var err error
+			if ids, err = tx.RunIDs(); err != nil {
+				return err
+			}
+		}
+		for _, rid := range ids {
+			r, err := a.lookupRun(tx, rid)
+			if err != nil {
+				return err
+			}
+			rs, err := replay.Stats(r)
+			if err != nil {
+				return err
+			}
+			out.Runs = append(out.Runs, toRunStats(rs))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if a.json {
+		return a.printJSON(out)
+	}
+	w := bufio.NewWriter(a.stdout)
+	if id == "" {
+		writeStatsTable(w, out.Runs)
+	} else {
+		writeRunStats(w, out.Runs[0])
+	}
+	return w.Flush()
+}
+
+func sharing(s stepStatsJSON) string {
+	if s.TurnsStored == 0 || s.Leaves == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f×", s.PrefixSharing)
+}
+
+func meanOrDash(l leafStatsJSON) string {
+	if l.MeanReward == nil {
+		return "-"
+	}
+	return fmtNum(*l.MeanReward)
+}
+
+func writeStatsTable(w io.Writer, runs []runStatsJSON) {
+	if len(runs) == 0 {
+		fmt.Fprintln(w, "no runs")
+		return
+	}
+	t := newTable(w)
+	fmt.Fprintln(t, "RUN\tSTEPS\tGROUPS\tNODES\tLEAVES\tTURNS STORED\tMATERIALISED\tSHARING\tZERO-VAR BEFORE→AFTER\tEVENTS\tBYTES")
+	for _, r := range runs {
+		s := r.Total
+		fmt.Fprintf(t, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d→%d\t%d\t%s\n", r.Run, len(r.Steps), s.Groups, s.Nodes, s.Leaves,
+			s.TurnsStored, s.TurnsMaterialised, sharing(s), s.ZeroVarBefore, s.ZeroVarAfter, r.Events, fmtBytes(r.Bytes))
+	}
+	t.Flush()
+}
+
+func writeRunStats(w io.Writer, r runStatsJSON) {
+	s := r.Total
+	fmt.Fprintf(w, "run %s: %s, %s, %s, %s, %s, %s\n", r.Run, plural(len(r.Steps), "step", "steps"), plural(s.Groups, "group", "groups"),
+		plural(s.Nodes, "node", "nodes"), plural(s.Leaves, "leaf", "leaves"), plural(int(r.Events), "event", "events"), fmtBytes(r.Bytes))
+	fmt.Fprintf(w, "  turns            %d stored, %d materialised in leaf trajectories: prefix sharing %s\n", s.TurnsStored, s.TurnsMaterialised, sharing(s))
+	fmt.Fprintf(w, "  routing          %s, %s%s, %s\n", plural(s.Expansions, "expansion", "expansions"), plural(s.Prunes, "prune", "prunes"),
+		rulesText(s.PrunesByRule), plural(s.Survivals, "survival", "survivals"))
+	fmt.Fprintf(w, "  leaves per group %s (min %d, max %d)\n", fmtNum(s.LeavesPerGroup), s.MinLeaves, s.MaxLeaves)
+	fmt.Fprintf(w, "  completed leaves %d, mean reward %s; pruned %d, mean reward %s; truncated %d, mean reward %s\n",
+		s.Completed.Count, meanOrDash(s.Completed), s.Pruned.Count, meanOrDash(s.Pruned), s.Truncated.Count, meanOrDash(s.Truncated))
+	fmt.Fprintf(w, "  zero variance    %d of %d groups before rubric shaping, %d after (%d unlocked)\n", s.ZeroVarBefore, s.AdvGroups, s.ZeroVarAfter, s.Unlocked)
+	if s.Active > 0 || s.Failed > 0 {
+		fmt.Fprintf(w, "  in flight        %d active, %d failed nodes\n", s.Active, s.Failed)
+	}
+	if len(r.Steps) > 0 {
+		fmt.Fprintln(w)
+		t := newTable(w)
+		fmt.Fprintln(t, "STEP\tGROUPS\tNODES\tLEAVES\tSTORED\tMATERIALISED\tSHARING\tEXPAND\tPRUNE\tSURVIVE\tCOMPLETED (MEAN)\tPRUNED (MEAN)\tZERO-VAR BEFORE→AFTER")
+		for _, st := range r.Steps {
+			fmt.Fprintf(t, "%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d (%s)\t%d (%s)\t%d→%d\n", st.Step, st.Groups, st.Nodes, st.Leaves,
+				st.TurnsStored, st.TurnsMaterialised, sharing(st), st.Expansions, st.Prunes, st.Survivals,
+				st.Completed.Count, meanOrDash(st.Completed), st.Pruned.Count, meanOrDash(st.Pruned), st.ZeroVarBefore, st.ZeroVarAfter)
+		}
+		t.Flush()
+	}
+	if len(r.Pools) > 0 {
+		fmt.Fprintln(w)
+		t := newTable(w)
+		fmt.Fprintln(t, "RUBRIC POOLS AT END OF STEP\tCANDIDATE\tPUBLIC\tRETIRED\tMERGED")
+		for _, p := range r.Pools {
+			fmt.Fprintf(t, "%d\t%d\t%d\t%d\t%d\n", p.Step, p.Candidate, p.Public, p.Retired, p.Merged)
+		}
+		t.Flush()
+	}
+	fmt.Fprintln(w)
+	t := newTable(w)
+	fmt.Fprintln(t, "BUCKET\tKEYS\tBYTES\tUSED")
+	for _, b := range r.Buckets {
+		fmt.Fprintf(t, "%s\t%d\t%s\t%s\n", b.Name, b.Keys, fmtBytes(b.Bytes), fmtBytes(b.Used))
+	}
+	t.Flush()
+}
+
+func rulesText(byRule map[string]int) string {
+	if len(byRule) == 0 {
+		return ""
+	}
+	rules := make([]string, 0, len(byRule))
+	for k := range byRule {
+		rules = append(rules, k)
+	}
+	sort.Strings(rules)
+	parts := make([]string, len(rules))
+	for i, k := range rules {
+		parts[i] = fmt.Sprintf("%s %d", k, byRule[k])
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}

@@ -1,0 +1,122 @@
+package replay_test
+
+import (
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
+)
+
+// benchRun builds a run of realistic events (node records with scores and
+// decisions, turn ranges, advantages, rubrics) for the scan benchmarks.
+func benchRun(b *testing.B) (*store.DB, string, uint64) {
+	b.Helper()
+	db := storetest.Open(b)
+	spec := mediumSpec("bench")
+	spec.steps, spec.groups, spec.tokens = 30, 8, 1
+	buildOneTx(b, db, spec)
+	var last uint64
+	if err := db.View(func(tx *store.Tx) error {
+		r, err := tx.Run(spec.id)
+		last = r.LastSeq()
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	return db, spec.id, last
+}
+
+// boltWalk is the anchor: a bare bbolt cursor over runs/<id>/events,
+// touching each value and decoding nothing.
+func boltWalk(db *store.DB, run string) (n int, err error) {
+	err = db.Bolt().View(func(tx *bolt.Tx) error {
+		c := tx.Bucket([]byte("runs")).Bucket([]byte(run)).Bucket([]byte("events")).Cursor()
+		sum := 0
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			sum += len(v)
+			n++
+		}
+		if sum == 0 {
+			n = 0
+		}
+		return nil
+	})
+	return n, err
+}
+
+func iterateAll(db *store.DB, run string) (n int, err error) {
+	err = db.View(func(tx *store.Tx) error {
+		r, err := tx.Run(run)
+		if err != nil {
+			return err
+		}
+		return replay.Iterate(r, 0, 0, func(replay.Event) error { n++; return nil })
+	})
+	return n, err
+}
+
+func storeEvents(db *store.DB, run string) (n int, err error) {
+	err = db.View(func(tx *store.Tx) error {
+		r, err := tx.Run(run)
+		if err != nil {
+			return err
+		}
+		return r.Events(1, func(store.Event) error { n++; return nil })
+	})
+	return n, err
+}
+
+// BenchmarkScan measures, side by side in each iteration so a noisy
+// machine affects both alike, the bare bbolt walk of the events bucket,
+// the store's event decoding (frame, CRC, msgpack header), replay's typed
+// iteration (plus each payload decoded into its record), and a full
+// state rebuild. Reported: events/s of each and replay's ratio to the
+// bare walk (DESIGN.md §8 asks ≥ 1,000,000 events/s and ≥ 0.5×).
+func BenchmarkScan(b *testing.B) {
+	db, run, last := benchRun(b)
+	type way struct {
+		name string
+		fn   func(*store.DB, string) (int, error)
+		dur  time.Duration
+	}
+	ways := []*way{
+		{name: "bolt", fn: boltWalk},
+		{name: "store", fn: storeEvents},
+		{name: "iterate", fn: iterateAll},
+		{name: "state", fn: func(db *store.DB, run string) (int, error) {
+			n := 0
+			err := db.View(func(tx *store.Tx) error {
+				r, err := tx.Run(run)
+				if err != nil {
+					return err
+				}
+				st, err := replay.StateAt(r, r.LastSeq())
+				n = int(st.Seq)
+				return err
+			})
+			return n, err
+		}},
+	}
+	for b.Loop() {
+		for _, w := range ways {
+			start := time.Now()
+			n, err := w.fn(db, run)
+			w.dur += time.Since(start)
+			if err != nil || uint64(n) != last {
+				b.Fatalf("%s: %d events of %d, %v", w.name, n, last, err)
+			}
+		}
+	}
+	events := float64(last) * float64(b.N)
+	for _, w := range ways {
+		b.ReportMetric(events/w.dur.Seconds(), w.name+"-events/s")
+	}
+	b.ReportMetric(float64(ways[0].dur)/float64(ways[2].dur), "iterate/bolt")
+	b.ReportMetric(float64(ways[0].dur)/float64(ways[1].dur), "store/bolt")
+	b.ReportMetric(float64(last), "events")
+	b.ReportMetric(0, "ns/op") // the per-way figures above are the result
+}

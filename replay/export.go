@@ -1,0 +1,433 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/patrdb/patrdb/store"
+)
+
+// Format is an export format.
+type Format string
+
+const (
+	// JSONL writes, per step, trajectories.jsonl (one line per leaf with its
+	// whole path materialised, for tools that want flat rollouts) and
+	// nodes.jsonl (one line per node with its parent and fork point).
+	JSONL Format = "jsonl"
+	// Parquet writes, per step, nodes, turns, advantages, rubrics and
+	// events tables with typed columns (token ids list<int32>, logprobs
+	// list<float32>), zstd-compressed.
+	Parquet Format = "parquet"
+)
+
+// ExportOptions configure Export.
+type ExportOptions struct {
+	// Out is the folder the run's partition goes into, as
+	// Out/run=<id>/step=<n>/. Required.
+	Out string
+	// Format is JSONL or Parquet. Required.
+	Format Format
+	// Force allows a non-empty Out. Only Out/run=<id> is replaced (so many
+	// runs can share one Out, the root of a data lake); anything else in Out
+	// is left alone. Without Force a non-empty Out is ErrOutExists.
+	Force bool
+	// Progress, when not nil, gets a progress bar. The caller decides where
+	// one belongs (a terminal, not a pipe); the library never checks.
+	Progress io.Writer
+	// OnProgress, when not nil, is called as work completes with the units
+	// done so far and the total (groups + rubrics + events).
+	OnProgress func(done, total int64)
+}
+
+// Validate reports an option out of range as ErrExportOptions.
+func (o ExportOptions) Validate() error {
+	if o.Out == "" {
+		return fmt.Errorf("%w: Out is empty", ErrExportOptions)
+	}
+	switch o.Format {
+	case JSONL, Parquet:
+	default:
+		return fmt.Errorf("%w: format %q, want %s or %s", ErrExportOptions, o.Format, JSONL, Parquet)
+	}
+	return nil
+}
+
+// ExportFile is one file an export wrote.
+type ExportFile struct {
+	Path  string `json:"path"` // relative to Out, with forward slashes
+	Table string `json:"table"`
+	Step  uint64 `json:"step"`
+	Rows  int64  `json:"rows"`
+	Bytes int64  `json:"bytes"`
+}
+
+// ExportResult describes a finished export.
+type ExportResult struct {
+	Run    string       `json:"run"`
+	Format Format       `json:"format"`
+	Dir    string       `json:"dir"` // Out/run=<id>
+	Files  []ExportFile `json:"files"`
+	// Rows per table over all files.
+	Rows  map[string]int64 `json:"rows"`
+	Bytes int64            `json:"bytes"`
+}
+
+// Export writes the run under opts.Out in Hive-style folders
+// run=<id>/step=<n>/, reading everything inside r's transaction (one
+// consistent snapshot). The files are written into a temporary folder
+// beside the target and renamed into place at the end: on any error,
+// including ctx's cancellation, nothing is left behind and an existing
+// export is untouched.
+func Export(ctx context.Context, r *store.RunTx, opts ExportOptions) (*ExportResult, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if _, err := r.Info(); err != nil {
+		return nil, err
+	}
+	target := filepath.Clean(opts.Out)
+	empty, err := emptyOrAbsent(target)
+	if err != nil {
+		return nil, err
+	}
+	if !empty && !opts.Force {
+		return nil, fmt.Errorf("%w: %s (use force to replace run=%s inside it)", ErrOutExists, target, r.ID())
+	}
+	part := "run=" + r.ID()
+
+	// Build the run's folder in a hidden temporary one on the same file
+	// system (Hive readers skip names starting with "."), then rename.
+	var tmp, runDir string
+	if empty {
+		tmp, err = os.MkdirTemp(filepath.Dir(target), "."+filepath.Base(target)+".tmp-")
+		runDir = filepath.Join(tmp, part)
+	} else {
+		tmp, err = os.MkdirTemp(target, "."+part+".tmp-")
+		runDir = tmp
+	}
+	if err != nil {
+		return nil, fmt.Errorf("replay: export: %w", err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			_ = os.RemoveAll(tmp)
+		}
+	}()
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return nil, fmt.Errorf("replay: export: %w", err)
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it private
+		return nil, fmt.Errorf("replay: export: %w", err)
+	}
+
+	ex, err := newExporter(ctx, r, opts, runDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := ex.run(); err != nil {
+		return nil, err
+	}
+	if ex.bar != nil {
+		_ = ex.bar.Finish()
+	}
+
+	final := filepath.Join(target, part)
+	if empty {
+		// rename(2) would replace an empty folder, but os.Rename refuses
+		// any existing folder; remove it (only if still empty) first.
+		if err := os.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("replay: export: %w", err)
+		}
+		if err := os.Rename(tmp, target); err != nil {
+			return nil, fmt.Errorf("replay: export: %w", err)
+		}
+	} else if err := swapDir(runDir, final); err != nil {
+		return nil, err
+	}
+	done = true
+
+	res := ex.result
+	res.Run, res.Format, res.Dir = r.ID(), opts.Format, final
+	for i := range res.Files {
+		res.Bytes += res.Files[i].Bytes
+	}
+	return &res, nil
+}
+
+// emptyOrAbsent reports whether dir does not exist or is an empty folder.
+// A file in its place is ErrOutExists.
+func emptyOrAbsent(dir string) (bool, error) {
+	fi, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("replay: export: %w", err)
+	}
+	if !fi.IsDir() {
+		return false, fmt.Errorf("%w: %s is a file", ErrOutExists, dir)
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return false, fmt.Errorf("replay: export: %w", err)
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	if err != nil && err != io.EOF {
+		return false, fmt.Errorf("replay: export: %w", err)
+	}
+	return len(names) == 0, nil
+}
+
+// swapDir moves src to dst, replacing an existing dst: the old one is moved
+// aside first and removed only once src is in place, so an interruption
+// leaves either the old or the new export under dst (plus a hidden
+// leftover), never a mix.
+func swapDir(src, dst string) error {
+	old := ""
+	if _, err := os.Lstat(dst); err == nil {
+		aside, err := os.MkdirTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".old-")
+		if err != nil {
+			return fmt.Errorf("replay: export: %w", err)
+		}
+		if err := os.Remove(aside); err != nil {
+			return fmt.Errorf("replay: export: %w", err)
+		}
+		if err := os.Rename(dst, aside); err != nil {
+			return fmt.Errorf("replay: export: %w", err)
+		}
+		old = aside
+	}
+	if err := os.Rename(src, dst); err != nil {
+		if old != "" {
+			_ = os.Rename(old, dst)
+		}
+		return fmt.Errorf("replay: export: %w", err)
+	}
+	if old != "" {
+		_ = os.RemoveAll(old)
+	}
+	return nil
+}
+
+// exporter walks the run once and feeds a format's table writers.
+type exporter struct {
+	ctx    context.Context
+	r      *store.RunTx
+	opts   ExportOptions
+	dir    string
+	sink   sink
+	bar    *progressbar.ProgressBar
+	done   int64
+	total  int64
+	result ExportResult
+}
+
+// sink is one format's writer. Steps arrive in order for each table;
+// begin opens a table's file for a step, and the sink closes the previous
+// one of that table.
+type sink interface {
+	wantsLog() bool // rubrics and events are exported too
+	group(step uint64, g store.Group, nodes []store.Node, turns map[uint64][]store.Turn, advs []store.Advantage) error
+	rubrics(step uint64, rbs []store.Rubric) error
+	event(step uint64, e store.Event) error
+	close() ([]ExportFile, error) // flush and close every open file
+	abort()                       // close files after an error
+}
+
+func newExporter(ctx context.Context, r *store.RunTx, opts ExportOptions, dir string) (*exporter, error) {
+	ex := &exporter{ctx: ctx, r: r, opts: opts, dir: dir, result: ExportResult{Rows: map[string]int64{}}}
+	groups := 0
+	if err := r.ForEachGroup(0, func(store.Group) error { groups++; return nil }); err != nil {
+		return nil, err
+	}
+	rbs, err := r.Rubrics("")
+	if err != nil {
+		return nil, err
+	}
+	switch opts.Format {
+	case JSONL:
+		ex.sink = newJSONLSink(dir, r.ID())
+	case Parquet:
+		ex.sink = newParquetSink(dir)
+	}
+	ex.total = int64(groups)
+	if ex.sink.wantsLog() {
+		ex.total += int64(len(rbs)) + int64(r.LastSeq())
+	}
+	if opts.Progress != nil {
+		ex.bar = progressbar.NewOptions64(ex.total,
+			progressbar.OptionSetWriter(opts.Progress),
+			progressbar.OptionSetDescription("export "+r.ID()),
+			progressbar.OptionShowCount(),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	return ex, nil
+}
+
+func (ex *exporter) progress(n int64) {
+	ex.done += n
+	if ex.bar != nil {
+		_ = ex.bar.Set64(ex.done)
+	}
+	if ex.opts.OnProgress != nil {
+		ex.opts.OnProgress(ex.done, ex.total)
+	}
+}
+
+func (ex *exporter) run() (err error) {
+	defer func() {
+		if err != nil {
+			ex.sink.abort()
+		}
+	}()
+	r := ex.r
+	err = r.ForEachGroup(0, func(g store.Group) error {
+		if err := ex.ctx.Err(); err != nil {
+			return err
+		}
+		nodes, err := r.GroupNodes(g)
+		if err != nil {
+			return err
+		}
+		// Each node's own turns are read once: the turns table takes them
+		// as they are, and the leaves' paths share them.
+		turns := make(map[uint64][]store.Turn, len(nodes))
+		for _, n := range nodes {
+			if turns[n.ID], err = r.Turns(n.ID); err != nil {
+				return err
+			}
+		}
+		advs, err := r.Advantages(g.Step, g.ID)
+		if err != nil {
+			return err
+		}
+		if err := ex.sink.group(g.Step, g, nodes, turns, advs); err != nil {
+			return err
+		}
+		ex.progress(1)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if !ex.sink.wantsLog() {
+		return ex.finish()
+	}
+
+	// Rubrics are few; partition them by the step that created them.
+	rbs, err := r.Rubrics("")
+	if err != nil {
+		return err
+	}
+	byStep := map[uint64][]store.Rubric{}
+	var steps []uint64
+	for _, rb := range rbs {
+		if _, ok := byStep[rb.CreatedStep]; !ok {
+			steps = append(steps, rb.CreatedStep)
+		}
+		byStep[rb.CreatedStep] = append(byStep[rb.CreatedStep], rb)
+	}
+	sort.Slice(steps, func(i, j int) bool { return steps[i] < steps[j] })
+	for _, s := range steps {
+		if err := ex.sink.rubrics(s, byStep[s]); err != nil {
+			return err
+		}
+		ex.progress(int64(len(byStep[s])))
+	}
+
+	// Events go to the step the trainer was in when they were written:
+	// the highest step any event so far carried (rubric and run events
+	// carry older steps of their own). That keeps the partition monotone in
+	// the sequence number, so one file per table is open at a time.
+	var step uint64
+	var n int64
+	err = r.Events(1, func(e store.Event) error {
+		step = max(step, e.Step)
+		if err := ex.sink.event(step, e); err != nil {
+			return err
+		}
+		if n++; n%64 == 0 {
+			if err := ex.ctx.Err(); err != nil {
+				return err
+			}
+			ex.progress(64)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	ex.progress(n % 64)
+	return ex.finish()
+}
+
+func (ex *exporter) finish() error {
+	if err := ex.ctx.Err(); err != nil {
+		return err
+	}
+	files, err := ex.sink.close()
+	if err != nil {
+		return err
+	}
+	for i := range files {
+		files[i].Path = "run=" + ex.r.ID() + "/" + files[i].Path
+		ex.result.Rows[files[i].Table] += files[i].Rows
+	}
+	ex.result.Files = files
+	return nil
+}
+
+// tableFile is the file of one table for one step, written through a
+// buffer; rel is its path relative to the run's folder.
+type tableFile struct {
+	f    *os.File
+	rel  string
+	step uint64
+	rows int64
+}
+
+func createTable(dir string, step uint64, name string) (*tableFile, error) {
+	sub := "step=" + strconv.FormatUint(step, 10)
+	if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+		return nil, fmt.Errorf("replay: export: %w", err)
+	}
+	rel := sub + "/" + name
+	f, err := os.OpenFile(filepath.Join(dir, sub, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("replay: export: %w", err)
+	}
+	return &tableFile{f: f, rel: rel, step: step}, nil
+}
+
+// finish syncs and closes the file and describes it.
+func (t *tableFile) finish(table string) (ExportFile, error) {
+	ef := ExportFile{Path: t.rel, Table: table, Step: t.step, Rows: t.rows}
+	err := t.f.Sync()
+	if fi, serr := t.f.Stat(); serr == nil {
+		ef.Bytes = fi.Size()
+	} else if err == nil {
+		err = serr
+	}
+	if cerr := t.f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return ef, fmt.Errorf("replay: export: %w", err)
+	}
+	return ef, nil
+}

@@ -1,0 +1,558 @@
+package replay_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
+)
+
+func export(t *testing.T, db *store.DB, run string, opts replay.ExportOptions) (*replay.ExportResult, error) {
+	t.Helper()
+	var res *replay.ExportResult
+	err := db.View(func(tx *store.Tx) error {
+		r, err := tx.Run(run)
+		if err != nil {
+			return err
+		}
+		res, err = replay.Export(context.Background(), r, opts)
+		return err
+	})
+	return res, err
+}
+
+// readTable reads every step's file of one table back with parquet-go.
+func readTable[T any](t *testing.T, out, run, table string) map[string][]T {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(out, "run="+run, "step=*", table+".parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string][]T{}
+	for _, f := range files {
+		rs, err := parquet.ReadFile[T](f)
+		if err != nil {
+			t.Fatalf("read %s: %v", f, err)
+		}
+		rows[filepath.Base(filepath.Dir(f))] = rs
+	}
+	return rows
+}
+
+// storeTotals are the sums the round trip compares against.
+type storeTotals struct {
+	nodes, leaves, turns, actionTokens, obsTokens, advs, rubrics int
+	rewardSum, advSum, outcomeSum, logprobSum                    float64
+	tokenIDSum                                                   int64
+	nodeStep                                                     map[uint64]uint64 // node → step
+}
+
+func readStoreTotals(t *testing.T, db *store.DB, run string) storeTotals {
+	t.Helper()
+	s := storeTotals{nodeStep: map[uint64]uint64{}}
+	err := db.View(func(tx *store.Tx) error {
+		r, err := tx.Run(run)
+		if err != nil {
+			return err
+		}
+		err = r.ForEachGroup(0, func(g store.Group) error {
+			nodes, err := r.GroupNodes(g)
+			if err != nil {
+				return err
+			}
+			for _, n := range nodes {
+				s.nodes++
+				s.nodeStep[n.ID] = n.Step
+				if n.Status.Leaf() {
+					s.leaves++
+				}
+				if n.HasReward {
+					s.rewardSum += n.Reward
+				}
+				turns, err := r.Turns(n.ID)
+				if err != nil {
+					return err
+				}
+				for _, tu := range turns {
+					s.turns++
+					s.actionTokens += len(tu.ActionTokens)
+					s.obsTokens += len(tu.ObservationTokens)
+					for _, x := range tu.ActionTokens {
+						s.tokenIDSum += int64(x)
+					}
+					for _, x := range tu.ObservationTokens {
+						s.tokenIDSum += int64(x)
+					}
+					for _, lp := range tu.ActionLogprobs {
+						s.logprobSum += float64(lp)
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		advs, err := r.Advantages(0, 0)
+		for _, a := range advs {
+			s.advs++
+			s.advSum += a.Advantage
+			s.outcomeSum += a.Outcome
+		}
+		rbs, _ := r.Rubrics("")
+		s.rubrics = len(rbs)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
+
+// TestExportParquetRoundTrip exports a run, reads every table back with
+// parquet-go and matches counts and sums against the store.
+func TestExportParquetRoundTrip(t *testing.T) {
+	db := storetest.Open(t)
+	spec := mediumSpec("run-1")
+	buildOneTx(t, db, spec)
+	out := filepath.Join(t.TempDir(), "lake")
+	var lastDone, lastTotal int64
+	res, err := export(t, db, spec.id, replay.ExportOptions{Out: out, Format: replay.Parquet,
+		OnProgress: func(done, total int64) { lastDone, lastTotal = done, total }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lastDone != lastTotal || lastTotal == 0 {
+		t.Errorf("progress ended at %d of %d", lastDone, lastTotal)
+	}
+	want := readStoreTotals(t, db, spec.id)
+
+	nodes := readTable[replay.NodeRow](t, out, spec.id, "nodes")
+	if len(nodes) != spec.steps {
+		t.Errorf("nodes in %d step folders, want %d", len(nodes), spec.steps)
+	}
+	var nNodes, nLeaves int
+	var rewardSum float64
+	for dir, rows := range nodes {
+		for _, n := range rows {
+			nNodes++
+			if n.Leaf {
+				nLeaves++
+			}
+			if n.Reward != nil {
+				rewardSum += *n.Reward
+			}
+			if got := "step=" + itoa(want.nodeStep[uint64(n.Node)]); got != dir {
+				t.Errorf("node %d in %s, belongs in %s", n.Node, dir, got)
+			}
+			if len(n.Decisions) != len(n.Scores) {
+				t.Errorf("node %d: %d decisions, %d scores", n.Node, len(n.Decisions), len(n.Scores))
+			}
+		}
+	}
+	if nNodes != want.nodes || nLeaves != want.leaves || !near(rewardSum, want.rewardSum) {
+		t.Errorf("nodes %d leaves %d reward sum %v; store %d %d %v", nNodes, nLeaves, rewardSum, want.nodes, want.leaves, want.rewardSum)
+	}
+
+	var nTurns, aTok, oTok int
+	var idSum int64
+	var lpSum float64
+	for _, rows := range readTable[replay.TurnRow](t, out, spec.id, "turns") {
+		for _, tu := range rows {
+			nTurns++
+			aTok += len(tu.ActionTokens)
+			oTok += len(tu.ObservationTokens)
+			for _, x := range tu.ActionTokens {
+				idSum += int64(x)
+			}
+			for _, x := range tu.ObservationTokens {
+				idSum += int64(x)
+			}
+			for _, lp := range tu.ActionLogprobs {
+				lpSum += float64(lp)
+			}
+		}
+	}
+	if nTurns != want.turns || aTok != want.actionTokens || oTok != want.obsTokens || idSum != want.tokenIDSum || !near(lpSum, want.logprobSum) {
+		t.Errorf("turns %d, tokens %d+%d, id sum %d, logprob sum %v; store %d, %d+%d, %d, %v",
+			nTurns, aTok, oTok, idSum, lpSum, want.turns, want.actionTokens, want.obsTokens, want.tokenIDSum, want.logprobSum)
+	}
+
+	var nAdv int
+	var advSum, outcomeSum float64
+	for _, rows := range readTable[replay.AdvantageRow](t, out, spec.id, "advantages") {
+		for _, a := range rows {
+			nAdv++
+			advSum += a.Advantage
+			outcomeSum += a.Outcome
+		}
+	}
+	if nAdv != want.advs || !near(advSum, want.advSum) || !near(outcomeSum, want.outcomeSum) || nAdv != want.leaves {
+		t.Errorf("advantages %d sum %v outcome %v; store %d %v %v", nAdv, advSum, outcomeSum, want.advs, want.advSum, want.outcomeSum)
+	}
+
+	nRub := 0
+	for dir, rows := range readTable[replay.RubricRow](t, out, spec.id, "rubrics") {
+		for _, rb := range rows {
+			nRub++
+			if dir != "step="+itoa(uint64(rb.OriginStep)) {
+				t.Errorf("rubric %d created at step %d is in %s", rb.Rubric, rb.OriginStep, dir)
+			}
+		}
+	}
+	if nRub != want.rubrics {
+		t.Errorf("%d rubrics, store %d", nRub, want.rubrics)
+	}
+
+	seqs := map[int64]bool{}
+	var last uint64
+	_ = db.View(func(tx *store.Tx) error { r, _ := tx.Run(spec.id); last = r.LastSeq(); return nil })
+	for _, rows := range readTable[replay.EventRow](t, out, spec.id, "events") {
+		for _, e := range rows {
+			if seqs[e.Seq] {
+				t.Errorf("event %d twice", e.Seq)
+			}
+			seqs[e.Seq] = true
+			if e.PayloadJSON == "" || !json.Valid([]byte(e.PayloadJSON)) {
+				t.Errorf("event %d (%s): payload_json %q", e.Seq, e.Kind, e.PayloadJSON)
+			}
+		}
+	}
+	if uint64(len(seqs)) != last {
+		t.Errorf("%d events exported, log has %d", len(seqs), last)
+	}
+	if res.Rows["events"] != int64(last) || res.Rows["turns"] != int64(want.turns) || res.Rows["nodes"] != int64(want.nodes) {
+		t.Errorf("result rows %v", res.Rows)
+	}
+
+	// Typed columns: token ids list<int32>, logprobs list<float32>.
+	f := filepath.Join(out, "run="+spec.id, "step=1", "turns.parquet")
+	fh, err := os.Open(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	fi, _ := fh.Stat()
+	pf, err := parquet.OpenFile(fh, fi.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := pf.Schema().String()
+	for _, col := range []string{"action_tokens (LIST)", "observation_tokens (LIST)", "action_logprobs (LIST)"} {
+		if !strings.Contains(schema, col) {
+			t.Errorf("schema lacks %s:\n%s", col, schema)
+		}
+	}
+	for _, path := range [][]string{{"action_tokens", "list", "element"}, {"observation_tokens", "list", "element"}, {"action_logprobs", "list", "element"}} {
+		leaf, ok := pf.Schema().Lookup(path...)
+		if !ok {
+			t.Errorf("no column %v", path)
+			continue
+		}
+		want := parquet.Int32Type.Kind()
+		if path[0] == "action_logprobs" {
+			want = parquet.FloatType.Kind()
+		}
+		if k := leaf.Node.Type().Kind(); k != want {
+			t.Errorf("column %v is %v, want %v", path, k, want)
+		}
+	}
+	// Nothing but the partition is left in the lake.
+	entries, _ := os.ReadDir(out)
+	if len(entries) != 1 || entries[0].Name() != "run="+spec.id {
+		t.Errorf("lake holds %v", entries)
+	}
+	if leftovers, _ := filepath.Glob(filepath.Join(filepath.Dir(out), ".*")); len(leftovers) != 0 {
+		t.Errorf("temporary folders left: %v", leftovers)
+	}
+}
+
+func itoa(x uint64) string {
+	b, _ := json.Marshal(x)
+	return string(b)
+}
+
+// TestExportJSONL: one line per leaf with exactly the store's trajectory,
+// one line per node.
+func TestExportJSONL(t *testing.T) {
+	db := storetest.Open(t)
+	spec := smallSpec("j")
+	buildOneTx(t, db, spec)
+	out := filepath.Join(t.TempDir(), "out")
+	if err := os.Mkdir(out, 0o755); err != nil { // an existing empty folder is fine
+		t.Fatal(err)
+	}
+	res, err := export(t, db, spec.id, replay.ExportOptions{Out: out, Format: replay.JSONL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := readStoreTotals(t, db, spec.id)
+	type line struct {
+		Run     string `json:"run"`
+		Step    uint64 `json:"step"`
+		Leaf    uint64 `json:"leaf"`
+		PathLen int    `json:"path_len"`
+		Turns   []struct {
+			Node         uint64   `json:"node"`
+			Index        int      `json:"index"`
+			Action       string   `json:"action"`
+			ActionTokens []uint32 `json:"action_tokens"`
+		} `json:"turns"`
+		Advantage *struct {
+			Advantage float64 `json:"advantage"`
+		} `json:"advantage"`
+	}
+	leaves := 0
+	err = db.View(func(tx *store.Tx) error {
+		r, err := tx.Run(spec.id)
+		if err != nil {
+			return err
+		}
+		files, _ := filepath.Glob(filepath.Join(out, "run="+spec.id, "step=*", "trajectories.jsonl"))
+		if len(files) != spec.steps {
+			t.Errorf("trajectory files %v", files)
+		}
+		for _, f := range files {
+			lines := readLines(t, f)
+			for _, l := range lines {
+				var tr line
+				if err := json.Unmarshal([]byte(l), &tr); err != nil {
+					t.Fatalf("%s: %v", f, err)
+				}
+				leaves++
+				path, err := r.Trajectory(tr.Leaf)
+				if err != nil {
+					return err
+				}
+				if len(path) != len(tr.Turns) || tr.PathLen != len(path) || tr.Run != spec.id || tr.Advantage == nil {
+					t.Errorf("leaf %d: %d turns (path_len %d), store %d", tr.Leaf, len(tr.Turns), tr.PathLen, len(path))
+					continue
+				}
+				for i, p := range path {
+					got := tr.Turns[i]
+					if got.Node != p.Node || got.Index != p.Index || got.Action != p.Action || !equalU32(got.ActionTokens, p.ActionTokens) {
+						t.Errorf("leaf %d turn %d: %+v, store %+v", tr.Leaf, i, got, p)
+					}
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeLines := 0
+	files, _ := filepath.Glob(filepath.Join(out, "run="+spec.id, "step=*", "nodes.jsonl"))
+	for _, f := range files {
+		for _, l := range readLines(t, f) {
+			var n struct {
+				Node   uint64 `json:"node"`
+				Parent uint64 `json:"parent"`
+				Fork   int    `json:"fork"`
+			}
+			if err := json.Unmarshal([]byte(l), &n); err != nil {
+				t.Fatal(err)
+			}
+			nodeLines++
+		}
+	}
+	if leaves != want.leaves || nodeLines != want.nodes || res.Rows["trajectories"] != int64(leaves) || res.Rows["nodes"] != int64(nodeLines) {
+		t.Errorf("%d trajectory lines, %d node lines; store %d leaves, %d nodes; result %v", leaves, nodeLines, want.leaves, want.nodes, res.Rows)
+	}
+}
+
+func readLines(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		out = append(out, sc.Text())
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func equalU32(a, b []uint32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// treeOf lists every path under dir with its contents, to prove a refused
+// export touched nothing.
+func treeOf(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	_ = filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if fi.IsDir() {
+			out[rel] = "/"
+		} else {
+			b, _ := os.ReadFile(p)
+			out[rel] = string(b)
+		}
+		return nil
+	})
+	return out
+}
+
+func TestExportRefusesAndReplaces(t *testing.T) {
+	db := storetest.Open(t)
+	a, b := smallSpec("a"), smallSpec("b")
+	buildOneTx(t, db, a)
+	buildOneTx(t, db, b)
+	base := t.TempDir()
+	lake := filepath.Join(base, "lake")
+	if _, err := export(t, db, "a", replay.ExportOptions{Out: lake, Format: replay.JSONL}); err != nil {
+		t.Fatal(err)
+	}
+	before := treeOf(t, base)
+
+	// Non-empty without force: refused, nothing changes.
+	if _, err := export(t, db, "b", replay.ExportOptions{Out: lake, Format: replay.Parquet}); !errors.Is(err, replay.ErrOutExists) {
+		t.Errorf("non-empty out: %v, want ErrOutExists", err)
+	}
+	// A file in the way.
+	file := filepath.Join(base, "file")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before["file"] = "x"
+	if _, err := export(t, db, "a", replay.ExportOptions{Out: file, Format: replay.JSONL, Force: true}); !errors.Is(err, replay.ErrOutExists) {
+		t.Errorf("out is a file: %v, want ErrOutExists", err)
+	}
+	// An unwritable place (a path under a file): an error, nothing created.
+	if _, err := export(t, db, "a", replay.ExportOptions{Out: filepath.Join(file, "sub"), Format: replay.JSONL}); err == nil {
+		t.Error("export under a file succeeded")
+	}
+	// Bad options and an unknown run.
+	if _, err := export(t, db, "a", replay.ExportOptions{Out: lake, Format: "csv"}); !errors.Is(err, replay.ErrExportOptions) {
+		t.Errorf("format csv: %v, want ErrExportOptions", err)
+	}
+	if _, err := export(t, db, "nope", replay.ExportOptions{Out: filepath.Join(base, "n"), Format: replay.JSONL}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("unknown run: %v, want ErrNotFound", err)
+	}
+	if got := treeOf(t, base); !equalTrees(got, before) {
+		t.Errorf("refused exports changed the folder:\n got  %v\n want %v", keys(got), keys(before))
+	}
+
+	// Force: run b joins the lake, run a stays.
+	if _, err := export(t, db, "b", replay.ExportOptions{Out: lake, Format: replay.Parquet, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(lake)
+	if names := dirNames(entries); strings.Join(names, ",") != "run=a,run=b" {
+		t.Errorf("lake after forced export of b: %v", names)
+	}
+	// Force again over run a, now as Parquet: the JSONL files are gone.
+	if _, err := export(t, db, "a", replay.ExportOptions{Out: lake, Format: replay.Parquet, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if j, _ := filepath.Glob(filepath.Join(lake, "run=a", "step=*", "*.jsonl")); len(j) != 0 {
+		t.Errorf("old export left behind: %v", j)
+	}
+	if p, _ := filepath.Glob(filepath.Join(lake, "run=a", "step=*", "nodes.parquet")); len(p) != a.steps {
+		t.Errorf("new export: %v", p)
+	}
+	entries, _ = os.ReadDir(lake)
+	if names := dirNames(entries); strings.Join(names, ",") != "run=a,run=b" {
+		t.Errorf("lake holds %v; no temporary folder may remain", names)
+	}
+}
+
+func dirNames(es []os.DirEntry) []string {
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Name())
+	}
+	sort.Strings(out)
+	return out
+}
+
+func keys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func equalTrees(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestExportCancelLeavesNothing: an export interrupted half-way leaves no
+// target and no temporary folder.
+func TestExportCancelLeavesNothing(t *testing.T) {
+	db := storetest.Open(t)
+	spec := mediumSpec("c")
+	buildOneTx(t, db, spec)
+	base := t.TempDir()
+	out := filepath.Join(base, "out")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var progress bytes.Buffer
+	err := db.View(func(tx *store.Tx) error {
+		r, err := tx.Run(spec.id)
+		if err != nil {
+			return err
+		}
+		_, err = replay.Export(ctx, r, replay.ExportOptions{Out: out, Format: replay.Parquet, Progress: &progress,
+			OnProgress: func(done, total int64) {
+				if done > total/2 {
+					cancel()
+				}
+			}})
+		return err
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled export: %v", err)
+	}
+	if entries, _ := os.ReadDir(base); len(entries) != 0 {
+		t.Errorf("cancelled export left %v", dirNames(entries))
+	}
+	if !strings.Contains(progress.String(), "export c") {
+		t.Errorf("no progress bar drawn on the given writer: %q", progress.String())
+	}
+}

@@ -1,0 +1,119 @@
+package replay_test
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
+)
+
+func TestIterateTyped(t *testing.T) {
+	db := storetest.Open(t)
+	spec := smallSpec("r")
+	buildOneTx(t, db, spec)
+	err := db.View(func(tx *store.Tx) error {
+		r, err := tx.Run(spec.id)
+		if err != nil {
+			return err
+		}
+		last := r.LastSeq()
+		want := map[store.EventKind]reflect.Type{
+			store.EvRunCreate: reflect.TypeFor[*store.Run](), store.EvRunStatus: reflect.TypeFor[*store.Run](),
+			store.EvGroupOpen: reflect.TypeFor[*store.Group](), store.EvGroupUpdate: reflect.TypeFor[*store.Group](),
+			store.EvGroupClose: reflect.TypeFor[*store.Group](), store.EvNodeAdd: reflect.TypeFor[*store.Node](),
+			store.EvNodeScore: reflect.TypeFor[*store.Node](), store.EvNodeRoute: reflect.TypeFor[*store.Node](),
+			store.EvNodeStatus: reflect.TypeFor[*store.Node](), store.EvNodeReward: reflect.TypeFor[*store.Node](),
+			store.EvTurns: reflect.TypeFor[*store.TurnsPayload](), store.EvAdvantage: reflect.TypeFor[*store.Advantage](),
+			store.EvRubricPut: reflect.TypeFor[*store.Rubric](), store.EvRubricMove: reflect.TypeFor[*store.Rubric](),
+			store.EvRubricUpdate: reflect.TypeFor[*store.Rubric](), store.EvCheckpoint: reflect.TypeFor[*store.Checkpoint](),
+		}
+		seen := map[store.EventKind]int{}
+		next := uint64(1)
+		err = replay.Iterate(r, 0, 0, func(e replay.Event) error {
+			if e.Seq != next {
+				t.Fatalf("event %d, want %d", e.Seq, next)
+			}
+			next++
+			seen[e.Kind]++
+			if typ, ok := want[e.Kind]; ok {
+				if reflect.TypeOf(e.Record) != typ {
+					t.Errorf("event %d (%s): record %T, want %v", e.Seq, e.Kind, e.Record, typ)
+				}
+				if n, ok := e.Record.(*store.Node); ok && n.ID != e.Node {
+					t.Errorf("event %d: node record %d, event names node %d", e.Seq, n.ID, e.Node)
+				}
+				return nil
+			}
+			if e.Record != nil {
+				t.Errorf("custom event %d (%s) decoded to %T", e.Seq, e.Kind, e.Record)
+			}
+			g, err := e.Generic()
+			if err != nil {
+				return err
+			}
+			if m, ok := g.(map[string]any); !ok || m["wins"] == nil {
+				t.Errorf("custom payload %#v", g)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if next != last+1 {
+			t.Errorf("saw events up to %d, log ends at %d", next-1, last)
+		}
+		for k := range want {
+			if seen[k] == 0 {
+				t.Errorf("the fixture wrote no %s event", k)
+			}
+		}
+		if seen["rubric.judge"] != spec.steps {
+			t.Errorf("%d rubric.judge events, want %d", seen["rubric.judge"], spec.steps)
+		}
+
+		// Ranges.
+		count := func(from, to uint64) (int, error) {
+			n := 0
+			err := replay.Iterate(r, from, to, func(e replay.Event) error {
+				if e.Seq < max(from, 1) || (to != 0 && e.Seq > to) {
+					t.Errorf("Iterate(%d, %d) gave event %d", from, to, e.Seq)
+				}
+				n++
+				return nil
+			})
+			return n, err
+		}
+		for _, c := range []struct {
+			from, to uint64
+			n        int
+			err      error
+		}{
+			{10, 20, 11, nil},
+			{last, 0, 1, nil},
+			{last, last, 1, nil},
+			{last + 1, 0, 0, nil}, // nothing new yet
+			{last + 2, 0, 0, replay.ErrSeqRange},
+			{1, last + 1, 0, replay.ErrSeqRange},
+			{20, 10, 0, replay.ErrSeqRange},
+		} {
+			n, err := count(c.from, c.to)
+			if !errors.Is(err, c.err) || (c.err == nil && n != c.n) {
+				t.Errorf("Iterate(%d, %d): %d events, %v; want %d, %v", c.from, c.to, n, err, c.n, c.err)
+			}
+		}
+		// fn's error stops the walk and comes back as is.
+		stop := errors.New("enough")
+		n := 0
+		err = replay.Iterate(r, 0, 0, func(replay.Event) error { n++; return stop })
+		if err != stop || n != 1 {
+			t.Errorf("stop: %v after %d events", err, n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,203 @@
+package replay_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
+)
+
+type snap struct {
+	state  *replay.State
+	extras liveExtras
+}
+
+// TestStateAtEveryCommit builds a run one mutation per transaction,
+// snapshots the live store after each commit, and checks that the state
+// replay rebuilds after that commit's last event equals the snapshot.
+func TestStateAtEveryCommit(t *testing.T) {
+	db := storetest.Open(t)
+	spec := smallSpec("r1")
+	snaps := map[uint64]snap{}
+	take := func() {
+		if err := db.View(func(tx *store.Tx) error {
+			r, err := tx.Run(spec.id)
+			if err != nil {
+				return err
+			}
+			s := snapshot(t, r)
+			snaps[s.Seq] = snap{s, readExtras(t, r, s)}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Update(func(tx *store.Tx) error { _, err := createRun(tx, spec); return err }); err != nil {
+		t.Fatal(err)
+	}
+	take()
+	growRun(t, spec, perTx(t, db, spec.id, take))
+
+	err := db.View(func(tx *store.Tx) error {
+		r, err := tx.Run(spec.id)
+		if err != nil {
+			return err
+		}
+		last := r.LastSeq()
+		if len(snaps) < 200 {
+			t.Fatalf("only %d commits: the fixture is too small to mean much", len(snaps))
+		}
+		// One pass: apply every event and compare at each commit.
+		st := replay.NewState(spec.id)
+		compared := 0
+		err = replay.Iterate(r, 0, 0, func(e replay.Event) error {
+			if err := st.Apply(e); err != nil {
+				return err
+			}
+			if sn, ok := snaps[e.Seq]; ok {
+				compared++
+				for _, d := range diffState(st, sn.state, sn.extras) {
+					t.Errorf("after event %d (%s): %s", e.Seq, e.Kind, d)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if compared != len(snaps) {
+			t.Errorf("compared %d commits, took %d snapshots", compared, len(snaps))
+		}
+		// StateAt from scratch at a spread of points, and at the end.
+		for seq := uint64(1); seq <= last; seq += 41 {
+			checkStateAt(t, r, seq, snaps)
+		}
+		checkStateAt(t, r, last, snaps)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func checkStateAt(t *testing.T, r *store.RunTx, seq uint64, snaps map[uint64]snap) {
+	t.Helper()
+	// The nearest commit at or after seq: a transaction's inner events
+	// are never visible from outside, so compare at the commit point.
+	for ; seq <= r.LastSeq(); seq++ {
+		if _, ok := snaps[seq]; ok {
+			break
+		}
+	}
+	sn := snaps[seq]
+	st, err := replay.StateAt(r, seq)
+	if err != nil {
+		t.Fatalf("StateAt(%d): %v", seq, err)
+	}
+	for _, d := range diffState(st, sn.state, sn.extras) {
+		t.Errorf("StateAt(%d): %s", seq, d)
+	}
+}
+
+// TestStateAtLastEqualsLive: a larger run with width caps, ties and
+// rubrics, built in one transaction; the state after the last event is
+// the store.
+func TestStateAtLastEqualsLive(t *testing.T) {
+	db := storetest.Open(t)
+	spec := mediumSpec("big")
+	buildOneTx(t, db, spec)
+	err := db.View(func(tx *store.Tx) error {
+		r, err := tx.Run(spec.id)
+		if err != nil {
+			return err
+		}
+		st, err := replay.StateAt(r, r.LastSeq())
+		if err != nil {
+			return err
+		}
+		want := snapshot(t, r)
+		for _, d := range diffState(st, want, readExtras(t, r, want)) {
+			t.Error(d)
+		}
+		if len(st.Nodes) < 50 || len(st.Rubrics) < 4 || st.Custom["rubric.judge"] != spec.steps {
+			t.Errorf("fixture too thin: %d nodes, %d rubrics, custom %v", len(st.Nodes), len(st.Rubrics), st.Custom)
+		}
+		pools := st.Pools()
+		for _, p := range []store.RubricPool{store.PoolCandidate, store.PoolPublic, store.PoolRetired, store.PoolMerged} {
+			if len(pools[p]) == 0 {
+				t.Errorf("no rubric ends in pool %s: the fixture should exercise every pool", p)
+			}
+		}
+		if st.Info.Status != store.RunFinished || st.Info.LastStep != uint64(spec.steps) {
+			t.Errorf("run record %+v", st.Info)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStateAtBounds(t *testing.T) {
+	db := storetest.Open(t)
+	spec := smallSpec("r")
+	buildOneTx(t, db, spec)
+	err := db.View(func(tx *store.Tx) error {
+		r, err := tx.Run(spec.id)
+		if err != nil {
+			return err
+		}
+		if _, err := replay.StateAt(r, r.LastSeq()+1); !errors.Is(err, replay.ErrSeqRange) {
+			t.Errorf("StateAt past the end: %v, want ErrSeqRange", err)
+		}
+		st, err := replay.StateAt(r, 0)
+		if err != nil || len(st.Nodes) != 0 || st.Seq != 0 || st.Info.ID != "" {
+			t.Errorf("StateAt(0) = %+v, %v; want the empty state", st, err)
+		}
+		st, err = replay.StateAt(r, 1)
+		if err != nil || st.Info.ID != spec.id || st.Info.Status != store.RunRunning {
+			t.Errorf("StateAt(1): run %+v, %v; want the created run", st.Info, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestApplyRejectsBrokenLog: events out of order or about records no
+// event created are ErrLog (and ErrCorrupt), not a silently wrong state.
+func TestApplyRejectsBrokenLog(t *testing.T) {
+	db := storetest.Open(t)
+	spec := smallSpec("r")
+	buildOneTx(t, db, spec)
+	var events []replay.Event
+	err := db.View(func(tx *store.Tx) error {
+		r, err := tx.Run(spec.id)
+		if err != nil {
+			return err
+		}
+		return replay.Iterate(r, 0, 0, func(e replay.Event) error { events = append(events, e); return nil })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := replay.NewState(spec.id)
+	if err := st.Apply(events[1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Apply(events[0]); !errors.Is(err, replay.ErrLog) || !errors.Is(err, store.ErrCorrupt) {
+		t.Errorf("event going backwards: %v, want ErrLog and ErrCorrupt", err)
+	}
+	// A node.add whose group was never opened.
+	for _, e := range events {
+		if e.Kind == store.EvNodeAdd {
+			if err := replay.NewState(spec.id).Apply(e); !errors.Is(err, replay.ErrLog) {
+				t.Errorf("node.add without its group: %v, want ErrLog", err)
+			}
+			break
+		}
+	}
+}
