@@ -126,6 +126,15 @@ func fingerprint(t *testing.T, path string) (string, map[string]int) {
 		for _, a := range advs {
 			fmt.Fprintf(&b, "adv %d %d %d %v %v\n", a.Step, a.Group, a.Leaf, a.Outcome, a.Advantage)
 		}
+		rubrics, err := r.Rubrics("")
+		if err != nil {
+			return err
+		}
+		for _, rb := range rubrics {
+			counts["rubrics"]++
+			fmt.Fprintf(&b, "rubric %d %s %q parents %v into %d support %d usage %+v retired %d %q\n", rb.ID, rb.Pool, rb.Text,
+				rb.Parents, rb.MergedInto, rb.Support, rb.Usage, rb.RetireStep, rb.RetireReason)
+		}
 		for s := uint64(1); s <= info.LastStep; s++ {
 			ck, err := r.Checkpoint(s)
 			if err != nil {
@@ -154,17 +163,23 @@ func TestDemoCrashChild(t *testing.T) {
 // TestDemoCrashResume kills a demo child with SIGKILL at random points;
 // after each kill `check` is clean and `demo --resume` finishes the run with
 // exactly the trees, advantages and checkpoints of an uninterrupted run.
-func TestDemoCrashResume(t *testing.T) {
-	iters := 20
+func TestDemoCrashResume(t *testing.T) { testDemoCrashResume(t, 20) }
+
+// TestDemoCrashResumeRubrics does the same with the ARBOR rubric buffer on:
+// after resume the pools and their usage statistics equal an uninterrupted
+// run's.
+func TestDemoCrashResumeRubrics(t *testing.T) { testDemoCrashResume(t, 8, "--rubrics") }
+
+func testDemoCrashResume(t *testing.T, iters int, flags ...string) {
 	dir := t.TempDir()
 	ref := filepath.Join(dir, "ref.db")
 	start := time.Now()
-	if _, stderr, code := runCLI(t, demoArgs(ref)...); code != 0 {
+	if _, stderr, code := runCLI(t, demoArgs(ref, flags...)...); code != 0 {
 		t.Fatalf("reference demo: exit %d: %s", code, stderr)
 	}
 	full := time.Since(start)
 	want, counts := fingerprint(t, ref)
-	if counts["steps"] != 5 || counts["nodes"] == 0 {
+	if counts["steps"] != 5 || counts["nodes"] == 0 || (len(flags) > 0 && counts["rubrics"] == 0) {
 		t.Fatalf("reference counts %v", counts)
 	}
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
@@ -177,7 +192,7 @@ func TestDemoCrashResume(t *testing.T) {
 		// The child pays process start-up on top of the demo itself.
 		delay := time.Duration(rng.Int63n(int64(full)*2 + int64(50*time.Millisecond)))
 		cmd := exec.Command(os.Args[0], "-test.run=^TestDemoCrashChild$")
-		cmd.Env = append(os.Environ(), "PATRDB_DEMO_CHILD="+strings.Join(demoArgs(path), "\x1f"))
+		cmd.Env = append(os.Environ(), "PATRDB_DEMO_CHILD="+strings.Join(demoArgs(path, flags...), "\x1f"))
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -199,13 +214,13 @@ func TestDemoCrashResume(t *testing.T) {
 		if _, stderr, code := runCLI(t, "check", "--db", path); st.Size() > 0 && code != 0 {
 			t.Fatalf("iteration %d (seed %d, delay %v): check after kill: exit %d: %s", i, seed, delay, code, stderr)
 		}
-		args := demoArgs(path, "--resume")
+		args := demoArgs(path, append([]string{"--resume"}, flags...)...)
 		if _, stderr, code := runCLI(t, args...); code != 0 {
 			if !strings.Contains(stderr, "not found") {
 				t.Fatalf("iteration %d (seed %d): resume: exit %d: %s", i, seed, code, stderr)
 			}
 			// Killed before the run's first commit: start it afresh.
-			if _, stderr, code := runCLI(t, demoArgs(path)...); code != 0 {
+			if _, stderr, code := runCLI(t, demoArgs(path, flags...)...); code != 0 {
 				t.Fatalf("iteration %d: fresh demo after early kill: exit %d: %s", i, code, stderr)
 			}
 		}
