@@ -77,6 +77,13 @@ func (c *nodeCache) put(k nodeKey, snapshot uint64, n *Node) {
 	c.lru.Add(k, cacheEntry{since: snapshot, node: n})
 }
 
+// latest is the txid of the last commit.
+func (c *nodeCache) latest() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.committed
+}
+
 func (c *nodeCache) setCommitted(txid uint64) {
 	c.mu.Lock()
 	c.committed = txid

@@ -32,25 +32,51 @@ const maxViolations = 1000
 // nodes, turns are contiguous, events are numbered 1..n, advantages refer to
 // leaves of their group, rubric pools are valid). The error is for failures
 // to read at all; a damaged file yields violations, never a panic.
+//
+// Writers wait while it runs: bbolt's free-page accounting reads the live
+// freelist, which must describe the snapshot being checked, and the meta
+// pages must not be rewritten while they are compared. So do not call it
+// inside an Update function; use Tx.Check there.
 func (db *DB) Check() (vs []Violation, err error) {
+	db.writeMu.Lock()
+	defer db.writeMu.Unlock()
 	err = db.View(func(tx *Tx) error {
-		vs = tx.Check()
+		vs = tx.runCheck(true)
 		return nil
 	})
 	return vs, err
 }
 
-// Check runs the integrity check inside an existing transaction.
-func (tx *Tx) Check() (vs []Violation) {
+// Check runs the integrity check inside an existing transaction. In a
+// read-only transaction of a writable DB, the free-page accounting and the
+// meta-page comparison need the snapshot to be the latest commit and no
+// write in progress; otherwise they are skipped (DB.Check waits instead).
+func (tx *Tx) Check() []Violation {
+	if tx.Writable() || tx.db.opts.ReadOnly {
+		return tx.runCheck(true)
+	}
+	if !tx.db.writeMu.TryLock() {
+		return tx.runCheck(false)
+	}
+	defer tx.db.writeMu.Unlock()
+	return tx.runCheck(tx.snapshot == tx.db.cache.latest())
+}
+
+// runCheck runs the checks; quiet says no commit has happened since the
+// snapshot and none can start, so bbolt's page accounting and the meta
+// pages describe it.
+func (tx *Tx) runCheck(quiet bool) (vs []Violation) {
 	c := &checker{tx: tx}
-	if !c.pages() {
+	if !c.pages(quiet) {
 		return c.vs
 	}
-	c.guard("(file)", func() {
-		for e := range tx.btx.Check() {
-			c.add(Violation{Bucket: "(file)", Kind: "structure", Detail: e.Error()})
-		}
-	})
+	if quiet {
+		c.guard("(file)", func() {
+			for e := range tx.btx.Check() {
+				c.add(Violation{Bucket: "(file)", Kind: "structure", Detail: e.Error()})
+			}
+		})
+	}
 	c.guard("meta", c.meta)
 	c.guard("runs", func() {
 		ids, err := tx.RunIDs()
@@ -68,22 +94,18 @@ func (tx *Tx) Check() (vs []Violation) {
 // pages walks the snapshot's pages from the file with bounds (pagewalk.go)
 // before bbolt's check or a cursor trusts them, and reports whether the
 // b-trees are sound; if not, the rest of the check would loop or crash on
-// them and is skipped. A damaged meta page is reported either way. A write
-// transaction's pages are not on disk yet: it relies on bbolt alone.
-func (c *checker) pages() bool {
+// them and is skipped. A damaged meta page is reported too when quiet. A
+// write transaction's pages are not on disk yet: it relies on bbolt alone.
+func (c *checker) pages(quiet bool) bool {
 	tx := c.tx
 	if tx.Writable() {
 		return true
-	}
-	var lock metaLock = &tx.db.writeMu
-	if tx.db.opts.ReadOnly {
-		lock = noWriter{}
 	}
 	var metas []string
 	pages := []string{"the page walk did not finish"}
 	c.guard("(file)", func() {
 		metas, pages = walkFile(tx.db.path, tx.btx.DB().Info().PageSize, uint64(tx.btx.ID()),
-			uint64(tx.btx.Cursor().Bucket().Root()), nil, lock)
+			uint64(tx.btx.Cursor().Bucket().Root()), nil, quiet)
 	})
 	for _, p := range append(metas, pages...) {
 		c.add(Violation{Bucket: "(file)", Kind: "structure", Detail: p})
@@ -173,6 +195,7 @@ func (c *checker) run(id string) {
 	c.rubrics(r)
 	c.checkpoints(r)
 	c.events(r)
+	c.logMatches(r)
 	c.ids(r, bGroups, 1)
 	c.ids(r, bNodes, 0)
 	c.ids(r, bRubrics, 0)

@@ -64,7 +64,7 @@ func Open(path string, opts *Options) (*DB, error) {
 		MaxSize:      int(o.MaxSize),
 		FreelistType: bolt.FreelistMapType,
 	}
-	if problems := preOpenCheck(path); len(problems) > 0 {
+	if problems := preOpenCheck(path, !o.ReadOnly); len(problems) > 0 {
 		return nil, &CorruptError{Bucket: "(file)", Reason: strings.Join(problems, "; ")}
 	}
 	bdb, err := openBolt(path, o.FileMode, bopts)
@@ -77,7 +77,7 @@ func Open(path string, opts *Options) (*DB, error) {
 		// The pages Open reads next (root bucket, meta bucket) are walked
 		// with bounds first; the runs are Check's business.
 		onlyMeta := func(p string) bool { return p == string(bucketMeta) }
-		if _, problems := walkFile(path, bdb.Info().PageSize, 0, 0, onlyMeta, nil); len(problems) > 0 {
+		if _, problems := walkFile(path, bdb.Info().PageSize, 0, 0, onlyMeta, false); len(problems) > 0 {
 			return &CorruptError{Bucket: "(file)", Reason: strings.Join(problems, "; ")}
 		}
 		if err := db.initFormat(); err != nil {

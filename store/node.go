@@ -313,7 +313,7 @@ func (r *RunTx) Route(id uint64, d Decision) error {
 
 // SetNodeStatus moves a node along its lifecycle: active → expanded, completed,
 // pruned, truncated or failed; failed → active (a retry, which bumps
-// Attempt). Anything else is ErrInvalid.
+// Attempt, while the group is open). Anything else is ErrInvalid.
 func (r *RunTx) SetNodeStatus(id uint64, s NodeStatus) error {
 	return r.mutateNode(id, EvNodeStatus, func(n *Node) error {
 		if !s.Valid() {
@@ -323,6 +323,15 @@ func (r *RunTx) SetNodeStatus(id uint64, s NodeStatus) error {
 			return invalidf("node %d cannot go from %s to %s", id, n.Status, s)
 		}
 		if n.Status == NodeFailed {
+			// A retry needs an open group: a closed group has no active
+			// nodes (CloseGroup and Check hold it to that).
+			g, err := r.GroupAt(n.Step, n.Group)
+			if err != nil {
+				return err
+			}
+			if g.Status != GroupOpen {
+				return invalidf("node %d cannot be retried: group %d is %s", id, g.ID, g.Status)
+			}
 			n.Attempt++
 		}
 		n.Status = s

@@ -281,25 +281,14 @@ func (w *pageWalker) leaf(buf []byte, path string, depth int) {
 	}
 }
 
-// metaLock keeps commits from rewriting the meta pages while they are read.
-type metaLock interface {
-	TryLock() bool
-	Unlock()
-}
-
-// noWriter is the metaLock of a read-only DB: no commit can happen.
-type noWriter struct{}
-
-func (noWriter) TryLock() bool { return true }
-func (noWriter) Unlock()       {}
-
 // walkFile checks the file's meta pages, freelist and b-trees. A reader
 // passes its snapshot's txid and root page; txid 0 walks what bbolt would
-// open. descend limits which buckets are walked (nil: all). A damaged meta
-// page is reported (in metas), even when the other one is good, only if
-// lock is non-nil and can be taken: a meta page being written reads torn.
-// Problems with the pages a reader would follow are in pages.
-func walkFile(path string, pageSize int, txid, root uint64, descend func(string) bool, lock metaLock) (metas, pages []string) {
+// open. descend limits which buckets are walked (nil: all). With
+// reportMetas, a damaged meta page is reported in metas even when the other
+// one is good; only a caller that keeps commits out may ask, as a meta page
+// being written reads torn. Problems with the pages a reader would follow
+// are in pages.
+func walkFile(path string, pageSize int, txid, root uint64, descend func(string) bool, reportMetas bool) (metas, pages []string) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, []string{err.Error()}
@@ -309,17 +298,13 @@ func walkFile(path string, pageSize int, txid, root uint64, descend func(string)
 	if err != nil {
 		return nil, []string{err.Error()}
 	}
-	var ms [2]boltMeta
-	if lock != nil && lock.TryLock() {
-		ms = readMetas(f, pageSize)
-		lock.Unlock()
+	ms := readMetas(f, pageSize)
+	if reportMetas {
 		for _, m := range ms {
 			if m.err != "" {
 				metas = append(metas, fmt.Sprintf("meta page %d: %s (bbolt falls back to the other meta page, so the last commit may be lost)", m.page, m.err))
 			}
 		}
-	} else {
-		ms = readMetas(f, pageSize)
 	}
 	// The newest valid meta bounds the pages (the high-water mark never
 	// goes down); the snapshot's own meta, if it is that one, names its
@@ -339,12 +324,15 @@ func walkFile(path string, pageSize int, txid, root uint64, descend func(string)
 	return metas, w.problems
 }
 
-// preOpenCheck validates, before bbolt maps the file, the one page
-// bbolt.Open reads without bounds: the freelist of the meta it will pick (a
-// damaged count makes it allocate any size). It runs before bbolt takes the
-// file lock, so a live writer in another process may move the pages under
-// it: damage counts only if the meta pages did not change while it looked.
-func preOpenCheck(path string) []string {
+// preOpenCheck looks, before bbolt maps the file, at what bbolt.Open
+// trusts without bounds: that the file reaches the high-water mark of the
+// meta it will pick (a truncated file faults on the first read past its
+// end) and, when freelist is set (a writable open loads it at once), that
+// the freelist's count fits its pages (a damaged count makes bbolt
+// allocate any size). It runs before bbolt takes the file lock, so a live
+// writer in another process may move the pages under it: damage counts
+// only if the meta pages did not change while it looked.
+func preOpenCheck(path string, freelist bool) []string {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil // bbolt reports it
@@ -374,7 +362,11 @@ func preOpenCheck(path string) []string {
 		return nil
 	}
 	w := &pageWalker{f: f, size: fi.Size(), pageSize: ps, hwm: m.hwm, seen: map[uint64]bool{}}
-	w.freelist(m.freelist)
+	if uint64(fi.Size()) < m.hwm*uint64(ps) {
+		w.problem("the file is %d bytes but its pages reach %d: it was truncated", fi.Size(), m.hwm*uint64(ps))
+	} else if freelist {
+		w.freelist(m.freelist)
+	}
 	if len(w.problems) == 0 || readMetas(f, ps) != ms {
 		return nil
 	}
