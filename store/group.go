@@ -116,6 +116,31 @@ func (r *RunTx) ForEachGroup(step uint64, fn func(Group) error) error {
 	return nil
 }
 
+// ForEachGroupDesc calls fn for every group from the newest step down (and
+// within a step from the highest id down). A resume looks for the open
+// groups of the latest step, so walking backwards stops after a few keys
+// instead of reading the whole run.
+func (r *RunTx) ForEachGroupDesc(fn func(Group) error) error {
+	b, err := r.bucket(bGroups)
+	if err != nil {
+		return err
+	}
+	c := b.Cursor()
+	for k, v := c.Last(); k != nil; k, v = c.Prev() {
+		if len(k) != 16 {
+			return &CorruptError{Bucket: r.bpath(bGroups), Key: cloneBytes(k), Reason: "group key is not 16 bytes"}
+		}
+		var g Group
+		if err := decodeValue(r.bpath(bGroups), k, v, &g); err != nil {
+			return err
+		}
+		if err := fn(g); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Groups returns the groups of step (0: all).
 func (r *RunTx) Groups(step uint64) ([]Group, error) {
 	var out []Group

@@ -163,7 +163,9 @@ func (e *Engine) Resume(ctx context.Context) (*StepResult, error) {
 	return e.drive(ctx, step)
 }
 
-// OpenStep returns the latest step that has an open group, or 0.
+// OpenStep returns the latest step that has an open group, or 0. It walks
+// the groups backwards and stops at the first step at or below the run's
+// last completed step, so its cost follows the open work, not the file.
 func (e *Engine) OpenStep() (uint64, error) {
 	var step uint64
 	err := e.db.View(func(tx *store.Tx) error {
@@ -171,12 +173,26 @@ func (e *Engine) OpenStep() (uint64, error) {
 		if err != nil {
 			return err
 		}
-		return r.ForEachGroup(0, func(g store.Group) error {
-			if g.Status == store.GroupOpen && g.Step > step {
+		info, err := r.Info()
+		if err != nil {
+			return err
+		}
+		err = r.ForEachGroupDesc(func(g store.Group) error {
+			if g.Step <= info.LastStep {
+				return errStopScan
+			}
+			if g.Status == store.GroupOpen {
 				step = g.Step
+				return errStopScan
 			}
 			return nil
 		})
+		if err == errStopScan {
+			err = nil
+		}
+		return err
 	})
 	return step, err
 }
+
+var errStopScan = errors.New("stop")

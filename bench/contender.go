@@ -1,0 +1,176 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/patrdb/patrdb/bench/workload"
+)
+
+// A contender stores the workload's transactions its own way. prepare runs
+// outside the timed region (the raw bbolt anchor pre-encodes there); apply
+// is one durable transaction and is timed.
+type contender interface {
+	name() string
+	// open creates a fresh store at path (removing whatever was there).
+	open(path string) error
+	prepare(txn []workload.Op) (any, error)
+	apply(prepared any) error
+	// close releases the store; closing a closed contender does nothing.
+	close() error
+	// files lists the files the store occupies, for bytes on disk.
+	files() []string
+}
+
+// Contender names, in the order the tables list them.
+const (
+	cPatrdb = "patrdb"
+	cBolt   = "raw bbolt"
+	cSQLite = "SQLite"
+	cJSONL  = "JSONL"
+)
+
+var contenderNames = []string{cPatrdb, cBolt, cSQLite, cJSONL}
+
+func newContender(name string) (contender, error) {
+	switch name {
+	case cPatrdb:
+		return &patrdbC{}, nil
+	case cBolt:
+		return &boltC{}, nil
+	case cSQLite:
+		return &sqliteC{}, nil
+	case cJSONL:
+		return &jsonlC{}, nil
+	}
+	return nil, fmt.Errorf("bench: unknown contender %q", name)
+}
+
+// fileName is the store's file name inside a work directory.
+func fileName(name string) string {
+	switch name {
+	case cPatrdb:
+		return "patrdb.db"
+	case cBolt:
+		return "rawbolt.db"
+	case cSQLite:
+		return "sqlite.db"
+	case cJSONL:
+		return "dump.jsonl"
+	}
+	return "unknown"
+}
+
+// appendResult is one contender's run of the append workload.
+type appendResult struct {
+	Seconds   float64 `json:"seconds"` // time inside apply, summed over transactions
+	Slowest   float64 `json:"slowest"` // the longest single transaction, seconds
+	Txns      int     `json:"txns"`
+	Turns     int     `json:"turns"`
+	TurnBytes int64   `json:"turn_bytes"`
+	Trees     int     `json:"trees"`
+	Disk      int64   `json:"disk"`     // bytes its files occupy on disk after close (allocated blocks)
+	Apparent  int64   `json:"apparent"` // their apparent size (bbolt's file has a sparse, never-written tail)
+}
+
+func (r appendResult) turnsPerSec() float64 { return float64(r.Turns) / r.Seconds }
+func (r appendResult) mbPerSec() float64    { return float64(r.TurnBytes) / 1e6 / r.Seconds }
+func (r appendResult) diskPerTree() float64 { return float64(r.Disk) / float64(r.Trees) }
+
+// runAppend pushes every batch through c alone; see runAppendAll.
+func runAppend(c contender, path string, batches []workload.Batch) (appendResult, error) {
+	res, err := runAppendAll([]contender{c}, []string{path}, batches, 0)
+	if err != nil {
+		return appendResult{}, err
+	}
+	return res[0], nil
+}
+
+// runAppendAll pushes every batch through every contender, one transaction
+// per interval of a batch, interleaved: transaction i goes through each
+// contender in turn (the order rotating from one transaction to the next,
+// starting at rotation) before transaction i+1, so a burst of load from
+// elsewhere on the machine falls on all of them alike. Each transaction's
+// turns are copied into fresh memory first (a trainer's turns arrive that
+// way) and the heap is collected, so every contender starts each
+// transaction from the same state; only apply is timed.
+func runAppendAll(cs []contender, paths []string, batches []workload.Batch, rotation int) (res []appendResult, err error) {
+	res = make([]appendResult, len(cs))
+	elapsed := make([]time.Duration, len(cs))
+	opened := 0
+	defer func() { // on an error; close is a no-op on a closed contender
+		for _, c := range cs[:opened] {
+			_ = c.close()
+		}
+	}()
+	for i, c := range cs {
+		if err := c.open(paths[i]); err != nil {
+			return nil, fmt.Errorf("%s: open: %w", c.name(), err)
+		}
+		opened++
+	}
+	order := make([]int, len(cs))
+	for i := range order {
+		order[i] = i
+	}
+	step := rotation
+	for _, b := range batches {
+		for ti, txn := range b.Txns {
+			for _, k := range rotateInts(order, step) {
+				c := cs[k]
+				p, err := c.prepare(workload.Materialize(txn))
+				if err != nil {
+					return nil, fmt.Errorf("%s: prepare batch %d txn %d: %w", c.name(), b.Index, ti, err)
+				}
+				runtime.GC()
+				t0 := time.Now()
+				err = c.apply(p)
+				el := time.Since(t0)
+				elapsed[k] += el
+				res[k].Slowest = max(res[k].Slowest, el.Seconds())
+				if err != nil {
+					return nil, fmt.Errorf("%s: batch %d txn %d: %w", c.name(), b.Index, ti, err)
+				}
+				res[k].Txns++
+			}
+			step++
+		}
+	}
+	for _, c := range cs {
+		if err := c.close(); err != nil {
+			return nil, fmt.Errorf("%s: close: %w", c.name(), err)
+		}
+	}
+	for k, c := range cs {
+		for _, b := range batches {
+			res[k].Trees += b.Stats.Trees
+			res[k].Turns += b.Stats.Turns
+			res[k].TurnBytes += b.Stats.TurnBytes
+		}
+		res[k].Seconds = elapsed[k].Seconds()
+		for _, f := range c.files() {
+			if st, err := os.Stat(f); err == nil {
+				res[k].Disk += allocatedBytes(st)
+				res[k].Apparent += st.Size()
+			}
+		}
+	}
+	return res, nil
+}
+
+func rotateInts(xs []int, by int) []int {
+	k := by % len(xs)
+	return append(append([]int(nil), xs[k:]...), xs[:k]...)
+}
+
+// removeStore deletes path and the side files a contender may leave.
+func removeStore(path string) error {
+	for _, p := range []string{path, path + "-wal", path + "-shm", path + "-journal"} {
+		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,219 @@
+// Command bench measures patrdb against raw bbolt, SQLite and a JSONL dump
+// on the workloads of DESIGN.md §8 and rewrites bench/RESULTS.md.
+//
+//	go run ./bench                 # 5 repetitions, ~5 minutes once the resume stores are cached
+//	go run ./bench -smoke          # 1 repetition at tiny sizes (CI runs it through TestSmoke)
+//	go run ./bench -reps 3 -resume 10000,100000
+//
+// Every figure is a ratio measured side by side in one process: the
+// contenders take turns transaction by transaction (the order rotating),
+// fsync is on, and each transaction is one interval of a batch of trees.
+// Peak RSS is the exception: each contender runs once more in a child
+// process of the runner, which reports its high-water mark.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// config is what one invocation measures.
+type config struct {
+	Reps        int           // repetitions of every figure
+	Trees       int           // trees per batch; a transaction is one interval of a batch
+	Batches     int           // swe-like batches per append run
+	Seed        uint64        // workload seed
+	ResumeSizes []int         // node counts of the resume stores
+	ReplayNodes int           // size of the resume store whose event log the replay figure scans
+	ResumeIters int           // open+frontier iterations per repetition and size (median taken)
+	ColdIters   int           // cold iterations (file dropped from the page cache) per repetition
+	Budget      time.Duration // time per micro-measurement loop
+	Out         string        // work directory: stores of this run, cached resume stores, profiles
+	Results     string        // RESULTS.md to rewrite; "" leaves it alone
+	RSS         bool          // measure peak RSS in child processes
+	Profile     bool          // CPU-profile the patrdb hot paths after the repetitions
+	Smoke       bool
+	Command     string // the command line, recorded in RESULTS.md
+	Log         io.Writer
+}
+
+func defaultConfig(root string) config {
+	return config{
+		Reps: 5, Trees: 64, Batches: 1, Seed: 1,
+		ResumeSizes: []int{10_000, 100_000, 1_000_000}, ReplayNodes: 100_000,
+		ResumeIters: 30, ColdIters: 3, Budget: 300 * time.Millisecond,
+		Out: filepath.Join(root, "bench", "out"), Results: filepath.Join(root, "bench", "RESULTS.md"),
+		RSS: true, Profile: true, Log: os.Stderr,
+	}
+}
+
+// smokeConfig shrinks everything so the whole runner finishes in seconds.
+func smokeConfig(c config) config {
+	c.Smoke = true
+	c.Reps, c.Trees, c.Batches = 1, 4, 1
+	c.ResumeSizes, c.ReplayNodes = []int{300, 1200}, 1200
+	c.ResumeIters, c.ColdIters = 3, 1
+	c.Budget = 20 * time.Millisecond
+	c.Profile = false
+	return c
+}
+
+func parseConfig(args []string, root string, log io.Writer) (config, error) {
+	def := defaultConfig(root)
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(log)
+	smoke := fs.Bool("smoke", false, "1 repetition at tiny sizes, no profiles, RESULTS.md untouched unless -results is given")
+	reps := fs.Int("reps", def.Reps, "repetitions of every figure")
+	trees := fs.Int("trees", def.Trees, "trees per batch (one transaction = one interval of a batch)")
+	batches := fs.Int("batches", def.Batches, "swe-like batches per append run")
+	seed := fs.Uint64("seed", def.Seed, "workload seed")
+	resume := fs.String("resume", joinInts(def.ResumeSizes), "node counts of the resume stores, comma-separated (smallest is the anchor)")
+	replay := fs.Int("replay-nodes", def.ReplayNodes, "resume store size whose event log the replay figure scans")
+	iters := fs.Int("resume-iters", def.ResumeIters, "open+frontier iterations per repetition and size")
+	cold := fs.Int("cold-iters", def.ColdIters, "cold iterations per repetition (0 skips cold figures)")
+	budget := fs.Duration("budget", def.Budget, "time per micro-measurement loop")
+	out := fs.String("out", def.Out, "work directory (stores, cached resume stores, profiles)")
+	results := fs.String("results", def.Results, `RESULTS.md to rewrite ("" to leave it alone)`)
+	rss := fs.Bool("rss", def.RSS, "measure peak RSS of each contender in a child process")
+	prof := fs.Bool("profile", def.Profile, "CPU-profile the patrdb hot paths after the repetitions")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("bench: unexpected argument %q", fs.Arg(0))
+	}
+	c := def
+	if *smoke {
+		c = smokeConfig(c)
+		c.Results = ""
+	}
+	// Flags given explicitly override the mode's defaults.
+	var perr error
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "reps":
+			c.Reps = *reps
+		case "trees":
+			c.Trees = *trees
+		case "batches":
+			c.Batches = *batches
+		case "seed":
+			c.Seed = *seed
+		case "resume":
+			c.ResumeSizes, perr = parseInts(*resume)
+		case "replay-nodes":
+			c.ReplayNodes = *replay
+		case "resume-iters":
+			c.ResumeIters = *iters
+		case "cold-iters":
+			c.ColdIters = *cold
+		case "budget":
+			c.Budget = *budget
+		case "out":
+			c.Out = *out
+		case "results":
+			c.Results = *results
+		case "rss":
+			c.RSS = *rss
+		case "profile":
+			c.Profile = *prof
+		}
+	})
+	if perr != nil {
+		return config{}, perr
+	}
+	c.Command = strings.TrimSpace("go run ./bench " + strings.Join(args, " "))
+	c.Log = log
+	return c, c.validate()
+}
+
+func (c config) validate() error {
+	switch {
+	case c.Reps < 1:
+		return fmt.Errorf("bench: -reps %d, want >= 1", c.Reps)
+	case c.Trees < 1 || c.Batches < 1:
+		return fmt.Errorf("bench: -trees and -batches must be >= 1")
+	case len(c.ResumeSizes) < 2:
+		return fmt.Errorf("bench: -resume needs at least two sizes to show growth")
+	case c.ReplayNodes < 1:
+		return fmt.Errorf("bench: -replay-nodes %d, want >= 1", c.ReplayNodes)
+	case c.ResumeIters < 1 || c.ColdIters < 0:
+		return fmt.Errorf("bench: -resume-iters must be >= 1 and -cold-iters >= 0")
+	case c.Budget <= 0:
+		return fmt.Errorf("bench: -budget must be positive")
+	}
+	return nil
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.ReplaceAll(strings.TrimSpace(f), "_", "")
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("bench: bad size %q in %q", f, s)
+		}
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
+}
+
+// moduleRoot walks up from the working directory to the directory holding
+// go.mod, so `go run ./bench` and `go test ./bench` find the same paths.
+func moduleRoot() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "."
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			return dir
+		}
+	}
+}
+
+func main() {
+	if name := os.Getenv(childEnv); name != "" {
+		os.Exit(childMain(name))
+	}
+	cfg, err := parseConfig(os.Args[1:], moduleRoot(), os.Stderr)
+	if err == flag.ErrHelp {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	res, err := run(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	fmt.Print(res.table())
+	if cfg.Results != "" {
+		if err := res.writeResults(cfg.Results); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintln(os.Stderr, "wrote", cfg.Results)
+	}
+}

@@ -1,0 +1,440 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// target is a bound a figure's ratio must respect; op "" means the figure
+// is reported without one.
+type target struct {
+	op string // ">=" or "<="
+	v  float64
+}
+
+func (t target) String() string {
+	switch t.op {
+	case ">=":
+		return "≥ " + trimFloat(t.v) + "×"
+	case "<=":
+		return "≤ " + trimFloat(t.v) + "×"
+	}
+	return "—"
+}
+
+// verdict: met when every repetition meets the target, not met when none
+// does, inconclusive when the min–max spread crosses it.
+func (t target) verdict(xs []float64) string {
+	if t.op == "" || len(xs) == 0 {
+		return "—"
+	}
+	lo, hi := slices.Min(xs), slices.Max(xs)
+	switch {
+	case t.op == ">=" && lo >= t.v, t.op == "<=" && hi <= t.v:
+		return "**met**"
+	case t.op == ">=" && hi < t.v, t.op == "<=" && lo > t.v:
+		return "**not met**"
+	}
+	return "inconclusive"
+}
+
+// figure is one row of the main table: a ratio per repetition, with the
+// raw values it came from.
+type figure struct {
+	name     string
+	measured string
+	anchor   string
+	ratios   []float64
+	target   target
+}
+
+func spread(xs []float64, f func(float64) string) string {
+	if len(xs) == 0 {
+		return "—"
+	}
+	if len(xs) == 1 {
+		return f(xs[0])
+	}
+	return fmt.Sprintf("%s (%s–%s)", f(median(xs)), f(slices.Min(xs)), f(slices.Max(xs)))
+}
+
+func trimFloat(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+
+func fmtRatio(x float64) string {
+	switch {
+	case x >= 100:
+		return fmt.Sprintf("%.0f×", x)
+	case x >= 10:
+		return fmt.Sprintf("%.1f×", x)
+	}
+	return fmt.Sprintf("%.2f×", x)
+}
+
+// fmtSI prints x with a k/M/G suffix and three significant digits.
+func fmtSI(x float64) string {
+	suffix := ""
+	for _, s := range []string{"k", "M", "G"} {
+		if x < 1000 {
+			break
+		}
+		x /= 1000
+		suffix = s
+	}
+	switch {
+	case x >= 100:
+		return fmt.Sprintf("%.0f%s", x, suffix)
+	case x >= 10:
+		return fmt.Sprintf("%.1f%s", x, suffix)
+	}
+	return fmt.Sprintf("%.2f%s", x, suffix)
+}
+
+func fmtDur(ns float64) string {
+	switch {
+	case ns >= 1e9:
+		return fmt.Sprintf("%.2f s", ns/1e9)
+	case ns >= 1e6:
+		return fmt.Sprintf("%.2f ms", ns/1e6)
+	case ns >= 1e3:
+		return fmt.Sprintf("%.1f µs", ns/1e3)
+	}
+	return fmt.Sprintf("%.0f ns", ns)
+}
+
+func fmtMB(b float64) string { return fmt.Sprintf("%.2f MB", b/1e6) }
+
+func (res *results) series(fn func(repResult) float64) []float64 {
+	out := make([]float64, len(res.reps))
+	for i, r := range res.reps {
+		out[i] = fn(r)
+	}
+	return out
+}
+
+func (res *results) appendSeries(name string, fn func(appendResult) float64) []float64 {
+	return res.series(func(r repResult) float64 { return fn(r.Append[name]) })
+}
+
+func ratio(a, b []float64) []float64 {
+	out := make([]float64, len(a))
+	for i := range a {
+		out[i] = a[i] / b[i]
+	}
+	return out
+}
+
+func sizeLabel(n int) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return strconv.Itoa(n/1_000_000) + "M"
+	case n >= 1000 && n%1000 == 0:
+		return strconv.Itoa(n/1000) + "k"
+	}
+	return strconv.Itoa(n)
+}
+
+func (res *results) figures() []figure {
+	var figs []figure
+	tps := func(n string) []float64 { return res.appendSeries(n, appendResult.turnsPerSec) }
+	mbs := func(n string) []float64 { return res.appendSeries(n, appendResult.mbPerSec) }
+	desc := func(n string) string {
+		return fmt.Sprintf("%s: %s turns/s, %s MB/s", n, spread(tps(n), fmtSI), spread(mbs(n), fmtSI))
+	}
+	for _, a := range []struct {
+		name string
+		t    target
+	}{{cBolt, target{">=", 0.8}}, {cSQLite, target{">=", 4}}, {cJSONL, target{">=", 1}}} {
+		figs = append(figs, figure{
+			name:     "turn append throughput vs " + a.name,
+			measured: desc(cPatrdb), anchor: desc(a.name),
+			ratios: ratio(tps(cPatrdb), tps(a.name)), target: a.t,
+		})
+	}
+	disk := func(n string) []float64 { return res.appendSeries(n, appendResult.diskPerTree) }
+	figs = append(figs, figure{
+		name:     "bytes on disk per tree vs JSONL",
+		measured: "patrdb: " + spread(disk(cPatrdb), fmtMB), anchor: "JSONL: " + spread(disk(cJSONL), fmtMB),
+		ratios: ratio(disk(cPatrdb), disk(cJSONL)), target: target{"<=", 0.5},
+	})
+	first, last := 0, len(res.resume)-1
+	rs := func(i int) []float64 { return res.series(func(r repResult) float64 { return r.Resume[i].WarmNs }) }
+	figs = append(figs, figure{
+		name:     fmt.Sprintf("resume (open + load frontier), %s vs %s nodes", sizeLabel(res.resume[last].Target), sizeLabel(res.resume[first].Target)),
+		measured: fmt.Sprintf("%d nodes: %s", res.resume[last].Nodes, spread(rs(last), fmtDur)),
+		anchor:   fmt.Sprintf("%d nodes: %s", res.resume[first].Nodes, spread(rs(first), fmtDur)),
+		ratios:   ratio(rs(last), rs(first)), target: target{"<=", 2},
+	})
+	warm := res.series(func(r repResult) float64 { return r.Traj.WarmNs })
+	cp := res.series(func(r repResult) float64 { return r.Traj.CopyNs })
+	tr := res.reps[0].Traj
+	cpDesc := fmt.Sprintf("bytes.Clone of %s: %s", fmtMB(float64(tr.Bytes)), spread(cp, fmtDur))
+	figs = append(figs, figure{
+		name:     fmt.Sprintf("trajectory of a %d-turn leaf, warm", tr.Turns),
+		measured: "Trajectory: " + spread(warm, fmtDur), anchor: cpDesc,
+		ratios: ratio(warm, cp), target: target{"<=", 5},
+	})
+	if res.reps[0].Traj.ColdNs > 0 {
+		cold := res.series(func(r repResult) float64 { return r.Traj.ColdNs })
+		figs = append(figs, figure{
+			name:     fmt.Sprintf("trajectory of a %d-turn leaf, cold (reopened, file evicted from the page cache)", tr.Turns),
+			measured: "Trajectory: " + spread(cold, fmtDur), anchor: cpDesc,
+			ratios: ratio(cold, cp),
+		})
+	}
+	pc := res.series(func(r repResult) float64 { return r.Point.CachedNs })
+	pu := res.series(func(r repResult) float64 { return r.Point.UncachedNs })
+	figs = append(figs, figure{
+		name:     "point read of a node (RunTx.Node), LRU vs no LRU",
+		measured: "CacheNodes default: " + spread(pc, fmtDur), anchor: "CacheNodes 0: " + spread(pu, fmtDur),
+		ratios: ratio(pc, pu),
+	})
+	rp := res.series(func(r repResult) float64 { return r.Replay.replayPerSec() })
+	wk := res.series(func(r repResult) float64 { return r.Replay.walkPerSec() })
+	million := make([]float64, len(rp))
+	for i := range million {
+		million[i] = 1e6
+	}
+	figs = append(figs,
+		figure{
+			name:     "replay scan rate",
+			measured: "RunTx.Events: " + spread(rp, fmtSI) + " events/s", anchor: "1,000,000 events/s",
+			ratios: ratio(rp, million), target: target{">=", 1},
+		},
+		figure{
+			name:     "replay scan vs bare cursor walk",
+			measured: "RunTx.Events: " + spread(rp, fmtSI) + " events/s", anchor: "cursor walk: " + spread(wk, fmtSI) + " events/s",
+			ratios: ratio(rp, wk), target: target{">=", 0.5},
+		},
+		figure{
+			name:     "replay scan vs cursor walk that CRC-checks and copies each event",
+			measured: "RunTx.Events: " + spread(rp, fmtSI) + " events/s",
+			anchor:   "walk + CRC32C + copy: " + spread(res.series(func(r repResult) float64 { return r.Replay.copyPerSec() }), fmtSI) + " events/s",
+			ratios:   ratio(rp, res.series(func(r repResult) float64 { return r.Replay.copyPerSec() })),
+		})
+	if res.reps[0].RSS != nil {
+		rss := func(n string) []float64 { return res.series(func(r repResult) float64 { return float64(r.RSS[n]) }) }
+		figs = append(figs, figure{
+			name:     "peak RSS of an append run vs raw bbolt",
+			measured: "patrdb: " + spread(rss(cPatrdb), fmtMB), anchor: "raw bbolt: " + spread(rss(cBolt), fmtMB),
+			ratios: ratio(rss(cPatrdb), rss(cBolt)),
+		})
+	}
+	return figs
+}
+
+// table is the main Markdown table.
+func (res *results) table() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| figure | measured, median (min–max) | anchor, median (min–max) | ratio | ratio min–max | target | verdict |\n")
+	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|\n")
+	for _, f := range res.figures() {
+		lo, hi := slices.Min(f.ratios), slices.Max(f.ratios)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s–%s | %s | %s |\n", f.name, f.measured, f.anchor,
+			fmtRatio(median(f.ratios)), fmtRatio(lo), fmtRatio(hi), f.target, f.target.verdict(f.ratios))
+	}
+	return b.String()
+}
+
+// details are the per-contender, per-size and workload tables.
+func (res *results) details() string {
+	var b strings.Builder
+	s := res.stats
+	tf := float64(s.Trees)
+	fmt.Fprintf(&b, "### Workload (swe-like, seed %d)\n\n", res.cfg.Seed)
+	fmt.Fprintf(&b, "%d batch(es) of %d trees; %d transactions (one per interval of a batch). Per tree: %.1f nodes, %.1f leaves "+
+		"(%.1f pruned by routing, %.1f reaching the %d-turn cap), %.0f turns stored (%.2f MB), %.0f turns in the leaves' full trajectories. "+
+		"Mean turn %.1f KB (text + packed token ids and logprobs).\n\n",
+		res.cfg.Batches, res.cfg.Trees, res.txns, float64(s.Nodes)/tf, float64(s.Leaves)/tf, float64(s.Pruned)/tf, float64(s.Full)/tf, 50,
+		float64(s.Turns)/tf, float64(s.TurnBytes)/tf/1e6, float64(s.PathTurns)/tf, float64(s.TurnBytes)/float64(s.Turns)/1e3)
+
+	fmt.Fprintf(&b, "### Append run per contender\n\n")
+	fmt.Fprintf(&b, "| contender | turns/s | MB/s | patrdb ÷ it | raw bbolt ÷ it | slowest transaction | bytes on disk per tree | apparent file size per tree | peak RSS |\n|---|---|---|---|---|---|---|---|---|\n")
+	names := contenderNames
+	ptps := res.appendSeries(cPatrdb, appendResult.turnsPerSec)
+	btps := res.appendSeries(cBolt, appendResult.turnsPerSec)
+	for _, n := range names {
+		tps := res.appendSeries(n, appendResult.turnsPerSec)
+		rss := "—"
+		if res.reps[0].RSS != nil {
+			rss = spread(res.series(func(r repResult) float64 { return float64(r.RSS[n]) }), fmtMB)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n, spread(tps, fmtSI),
+			spread(res.appendSeries(n, appendResult.mbPerSec), fmtSI), spread(ratio(ptps, tps), fmtRatio), spread(ratio(btps, tps), fmtRatio),
+			spread(res.appendSeries(n, func(a appendResult) float64 { return a.Slowest * 1e9 }), fmtDur),
+			spread(res.appendSeries(n, appendResult.diskPerTree), fmtMB),
+			spread(res.appendSeries(n, func(a appendResult) float64 { return float64(a.Apparent) / float64(a.Trees) }), fmtMB), rss)
+	}
+	if res.reps[0].RSS != nil {
+		fmt.Fprintf(&b, "| %s (generates and copies every transaction, stores nothing) | — | — | — | — | — | — | — | %s |\n", cHarness,
+			spread(res.series(func(r repResult) float64 { return float64(r.RSS[cHarness]) }), fmtMB))
+	}
+	fmt.Fprintf(&b, "\nMB/s counts the turns' logical bytes (text + 4 bytes per token id and logprob), the same for every contender. "+
+		"Bytes on disk: the blocks the store's files occupy after close (SQLite: database + WAL + shm); "+
+		"a bbolt file grows by truncation, so its last few MB are a hole that takes no disk and the apparent size is larger.\n\n")
+
+	if len(res.layout) > 0 {
+		fmt.Fprintf(&b, "Where patrdb's file goes (repetition 1, RunTx.BucketSizes): %s written up to the high-water mark, %s of it free pages.\n\n",
+			fmtMB(float64(res.highWater)), fmtMB(float64(res.freeBytes)))
+		fmt.Fprintf(&b, "| bucket | keys | pages allocated | bytes in use | in use |\n|---|---|---|---|---|\n")
+		for _, l := range res.layout {
+			if l.Keys == 0 {
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | %.0f%% |\n", l.Name, l.Keys, fmtMB(float64(l.Bytes)), fmtMB(float64(l.Used)),
+				100*float64(l.Used)/float64(max(l.Bytes, 1)))
+		}
+		fmt.Fprintf(&b, "\nThe workload's turns are %s of logical bytes (%s per tree).\n\n", fmtMB(float64(res.stats.TurnBytes)),
+			fmtMB(float64(res.stats.TurnBytes)/float64(res.stats.Trees)))
+	}
+
+	ls := res.lakeStats
+	lf := float64(ls.Trees)
+	fmt.Fprintf(&b, "### Append run, frozenlake workload (no target: tiny turns, where per-record costs dominate)\n\n")
+	fmt.Fprintf(&b, "Same harness and transaction boundaries: %d batch(es) of %d trees, %d transactions; per tree %.1f nodes and %.0f turns of %.0f bytes.\n\n",
+		res.cfg.Batches, res.cfg.Trees, res.lakeTxns, float64(ls.Nodes)/lf, float64(ls.Turns)/lf, float64(ls.TurnBytes)/float64(max(ls.Turns, 1)))
+	fmt.Fprintf(&b, "| contender | turns/s | patrdb ÷ it | raw bbolt ÷ it | bytes on disk per tree |\n|---|---|---|---|---|\n")
+	lake := func(n string, fn func(appendResult) float64) []float64 {
+		return res.series(func(r repResult) float64 { return fn(r.Lake[n]) })
+	}
+	plake := lake(cPatrdb, appendResult.turnsPerSec)
+	blake := lake(cBolt, appendResult.turnsPerSec)
+	for _, n := range names {
+		tps := lake(n, appendResult.turnsPerSec)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", n, spread(tps, fmtSI), spread(ratio(plake, tps), fmtRatio), spread(ratio(blake, tps), fmtRatio),
+			spread(lake(n, appendResult.diskPerTree), func(x float64) string { return fmt.Sprintf("%.1f KB", x/1e3) }))
+	}
+	b.WriteString("\n")
+
+	fmt.Fprintf(&b, "### Resume growth (frozenlake stores, same half-grown last batch in each)\n\n")
+	fmt.Fprintf(&b, "| store | nodes | events | file | frontier nodes | open + load frontier, warm | ÷ smallest | cold (file evicted) |\n|---|---|---|---|---|---|---|---|\n")
+	base := res.series(func(r repResult) float64 { return r.Resume[0].WarmNs })
+	for i, info := range res.resume {
+		w := res.series(func(r repResult) float64 { return r.Resume[i].WarmNs })
+		cold := "—"
+		if res.reps[0].Resume[i].ColdNs > 0 {
+			cold = spread(res.series(func(r repResult) float64 { return r.Resume[i].ColdNs }), fmtDur)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %s | %d | %s | %s | %s |\n", sizeLabel(info.Target), info.Nodes, info.Events,
+			fmtMB(float64(info.Bytes)), info.Frontier, spread(w, fmtDur), spread(ratio(w, base), fmtRatio), cold)
+	}
+
+	tr := res.reps[0].Traj
+	fmt.Fprintf(&b, "\n### Reads\n\n")
+	fmt.Fprintf(&b, "- Trajectory: leaf %d, %d turns, %s stored; warm %s, cold %s; bytes.Clone of as many bytes %s.\n",
+		tr.Leaf, tr.Turns, fmtMB(float64(tr.Bytes)),
+		spread(res.series(func(r repResult) float64 { return r.Traj.WarmNs }), fmtDur),
+		spread(res.series(func(r repResult) float64 { return r.Traj.ColdNs }), fmtDur),
+		spread(res.series(func(r repResult) float64 { return r.Traj.CopyNs }), fmtDur))
+	fmt.Fprintf(&b, "- Point reads over all %d nodes of the append run's store, random order: with the LRU %s, without %s per read.\n",
+		res.reps[0].Point.Nodes,
+		spread(res.series(func(r repResult) float64 { return r.Point.CachedNs }), fmtDur),
+		spread(res.series(func(r repResult) float64 { return r.Point.UncachedNs }), fmtDur))
+	rp := res.reps[0].Replay
+	fmt.Fprintf(&b, "- Replay: the %s-node resume store's %d events; per event RunTx.Events %s, bare cursor walk %s, walk + CRC32C + copy %s.\n",
+		sizeLabel(res.replay.Target), rp.Events,
+		spread(res.series(func(r repResult) float64 { return r.Replay.ReplayNs / float64(r.Replay.Events) }), fmtDur),
+		spread(res.series(func(r repResult) float64 { return r.Replay.WalkNs / float64(r.Replay.Events) }), fmtDur),
+		spread(res.series(func(r repResult) float64 { return r.Replay.CopyNs / float64(r.Replay.Events) }), fmtDur))
+	fmt.Fprintf(&b, "\n### Cross-check of the stores (repetition 1)\n\n%s\n", res.verified)
+	return b.String()
+}
+
+func (res *results) machine() string {
+	return fmt.Sprintf("- Date: %s (run took %s)\n- Command: `%s`\n- Machine: %d CPUs (`nproc`), %s, %s, %s\n- Go: %s %s/%s\n",
+		res.started.UTC().Format(time.RFC3339), res.elapsed.Round(time.Second), res.cfg.Command,
+		runtime.NumCPU(), cpuModel(), memTotal(), kernel(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+func (res *results) profilesSection() string {
+	if len(res.profiles) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("### CPU profiles (patrdb hot paths, taken after the timed repetitions)\n\n")
+	b.WriteString("`go tool pprof -top -cum`, the runtime's frames folded into their callers: each line is the share of the " +
+		"samples spent in that function and what it called. The profiles are kept in bench/out/*.prof.\n\n")
+	for _, p := range res.profiles {
+		fmt.Fprintf(&b, "#### %s — %s\n\n", p.Name, p.What)
+		if p.Err != "" {
+			fmt.Fprintf(&b, "profile failed: %s\n\n", p.Err)
+			continue
+		}
+		fmt.Fprintf(&b, "```\n%s```\n\n", p.Top)
+	}
+	return b.String()
+}
+
+// method says what each contender and figure is; it describes this code,
+// not a result.
+const method = `## What is measured
+
+- **Workload.** Seeded PaTR trees (bench/workload): B0=4, K=13, M=2, top-2 expansion, paths capped at 50 turns,
+  routing by tree.Route on noisy scores of a latent branch quality; ~300 action tokens with logprobs and ~1,200
+  observation tokens per turn, ~4 bytes of text per token. Each transaction is one interval of every tree of a batch;
+  its turns are copied into fresh memory and the heap collected before the clock starts; only the store call is timed.
+- **patrdb**: the public API (OpenGroup, AddNode, AppendTurns, Score, Route, SetNodeStatus, SetReward,
+  SetGroupInterval, PutAdvantage, CloseGroup) with DefaultOptions, so validation, node records, the frontier and
+  child indexes and the event log are all written. The store's ids are checked against the workload's.
+- **raw bbolt**: the same turn values (store.EncodeTurn, byte-identical) under the same keys plus each touched node's
+  record once per transaction, encoded before the clock starts, Put into one bucket; 16 KiB pages, FillPercent 1.0,
+  the map freelist, fsync on — bbolt configured as patrdb configures it.
+- **SQLite** (modernc.org/sqlite): groups, nodes (parent index, partial index of active nodes), turns keyed by
+  (node, idx) with token arrays as little-endian blobs, scores, decisions, advantages; foreign keys on; WAL,
+  synchronous=FULL, 16 KiB pages, prepared statements; no event log.
+- **JSONL**: trees held in memory while they grow; when one closes, one encoding/json line per leaf with its full
+  trajectory (inherited prefix included) and the same turn fields; fsync at the end of every transaction.
+- **Resume**: frozenlake stores built once with NoSync and cached under bench/out; every size ends with the same
+  half-grown batch, so the frontier is the same; timed: Open with DefaultOptions, FrontierNodes, each frontier
+  group's record, Close.
+- **Trajectory**: RunTx.Trajectory of the append run's longest leaf; anchor: bytes.Clone of as many bytes as its
+  turns occupy in the file. Cold: the file evicted from the page cache (posix_fadvise DONTNEED) and reopened.
+- **Replay**: RunTx.Events over a resume store's whole log; anchors: a bare bbolt cursor walk of the events
+  bucket, and a walk that also checks each value's CRC32C and copies it.
+- **Peak RSS**: the runner re-executes itself per contender; the child does one append run and reports its VmHWM.
+
+`
+
+// Markers of RESULTS.md: everything above notesMarker is rewritten by each
+// run; what follows it is kept.
+const notesMarker = "<!-- notes: kept across runs; every claim below cites the run above -->"
+
+func (res *results) document() string {
+	var b strings.Builder
+	b.WriteString("# patrdb benchmarks\n\n")
+	b.WriteString("<!-- generated by `go run ./bench`; edit only below the notes marker -->\n\n")
+	b.WriteString(res.machine())
+	fmt.Fprintf(&b, "- Repetitions: %d. In one process the contenders take turns transaction by transaction (their order rotating), "+
+		"and paired read figures alternate in short blocks, so load from elsewhere on this shared machine falls on both sides of a ratio; fsync on; "+
+		"one transaction per interval of a batch of %d trees. A ratio is computed within each repetition; the table gives its median and min–max. "+
+		"A target is met when every repetition meets it, not met when none does, and inconclusive when the spread crosses it.\n\n",
+		res.cfg.Reps, res.cfg.Trees)
+	b.WriteString(method)
+	b.WriteString("## Targets (DESIGN.md §8)\n\n")
+	b.WriteString(res.table())
+	b.WriteString("\n## Details\n\n")
+	b.WriteString(res.details())
+	b.WriteString("\n")
+	b.WriteString(res.profilesSection())
+	return b.String()
+}
+
+// writeResults rewrites path, keeping the notes after notesMarker.
+func (res *results) writeResults(path string) error {
+	notes := notesMarker + "\n"
+	if old, err := os.ReadFile(path); err == nil {
+		if i := strings.Index(string(old), notesMarker); i >= 0 {
+			notes = string(old[i:])
+		}
+	}
+	doc := res.document() + "\n" + notes
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(doc), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

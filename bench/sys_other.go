@@ -1,0 +1,33 @@
+//go:build !linux
+
+package main
+
+import (
+	"errors"
+	"os"
+	"runtime"
+	"syscall"
+)
+
+const canDropCache = false
+
+func dropCache(string) error { return errors.New("bench: dropping the page cache needs Linux") }
+
+func statusKB(string) int64 { return 0 }
+
+// maxRSSBytes: Darwin and the BSDs differ in units; report what rusage says
+// only where it is known to be bytes.
+func maxRSSBytes(ru *syscall.Rusage) int64 {
+	if runtime.GOOS == "darwin" {
+		return ru.Maxrss
+	}
+	return ru.Maxrss * 1024
+}
+
+func memTotal() string { return "unknown" }
+func cpuModel() string { return "unknown" }
+func kernel() string   { return runtime.GOOS }
+
+func allocatedBytes(fi os.FileInfo) int64 { return fi.Size() }
+
+func settle(string) {}

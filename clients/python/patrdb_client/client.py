@@ -1,0 +1,364 @@
+"""HTTP client of ``patrdb serve`` (the /api/v1/ JSON API), standard library only."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import secrets
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+from .types import (ActiveRubrics, ConsolidateNeed, InduceNeed, JudgeNeed, ShapeResult,
+                    AddNodeResult, AppendResult, Advantage, Checkpoint, CheckpointResult, CloseGroupResult,
+                    Event, EventPage, Group, GroupTree, Health, Node, NodeInfo, OpenGroupResult, RouteResult,
+                    Rubric, Run, RunSummary, Stats, StepMetrics, Trajectory, Turn, from_json)
+
+__all__ = ["Client", "PatrdbError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "Conflict",
+           "ServerError", "new_client_key"]
+
+
+class PatrdbError(Exception):
+    """A non-2xx answer: ``status`` (HTTP), ``code`` (machine word) and the server's one-line message."""
+
+    def __init__(self, status: int, code: str, message: str):
+        super().__init__(f"HTTP {status} {code}: {message}")
+        self.status, self.code, self.message = status, code, message
+
+
+class BadRequest(PatrdbError):
+    """400/413/415: malformed or invalid input. Nothing was written."""
+
+
+class Unauthorized(PatrdbError):
+    """401: missing or wrong bearer token."""
+
+
+class Forbidden(PatrdbError):
+    """403: a read-only server, or a Host the server does not answer."""
+
+
+class NotFound(PatrdbError):
+    """404: the run, group, node, rubric or checkpoint does not exist."""
+
+
+class Conflict(PatrdbError):
+    """409: the state forbids the request (closed group, node not active, stale interval,
+    a client key reused for a different request). Nothing was written."""
+
+
+class ServerError(PatrdbError):
+    """5xx: the server failed; a write may be retried with the same client key."""
+
+
+_BY_STATUS = {400: BadRequest, 413: BadRequest, 415: BadRequest, 401: Unauthorized, 403: Forbidden,
+              404: NotFound, 405: BadRequest, 409: Conflict}
+
+
+def new_client_key() -> str:
+    """A random client key (128 bits, hex)."""
+    return secrets.token_hex(16)
+
+
+TurnLike = Union[Turn, Mapping[str, Any]]
+
+
+def _turn_json(t: TurnLike) -> Dict[str, Any]:
+    return t.to_json() if isinstance(t, Turn) else dict(t)
+
+
+def _check_finite(x: float, what: str) -> float:
+    x = float(x)
+    if math.isnan(x) or math.isinf(x):
+        raise ValueError(f"{what} is {x}: JSON has no NaN or infinity")
+    return x
+
+
+class Client:
+    """Talks to one patrdb server.
+
+    Every write carries a client key. Pass your own (deterministic keys make a
+    restarted trainer's repeated requests safe) or let the client draw one; a
+    write that fails on the network or with a 5xx is retried ``retries`` times
+    with the same key, so the server applies it at most once.
+    """
+
+    def __init__(self, base_url: str, token: Optional[str] = None, timeout: float = 60.0,
+                 retries: int = 3, backoff: float = 0.2):
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+
+    # ---- transport ----
+
+    def request(self, method: str, path: str, body: Optional[Dict[str, Any]] = None,
+                query: Optional[Dict[str, Any]] = None) -> Tuple[int, Dict[str, Any]]:
+        """Sends one request (retrying per the class rules) and returns (status, decoded body)."""
+        data = None
+        if body is not None:
+            # allow_nan=False: NaN and infinity are not JSON; refuse them here.
+            data = json.dumps(body, allow_nan=False, separators=(",", ":")).encode()
+        return self.raw(method, path, data, query=query)
+
+    def raw(self, method: str, path: str, data: Optional[bytes] = None, query: Optional[Dict[str, Any]] = None,
+            content_type: str = "application/json") -> Tuple[int, Dict[str, Any]]:
+        """Sends bytes as they are (tests use it to send what ``request`` refuses)."""
+        url = self.base_url + path
+        if query:
+            q = {k: v for k, v in query.items() if v is not None}
+            if q:
+                url += "?" + urllib.parse.urlencode(q)
+        last: Optional[Exception] = None
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(self.backoff * (2 ** (attempt - 1)))
+            req = urllib.request.Request(url, data=data, method=method)
+            if data is not None and content_type:
+                req.add_header("Content-Type", content_type)
+            if self.token:
+                req.add_header("Authorization", "Bearer " + self.token)
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                    raw = resp.read()
+                    return resp.status, json.loads(raw) if raw else {}
+            except urllib.error.HTTPError as e:
+                raw = e.read()
+                try:
+                    eb = json.loads(raw)
+                except ValueError:
+                    eb = {"error": raw.decode(errors="replace").strip(), "code": ""}
+                err = _BY_STATUS.get(e.code, ServerError if e.code >= 500 else PatrdbError)(
+                    e.code, eb.get("code", ""), eb.get("error", ""))
+                if e.code < 500:
+                    raise err from None
+                last = err
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as e:
+                last = e
+        assert last is not None
+        raise last
+
+    def _get(self, path: str, **query: Any) -> Dict[str, Any]:
+        return self.request("GET", path, query=query)[1]
+
+    def _post(self, path: str, body: Dict[str, Any], client_key: Optional[str]) -> Dict[str, Any]:
+        body = dict(body)
+        body["client_key"] = client_key or new_client_key()
+        return self.request("POST", path, body)[1]
+
+    @staticmethod
+    def _run(run: str, *rest: Any) -> str:
+        return "/api/v1/runs/" + urllib.parse.quote(run, safe="") + "".join("/" + str(r) for r in rest)
+
+    # ---- reads ----
+
+    def health(self) -> Health:
+        return from_json(Health, self._get("/api/v1/health"))
+
+    def runs(self) -> List[RunSummary]:
+        return [from_json(RunSummary, r) for r in self._get("/api/v1/runs")["runs"]]
+
+    def run(self, run: str) -> RunSummary:
+        return from_json(RunSummary, self._get(self._run(run)))
+
+    def steps(self, run: str) -> List[StepMetrics]:
+        """Per-step metrics: success, mean reward, zero-variance share, rubric pool sizes."""
+        return [from_json(StepMetrics, s) for s in self._get(self._run(run, "steps"))["steps"]]
+
+    def groups(self, run: str, step: int = 0) -> List[Group]:
+        """The groups of ``step`` (0: every step), in (step, id) order."""
+        return [from_json(Group, g) for g in self._get(self._run(run, "groups"), step=step)["groups"]]
+
+    def tree(self, run: str, group: int) -> GroupTree:
+        return from_json(GroupTree, self._get(self._run(run, "groups", group)))
+
+    def node(self, run: str, node: int) -> NodeInfo:
+        return from_json(NodeInfo, self._get(self._run(run, "nodes", node)))
+
+    def trajectory(self, run: str, node: int) -> Trajectory:
+        return from_json(Trajectory, self._get(self._run(run, "nodes", node, "trajectory")))
+
+    def frontier(self, run: str, step: int = 0) -> List[Node]:
+        """The active nodes (of one step, or all): what a resume continues."""
+        return [from_json(Node, n) for n in self._get(self._run(run, "frontier"), step=step)["nodes"]]
+
+    def rubrics(self, run: str, pool: str = "all") -> List[Rubric]:
+        return [from_json(Rubric, r) for r in self._get(self._run(run, "rubrics"), pool=pool)["rubrics"]]
+
+    def advantages(self, run: str, step: int = 0, group: int = 0) -> List[Advantage]:
+        q = {"step": step, "group": group or None}
+        return [from_json(Advantage, a) for a in self._get(self._run(run, "advantages"), **q)["advantages"]]
+
+    def events(self, run: str, from_seq: int = 1, limit: int = 1000) -> EventPage:
+        return from_json(EventPage, self._get(self._run(run, "events"), **{"from": from_seq, "limit": limit}))
+
+    def iter_events(self, run: str, from_seq: int = 1, page: int = 1000) -> Iterator[Event]:
+        """Every event from ``from_seq`` on, page by page."""
+        while from_seq:
+            p = self.events(run, from_seq, page)
+            yield from p.events
+            from_seq = p.next
+
+    def checkpoint(self, run: str, step: int = 0) -> Checkpoint:
+        """The latest checkpoint at or before ``step`` (0: the latest)."""
+        return from_json(Checkpoint, self._get(self._run(run, "checkpoint"), step=step)["checkpoint"])
+
+    def stats(self, run: Optional[str] = None) -> Stats:
+        return from_json(Stats, self._get("/api/v1/stats", run=run))
+
+    # ---- writes ----
+
+    def create_run(self, run: str, tree: Optional[Mapping[str, Any]] = None, rubric: Optional[Mapping[str, Any]] = None,
+                   meta: Optional[Mapping[str, str]] = None, client_key: Optional[str] = None) -> Run:
+        """Creates a run. ``tree`` and ``rubric`` override the defaults field by field
+        (tree: b0, k, m, top_expand, delta, prune_rule, repeat_prune, max_turns, max_active, seed, no_scoring)."""
+        body: Dict[str, Any] = {"id": run}
+        if tree is not None:
+            body["tree"] = dict(tree)
+        if rubric is not None:
+            body["rubric"] = dict(rubric)
+        if meta:
+            body["meta"] = dict(meta)
+        return from_json(Run, self._post("/api/v1/runs", body, client_key)["run"])
+
+    def set_run_status(self, run: str, status: str, client_key: Optional[str] = None) -> Run:
+        return from_json(Run, self._post(self._run(run, "status"), {"status": status}, client_key)["run"])
+
+    def put_checkpoint(self, run: str, step: int, inline: Optional[bytes] = None, uri: str = "", hash: str = "",
+                       meta: Optional[Mapping[str, str]] = None, client_key: Optional[str] = None) -> CheckpointResult:
+        """Records the trainer's state after ``step`` and marks the step complete."""
+        body: Dict[str, Any] = {"step": step}
+        if inline is not None:
+            body["inline"] = base64.b64encode(inline).decode()
+        if uri:
+            body["uri"] = uri
+        if hash:
+            body["hash"] = hash
+        if meta:
+            body["meta"] = dict(meta)
+        return from_json(CheckpointResult, self._post(self._run(run, "checkpoints"), body, client_key))
+
+    def open_group(self, run: str, step: int, task: str = "", prompt: str = "", gold: str = "",
+                   meta: Optional[Mapping[str, str]] = None, client_key: Optional[str] = None) -> OpenGroupResult:
+        """Opens a group at ``step`` with the run's B0 root branches."""
+        body: Dict[str, Any] = {"step": step, "task": task, "prompt": prompt}
+        if gold:
+            body["gold"] = gold
+        if meta:
+            body["meta"] = dict(meta)
+        return from_json(OpenGroupResult, self._post(self._run(run, "groups"), body, client_key))
+
+    def add_node(self, run: str, group: int, parent: int, ordinal: int, fork: int = 0,
+                 env_state: Optional[bytes] = None, client_key: Optional[str] = None) -> AddNodeResult:
+        """Adds a node where you route yourself; (group, parent, ordinal) identifies it."""
+        body: Dict[str, Any] = {"parent": parent, "ordinal": ordinal, "fork": fork}
+        if env_state is not None:
+            body["env_state"] = base64.b64encode(env_state).decode()
+        return from_json(AddNodeResult, self._post(self._run(run, "groups", group, "nodes"), body, client_key))
+
+    def append_turns(self, run: str, node: int, from_index: int, turns: Sequence[TurnLike],
+                     env_state: Optional[bytes] = None, client_key: Optional[str] = None) -> AppendResult:
+        """Writes turns at the node's own-turn indexes from_index, from_index+1, ..."""
+        ts = [_turn_json(t) for t in turns]
+        for i, t in enumerate(ts):
+            _check_finite(t.get("reward", 0.0), f"turn {from_index + i} reward")
+        body: Dict[str, Any] = {"from": from_index, "turns": ts}
+        if env_state is not None:
+            body["env_state"] = base64.b64encode(env_state).decode()
+        return from_json(AppendResult, self._post(self._run(run, "nodes", node, "turns"), body, client_key))
+
+    def route(self, run: str, group: int, scores: Union[Mapping[int, float], Iterable[Tuple[int, float]]],
+              interval: Optional[int] = None, rewards: Optional[Mapping[int, float]] = None,
+              client_key: Optional[str] = None) -> RouteResult:
+        """Submits the process scores (in [0,1]) of every active branch of the group and
+        returns the routing decisions and the new children. ``rewards`` optionally gives
+        the outcome reward a branch keeps if it is pruned."""
+        items = scores.items() if isinstance(scores, Mapping) else scores
+        entries = []
+        for node, s in items:
+            e: Dict[str, Any] = {"node": int(node), "score": _check_finite(s, f"score of node {node}")}
+            if rewards and node in rewards:
+                e["reward"] = _check_finite(rewards[node], f"reward of node {node}")
+            entries.append(e)
+        body: Dict[str, Any] = {"scores": entries}
+        if interval is not None:
+            body["interval"] = interval
+        return from_json(RouteResult, self._post(self._run(run, "groups", group, "route"), body, client_key))
+
+    def finish(self, run: str, node: int, reward: float, status: str = "completed",
+               client_key: Optional[str] = None) -> Node:
+        """Ends an active branch as a leaf (completed or truncated) with its outcome reward;
+        status "pruned" replaces a pruned leaf's reward."""
+        body = {"status": status, "reward": _check_finite(reward, f"reward of node {node}")}
+        return from_json(Node, self._post(self._run(run, "nodes", node, "finish"), body, client_key)["node"])
+
+    def close_group(self, run: str, group: int, rubric_scores: Optional[Mapping[int, float]] = None,
+                    lambda_: Optional[float] = None, rubrics: Optional[Sequence[int]] = None,
+                    pool: Optional[Mapping[str, Any]] = None, client_key: Optional[str] = None) -> CloseGroupResult:
+        """Closes the group and returns its GRPO advantages, shaped by the centred
+        ``rubric_scores`` (one per leaf, in [-1, 1]) when given, or by the run's
+        rubric buffer with the answers ``shape_answers`` gathered (``pool``)."""
+        body: Dict[str, Any] = {}
+        if pool is not None:
+            body["pool"] = dict(pool)
+        if rubric_scores is not None:
+            body["rubric_scores"] = [{"leaf": int(k), "score": _check_finite(v, f"rubric score of leaf {k}")}
+                                     for k, v in rubric_scores.items()]
+        if lambda_ is not None:
+            body["lambda"] = lambda_
+        if rubrics:
+            body["rubrics"] = [int(r) for r in rubrics]
+        return from_json(CloseGroupResult, self._post(self._run(run, "groups", group, "close"), body, client_key))
+
+    # ---- the rubric buffer (ARBOR) ----
+
+    def activate(self, run: str, step: int, client_key: Optional[str] = None) -> ActiveRubrics:
+        """Begins ``step`` of the rubric buffer: activates its public rubrics (idempotent)."""
+        return from_json(ActiveRubrics, self._post(self._run(run, "rubrics", "activate"), {"step": step}, client_key))
+
+    def active_rubrics(self, run: str, step: int) -> ActiveRubrics:
+        return from_json(ActiveRubrics, self._get(self._run(run, "rubrics", "active"), step=step))
+
+    def shape(self, run: str, group: int, answers: Optional[Mapping[str, Any]] = None) -> ShapeResult:
+        """Runs the pool over the group's leaves with ``answers`` (writes nothing) and
+        returns what it still needs, or, when complete, the shaping it would apply."""
+        return from_json(ShapeResult, self.request("POST", self._run(run, "groups", group, "shape"), dict(answers or {}))[1])
+
+    def shape_answers(self, run: str, group: int,
+                      judge: Callable[[JudgeNeed], str],
+                      induce: Optional[Callable[[InduceNeed], List[Dict[str, str]]]] = None,
+                      consolidate: Optional[Callable[[ConsolidateNeed], List[Dict[str, Any]]]] = None,
+                      outcomes: Optional[Mapping[int, float]] = None, max_rounds: int = 6) -> Dict[str, Any]:
+        """Plays the pool's questions to your LLM callbacks until shaping is complete and
+        returns the answers to pass as ``close_group(..., pool=answers)``.
+
+        ``judge(need)`` answers "a", "b" or "tie" for the pair as shown; ``induce(need)``
+        returns drafts ``[{"text": ...}]``; ``consolidate(need)`` returns
+        ``[{"text": ..., "absorbs": [draft ids]}]``."""
+        answers: Dict[str, Any] = {"judgements": []}
+        if outcomes:
+            answers["outcomes"] = [{"leaf": int(k), "outcome": float(v)} for k, v in outcomes.items()]
+        for _ in range(max_rounds):
+            res = self.shape(run, group, answers)
+            if res.complete:
+                return answers
+            for n in res.needs.judge:
+                j = {"a": n.a, "b": n.b, "result": judge(n)}
+                if n.rubric:
+                    j["rubric"] = n.rubric
+                else:
+                    j["draft"] = n.draft
+                answers["judgements"].append(j)
+            if res.needs.induce is not None:
+                if induce is None:
+                    raise ValueError("the pool asks for drafts: give an induce callback")
+                answers["drafts"] = list(induce(res.needs.induce))
+            if res.needs.consolidate is not None:
+                if consolidate is None:
+                    raise ValueError("the pool asks for a consolidation: give a consolidate callback")
+                answers["consolidation"] = list(consolidate(res.needs.consolidate))
+        raise RuntimeError(f"shaping of group {group} did not complete in {max_rounds} rounds")

@@ -1,0 +1,463 @@
+"""Typed records of the patrdb HTTP API.
+
+Field names are the API's (the store records' snake_case JSON names). Every
+record is a dataclass built with ``from_json``, which ignores members it does
+not know, so a newer server does not break an older client.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+__all__ = [
+    "from_json", "Health", "Run", "BucketSize", "RunSummary", "StepMetrics", "Group", "Score",
+    "Decision", "Node", "NodeInfo", "GroupTree", "Turn", "PathTurn", "Segment", "Trajectory",
+    "Advantage", "RubricOrigin", "RubricUsage", "Rubric", "Checkpoint", "Event", "EventPage",
+    "RunStats", "Stats", "RouteDecision", "RouteResult", "OpenGroupResult", "CloseGroupResult",
+    "AppendResult", "AddNodeResult", "CheckpointResult", "ActiveRubrics", "JudgeNeed", "InduceNeed",
+    "ConsolidateNeed", "ShapeNeeds", "LeafScore", "ShapeResult",
+]
+
+
+def _convert(tp: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is typing.Union:  # Optional[X]
+        inner = [a for a in args if a is not type(None)]
+        return _convert(inner[0], value) if inner else value
+    if origin in (list, List):
+        return [_convert(args[0], v) for v in value] if args else list(value)
+    if origin in (dict, Dict):
+        return {k: _convert(args[1], v) for k, v in value.items()} if args else dict(value)
+    if tp is bytes:
+        return base64.b64decode(value) if isinstance(value, str) else bytes(value)
+    if dataclasses.is_dataclass(tp):
+        return from_json(tp, value)
+    if tp is float and isinstance(value, int):
+        return float(value)
+    return value
+
+
+_HINTS: Dict[type, Dict[str, Any]] = {}
+
+
+def from_json(cls: type, data: Dict[str, Any]):
+    """Builds dataclass ``cls`` from a decoded JSON object, recursively."""
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = typing.get_type_hints(cls)
+        _HINTS[cls] = hints
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        name = f.metadata.get("json", f.name)
+        if name in data:
+            kwargs[f.name] = _convert(hints[f.name], data[name])
+    return cls(**kwargs)
+
+
+@dataclass
+class Health:
+    status: str = ""
+    api: str = ""
+    path: str = ""
+    read_only: bool = False
+
+
+@dataclass
+class Run:
+    id: str = ""
+    config: Any = None  # the run's config as a JSON value: {"tree": {...}, "rubric": {...}}
+    status: str = ""
+    last_step: int = 0
+    created_at: int = 0
+    updated_at: int = 0
+    meta: Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class BucketSize:
+    name: str = ""
+    keys: int = 0
+    bytes: int = 0
+    used: int = 0
+
+
+@dataclass
+class RunSummary:
+    run: Run = field(default_factory=Run)
+    groups: int = 0
+    open_groups: int = 0
+    open_step: int = 0
+    nodes: int = 0
+    turns: int = 0
+    leaves: int = 0
+    frontier: int = 0
+    by_status: Dict[str, int] = field(default_factory=dict)
+    events: int = 0
+    bytes: int = 0
+    buckets: List[BucketSize] = field(default_factory=list)
+
+
+@dataclass
+class StepMetrics:
+    step: int = 0
+    groups: int = 0
+    closed_groups: int = 0
+    leaves: int = 0
+    success: float = 0.0
+    mean_reward: float = 0.0
+    zero_variance: int = 0
+    zero_variance_share: float = 0.0
+    unlocked: int = 0
+    pools: Dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Group:
+    id: int = 0
+    step: int = 0
+    task: str = ""
+    prompt: str = ""
+    gold: str = ""
+    roots: List[int] = field(default_factory=list)
+    status: str = ""
+    interval: int = 0
+    meta: Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Score:
+    interval: int = 0
+    turn: int = 0
+    value: float = 0.0
+
+
+@dataclass
+class Decision:
+    interval: int = 0
+    action: str = ""
+    score: float = 0.0
+    reference: float = 0.0
+    delta: float = 0.0
+    rule: str = ""
+    children: int = 0
+
+
+@dataclass
+class Node:
+    id: int = 0
+    step: int = 0
+    group: int = 0
+    parent: int = 0
+    ordinal: int = 0
+    fork: int = 0
+    base: int = 0
+    depth: int = 0
+    status: str = ""
+    turns: int = 0
+    scores: List[Score] = field(default_factory=list)
+    decisions: List[Decision] = field(default_factory=list)
+    has_reward: bool = False
+    reward: float = 0.0
+    env_state: Optional[bytes] = None
+    worker: str = ""
+    attempt: int = 0
+
+    @property
+    def path_len(self) -> int:
+        """Turns from the root to the node's last turn."""
+        return self.base + self.turns
+
+
+@dataclass
+class NodeInfo:
+    node: Node = field(default_factory=Node)
+    children: List[int] = field(default_factory=list)
+
+
+@dataclass
+class GroupTree:
+    group: Group = field(default_factory=Group)
+    nodes: List[Node] = field(default_factory=list)
+
+
+@dataclass
+class Turn:
+    """One interaction turn: the action (text, token ids, logprobs) and the
+    environment's answer (text, token ids, reward, done)."""
+    action: str = ""
+    observation: str = ""
+    action_tokens: List[int] = field(default_factory=list)
+    action_logprobs: List[float] = field(default_factory=list)
+    observation_tokens: List[int] = field(default_factory=list)
+    reward: float = 0.0
+    done: bool = False
+
+    def to_json(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"action": self.action, "observation": self.observation,
+                               "reward": float(self.reward), "done": bool(self.done)}
+        if self.action_tokens:
+            out["action_tokens"] = [int(t) for t in self.action_tokens]
+        if self.action_logprobs:
+            out["action_logprobs"] = [float(x) for x in self.action_logprobs]
+        if self.observation_tokens:
+            out["observation_tokens"] = [int(t) for t in self.observation_tokens]
+        return out
+
+
+@dataclass
+class PathTurn(Turn):
+    node: int = 0   # the node that stores the turn
+    index: int = 0  # its index among that node's own turns
+
+    def turn(self) -> Turn:
+        return Turn(self.action, self.observation, list(self.action_tokens), list(self.action_logprobs),
+                    list(self.observation_tokens), self.reward, self.done)
+
+
+@dataclass
+class Segment:
+    node: int = 0
+    count: int = 0
+
+
+@dataclass
+class Trajectory:
+    node: Node = field(default_factory=Node)
+    inherited: int = 0  # the first `inherited` turns come from ancestors
+    segments: List[Segment] = field(default_factory=list)
+    turns: List[PathTurn] = field(default_factory=list)
+
+
+@dataclass
+class Advantage:
+    step: int = 0
+    group: int = 0
+    leaf: int = 0
+    outcome: float = 0.0
+    rubric_score: float = 0.0
+    lambda_: float = field(default=0.0, metadata={"json": "lambda"})
+    total: float = 0.0
+    mean: float = 0.0
+    std: float = 0.0
+    advantage: float = 0.0
+    rubrics: List[int] = field(default_factory=list)
+    zero_variance: bool = False
+    zero_variance_after: bool = False
+
+
+@dataclass
+class RubricOrigin:
+    step: int = 0
+    group: int = 0
+    anchors: List[int] = field(default_factory=list)
+
+
+@dataclass
+class RubricUsage:
+    activations: int = 0
+    last_activation: int = -1
+    pairs_judged: int = 0
+    last_variance: float = 0.0
+    low_var_streak: int = 0
+    groups_unlocked: int = 0
+    n: float = 0.0
+    sum_x: float = 0.0
+    sum_y: float = 0.0
+    sum_xy: float = 0.0
+    sum_xx: float = 0.0
+    sum_yy: float = 0.0
+
+
+@dataclass
+class Rubric:
+    id: int = 0
+    pool: str = ""
+    text: str = ""
+    feature: str = ""
+    origin: RubricOrigin = field(default_factory=RubricOrigin)
+    parents: List[int] = field(default_factory=list)
+    merged_into: int = 0
+    support: int = 0
+    variance: float = 0.0
+    rho: float = 0.0
+    usage: RubricUsage = field(default_factory=RubricUsage)
+    created_step: int = 0
+    retire_step: int = 0
+    retire_reason: str = ""
+
+
+@dataclass
+class Checkpoint:
+    step: int = 0
+    inline: Optional[bytes] = None
+    uri: str = ""
+    hash: str = ""
+    meta: Dict[str, str] = field(default_factory=dict)
+    created_at: int = 0
+
+
+@dataclass
+class Event:
+    seq: int = 0
+    time: int = 0
+    kind: str = ""
+    step: int = 0
+    group: int = 0
+    node: int = 0
+    rubric: int = 0
+    payload: Any = None  # decoded: the record after the mutation, or the kind's own payload
+
+
+@dataclass
+class EventPage:
+    events: List[Event] = field(default_factory=list)
+    next: int = 0
+    last_seq: int = 0
+
+
+@dataclass
+class RunStats:
+    run: str = ""
+    groups: int = 0
+    nodes: int = 0
+    leaves: int = 0
+    turns_stored: int = 0
+    turns_materialised: int = 0
+    prefix_sharing: float = 0.0
+    events: int = 0
+    bytes: int = 0
+    buckets: List[BucketSize] = field(default_factory=list)
+
+
+@dataclass
+class Stats:
+    path: str = ""
+    file_bytes: int = 0
+    runs: List[RunStats] = field(default_factory=list)
+
+
+@dataclass
+class RouteDecision:
+    node: int = 0
+    action: str = ""  # "expand", "survive" or "prune"
+    score: float = 0.0
+    reference: float = 0.0
+    delta: float = 0.0
+    rule: str = ""
+    rank: int = 0
+    children: List[int] = field(default_factory=list)
+    reward: Optional[float] = None  # a pruned leaf's outcome reward
+
+
+@dataclass
+class RouteResult:
+    group: int = 0
+    step: int = 0
+    interval: int = 0
+    decisions: List[RouteDecision] = field(default_factory=list)
+    active: List[int] = field(default_factory=list)
+
+
+@dataclass
+class OpenGroupResult:
+    group: Group = field(default_factory=Group)
+    roots: List[int] = field(default_factory=list)
+
+
+@dataclass
+class CloseGroupResult:
+    group: Group = field(default_factory=Group)
+    advantages: List[Advantage] = field(default_factory=list)
+
+
+@dataclass
+class AppendResult:
+    node: int = 0
+    from_: int = field(default=0, metadata={"json": "from"})
+    count: int = 0
+    turns: int = 0
+
+
+@dataclass
+class AddNodeResult:
+    node: Node = field(default_factory=Node)
+    created: bool = False
+
+
+@dataclass
+class CheckpointResult:
+    checkpoint: Checkpoint = field(default_factory=Checkpoint)
+    run: Run = field(default_factory=Run)
+
+
+@dataclass
+class ActiveRubrics:
+    step: int = 0
+    active: List[Rubric] = field(default_factory=list)
+
+
+@dataclass
+class JudgeNeed:
+    """A pair to judge, shown in this order (a first), under an active rubric
+    (``rubric`` is its id) or a draft being admitted (``draft`` is its text)."""
+    rubric: int = 0
+    draft: str = ""
+    text: str = ""
+    a: int = 0
+    b: int = 0
+
+
+@dataclass
+class InduceNeed:
+    """Write draft rubrics contrasting ``best`` with ``worst`` and with ``hard`` (node ids)."""
+    best: int = 0
+    worst: int = 0
+    hard: int = 0
+
+
+@dataclass
+class ConsolidateNeed:
+    """Abstract the candidate ``drafts`` into general rubrics, each absorbing draft ids."""
+    drafts: List[Rubric] = field(default_factory=list)
+    public: List[Rubric] = field(default_factory=list)
+
+
+@dataclass
+class ShapeNeeds:
+    judge: List[JudgeNeed] = field(default_factory=list)
+    induce: Optional[InduceNeed] = None
+    consolidate: Optional[ConsolidateNeed] = None
+
+
+@dataclass
+class LeafScore:
+    leaf: int = 0
+    score: float = 0.0
+
+
+@dataclass
+class ShapeResult:
+    complete: bool = False
+    needs: ShapeNeeds = field(default_factory=ShapeNeeds)
+    leaves: List[int] = field(default_factory=list)
+    scores: List[LeafScore] = field(default_factory=list)
+    lambda_: float = field(default=0.0, metadata={"json": "lambda"})
+    rubrics: List[int] = field(default_factory=list)
+    zero_variance: bool = False
+    zero_variance_after: bool = False
+    unlocked: bool = False
+    drafts: int = 0
+    admitted: List[int] = field(default_factory=list)
+    rejected: int = 0
+    supported: List[int] = field(default_factory=list)
+    consolidated: bool = False
+    new_public: List[int] = field(default_factory=list)
+    merged: List[int] = field(default_factory=list)
+    retired: List[int] = field(default_factory=list)

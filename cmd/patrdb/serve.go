@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/patrdb/patrdb/server"
+	"github.com/patrdb/patrdb/store"
+)
+
+// serveFlags are the flags of `patrdb serve`.
+type serveFlags struct {
+	addr      string
+	tokenFile string
+	readOnly  bool
+}
+
+func newServeCommand(app *App) *cobra.Command {
+	f := &serveFlags{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the file over HTTP: the JSON API (/api/v1/) and the web viewer (/)",
+		Long: `serve opens the file for writing (it becomes the file's owner) and serves
+the JSON API under /api/v1/ for trainers in other languages, live
+inspection and the CLI's --server mode, and the web viewer at /.
+
+It listens on a loopback address unless told otherwise; any other address
+needs --token-file (a file of mode 600 holding a bearer token of at least 16
+bytes) and every API request must then carry "Authorization: Bearer TOKEN"
+(open the viewer as http://HOST:PORT/#token=TOKEN).
+
+While it serves, it writes its address to <db>.serve next to the file, so
+other patrdb commands that find the file locked talk to it instead; the
+file is removed when serve stops on SIGINT or SIGTERM. The first line on
+stdout is "serving PATH at URL" (with --json, one JSON object).`,
+		Args: needArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error { return app.serve(cmd.Context(), f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.addr, "addr", server.DefaultAddr, "listen address host:port (port 0 picks a free one)")
+	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the bearer token; required for a non-loopback --addr")
+	fl.BoolVar(&f.readOnly, "read-only", false, "open the file read-only and refuse every write endpoint")
+	return cmd
+}
+
+// serveStarted is the --json line serve prints once it listens.
+type serveStarted struct {
+	Path     string `json:"path"`
+	URL      string `json:"url"`
+	ReadOnly bool   `json:"read_only"`
+	Token    bool   `json:"token"` // whether requests need the bearer token
+}
+
+func (a *App) serve(ctx context.Context, f *serveFlags) error {
+	token := ""
+	if f.tokenFile != "" {
+		var err error
+		if token, err = server.LoadToken(f.tokenFile); err != nil {
+			return usageErrorf("--token-file: %v", err)
+		}
+	}
+	if err := server.CheckBind(f.addr, token); err != nil {
+		return usageErrorf("--addr %s: %v", f.addr, err)
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var db *store.DB
+	var err error
+	if f.readOnly {
+		db, err = a.openRead()
+	} else {
+		db, err = a.openWrite()
+	}
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	h, err := server.NewHandler(db, server.Options{Token: token, ReadOnly: f.readOnly, Logger: log})
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return usageErrorf("--addr %s: %v", f.addr, err)
+	}
+	base := "http://" + connectAddr(f.addr, ln.Addr().(*net.TCPAddr))
+	srv := server.NewHTTPServer(f.addr, h)
+
+	// Announce the address only as the file's writer: a read-only serve
+	// shares the lock, and readers can open the file themselves.
+	if !f.readOnly {
+		if err := server.WriteAddrFile(a.dbPath, base); err != nil {
+			ln.Close()
+			return fmt.Errorf("writing %s: %w", server.AddrFile(a.dbPath), err)
+		}
+		defer server.RemoveAddrFile(a.dbPath, base)
+	}
+	if a.json {
+		if err := a.printJSON(serveStarted{Path: a.dbPath, URL: base, ReadOnly: f.readOnly, Token: token != ""}); err != nil {
+			ln.Close()
+			return err
+		}
+	} else {
+		fmt.Fprintf(a.stdout, "serving %s at %s\n", a.dbPath, base)
+	}
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving %s: %w", f.addr, err)
+	case <-ctx.Done():
+	}
+	// Let requests in flight finish (each is one transaction), then close
+	// the file cleanly.
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("stopping the server: %w", err)
+	}
+	return nil
+}
+
+// connectAddr is the address a client on this machine dials: the host
+// asked for, with a wildcard bind ("", 0.0.0.0, ::) reached through
+// loopback, and the port actually bound (for --addr host:0).
+func connectAddr(requested string, bound *net.TCPAddr) string {
+	host, _, _ := net.SplitHostPort(requested)
+	switch ip := net.ParseIP(host); {
+	case host == "":
+		host = "127.0.0.1"
+	case ip != nil && ip.IsUnspecified():
+		if ip.To4() != nil {
+			host = "127.0.0.1"
+		} else {
+			host = "::1"
+		}
+	}
+	return net.JoinHostPort(host, fmt.Sprint(bound.Port))
+}

@@ -1,0 +1,169 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+
+	"github.com/patrdb/patrdb/store"
+)
+
+// Concurrent writes commit in shared transactions; a bad one among them
+// fails alone and writes nothing, the good ones all land exactly once.
+func TestGroupCommitIsolatesFailures(t *testing.T) {
+	e := newEnv(t, Options{})
+	createRun(e, "r1", `{"b0":16,"k":2,"m":2,"top_expand":1,"delta":0.5}`)
+	var og OpenGroupResponse
+	e.post("/api/v1/runs/r1/groups", `{"client_key":"g","step":1}`, 201, &og)
+	const rounds = 6
+	var wg sync.WaitGroup
+	statuses := make([][]int, len(og.Roots))
+	for i, node := range og.Roots {
+		statuses[i] = make([]int, rounds)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; k < rounds; k++ {
+				from := k
+				if i%4 == 3 && k == 2 {
+					from = 7 // a gap: refused
+				}
+				body := fmt.Sprintf(`{"client_key":"n%d-%d","from":%d,"turns":[{"action":"n%d t%d","observation":"o"}]}`, node, k, from, node, k)
+				st, _, _ := e.call(http.MethodPost, fmt.Sprintf("/api/v1/runs/r1/nodes/%d/turns", node), body)
+				statuses[i][k] = st
+				if st != 200 {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	err := e.db.View(func(tx *store.Tx) error {
+		r, _ := tx.Run("r1")
+		for i, node := range og.Roots {
+			turns, err := r.Turns(node)
+			if err != nil {
+				return err
+			}
+			want := rounds
+			if i%4 == 3 {
+				want = 2
+				if statuses[i][2] != http.StatusConflict {
+					t.Errorf("node %d: the gap got %d", node, statuses[i][2])
+				}
+			}
+			if len(turns) != want {
+				t.Errorf("node %d: %d turns, want %d (statuses %v)", node, len(turns), want, statuses[i])
+			}
+			for k, tu := range turns {
+				if tu.Action != fmt.Sprintf("n%d t%d", node, k) {
+					t.Errorf("node %d turn %d: %q", node, k, tu.Action)
+				}
+			}
+		}
+		// One turns event and one reply per successful request.
+		kinds := map[store.EventKind]int{}
+		err := r.Events(1, func(ev store.Event) error { kinds[ev.Kind]++; return nil })
+		good := 12*rounds + 4*2
+		if kinds[store.EvTurns] != good || kinds[KindReply] != good+2 {
+			t.Errorf("events %v, want %d turn writes", kinds, good)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runBatch directly: a job that fails after writing leaves the batch and
+// its write is rolled back; the others commit together; a second job with
+// a key already in the batch waits and is then answered as a replay.
+func TestRunBatch(t *testing.T) {
+	e := newEnv(t, Options{})
+	createRun(e, "r1", testTree)
+	var og OpenGroupResponse
+	e.post("/api/v1/runs/r1/groups", `{"client_key":"g","step":1}`, 201, &og)
+	s := e.srv.Config.Handler.(*server)
+	appendOp := func(node uint64, action string, fail bool) writeOp {
+		return func(tx *store.Tx) (int, any, error) {
+			r, _ := tx.Run("r1")
+			n, _ := r.Node(node)
+			if err := r.AppendTurns(node, n.Turns, store.Turn{Action: action}); err != nil {
+				return 0, nil, err
+			}
+			if fail {
+				return 0, nil, conflict("refused after writing")
+			}
+			return 200, map[string]string{"action": action}, nil
+		}
+	}
+	mk := func(key string, fn writeOp) *job {
+		return &job{run: "r1", key: key, op: "POST test", fp: []byte(key), fn: fn, done: make(chan struct{}), lead: make(chan struct{}, 1)}
+	}
+	a, b := og.Roots[0], og.Roots[1]
+	j1 := mk("k1", appendOp(a, "a0", false))
+	j2 := mk("k2", appendOp(a, "bad", true))
+	j3 := mk("k3", appendOp(b, "b0", false))
+	j4 := mk("k1", appendOp(a, "a0", false)) // the same request again
+	j4.fp = j1.fp
+	deferred := s.runBatch([]*job{j1, j2, j3, j4})
+	if len(deferred) != 1 || deferred[0] != j4 {
+		t.Fatalf("deferred %v", deferred)
+	}
+	for _, j := range []*job{j1, j2, j3} {
+		<-j.done
+	}
+	if j1.err != nil || j3.err != nil || j2.err == nil || j1.status != 200 || string(j3.body) != "{\"action\":\"b0\"}\n" {
+		t.Fatalf("j1 %v %d, j2 %v, j3 %v %s", j1.err, j1.status, j2.err, j3.err, j3.body)
+	}
+	if again := s.runBatch(deferred); len(again) != 0 {
+		t.Fatal("deferred twice")
+	}
+	<-j4.done
+	if !j4.replay || string(j4.body) != string(j1.body) {
+		t.Fatalf("j4: replay %v body %s", j4.replay, j4.body)
+	}
+	_ = e.db.View(func(tx *store.Tx) error {
+		r, _ := tx.Run("r1")
+		ta, _ := r.Turns(a)
+		tb, _ := r.Turns(b)
+		if len(ta) != 1 || ta[0].Action != "a0" || len(tb) != 1 {
+			t.Errorf("node a %v, node b %v", ta, tb)
+		}
+		return nil
+	})
+}
+
+// A write whose handler panics fails alone with a 500; the batch's other
+// writes commit and the queue keeps serving.
+func TestPanicInABatch(t *testing.T) {
+	e := newEnv(t, Options{})
+	createRun(e, "r1", testTree)
+	s := e.srv.Config.Handler.(*server)
+	ok := func(tx *store.Tx) (int, any, error) {
+		r, _ := tx.Run("r1")
+		_, err := r.OpenGroup(store.GroupSpec{Step: 1})
+		return 201, "ok", err
+	}
+	boom := func(*store.Tx) (int, any, error) { panic("boom") }
+	mk := func(key string, fn writeOp) *job {
+		return &job{run: "r1", key: key, op: "POST test", fp: []byte(key), fn: fn, done: make(chan struct{}), lead: make(chan struct{}, 1)}
+	}
+	j1, j2, j3 := mk("a", ok), mk("b", boom), mk("c", ok)
+	if d := s.runBatch([]*job{j1, j2, j3}); len(d) != 0 {
+		t.Fatal(d)
+	}
+	if j1.err != nil || j3.err != nil || j2.err == nil {
+		t.Fatalf("%v %v %v", j1.err, j2.err, j3.err)
+	}
+	if st, _ := classify(j2.err); st != 500 {
+		t.Fatalf("panic classified %d", st)
+	}
+	var groups struct{ Groups []store.Group }
+	e.get("/api/v1/runs/r1/steps/1/groups", &groups)
+	if len(groups.Groups) != 2 {
+		t.Fatalf("%d groups", len(groups.Groups))
+	}
+	e.post("/api/v1/runs/r1/groups", `{"client_key":"after","step":2}`, 201, nil)
+}

@@ -1,0 +1,336 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/patrdb/patrdb/store"
+)
+
+// Client is a Go client of the API, used by the CLI's --server mode, the
+// load test and Go programs that talk to a store another process owns.
+// Every write carries a client key (a random one when the request has
+// none) and is retried with the same key on a network error or a 5xx, so
+// a retry never writes twice.
+type Client struct {
+	Base    string       // e.g. "http://127.0.0.1:7878"
+	Token   string       // bearer token, if the server needs one
+	HTTP    *http.Client // nil: a client with a 60 s timeout
+	Retries int          // extra attempts after a network error or 5xx (default 0)
+	Backoff time.Duration
+}
+
+// NewClient returns a client of the server at base.
+func NewClient(base string) *Client {
+	return &Client{Base: strings.TrimRight(base, "/"), HTTP: &http.Client{Timeout: 60 * time.Second}, Backoff: 100 * time.Millisecond}
+}
+
+// APIError is a non-2xx answer. It matches store.ErrNotFound (404),
+// ErrConflict (409) and ErrBadRequest (400, 413, 415) with errors.Is.
+type APIError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *APIError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Status, e.Message) }
+
+// Is maps the status to the package's and the store's sentinels.
+func (e *APIError) Is(target error) bool {
+	switch target {
+	case store.ErrNotFound:
+		return e.Status == http.StatusNotFound
+	case ErrConflict:
+		return e.Status == http.StatusConflict
+	case store.ErrExists:
+		return e.Code == "exists"
+	case ErrBadRequest:
+		return e.Status == http.StatusBadRequest || e.Status == http.StatusRequestEntityTooLarge || e.Status == http.StatusUnsupportedMediaType
+	}
+	return false
+}
+
+// NewClientKey returns a random client key.
+func NewClientKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in any, out any) error {
+	var body []byte
+	if in != nil {
+		if k, ok := in.(keyed); ok && *k.clientKey() == "" {
+			*k.clientKey() = NewClientKey()
+		}
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return err
+		}
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 60 * time.Second}
+	}
+	var last error
+	for attempt := 0; attempt <= c.Retries; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(c.Backoff << (attempt - 1)):
+			}
+		}
+		req, err := http.NewRequestWithContext(ctx, method, c.Base+path, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		if in != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if c.Token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.Token)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			last = err
+			if ctx.Err() != nil {
+				return err
+			}
+			continue
+		}
+		data, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			last = err
+			continue
+		}
+		if resp.StatusCode >= 300 {
+			var eb errorBody
+			_ = json.Unmarshal(data, &eb)
+			if eb.Error == "" {
+				eb.Error = strings.TrimSpace(string(data))
+			}
+			last = &APIError{Status: resp.StatusCode, Code: eb.Code, Message: eb.Error}
+			if resp.StatusCode >= 500 {
+				continue
+			}
+			return last
+		}
+		if out == nil {
+			return nil
+		}
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("patrdb client: decoding %s %s: %w", method, path, err)
+		}
+		return nil
+	}
+	return last
+}
+
+func runPath(run string, rest ...string) string {
+	p := "/api/v1/runs/" + url.PathEscape(run)
+	for _, r := range rest {
+		p += "/" + r
+	}
+	return p
+}
+
+func u64(x uint64) string { return strconv.FormatUint(x, 10) }
+
+// Health is GET /api/v1/health.
+func (c *Client) Health(ctx context.Context) (Health, error) {
+	var h Health
+	return h, c.do(ctx, http.MethodGet, "/api/v1/health", nil, &h)
+}
+
+// Runs is GET /api/v1/runs.
+func (c *Client) Runs(ctx context.Context) ([]RunSummary, error) {
+	var out struct {
+		Runs []RunSummary `json:"runs"`
+	}
+	return out.Runs, c.do(ctx, http.MethodGet, "/api/v1/runs", nil, &out)
+}
+
+// Run is GET /api/v1/runs/{run}.
+func (c *Client) Run(ctx context.Context, run string) (RunSummary, error) {
+	var out RunSummary
+	return out, c.do(ctx, http.MethodGet, runPath(run), nil, &out)
+}
+
+// Steps is GET /api/v1/runs/{run}/steps.
+func (c *Client) Steps(ctx context.Context, run string) ([]StepMetrics, error) {
+	var out struct {
+		Steps []StepMetrics `json:"steps"`
+	}
+	return out.Steps, c.do(ctx, http.MethodGet, runPath(run, "steps"), nil, &out)
+}
+
+// Groups is GET /api/v1/runs/{run}/groups?step=N (0: every step).
+func (c *Client) Groups(ctx context.Context, run string, step uint64) ([]store.Group, error) {
+	var out struct {
+		Groups []store.Group `json:"groups"`
+	}
+	return out.Groups, c.do(ctx, http.MethodGet, runPath(run, "groups")+"?step="+u64(step), nil, &out)
+}
+
+// Tree is GET /api/v1/runs/{run}/groups/{group}.
+func (c *Client) Tree(ctx context.Context, run string, group uint64) (GroupTree, error) {
+	var out GroupTree
+	return out, c.do(ctx, http.MethodGet, runPath(run, "groups", u64(group)), nil, &out)
+}
+
+// Node is GET /api/v1/runs/{run}/nodes/{node}.
+func (c *Client) Node(ctx context.Context, run string, node uint64) (NodeInfo, error) {
+	var out NodeInfo
+	return out, c.do(ctx, http.MethodGet, runPath(run, "nodes", u64(node)), nil, &out)
+}
+
+// Trajectory is GET /api/v1/runs/{run}/nodes/{node}/trajectory.
+func (c *Client) Trajectory(ctx context.Context, run string, node uint64) (Trajectory, error) {
+	var out Trajectory
+	return out, c.do(ctx, http.MethodGet, runPath(run, "nodes", u64(node), "trajectory"), nil, &out)
+}
+
+// Frontier is GET /api/v1/runs/{run}/frontier (step 0: every step).
+func (c *Client) Frontier(ctx context.Context, run string, step uint64) ([]store.Node, error) {
+	var out struct {
+		Nodes []store.Node `json:"nodes"`
+	}
+	return out.Nodes, c.do(ctx, http.MethodGet, runPath(run, "frontier")+"?step="+u64(step), nil, &out)
+}
+
+// Rubrics is GET /api/v1/runs/{run}/rubrics?pool= ("" or "all": every pool).
+func (c *Client) Rubrics(ctx context.Context, run string, pool store.RubricPool) ([]store.Rubric, error) {
+	var out struct {
+		Rubrics []store.Rubric `json:"rubrics"`
+	}
+	return out.Rubrics, c.do(ctx, http.MethodGet, runPath(run, "rubrics")+"?pool="+url.QueryEscape(string(pool)), nil, &out)
+}
+
+// Advantages is GET /api/v1/runs/{run}/advantages (0: every step / group).
+func (c *Client) Advantages(ctx context.Context, run string, step, group uint64) ([]store.Advantage, error) {
+	var out struct {
+		Advantages []store.Advantage `json:"advantages"`
+	}
+	q := "?step=" + u64(step)
+	if group != 0 {
+		q += "&group=" + u64(group)
+	}
+	return out.Advantages, c.do(ctx, http.MethodGet, runPath(run, "advantages")+q, nil, &out)
+}
+
+// Events is one page of GET /api/v1/runs/{run}/events.
+func (c *Client) Events(ctx context.Context, run string, from uint64, limit int) (EventPage, error) {
+	var out EventPage
+	return out, c.do(ctx, http.MethodGet, runPath(run, "events")+fmt.Sprintf("?from=%d&limit=%d", from, limit), nil, &out)
+}
+
+// Checkpoint is GET /api/v1/runs/{run}/checkpoint (step 0: the latest).
+func (c *Client) Checkpoint(ctx context.Context, run string, step uint64) (store.Checkpoint, error) {
+	var out struct {
+		Checkpoint store.Checkpoint `json:"checkpoint"`
+	}
+	return out.Checkpoint, c.do(ctx, http.MethodGet, runPath(run, "checkpoint")+"?step="+u64(step), nil, &out)
+}
+
+// Stats is GET /api/v1/stats ("" for every run).
+func (c *Client) Stats(ctx context.Context, run string) (Stats, error) {
+	var out Stats
+	q := ""
+	if run != "" {
+		q = "?run=" + url.QueryEscape(run)
+	}
+	return out, c.do(ctx, http.MethodGet, "/api/v1/stats"+q, nil, &out)
+}
+
+// CreateRun is POST /api/v1/runs.
+func (c *Client) CreateRun(ctx context.Context, req CreateRunRequest) (RunJSON, error) {
+	var out CreateRunResponse
+	return out.Run, c.do(ctx, http.MethodPost, "/api/v1/runs", &req, &out)
+}
+
+// SetRunStatus is POST /api/v1/runs/{run}/status.
+func (c *Client) SetRunStatus(ctx context.Context, run string, req RunStatusRequest) (RunJSON, error) {
+	var out CreateRunResponse
+	return out.Run, c.do(ctx, http.MethodPost, runPath(run, "status"), &req, &out)
+}
+
+// PutCheckpoint is POST /api/v1/runs/{run}/checkpoints.
+func (c *Client) PutCheckpoint(ctx context.Context, run string, req CheckpointRequest) (CheckpointResponse, error) {
+	var out CheckpointResponse
+	return out, c.do(ctx, http.MethodPost, runPath(run, "checkpoints"), &req, &out)
+}
+
+// OpenGroup is POST /api/v1/runs/{run}/groups.
+func (c *Client) OpenGroup(ctx context.Context, run string, req OpenGroupRequest) (OpenGroupResponse, error) {
+	var out OpenGroupResponse
+	return out, c.do(ctx, http.MethodPost, runPath(run, "groups"), &req, &out)
+}
+
+// AddNode is POST /api/v1/runs/{run}/groups/{group}/nodes.
+func (c *Client) AddNode(ctx context.Context, run string, group uint64, req AddNodeRequest) (AddNodeResponse, error) {
+	var out AddNodeResponse
+	return out, c.do(ctx, http.MethodPost, runPath(run, "groups", u64(group), "nodes"), &req, &out)
+}
+
+// Route is POST /api/v1/runs/{run}/groups/{group}/route.
+func (c *Client) Route(ctx context.Context, run string, group uint64, req RouteRequest) (RouteResponse, error) {
+	var out RouteResponse
+	return out, c.do(ctx, http.MethodPost, runPath(run, "groups", u64(group), "route"), &req, &out)
+}
+
+// CloseGroup is POST /api/v1/runs/{run}/groups/{group}/close.
+func (c *Client) CloseGroup(ctx context.Context, run string, group uint64, req CloseGroupRequest) (CloseGroupResponse, error) {
+	var out CloseGroupResponse
+	return out, c.do(ctx, http.MethodPost, runPath(run, "groups", u64(group), "close"), &req, &out)
+}
+
+// AppendTurns is POST /api/v1/runs/{run}/nodes/{node}/turns.
+func (c *Client) AppendTurns(ctx context.Context, run string, node uint64, req AppendTurnsRequest) (AppendTurnsResponse, error) {
+	var out AppendTurnsResponse
+	return out, c.do(ctx, http.MethodPost, runPath(run, "nodes", u64(node), "turns"), &req, &out)
+}
+
+// Finish is POST /api/v1/runs/{run}/nodes/{node}/finish.
+func (c *Client) Finish(ctx context.Context, run string, node uint64, req FinishRequest) (store.Node, error) {
+	var out FinishResponse
+	return out.Node, c.do(ctx, http.MethodPost, runPath(run, "nodes", u64(node), "finish"), &req, &out)
+}
+
+// Record returns the store record with its config bytes.
+func (r RunJSON) Record() store.Run {
+	out := r.Run
+	if len(r.Config) > 0 && string(r.Config) != "null" {
+		out.Config = append([]byte(nil), r.Config...)
+	}
+	return out
+}
+
+// Activate is POST /api/v1/runs/{run}/rubrics/activate.
+func (c *Client) Activate(ctx context.Context, run string, req ActivateRequest) (ActiveRubrics, error) {
+	var out ActiveRubrics
+	return out, c.do(ctx, http.MethodPost, runPath(run, "rubrics", "activate"), &req, &out)
+}
+
+// ActiveRubrics is GET /api/v1/runs/{run}/rubrics/active?step=N.
+func (c *Client) ActiveRubrics(ctx context.Context, run string, step uint64) (ActiveRubrics, error) {
+	var out ActiveRubrics
+	return out, c.do(ctx, http.MethodGet, runPath(run, "rubrics", "active")+"?step="+u64(step), nil, &out)
+}
+
+// Shape is POST /api/v1/runs/{run}/groups/{group}/shape (writes nothing).
+func (c *Client) Shape(ctx context.Context, run string, group uint64, ans ShapeAnswers) (ShapeResponse, error) {
+	var out ShapeResponse
+	return out, c.do(ctx, http.MethodPost, runPath(run, "groups", u64(group), "shape"), ShapeRequest{ans}, &out)
+}

@@ -1,0 +1,87 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+)
+
+// Options configure Handler. The zero value is usable: every zero field takes
+// the default documented on it.
+type Options struct {
+	// Token, when not empty, is the bearer token every API request except
+	// GET /api/v1/health must carry ("Authorization: Bearer <token>"). It is
+	// compared in constant time. Serving on anything but a loopback address
+	// requires one (CheckBind).
+	Token string
+
+	// AllowAnyHost turns off the Host header check. Without a Token the
+	// handler answers only requests whose Host is a loopback name or address
+	// (localhost, 127.0.0.0/8, ::1), so a web page the user visits cannot
+	// reach the API through DNS rebinding. With a Token the check is off
+	// anyway: the token is the defence.
+	AllowAnyHost bool
+
+	// ReadOnly refuses every write endpoint with 403, for serving a file
+	// opened with store.Options.ReadOnly or a run nobody should touch.
+	ReadOnly bool
+
+	// MaxBodyBytes caps a request body; a larger one is refused with 413
+	// before anything is decoded. Zero means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+
+	// MaxPage caps the events returned by one page of the event log. Zero
+	// means DefaultMaxPage.
+	MaxPage int
+
+	// Logger receives one line per failed request and every recovered
+	// panic. Nil discards.
+	Logger *slog.Logger
+
+	// Clock stamps nothing in the store (the store has its own clock); it
+	// times requests for the log. Nil means time.Now.
+	Clock func() time.Time
+}
+
+// Defaults of Options.
+const (
+	// DefaultMaxBodyBytes fits a batch of long agent turns (a 1,500-token
+	// turn with token ids and logprobs is ~30 KB of JSON).
+	DefaultMaxBodyBytes = 8 << 20
+	// DefaultMaxPage bounds the memory one events request can take.
+	DefaultMaxPage = 10000
+	// MinTokenLen is the shortest bearer token accepted: shorter ones are
+	// guessable over a network.
+	MinTokenLen = 16
+)
+
+// Validate reports the first option that makes no sense.
+func (o *Options) Validate() error {
+	switch {
+	case o.MaxBodyBytes < 0:
+		return fmt.Errorf("%w: MaxBodyBytes %d is negative", ErrInvalidOptions, o.MaxBodyBytes)
+	case o.MaxPage < 0:
+		return fmt.Errorf("%w: MaxPage %d is negative", ErrInvalidOptions, o.MaxPage)
+	case o.Token != "" && len(o.Token) < MinTokenLen:
+		return fmt.Errorf("%w: token is %d bytes, want at least %d", ErrInvalidOptions, len(o.Token), MinTokenLen)
+	}
+	return nil
+}
+
+func (o *Options) withDefaults() Options {
+	c := *o
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxPage == 0 {
+		c.MaxPage = DefaultMaxPage
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	return c
+}

@@ -1,0 +1,568 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/patrdb/patrdb/store"
+)
+
+// APIVersion is the path prefix version of this API.
+const APIVersion = "v1"
+
+// Health is GET /api/v1/health.
+type Health struct {
+	Status   string `json:"status"` // "ok"
+	API      string `json:"api"`    // "v1"
+	Path     string `json:"path"`   // the file served, so a client can check it found the right server
+	ReadOnly bool   `json:"read_only"`
+}
+
+// RunSummary is GET /api/v1/runs/{run} and one entry of GET /api/v1/runs.
+type RunSummary struct {
+	Run        RunJSON                  `json:"run"`
+	Groups     int                      `json:"groups"`
+	OpenGroups int                      `json:"open_groups"`
+	OpenStep   uint64                   `json:"open_step"` // latest step with an open group; 0 when none
+	Nodes      int                      `json:"nodes"`
+	Turns      int                      `json:"turns"` // turn records stored (each once)
+	Leaves     int                      `json:"leaves"`
+	Frontier   int                      `json:"frontier"`
+	ByStatus   map[store.NodeStatus]int `json:"by_status"`
+	Events     uint64                   `json:"events"` // last event sequence number
+	Bytes      int64                    `json:"bytes"`  // sum of the run's bucket sizes
+	Buckets    []store.BucketSize       `json:"buckets"`
+}
+
+// GroupTree is GET /api/v1/runs/{run}/groups/{group}: the group and every
+// node of its tree, roots first, then breadth-first.
+type GroupTree struct {
+	Group store.Group  `json:"group"`
+	Nodes []store.Node `json:"nodes"`
+}
+
+// NodeInfo is GET /api/v1/runs/{run}/nodes/{node}.
+type NodeInfo struct {
+	Node     store.Node `json:"node"`
+	Children []uint64   `json:"children"`
+}
+
+// Trajectory is GET /api/v1/runs/{run}/nodes/{node}/trajectory: the full
+// path root→node. The first Inherited turns come from ancestors (each
+// PathTurn names the node that stores it); Segments say how many turns each
+// node on the path contributes.
+type Trajectory struct {
+	Node      store.Node       `json:"node"`
+	Inherited int              `json:"inherited"`
+	Segments  []store.Segment  `json:"segments"`
+	Turns     []store.PathTurn `json:"turns"`
+}
+
+// EventPage is GET /api/v1/runs/{run}/events?from=SEQ&limit=N. Next is the
+// from of the following page, 0 when this page reached the end.
+type EventPage struct {
+	Events  []EventJSON `json:"events"`
+	Next    uint64      `json:"next"`
+	LastSeq uint64      `json:"last_seq"`
+}
+
+// RunStats is one run of GET /api/v1/stats.
+type RunStats struct {
+	Run               string             `json:"run"`
+	Groups            int                `json:"groups"`
+	Nodes             int                `json:"nodes"`
+	Leaves            int                `json:"leaves"`
+	TurnsStored       int                `json:"turns_stored"`
+	TurnsMaterialised int                `json:"turns_materialised"` // sum of every leaf's path length: what a per-leaf dump would hold
+	PrefixSharing     float64            `json:"prefix_sharing"`     // materialised / stored; 0 when nothing is stored
+	Events            uint64             `json:"events"`
+	Bytes             int64              `json:"bytes"`
+	Buckets           []store.BucketSize `json:"buckets"`
+}
+
+// Stats is GET /api/v1/stats (?run=ID for one run).
+type Stats struct {
+	Path      string     `json:"path"`
+	FileBytes int64      `json:"file_bytes"`
+	Runs      []RunStats `json:"runs"`
+}
+
+func (s *server) ok(w http.ResponseWriter, v any) error {
+	b, err := marshal(v)
+	if err != nil {
+		return err
+	}
+	writeRaw(w, http.StatusOK, b)
+	return nil
+}
+
+// lookupRun returns the run named in the path, or a 404 naming it.
+func lookupRun(tx *store.Tx, id string) (*store.RunTx, error) {
+	if !store.ValidRunID(id) {
+		return nil, badRequest("run id %q: want 1-128 bytes of [A-Za-z0-9._-]", id)
+	}
+	r, err := tx.Run(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("run %q", id)
+	}
+	return r, err
+}
+
+func (s *server) health(w http.ResponseWriter, _ *http.Request) error {
+	path := s.db.Path()
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	return s.ok(w, Health{Status: "ok", API: APIVersion, Path: path, ReadOnly: s.opts.ReadOnly || s.db.Options().ReadOnly})
+}
+
+func (s *server) listRuns(w http.ResponseWriter, _ *http.Request) error {
+	out := struct {
+		Runs []RunSummary `json:"runs"`
+	}{Runs: []RunSummary{}}
+	err := s.db.View(func(tx *store.Tx) error {
+		ids, err := tx.RunIDs()
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			r, err := tx.Run(id)
+			if err != nil {
+				return err
+			}
+			sum, err := summarize(r)
+			if err != nil {
+				return err
+			}
+			out.Runs = append(out.Runs, sum)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return s.ok(w, out)
+}
+
+func (s *server) getRun(w http.ResponseWriter, r *http.Request) error {
+	var out RunSummary
+	err := s.db.View(func(tx *store.Tx) error {
+		rt, err := lookupRun(tx, r.PathValue("run"))
+		if err != nil {
+			return err
+		}
+		out, err = summarize(rt)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return s.ok(w, out)
+}
+
+// summarize visits each group's nodes once (through the node cache): its
+// cost grows with the run's node count, not its turns.
+func summarize(r *store.RunTx) (RunSummary, error) {
+	sum := RunSummary{ByStatus: map[store.NodeStatus]int{}}
+	info, err := r.Info()
+	if err != nil {
+		return sum, err
+	}
+	sum.Run = runJSON(info)
+	if sum.Buckets, err = r.BucketSizes(); err != nil {
+		return sum, err
+	}
+	for _, b := range sum.Buckets {
+		sum.Bytes += b.Bytes
+		switch b.Name {
+		case "nodes":
+			sum.Nodes = b.Keys
+		case "turns":
+			sum.Turns = b.Keys
+		case "frontier":
+			sum.Frontier = b.Keys
+		}
+	}
+	err = r.ForEachGroup(0, func(g store.Group) error {
+		sum.Groups++
+		if g.Status == store.GroupOpen {
+			sum.OpenGroups++
+			sum.OpenStep = max(sum.OpenStep, g.Step)
+		}
+		nodes, err := r.GroupNodes(g)
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			sum.ByStatus[n.Status]++
+			if n.Status.Leaf() {
+				sum.Leaves++
+			}
+		}
+		return nil
+	})
+	sum.Events = r.LastSeq()
+	return sum, err
+}
+
+func (s *server) stepGroups(w http.ResponseWriter, r *http.Request) error {
+	step, err := pathID(r, "step")
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Step   uint64        `json:"step"`
+		Groups []store.Group `json:"groups"`
+	}{Step: step, Groups: []store.Group{}}
+	err = s.db.View(func(tx *store.Tx) error {
+		rt, err := lookupRun(tx, r.PathValue("run"))
+		if err != nil {
+			return err
+		}
+		return rt.ForEachGroup(step, func(g store.Group) error {
+			out.Groups = append(out.Groups, g)
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	return s.ok(w, out)
+}
+
+// listGroups is GET /api/v1/runs/{run}/groups[?step=N]: every group of the
+// run (or of one step) in (step, id) order.
+func (s *server) listGroups(w http.ResponseWriter, r *http.Request) error {
+	step, err := queryUint(r, "step", 0)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Groups []store.Group `json:"groups"`
+	}{Groups: []store.Group{}}
+	err = s.db.View(func(tx *store.Tx) error {
+		rt, err := lookupRun(tx, r.PathValue("run"))
+		if err != nil {
+			return err
+		}
+		return rt.ForEachGroup(step, func(g store.Group) error {
+			out.Groups = append(out.Groups, g)
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	return s.ok(w, out)
+}
+
+func (s *server) getGroup(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "group")
+	if err != nil {
+		return err
+	}
+	var out GroupTree
+	err = s.db.View(func(tx *store.Tx) error {
+		rt, err := lookupRun(tx, r.PathValue("run"))
+		if err != nil {
+			return err
+		}
+		if out.Group, err = rt.Group(id); err != nil {
+			return err
+		}
+		out.Nodes, err = rt.GroupNodes(out.Group)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if out.Nodes == nil {
+		out.Nodes = []store.Node{}
+	}
+	return s.ok(w, out)
+}
+
+func (s *server) getNode(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "node")
+	if err != nil {
+		return err
+	}
+	var out NodeInfo
+	err = s.db.View(func(tx *store.Tx) error {
+		rt, err := lookupRun(tx, r.PathValue("run"))
+		if err != nil {
+			return err
+		}
+		if out.Node, err = rt.Node(id); err != nil {
+			return err
+		}
+		out.Children, err = rt.Children(id)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if out.Children == nil {
+		out.Children = []uint64{}
+	}
+	return s.ok(w, out)
+}
+
+func (s *server) getTrajectory(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "node")
+	if err != nil {
+		return err
+	}
+	var out Trajectory
+	err = s.db.View(func(tx *store.Tx) error {
+		rt, err := lookupRun(tx, r.PathValue("run"))
+		if err != nil {
+			return err
+		}
+		if out.Node, err = rt.Node(id); err != nil {
+			return err
+		}
+		if out.Segments, err = rt.Path(id); err != nil {
+			return err
+		}
+		out.Turns, err = rt.Trajectory(id)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	out.Inherited = out.Node.Base
+	if out.Turns == nil {
+		out.Turns = []store.PathTurn{}
+	}
+	return s.ok(w, out)
+}
+
+func (s *server) getFrontier(w http.ResponseWriter, r *http.Request) error {
+	step, err := queryUint(r, "step", 0)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Nodes []store.Node `json:"nodes"`
+	}{Nodes: []store.Node{}}
+	err = s.db.View(func(tx *store.Tx) error {
+		rt, err := lookupRun(tx, r.PathValue("run"))
+		if err != nil {
+			return err
+		}
+		nodes, err := rt.FrontierNodes()
+		for _, n := range nodes {
+			if step == 0 || n.Step == step {
+				out.Nodes = append(out.Nodes, n)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return s.ok(w, out)
+}
+
+func (s *server) getRubrics(w http.ResponseWriter, r *http.Request) error {
+	pool := store.RubricPool(r.URL.Query().Get("pool"))
+	if pool == "all" {
+		pool = ""
+	}
+	if pool != "" && !pool.Valid() {
+		return badRequest("pool %q: want candidate, public, retired, merged or all", pool)
+	}
+	out := struct {
+		Rubrics []store.Rubric `json:"rubrics"`
+	}{}
+	err := s.db.View(func(tx *store.Tx) error {
+		rt, err := lookupRun(tx, r.PathValue("run"))
+		if err != nil {
+			return err
+		}
+		out.Rubrics, err = rt.Rubrics(pool)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if out.Rubrics == nil {
+		out.Rubrics = []store.Rubric{}
+	}
+	return s.ok(w, out)
+}
+
+func (s *server) getAdvantages(w http.ResponseWriter, r *http.Request) error {
+	step, err := queryUint(r, "step", 0)
+	if err != nil {
+		return err
+	}
+	group, err := queryUint(r, "group", 0)
+	if err != nil {
+		return err
+	}
+	if group != 0 && step == 0 {
+		return badRequest("query group needs step too")
+	}
+	out := struct {
+		Advantages []store.Advantage `json:"advantages"`
+	}{}
+	err = s.db.View(func(tx *store.Tx) error {
+		rt, err := lookupRun(tx, r.PathValue("run"))
+		if err != nil {
+			return err
+		}
+		out.Advantages, err = rt.Advantages(step, group)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if out.Advantages == nil {
+		out.Advantages = []store.Advantage{}
+	}
+	return s.ok(w, out)
+}
+
+func (s *server) getEvents(w http.ResponseWriter, r *http.Request) error {
+	from, err := queryUint(r, "from", 1)
+	if err != nil {
+		return err
+	}
+	limit, err := queryUint(r, "limit", 1000)
+	if err != nil {
+		return err
+	}
+	if limit == 0 || limit > uint64(s.opts.MaxPage) {
+		return badRequest("limit %d: want 1..%d", limit, s.opts.MaxPage)
+	}
+	out := EventPage{Events: []EventJSON{}}
+	full := errors.New("page full")
+	err = s.db.View(func(tx *store.Tx) error {
+		rt, err := lookupRun(tx, r.PathValue("run"))
+		if err != nil {
+			return err
+		}
+		out.LastSeq = rt.LastSeq()
+		err = rt.Events(max(from, 1), func(e store.Event) error {
+			if uint64(len(out.Events)) == limit {
+				out.Next = e.Seq
+				return full
+			}
+			out.Events = append(out.Events, eventJSON(e))
+			return nil
+		})
+		if err == full {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return s.ok(w, out)
+}
+
+func (s *server) getCheckpoint(w http.ResponseWriter, r *http.Request) error {
+	step, err := queryUint(r, "step", 0)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Checkpoint store.Checkpoint `json:"checkpoint"`
+	}{}
+	err = s.db.View(func(tx *store.Tx) error {
+		rt, err := lookupRun(tx, r.PathValue("run"))
+		if err != nil {
+			return err
+		}
+		out.Checkpoint, err = rt.Checkpoint(step)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return s.ok(w, out)
+}
+
+func (s *server) stats(w http.ResponseWriter, r *http.Request) error {
+	only := r.URL.Query().Get("run")
+	out := Stats{Path: s.db.Path(), Runs: []RunStats{}}
+	err := s.db.View(func(tx *store.Tx) error {
+		out.FileBytes = tx.Size()
+		ids, err := tx.RunIDs()
+		if err != nil {
+			return err
+		}
+		if only != "" {
+			if _, err := lookupRun(tx, only); err != nil {
+				return err
+			}
+			ids = []string{only}
+		}
+		for _, id := range ids {
+			rt, err := tx.Run(id)
+			if err != nil {
+				return err
+			}
+			st, err := runStats(rt)
+			if err != nil {
+				return err
+			}
+			out.Runs = append(out.Runs, st)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Stat(s.db.Path()); err == nil {
+		out.FileBytes = fi.Size()
+	}
+	return s.ok(w, out)
+}
+
+func runStats(r *store.RunTx) (RunStats, error) {
+	st := RunStats{Run: r.ID(), Events: r.LastSeq()}
+	var err error
+	if st.Buckets, err = r.BucketSizes(); err != nil {
+		return st, err
+	}
+	for _, b := range st.Buckets {
+		st.Bytes += b.Bytes
+	}
+	err = r.ForEachGroup(0, func(g store.Group) error {
+		st.Groups++
+		nodes, err := r.GroupNodes(g)
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			st.Nodes++
+			st.TurnsStored += n.Turns
+			if n.Status.Leaf() {
+				st.Leaves++
+				st.TurnsMaterialised += n.PathLen()
+			}
+		}
+		return nil
+	})
+	if st.TurnsStored > 0 {
+		st.PrefixSharing = float64(st.TurnsMaterialised) / float64(st.TurnsStored)
+	}
+	return st, err
+}
+
+// sortedIDs returns the keys of m in ascending order.
+func sortedIDs[V any](m map[uint64]V) []uint64 {
+	out := make([]uint64, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}

@@ -1,0 +1,217 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"testing"
+
+	"github.com/patrdb/patrdb/store"
+)
+
+func TestReadEndpoints(t *testing.T) {
+	e := newEnv(t, Options{})
+	createRun(e, "r1", testTree)
+	gid, r, c := grow(e, "r1", 1)
+	e.post(fmt.Sprintf("/api/v1/runs/r1/groups/%d/close", gid), `{"client_key":"close"}`, 200, nil)
+	e.post("/api/v1/runs/r1/checkpoints", `{"client_key":"ck","step":1,"inline":"AQID","meta":{"lr":"0.1"}}`, 201, nil)
+	var og OpenGroupResponse
+	e.post("/api/v1/runs/r1/groups", `{"client_key":"o2","step":2,"task":"t2"}`, 201, &og)
+	// Rubrics are written in-process (the rubric endpoints have their own
+	// test): one per pool.
+	err := e.db.Update(func(tx *store.Tx) error {
+		rt, _ := tx.Run("r1")
+		pub, err := rt.PutRubric(store.Rubric{Pool: store.PoolPublic, Text: "checks the map", CreatedStep: 1, Usage: store.RubricUsage{LastActivation: -1}})
+		if err != nil {
+			return err
+		}
+		cand, err := rt.PutRubric(store.Rubric{Pool: store.PoolCandidate, Text: "draft", CreatedStep: 2})
+		if err != nil {
+			return err
+		}
+		_, err = rt.MoveRubric(cand.ID, store.RubricMove{To: store.PoolMerged, MergedInto: pub.ID})
+		if err != nil {
+			return err
+		}
+		_, err = rt.PutRubric(store.Rubric{Pool: store.PoolCandidate, Text: "another draft", CreatedStep: 2})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var h Health
+	e.get("/api/v1/health", &h)
+	abs, _ := filepath.Abs(e.db.Path())
+	if h.Status != "ok" || h.API != "v1" || h.Path != abs {
+		t.Errorf("health: %+v", h)
+	}
+
+	var runs struct{ Runs []RunSummary }
+	e.get("/api/v1/runs", &runs)
+	if len(runs.Runs) != 1 {
+		t.Fatalf("runs: %+v", runs)
+	}
+	s := runs.Runs[0]
+	if s.Run.ID != "r1" || s.Run.LastStep != 1 || s.Groups != 2 || s.OpenGroups != 1 || s.OpenStep != 2 || s.Nodes != 8 || s.Leaves != 4 || s.Frontier != 3 ||
+		s.ByStatus[store.NodeExpanded] != 1 || s.Turns != 9 || s.Bytes <= 0 || s.Events == 0 {
+		t.Errorf("run summary: %+v", s)
+	}
+	var cfg RunConfig
+	if err := json.Unmarshal(s.Run.Config, &cfg); err != nil || cfg.Tree.B0 != 3 || cfg.Tree.Delta != 0.3 || cfg.Rubric.Lambda != 0.1 {
+		t.Errorf("stored config %s: %v", s.Run.Config, err)
+	}
+	var one RunSummary
+	e.get("/api/v1/runs/r1", &one)
+	if one.Run.ID != "r1" || one.Groups != 2 || one.Run.Meta["who"] != "test" {
+		t.Errorf("run: %+v", one)
+	}
+
+	var steps struct{ Steps []StepMetrics }
+	e.get("/api/v1/runs/r1/steps", &steps)
+	if len(steps.Steps) != 2 {
+		t.Fatalf("steps: %+v", steps)
+	}
+	s1 := steps.Steps[0]
+	// Leaves of step 1: r1 0.5, r2 pruned (sum of turn rewards 0.25), c0 1, c1 0.
+	if s1.Step != 1 || s1.Groups != 1 || s1.ClosedGroups != 1 || s1.Leaves != 4 || s1.Success != 0.75 || s1.MeanReward != (0.5+0.25+1+0)/4 || s1.ZeroVariance != 0 {
+		t.Errorf("step 1: %+v", s1)
+	}
+	s2 := steps.Steps[1]
+	if s2.Pools[store.PoolPublic] != 1 || s2.Pools[store.PoolMerged] != 1 || s2.Pools[store.PoolCandidate] != 1 || s1.Pools[store.PoolPublic] != 0 {
+		t.Errorf("pools: step 1 %v, step 2 %v", s1.Pools, s2.Pools)
+	}
+
+	var groups struct {
+		Step   uint64
+		Groups []store.Group
+	}
+	e.get("/api/v1/runs/r1/steps/2/groups", &groups)
+	if len(groups.Groups) != 1 || groups.Groups[0].Task != "t2" || len(groups.Groups[0].Roots) != 3 {
+		t.Errorf("groups of step 2: %+v", groups)
+	}
+
+	var all struct{ Groups []store.Group }
+	e.get("/api/v1/runs/r1/groups", &all)
+	if len(all.Groups) != 2 || all.Groups[0].Step != 1 || all.Groups[1].Step != 2 {
+		t.Errorf("all groups: %+v", all)
+	}
+	e.get("/api/v1/runs/r1/groups?step=2", &all)
+	if len(all.Groups) != 1 || all.Groups[0].Task != "t2" {
+		t.Errorf("groups?step=2: %+v", all)
+	}
+	viaClient, err := e.c.Groups(bg, "r1", 0)
+	if err != nil || len(viaClient) != 2 {
+		t.Errorf("client groups: %v %v", viaClient, err)
+	}
+
+	var tree GroupTree
+	e.get(fmt.Sprintf("/api/v1/runs/r1/groups/%d", gid), &tree)
+	if tree.Group.Status != store.GroupClosed || len(tree.Nodes) != 5 || tree.Nodes[0].ID != r[0] || tree.Nodes[4].ID != c[1] {
+		t.Errorf("tree: %+v", tree)
+	}
+
+	var fr struct{ Nodes []store.Node }
+	e.get("/api/v1/runs/r1/frontier", &fr)
+	if len(fr.Nodes) != 3 || fr.Nodes[0].ID != og.Roots[0] {
+		t.Errorf("frontier: %+v", fr)
+	}
+	e.get("/api/v1/runs/r1/frontier?step=1", &fr)
+	if len(fr.Nodes) != 0 {
+		t.Errorf("frontier of step 1: %+v", fr)
+	}
+
+	var rb struct{ Rubrics []store.Rubric }
+	for pool, want := range map[string]int{"": 3, "all": 3, "public": 1, "candidate": 1, "merged": 1, "retired": 0} {
+		e.get("/api/v1/runs/r1/rubrics?pool="+pool, &rb)
+		if len(rb.Rubrics) != want {
+			t.Errorf("pool %q: %d rubrics, want %d", pool, len(rb.Rubrics), want)
+		}
+	}
+
+	var adv struct{ Advantages []store.Advantage }
+	e.get("/api/v1/runs/r1/advantages", &adv)
+	if len(adv.Advantages) != 4 {
+		t.Errorf("advantages: %d", len(adv.Advantages))
+	}
+	e.get(fmt.Sprintf("/api/v1/runs/r1/advantages?step=1&group=%d", gid), &adv)
+	if len(adv.Advantages) != 4 {
+		t.Errorf("advantages of the group: %d", len(adv.Advantages))
+	}
+	e.get("/api/v1/runs/r1/advantages?step=2", &adv)
+	if len(adv.Advantages) != 0 {
+		t.Errorf("advantages of step 2: %d", len(adv.Advantages))
+	}
+
+	var ck struct{ Checkpoint store.Checkpoint }
+	e.get("/api/v1/runs/r1/checkpoint", &ck)
+	if ck.Checkpoint.Step != 1 || string(ck.Checkpoint.Inline) != "\x01\x02\x03" || ck.Checkpoint.Meta["lr"] != "0.1" {
+		t.Errorf("checkpoint: %+v", ck)
+	}
+
+	var st Stats
+	e.get("/api/v1/stats", &st)
+	if len(st.Runs) != 1 || st.FileBytes <= 0 {
+		t.Fatalf("stats: %+v", st)
+	}
+	rs := st.Runs[0]
+	// Stored: 3 roots × 2 + r1's third turn + 1 per child = 9. Materialised
+	// per leaf: r1 3, r2 2, c0 3, c1 3 = 11.
+	if rs.TurnsStored != 9 || rs.TurnsMaterialised != 11 || rs.PrefixSharing != 11.0/9 || rs.Nodes != 8 || rs.Leaves != 4 {
+		t.Errorf("run stats: %+v", rs)
+	}
+}
+
+func TestEventPages(t *testing.T) {
+	e := newEnv(t, Options{})
+	createRun(e, "r1", testTree)
+	grow(e, "r1", 1)
+	last := e.lastSeq("r1")
+	var all []EventJSON
+	from := uint64(1)
+	pages := 0
+	for from != 0 {
+		var p EventPage
+		e.get(fmt.Sprintf("/api/v1/runs/r1/events?from=%d&limit=7", from), &p)
+		if p.LastSeq != last || len(p.Events) > 7 {
+			t.Fatalf("page: last %d, %d events", p.LastSeq, len(p.Events))
+		}
+		all = append(all, p.Events...)
+		from = p.Next
+		pages++
+	}
+	if uint64(len(all)) != last || pages != int((last+6)/7) {
+		t.Fatalf("%d events in %d pages, last seq %d", len(all), pages, last)
+	}
+	kinds := map[store.EventKind]int{}
+	for i, ev := range all {
+		if ev.Seq != uint64(i+1) {
+			t.Fatalf("event %d has seq %d", i, ev.Seq)
+		}
+		kinds[ev.Kind]++
+	}
+	if kinds[store.EvRunCreate] != 1 || kinds[store.EvGroupOpen] != 1 || kinds[store.EvNodeAdd] != 5 || kinds[store.EvNodeRoute] != 3 || kinds[KindReply] == 0 {
+		t.Errorf("kinds: %v", kinds)
+	}
+	// Payloads come decoded: the run's config as JSON, a node as a record.
+	first, _ := json.Marshal(all[0].Payload)
+	var run struct {
+		ID     string
+		Config RunConfig
+	}
+	if err := json.Unmarshal(first, &run); err != nil || run.ID != "r1" || run.Config.Tree.B0 != 3 {
+		t.Errorf("run.create payload %s: %v", first, err)
+	}
+	// Past the end: an empty page.
+	var p EventPage
+	e.get(fmt.Sprintf("/api/v1/runs/r1/events?from=%d", last+1), &p)
+	if len(p.Events) != 0 || p.Next != 0 {
+		t.Errorf("past the end: %+v", p)
+	}
+	// The viewer page and its assets are served.
+	st, _, body := e.call(http.MethodGet, "/", nil)
+	if st != 200 || len(body) == 0 {
+		t.Errorf("viewer: %d", st)
+	}
+}

@@ -1,0 +1,517 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+
+	"github.com/patrdb/patrdb/rubricpool"
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/tree"
+)
+
+// The ARBOR rubric buffer over HTTP. rubricpool drives the lifecycle and
+// asks an Inducer, a Consolidator and a Judge (LLMs) for their answers; over
+// HTTP the client is the LLM. The exchange is stateless and deterministic:
+//
+//  1. POST .../rubrics/activate {step} once per step: the step's active
+//     public rubrics (rubricpool.Pool.BeginStep).
+//  2. POST .../groups/{group}/shape with the answers gathered so far: the
+//     server runs rubricpool's Prepare over the group's leaves, answering
+//     the pool's questions from the request; whatever is not answered comes
+//     back under "needs" (pairs to judge under a rubric or a draft, the
+//     anchors to induce drafts from, the candidates to consolidate). Nothing
+//     is written. Repeat with the new answers until "complete" (at most
+//     three rounds: judgements and drafts, the drafts' judgements,
+//     consolidation).
+//  3. POST .../groups/{group}/close {"pool": answers}: the same Prepare,
+//     then its pool changes, the shaped advantages and the close commit in
+//     one transaction.
+
+// JudgeAnswer is a judge's verdict on a pair as it was shown: A first.
+// Rubric names an active rubric; Draft (its text) a draft being admitted.
+type JudgeAnswer struct {
+	Rubric uint64 `json:"rubric,omitempty"`
+	Draft  string `json:"draft,omitempty"`
+	A      uint64 `json:"a"`
+	B      uint64 `json:"b"`
+	Result string `json:"result"` // "a", "b" or "tie"
+}
+
+// LeafOutcome is the outcome measure of a leaf that rubrics are correlated
+// with (ARBOR: token F1 against the gold answer).
+type LeafOutcome struct {
+	Leaf    uint64   `json:"leaf"`
+	Outcome *float64 `json:"outcome"`
+}
+
+// ShapeAnswers is what a client answers the pool with. Drafts and
+// Consolidation are null until answered; an empty list is an answer.
+type ShapeAnswers struct {
+	// Outcomes default to the token F1 of each leaf's last action against
+	// the group's gold answer, or to the leaf's reward when there is no gold.
+	Outcomes      []LeafOutcome              `json:"outcomes,omitempty"`
+	Judgements    []JudgeAnswer              `json:"judgements,omitempty"`
+	Drafts        *[]rubricpool.Draft        `json:"drafts,omitempty"`
+	Consolidation *[]rubricpool.Consolidated `json:"consolidation,omitempty"`
+}
+
+// JudgeNeed is a pair to judge under a rubric (or a draft, Rubric 0), shown
+// in this order.
+type JudgeNeed struct {
+	Rubric uint64 `json:"rubric,omitempty"`
+	Draft  string `json:"draft,omitempty"`
+	Text   string `json:"text"`
+	A      uint64 `json:"a"`
+	B      uint64 `json:"b"`
+}
+
+// InduceNeed asks for draft rubrics contrasting Best with Worst and with
+// Hard (node ids; read their trajectories).
+type InduceNeed struct {
+	Best  uint64 `json:"best"`
+	Worst uint64 `json:"worst"`
+	Hard  uint64 `json:"hard"`
+}
+
+// ConsolidateNeed asks for general rubrics abstracting the candidate drafts
+// (each output absorbs one or more draft ids; drafts none absorbs are
+// dropped), given the public pool.
+type ConsolidateNeed struct {
+	Drafts []store.Rubric `json:"drafts"`
+	Public []store.Rubric `json:"public"`
+}
+
+// ShapeNeeds is everything Prepare asked that the answers did not cover.
+type ShapeNeeds struct {
+	Judge       []JudgeNeed      `json:"judge,omitempty"`
+	Induce      *InduceNeed      `json:"induce,omitempty"`
+	Consolidate *ConsolidateNeed `json:"consolidate,omitempty"`
+}
+
+func (n ShapeNeeds) empty() bool { return len(n.Judge) == 0 && n.Induce == nil && n.Consolidate == nil }
+
+// ShapeRequest is POST /api/v1/runs/{run}/groups/{group}/shape (no write,
+// so no client key).
+type ShapeRequest struct {
+	ShapeAnswers
+}
+
+// ShapeResponse answers .../shape. When Complete, Scores (one per leaf, in
+// leaf id order) are the centred rubric scores the close would use, and the
+// rest says what the pool would decide.
+type ShapeResponse struct {
+	Complete          bool        `json:"complete"`
+	Needs             ShapeNeeds  `json:"needs"`
+	Leaves            []uint64    `json:"leaves"`
+	Scores            []LeafScore `json:"scores,omitempty"`
+	Lambda            float64     `json:"lambda"`
+	Rubrics           []uint64    `json:"rubrics,omitempty"`
+	ZeroVariance      bool        `json:"zero_variance"`
+	ZeroVarianceAfter bool        `json:"zero_variance_after"`
+	Unlocked          bool        `json:"unlocked"`
+	Drafts            int         `json:"drafts"`
+	Admitted          []uint64    `json:"admitted,omitempty"`
+	Rejected          int         `json:"rejected"`
+	Supported         []uint64    `json:"supported,omitempty"`
+	Consolidated      bool        `json:"consolidated"`
+	NewPublic         []uint64    `json:"new_public,omitempty"`
+	Merged            []uint64    `json:"merged,omitempty"`
+	Retired           []uint64    `json:"retired,omitempty"`
+}
+
+// asker answers the pool's questions from a client's answers and records
+// the ones it cannot answer. Unanswered judgements count as ties and
+// missing drafts or consolidations as none, so Prepare runs to the end and
+// every question of the round is collected; such a result is never applied.
+type asker struct {
+	ans   ShapeAnswers
+	judge map[judgeKey]rubricpool.Outcome
+	needs ShapeNeeds
+	asked map[judgeKey]bool
+}
+
+type judgeKey struct {
+	rubric uint64
+	draft  string
+	a, b   uint64
+}
+
+func newAsker(ans ShapeAnswers) (*asker, error) {
+	k := &asker{ans: ans, judge: map[judgeKey]rubricpool.Outcome{}, asked: map[judgeKey]bool{}}
+	for i, j := range ans.Judgements {
+		var o rubricpool.Outcome
+		switch j.Result {
+		case "a":
+			o = rubricpool.AWins
+		case "b":
+			o = rubricpool.BWins
+		case "tie":
+			o = rubricpool.Tie
+		default:
+			return nil, badRequest("judgements[%d]: result %q: want a, b or tie", i, j.Result)
+		}
+		if (j.Rubric == 0) == (j.Draft == "") {
+			return nil, badRequest("judgements[%d]: name either a rubric id or a draft text", i)
+		}
+		if j.A == 0 || j.B == 0 || j.A == j.B {
+			return nil, badRequest("judgements[%d]: a and b must be two different node ids", i)
+		}
+		key := judgeKey{j.Rubric, j.Draft, j.A, j.B}
+		if prev, ok := k.judge[key]; ok && prev != o {
+			return nil, badRequest("judgements[%d]: contradicts an earlier verdict on the same pair", i)
+		}
+		k.judge[key] = o
+	}
+	return k, nil
+}
+
+func (k *asker) Judge(_ context.Context, rb store.Rubric, a, b rubricpool.Trajectory) (rubricpool.Outcome, error) {
+	key := judgeKey{a: a.Node, b: b.Node}
+	if rb.ID == 0 {
+		key.draft = rb.Text
+	} else {
+		key.rubric = rb.ID
+	}
+	if o, ok := k.judge[key]; ok {
+		return o, nil
+	}
+	if !k.asked[key] {
+		k.asked[key] = true
+		k.needs.Judge = append(k.needs.Judge, JudgeNeed{Rubric: key.rubric, Draft: key.draft, Text: rb.Text, A: a.Node, B: b.Node})
+	}
+	return rubricpool.Tie, nil
+}
+
+func (k *asker) Induce(_ context.Context, in rubricpool.InduceInput) ([]rubricpool.Draft, error) {
+	if k.ans.Drafts != nil {
+		return *k.ans.Drafts, nil
+	}
+	k.needs.Induce = &InduceNeed{Best: in.Best.Node, Worst: in.Worst.Node, Hard: in.Hard.Node}
+	return nil, nil
+}
+
+func (k *asker) Consolidate(_ context.Context, drafts, public []store.Rubric) ([]rubricpool.Consolidated, error) {
+	if k.ans.Consolidation != nil {
+		return *k.ans.Consolidation, nil
+	}
+	k.needs.Consolidate = &ConsolidateNeed{Drafts: drafts, Public: public}
+	if k.needs.Consolidate.Public == nil {
+		k.needs.Consolidate.Public = []store.Rubric{}
+	}
+	return nil, nil
+}
+
+// prepared is one run of Prepare over a group's leaves.
+type prepared struct {
+	leaves []tree.Leaf
+	trajs  []rubricpool.Trajectory
+	k      *asker
+	res    *rubricpool.GroupResult
+	needs  ShapeNeeds
+}
+
+// gatherShape reads, in r (the caller's transaction), what Prepare needs:
+// the group's leaves, with their rewards and outcomes.
+func gatherShape(r *store.RunTx, g store.Group, ans ShapeAnswers) (prepared, error) {
+	var out prepared
+	var err error
+	if out.k, err = newAsker(ans); err != nil {
+		return out, err
+	}
+	nodes, err := r.GroupNodes(g)
+	if err != nil {
+		return out, err
+	}
+	outcomes := map[uint64]float64{}
+	for i, lo := range ans.Outcomes {
+		if lo.Outcome == nil {
+			return out, badRequest("outcomes[%d]: outcome is required", i)
+		}
+		outcomes[lo.Leaf] = *lo.Outcome
+	}
+	for _, n := range nodes {
+		switch {
+		case n.Status == store.NodeActive:
+			return out, conflict("group %d still has active node %d: finish or route it first", g.ID, n.ID)
+		case !n.Status.Leaf():
+			continue
+		case !n.HasReward:
+			return out, conflict("leaf %d of group %d has no reward: finish it first", n.ID, g.ID)
+		}
+		out.leaves = append(out.leaves, tree.Leaf{Node: n, Reward: n.Reward})
+	}
+	sort.Slice(out.leaves, func(i, j int) bool { return out.leaves[i].Node.ID < out.leaves[j].Node.ID })
+	for _, l := range out.leaves {
+		t := rubricpool.Trajectory{Node: l.Node.ID, Reward: l.Reward}
+		if o, ok := outcomes[l.Node.ID]; ok {
+			t.Outcome = o
+			delete(outcomes, l.Node.ID)
+		} else if g.Gold != "" {
+			path, err := r.Trajectory(l.Node.ID)
+			if err != nil {
+				return out, err
+			}
+			t.Outcome = rubricpool.F1Outcome(g, path)
+		} else {
+			t.Outcome = l.Reward
+		}
+		out.trajs = append(out.trajs, t)
+	}
+	for leaf := range outcomes {
+		return out, badRequest("outcomes: node %d is not a leaf of group %d", leaf, g.ID)
+	}
+	return out, nil
+}
+
+// prepare runs rubricpool's Prepare on what gatherShape read. Prepare opens
+// its own read transaction, so the caller must not hold one (bbolt can
+// deadlock on two read transactions of one goroutine while a writer
+// remaps); inside the write transaction of a close it is safe, as no other
+// writer can be waiting. GroupResult.Apply checks the pool did not change
+// between Prepare's read and the write.
+func (s *server) prepare(run string, cfg RunConfig, g store.Group, p *prepared) error {
+	pool, err := rubricpool.New(s.db, run, cfg.Rubric.Pool(), p.k, p.k, p.k, s.opts.Logger)
+	if err != nil {
+		return err
+	}
+	if p.res, err = pool.Prepare(context.Background(), g.Step, g, p.trajs); err != nil {
+		return rubricError(err, g.Step)
+	}
+	p.needs = p.k.needs
+	return nil
+}
+
+// rubricError gives the pool's refusals their HTTP meaning.
+func rubricError(err error, step uint64) error {
+	switch {
+	case errors.Is(err, rubricpool.ErrStepNotBegun):
+		return conflict("%v: POST /api/v1/runs/{run}/rubrics/activate with step %d first", err, step)
+	case errors.Is(err, rubricpool.ErrStale), errors.Is(err, rubricpool.ErrGroupDone):
+		return conflict("%v", err)
+	case errors.Is(err, rubricpool.ErrInvalidInput), errors.Is(err, rubricpool.ErrInvalidOutput):
+		return badRequest("%v", err)
+	}
+	return err
+}
+
+func (p prepared) response() ShapeResponse {
+	out := ShapeResponse{Complete: p.needs.empty(), Needs: p.needs, Leaves: []uint64{}}
+	for _, l := range p.leaves {
+		out.Leaves = append(out.Leaves, l.Node.ID)
+	}
+	r := p.res
+	if !out.Complete || r == nil {
+		return out
+	}
+	for i, id := range out.Leaves {
+		sc := r.Scores[i]
+		out.Scores = append(out.Scores, LeafScore{Leaf: id, Score: &sc})
+	}
+	out.Lambda, out.Rubrics = r.Lambda, r.Rubrics
+	out.ZeroVariance, out.ZeroVarianceAfter, out.Unlocked = r.ZeroVariance, r.ZeroVarianceAfter, r.Unlocked
+	out.Drafts, out.Admitted, out.Rejected, out.Supported = r.Drafts, r.Admitted, r.Rejected, r.Supported
+	out.Consolidated, out.NewPublic, out.Merged, out.Retired = r.Consolidated, r.NewPublic, r.Merged, r.Retired
+	return out
+}
+
+func (s *server) shapeGroup(w http.ResponseWriter, r *http.Request) error {
+	gid, err := pathID(r, "group")
+	if err != nil {
+		return err
+	}
+	var req ShapeRequest
+	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &req); err != nil {
+		return err
+	}
+	run := r.PathValue("run")
+	var p prepared
+	var cfg RunConfig
+	var g store.Group
+	err = s.db.View(func(tx *store.Tx) error {
+		rt, err := lookupRun(tx, run)
+		if err != nil {
+			return err
+		}
+		info, err := rt.Info()
+		if err != nil {
+			return err
+		}
+		if cfg, _, err = storedConfig(info); err != nil {
+			return err
+		}
+		if g, err = openGroupOf(rt, gid); err != nil {
+			return err
+		}
+		p, err = gatherShape(rt, g, req.ShapeAnswers)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := s.prepare(run, cfg, g, &p); err != nil {
+		return err
+	}
+	return s.ok(w, p.response())
+}
+
+// closeShaped is the close of a group shaped by the pool: Prepare with the
+// client's answers, then (all in the caller's transaction) the pool's
+// writes, the advantages and the close.
+func (s *server) closeShaped(rt *store.RunTx, cfg RunConfig, g store.Group, ans ShapeAnswers) (int, any, error) {
+	p, err := gatherShape(rt, g, ans)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := s.prepare(rt.ID(), cfg, g, &p); err != nil {
+		return 0, nil, err
+	}
+	if !p.needs.empty() {
+		return 0, nil, withStatus(http.StatusConflict, "shaping_incomplete", fmt.Errorf(
+			"%w: the pool still needs %d judgements%s%s: POST .../groups/%d/shape to see them",
+			ErrConflict, len(p.needs.Judge), map[bool]string{true: ", drafts"}[p.needs.Induce != nil],
+			map[bool]string{true: ", a consolidation"}[p.needs.Consolidate != nil], g.ID))
+	}
+	var shaping *tree.Shaping
+	if len(p.res.Rubrics) > 0 {
+		shaping = &tree.Shaping{Scores: p.res.Scores, Lambda: p.res.Lambda, Rubrics: p.res.Rubrics}
+	}
+	if err := p.res.Apply(rt); err != nil {
+		return 0, nil, rubricError(err, g.Step)
+	}
+	return finishClose(rt, g, p.leaves, shaping)
+}
+
+// finishClose writes the advantages and closes the group.
+func finishClose(rt *store.RunTx, g store.Group, leaves []tree.Leaf, shaping *tree.Shaping) (int, any, error) {
+	advs := tree.Advantages(g, leaves, shaping, tree.DefaultEps)
+	for _, a := range advs {
+		if err := rt.PutAdvantage(a); err != nil {
+			return 0, nil, err
+		}
+	}
+	if err := rt.CloseGroup(g.Step, g.ID); err != nil {
+		return 0, nil, err
+	}
+	g, err := rt.GroupAt(g.Step, g.ID)
+	if err != nil {
+		return 0, nil, err
+	}
+	if advs == nil {
+		advs = []store.Advantage{}
+	}
+	return http.StatusOK, CloseGroupResponse{Group: g, Advantages: advs}, nil
+}
+
+// ActivateRequest is POST /api/v1/runs/{run}/rubrics/activate.
+type ActivateRequest struct {
+	Keyed
+	Step uint64 `json:"step"`
+}
+
+// ActiveRubrics answers activate and GET .../rubrics/active?step=N: the
+// public rubrics the step activated, in id order.
+type ActiveRubrics struct {
+	Step   uint64         `json:"step"`
+	Active []store.Rubric `json:"active"`
+}
+
+func activeAt(rt *store.RunTx, step uint64) (ActiveRubrics, error) {
+	out := ActiveRubrics{Step: step, Active: []store.Rubric{}}
+	all, err := rt.Rubrics("")
+	for _, rb := range all {
+		if rb.Usage.LastActivation == int64(step) {
+			out.Active = append(out.Active, rb)
+		}
+	}
+	return out, err
+}
+
+func (s *server) activate(w http.ResponseWriter, r *http.Request) error {
+	var req ActivateRequest
+	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &req); err != nil {
+		return err
+	}
+	if req.Step == 0 {
+		return badRequest("step is required (steps start at 1)")
+	}
+	run := r.PathValue("run")
+	// BeginStep commits by itself and is idempotent (a begun step's
+	// activation is on record and is returned, not redone), so it runs
+	// before the recorded answer; a repeated request still gets the first
+	// answer even once later steps have begun.
+	var beginErr error
+	var cfg RunConfig
+	err := s.db.View(func(tx *store.Tx) error {
+		rt, err := lookupRun(tx, run)
+		if err != nil {
+			return err
+		}
+		info, err := rt.Info()
+		if err != nil {
+			return err
+		}
+		cfg, _, err = storedConfig(info)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if !s.opts.ReadOnly {
+		pool, err := rubricpool.New(s.db, run, cfg.Rubric.Pool(), noLLM{}, noLLM{}, noLLM{}, s.opts.Logger)
+		if err != nil {
+			return err
+		}
+		_, beginErr = pool.BeginStep(r.Context(), req.Step)
+	}
+	return s.write(w, r, run, &req, func(tx *store.Tx) (int, any, error) {
+		if beginErr != nil {
+			return 0, nil, rubricError(beginErr, req.Step)
+		}
+		rt, err := lookupRun(tx, run)
+		if err != nil {
+			return 0, nil, err
+		}
+		out, err := activeAt(rt, req.Step)
+		return http.StatusOK, out, err
+	})
+}
+
+func (s *server) getActiveRubrics(w http.ResponseWriter, r *http.Request) error {
+	step, err := queryUint(r, "step", 0)
+	if err != nil {
+		return err
+	}
+	if step == 0 {
+		return badRequest("query step is required")
+	}
+	var out ActiveRubrics
+	err = s.db.View(func(tx *store.Tx) error {
+		rt, err := lookupRun(tx, r.PathValue("run"))
+		if err != nil {
+			return err
+		}
+		out, err = activeAt(rt, step)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return s.ok(w, out)
+}
+
+// noLLM stands in for the interfaces where the pool asks nothing
+// (BeginStep).
+type noLLM struct{}
+
+func (noLLM) Judge(context.Context, store.Rubric, rubricpool.Trajectory, rubricpool.Trajectory) (rubricpool.Outcome, error) {
+	return 0, errors.New("server: no judge here")
+}
+func (noLLM) Induce(context.Context, rubricpool.InduceInput) ([]rubricpool.Draft, error) {
+	return nil, errors.New("server: no inducer here")
+}
+func (noLLM) Consolidate(context.Context, []store.Rubric, []store.Rubric) ([]rubricpool.Consolidated, error) {
+	return nil, errors.New("server: no consolidator here")
+}

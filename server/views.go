@@ -1,0 +1,140 @@
+package server
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/patrdb/patrdb/store"
+)
+
+// The API sends store records as they are, with their own json tags, with
+// two exceptions that would otherwise come out as base64: a run's config
+// (JSON text, sent as a JSON value) and an event's payload (msgpack, sent
+// decoded).
+
+// RunJSON is a store.Run whose config is a JSON value.
+type RunJSON struct {
+	store.Run
+	Config json.RawMessage `json:"config"`
+}
+
+func runJSON(r store.Run) RunJSON {
+	return RunJSON{Run: r, Config: rawJSON(r.Config)}
+}
+
+// rawJSON returns b as a JSON value when it is valid JSON, as a JSON string
+// otherwise, and null when empty.
+func rawJSON(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return json.RawMessage("null")
+	}
+	if json.Valid(b) {
+		return json.RawMessage(append([]byte(nil), b...))
+	}
+	s, _ := json.Marshal(string(b))
+	return s
+}
+
+// EventJSON is a store.Event whose payload is decoded: the record after the
+// mutation for the store's own kinds, the client key and first answer for
+// this server's replies, and a generic msgpack decoding for other kinds.
+type EventJSON struct {
+	store.Event
+	Payload any `json:"payload,omitempty"`
+}
+
+func eventJSON(e store.Event) EventJSON {
+	out := EventJSON{Event: e}
+	if len(e.Payload) == 0 {
+		return out
+	}
+	var v any
+	var err error
+	switch k := string(e.Kind); {
+	case k == string(store.EvRunCreate) || k == string(store.EvRunStatus):
+		var r store.Run
+		if err = store.DecodePayload(e, &r); err == nil {
+			v = runJSON(r)
+		}
+	case k == string(store.EvTurns):
+		var p store.TurnsPayload
+		err, v = store.DecodePayload(e, &p), &p
+	case k == string(store.EvAdvantage):
+		var a store.Advantage
+		err, v = store.DecodePayload(e, &a), &a
+	case k == string(store.EvCheckpoint):
+		var c store.Checkpoint
+		err, v = store.DecodePayload(e, &c), &c
+	case k == KindReply:
+		var rr replyRecord
+		if err = store.DecodePayload(e, &rr); err == nil {
+			v = replyJSON{Key: rr.Key, Op: rr.Op, Status: rr.Status, Body: rawJSON(rr.Body)}
+		}
+	case strings.HasPrefix(k, "group."):
+		var g store.Group
+		err, v = store.DecodePayload(e, &g), &g
+	case strings.HasPrefix(k, "node."):
+		var n store.Node
+		err, v = store.DecodePayload(e, &n), &n
+	case k == string(store.EvRubricPut) || k == string(store.EvRubricUpdate) || k == string(store.EvRubricMove):
+		var rb store.Rubric
+		err, v = store.DecodePayload(e, &rb), &rb
+	default:
+		err = msgpack.Unmarshal(e.Payload, &v)
+		v = jsonSafe(v)
+	}
+	if err != nil {
+		// The event itself decoded (its CRC held), so keep it readable:
+		// an undecodable payload is reported in place, not as a failure.
+		v = map[string]string{"undecodable": err.Error()}
+	}
+	out.Payload = v
+	return out
+}
+
+type replyJSON struct {
+	Key    string          `json:"client_key"`
+	Op     string          `json:"op"`
+	Status int             `json:"status"`
+	Body   json.RawMessage `json:"body"`
+}
+
+// jsonSafe turns what a generic msgpack decode produces (maps with
+// non-string keys) into something encoding/json accepts.
+func jsonSafe(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, x := range t {
+			t[k] = jsonSafe(x)
+		}
+		return t
+	case map[any]any:
+		m := make(map[string]any, len(t))
+		for k, x := range t {
+			ks, err := json.Marshal(k)
+			key := string(ks)
+			if s, ok := k.(string); ok {
+				key = s
+			} else if err != nil {
+				key = "?"
+			}
+			m[key] = jsonSafe(x)
+		}
+		return m
+	case []any:
+		for i, x := range t {
+			t[i] = jsonSafe(x)
+		}
+		return t
+	case float64:
+		if math.IsNaN(t) || math.IsInf(t, 0) {
+			return nil // NaN or ±Inf cannot be JSON
+		}
+	case float32:
+		return jsonSafe(float64(t))
+	}
+	return v
+}

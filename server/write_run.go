@@ -1,0 +1,156 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/patrdb/patrdb/store"
+)
+
+// CreateRunRequest is POST /api/v1/runs. Tree and Rubric overlay the
+// defaults (tree.DefaultConfig, rubricpool.DefaultConfig) field by field.
+type CreateRunRequest struct {
+	Keyed
+	ID     string            `json:"id"`
+	Tree   json.RawMessage   `json:"tree,omitempty"`
+	Rubric json.RawMessage   `json:"rubric,omitempty"`
+	Meta   map[string]string `json:"meta,omitempty"`
+}
+
+// CreateRunResponse answers POST /api/v1/runs (201).
+type CreateRunResponse struct {
+	Run RunJSON `json:"run"`
+}
+
+func (s *server) createRun(w http.ResponseWriter, r *http.Request) error {
+	var req CreateRunRequest
+	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &req); err != nil {
+		return err
+	}
+	if !store.ValidRunID(req.ID) {
+		return badRequest("id %q: a run id is 1-128 bytes of [A-Za-z0-9._-]", req.ID)
+	}
+	cfg := DefaultRunConfig()
+	if err := overlay(req.Tree, &cfg.Tree, "tree"); err != nil {
+		return err
+	}
+	if err := overlay(req.Rubric, &cfg.Rubric, "rubric"); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return badRequest("%v", err)
+	}
+	raw, err := marshal(cfg)
+	if err != nil {
+		return err
+	}
+	raw = bytes.TrimSpace(raw)
+	return s.write(w, r, req.ID, &req, func(tx *store.Tx) (int, any, error) {
+		rt, err := tx.CreateRun(req.ID, raw, req.Meta)
+		if err != nil {
+			return 0, nil, err
+		}
+		info, err := rt.Info()
+		return http.StatusCreated, CreateRunResponse{Run: runJSON(info)}, err
+	})
+}
+
+// overlay decodes a config member strictly over defaults.
+func overlay(raw json.RawMessage, into any, name string) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		return badRequest("%s: %s", name, strings.TrimPrefix(jsonError(err).Error(), ErrBadRequest.Error()+": "))
+	}
+	return nil
+}
+
+// RunStatusRequest is POST /api/v1/runs/{run}/status.
+type RunStatusRequest struct {
+	Keyed
+	Status store.RunStatus `json:"status"`
+}
+
+func (s *server) setRunStatus(w http.ResponseWriter, r *http.Request) error {
+	var req RunStatusRequest
+	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &req); err != nil {
+		return err
+	}
+	switch req.Status {
+	case store.RunRunning, store.RunFinished, store.RunFailed:
+	default:
+		return badRequest("status %q: want running, finished or failed", req.Status)
+	}
+	run := r.PathValue("run")
+	return s.write(w, r, run, &req, func(tx *store.Tx) (int, any, error) {
+		rt, err := lookupRun(tx, run)
+		if err != nil {
+			return 0, nil, err
+		}
+		if err := rt.SetRunStatus(req.Status); err != nil {
+			return 0, nil, err
+		}
+		info, err := rt.Info()
+		return http.StatusOK, CreateRunResponse{Run: runJSON(info)}, err
+	})
+}
+
+// CheckpointRequest is POST /api/v1/runs/{run}/checkpoints: the trainer's
+// state after Step, which also marks the step complete. Inline is base64 in
+// JSON (small state only); model weights go by URI and Hash.
+type CheckpointRequest struct {
+	Keyed
+	Step   uint64            `json:"step"`
+	Inline []byte            `json:"inline,omitempty"`
+	URI    string            `json:"uri,omitempty"`
+	Hash   string            `json:"hash,omitempty"`
+	Meta   map[string]string `json:"meta,omitempty"`
+}
+
+// CheckpointResponse answers POST /api/v1/runs/{run}/checkpoints (201).
+type CheckpointResponse struct {
+	Checkpoint store.Checkpoint `json:"checkpoint"`
+	Run        RunJSON          `json:"run"`
+}
+
+func (s *server) putCheckpoint(w http.ResponseWriter, r *http.Request) error {
+	var req CheckpointRequest
+	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &req); err != nil {
+		return err
+	}
+	if req.Step == 0 {
+		return badRequest("step is required (steps start at 1)")
+	}
+	if len(req.Inline) == 0 && req.URI == "" {
+		return badRequest("a checkpoint needs inline state or a uri")
+	}
+	run := r.PathValue("run")
+	return s.write(w, r, run, &req, func(tx *store.Tx) (int, any, error) {
+		rt, err := lookupRun(tx, run)
+		if err != nil {
+			return 0, nil, err
+		}
+		info, err := rt.Info()
+		if err != nil {
+			return 0, nil, err
+		}
+		if req.Step <= info.LastStep {
+			return 0, nil, conflict("run %q has completed step %d; a checkpoint must be for a later step", run, info.LastStep)
+		}
+		if err := rt.PutCheckpoint(store.Checkpoint{Step: req.Step, Inline: req.Inline, URI: req.URI, Hash: req.Hash, Meta: req.Meta}); err != nil {
+			return 0, nil, err
+		}
+		var out CheckpointResponse
+		if out.Checkpoint, err = rt.Checkpoint(req.Step); err != nil {
+			return 0, nil, err
+		}
+		info, err = rt.Info()
+		out.Run = runJSON(info)
+		return http.StatusCreated, out, err
+	})
+}
