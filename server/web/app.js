@@ -110,7 +110,7 @@ async function selectGroup(id) {
 
 function lineChart(svg, series, yMax) {
   svg.replaceChildren();
-  const W = 360, H = 180, L = 34, R = 8, T = 22, B = 22;
+  const W = 360, H = 180, R = 8, T = 22, B = 22;
   const xs = series.flatMap(s => s.points.map(p => p[0]));
   if (xs.length === 0) {
     svg.append(el("svg:text", { x: W / 2, y: H / 2, "text-anchor": "middle", text: "no steps yet" }));
@@ -119,12 +119,19 @@ function lineChart(svg, series, yMax) {
   const x0 = Math.min(...xs), x1 = Math.max(...xs);
   const ymax = yMax ?? Math.max(1, ...series.flatMap(s => s.points.map(p => p[1])));
   const ymin = Math.min(0, ...series.flatMap(s => s.points.map(p => p[1])));
+  // Counts get whole-number ticks; the left margin fits the widest label.
+  const tick = i => {
+    const v = ymin + (ymax - ymin) * i / 4;
+    return ymax - ymin > 4 ? Math.round(v) : v;
+  };
+  const labels = [0, 1, 2, 3, 4].map(i => fmt(tick(i), 2));
+  const L = Math.max(34, 8 + 7 * Math.max(...labels.map(t => String(t).length)));
   const sx = x => L + (x1 === x0 ? (W - L - R) / 2 : (x - x0) / (x1 - x0) * (W - L - R));
   const sy = y => H - B - (y - ymin) / (ymax - ymin || 1) * (H - T - B);
   for (let i = 0; i <= 4; i++) {
-    const v = ymin + (ymax - ymin) * i / 4;
+    const v = tick(i);
     svg.append(el("svg:line", { class: "grid", x1: L, x2: W - R, y1: sy(v), y2: sy(v) }));
-    svg.append(el("svg:text", { x: L - 4, y: sy(v) + 3, "text-anchor": "end", text: fmt(v, 2) }));
+    svg.append(el("svg:text", { x: L - 4, y: sy(v) + 3, "text-anchor": "end", text: labels[i] }));
   }
   svg.append(el("svg:line", { class: "axis", x1: L, x2: W - R, y1: H - B, y2: H - B }));
   svg.append(el("svg:line", { class: "axis", x1: L, x2: L, y1: T, y2: H - B }));
