@@ -42,7 +42,7 @@ func newRecord(k store.EventKind) any {
 		return new(store.Run)
 	case store.EvGroupOpen, store.EvGroupUpdate, store.EvGroupClose:
 		return new(store.Group)
-	case store.EvNodeAdd, store.EvNodeScore, store.EvNodeRoute, store.EvNodeStatus, store.EvNodeReward:
+	case store.EvNodeAdd, store.EvNodeScore, store.EvNodeRoute, store.EvNodeStatus, store.EvNodeReward, store.EvNodeEnvState:
 		return new(store.Node)
 	case store.EvTurns:
 		return new(store.TurnsPayload)

@@ -26,7 +26,8 @@ func TestIterateTyped(t *testing.T) {
 			store.EvGroupClose: reflect.TypeFor[*store.Group](), store.EvNodeAdd: reflect.TypeFor[*store.Node](),
 			store.EvNodeScore: reflect.TypeFor[*store.Node](), store.EvNodeRoute: reflect.TypeFor[*store.Node](),
 			store.EvNodeStatus: reflect.TypeFor[*store.Node](), store.EvNodeReward: reflect.TypeFor[*store.Node](),
-			store.EvTurns: reflect.TypeFor[*store.TurnsPayload](), store.EvAdvantage: reflect.TypeFor[*store.Advantage](),
+			store.EvNodeEnvState: reflect.TypeFor[*store.Node](),
+			store.EvTurns:        reflect.TypeFor[*store.TurnsPayload](), store.EvAdvantage: reflect.TypeFor[*store.Advantage](),
 			store.EvRubricPut: reflect.TypeFor[*store.Rubric](), store.EvRubricMove: reflect.TypeFor[*store.Rubric](),
 			store.EvRubricUpdate: reflect.TypeFor[*store.Rubric](), store.EvCheckpoint: reflect.TypeFor[*store.Checkpoint](),
 		}

@@ -44,7 +44,7 @@ func (c *checker) logMatches(r *RunTx) {
 			rec = new(Run)
 		case EvGroupOpen, EvGroupUpdate, EvGroupClose:
 			rec = new(Group)
-		case EvNodeAdd, EvNodeScore, EvNodeRoute, EvNodeStatus, EvNodeReward:
+		case EvNodeAdd, EvNodeScore, EvNodeRoute, EvNodeStatus, EvNodeReward, EvNodeEnvState:
 			rec = new(Node)
 		case EvTurns:
 			rec = new(TurnsPayload)

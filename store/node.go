@@ -356,7 +356,7 @@ func (r *RunTx) SetReward(id uint64, reward float64) error {
 
 // SetEnvState stores the opaque env-state reference the Env restores from.
 func (r *RunTx) SetEnvState(id uint64, state []byte) error {
-	return r.mutateNode(id, EvNodeStatus, func(n *Node) error {
+	return r.mutateNode(id, EvNodeEnvState, func(n *Node) error {
 		if n.Status != NodeActive {
 			return invalidf("node %d is %s", id, n.Status)
 		}

@@ -280,6 +280,7 @@ const (
 	EvNodeRoute    EventKind = "node.route"
 	EvNodeStatus   EventKind = "node.status"
 	EvNodeReward   EventKind = "node.reward"
+	EvNodeEnvState EventKind = "node.env"
 	EvAdvantage    EventKind = "adv.put"
 	EvRubricPut    EventKind = "rubric.put"
 	EvRubricUpdate EventKind = "rubric.update"

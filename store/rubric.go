@@ -41,7 +41,7 @@ func (r *RunTx) PutRubric(rb Rubric) (Rubric, error) {
 			}
 		}
 	}
-	return rb, r.tx.fail(r.putRubric(&rb, EvRubricPut))
+	return rb, r.tx.fail(r.putRubric(&rb, EvRubricPut, rb.CreatedStep))
 }
 
 func validRubricNumbers(rb *Rubric) error {
@@ -57,7 +57,10 @@ func validRubricNumbers(rb *Rubric) error {
 	return nil
 }
 
-func (r *RunTx) putRubric(rb *Rubric, kind EventKind) error {
+// putRubric writes rb and logs kind, stamped with the step the change
+// happened in (not the rubric's creation step), so a reader of the log sees
+// a retirement in the step it retired.
+func (r *RunTx) putRubric(rb *Rubric, kind EventKind, step uint64) error {
 	b, err := r.bucket(bRubrics)
 	if err != nil {
 		return err
@@ -69,7 +72,7 @@ func (r *RunTx) putRubric(rb *Rubric, kind EventKind) error {
 	if err := b.Put(u64key(rb.ID), val); err != nil {
 		return err
 	}
-	return r.appendEvent(Event{Kind: kind, Step: rb.CreatedStep, Rubric: rb.ID}, val)
+	return r.appendEvent(Event{Kind: kind, Step: step, Rubric: rb.ID}, val)
 }
 
 // UpdateRubric rewrites a rubric's text, support and statistics. Its pool
@@ -89,7 +92,11 @@ func (r *RunTx) UpdateRubric(rb Rubric) error {
 	if err := validRubricNumbers(&rb); err != nil {
 		return r.tx.fail(err)
 	}
-	return r.tx.fail(r.putRubric(&rb, EvRubricUpdate))
+	step := rb.CreatedStep
+	if la := rb.Usage.LastActivation; la > 0 && uint64(la) > step {
+		step = uint64(la)
+	}
+	return r.tx.fail(r.putRubric(&rb, EvRubricUpdate, step))
 }
 
 // RubricMove describes a pool change.
@@ -128,7 +135,11 @@ func (r *RunTx) MoveRubric(id uint64, m RubricMove) (Rubric, error) {
 		rb.RetireStep, rb.RetireReason = m.Step, m.Reason
 	}
 	rb.Pool = m.To
-	return rb, r.tx.fail(r.putRubric(&rb, EvRubricMove))
+	step := m.Step
+	if step == 0 {
+		step = rb.CreatedStep
+	}
+	return rb, r.tx.fail(r.putRubric(&rb, EvRubricMove, step))
 }
 
 // Rubric returns one rubric.

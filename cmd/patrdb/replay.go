@@ -445,6 +445,8 @@ func nodeSummary(kind store.EventKind, n *store.Node) string {
 		}
 	case store.EvNodeReward:
 		return "reward " + fmtNum(n.Reward)
+	case store.EvNodeEnvState:
+		return fmt.Sprintf("env state (%d bytes)", len(n.EnvState))
 	}
 	return "status " + string(n.Status)
 }
