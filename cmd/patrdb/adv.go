@@ -20,13 +20,12 @@ func newAdvCommand(app *App) *cobra.Command {
 advantage records), the group's mean and std, whether the outcome rewards had
 zero variance before rubric shaping and whether the totals still had after,
 and per leaf its outcome reward, centred rubric score, total and advantage.
-Groups of the step that are still open are listed without advantages.`,
+Groups of the step that are still open are listed without advantages.` + remoteHelp,
 		Args:              needArgs("RUN"),
 		ValidArgsFunction: app.completeRuns,
-		RunE: func(_ *cobra.Command, args []string) error {
-			return app.adv(args[0], stepArg)
-		},
 	}
+	rf := addRemoteFlags(app, cmd)
+	cmd.RunE = func(_ *cobra.Command, args []string) error { return app.adv(rf, args[0], stepArg) }
 	cmd.Flags().StringVar(&stepArg, "step", "last", "step `N`, or last")
 	return cmd
 }
@@ -60,7 +59,7 @@ type advLeaf struct {
 	Advantage   float64 `json:"advantage"`
 }
 
-func (a *App) adv(runArg, stepArg string) error {
+func (a *App) adv(rf *remoteFlags, runArg, stepArg string) error {
 	id, err := parseRunID(runArg)
 	if err != nil {
 		return err
@@ -71,17 +70,8 @@ func (a *App) adv(runArg, stepArg string) error {
 			return err
 		}
 	}
-	db, err := a.openRead()
-	if err != nil {
-		return err
-	}
-	defer db.Close()
 	var out advOutput
-	err = db.View(func(tx *store.Tx) error {
-		r, err := a.lookupRun(tx, id)
-		if err != nil {
-			return err
-		}
+	err = a.readRun(rf, id, func(r runReader) error {
 		out, err = advAt(r, step)
 		return err
 	})
@@ -98,7 +88,7 @@ func (a *App) adv(runArg, stepArg string) error {
 
 // advAt reads the advantage records of a step (0: the last step that has
 // any) grouped by group, with the step's groups that have none yet.
-func advAt(r *store.RunTx, step uint64) (advOutput, error) {
+func advAt(r runReader, step uint64) (advOutput, error) {
 	out := advOutput{Run: r.ID(), Groups: []advGroup{}}
 	if step == 0 {
 		all, err := r.Advantages(0, 0)
@@ -135,13 +125,21 @@ func advAt(r *store.RunTx, step uint64) (advOutput, error) {
 			ag.ZeroVariance, ag.ZeroVarianceAfter = &f.ZeroVariance, &f.ZeroVarianceAfter
 			ag.Rubrics = nonNil(f.Rubrics)
 		}
-		for _, ad := range recs {
-			status := ""
-			if n, err := r.Node(ad.Leaf); err == nil {
-				status = string(n.Status)
-			} else if !isNotFound(err) {
+		// The leaves' statuses come from the group's nodes: one read per
+		// group (one request through a server), not one per leaf.
+		var statusOf map[uint64]store.NodeStatus
+		if len(recs) > 0 {
+			nodes, err := r.GroupNodes(g)
+			if err != nil {
 				return out, err
 			}
+			statusOf = make(map[uint64]store.NodeStatus, len(nodes))
+			for _, n := range nodes {
+				statusOf[n.ID] = n.Status
+			}
+		}
+		for _, ad := range recs {
+			status := string(statusOf[ad.Leaf]) // "" for a leaf not in the group
 			ag.Leaves = append(ag.Leaves, advLeaf{Leaf: ad.Leaf, Status: status, Outcome: ad.Outcome,
 				RubricScore: ad.RubricScore, Total: ad.Total, Advantage: ad.Advantage})
 		}

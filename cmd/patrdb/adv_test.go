@@ -10,13 +10,15 @@ import (
 	"github.com/patrdb/patrdb/store/storetest"
 )
 
-func TestAdvGolden(t *testing.T) {
-	checkGoldens(t, []goldenCase{
-		{name: "adv", args: []string{"adv", "patr-4x4"}},
-		{name: "adv_json", args: []string{"adv", "patr-4x4", "--json"}},
-		{name: "adv_open_step", args: []string{"adv", "patr-4x4", "--step", "2"}},
-	})
+// advGoldens are the golden cases of adv; remote_test.go runs them
+// through a server too.
+var advGoldens = []goldenCase{
+	{name: "adv", args: []string{"adv", "patr-4x4"}},
+	{name: "adv_json", args: []string{"adv", "patr-4x4", "--json"}},
+	{name: "adv_open_step", args: []string{"adv", "patr-4x4", "--step", "2"}},
 }
+
+func TestAdvGolden(t *testing.T) { checkGoldens(t, advGoldens) }
 
 // The default step is the last with advantages; the per-group figures are
 // those the leaves' records carry.

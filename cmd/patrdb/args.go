@@ -54,7 +54,7 @@ func (a *App) lookupRun(tx *store.Tx, id string) (*store.RunTx, error) {
 }
 
 // lookupNode returns a node of run r, or a not-found error naming it.
-func lookupNode(r *store.RunTx, id uint64) (store.Node, error) {
+func lookupNode(r runReader, id uint64) (store.Node, error) {
 	n, err := r.Node(id)
 	if errors.Is(err, store.ErrNotFound) {
 		return n, notFoundErrorf("node %d not found in run %q", id, r.ID())
@@ -62,23 +62,30 @@ func lookupNode(r *store.RunTx, id uint64) (store.Node, error) {
 	return n, err
 }
 
-// completeRuns offers the file's run ids for a command's first argument. It
-// opens the file read-only with a short wait, and offers nothing when it
-// cannot (completion must never block a shell).
+// completeRuns offers the run ids for a command's first argument, from the
+// file or, as the command itself would, through the owner's server. It
+// waits at most --timeout, and offers nothing when it cannot (completion
+// must never block a shell).
 func (a *App) completeRuns(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 	if len(args) != 0 {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	db, err := a.openRead()
+	rf := &remoteFlags{}
+	if f := cmd.Flags().Lookup("server"); f != nil {
+		rf.server = f.Value.String()
+	}
+	if f := cmd.Flags().Lookup("token-file"); f != nil {
+		rf.tokenFile = f.Value.String()
+	}
+	var ids []string
+	err := a.read(rf, func(src source) error {
+		var err error
+		ids, err = src.RunIDs()
+		return err
+	})
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	defer db.Close()
-	var ids []string
-	_ = db.View(func(tx *store.Tx) error {
-		ids, err = tx.RunIDs()
-		return err
-	})
 	return ids, cobra.ShellCompDirectiveNoFileComp
 }
 

@@ -40,7 +40,11 @@ The export is written into a hidden folder beside DIR and renamed into place
 when complete, so an error or an interrupt leaves nothing behind. A DIR that
 exists and is not empty is refused unless --force, which replaces only
 DIR/run=<id> (other runs exported there stay: DIR can be a data lake). A
-progress bar is drawn on stderr when it is a terminal.`,
+progress bar is drawn on stderr when it is a terminal.
+
+export reads the file itself (every turn of every leaf), not a server: while
+a trainer or patrdb serve owns the file, export a copy of it, or wait until
+the owner stops.`,
 		Args:              needArgs("RUN"),
 		ValidArgsFunction: app.completeRuns,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -10,17 +10,17 @@ import (
 )
 
 func newFrontierCommand(app *App) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "frontier RUN",
 		Short: "The active nodes a resume would continue, with group, depth and last score",
 		Long: `frontier lists the run's active nodes — exactly what a resume after a crash
-continues from — with their step, group, depth, turns and last process score.`,
+continues from — with their step, group, depth, turns and last process score.` + remoteHelp,
 		Args:              needArgs("RUN"),
 		ValidArgsFunction: app.completeRuns,
-		RunE: func(_ *cobra.Command, args []string) error {
-			return app.frontier(args[0])
-		},
 	}
+	rf := addRemoteFlags(app, cmd)
+	cmd.RunE = func(_ *cobra.Command, args []string) error { return app.frontier(rf, args[0]) }
+	return cmd
 }
 
 // frontierOutput is `frontier --json`.
@@ -43,22 +43,13 @@ type frontierNode struct {
 	Worker    string   `json:"worker"`
 }
 
-func (a *App) frontier(runArg string) error {
+func (a *App) frontier(rf *remoteFlags, runArg string) error {
 	id, err := parseRunID(runArg)
 	if err != nil {
 		return err
 	}
-	db, err := a.openRead()
-	if err != nil {
-		return err
-	}
-	defer db.Close()
 	out := frontierOutput{Run: id, Nodes: []frontierNode{}}
-	err = db.View(func(tx *store.Tx) error {
-		r, err := a.lookupRun(tx, id)
-		if err != nil {
-			return err
-		}
+	err = a.readRun(rf, id, func(r runReader) error {
 		nodes, err := r.FrontierNodes()
 		if err != nil {
 			return err

@@ -5,13 +5,15 @@ import (
 	"testing"
 )
 
-func TestFrontierGolden(t *testing.T) {
-	checkGoldens(t, []goldenCase{
-		{name: "frontier", args: []string{"frontier", "patr-4x4"}},
-		{name: "frontier_json", args: []string{"frontier", "patr-4x4", "--json"}},
-		{name: "frontier_empty", args: []string{"frontier", "grpo-4x4"}},
-	})
+// frontierGoldens are the golden cases of frontier; remote_test.go runs them
+// through a server too.
+var frontierGoldens = []goldenCase{
+	{name: "frontier", args: []string{"frontier", "patr-4x4"}},
+	{name: "frontier_json", args: []string{"frontier", "patr-4x4", "--json"}},
+	{name: "frontier_empty", args: []string{"frontier", "grpo-4x4"}},
 }
+
+func TestFrontierGolden(t *testing.T) { checkGoldens(t, frontierGoldens) }
 
 func TestFrontierIsTheActiveNodes(t *testing.T) {
 	path := fixture(t)

@@ -17,19 +17,26 @@ import (
 // Read commands can answer from a live run's server instead of the file:
 // the trainer (or `patrdb serve`) owns the file's lock, and a second
 // process could otherwise only wait --timeout and fail. A command opts in
-// with addRemoteFlags and asks app.remote for a client before opening the
-// file:
+// with addRemoteFlags and reads through app.read / app.readRun
+// (source.go), which ask app.remote for a client and fall back to the file:
 //
-//	rf := addRemoteFlags(cmd)                       // in newXCommand
+//	rf := addRemoteFlags(app, cmd)                  // in newXCommand
 //	...
-//	cl, err := a.remote(ctx, rf)                    // in the command
-//	if err != nil { return err }
-//	if cl != nil { data, err := cl.Runs(ctx); ...; return a.remoteError(err) }
-//	db, err := a.openRead()                         // the local path, as before
+//	err := a.readRun(rf, id, func(r runReader) error { ... })
 //
 // The server answers with the store's own records (server.RunSummary,
-// store.Group, store.Node, store.PathTurn, ...), so a command renders both
-// paths with the same code.
+// store.Group, store.Node, store.PathTurn, ...), so a command gathers and
+// renders both paths with the same code.
+
+// remoteHelp ends the long help of every command that can read through a
+// server.
+const remoteHelp = `
+
+While another process owns the file (a trainer serving it in-process, or
+patrdb serve), this reads through that process's API instead: --server URL
+(default $PATRDB_SERVER) names it; without it, the address the owner wrote
+next to the file (<db>.serve) is used when that server answers for this
+very file. The output is the same either way.`
 
 // remoteFlags are --server and --token-file of one read command.
 type remoteFlags struct {
@@ -93,6 +100,13 @@ func (a *App) remote(ctx context.Context, rf *remoteFlags) (*server.Client, erro
 func (a *App) remoteError(c *server.Client, err error) error {
 	if err == nil {
 		return nil
+	}
+	var ce *codeError
+	if errors.As(err, &ce) {
+		return err // the command's own verdict (not found, usage)
+	}
+	if errors.Is(err, errFileOnly) {
+		return usageErrorf("%v, not the server at %s (run it after the owner stops, or on a copy of the file)", err, c.Base)
 	}
 	var ae *server.APIError
 	if errors.As(err, &ae) {

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/server"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/tree"
 )
@@ -40,21 +41,23 @@ instead, or expanded into a different number of children. Only the part of
 each tree the run sampled is followed; branches the new config would have
 created but the run never sampled are counted as unobserved, never made up.
 The env steps line is what the config would still have spent on the
-recorded nodes. --step and --group narrow the analysis.`,
+recorded nodes. --step and --group narrow the analysis. --what-if reads the
+file itself: it is not available through a server.` + remoteHelp,
 		Args:              needArgs("RUN"),
 		ValidArgsFunction: app.completeRuns,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if cmd.Flags().Changed("what-if") {
-				if cmd.Flags().Changed("until") || cmd.Flags().Changed("from") {
-					return usageErrorf("--what-if analyses the whole record; it cannot be combined with --from or --until")
-				}
-				return app.replayWhatIf(args[0], f)
+	}
+	rf := addRemoteFlags(app, cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if cmd.Flags().Changed("what-if") {
+			if cmd.Flags().Changed("until") || cmd.Flags().Changed("from") {
+				return usageErrorf("--what-if analyses the whole record; it cannot be combined with --from or --until")
 			}
-			if cmd.Flags().Changed("step") || cmd.Flags().Changed("group") {
-				return usageErrorf("--step and --group select what --what-if analyses")
-			}
-			return app.replayLog(args[0], f)
-		},
+			return app.replayWhatIf(rf, args[0], f)
+		}
+		if cmd.Flags().Changed("step") || cmd.Flags().Changed("group") {
+			return usageErrorf("--step and --group select what --what-if analyses")
+		}
+		return app.replayLog(rf, args[0], f)
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.from, "from", "", "first event to print (`SEQ`, default 1)")
@@ -181,7 +184,7 @@ func replayError(err error) error {
 	return err
 }
 
-func (a *App) replayLog(runArg string, f *replayFlags) error {
+func (a *App) replayLog(rf *remoteFlags, runArg string, f *replayFlags) error {
 	id, err := parseRunID(runArg)
 	if err != nil {
 		return err
@@ -194,19 +197,11 @@ func (a *App) replayLog(runArg string, f *replayFlags) error {
 	if err != nil {
 		return err
 	}
-	db, err := a.openRead()
-	if err != nil {
-		return err
-	}
-	defer db.Close()
 	// The log is streamed, text or JSON, so memory stays flat however long
-	// it is; only the state it folds into is kept.
+	// it is (through a server, page by page); only the state it folds into
+	// is kept.
 	w := bufio.NewWriter(a.stdout)
-	err = db.View(func(tx *store.Tx) error {
-		r, err := a.lookupRun(tx, id)
-		if err != nil {
-			return err
-		}
+	err = a.readRun(rf, id, func(r runReader) error {
 		last := r.LastSeq()
 		if until == 0 {
 			until = last
@@ -230,20 +225,21 @@ func (a *App) replayLog(runArg string, f *replayFlags) error {
 		// --from. One pass does both.
 		st := replay.NewState(id)
 		first := true
-		err = replay.Iterate(r, 1, until, func(e replay.Event) error {
-			if err := st.Apply(e); err != nil {
+		err := r.events(1, until, func(e logEvent) error {
+			if err := st.Apply(e.Event); err != nil {
 				return err
 			}
 			if e.Seq < from {
 				return nil
 			}
+			payload := eventPayload(e)
 			if !a.json {
 				fmt.Fprintf(w, "%*d  %-24s  %-14s %5s %5s %6s %6s  %s\n", seqWidth, e.Seq, fmtTime(e.Time), e.Kind, idOrDash(e.Step),
-					idOrDash(e.Group), idOrDash(e.Node), idOrDash(e.Rubric), eventSummary(e))
+					idOrDash(e.Group), idOrDash(e.Node), idOrDash(e.Rubric), eventSummary(e, payload))
 				return nil
 			}
 			ev := replayEventJSON{Seq: e.Seq, Time: jsonTime(e.Time), Kind: string(e.Kind), Step: e.Step, Group: e.Group,
-				Node: e.Node, Rubric: e.Rubric, Summary: eventSummary(e), Payload: eventPayload(e)}
+				Node: e.Node, Rubric: e.Rubric, Summary: eventSummary(e, payload), Payload: payload}
 			b, err := json.MarshalIndent(ev, "    ", "  ")
 			if err != nil {
 				return err
@@ -370,8 +366,8 @@ func idList(ids []uint64) string {
 	return s
 }
 
-// eventSummary is one event in words.
-func eventSummary(e replay.Event) string {
+// eventSummary is one event in words; payload is eventPayload(e).
+func eventSummary(e logEvent, payload json.RawMessage) string {
 	switch rec := e.Record.(type) {
 	case *store.Run:
 		if e.Kind == store.EvRunCreate {
@@ -419,7 +415,20 @@ func eventSummary(e replay.Event) string {
 		}
 		return fmt.Sprintf("checkpoint of step %d: %s inline", rec.Step, fmtBytes(int64(len(rec.Inline))))
 	}
-	return fmt.Sprintf("%s payload", fmtBytes(int64(len(e.Payload))))
+	// A kind defined above the store: its payload, as far as it fits.
+	if e.Kind == server.KindReply {
+		var rp struct {
+			Op     string `json:"op"`
+			Status int    `json:"status"`
+		}
+		if json.Unmarshal(payload, &rp) == nil && rp.Op != "" {
+			return fmt.Sprintf("server reply %d to %s", rp.Status, rp.Op)
+		}
+	}
+	if string(payload) == "null" {
+		return "no payload"
+	}
+	return truncate(string(payload), 72)
 }
 
 func nodeSummary(kind store.EventKind, n *store.Node) string {
@@ -456,8 +465,10 @@ func toDecisionJSON(d store.Decision) decisionJSON {
 }
 
 // eventPayload renders an event's record in the CLI's own field names;
-// an event of a kind defined above the store is shown schema-less.
-func eventPayload(e replay.Event) json.RawMessage {
+// an event of a kind defined above the store is shown schema-less, as the
+// server shows it (so the output is the same from the file and through a
+// server).
+func eventPayload(e logEvent) json.RawMessage {
 	var v any
 	switch rec := e.Record.(type) {
 	case *store.Run:
@@ -488,6 +499,18 @@ func eventPayload(e replay.Event) json.RawMessage {
 	case *store.Checkpoint:
 		v = ckptPayload{Step: rec.Step, InlineBytes: len(rec.Inline), URI: rec.URI, Hash: rec.Hash}
 	default:
+		if e.generic != nil {
+			v = json.RawMessage(e.generic) // from a server: already decoded
+			break
+		}
+		if e.Kind == server.KindReply {
+			var rp serverReply
+			if store.DecodePayload(e.Event.Event, &rp) != nil {
+				return json.RawMessage("null")
+			}
+			v = replyJSON{Key: rp.Key, Op: rp.Op, Status: rp.Status, Body: rawJSON(rp.Body)}
+			break
+		}
 		g, err := e.Generic()
 		if err != nil || g == nil {
 			return json.RawMessage("null")
@@ -499,6 +522,28 @@ func eventPayload(e replay.Event) json.RawMessage {
 		return json.RawMessage("null")
 	}
 	return b
+}
+
+// serverReply is the payload of the events in which patrdb serve keeps the
+// first answer to each write (server.KindReply): the server's own encoding,
+// mirrored here so the file shows it as the server's events endpoint does
+// (replyJSON). remote_test.go compares the two on a run written through the
+// API.
+type serverReply struct {
+	_msgpack    struct{} `msgpack:",as_array"`
+	Key         string
+	Op          string
+	Fingerprint []byte
+	Status      int
+	Body        []byte
+}
+
+// replyJSON is how the server's events endpoint shows a reply event.
+type replyJSON struct {
+	Key    string          `json:"client_key"`
+	Op     string          `json:"op"`
+	Status int             `json:"status"`
+	Body   json.RawMessage `json:"body"`
 }
 
 // whatIfOutput is `replay --what-if --json`.
@@ -562,7 +607,7 @@ func toTreeConfigJSON(c tree.Config) treeConfigJSON {
 	return treeConfigJSON{Delta: c.Delta, M: c.M, Top: c.TopExpand, Rule: string(c.PruneRule), MaxActive: c.MaxActive}
 }
 
-func (a *App) replayWhatIf(runArg string, f *replayFlags) error {
+func (a *App) replayWhatIf(rf *remoteFlags, runArg string, f *replayFlags) error {
 	id, err := parseRunID(runArg)
 	if err != nil {
 		return err
@@ -583,18 +628,9 @@ func (a *App) replayWhatIf(runArg string, f *replayFlags) error {
 			return err
 		}
 	}
-	db, err := a.openRead()
-	if err != nil {
-		return err
-	}
-	defer db.Close()
 	var rep *replay.WhatIfReport
-	err = db.View(func(tx *store.Tx) error {
-		r, err := a.lookupRun(tx, id)
-		if err != nil {
-			return err
-		}
-		rep, err = replay.WhatIf(r, opts)
+	err = a.readRun(rf, id, func(r runReader) error {
+		rep, err = r.whatIf(opts)
 		if errors.Is(err, store.ErrNotFound) {
 			return notFoundErrorf("no group matches --step %s --group %s in run %q", orAny(f.step), orAny(f.group), id)
 		}

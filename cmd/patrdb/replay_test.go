@@ -7,15 +7,17 @@ import (
 	"testing"
 )
 
-func TestReplayGolden(t *testing.T) {
-	checkGoldens(t, []goldenCase{
-		{name: "replay", args: []string{"replay", "patr-4x4"}},
-		{name: "replay_until", args: []string{"replay", "patr-4x4", "--from", "14", "--until", "24"}},
-		{name: "replay_json", args: []string{"replay", "patr-4x4", "--until", "6", "--json"}},
-		{name: "replay_whatif", args: []string{"replay", "patr-4x4", "--what-if", "delta=0.2,m=3"}},
-		{name: "replay_whatif_json", args: []string{"replay", "patr-4x4", "--what-if", "top=0", "--json"}},
-	})
+// replayGoldens are the golden cases of replay; remote_test.go runs them
+// through a server too.
+var replayGoldens = []goldenCase{
+	{name: "replay", args: []string{"replay", "patr-4x4"}},
+	{name: "replay_until", args: []string{"replay", "patr-4x4", "--from", "14", "--until", "24"}},
+	{name: "replay_json", args: []string{"replay", "patr-4x4", "--until", "6", "--json"}},
+	{name: "replay_whatif", args: []string{"replay", "patr-4x4", "--what-if", "delta=0.2,m=3"}},
+	{name: "replay_whatif_json", args: []string{"replay", "patr-4x4", "--what-if", "top=0", "--json"}},
 }
+
+func TestReplayGolden(t *testing.T) { checkGoldens(t, replayGoldens) }
 
 // TestReplayStateAtEnd: the state replay rebuilds after the last event is
 // the file as the other commands read it.

@@ -23,12 +23,19 @@
 //     notFoundErrorf → 1 for a run, group, node or rubric that does not
 //     exist; failedErrorf → 1 for a failed check; store errors map by their
 //     sentinel (store.ErrNotFound → 1, everything else → 2).
-//   - Open the file with app.openRead() when the command only reads and
-//     app.openWrite() when it writes; `defer db.Close()`. Read everything
-//     inside one db.View, so the output is one consistent snapshot; find the
-//     run with app.lookupRun and nodes with lookupNode (their not-found
-//     errors name what is missing). Add a read-only command to
-//     readOnlyCommands in root_test.go: that proves it leaves the file
+//   - A command that reads runs registers --server with addRemoteFlags, ends
+//     its long help with remoteHelp, and reads through app.read or
+//     app.readRun (source.go): they hand it a source / runReader backed by
+//     the file (opened read-only, everything read inside one db.View, so the
+//     output is one consistent snapshot) or by the serve API of the process
+//     that owns the file. It gathers its output struct from the runReader
+//     and renders it once, so both paths print the same; add its golden
+//     cases to remoteGoldens in remote_test.go. Find nodes with lookupNode
+//     (its not-found error names what is missing). A command that needs
+//     what the API does not serve (check, export, compact) opens the file
+//     with app.openRead(), or app.openWrite() when it writes; `defer
+//     db.Close()`; find the run with app.lookupRun. Add a read-only command
+//     to readOnlyCommands in root_test.go: that proves it leaves the file
 //     byte-identical, fails in one line within --timeout on a locked file,
 //     and in one line on a missing or foreign file.
 //   - Text goes to app.stdout. With app.json the command prints exactly one

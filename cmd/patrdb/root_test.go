@@ -24,7 +24,24 @@ var readOnlyCommands = [][]string{
 	{"frontier", "patr-4x4"}, {"frontier", "patr-4x4", "--json"},
 	{"rubrics", "patr-4x4"}, {"rubrics", "patr-4x4", "--lineage", "4", "--json"},
 	{"adv", "patr-4x4"}, {"adv", "patr-4x4", "--step", "1", "--json"},
+	{"replay", "patr-4x4"}, {"replay", "patr-4x4", "--until", "20", "--json"}, {"replay", "patr-4x4", "--what-if", "delta=0.2"},
+	{"stats"}, {"stats", "patr-4x4", "--json"},
+	{"export", "patr-4x4", "--format", "jsonl", "--out", "$OUT/lake"}, {"export", "patr-4x4", "--format", "parquet", "--out", "$OUT/lake"},
 	{"check"}, {"check", "--json"},
+}
+
+// expandOut replaces $OUT in args with a fresh directory, for the commands
+// that write their output to files (export).
+func expandOut(t *testing.T, args []string) []string {
+	out := make([]string, len(args))
+	dir := ""
+	for i, a := range args {
+		if strings.Contains(a, "$OUT") && dir == "" {
+			dir = t.TempDir()
+		}
+		out[i] = strings.ReplaceAll(a, "$OUT", dir)
+	}
+	return out
 }
 
 func TestReadOnlyCommandsLeaveTheFileUnchanged(t *testing.T) {
@@ -35,7 +52,7 @@ func TestReadOnlyCommandsLeaveTheFileUnchanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, args := range readOnlyCommands {
-		cli(t, append([]string{"--db", path}, args...)...).ok(t)
+		cli(t, append([]string{"--db", path}, expandOut(t, args)...)...).ok(t)
 		if fileHash(t, path) != before {
 			t.Fatalf("%v changed the file's bytes", args)
 		}
@@ -66,7 +83,7 @@ func TestLockedFile(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			start := time.Now()
-			r := cli(t, append([]string{"--db", path, "--timeout", timeout.String()}, args...)...)
+			r := cli(t, append([]string{"--db", path, "--timeout", timeout.String()}, expandOut(t, args)...)...)
 			took := time.Since(start)
 			r.fails(t, 2, path, "locked by another process", "waited 200ms", "patrdb serve", "compact --out")
 			if r.stdout != "" {
@@ -85,7 +102,7 @@ func TestLockedFile(t *testing.T) {
 func TestMissingFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "none.db")
 	for _, args := range readOnlyCommands {
-		cli(t, append([]string{"--db", path}, args...)...).fails(t, 2, path, "does not exist")
+		cli(t, append([]string{"--db", path}, expandOut(t, args)...)...).fails(t, 2, path, "does not exist")
 	}
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a read-only command created %s", path)
@@ -113,7 +130,7 @@ func TestGarbageFile(t *testing.T) {
 			before = fileHash(t, path)
 		}
 		for _, args := range readOnlyCommands {
-			r := cli(t, append([]string{"--db", path}, args...)...)
+			r := cli(t, append([]string{"--db", path}, expandOut(t, args)...)...)
 			if r.code != 2 {
 				t.Errorf("%s: %v: exit %d", name, args, r.code)
 			}
@@ -173,25 +190,32 @@ func TestBadArguments(t *testing.T) {
 	}
 }
 
+// notFoundCases name what does not exist in the fixture; remote_test.go
+// asks a server too.
+var notFoundCases = []struct {
+	args []string
+	frag string
+}{
+	{[]string{"show", "ghost"}, `run "ghost" not found`},
+	{[]string{"tree", "ghost", "1"}, `run "ghost" not found`},
+	{[]string{"tree", "patr-4x4", "7"}, `group 7 not found in run "patr-4x4"`},
+	{[]string{"tree", "patr-4x4", "step:3"}, `step 3 of run "patr-4x4" has no groups`},
+	{[]string{"traj", "ghost", "1"}, `run "ghost" not found`},
+	{[]string{"traj", "patr-4x4", "13"}, `node 13 not found in run "patr-4x4"`},
+	{[]string{"frontier", "ghost"}, `run "ghost" not found`},
+	{[]string{"rubrics", "ghost"}, `run "ghost" not found`},
+	{[]string{"rubrics", "patr-4x4", "--lineage", "7"}, `rubric 7 not found in run "patr-4x4"`},
+	{[]string{"adv", "ghost"}, `run "ghost" not found`},
+	{[]string{"adv", "patr-4x4", "--step", "3"}, `step 3 of run "patr-4x4" has no groups`},
+	{[]string{"replay", "ghost"}, `run "ghost" not found`},
+	{[]string{"replay", "patr-4x4", "--what-if", "m=3", "--step", "3"}, "no group matches --step 3"},
+	{[]string{"stats", "ghost"}, `run "ghost" not found`},
+}
+
 // Unknown run, group, node, rubric or step: one line naming it, exit 1.
 func TestNotFound(t *testing.T) {
 	path := fixture(t)
-	for _, c := range []struct {
-		args []string
-		frag string
-	}{
-		{[]string{"show", "ghost"}, `run "ghost" not found`},
-		{[]string{"tree", "ghost", "1"}, `run "ghost" not found`},
-		{[]string{"tree", "patr-4x4", "7"}, `group 7 not found in run "patr-4x4"`},
-		{[]string{"tree", "patr-4x4", "step:3"}, `step 3 of run "patr-4x4" has no groups`},
-		{[]string{"traj", "ghost", "1"}, `run "ghost" not found`},
-		{[]string{"traj", "patr-4x4", "13"}, `node 13 not found in run "patr-4x4"`},
-		{[]string{"frontier", "ghost"}, `run "ghost" not found`},
-		{[]string{"rubrics", "ghost"}, `run "ghost" not found`},
-		{[]string{"rubrics", "patr-4x4", "--lineage", "7"}, `rubric 7 not found in run "patr-4x4"`},
-		{[]string{"adv", "ghost"}, `run "ghost" not found`},
-		{[]string{"adv", "patr-4x4", "--step", "3"}, `step 3 of run "patr-4x4" has no groups`},
-	} {
+	for _, c := range notFoundCases {
 		r := cli(t, append([]string{"--db", path}, c.args...)...)
 		r.fails(t, 1, c.frag)
 		if r.stdout != "" {

@@ -22,13 +22,12 @@ func newRubricsCommand(app *App) *cobra.Command {
 activations, running correlation with the outcome (from the stored sums),
 low-variance streak, last activation step, groups unlocked, and why it
 retired. --pool keeps one pool. --lineage ID shows a public rubric and the
-drafts it absorbed, with where each was induced.`,
+drafts it absorbed, with where each was induced.` + remoteHelp,
 		Args:              needArgs("RUN"),
 		ValidArgsFunction: app.completeRuns,
-		RunE: func(_ *cobra.Command, args []string) error {
-			return app.rubrics(args[0], pool, lineage)
-		},
 	}
+	rf := addRemoteFlags(app, cmd)
+	cmd.RunE = func(_ *cobra.Command, args []string) error { return app.rubrics(rf, args[0], pool, lineage) }
 	cmd.Flags().StringVar(&pool, "pool", "all", "pool to list: candidate, public, retired, merged or all")
 	cmd.Flags().StringVar(&lineage, "lineage", "", "show rubric `ID` and the drafts it absorbed")
 	cmd.MarkFlagsMutuallyExclusive("pool", "lineage")
@@ -102,7 +101,7 @@ func toRubricJSON(rb store.Rubric) rubricJSON {
 	return out
 }
 
-func (a *App) rubrics(runArg, poolArg, lineageArg string) error {
+func (a *App) rubrics(rf *remoteFlags, runArg, poolArg, lineageArg string) error {
 	id, err := parseRunID(runArg)
 	if err != nil {
 		return err
@@ -120,18 +119,9 @@ func (a *App) rubrics(runArg, poolArg, lineageArg string) error {
 			return err
 		}
 	}
-	db, err := a.openRead()
-	if err != nil {
-		return err
-	}
-	defer db.Close()
 	var list rubricsOutput
 	var lin lineageOutput
-	err = db.View(func(tx *store.Tx) error {
-		r, err := a.lookupRun(tx, id)
-		if err != nil {
-			return err
-		}
+	err = a.readRun(rf, id, func(r runReader) error {
 		if lineage != 0 {
 			lin, err = rubricLineage(r, lineage)
 			return err
@@ -165,7 +155,7 @@ func (a *App) rubrics(runArg, poolArg, lineageArg string) error {
 
 // rubricLineage returns a rubric and the drafts it consolidated: those it
 // lists as parents and those recorded as merged into it.
-func rubricLineage(r *store.RunTx, id uint64) (lineageOutput, error) {
+func rubricLineage(r runReader, id uint64) (lineageOutput, error) {
 	rb, err := r.Rubric(id)
 	if err != nil {
 		if isNotFound(err) {

@@ -5,16 +5,18 @@ import (
 	"testing"
 )
 
-func TestRubricsGolden(t *testing.T) {
-	checkGoldens(t, []goldenCase{
-		{name: "rubrics", args: []string{"rubrics", "patr-4x4"}},
-		{name: "rubrics_json", args: []string{"rubrics", "patr-4x4", "--json"}},
-		{name: "rubrics_public", args: []string{"rubrics", "patr-4x4", "--pool", "public"}},
-		{name: "rubrics_lineage", args: []string{"rubrics", "patr-4x4", "--lineage", "4"}},
-		{name: "rubrics_lineage_json", args: []string{"rubrics", "patr-4x4", "--lineage", "4", "--json"}},
-		{name: "rubrics_none", args: []string{"rubrics", "grpo-4x4"}},
-	})
+// rubricsGoldens are the golden cases of rubrics; remote_test.go runs them
+// through a server too.
+var rubricsGoldens = []goldenCase{
+	{name: "rubrics", args: []string{"rubrics", "patr-4x4"}},
+	{name: "rubrics_json", args: []string{"rubrics", "patr-4x4", "--json"}},
+	{name: "rubrics_public", args: []string{"rubrics", "patr-4x4", "--pool", "public"}},
+	{name: "rubrics_lineage", args: []string{"rubrics", "patr-4x4", "--lineage", "4"}},
+	{name: "rubrics_lineage_json", args: []string{"rubrics", "patr-4x4", "--lineage", "4", "--json"}},
+	{name: "rubrics_none", args: []string{"rubrics", "grpo-4x4"}},
 }
+
+func TestRubricsGolden(t *testing.T) { checkGoldens(t, rubricsGoldens) }
 
 func TestRubricsPools(t *testing.T) {
 	path := fixture(t)

@@ -10,15 +10,17 @@ import (
 )
 
 func newRunsCommand(app *App) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "runs",
 		Short: "One row per run: status, steps, groups, nodes, turns, leaves, bytes",
 		Long: `runs lists every run in the file: its status, the last completed step,
 how many groups (rollout trees), nodes, stored turns and leaves it holds, and
-the bytes its buckets occupy on disk.`,
+the bytes its buckets occupy on disk.` + remoteHelp,
 		Args: needArgs(),
-		RunE: func(*cobra.Command, []string) error { return app.runs() },
 	}
+	rf := addRemoteFlags(app, cmd)
+	cmd.RunE = func(*cobra.Command, []string) error { return app.runs(rf) }
+	return cmd
 }
 
 // runRow is one run in `runs --json`.
@@ -37,24 +39,21 @@ type runsOutput struct {
 	Runs []runRow `json:"runs"`
 }
 
-func (a *App) runs() error {
-	db, err := a.openRead()
-	if err != nil {
-		return err
-	}
-	defer db.Close()
+func (a *App) runs(rf *remoteFlags) error {
 	out := runsOutput{Runs: []runRow{}}
-	err = db.View(func(tx *store.Tx) error {
-		ids, err := tx.RunIDs()
+	where := a.dbPath
+	err := a.read(rf, func(src source) error {
+		where = src.where()
+		ids, err := src.RunIDs()
 		if err != nil {
 			return err
 		}
 		for _, id := range ids {
-			r, err := tx.Run(id)
+			r, err := src.Run(id)
 			if err != nil {
 				return err
 			}
-			s, err := summarize(r)
+			s, err := r.summary()
 			if err != nil {
 				return err
 			}
@@ -73,7 +72,7 @@ func (a *App) runs() error {
 	}
 	w := bufio.NewWriter(a.stdout)
 	if len(out.Runs) == 0 {
-		fmt.Fprintf(w, "no runs in %s\n", a.dbPath)
+		fmt.Fprintf(w, "no runs in %s\n", where)
 		return w.Flush()
 	}
 	t := newTable(w)

@@ -9,12 +9,14 @@ import (
 	"github.com/patrdb/patrdb/store/storetest"
 )
 
-func TestRunsGolden(t *testing.T) {
-	checkGoldens(t, []goldenCase{
-		{name: "runs", args: []string{"runs"}},
-		{name: "runs_json", args: []string{"runs", "--json"}},
-	})
+// runsGoldens are the golden cases of runs; remote_test.go runs them
+// through a server too.
+var runsGoldens = []goldenCase{
+	{name: "runs", args: []string{"runs"}},
+	{name: "runs_json", args: []string{"runs", "--json"}},
 }
+
+func TestRunsGolden(t *testing.T) { checkGoldens(t, runsGoldens) }
 
 // The counts must be what the store holds, counted here the long way.
 func TestRunsCountsMatchStore(t *testing.T) {

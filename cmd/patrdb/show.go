@@ -16,20 +16,20 @@ import (
 )
 
 func newShowCommand(app *App) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "show RUN",
 		Short: "A run's config, status, step progress, counts and on-disk size",
 		Long: `show prints one run: its status and step progress (the last completed step
 and what the step in progress has done so far), how many groups, nodes (by
 status), leaves, turns, rubrics (by pool) and events it holds, the bytes its
 buckets occupy, its latest trainer checkpoint, a table of its steps, and its
-configuration.`,
+configuration.` + remoteHelp,
 		Args:              needArgs("RUN"),
 		ValidArgsFunction: app.completeRuns,
-		RunE: func(_ *cobra.Command, args []string) error {
-			return app.show(args[0])
-		},
 	}
+	rf := addRemoteFlags(app, cmd)
+	cmd.RunE = func(_ *cobra.Command, args []string) error { return app.show(rf, args[0]) }
+	return cmd
 }
 
 // Orders in which statuses and pools are listed, stable for --json readers.
@@ -85,22 +85,13 @@ type stepRow struct {
 	rewarded  int
 }
 
-func (a *App) show(arg string) error {
+func (a *App) show(rf *remoteFlags, arg string) error {
 	id, err := parseRunID(arg)
 	if err != nil {
 		return err
 	}
-	db, err := a.openRead()
-	if err != nil {
-		return err
-	}
-	defer db.Close()
 	var out showOutput
-	err = db.View(func(tx *store.Tx) error {
-		r, err := a.lookupRun(tx, id)
-		if err != nil {
-			return err
-		}
+	err = a.readRun(rf, id, func(r runReader) error {
 		out, err = showRun(r)
 		return err
 	})
@@ -115,8 +106,8 @@ func (a *App) show(arg string) error {
 	return w.Flush()
 }
 
-func showRun(r *store.RunTx) (showOutput, error) {
-	s, err := summarize(r)
+func showRun(r runReader) (showOutput, error) {
+	s, err := r.summary()
 	if err != nil {
 		return showOutput{}, err
 	}
@@ -160,7 +151,7 @@ func showRun(r *store.RunTx) (showOutput, error) {
 }
 
 // stepRows aggregates groups, nodes, rewards and advantages per step.
-func stepRows(r *store.RunTx) ([]stepRow, error) {
+func stepRows(r runReader) ([]stepRow, error) {
 	byStep := map[uint64]*stepRow{}
 	var steps []uint64
 	err := r.ForEachGroup(0, func(g store.Group) error {

@@ -5,13 +5,15 @@ import (
 	"testing"
 )
 
-func TestShowGolden(t *testing.T) {
-	checkGoldens(t, []goldenCase{
-		{name: "show", args: []string{"show", "patr-4x4"}},
-		{name: "show_json", args: []string{"show", "patr-4x4", "--json"}},
-		{name: "show_grpo", args: []string{"show", "grpo-4x4"}},
-	})
+// showGoldens are the golden cases of show; remote_test.go runs them
+// through a server too.
+var showGoldens = []goldenCase{
+	{name: "show", args: []string{"show", "patr-4x4"}},
+	{name: "show_json", args: []string{"show", "patr-4x4", "--json"}},
+	{name: "show_grpo", args: []string{"show", "grpo-4x4"}},
 }
+
+func TestShowGolden(t *testing.T) { checkGoldens(t, showGoldens) }
 
 func TestShowProgress(t *testing.T) {
 	path := fixture(t)

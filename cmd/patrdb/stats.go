@@ -10,11 +10,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/patrdb/patrdb/replay"
-	"github.com/patrdb/patrdb/store"
 )
 
 func newStatsCommand(app *App) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "stats [RUN]",
 		Short: "Bytes per bucket, turns stored vs materialised, prefix sharing, routing and reward figures",
 		Long: `stats summarises every run in the file, or one run in detail: how many
@@ -23,7 +22,7 @@ would hold (the prefix-sharing ratio), routing decisions (expansions,
 prunes by rule, survivals), leaves per group, completed against pruned leaves
 and their mean rewards, groups with zero outcome variance before and after
 rubric shaping, the rubric pools at the end of each step, and the bytes each
-of the run's buckets occupies.`,
+of the run's buckets occupies.` + remoteHelp,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return usageErrorf("stats takes at most RUN, got %s", plural(len(args), "argument", "arguments"))
@@ -31,14 +30,16 @@ of the run's buckets occupies.`,
 			return nil
 		},
 		ValidArgsFunction: app.completeRuns,
-		RunE: func(_ *cobra.Command, args []string) error {
-			run := ""
-			if len(args) == 1 {
-				run = args[0]
-			}
-			return app.stats(run)
-		},
 	}
+	rf := addRemoteFlags(app, cmd)
+	cmd.RunE = func(_ *cobra.Command, args []string) error {
+		run := ""
+		if len(args) == 1 {
+			run = args[0]
+		}
+		return app.stats(rf, run)
+	}
+	return cmd
 }
 
 // statsOutput is `stats --json`: every run, or the one asked for.
@@ -140,7 +141,7 @@ func toRunStats(rs *replay.RunStats) runStatsJSON {
 	return out
 }
 
-func (a *App) stats(runArg string) error {
+func (a *App) stats(rf *remoteFlags, runArg string) error {
 	var id string
 	if runArg != "" {
 		var err error
@@ -148,26 +149,21 @@ func (a *App) stats(runArg string) error {
 			return err
 		}
 	}
-	db, err := a.openRead()
-	if err != nil {
-		return err
-	}
-	defer db.Close()
 	out := statsOutput{Runs: []runStatsJSON{}}
-	err = db.View(func(tx *store.Tx) error {
+	err := a.read(rf, func(src source) error {
 		ids := []string{id}
 		if id == "" {
 			var err error
-			if ids, err = tx.RunIDs(); err != nil {
+			if ids, err = src.RunIDs(); err != nil {
 				return err
 			}
 		}
 		for _, rid := range ids {
-			r, err := a.lookupRun(tx, rid)
+			r, err := src.Run(rid)
 			if err != nil {
 				return err
 			}
-			rs, err := replay.Stats(r)
+			rs, err := r.stats()
 			if err != nil {
 				return err
 			}

@@ -5,13 +5,15 @@ import (
 	"testing"
 )
 
-func TestStatsGolden(t *testing.T) {
-	checkGoldens(t, []goldenCase{
-		{name: "stats", args: []string{"stats"}},
-		{name: "stats_run", args: []string{"stats", "patr-4x4"}},
-		{name: "stats_json", args: []string{"stats", "patr-4x4", "--json"}},
-	})
+// statsGoldens are the golden cases of stats; remote_test.go runs them
+// through a server too.
+var statsGoldens = []goldenCase{
+	{name: "stats", args: []string{"stats"}},
+	{name: "stats_run", args: []string{"stats", "patr-4x4"}},
+	{name: "stats_json", args: []string{"stats", "patr-4x4", "--json"}},
 }
+
+func TestStatsGolden(t *testing.T) { checkGoldens(t, statsGoldens) }
 
 // TestStatsAgreeWithOtherCommands: the figures match what runs and show
 // report from the same file, and the fixture's known tree.

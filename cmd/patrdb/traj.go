@@ -7,25 +7,23 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-
-	"github.com/patrdb/patrdb/store"
 )
 
 func newTrajCommand(app *App) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "traj RUN NODE",
 		Short: "The full trajectory root→node, turn by turn, marking where each inherited prefix ends",
 		Long: `traj materialises a node's trajectory: each ancestor's turns up to the point
 its child forks, then the node's own. Each turn shows its action, observation
 and env reward, its token counts and the mean logprob of the action tokens. A
 marker line shows where an inherited prefix ends and the next node's own
-turns begin. --json adds the token ids and logprobs.`,
+turns begin. --json adds the token ids and logprobs.` + remoteHelp,
 		Args:              needArgs("RUN", "NODE"),
 		ValidArgsFunction: app.completeRuns,
-		RunE: func(_ *cobra.Command, args []string) error {
-			return app.traj(args[0], args[1])
-		},
 	}
+	rf := addRemoteFlags(app, cmd)
+	cmd.RunE = func(_ *cobra.Command, args []string) error { return app.traj(rf, args[0], args[1]) }
+	return cmd
 }
 
 // trajOutput is `traj --json`.
@@ -64,7 +62,7 @@ type trajTurn struct {
 	Done              bool      `json:"done"`
 }
 
-func (a *App) traj(runArg, nodeArg string) error {
+func (a *App) traj(rf *remoteFlags, runArg, nodeArg string) error {
 	id, err := parseRunID(runArg)
 	if err != nil {
 		return err
@@ -73,17 +71,8 @@ func (a *App) traj(runArg, nodeArg string) error {
 	if err != nil {
 		return err
 	}
-	db, err := a.openRead()
-	if err != nil {
-		return err
-	}
-	defer db.Close()
 	var out trajOutput
-	err = db.View(func(tx *store.Tx) error {
-		r, err := a.lookupRun(tx, id)
-		if err != nil {
-			return err
-		}
+	err = a.readRun(rf, id, func(r runReader) error {
 		n, err := lookupNode(r, nodeID)
 		if err != nil {
 			return err

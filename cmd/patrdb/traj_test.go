@@ -8,13 +8,15 @@ import (
 	"github.com/patrdb/patrdb/store"
 )
 
-func TestTrajGolden(t *testing.T) {
-	checkGoldens(t, []goldenCase{
-		{name: "traj", args: []string{"traj", "patr-4x4", "4"}},
-		{name: "traj_json", args: []string{"traj", "patr-4x4", "4", "--json"}},
-		{name: "traj_deep", args: []string{"traj", "patr-4x4", "11"}},
-	})
+// trajGoldens are the golden cases of traj; remote_test.go runs them
+// through a server too.
+var trajGoldens = []goldenCase{
+	{name: "traj", args: []string{"traj", "patr-4x4", "4"}},
+	{name: "traj_json", args: []string{"traj", "patr-4x4", "4", "--json"}},
+	{name: "traj_deep", args: []string{"traj", "patr-4x4", "11"}},
 }
+
+func TestTrajGolden(t *testing.T) { checkGoldens(t, trajGoldens) }
 
 // The JSON trajectory is the store's, turn for turn, with one marker line
 // per inherited prefix in the text.

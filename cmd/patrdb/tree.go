@@ -28,15 +28,16 @@ group of step N).
 
 --format dot emits Graphviz (patrdb tree RUN GROUP --format dot | dot -Tsvg),
 nodes coloured by status and edges labelled with the fork turn; --format json
-(or --json) a nested structure.`,
+(or --json) a nested structure.` + remoteHelp,
 		Args:              needArgs("RUN", "GROUP"),
 		ValidArgsFunction: app.completeRuns,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if app.json && cmd.Flags().Changed("format") && format != "json" {
-				return usageErrorf("--json and --format %s ask for two formats", format)
-			}
-			return app.tree(args[0], args[1], format)
-		},
+	}
+	rf := addRemoteFlags(app, cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if app.json && cmd.Flags().Changed("format") && format != "json" {
+			return usageErrorf("--json and --format %s ask for two formats", format)
+		}
+		return app.tree(rf, args[0], args[1], format)
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text, dot or json")
 	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"text", "dot", "json"}, cobra.ShellCompDirectiveNoFileComp))
@@ -106,7 +107,7 @@ type leafAdvJSON struct {
 	Advantage   float64 `json:"advantage"`
 }
 
-func (a *App) tree(runArg, groupArg, format string) error {
+func (a *App) tree(rf *remoteFlags, runArg, groupArg, format string) error {
 	id, err := parseRunID(runArg)
 	if err != nil {
 		return err
@@ -123,17 +124,8 @@ func (a *App) tree(runArg, groupArg, format string) error {
 	if err != nil {
 		return err
 	}
-	db, err := a.openRead()
-	if err != nil {
-		return err
-	}
-	defer db.Close()
 	out := treeOutput{Run: id}
-	err = db.View(func(tx *store.Tx) error {
-		r, err := a.lookupRun(tx, id)
-		if err != nil {
-			return err
-		}
+	err = a.readRun(rf, id, func(r runReader) error {
 		groups, err := sel.resolve(r)
 		if err != nil {
 			return err
@@ -193,7 +185,7 @@ func parseGroupSpec(s string) (groupSpec, error) {
 }
 
 // resolve finds the groups a spec names, or a not-found error naming it.
-func (sp groupSpec) resolve(r *store.RunTx) ([]store.Group, error) {
+func (sp groupSpec) resolve(r runReader) ([]store.Group, error) {
 	switch {
 	case sp.latest:
 		all, err := r.Groups(0)
@@ -227,7 +219,7 @@ func (sp groupSpec) resolve(r *store.RunTx) ([]store.Group, error) {
 
 // buildGroupTree reads a group's nodes and advantages into the nested form
 // every output format renders from.
-func buildGroupTree(r *store.RunTx, g store.Group) (groupTree, error) {
+func buildGroupTree(r runReader, g store.Group) (groupTree, error) {
 	gt := groupTree{Group: g.ID, Step: g.Step, Task: g.Task, Prompt: g.Prompt, Status: string(g.Status), Interval: g.Interval, Roots: []treeNode{}}
 	nodes, err := r.GroupNodes(g)
 	if err != nil {

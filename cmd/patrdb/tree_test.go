@@ -7,16 +7,18 @@ import (
 	"testing"
 )
 
-func TestTreeGolden(t *testing.T) {
-	checkGoldens(t, []goldenCase{
-		{name: "tree", args: []string{"tree", "patr-4x4", "1"}},
-		{name: "tree_step", args: []string{"tree", "patr-4x4", "step:1"}},
-		{name: "tree_latest", args: []string{"tree", "patr-4x4", "latest"}},
-		{name: "tree_color", args: []string{"tree", "patr-4x4", "1"}, env: testEnv{terminal: true}},
-		{name: "tree_dot", args: []string{"tree", "patr-4x4", "step:1", "--format", "dot"}},
-		{name: "tree_json", args: []string{"tree", "patr-4x4", "1", "--format", "json"}},
-	})
+// treeGoldens are the golden cases of tree; remote_test.go runs them
+// through a server too.
+var treeGoldens = []goldenCase{
+	{name: "tree", args: []string{"tree", "patr-4x4", "1"}},
+	{name: "tree_step", args: []string{"tree", "patr-4x4", "step:1"}},
+	{name: "tree_latest", args: []string{"tree", "patr-4x4", "latest"}},
+	{name: "tree_color", args: []string{"tree", "patr-4x4", "1"}, env: testEnv{terminal: true}},
+	{name: "tree_dot", args: []string{"tree", "patr-4x4", "step:1", "--format", "dot"}},
+	{name: "tree_json", args: []string{"tree", "patr-4x4", "1", "--format", "json"}},
 }
+
+func TestTreeGolden(t *testing.T) { checkGoldens(t, treeGoldens) }
 
 func TestTreeColour(t *testing.T) {
 	path := fixture(t)

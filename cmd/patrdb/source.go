@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"errors"
+
+	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/store"
+)
+
+// A read command gathers what it prints from a source: the file, read in
+// one transaction, or the serve API of the process that owns the file. It
+// builds its output struct from a runReader and renders it once, so the two
+// paths cannot drift apart in what they print (remote_test.go holds every
+// golden file to that).
+//
+//	return a.readRun(rf, id, func(r runReader) error {
+//		out, err = showRun(r)
+//		return err
+//	})
+//
+// A runReader's methods have the store's names and meanings (*store.RunTx
+// provides most of them); lookups of what does not exist match
+// store.ErrNotFound either way.
+
+// source is a set of runs: the file or a server.
+type source interface {
+	// where names the source in messages: the file's path or the server's
+	// URL.
+	where() string
+	RunIDs() ([]string, error)
+	// Run returns a reader of one run, or a not-found error naming the run
+	// and where it was looked for.
+	Run(id string) (runReader, error)
+}
+
+// runReader is what the read commands need of one run.
+type runReader interface {
+	ID() string
+	Info() (store.Run, error)
+	LastSeq() uint64
+	BucketSizes() ([]store.BucketSize, error)
+	ForEachGroup(step uint64, fn func(store.Group) error) error
+	Groups(step uint64) ([]store.Group, error)
+	Group(id uint64) (store.Group, error)
+	GroupNodes(g store.Group) ([]store.Node, error)
+	Node(id uint64) (store.Node, error)
+	Path(id uint64) ([]store.Segment, error)
+	Trajectory(id uint64) ([]store.PathTurn, error)
+	FrontierNodes() ([]store.Node, error)
+	Rubrics(pool store.RubricPool) ([]store.Rubric, error)
+	Rubric(id uint64) (store.Rubric, error)
+	Advantages(step, group uint64) ([]store.Advantage, error)
+	Checkpoint(step uint64) (store.Checkpoint, error)
+
+	// summary is what runs and show report about the run.
+	summary() (runSummary, error)
+	// events calls fn for every event with from <= Seq <= to (both
+	// within 1..LastSeq), in order, each decoded by its kind.
+	events(from, to uint64, fn func(logEvent) error) error
+	// stats is replay.Stats of the run.
+	stats() (*replay.RunStats, error)
+	// whatIf is replay.WhatIf of the run; only the file can answer it.
+	whatIf(opts replay.WhatIfOptions) (*replay.WhatIfReport, error)
+}
+
+// logEvent is one event of a run's log as the replay command prints it.
+type logEvent struct {
+	replay.Event
+	// generic is the payload of a kind defined above the store as JSON,
+	// when the event came from a server (which sends payloads decoded);
+	// from the file it is nil and the msgpack payload is decoded instead.
+	generic []byte
+}
+
+// read calls fn with the source a read command should use: the server named
+// by --server or announced by the file's owner (app.remote), else the file
+// opened read-only, in one read transaction so the output is one
+// consistent snapshot. Errors from a server map to the CLI's exit codes.
+func (a *App) read(rf *remoteFlags, fn func(source) error) error {
+	ctx := context.Background()
+	cl, err := a.remote(ctx, rf)
+	if err != nil {
+		return err
+	}
+	if cl != nil {
+		return a.remoteError(cl, fn(&remoteSource{ctx: ctx, cl: cl}))
+	}
+	db, err := a.openRead()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return db.View(func(tx *store.Tx) error { return fn(&fileSource{app: a, tx: tx}) })
+}
+
+// readRun is read for a command about one run.
+func (a *App) readRun(rf *remoteFlags, id string, fn func(runReader) error) error {
+	return a.read(rf, func(s source) error {
+		r, err := s.Run(id)
+		if err != nil {
+			return err
+		}
+		return fn(r)
+	})
+}
+
+// fileSource reads the file inside one read transaction.
+type fileSource struct {
+	app *App
+	tx  *store.Tx
+}
+
+func (s *fileSource) where() string { return s.app.dbPath }
+
+func (s *fileSource) RunIDs() ([]string, error) { return s.tx.RunIDs() }
+
+func (s *fileSource) Run(id string) (runReader, error) {
+	r, err := s.app.lookupRun(s.tx, id)
+	if err != nil {
+		return nil, err
+	}
+	return fileRun{r}, nil
+}
+
+// fileRun is a run of the file: the store's own handle plus what the
+// commands compute from it.
+type fileRun struct{ *store.RunTx }
+
+func (r fileRun) summary() (runSummary, error) { return summarize(r.RunTx) }
+
+func (r fileRun) events(from, to uint64, fn func(logEvent) error) error {
+	return replay.Iterate(r.RunTx, from, to, func(e replay.Event) error { return fn(logEvent{Event: e}) })
+}
+
+func (r fileRun) stats() (*replay.RunStats, error) { return replay.Stats(r.RunTx) }
+
+func (r fileRun) whatIf(opts replay.WhatIfOptions) (*replay.WhatIfReport, error) {
+	return replay.WhatIf(r.RunTx, opts)
+}
+
+// errFileOnly is returned by a server source for what only the file can
+// answer.
+var errFileOnly = errors.New("only the file can answer this")

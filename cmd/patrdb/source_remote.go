@@ -1,0 +1,545 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/server"
+	"github.com/patrdb/patrdb/store"
+)
+
+// remoteSource reads runs through the serve API. The server answers with
+// the store's own records, so a remoteRun hands the commands the same
+// values a fileRun does. Unlike the file, the answers are not one snapshot:
+// each request is its own read transaction, so the figures of a run being
+// written can differ by the writes that landed between two requests.
+type remoteSource struct {
+	ctx  context.Context
+	cl   *server.Client
+	runs map[string]server.RunSummary // from RunIDs: one request for `runs`
+}
+
+func (s *remoteSource) where() string { return s.cl.Base }
+
+func (s *remoteSource) RunIDs() ([]string, error) {
+	sums, err := s.cl.Runs(s.ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.runs = make(map[string]server.RunSummary, len(sums))
+	ids := make([]string, len(sums))
+	for i, sum := range sums {
+		ids[i] = sum.Run.ID
+		s.runs[sum.Run.ID] = sum
+	}
+	return ids, nil
+}
+
+func (s *remoteSource) Run(id string) (runReader, error) {
+	sum, ok := s.runs[id]
+	if !ok {
+		var err error
+		if sum, err = s.cl.Run(s.ctx, id); err != nil {
+			if isNotFound(err) {
+				return nil, notFoundErrorf("run %q not found on %s", id, s.cl.Base)
+			}
+			return nil, err
+		}
+	}
+	return &remoteRun{ctx: s.ctx, cl: s.cl, id: id, sum: sum,
+		trees: map[uint64]server.GroupTree{}, trajs: map[uint64]server.Trajectory{}}, nil
+}
+
+// remoteRun is one run read through the API. It keeps the run's summary
+// from when it was looked up (LastSeq, BucketSizes and Info come from it)
+// and the group trees and trajectories it fetched, which answer more than
+// one method each.
+type remoteRun struct {
+	ctx   context.Context
+	cl    *server.Client
+	id    string
+	sum   server.RunSummary
+	trees map[uint64]server.GroupTree
+	trajs map[uint64]server.Trajectory
+}
+
+func (r *remoteRun) ID() string                                { return r.id }
+func (r *remoteRun) Info() (store.Run, error)                  { return r.sum.Run.Record(), nil }
+func (r *remoteRun) LastSeq() uint64                           { return r.sum.Events }
+func (r *remoteRun) BucketSizes() ([]store.BucketSize, error)  { return r.sum.Buckets, nil }
+func (r *remoteRun) Groups(step uint64) ([]store.Group, error) { return r.cl.Groups(r.ctx, r.id, step) }
+func (r *remoteRun) FrontierNodes() ([]store.Node, error)      { return r.cl.Frontier(r.ctx, r.id, 0) }
+
+func (r *remoteRun) ForEachGroup(step uint64, fn func(store.Group) error) error {
+	gs, err := r.Groups(step)
+	if err != nil {
+		return err
+	}
+	for _, g := range gs {
+		if err := fn(g); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *remoteRun) tree(id uint64) (server.GroupTree, error) {
+	if t, ok := r.trees[id]; ok {
+		return t, nil
+	}
+	t, err := r.cl.Tree(r.ctx, r.id, id)
+	if err == nil {
+		r.trees[id] = t
+	}
+	return t, err
+}
+
+func (r *remoteRun) Group(id uint64) (store.Group, error) {
+	t, err := r.tree(id)
+	return t.Group, err
+}
+
+// GroupNodes are the group's nodes in the store's order (the server sends
+// rt.GroupNodes).
+func (r *remoteRun) GroupNodes(g store.Group) ([]store.Node, error) {
+	t, err := r.tree(g.ID)
+	return t.Nodes, err
+}
+
+func (r *remoteRun) Node(id uint64) (store.Node, error) {
+	if t, ok := r.trajs[id]; ok {
+		return t.Node, nil
+	}
+	n, err := r.cl.Node(r.ctx, r.id, id)
+	return n.Node, err
+}
+
+func (r *remoteRun) trajectory(id uint64) (server.Trajectory, error) {
+	if t, ok := r.trajs[id]; ok {
+		return t, nil
+	}
+	t, err := r.cl.Trajectory(r.ctx, r.id, id)
+	if err == nil {
+		r.trajs[id] = t
+	}
+	return t, err
+}
+
+func (r *remoteRun) Path(id uint64) ([]store.Segment, error) {
+	t, err := r.trajectory(id)
+	return t.Segments, err
+}
+
+func (r *remoteRun) Trajectory(id uint64) ([]store.PathTurn, error) {
+	t, err := r.trajectory(id)
+	return t.Turns, err
+}
+
+func (r *remoteRun) Rubrics(pool store.RubricPool) ([]store.Rubric, error) {
+	return r.cl.Rubrics(r.ctx, r.id, pool)
+}
+
+// Rubric has no endpoint of its own: it is one of the run's rubrics.
+func (r *remoteRun) Rubric(id uint64) (store.Rubric, error) {
+	all, err := r.Rubrics("")
+	if err != nil {
+		return store.Rubric{}, err
+	}
+	for _, rb := range all {
+		if rb.ID == id {
+			return rb, nil
+		}
+	}
+	return store.Rubric{}, fmt.Errorf("%w: rubric %d of run %q", store.ErrNotFound, id, r.id)
+}
+
+func (r *remoteRun) Advantages(step, group uint64) ([]store.Advantage, error) {
+	return r.cl.Advantages(r.ctx, r.id, step, group)
+}
+
+func (r *remoteRun) Checkpoint(step uint64) (store.Checkpoint, error) {
+	return r.cl.Checkpoint(r.ctx, r.id, step)
+}
+
+// summary maps the server's RunSummary, which the server computes exactly
+// as summarize does, one to one.
+func (r *remoteRun) summary() (runSummary, error) {
+	s := r.sum
+	out := runSummary{info: s.Run.Record(), groups: s.Groups, openGroups: s.OpenGroups, nodes: s.Nodes, turns: s.Turns,
+		leaves: s.Leaves, byStatus: s.ByStatus, events: s.Events, bytes: s.Bytes, sizes: s.Buckets}
+	if out.byStatus == nil {
+		out.byStatus = map[store.NodeStatus]int{}
+	}
+	return out, nil
+}
+
+func (r *remoteRun) whatIf(replay.WhatIfOptions) (*replay.WhatIfReport, error) {
+	return nil, fmt.Errorf("replay --what-if: %w", errFileOnly)
+}
+
+// eventPageSize is the events asked for per request: within the server's
+// default cap (server.DefaultMaxPage), and small enough that a page is a
+// short transaction on the live file.
+const eventPageSize = 1000
+
+// remoteEvent is an event as the API sends it, with the payload kept as
+// raw JSON: decoding it into a generic value first would round 64-bit
+// integers (times in nanoseconds) through float64.
+type remoteEvent struct {
+	Seq     uint64          `json:"seq"`
+	Time    int64           `json:"time"`
+	Kind    store.EventKind `json:"kind"`
+	Step    uint64          `json:"step"`
+	Group   uint64          `json:"group"`
+	Node    uint64          `json:"node"`
+	Rubric  uint64          `json:"rubric"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+type remoteEventPage struct {
+	Events []remoteEvent `json:"events"`
+	Next   uint64        `json:"next"`
+}
+
+// events pages through GET /api/v1/runs/{run}/events from `from`, decoding
+// each store payload back into its record, as replay.Iterate does from the
+// file.
+func (r *remoteRun) events(from, to uint64, fn func(logEvent) error) error {
+	for from != 0 && from <= to {
+		var page remoteEventPage
+		q := fmt.Sprintf("/api/v1/runs/%s/events?from=%d&limit=%d", url.PathEscape(r.id), from, eventPageSize)
+		if err := r.getJSON(q, &page); err != nil {
+			return err
+		}
+		for _, re := range page.Events {
+			if re.Seq > to {
+				return nil
+			}
+			e, err := decodeRemoteEvent(re)
+			if err != nil {
+				return err
+			}
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		if page.Next != 0 && page.Next <= from {
+			return fmt.Errorf("events from %d: the server's next page starts at %d", from, page.Next)
+		}
+		from = page.Next
+	}
+	return nil
+}
+
+// getJSON is a GET through the client's HTTP client and token, with the
+// client's error type for a non-2xx answer.
+func (r *remoteRun) getJSON(path string, out any) error {
+	req, err := http.NewRequestWithContext(r.ctx, http.MethodGet, r.cl.Base+path, nil)
+	if err != nil {
+		return err
+	}
+	if r.cl.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+r.cl.Token)
+	}
+	hc := r.cl.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var eb struct {
+			Error string `json:"error"`
+			Code  string `json:"code"`
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+		if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
+			eb.Error = strings.TrimSpace(string(b))
+		}
+		return &server.APIError{Status: resp.StatusCode, Code: eb.Code, Message: eb.Error}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decoding GET %s: %w", path, err)
+	}
+	return nil
+}
+
+// decodeRemoteEvent turns an API event back into what replay.Decode makes
+// of the stored one: the record for the store's kinds; for other kinds the
+// payload stays as the server decoded it.
+func decodeRemoteEvent(re remoteEvent) (logEvent, error) {
+	e := logEvent{Event: replay.Event{Event: store.Event{Seq: re.Seq, Time: re.Time, Kind: re.Kind,
+		Step: re.Step, Group: re.Group, Node: re.Node, Rubric: re.Rubric}}}
+	if !replay.StoreKind(re.Kind) {
+		if len(re.Payload) > 0 && string(re.Payload) != "null" {
+			e.generic = re.Payload
+		}
+		return e, nil
+	}
+	bad := func(err error) (logEvent, error) {
+		return e, fmt.Errorf("event %d (%s) from the server: %w: payload: %v", re.Seq, re.Kind, store.ErrCorrupt, err)
+	}
+	if len(re.Payload) == 0 || string(re.Payload) == "null" {
+		return bad(fmt.Errorf("none"))
+	}
+	var undecodable struct {
+		Undecodable string `json:"undecodable"`
+	}
+	if json.Unmarshal(re.Payload, &undecodable) == nil && undecodable.Undecodable != "" {
+		return bad(fmt.Errorf("%s", undecodable.Undecodable))
+	}
+	var rec any
+	switch re.Kind {
+	case store.EvRunCreate, store.EvRunStatus:
+		var rj server.RunJSON
+		if err := json.Unmarshal(re.Payload, &rj); err != nil {
+			return bad(err)
+		}
+		run := rj.Record()
+		e.Record = &run
+		return e, nil
+	case store.EvGroupOpen, store.EvGroupUpdate, store.EvGroupClose:
+		rec = new(store.Group)
+	case store.EvTurns:
+		rec = new(store.TurnsPayload)
+	case store.EvAdvantage:
+		rec = new(store.Advantage)
+	case store.EvRubricPut, store.EvRubricUpdate, store.EvRubricMove:
+		rec = new(store.Rubric)
+	case store.EvCheckpoint:
+		rec = new(store.Checkpoint)
+	default: // the node kinds
+		rec = new(store.Node)
+	}
+	if err := json.Unmarshal(re.Payload, rec); err != nil {
+		return bad(err)
+	}
+	e.Record = rec
+	return e, nil
+}
+
+// stats computes what replay.Stats computes from the file, from the
+// records the API serves: the groups with their nodes, the advantage
+// records, the rubric events and the bucket sizes. replay.Stats takes a
+// *store.RunTx, so its per-group figures are mirrored here; remote_test.go
+// holds the two to the same golden output.
+func (r *remoteRun) stats() (*replay.RunStats, error) {
+	rs := &replay.RunStats{Run: r.id, Events: r.sum.Events, Buckets: r.sum.Buckets}
+	for _, b := range rs.Buckets {
+		rs.Bytes += b.Bytes
+	}
+	groups, err := r.Groups(0)
+	if err != nil {
+		return nil, err
+	}
+	all, err := r.Advantages(0, 0)
+	if err != nil {
+		return nil, err
+	}
+	type key struct{ step, group uint64 }
+	advs := map[key][]store.Advantage{}
+	for _, a := range all {
+		k := key{a.Step, a.Group}
+		advs[k] = append(advs[k], a)
+	}
+	var cur *replay.StepStats
+	flush := func() {
+		if cur != nil {
+			mergeStepStats(&rs.Total, cur)
+			finishStepStats(cur)
+			rs.Steps = append(rs.Steps, *cur)
+			cur = nil
+		}
+	}
+	for _, g := range groups {
+		if cur == nil || cur.Step != g.Step {
+			flush()
+			cur = &replay.StepStats{Step: g.Step}
+		}
+		nodes, err := r.GroupNodes(g)
+		if err != nil {
+			return nil, err
+		}
+		gs := groupStepStats(nodes, advs[key{g.Step, g.ID}])
+		gs.Step = g.Step
+		mergeStepStats(cur, &gs)
+	}
+	flush()
+	finishStepStats(&rs.Total)
+	if rs.Pools, err = poolHistory(r); err != nil {
+		return nil, err
+	}
+	return rs, nil
+}
+
+// groupStepStats is replay's StepStats of one group (Groups = 1).
+func groupStepStats(nodes []store.Node, advs []store.Advantage) replay.StepStats {
+	s := replay.StepStats{Groups: 1, Nodes: len(nodes)}
+	addLeaf := func(l *replay.LeafStats, n *store.Node) {
+		l.Count++
+		if n.HasReward {
+			l.Rewarded++
+			l.RewardSum += n.Reward
+		}
+	}
+	for i := range nodes {
+		n := &nodes[i]
+		s.TurnsStored += n.Turns
+		if n.Status.Leaf() {
+			s.Leaves++
+			s.TurnsMaterialised += n.PathLen()
+		}
+		switch n.Status {
+		case store.NodeCompleted:
+			addLeaf(&s.Completed, n)
+		case store.NodePruned:
+			addLeaf(&s.Pruned, n)
+		case store.NodeTruncated:
+			addLeaf(&s.Truncated, n)
+		case store.NodeActive:
+			s.Active++
+		case store.NodeFailed:
+			s.Failed++
+		}
+		for _, d := range n.Decisions {
+			switch d.Action {
+			case store.ActionExpand:
+				s.Expansions++
+			case store.ActionSurvive:
+				s.Survivals++
+			case store.ActionPrune:
+				s.Prunes++
+				if s.PrunesByRule == nil {
+					s.PrunesByRule = map[string]int{}
+				}
+				s.PrunesByRule[d.Rule]++
+			}
+		}
+	}
+	s.MinLeaves, s.MaxLeaves = s.Leaves, s.Leaves
+	if len(advs) > 0 {
+		s.AdvGroups = 1
+		before, after := false, false
+		for _, a := range advs {
+			before = before || a.ZeroVariance
+			after = after || a.ZeroVarianceAfter
+		}
+		if before {
+			s.ZeroVarBefore = 1
+		}
+		if after {
+			s.ZeroVarAfter = 1
+		}
+		if before && !after {
+			s.UnlockedGroups = 1
+		}
+	}
+	return s
+}
+
+func mergeStepStats(s, o *replay.StepStats) {
+	if o.Groups > 0 {
+		if s.Groups == 0 || o.MinLeaves < s.MinLeaves {
+			s.MinLeaves = o.MinLeaves
+		}
+		s.MaxLeaves = max(s.MaxLeaves, o.MaxLeaves)
+	}
+	s.Groups += o.Groups
+	s.Nodes += o.Nodes
+	s.Leaves += o.Leaves
+	s.Active += o.Active
+	s.Failed += o.Failed
+	s.TurnsStored += o.TurnsStored
+	s.TurnsMaterialised += o.TurnsMaterialised
+	s.Expansions += o.Expansions
+	s.Prunes += o.Prunes
+	s.Survivals += o.Survivals
+	for k, v := range o.PrunesByRule {
+		if s.PrunesByRule == nil {
+			s.PrunesByRule = map[string]int{}
+		}
+		s.PrunesByRule[k] += v
+	}
+	for _, l := range []struct{ dst, src *replay.LeafStats }{{&s.Completed, &o.Completed}, {&s.Pruned, &o.Pruned}, {&s.Truncated, &o.Truncated}} {
+		l.dst.Count += l.src.Count
+		l.dst.Rewarded += l.src.Rewarded
+		l.dst.RewardSum += l.src.RewardSum
+	}
+	s.AdvGroups += o.AdvGroups
+	s.ZeroVarBefore += o.ZeroVarBefore
+	s.ZeroVarAfter += o.ZeroVarAfter
+	s.UnlockedGroups += o.UnlockedGroups
+}
+
+func finishStepStats(s *replay.StepStats) {
+	s.PrefixSharing = 0
+	if s.TurnsStored > 0 {
+		s.PrefixSharing = float64(s.TurnsMaterialised) / float64(s.TurnsStored)
+	}
+	s.LeavesPerGroup = 0
+	if s.Groups > 0 {
+		s.LeavesPerGroup = float64(s.Leaves) / float64(s.Groups)
+	}
+	for _, l := range []*replay.LeafStats{&s.Completed, &s.Pruned, &s.Truncated} {
+		l.MeanReward = 0
+		if l.Rewarded > 0 {
+			l.MeanReward = l.RewardSum / float64(l.Rewarded)
+		}
+	}
+}
+
+// poolHistory is replay's rubric pool sizes at the end of each step, from
+// the rubric events: an event's step is the highest step any event so far
+// carried.
+func poolHistory(r runReader) ([]replay.PoolSizes, error) {
+	var out []replay.PoolSizes
+	pool := map[uint64]store.RubricPool{}
+	var step uint64
+	emit := func() {
+		if step == 0 || len(pool) == 0 {
+			return
+		}
+		p := replay.PoolSizes{Step: step}
+		for _, pl := range pool {
+			switch pl {
+			case store.PoolCandidate:
+				p.Candidate++
+			case store.PoolPublic:
+				p.Public++
+			case store.PoolRetired:
+				p.Retired++
+			case store.PoolMerged:
+				p.Merged++
+			}
+		}
+		out = append(out, p)
+	}
+	last := r.LastSeq()
+	if last == 0 {
+		return nil, nil
+	}
+	err := r.events(1, last, func(e logEvent) error {
+		if e.Step > step {
+			emit()
+			step = e.Step
+		}
+		if rb, ok := e.Record.(*store.Rubric); ok {
+			pool[rb.ID] = rb.Pool
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	emit()
+	return out, nil
+}
