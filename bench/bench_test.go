@@ -55,6 +55,14 @@ func TestSmoke(t *testing.T) {
 	if rep.RSS[cHarness] <= 0 {
 		t.Errorf("harness: no peak RSS")
 	}
+	if len(res.pageSizes) != len(pageSizes) {
+		t.Errorf("%d page sizes measured, want %d", len(res.pageSizes), len(pageSizes))
+	}
+	for _, p := range res.pageSizes {
+		if p.Disk <= 0 || p.TurnUsed <= 0 || p.TurnUsed > p.TurnPages {
+			t.Errorf("page size %d: %+v", p.PageSize, p)
+		}
+	}
 	if !strings.Contains(res.verified, "Check is clean") {
 		t.Errorf("cross-check summary: %q", res.verified)
 	}
@@ -70,7 +78,7 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("replay scanned %d events, the store holds %d", rep.Replay.Events, res.replay.Events)
 	}
 	figs := res.figures()
-	for _, want := range []string{"vs raw bbolt", "vs SQLite", "vs JSONL", "bytes on disk", "resume", "trajectory", "point read", "replay scan rate", "cursor walk", "peak RSS"} {
+	for _, want := range []string{"vs raw bbolt", "EncodeTurns", "vs SQLite", "vs JSONL", "bytes on disk", "resume", "trajectory", "point read", "replay scan rate", "cursor walk", "peak RSS"} {
 		found := false
 		for _, f := range figs {
 			found = found || strings.Contains(f.name, want)

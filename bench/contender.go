@@ -26,18 +26,21 @@ type contender interface {
 
 // Contender names, in the order the tables list them.
 const (
-	cPatrdb = "patrdb"
-	cBolt   = "raw bbolt"
-	cSQLite = "SQLite"
-	cJSONL  = "JSONL"
+	cPatrdb    = "patrdb"
+	cPatrdbEnc = "patrdb, turns encoded ahead"
+	cBolt      = "raw bbolt"
+	cSQLite    = "SQLite"
+	cJSONL     = "JSONL"
 )
 
-var contenderNames = []string{cPatrdb, cBolt, cSQLite, cJSONL}
+var contenderNames = []string{cPatrdb, cPatrdbEnc, cBolt, cSQLite, cJSONL}
 
 func newContender(name string) (contender, error) {
 	switch name {
 	case cPatrdb:
 		return &patrdbC{}, nil
+	case cPatrdbEnc:
+		return &patrdbC{encodeAhead: true}, nil
 	case cBolt:
 		return &boltC{}, nil
 	case cSQLite:
@@ -53,6 +56,8 @@ func fileName(name string) string {
 	switch name {
 	case cPatrdb:
 		return "patrdb.db"
+	case cPatrdbEnc:
+		return "patrdb-enc.db"
 	case cBolt:
 		return "rawbolt.db"
 	case cSQLite:

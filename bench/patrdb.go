@@ -16,9 +16,28 @@ type patrdbC struct {
 	db   *store.DB
 	path string
 	opts *store.Options // nil: store.DefaultOptions (fsync on)
+
+	// encodeAhead: turns go through store.EncodeTurns in prepare, outside
+	// the timed transaction, and RunTx.AppendEncodedTurns inside it — a
+	// trainer that encodes each rollout's turns as they arrive, as the raw
+	// bbolt anchor's values are encoded before its clock starts.
+	encodeAhead bool
 }
 
-func (p *patrdbC) name() string    { return cPatrdb }
+// encodedTxn is a transaction whose turns are encoded: enc[i] holds op i's
+// turns when op i appends turns.
+type encodedTxn struct {
+	ops []workload.Op
+	enc []store.EncodedTurns
+}
+
+func (p *patrdbC) name() string {
+	if p.encodeAhead {
+		return cPatrdbEnc
+	}
+	return cPatrdb
+}
+
 func (p *patrdbC) files() []string { return []string{p.path} }
 
 func (p *patrdbC) open(path string) error {
@@ -36,17 +55,39 @@ func (p *patrdbC) open(path string) error {
 	})
 }
 
-func (p *patrdbC) prepare(txn []workload.Op) (any, error) { return txn, nil }
+func (p *patrdbC) prepare(txn []workload.Op) (any, error) {
+	out := encodedTxn{ops: txn}
+	if !p.encodeAhead {
+		return out, nil
+	}
+	out.enc = make([]store.EncodedTurns, len(txn))
+	for i := range txn {
+		if txn[i].Kind == workload.OpTurns {
+			enc, err := store.EncodeTurns(txn[i].Turns...)
+			if err != nil {
+				return nil, err
+			}
+			out.enc[i] = enc
+		}
+	}
+	return out, nil
+}
 
 func (p *patrdbC) apply(prepared any) error {
-	txn := prepared.([]workload.Op)
+	txn := prepared.(encodedTxn)
 	return p.db.Update(func(tx *store.Tx) error {
 		r, err := tx.Run(benchRun)
 		if err != nil {
 			return err
 		}
-		for i := range txn {
-			if err := applyOp(r, &txn[i]); err != nil {
+		for i := range txn.ops {
+			op := &txn.ops[i]
+			if txn.enc != nil && op.Kind == workload.OpTurns {
+				err = r.AppendEncodedTurns(op.Node, op.From, txn.enc[i])
+			} else {
+				err = applyOp(r, op)
+			}
+			if err != nil {
 				return err
 			}
 		}

@@ -19,7 +19,8 @@ import (
 // node|index keys; each node touched by a transaction is written once with
 // its record framed the way patrdb frames it. Same page size (16 KiB), same
 // FillPercent (1.0, as patrdb's append-only buckets), same freelist type,
-// fsync on, same transaction boundaries. What it leaves out is exactly
+// same initial mapping (so neither remaps mid-run), fsync on, same
+// transaction boundaries. What it leaves out is exactly
 // patrdb's bookkeeping: validation, the event log, the frontier and child
 // indexes, group records and rewriting a node once per mutation.
 type boltC struct {
@@ -41,10 +42,12 @@ func (b *boltC) open(path string) error {
 	if err := removeStore(path); err != nil {
 		return err
 	}
+	def := store.DefaultOptions()
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
-		PageSize:     store.DefaultOptions().PageSize,
-		FreelistType: bolt.FreelistMapType,
-		NoSync:       b.noSync,
+		PageSize:        def.PageSize,
+		InitialMmapSize: int(def.InitialMmapSize),
+		FreelistType:    bolt.FreelistMapType,
+		NoSync:          b.noSync,
 	})
 	if err != nil {
 		return err

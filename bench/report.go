@@ -154,6 +154,13 @@ func (res *results) figures() []figure {
 			measured: desc(cPatrdb), anchor: desc(a.name),
 			ratios: ratio(tps(cPatrdb), tps(a.name)), target: a.t,
 		})
+		if a.name == cBolt {
+			figs = append(figs, figure{
+				name:     "turn append throughput vs raw bbolt, patrdb's turns also encoded before the transaction (EncodeTurns, AppendEncodedTurns)",
+				measured: desc(cPatrdbEnc), anchor: desc(cBolt),
+				ratios: ratio(tps(cPatrdbEnc), tps(cBolt)), target: a.t,
+			})
+		}
 	}
 	disk := func(n string) []float64 { return res.appendSeries(n, appendResult.diskPerTree) }
 	figs = append(figs, figure{
@@ -291,6 +298,18 @@ func (res *results) details() string {
 		fmt.Fprintf(&b, "\nThe workload's turns are %s of logical bytes (%s per tree).\n\n", fmtMB(float64(res.stats.TurnBytes)),
 			fmtMB(float64(res.stats.TurnBytes)/float64(res.stats.Trees)))
 	}
+	if len(res.pageSizes) > 0 {
+		jsonl := res.reps[0].Append[cJSONL].diskPerTree()
+		fmt.Fprintf(&b, "The same append run through patrdb in a file created with each page size (repetition 1, NoSync: bytes only; "+
+			"every timed figure above uses the default, 16 KiB):\n\n")
+		fmt.Fprintf(&b, "| page size | bytes on disk per tree | ÷ JSONL | turns bucket pages | turns bucket in use |\n|---|---|---|---|---|\n")
+		for _, p := range res.pageSizes {
+			per := float64(p.Disk) / float64(p.Trees)
+			fmt.Fprintf(&b, "| %d KiB | %s | %s | %s | %.0f%% |\n", p.PageSize>>10, fmtMB(per), fmtRatio(per/jsonl),
+				fmtMB(float64(p.TurnPages)), 100*float64(p.TurnUsed)/float64(max(p.TurnPages, 1)))
+		}
+		b.WriteString("\n")
+	}
 
 	ls := res.lakeStats
 	lf := float64(ls.Trees)
@@ -380,9 +399,14 @@ const method = `## What is measured
 - **patrdb**: the public API (OpenGroup, AddNode, AppendTurns, Score, Route, SetNodeStatus, SetReward,
   SetGroupInterval, PutAdvantage, CloseGroup) with DefaultOptions, so validation, node records, the frontier and
   child indexes and the event log are all written. The store's ids are checked against the workload's.
+- **patrdb, turns encoded ahead**: the same, except that each transaction's turns go through store.EncodeTurns
+  before the clock starts and RunTx.AppendEncodedTurns inside the transaction — a trainer that encodes each
+  rollout's turns as they arrive, off the commit path, the way the raw bbolt anchor's values are encoded. Its file is
+  checked to hold the same turn and node values as patrdb's, byte for byte.
 - **raw bbolt**: the same turn values (store.EncodeTurn, byte-identical) under the same keys plus each touched node's
   record once per transaction, encoded before the clock starts, Put into one bucket; 16 KiB pages, FillPercent 1.0,
-  the map freelist, fsync on — bbolt configured as patrdb configures it.
+  the map freelist, DefaultOptions' initial mapping (InitialMmapSize), fsync on — bbolt configured as patrdb
+  configures it.
 - **SQLite** (modernc.org/sqlite): groups, nodes (parent index, partial index of active nodes), turns keyed by
   (node, idx) with token arrays as little-endian blobs, scores, decisions, advantages; foreign keys on; WAL,
   synchronous=FULL, 16 KiB pages, prepared statements; no event log.

@@ -81,7 +81,11 @@ func resumeStore(dir string, target int, seed uint64, trees int, log io.Writer) 
 		for _, t := range txns {
 			all = append(all, t...)
 		}
-		return c.apply(all)
+		p, err := c.prepare(all)
+		if err != nil {
+			return err
+		}
+		return c.apply(p)
 	}
 	for info.Nodes+finalNodes < target {
 		b := gen.Next()

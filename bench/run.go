@@ -43,6 +43,9 @@ type results struct {
 	// pages.
 	layout    []store.BucketSize
 	highWater int64
+	// pageSizes is the patrdb append run's file at each page size a new
+	// file may be created with (bytes only, measured once: they do not vary).
+	pageSizes []pageSizeResult
 	freeBytes int64
 	profiles  []profileOut
 }
@@ -168,6 +171,9 @@ func run(cfg config) (*results, error) {
 			if res.verified, err = verify(work, batches, res); err != nil {
 				return nil, fmt.Errorf("cross-check of the stores: %w", err)
 			}
+			if res.pageSizes, err = measurePageSizes(filepath.Join(cfg.Out, "work-pages"), batches); err != nil {
+				return nil, fmt.Errorf("page sizes: %w", err)
+			}
 		}
 		patrdbPath := filepath.Join(work, fileName(cPatrdb))
 		if rr.Traj, err = measureTrajectory(patrdbPath, cfg.Budget, cfg.ColdIters); err != nil {
@@ -203,8 +209,8 @@ func run(cfg config) (*results, error) {
 			}
 		}
 		res.reps = append(res.reps, rr)
-		fmt.Fprintf(log, "rep %d/%d done in %.1f s: patrdb %.0f turns/s, raw bbolt %.0f, SQLite %.0f, JSONL %.0f\n",
-			rep+1, cfg.Reps, time.Since(t0).Seconds(), rr.Append[cPatrdb].turnsPerSec(), rr.Append[cBolt].turnsPerSec(),
+		fmt.Fprintf(log, "rep %d/%d done in %.1f s: patrdb %.0f turns/s (encoded ahead %.0f), raw bbolt %.0f, SQLite %.0f, JSONL %.0f\n",
+			rep+1, cfg.Reps, time.Since(t0).Seconds(), rr.Append[cPatrdb].turnsPerSec(), rr.Append[cPatrdbEnc].turnsPerSec(), rr.Append[cBolt].turnsPerSec(),
 			rr.Append[cSQLite].turnsPerSec(), rr.Append[cJSONL].turnsPerSec())
 	}
 	if cfg.Profile {
@@ -277,6 +283,11 @@ func verify(work string, batches []workload.Batch, res *results) (string, error)
 	})
 	if err != nil {
 		return "", err
+	}
+	// patrdb with turns encoded ahead: a clean Check, and the same turn and
+	// node values as patrdb's, byte for byte.
+	if err := sameTurnsAndNodes(db, filepath.Join(work, fileName(cPatrdbEnc))); err != nil {
+		return "", fmt.Errorf("%s: %w", cPatrdbEnc, err)
 	}
 	// raw bbolt
 	bdb, err := bolt.Open(filepath.Join(work, fileName(cBolt)), 0o600, &bolt.Options{ReadOnly: true})
@@ -352,10 +363,117 @@ func verify(work string, batches []workload.Batch, res *results) (string, error)
 	if !found || !reflect.DeepEqual(line.Turns, traj) {
 		return "", fmt.Errorf("JSONL trajectory of leaf %d differs from patrdb's (found %t, %d vs %d turns)", leaf, found, len(line.Turns), len(traj))
 	}
-	return fmt.Sprintf("patrdb's full Check is clean; every store holds the workload's %d turns and %d nodes "+
+	return fmt.Sprintf("patrdb's full Check is clean, and so is the file written with turns encoded ahead, whose turn and node values equal patrdb's byte for byte; "+
+		"every store holds the workload's %d turns and %d nodes "+
 		"(SQLite: %d content bytes, equal to the workload's); the JSONL dump has one line per leaf (%d) and its "+
 		"trajectory of leaf %d (%d turns) equals patrdb's RunTx.Trajectory field for field.",
 		want.Turns, want.Nodes, sBytes, want.Leaves, leaf, pathTurns), nil
+}
+
+// pageSizeResult is one append run's patrdb file at one page size.
+type pageSizeResult struct {
+	PageSize  int
+	Disk      int64 // blocks the file occupies after close
+	Trees     int
+	TurnPages int64 // bytes of pages the turns bucket holds
+	TurnUsed  int64 // bytes of them in use
+}
+
+// pageSizes are the page sizes measurePageSizes tries: bbolt's range of
+// sensible ones around patrdb's default of 16 KiB.
+var pageSizes = []int{4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10}
+
+// measurePageSizes runs the append workload through patrdb once per page
+// size (NoSync: only the bytes are kept) and records where the file goes.
+func measurePageSizes(dir string, batches []workload.Batch) ([]pageSizeResult, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var out []pageSizeResult
+	for _, ps := range pageSizes {
+		o := store.DefaultOptions()
+		o.PageSize, o.NoSync = ps, true
+		path := filepath.Join(dir, fmt.Sprintf("patrdb-%d.db", ps))
+		r, err := runAppend(&patrdbC{opts: o}, path, batches)
+		if err != nil {
+			return nil, err
+		}
+		res := pageSizeResult{PageSize: ps, Disk: r.Disk, Trees: r.Trees}
+		o.ReadOnly = true
+		db, err := store.Open(path, o)
+		if err != nil {
+			return nil, err
+		}
+		err = db.View(func(tx *store.Tx) error {
+			run, err := tx.Run(benchRun)
+			if err != nil {
+				return err
+			}
+			sizes, err := run.BucketSizes()
+			for _, s := range sizes {
+				if s.Name == "turns" {
+					res.TurnPages, res.TurnUsed = s.Bytes, s.Used
+				}
+			}
+			return err
+		})
+		if cerr := db.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = removeStore(path)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+// sameTurnsAndNodes checks the patrdb file at path (Check clean) and that
+// its run's turns and nodes buckets hold exactly ref's keys and values.
+func sameTurnsAndNodes(ref *store.DB, path string) error {
+	o := store.DefaultOptions()
+	o.ReadOnly = true
+	db, err := store.Open(path, o)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	vs, err := db.Check()
+	if err != nil {
+		return err
+	}
+	if len(vs) > 0 {
+		return fmt.Errorf("Check: %d violations, first: %v", len(vs), vs[0])
+	}
+	return ref.Bolt().View(func(rtx *bolt.Tx) error {
+		return db.Bolt().View(func(tx *bolt.Tx) error {
+			for _, name := range []string{"turns", "nodes"} {
+				a := rtx.Bucket([]byte("runs")).Bucket([]byte(benchRun)).Bucket([]byte(name))
+				b := tx.Bucket([]byte("runs")).Bucket([]byte(benchRun)).Bucket([]byte(name))
+				if a == nil || b == nil {
+					return fmt.Errorf("no %s bucket", name)
+				}
+				ca, cb := a.Cursor(), b.Cursor()
+				ka, va := ca.First()
+				kb, vb := cb.First()
+				for ; ka != nil || kb != nil; ka, va, kb, vb = nextPair(ca, cb) {
+					if !bytes.Equal(ka, kb) || !bytes.Equal(va, vb) {
+						return fmt.Errorf("%s: key %x differs from patrdb's (key %x)", name, kb, ka)
+					}
+				}
+			}
+			return nil
+		})
+	})
+}
+
+func nextPair(a, b *bolt.Cursor) (ka, va, kb, vb []byte) {
+	ka, va = a.Next()
+	kb, vb = b.Next()
+	return ka, va, kb, vb
 }
 
 // Peak RSS: the runner re-executes itself with childEnv naming a
@@ -499,10 +617,11 @@ func profileAll(cfg config, batches []workload.Batch, work, replayPath string) [
 		out = append(out, p)
 		fmt.Fprintf(cfg.Log, "profiled %s\n", name)
 	}
-	var txns [][]workload.Op
+	var txns []any
 	for _, b := range batches {
 		for _, t := range b.Txns {
-			txns = append(txns, workload.Materialize(t))
+			p, _ := (&patrdbC{}).prepare(workload.Materialize(t)) // cannot fail without encodeAhead
+			txns = append(txns, p)
 		}
 	}
 	prof("append", "patrdb append run, fsync on (apply only: transactions materialised beforehand)", func() error {

@@ -176,6 +176,21 @@ func badInputs() []badInput {
 	add("turns to an unknown node", store.ErrNotFound, func(_ *store.Tx, r *store.RunTx, _ fixture) error {
 		return r.AppendTurns(31337, 0, textTurn("x"))
 	})
+	// The same rules for turns encoded beforehand.
+	encoded := func(node func(fixture) uint64, from int) func(*store.Tx, *store.RunTx, fixture) error {
+		return func(_ *store.Tx, r *store.RunTx, f fixture) error {
+			enc, err := store.EncodeTurns(textTurn("pre"))
+			if err != nil {
+				return err
+			}
+			return r.AppendEncodedTurns(node(f), from, enc)
+		}
+	}
+	add("encoded turns to a completed node", store.ErrInvalid, encoded(func(f fixture) uint64 { return f.C }, 2))
+	add("encoded turns to an expanded node", store.ErrInvalid, encoded(func(f fixture) uint64 { return f.A }, 3))
+	add("encoded turn index gap", store.ErrInvalid, encoded(func(f fixture) uint64 { return f.B }, 3))
+	add("negative encoded turn index", store.ErrInvalid, encoded(func(f fixture) uint64 { return f.B }, -1))
+	add("encoded turns to an unknown node", store.ErrNotFound, encoded(func(fixture) uint64 { return 31337 }, 0))
 
 	// Advantages.
 	adv := func(leaf func(fixture) uint64, group func(fixture) uint64, mut func(*store.Advantage)) func(*store.Tx, *store.RunTx, fixture) error {

@@ -25,13 +25,16 @@ func (v Violation) String() string {
 // maxViolations bounds the report on a badly damaged file.
 const maxViolations = 1000
 
-// Check verifies the whole file: bbolt's page structure, every value's CRC
-// and decoding, and the data model's invariants (parents exist and precede
-// their children, fork points in range, depth and base consistent, the
-// children index equals the parent pointers, the frontier equals the active
-// nodes, turns are contiguous, events are numbered 1..n, advantages refer to
-// leaves of their group, rubric pools are valid). The error is for failures
-// to read at all; a damaged file yields violations, never a panic.
+// Check verifies the whole file: both meta pages, bbolt's page structure
+// (walked with bounds first, pagewalk.go), every value's CRC and decoding,
+// and the data model's invariants (parents exist and precede their
+// children, fork points in range, depth and base consistent, the children
+// index equals the parent pointers, the frontier equals the active nodes,
+// turns are contiguous, events are numbered 1..n, advantages refer to
+// leaves of their group, rubric pools are valid, id sequences cover every
+// id, every record equals what the event log last wrote for it). The error
+// is for failures to read at all; a damaged file yields violations, never a
+// panic or a hang.
 //
 // Writers wait while it runs: bbolt's free-page accounting reads the live
 // freelist, which must describe the snapshot being checked, and the meta

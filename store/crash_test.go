@@ -28,6 +28,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -606,6 +607,10 @@ func crashChild() error {
 			}
 		}
 		i := c + 1
+		// "begin" lets the parent tell where its kill landed.
+		if _, err := fmt.Fprintf(os.Stdout, "begin %d\n", i); err != nil {
+			return err
+		}
 		if err := w.apply(db, i, n == 0); err != nil {
 			return fmt.Errorf("transaction %d: %w", i, err)
 		}
@@ -629,6 +634,7 @@ type crashStats struct {
 	acked, committed, inflightCommitted int
 	lost                                int // acknowledged transactions missing: must stay 0
 	pointHits                           map[string]int
+	landed                              map[string]int // where kills landed
 }
 
 func (s *crashStats) String() string {
@@ -638,9 +644,14 @@ func (s *crashStats) String() string {
 			pts = append(pts, fmt.Sprintf("%s=%d", p, s.pointHits[p]))
 		}
 	}
+	var landed []string
+	for _, k := range slices.Sorted(maps.Keys(s.landed)) {
+		landed = append(landed, fmt.Sprintf("%s: %d", k, s.landed[k]))
+	}
 	return fmt.Sprintf("children=%d (timed kills %d, early kills %d, named-point kills %d [%s], clean exits %d); "+
-		"transactions acked %d, committed %d, in-flight committed %d; acknowledged lost %d",
-		s.kills+s.clean, s.timed, s.early, s.points, strings.Join(pts, " "), s.clean, s.acked, s.committed, s.inflightCommitted, s.lost)
+		"kills landed [%s]; transactions acked %d, committed %d, in-flight committed %d; acknowledged lost %d",
+		s.kills+s.clean, s.timed, s.early, s.points, strings.Join(pts, " "), s.clean, strings.Join(landed, "; "),
+		s.acked, s.committed, s.inflightCommitted, s.lost)
 }
 
 func TestCrashLoop(t *testing.T) {
@@ -670,7 +681,7 @@ func TestCrashLoop(t *testing.T) {
 	// An epoch is one file written by a chain of children; a fresh file
 	// every epochLen kills keeps the per-kill verification cost flat.
 	const epochLen = 50
-	stats := &crashStats{pointHits: map[string]int{}}
+	stats := &crashStats{pointHits: map[string]int{}, landed: map[string]int{}}
 	start := time.Now()
 	for e, done := 0, 0; done < iters && !t.Failed(); e++ {
 		n := min(epochLen, iters-done)
@@ -765,8 +776,7 @@ type crashPlan struct {
 	kind  string // "timed", "early", "point" or "clean"
 	point string
 	hit   int
-	acks  int           // timed: kill after this many acks ...
-	delay time.Duration // ... plus this delay (early: after exec)
+	delay time.Duration // timed: after the child is ready; early: after exec
 }
 
 func (ep *crashEpoch) plan(k int, final bool) crashPlan {
@@ -786,7 +796,10 @@ func (ep *crashEpoch) plan(k int, final bool) crashPlan {
 		// During exec, Open or the recovery write.
 		return crashPlan{kind: "early", delay: time.Duration(ep.rng.Int64N(int64(ep.startup + 2*ep.txDur)))}
 	default:
-		return crashPlan{kind: "timed", acks: ep.rng.IntN(4), delay: time.Duration(ep.rng.Int64N(int64(2*ep.txDur) + 1))}
+		// Uniform over the first few transactions' time, so kills land
+		// where a writer spends its time: building and committing.
+		span := time.Duration(1+ep.rng.IntN(4)) * ep.txDur
+		return crashPlan{kind: "timed", delay: time.Duration(ep.rng.Int64N(int64(span) + 1))}
 	}
 }
 
@@ -800,7 +813,7 @@ type childLine struct {
 func (ep *crashEpoch) child(k int, final bool, stats *crashStats) {
 	t := ep.t
 	p := ep.plan(k, final)
-	ep.logf("child %d prevC=%d plan=%s point=%s hit=%d acks=%d delay=%v", k, ep.c, p.kind, p.point, p.hit, p.acks, p.delay)
+	ep.logf("child %d prevC=%d plan=%s point=%s hit=%d delay=%v", k, ep.c, p.kind, p.point, p.hit, p.delay)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), envChild+"=1", envDB+"="+ep.path, fmt.Sprintf("%s=%d", envSeed, ep.seed),
 		envPoint+"="+p.point, fmt.Sprintf("%s=%d", envHit, p.hit))
@@ -842,15 +855,20 @@ func (ep *crashEpoch) child(k int, final bool, stats *crashStats) {
 		kill()
 	})
 	var acks []uint64
+	var begun uint64
 	var ready, lastAckAt time.Time
 	for l := range lines {
 		f := strings.Fields(l.text)
-		if len(f) != 2 || (f[0] != "ready" && f[0] != "ack") {
+		if len(f) != 2 || (f[0] != "ready" && f[0] != "ack" && f[0] != "begin") {
 			continue // the testing package's own output
 		}
 		n, err := strconv.ParseUint(f[1], 10, 64)
 		if err != nil {
 			t.Errorf("child %d: bad line %q", k, l.text)
+			continue
+		}
+		if f[0] == "begin" {
+			begun = n
 			continue
 		}
 		ep.logf("%s %d", f[0], n)
@@ -860,16 +878,18 @@ func (ep *crashEpoch) child(k int, final bool, stats *crashStats) {
 			if n != ep.c {
 				t.Errorf("child %d found transaction %d committed, the parent verified %d", k, n, ep.c)
 			}
-		} else {
-			if !lastAckAt.IsZero() {
-				ep.txDur = (ep.txDur*7 + l.at.Sub(lastAckAt)) / 8
+			if p.kind == "timed" {
+				timer = time.AfterFunc(p.delay, kill)
 			}
-			lastAckAt = l.at
+		} else {
 			acks = append(acks, n)
+			lastAckAt = l.at
 		}
-		if p.kind == "timed" && timer == nil && !ready.IsZero() && len(acks) >= p.acks {
-			timer = time.AfterFunc(p.delay, kill)
-		}
+	}
+	// The time per transaction, from this child's whole run: lines arrive
+	// in bursts, so gaps between two of them mean nothing.
+	if len(acks) >= 3 && !ready.IsZero() {
+		ep.txDur = (ep.txDur*3 + lastAckAt.Sub(ready)/time.Duration(len(acks))) / 4
 	}
 	werr := cmd.Wait()
 	watchdog.Stop()
@@ -906,13 +926,31 @@ func (ep *crashEpoch) child(k int, final bool, stats *crashStats) {
 			ep.logf("note: child finished before its kill")
 		}
 	}
-	ep.verify(k, acks, stats)
+	acked := ep.c // committed before this child
+	c := ep.verify(k, acks, stats)
 	stats.acked += len(acks)
+	if killed {
+		// Where the kill landed, as far as the parent can tell.
+		if len(acks) > 0 {
+			acked = acks[len(acks)-1]
+		}
+		switch {
+		case ready.IsZero():
+			stats.landed["before Open returned"]++
+		case begun <= acked:
+			stats.landed["between transactions"]++
+		case c > acked:
+			stats.landed["after commit, before the ack"]++
+		default:
+			stats.landed["inside a transaction (rolled back)"]++
+		}
+	}
 }
 
 // verify opens what a child left and checks it against the acks and the
 // reference replay.
-func (ep *crashEpoch) verify(k int, acks []uint64, stats *crashStats) {
+// verify returns the number of committed transactions it found.
+func (ep *crashEpoch) verify(k int, acks []uint64, stats *crashStats) uint64 {
 	t := ep.t
 	prev := ep.c
 	want := prev
@@ -972,6 +1010,7 @@ func (ep *crashEpoch) verify(k int, acks []uint64, stats *crashStats) {
 		stats.inflightCommitted++
 	}
 	ep.c = c
+	return c
 }
 
 // TestCrashReverify re-checks a directory a failed crash loop kept: it

@@ -25,6 +25,24 @@ type DB struct {
 	closed atomic.Bool
 
 	writeMu sync.Mutex // serialises Update so the cache commit protocol sees one writer
+
+	// premapped: the file was opened with an initial mapping larger than
+	// itself, so Update sets bbolt's growth step (growStep).
+	premapped bool
+}
+
+// boltAllocSize is bbolt's default growth step (DB.AllocSize): a file
+// whose mapping exceeds it grows by its data plus this much.
+const boltAllocSize = 16 << 20
+
+// growStep is how far past its data bbolt grows the file at a commit
+// (bolt.DB.AllocSize), given the data's current size. With an on-demand
+// mapping bbolt grows a file to the mapping while that is under 16 MiB
+// (doubling), then in 16 MiB steps; with an initial mapping of 1 GiB it
+// would add 16 MiB to even the smallest file. This keeps the old shape:
+// about doubling while the file is small, then 16 MiB steps.
+func growStep(dataSize int64) int {
+	return int(min(max(dataSize, 32<<10), boltAllocSize))
 }
 
 // Open opens or creates the patrdb file at path. A nil opts means
@@ -64,6 +82,13 @@ func Open(path string, opts *Options) (*DB, error) {
 		MaxSize:      int(o.MaxSize),
 		FreelistType: bolt.FreelistMapType,
 	}
+	// A reader never grows the file, so it never remaps. Under a MaxSize
+	// that the mapping plus one growth step could pass, bbolt's check of
+	// the cap and its growth of the file disagree (it checks as if the
+	// mapping followed the file), so such a file is mapped on demand.
+	if !o.ReadOnly && (o.MaxSize == 0 || o.MaxSize >= o.InitialMmapSize+boltAllocSize) {
+		bopts.InitialMmapSize = int(o.InitialMmapSize)
+	}
 	if problems := preOpenCheck(path, !o.ReadOnly); len(problems) > 0 {
 		return nil, &CorruptError{Bucket: "(file)", Reason: strings.Join(problems, "; ")}
 	}
@@ -71,7 +96,15 @@ func Open(path string, opts *Options) (*DB, error) {
 	if err != nil {
 		return nil, mapOpenError(path, err)
 	}
-	db := &DB{bolt: bdb, path: path, opts: o, log: o.logger()}
+	db := &DB{bolt: bdb, path: path, opts: o, log: o.logger(), premapped: bopts.InitialMmapSize > 0}
+	if db.premapped {
+		// For the commits that do not go through Update (a new file's
+		// meta bucket, migrations); Update sets it from then on.
+		bdb.AllocSize = growStep(0)
+		if fi, err := os.Stat(path); err == nil {
+			bdb.AllocSize = growStep(fi.Size())
+		}
+	}
 	db.cache = newNodeCache(o.CacheNodes)
 	err = guardOpen(func() error {
 		// The pages Open reads next (root bucket, meta bucket) are walked
@@ -188,6 +221,10 @@ func (db *DB) Update(fn func(*Tx) error) (err error) {
 	// The id must be read before Commit: a closed bbolt Tx reports -1, which
 	// would leave the cache's committed txid matching no reader, ever.
 	txid := uint64(btx.ID())
+	if db.premapped {
+		// Read by bbolt only inside this Commit, under its writer lock.
+		db.bolt.AllocSize = growStep(btx.Size())
+	}
 	db.cache.beginCommit(tx.dirty)
 	err = btx.Commit()
 	committed = true

@@ -68,10 +68,11 @@ func (r *RunTx) Events(from uint64, fn func(Event) error) error {
 	if err != nil {
 		return err
 	}
+	path := r.bpath(bEvents)
 	c := b.Cursor()
 	for k, v := c.Seek(u64key(from)); k != nil; k, v = c.Next() {
 		var e Event
-		if err := decodeValue(r.bpath(bEvents), k, v, &e); err != nil {
+		if err := decodeEvent(path, k, v, &e); err != nil {
 			return err
 		}
 		if err := fn(e); err != nil {
@@ -85,6 +86,12 @@ func (r *RunTx) Events(from uint64, fn func(Event) error) error {
 // *Group for group events, *Rubric, *Advantage, *Checkpoint, *Run, or
 // *TurnsPayload for EvTurns; for custom kinds whatever the writer stored.
 func DecodePayload(e Event, v any) error {
+	if decodeFast(e.Payload, v) { // a *Node or *TurnsPayload in canonical form (records_msgp.go)
+		return nil
+	}
+	if !msgpackFits(e.Payload) {
+		return &CorruptError{Bucket: "events", Key: u64key(e.Seq), Reason: "payload: a length exceeds the payload"}
+	}
 	if err := msgpack.Unmarshal(e.Payload, v); err != nil {
 		return &CorruptError{Bucket: "events", Key: u64key(e.Seq), Reason: "payload: " + err.Error()}
 	}

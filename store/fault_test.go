@@ -472,7 +472,7 @@ func testTruncated(t *testing.T) {
 	// and a few odd lengths.
 	hwm := 0
 	for page := 0; page < 2; page++ {
-		hwm = max(hwm, int(binary.LittleEndian.Uint64(orig[page*1024+16+40:])))
+		hwm = max(hwm, int(binary.NativeEndian.Uint64(orig[page*1024+16+40:])))
 	}
 	var cuts []int
 	for p := 1; p <= hwm+2 && p*1024 < len(orig); p++ {
@@ -682,8 +682,8 @@ func flipMeta(t *testing.T, path string, newer bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps := int(binary.LittleEndian.Uint32(b[16+8:]))
-	txid := func(page int) uint64 { return binary.LittleEndian.Uint64(b[page*ps+16+48:]) }
+	ps := int(binary.NativeEndian.Uint32(b[16+8:]))
+	txid := func(page int) uint64 { return binary.NativeEndian.Uint64(b[page*ps+16+48:]) }
 	page := 0
 	if (txid(1) > txid(0)) == newer {
 		page = 1
@@ -701,10 +701,10 @@ func truncateTail(t *testing.T, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps := int(binary.LittleEndian.Uint32(b[16+8:]))
+	ps := int(binary.NativeEndian.Uint32(b[16+8:]))
 	hwm := 0
 	for page := 0; page < 2; page++ {
-		hwm = max(hwm, int(binary.LittleEndian.Uint64(b[page*ps+16+40:])))
+		hwm = max(hwm, int(binary.NativeEndian.Uint64(b[page*ps+16+40:])))
 	}
 	if err := os.WriteFile(path, b[:(hwm*2/3)*ps], 0o600); err != nil {
 		t.Fatal(err)

@@ -415,15 +415,15 @@ func writeFuzzSeeds(t *testing.T) {
 		return nil
 	})
 	bdb.Close()
-	if binary.LittleEndian.Uint16(base[branch*ps+8:]) != 0x01 {
+	if binary.NativeEndian.Uint16(base[branch*ps+8:]) != 0x01 {
 		t.Fatalf("the events bucket's root page %d is not a branch page; write more transactions into the base", branch)
 	}
-	leaf := int(binary.LittleEndian.Uint64(base[branch*ps+16+8:]))
+	leaf := int(binary.NativeEndian.Uint64(base[branch*ps+16+8:]))
 	meta := 0
-	if binary.LittleEndian.Uint64(base[ps+16+48:]) > binary.LittleEndian.Uint64(base[16+48:]) {
+	if binary.NativeEndian.Uint64(base[ps+16+48:]) > binary.NativeEndian.Uint64(base[16+48:]) {
 		meta = 1
 	}
-	free := int(binary.LittleEndian.Uint64(base[meta*ps+16+32:]))
+	free := int(binary.NativeEndian.Uint64(base[meta*ps+16+32:]))
 	seeds := map[string][]byte{
 		"meta0-hwm":        flip(0, 16+40, 0x01),
 		"meta1-txid":       flip(1, 16+48, 0x01),
@@ -451,4 +451,39 @@ func writeFuzzSeeds(t *testing.T) {
 	write("FuzzFile", "cut-inside-a-page", []byte{}, uint32(len(base)/3)<<1|1)
 	write("FuzzFile", "cut-one-page", []byte{}, uint32(ps)<<1)
 	write("FuzzFile", "flip-and-cut", flip(leaf, 10, 0x02), uint32(len(base)*3/4)<<1)
+}
+
+// TestDecodeAllocationBounded: a short value with a valid frame whose
+// headers claim gigabytes is ErrCorrupt, and decoding it allocates about
+// its own size, not what the headers claim (msgpack allocates first and
+// keeps pooled buffers; FuzzDecodeRecord found values that grew a worker
+// past 10 GB).
+func TestDecodeAllocationBounded(t *testing.T) {
+	huge := [][]byte{
+		{0x9e, 0x01, 0xa6, 'p', 'u', 'b', 'l', 'i', 'c', 0xc6, 0xcb, 0x3f, 0xdf, 0x08}, // rubric whose Text is a 3.4 GB bin32
+		{0x97, 0xa1, 'a', 0xc6, 0xff, 0xff, 0xff, 0x00},                                // turn whose action tokens claim 4 GB
+		{0xdd, 0xff, 0xff, 0xff, 0xff},                                                 // array32 of 4G elements
+		{0xdf, 0x7f, 0xff, 0xff, 0xff},                                                 // map32 of 2G pairs
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 50 {
+		for _, p := range huge {
+			for _, kind := range store.RecordKinds {
+				if _, err := store.DecodeRecord(kind, frame(p)); !errors.Is(err, store.ErrCorrupt) {
+					t.Fatalf("%s %x: %v, want ErrCorrupt", kind, p, err)
+				}
+				if err := store.DecodePayload(store.Event{Payload: p}, store.NewRecord(kind)); !errors.Is(err, store.ErrCorrupt) {
+					t.Fatalf("payload %s %x: %v, want ErrCorrupt", kind, p, err)
+				}
+			}
+			if _, err := store.DecodeTurn(frame(p)); !errors.Is(err, store.ErrCorrupt) {
+				t.Fatalf("turn %x: %v, want ErrCorrupt", p, err)
+			}
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+		t.Errorf("decoding %d tiny values allocated %d MB", 50*len(huge)*(2*len(store.RecordKinds)+1), got>>20)
+	}
 }

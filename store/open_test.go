@@ -10,10 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -411,6 +413,9 @@ func TestOptionsValidate(t *testing.T) {
 		func(o *store.Options) { o.PageSize = 4096 },
 		func(o *store.Options) { o.PageSize = 1 << 20 },
 		func(o *store.Options) { o.MaxSize = 1 << 30 },
+		func(o *store.Options) { o.InitialMmapSize = 0 },
+		func(o *store.Options) { o.InitialMmapSize = 1 << 20 },
+		func(o *store.Options) { o.InitialMmapSize, o.MaxSize = 1<<30, 1<<20 }, // capped by MaxSize
 	}
 	for i, set := range ok {
 		o := store.DefaultOptions()
@@ -428,6 +433,8 @@ func TestOptionsValidate(t *testing.T) {
 		"page size not pow2":  func(o *store.Options) { o.PageSize = 12288 },
 		"page size too small": func(o *store.Options) { o.PageSize = 512 },
 		"page size too large": func(o *store.Options) { o.PageSize = 2 << 20 },
+		"negative mmap size":  func(o *store.Options) { o.InitialMmapSize = -1 },
+		"mmap size too large": func(o *store.Options) { o.InitialMmapSize = math.MaxInt64 },
 	}
 	for name, set := range bad {
 		t.Run(name, func(t *testing.T) {
@@ -447,6 +454,112 @@ func TestOptionsValidate(t *testing.T) {
 				t.Errorf("Open with invalid options created the file")
 			}
 		})
+	}
+}
+
+// TestInitialMmapSize: while the file fits in the initial mapping, a
+// commit that grows it does not remap, so it does not wait for open
+// readers (bbolt remaps under a lock every read transaction holds); with
+// no initial mapping the same commit waits until the reader ends.
+func TestInitialMmapSize(t *testing.T) {
+	if strconv.IntSize < 64 {
+		t.Skip("a 64 MiB mapping per store is too much address space for this test on 32-bit")
+	}
+	bigTurn := textTurn("big")
+	bigTurn.ObservationTokens = make([]uint32, 256<<10) // 1 MiB
+	grow := func(db *store.DB, node uint64, from int) error {
+		return db.Update(func(tx *store.Tx) error {
+			r, err := tx.Run("r")
+			if err != nil {
+				return err
+			}
+			turns := make([]store.Turn, 8)
+			for i := range turns {
+				turns[i] = bigTurn
+			}
+			return r.AppendTurns(node, from, turns...)
+		})
+	}
+	for _, c := range []struct {
+		mmap    int64
+		blocked bool
+	}{{64 << 20, false}, {0, true}} {
+		t.Run(fmt.Sprintf("InitialMmapSize=%d", c.mmap), func(t *testing.T) {
+			o := storetest.Options()
+			o.InitialMmapSize = c.mmap
+			db := storetest.OpenPath(t, tempPath(t, "patr.db"), o)
+			var node uint64
+			update(t, db, func(tx *store.Tx) error {
+				r, err := tx.CreateRun("r", nil, nil)
+				if err != nil {
+					return err
+				}
+				g, err := r.OpenGroup(store.GroupSpec{Step: 1})
+				if err != nil {
+					return err
+				}
+				n, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID})
+				node = n.ID
+				return err
+			})
+			release, reading := make(chan struct{}), make(chan struct{})
+			readerDone := make(chan error, 1)
+			go func() {
+				readerDone <- db.View(func(*store.Tx) error { close(reading); <-release; return nil })
+			}()
+			<-reading
+			committed := make(chan error, 1)
+			go func() { committed <- grow(db, node, 0) }() // 8 MiB: past every mapping bbolt starts with
+			select {
+			case err := <-committed:
+				if c.blocked {
+					t.Errorf("the commit finished while a reader held the old mapping (%v)", err)
+				} else if err != nil {
+					t.Error(err)
+				}
+				close(release)
+			case <-time.After(map[bool]time.Duration{true: 300 * time.Millisecond, false: 30 * time.Second}[c.blocked]):
+				if !c.blocked {
+					t.Error("the commit waited for a reader although the file fits in the mapping")
+				}
+				close(release)
+				if err := <-committed; err != nil {
+					t.Error(err)
+				}
+			}
+			if err := <-readerDone; err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	// The mapping does not make a small file big: it grows about doubling
+	// while small, as with a mapping that follows it, not by bbolt's
+	// 16 MiB step from the first commit.
+	path := tempPath(t, "small.db")
+	db := storetest.OpenPath(t, path, storetest.Options())
+	if db.Options().InitialMmapSize == 0 {
+		t.Fatal("the default options map nothing up front")
+	}
+	update(t, db, func(tx *store.Tx) error {
+		r, err := tx.CreateRun("r", nil, nil)
+		if err != nil {
+			return err
+		}
+		g, err := r.OpenGroup(store.GroupSpec{Step: 1})
+		if err != nil {
+			return err
+		}
+		n, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID})
+		if err != nil {
+			return err
+		}
+		return r.AppendTurns(n.ID, 0, bigTurn) // 1 MiB
+	})
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(path); err != nil || st.Size() > 4<<20 {
+		t.Errorf("a store holding 1 MiB is a %d-byte file (%v)", st.Size(), err)
 	}
 }
 

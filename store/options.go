@@ -4,9 +4,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
+	"runtime"
+	"strconv"
 	"time"
 )
+
+// maxMmapSize is the most a mapping can span: bbolt's own limit on 64-bit
+// platforms (256 TiB), what an int holds on 32-bit ones.
+const maxMmapSize = min(1<<48-1, math.MaxInt)
 
 // Options configure Open. The zero value is not the default: start from
 // DefaultOptions and change fields, or pass nil to Open.
@@ -38,6 +45,20 @@ type Options struct {
 	// with 4 KiB pages (measured: about twice the insert speed).
 	PageSize int
 
+	// InitialMmapSize is how much of the file bbolt maps when it opens it
+	// for writing, in bytes. While the file fits in the mapping, a commit
+	// that grows it does not remap; a remap inside a write transaction
+	// first copies every key and value the transaction has written out of
+	// the old mapping (measured: 40% of an append run's CPU with 46 MB
+	// transactions), and waits for every reader to finish. Mapping costs
+	// address space only: pages are read in as they are touched, and the
+	// file still grows as data is written (except on Windows, where bbolt
+	// sizes the file to the mapping, so the default there is 0). Beyond
+	// the mapping bbolt remaps by doubling, then in 1 GiB steps. Zero maps
+	// the file as it grows, as does a MaxSize below InitialMmapSize + 16
+	// MiB (so that the cap holds exactly). Ignored when ReadOnly.
+	InitialMmapSize int64
+
 	// Logger receives open, migration and check messages. Nil discards them.
 	Logger *slog.Logger
 
@@ -56,7 +77,18 @@ func DefaultOptions() *Options {
 		CacheNodes: 16384,
 		PageSize:   16 * 1024,
 		FileMode:   0o600,
+
+		InitialMmapSize: defaultInitialMmapSize(),
 	}
+}
+
+// defaultInitialMmapSize is 1 GiB where address space is plentiful and
+// mapping does not allocate the file: 64-bit platforms other than Windows.
+func defaultInitialMmapSize() int64 {
+	if strconv.IntSize < 64 || runtime.GOOS == "windows" {
+		return 0
+	}
+	return 1 << 30
 }
 
 // Validate reports the first option that makes no sense.
@@ -70,6 +102,10 @@ func (o *Options) Validate() error {
 		return invalidf("options: CacheNodes %d is negative", o.CacheNodes)
 	case o.PageSize != 0 && (o.PageSize < 1024 || o.PageSize > 1<<20 || o.PageSize&(o.PageSize-1) != 0):
 		return invalidf("options: PageSize %d must be a power of two between 1 KiB and 1 MiB", o.PageSize)
+	case o.InitialMmapSize < 0:
+		return invalidf("options: InitialMmapSize %d is negative", o.InitialMmapSize)
+	case o.InitialMmapSize > maxMmapSize:
+		return invalidf("options: InitialMmapSize %d exceeds the %d bytes this platform can map", o.InitialMmapSize, int64(maxMmapSize))
 	}
 	return nil
 }
@@ -89,6 +125,6 @@ func (o *Options) now() time.Time {
 }
 
 func (o *Options) String() string {
-	return fmt.Sprintf("{Timeout:%v ReadOnly:%t NoSync:%t MaxSize:%d CacheNodes:%d PageSize:%d}",
-		o.Timeout, o.ReadOnly, o.NoSync, o.MaxSize, o.CacheNodes, o.PageSize)
+	return fmt.Sprintf("{Timeout:%v ReadOnly:%t NoSync:%t MaxSize:%d CacheNodes:%d PageSize:%d InitialMmapSize:%d}",
+		o.Timeout, o.ReadOnly, o.NoSync, o.MaxSize, o.CacheNodes, o.PageSize, o.InitialMmapSize)
 }

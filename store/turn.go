@@ -1,104 +1,92 @@
 package store
 
 import (
-	"bytes"
 	"encoding/binary"
 	"hash/crc32"
-
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Turns are the bulk of a file (hundreds of tokens each), so they skip
-// reflection: a fixed msgpack array written and read field by field, token
-// arrays as bin blobs of little-endian words.
+// reflection: a fixed msgpack array written and read field by field
+// (msgp.go), token arrays as bin blobs of little-endian words.
 const turnFields = 7
 
+// turnSize is the exact length of t's framed value.
+func turnSize(t *Turn) int {
+	na, nl, no := 4*len(t.ActionTokens), 4*len(t.ActionLogprobs), 4*len(t.ObservationTokens)
+	return headerLen + 1 +
+		strHeaderLen(len(t.Action)) + len(t.Action) +
+		binHeaderLen(na) + na + binHeaderLen(nl) + nl +
+		strHeaderLen(len(t.Observation)) + len(t.Observation) +
+		binHeaderLen(no) + no +
+		9 + 1 // float64 reward, bool done
+}
+
+// encodeTurn frames t into one allocation of exactly its size: the token
+// arrays are copied once, straight into the value bbolt will hold.
 func encodeTurn(t *Turn) ([]byte, error) {
-	buf := bufPool.Get().(*bytes.Buffer)
-	defer bufPool.Put(buf)
-	buf.Reset()
-	buf.Write([]byte{valueFormatV1, 0, 0, 0, 0})
-	enc := msgpack.GetEncoder()
-	defer msgpack.PutEncoder(enc)
-	enc.Reset(buf)
-	err := enc.EncodeArrayLen(turnFields)
-	if err == nil {
-		err = enc.EncodeString(t.Action)
-	}
-	scratch := make([]byte, 0, 4*max(len(t.ActionTokens), len(t.ActionLogprobs), len(t.ObservationTokens)))
-	if err == nil {
-		err = enc.EncodeBytes(packU32(scratch[:0], t.ActionTokens))
-	}
-	if err == nil {
-		err = enc.EncodeBytes(packF32(scratch[:0], t.ActionLogprobs))
-	}
-	if err == nil {
-		err = enc.EncodeString(t.Observation)
-	}
-	if err == nil {
-		err = enc.EncodeBytes(packU32(scratch[:0], t.ObservationTokens))
-	}
-	if err == nil {
-		err = enc.EncodeFloat64(t.Reward)
-	}
-	if err == nil {
-		err = enc.EncodeBool(t.Done)
-	}
-	if err != nil {
-		return nil, err
-	}
-	out := make([]byte, buf.Len())
-	copy(out, buf.Bytes())
+	out := make([]byte, headerLen, turnSize(t))
+	out[0] = valueFormatV1
+	out = appendArrayLen(out, turnFields)
+	out = appendStr(out, t.Action)
+	out = packU32(appendBinHeader(out, 4*len(t.ActionTokens)), t.ActionTokens)
+	out = packF32(appendBinHeader(out, 4*len(t.ActionLogprobs)), t.ActionLogprobs)
+	out = appendStr(out, t.Observation)
+	out = packU32(appendBinHeader(out, 4*len(t.ObservationTokens)), t.ObservationTokens)
+	out = appendFloat64(out, t.Reward)
+	out = appendBool(out, t.Done)
 	binary.BigEndian.PutUint32(out[1:5], crc32.Checksum(out[headerLen:], castagnoli))
 	return out, nil
 }
 
+// decodeTurn parses a framed turn straight from raw (which may be a page
+// of the mmap): strings and token arrays are copied out once each. Bytes
+// after the seventh field are ignored, as msgpack/v5 ignored them.
 func decodeTurn(bucket string, key, raw []byte, t *Turn) error {
-	payload, err := checkFrame(bucket, key, raw)
+	payload, err := checkCRC(bucket, key, raw)
 	if err != nil {
 		return err
 	}
-	bad := func(what string) error {
+	bad := func(what string, err error) error {
+		if err != nil {
+			what += ": " + err.Error()
+		}
 		return &CorruptError{Bucket: bucket, Key: cloneBytes(key), Reason: "turn: " + what}
 	}
-	dec := msgpack.GetDecoder()
-	defer msgpack.PutDecoder(dec)
-	dec.Reset(bytes.NewReader(payload))
-	n, err := dec.DecodeArrayLen()
-	if err != nil || n != turnFields {
-		return bad("not a 7-field array")
+	m := msgpReader{b: payload}
+	if n := m.arrayLen(); m.err != nil || n != turnFields {
+		return bad("not a 7-field array", m.err)
 	}
-	var blob []byte
 	var ok bool
-	if t.Action, err = dec.DecodeString(); err != nil {
-		return bad("action: " + err.Error())
+	if t.Action = m.str(); m.err != nil {
+		return bad("action", m.err)
 	}
-	if blob, err = dec.DecodeBytes(); err != nil {
-		return bad("action tokens: " + err.Error())
+	blob, _ := m.bytes()
+	if m.err != nil {
+		return bad("action tokens", m.err)
 	}
 	if t.ActionTokens, ok = unpackU32(blob); !ok {
-		return bad("action tokens length not a multiple of 4")
+		return bad("action tokens length not a multiple of 4", nil)
 	}
-	if blob, err = dec.DecodeBytes(); err != nil {
-		return bad("action logprobs: " + err.Error())
+	if blob, _ = m.bytes(); m.err != nil {
+		return bad("action logprobs", m.err)
 	}
 	if t.ActionLogprobs, ok = unpackF32(blob); !ok {
-		return bad("action logprobs length not a multiple of 4")
+		return bad("action logprobs length not a multiple of 4", nil)
 	}
-	if t.Observation, err = dec.DecodeString(); err != nil {
-		return bad("observation: " + err.Error())
+	if t.Observation = m.str(); m.err != nil {
+		return bad("observation", m.err)
 	}
-	if blob, err = dec.DecodeBytes(); err != nil {
-		return bad("observation tokens: " + err.Error())
+	if blob, _ = m.bytes(); m.err != nil {
+		return bad("observation tokens", m.err)
 	}
 	if t.ObservationTokens, ok = unpackU32(blob); !ok {
-		return bad("observation tokens length not a multiple of 4")
+		return bad("observation tokens length not a multiple of 4", nil)
 	}
-	if t.Reward, err = dec.DecodeFloat64(); err != nil {
-		return bad("reward: " + err.Error())
+	if t.Reward = m.float64(); m.err != nil {
+		return bad("reward", m.err)
 	}
-	if t.Done, err = dec.DecodeBool(); err != nil {
-		return bad("done: " + err.Error())
+	if t.Done = m.bool(); m.err != nil {
+		return bad("done", m.err)
 	}
 	return nil
 }
@@ -124,46 +112,115 @@ func (r *RunTx) AppendTurns(id uint64, from int, turns ...Turn) error {
 	if len(turns) == 0 {
 		return nil
 	}
-	p, err := r.nodeRef(id)
+	p, err := r.turnTarget(id, from)
 	if err != nil {
 		return r.tx.fail(err)
-	}
-	if p.Status != NodeActive {
-		return r.tx.fail(invalidf("node %d is %s; turns go to active nodes", id, p.Status))
-	}
-	if from < 0 || from > p.Turns {
-		return r.tx.fail(invalidf("turn index %d leaves a gap after node %d's %d turns", from, id, p.Turns))
 	}
 	for i := range turns {
 		if !finite(turns[i].Reward) {
 			return r.tx.fail(invalidf("turn %d of node %d has reward %v", from+i, id, turns[i].Reward))
 		}
 	}
+	return r.putTurns(p, from, len(turns), func(i int) ([]byte, error) { return encodeTurn(&turns[i]) })
+}
+
+// EncodedTurns are turns validated and framed for the file by EncodeTurns,
+// ready for RunTx.AppendEncodedTurns. The zero value holds no turns. An
+// EncodedTurns is immutable: it may be appended more than once, and used
+// from several goroutines.
+type EncodedTurns struct {
+	vals [][]byte
+}
+
+// Len is the number of turns held.
+func (e EncodedTurns) Len() int { return len(e.vals) }
+
+// EncodeTurns validates and encodes turns outside any transaction, for
+// RunTx.AppendEncodedTurns. Encoding is most of the CPU an append of large
+// turns costs (a copy of every token array, a CRC of every value); a
+// trainer that encodes each rollout's turns as they arrive, in the
+// goroutines that collect them or while the previous interval commits,
+// holds the single write transaction only for the b-tree and the fsync.
+// It touches no store and is safe for concurrent use. AppendTurns(id,
+// from, turns...) writes the same bytes as AppendEncodedTurns(id, from,
+// EncodeTurns(turns...)).
+func EncodeTurns(turns ...Turn) (EncodedTurns, error) {
+	vals := make([][]byte, len(turns))
+	for i := range turns {
+		if !finite(turns[i].Reward) {
+			return EncodedTurns{}, invalidf("turn %d of %d has reward %v", i, len(turns), turns[i].Reward)
+		}
+		v, err := encodeTurn(&turns[i])
+		if err != nil {
+			return EncodedTurns{}, err
+		}
+		vals[i] = v
+	}
+	return EncodedTurns{vals: vals}, nil
+}
+
+// AppendEncodedTurns is AppendTurns for turns encoded beforehand by
+// EncodeTurns: the same checks of the node and of from, the same records
+// and event, without encoding inside the transaction.
+func (r *RunTx) AppendEncodedTurns(id uint64, from int, turns EncodedTurns) error {
+	if err := r.tx.check(true); err != nil {
+		return err
+	}
+	if len(turns.vals) == 0 {
+		return nil
+	}
+	p, err := r.turnTarget(id, from)
+	if err != nil {
+		return r.tx.fail(err)
+	}
+	return r.putTurns(p, from, len(turns.vals), func(i int) ([]byte, error) { return turns.vals[i], nil })
+}
+
+// turnTarget returns the node turns at index from may be written to: an
+// active one, with no gap after its last turn.
+func (r *RunTx) turnTarget(id uint64, from int) (*Node, error) {
+	p, err := r.nodeRef(id)
+	if err != nil {
+		return nil, err
+	}
+	if p.Status != NodeActive {
+		return nil, invalidf("node %d is %s; turns go to active nodes", id, p.Status)
+	}
+	if from < 0 || from > p.Turns {
+		return nil, invalidf("turn index %d leaves a gap after node %d's %d turns", from, id, p.Turns)
+	}
+	return p, nil
+}
+
+// putTurns writes count turn values (value(i) is the framed turn at index
+// from+i) under node p, then its record and the EvTurns event. The values
+// must stay unmodified until the transaction ends: bbolt keeps them.
+func (r *RunTx) putTurns(p *Node, from, count int, value func(int) ([]byte, error)) error {
 	b, err := r.bucket(bTurns)
 	if err != nil {
 		return r.tx.fail(err)
 	}
-	for i := range turns {
-		val, err := encodeTurn(&turns[i])
+	for i := range count {
+		val, err := value(i)
 		if err != nil {
 			return r.tx.fail(err)
 		}
-		if err := b.Put(turnKey(id, from+i), val); err != nil {
+		if err := b.Put(turnKey(p.ID, from+i), val); err != nil {
 			return r.tx.fail(err)
 		}
 	}
 	n := p.clone()
-	if end := from + len(turns); end > n.Turns {
+	if end := from + count; end > n.Turns {
 		n.Turns = end
 	}
 	if err := r.putNode(&n, ""); err != nil {
 		return r.tx.fail(err)
 	}
-	pl, err := encodeValue(&TurnsPayload{From: from, Count: len(turns), Turns: n.Turns})
+	pl, err := encodeValue(&TurnsPayload{From: from, Count: count, Turns: n.Turns})
 	if err != nil {
 		return r.tx.fail(err)
 	}
-	return r.tx.fail(r.appendEvent(Event{Kind: EvTurns, Step: n.Step, Group: n.Group, Node: id}, pl))
+	return r.tx.fail(r.appendEvent(Event{Kind: EvTurns, Step: n.Step, Group: n.Group, Node: p.ID}, pl))
 }
 
 // Turns returns a node's own turns.
@@ -206,6 +263,7 @@ func (r *RunTx) readTurns(id uint64, count int, fn func(int, Turn)) error {
 	if err != nil {
 		return err
 	}
+	path := r.bpath(bTurns)
 	c := b.Cursor()
 	k, v := c.Seek(turnKey(id, 0))
 	for i := 0; i < count; i, k, v = i+1, nil, nil {
@@ -213,10 +271,10 @@ func (r *RunTx) readTurns(id uint64, count int, fn func(int, Turn)) error {
 			k, v = c.Next()
 		}
 		if k == nil || len(k) != 16 || keyU64(k, 0) != id || keyU64(k, 1) != uint64(i) {
-			return &CorruptError{Bucket: r.bpath(bTurns), Key: turnKey(id, i), Reason: "turn missing"}
+			return &CorruptError{Bucket: path, Key: turnKey(id, i), Reason: "turn missing"}
 		}
 		var t Turn
-		if err := decodeTurn(r.bpath(bTurns), k, v, &t); err != nil {
+		if err := decodeTurn(path, k, v, &t); err != nil {
 			return err
 		}
 		fn(i, t)

@@ -1,0 +1,283 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// Hand-written msgpack for the records read and written in bulk: turns
+// (every append and every trajectory), events (every replay) and nodes
+// (every replayed node event, every cache miss). Going through
+// msgpack/v5's reflective path cost most of the time of those operations
+// (type-cache lookups, a bytes.Reader, a second copy of every token blob).
+//
+// The writers produce exactly the bytes msgpack/v5's Encoder produces for
+// the same values, so the file format does not change. The reader accepts
+// exactly what msgpack/v5's typed decoders accept for the Go type being
+// filled — nil as the zero value, str and bin interchangeably, any integer
+// width for an integer or a float, float32 for a float64 — and yields the
+// same values, so a value decodes to the same record either way
+// (msgp_test.go checks both directions against msgpack/v5).
+
+// msgpReader reads msgpack from a byte slice without copying: str and bin
+// values alias the slice. The first failure sticks in err, and every later
+// read returns a zero value, so a decoder checks err once per field (or
+// once at the end) and a damaged value can never index out of range. It
+// advances an index rather than reslicing, so reading stores no pointer
+// (no GC write barrier per field).
+type msgpReader struct {
+	b   []byte
+	pos int
+	err error
+}
+
+// failLen records a length header that runs past the end; kept out of
+// next so that next inlines.
+func (m *msgpReader) failLen(n int) {
+	if m.err == nil {
+		m.err = fmt.Errorf("a length of %d exceeds the %d bytes left", n, len(m.b)-m.pos)
+	}
+}
+
+func (m *msgpReader) failCode(c byte, want string) {
+	if m.err == nil {
+		m.err = fmt.Errorf("code 0x%02x is not %s", c, want)
+	}
+}
+
+// next returns the following n bytes, or nil (and fails) when fewer are
+// left. n comes from a length header and may be anything.
+func (m *msgpReader) next(n int) []byte {
+	if m.err != nil || n < 0 || n > len(m.b)-m.pos {
+		m.failLen(n)
+		return nil
+	}
+	out := m.b[m.pos : m.pos+n : m.pos+n]
+	m.pos += n
+	return out
+}
+
+func (m *msgpReader) code() byte {
+	if m.err != nil || m.pos >= len(m.b) {
+		m.failLen(1)
+		return 0
+	}
+	c := m.b[m.pos]
+	m.pos++
+	return c
+}
+
+// be reads an n-byte big-endian unsigned integer (n = 1, 2, 4 or 8).
+func (m *msgpReader) be(n int) uint64 {
+	b := m.next(n)
+	var x uint64
+	for _, c := range b {
+		x = x<<8 | uint64(c)
+	}
+	return x
+}
+
+// arrayLen reads an array header; nil is -1, as msgpack/v5 reports it.
+func (m *msgpReader) arrayLen() int {
+	switch c := m.code(); {
+	case m.err != nil:
+	case c == 0xc0:
+		return -1
+	case c >= 0x90 && c <= 0x9f:
+		return int(c & 0x0f)
+	case c == 0xdc:
+		return int(m.be(2))
+	case c == 0xdd:
+		return int(m.be(4))
+	default:
+		m.failCode(c, "an array")
+	}
+	return 0
+}
+
+// bytes reads a str or bin value (msgpack/v5 takes either for a string or
+// a []byte) and returns it aliasing the input; nil reports a msgpack nil.
+// An empty value is a non-nil empty slice, as msgpack/v5 makes it.
+func (m *msgpReader) bytes() (b []byte, isNil bool) {
+	var n int
+	switch c := m.code(); {
+	case m.err != nil:
+		return nil, false
+	case c == 0xc0:
+		return nil, true
+	case c >= 0xa0 && c <= 0xbf:
+		n = int(c & 0x1f)
+	case c == 0xd9 || c == 0xc4:
+		n = int(m.be(1))
+	case c == 0xda || c == 0xc5:
+		n = int(m.be(2))
+	case c == 0xdb || c == 0xc6:
+		n = int(m.be(4))
+	default:
+		m.failCode(c, "a string or binary")
+		return nil, false
+	}
+	return m.next(n), false
+}
+
+// str reads a string: nil and every empty value are "".
+func (m *msgpReader) str() string {
+	b, _ := m.bytes()
+	return string(b)
+}
+
+// bin reads a []byte field: nil stays nil, an empty value is empty and
+// non-nil; the result is a copy.
+func (m *msgpReader) bin() []byte {
+	switch b, isNil := m.bytes(); {
+	case isNil || m.err != nil:
+		return nil
+	case len(b) == 0:
+		return []byte{}
+	default:
+		return append([]byte(nil), b...) // not zeroed first, unlike make
+	}
+}
+
+// int64 reads any integer (msgpack/v5's DecodeInt64): nil is 0, unsigned
+// 64-bit values wrap.
+func (m *msgpReader) int64() int64 {
+	c := m.code()
+	switch {
+	case m.err != nil:
+		return 0
+	case c <= 0x7f || c >= 0xe0: // positive and negative fixint
+		return int64(int8(c))
+	}
+	switch c {
+	case 0xc0:
+		return 0
+	case 0xcc:
+		return int64(uint8(m.be(1)))
+	case 0xd0:
+		return int64(int8(m.be(1)))
+	case 0xcd:
+		return int64(uint16(m.be(2)))
+	case 0xd1:
+		return int64(int16(m.be(2)))
+	case 0xce:
+		return int64(uint32(m.be(4)))
+	case 0xd2:
+		return int64(int32(m.be(4)))
+	case 0xcf, 0xd3:
+		return int64(m.be(8))
+	}
+	m.failCode(c, "an integer")
+	return 0
+}
+
+// uint64 reads any integer (msgpack/v5's DecodeUint64): nil is 0, negative
+// values wrap.
+func (m *msgpReader) uint64() uint64 { return uint64(m.int64()) }
+
+// int reads a Go int the way msgpack/v5 sets one (SetInt truncates).
+func (m *msgpReader) int() int { return int(m.int64()) }
+
+// float64 reads a float64 (msgpack/v5's DecodeFloat64): float32 and
+// float64, or any integer converted.
+func (m *msgpReader) float64() float64 {
+	if m.err != nil || m.pos >= len(m.b) {
+		m.failLen(1)
+		return 0
+	}
+	switch m.b[m.pos] {
+	case 0xca:
+		m.pos++
+		return float64(math.Float32frombits(uint32(m.be(4))))
+	case 0xcb:
+		m.pos++
+		return math.Float64frombits(m.be(8))
+	}
+	return float64(m.int64()) // integers, or the error for anything else
+}
+
+// bool reads a bool: nil is false.
+func (m *msgpReader) bool() bool {
+	switch c := m.code(); {
+	case m.err != nil:
+	case c == 0xc3:
+		return true
+	case c == 0xc2 || c == 0xc0:
+	default:
+		m.failCode(c, "a bool")
+	}
+	return false
+}
+
+// Writers, with the sizes they take, matching msgpack/v5's Encoder byte
+// for byte (EncodeArrayLen, EncodeString, EncodeBytes of a non-nil slice,
+// EncodeFloat64, EncodeBool).
+
+func strHeaderLen(n int) int {
+	switch {
+	case n < 32:
+		return 1
+	case n < 1<<8:
+		return 2
+	case n <= math.MaxUint16:
+		return 3
+	}
+	return 5
+}
+
+func binHeaderLen(n int) int {
+	switch {
+	case n < 1<<8:
+		return 2
+	case n <= math.MaxUint16:
+		return 3
+	}
+	return 5
+}
+
+func appendArrayLen(b []byte, n int) []byte {
+	switch {
+	case n < 16:
+		return append(b, 0x90|byte(n))
+	case n <= math.MaxUint16:
+		return append(b, 0xdc, byte(n>>8), byte(n))
+	}
+	return append(b, 0xdd, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+}
+
+func appendStr(b []byte, s string) []byte {
+	switch n := len(s); {
+	case n < 32:
+		b = append(b, 0xa0|byte(n))
+	case n < 1<<8:
+		b = append(b, 0xd9, byte(n))
+	case n <= math.MaxUint16:
+		b = append(b, 0xda, byte(n>>8), byte(n))
+	default:
+		b = append(b, 0xdb, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
+	return append(b, s...)
+}
+
+// appendBinHeader writes the header of an n-byte bin value.
+func appendBinHeader(b []byte, n int) []byte {
+	switch {
+	case n < 1<<8:
+		return append(b, 0xc4, byte(n))
+	case n <= math.MaxUint16:
+		return append(b, 0xc5, byte(n>>8), byte(n))
+	}
+	return append(b, 0xc6, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+}
+
+func appendFloat64(b []byte, x float64) []byte {
+	return binary.BigEndian.AppendUint64(append(b, 0xcb), math.Float64bits(x))
+}
+
+func appendBool(b []byte, x bool) []byte {
+	if x {
+		return append(b, 0xc3)
+	}
+	return append(b, 0xc2)
+}
