@@ -64,6 +64,7 @@ type demoRow struct {
 	Seed           int64   `json:"seed"`
 	Steps          uint64  `json:"steps"`
 	FinalSuccess   float64 `json:"final_success"`
+	SampledSuccess float64 `json:"sampled_success"`
 	EnvSteps       int     `json:"env_steps"`
 	Nodes          int     `json:"nodes"`
 	Leaves         int     `json:"leaves"`
@@ -75,11 +76,13 @@ type demoRow struct {
 }
 
 type demoSummary struct {
-	Mode   string  `json:"mode"`
-	Runs   int     `json:"runs"`
-	Mean   float64 `json:"mean_success"`
-	Std    float64 `json:"sd_success"`
-	Budget float64 `json:"mean_env_steps"`
+	Mode        string  `json:"mode"`
+	Runs        int     `json:"runs"`
+	Mean        float64 `json:"mean_success"` // greedy
+	Std         float64 `json:"sd_success"`
+	SampledMean float64 `json:"mean_sampled_success"`
+	SampledStd  float64 `json:"sd_sampled_success"`
+	Budget      float64 `json:"mean_env_steps"`
 }
 
 type demoOutput struct {
@@ -182,7 +185,7 @@ func (a *App) demoOne(ctx context.Context, db *store.DB, f *demoFlags, mode stri
 	if err != nil {
 		return demoRow{}, err
 	}
-	return demoRow{Run: rep.Run, Mode: rep.Mode, Seed: seed, Steps: rep.Steps, FinalSuccess: rep.FinalSuccess,
+	return demoRow{Run: rep.Run, Mode: rep.Mode, Seed: seed, Steps: rep.Steps, FinalSuccess: rep.FinalSuccess, SampledSuccess: rep.SampledSuccess,
 		EnvSteps: rep.EnvSteps, Nodes: rep.Nodes, Leaves: rep.Leaves, Bytes: rep.Bytes,
 		ZeroVariance: rep.ZeroVariance, Unlocked: rep.Unlocked, PublicRubrics: rep.PublicRubrics, RetiredRubrics: rep.RetiredRubrics}, nil
 }
@@ -233,41 +236,50 @@ func freeRunID(db *store.DB, prefix string) (string, error) {
 
 func summarise(mode string, rows []demoRow) demoSummary {
 	s := demoSummary{Mode: mode}
-	var xs []float64
+	var greedy, sampled []float64
 	for _, r := range rows {
 		if r.Mode == mode {
-			xs = append(xs, r.FinalSuccess)
+			greedy = append(greedy, r.FinalSuccess)
+			sampled = append(sampled, r.SampledSuccess)
 			s.Budget += float64(r.EnvSteps)
 		}
 	}
-	s.Runs = len(xs)
-	if len(xs) == 0 {
+	s.Runs = len(greedy)
+	if s.Runs == 0 {
 		return s
 	}
-	s.Budget /= float64(len(xs))
+	s.Budget /= float64(s.Runs)
+	s.Mean, s.Std = meanSD(greedy)
+	s.SampledMean, s.SampledStd = meanSD(sampled)
+	return s
+}
+
+// meanSD returns the mean and the sample standard deviation (0 for one
+// value).
+func meanSD(xs []float64) (mean, sd float64) {
 	for _, x := range xs {
-		s.Mean += x
+		mean += x
 	}
-	s.Mean /= float64(len(xs))
+	mean /= float64(len(xs))
 	for _, x := range xs {
-		s.Std += (x - s.Mean) * (x - s.Mean)
+		sd += (x - mean) * (x - mean)
 	}
 	if len(xs) > 1 {
-		s.Std = math.Sqrt(s.Std / float64(len(xs)-1))
+		sd = math.Sqrt(sd / float64(len(xs)-1))
 	}
-	return s
+	return mean, sd
 }
 
 func (a *App) printDemoTable(out demoOutput, f *demoFlags) {
 	fmt.Fprintln(a.stdout)
 	tw := newTable(a.stdout)
-	header := "run\tmode\tseed\tsteps\tgreedy success (1000 ep.)\tenv steps\tnodes\tleaves\tbytes\tzero-var groups"
+	header := "run\tmode\tseed\tsteps\tsuccess: sampled / greedy (1000 ep.)\tenv steps\tnodes\tleaves\tbytes\tzero-var groups"
 	if f.rubrics {
 		header += "\tunlocked by rubrics\tpublic rubrics\tretired rubrics"
 	}
 	fmt.Fprintln(tw, header)
 	for _, r := range out.Runs {
-		line := fmt.Sprintf("%s\t%s\t%d\t%d\t%.3f\t%d\t%d\t%d\t%s\t%d", r.Run, r.Mode, r.Seed, r.Steps, r.FinalSuccess,
+		line := fmt.Sprintf("%s\t%s\t%d\t%d\t%.3f / %.3f\t%d\t%d\t%d\t%s\t%d", r.Run, r.Mode, r.Seed, r.Steps, r.SampledSuccess, r.FinalSuccess,
 			r.EnvSteps, r.Nodes, r.Leaves, fmtBytes(r.Bytes), r.ZeroVariance)
 		if f.rubrics {
 			share := 0.0
@@ -280,7 +292,8 @@ func (a *App) printDemoTable(out demoOutput, f *demoFlags) {
 	}
 	tw.Flush()
 	for _, s := range out.Summary {
-		fmt.Fprintf(a.stdout, "%s: greedy success %.3f ± %.3f (mean ± sd over %d seeds) at %.0f env steps\n", s.Mode, s.Mean, s.Std, s.Runs, s.Budget)
+		fmt.Fprintf(a.stdout, "%s: success sampled %.3f ± %.3f, greedy %.3f ± %.3f (mean ± sd over %d seeds) at %.0f env steps\n",
+			s.Mode, s.SampledMean, s.SampledStd, s.Mean, s.Std, s.Runs, s.Budget)
 	}
 	fmt.Fprintf(a.stdout, "\nwrote %s (%s). Look inside: patrdb runs; patrdb tree %s latest; patrdb check\n",
 		out.File, fmtBytes(out.Bytes), out.Runs[len(out.Runs)-1].Run)

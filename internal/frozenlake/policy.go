@@ -350,11 +350,23 @@ func (p *Policy) UnmarshalBinary(data []byte) error {
 // Evaluate returns the greedy policy's success rate over episodes episodes
 // on m: the fraction that reach the goal within the step limit. Slips draw
 // from Uniform(seed, KeySlip, episode, turn), so the figure is reproducible
-// and two policies evaluated with the same seed face the same ice. Without
-// slipping every episode is identical, but running them keeps the meaning
-// uniform. It returns 0 for episodes ≤ 0, and panics if p covers fewer
-// positions than m has cells (the wrong map for this policy).
+// and two policies evaluated with the same seed face the same ice. It
+// returns 0 for episodes ≤ 0, and panics if p covers fewer positions than m
+// has cells (the wrong map for this policy).
 func (p *Policy) Evaluate(m Map, slippery bool, episodes int, seed int64) float64 {
+	return p.evaluate(m, slippery, episodes, seed, false)
+}
+
+// EvaluateSampled is Evaluate with actions sampled from the policy, as the
+// rollouts sample them (draws from Uniform(seed, KeyAction, episode, turn)).
+// Undiscounted GRPO never penalises a harmless wall bump, so the greedy
+// action can loop in place where the sampled policy walks on; the two
+// figures together say which happened.
+func (p *Policy) EvaluateSampled(m Map, slippery bool, episodes int, seed int64) float64 {
+	return p.evaluate(m, slippery, episodes, seed, true)
+}
+
+func (p *Policy) evaluate(m Map, slippery bool, episodes int, seed int64, sampled bool) float64 {
 	if episodes <= 0 {
 		return 0
 	}
@@ -366,7 +378,11 @@ func (p *Policy) Evaluate(m Map, slippery bool, episodes int, seed int64) float6
 			if slippery {
 				u = Uniform(seed, KeySlip, uint64(ep), uint64(s.Steps))
 			}
-			s = m.Step(s, p.Greedy(s.Pos), slippery, u)
+			a := p.Greedy(s.Pos)
+			if sampled {
+				a, _ = p.Sample(s.Pos, Uniform(seed, KeyAction, uint64(ep), uint64(s.Steps)))
+			}
+			s = m.Step(s, a, slippery, u)
 		}
 		if s.Reward == 1 {
 			wins++

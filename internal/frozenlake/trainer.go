@@ -85,7 +85,8 @@ type Report struct {
 	Run            string       `json:"run"`
 	Mode           string       `json:"mode"`
 	Steps          uint64       `json:"steps"`
-	FinalSuccess   float64      `json:"final_success"` // greedy policy over EvalEpisodes episodes
+	FinalSuccess   float64      `json:"final_success"`   // greedy policy over EvalEpisodes episodes
+	SampledSuccess float64      `json:"sampled_success"` // the policy sampled, as in rollouts
 	EnvSteps       int          `json:"env_steps"`
 	Nodes          int          `json:"nodes"`
 	Leaves         int          `json:"leaves"`
@@ -415,6 +416,7 @@ func (t *Trainer) envStepsSoFar(step uint64) (int, error) {
 // finish evaluates the greedy policy and gathers the run's counts.
 func (t *Trainer) finish(rep *Report) (*Report, error) {
 	rep.FinalSuccess = t.policy.Evaluate(t.m, t.cfg.Slippery, t.cfg.EvalEpisodes, t.cfg.Seed+1_000_003)
+	rep.SampledSuccess = t.policy.EvaluateSampled(t.m, t.cfg.Slippery, t.cfg.EvalEpisodes, t.cfg.Seed+1_000_003)
 	err := t.db.View(func(tx *store.Tx) error {
 		r, err := tx.Run(t.cfg.Run)
 		if err != nil {
