@@ -145,21 +145,8 @@ type RunStats struct {
 // memory is bounded by the largest group) and walks the event log once for
 // the rubric pools; the bucket sizes read every page of the run.
 func Stats(r *store.RunTx) (*RunStats, error) {
-	rs := &RunStats{Run: r.ID(), Events: r.LastSeq()}
-	var cur *StepStats
-	flush := func() {
-		if cur != nil {
-			rs.Total.merge(cur)
-			cur.finish()
-			rs.Steps = append(rs.Steps, *cur)
-			cur = nil
-		}
-	}
+	sb := NewStatsBuilder(r.ID(), r.LastSeq())
 	err := r.ForEachGroup(0, func(g store.Group) error {
-		if cur == nil || cur.Step != g.Step {
-			flush()
-			cur = &StepStats{Step: g.Step}
-		}
 		nodes, err := r.GroupNodes(g)
 		if err != nil {
 			return err
@@ -168,19 +155,30 @@ func Stats(r *store.RunTx) (*RunStats, error) {
 		if err != nil {
 			return err
 		}
-		gs := groupStats(nodes, advs)
-		gs.Step = g.Step
-		cur.merge(&gs)
+		sb.AddGroup(g, nodes, advs)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	flush()
-	rs.Total.finish()
-	if rs.Pools, err = poolHistory(r); err != nil {
+	rs := sb.Finish()
+	var pt PoolTracker
+	err = r.Events(1, func(e store.Event) error {
+		var rb *store.Rubric
+		switch e.Kind {
+		case store.EvRubricPut, store.EvRubricUpdate, store.EvRubricMove:
+			rb = new(store.Rubric)
+			if err := store.DecodePayload(e, rb); err != nil {
+				return err
+			}
+		}
+		pt.Observe(e.Step, rb)
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
+	rs.Pools = pt.Sizes()
 	if rs.Buckets, err = r.BucketSizes(); err != nil {
 		return nil, err
 	}
@@ -188,6 +186,50 @@ func Stats(r *store.RunTx) (*RunStats, error) {
 		rs.Bytes += b.Bytes
 	}
 	return rs, nil
+}
+
+// StatsBuilder accumulates groups, in step order, into a RunStats. Stats
+// feeds it from the file; readers over other transports (the CLI through
+// the HTTP API) feed it the same records, so every figure is computed here
+// and nowhere else.
+type StatsBuilder struct {
+	rs  *RunStats
+	cur *StepStats
+}
+
+// NewStatsBuilder starts the statistics of run, whose log has events
+// events.
+func NewStatsBuilder(run string, events uint64) *StatsBuilder {
+	return &StatsBuilder{rs: &RunStats{Run: run, Events: events}}
+}
+
+// AddGroup adds one group with every node of it and its advantage records.
+// Groups must come in step order.
+func (b *StatsBuilder) AddGroup(g store.Group, nodes []store.Node, advs []store.Advantage) {
+	if b.cur == nil || b.cur.Step != g.Step {
+		b.flush()
+		b.cur = &StepStats{Step: g.Step}
+	}
+	gs := groupStats(nodes, advs)
+	gs.Step = g.Step
+	b.cur.merge(&gs)
+}
+
+func (b *StatsBuilder) flush() {
+	if b.cur != nil {
+		b.rs.Total.merge(b.cur)
+		b.cur.finish()
+		b.rs.Steps = append(b.rs.Steps, *b.cur)
+		b.cur = nil
+	}
+}
+
+// Finish closes the last step and the totals and returns the statistics
+// (Pools, Buckets and Bytes are the caller's to fill).
+func (b *StatsBuilder) Finish() *RunStats {
+	b.flush()
+	b.rs.Total.finish()
+	return b.rs
 }
 
 // groupStats is the StepStats of one group (Groups = 1).
@@ -248,51 +290,54 @@ func groupStats(nodes []store.Node, advs []store.Advantage) StepStats {
 	return s
 }
 
-// poolHistory walks the events once, tracking each rubric's pool. The
-// step an event belongs to is the highest step any event so far carried:
-// rubric events carry the rubric's creation step, run events the last
-// completed one, so neither runs ahead of the step the trainer is in.
-func poolHistory(r *store.RunTx) ([]PoolSizes, error) {
-	var out []PoolSizes
-	pool := map[uint64]store.RubricPool{}
-	var step uint64
-	emit := func() {
-		if step == 0 || len(pool) == 0 {
-			return
-		}
-		p := PoolSizes{Step: step}
-		for _, pl := range pool {
-			switch pl {
-			case store.PoolCandidate:
-				p.Candidate++
-			case store.PoolPublic:
-				p.Public++
-			case store.PoolRetired:
-				p.Retired++
-			case store.PoolMerged:
-				p.Merged++
-			}
-		}
-		out = append(out, p)
+// PoolTracker follows each rubric's pool through the event log and records
+// the pool sizes at the end of every step. The step an event belongs to is
+// the highest step any event so far carried, so a run event stamped with
+// the last completed step never runs ahead of the step the trainer is in.
+type PoolTracker struct {
+	pool  map[uint64]store.RubricPool
+	step  uint64
+	sizes []PoolSizes
+}
+
+// Observe takes the next event's step and, for a rubric event, the rubric
+// after it (nil otherwise).
+func (p *PoolTracker) Observe(step uint64, rb *store.Rubric) {
+	if step > p.step {
+		p.emit()
+		p.step = step
 	}
-	err := r.Events(1, func(e store.Event) error {
-		if e.Step > step {
-			emit()
-			step = e.Step
+	if rb != nil {
+		if p.pool == nil {
+			p.pool = map[uint64]store.RubricPool{}
 		}
-		switch e.Kind {
-		case store.EvRubricPut, store.EvRubricUpdate, store.EvRubricMove:
-			var rb store.Rubric
-			if err := store.DecodePayload(e, &rb); err != nil {
-				return err
-			}
-			pool[rb.ID] = rb.Pool
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+		p.pool[rb.ID] = rb.Pool
 	}
-	emit()
-	return out, nil
+}
+
+func (p *PoolTracker) emit() {
+	if p.step == 0 || len(p.pool) == 0 {
+		return
+	}
+	ps := PoolSizes{Step: p.step}
+	for _, pl := range p.pool {
+		switch pl {
+		case store.PoolCandidate:
+			ps.Candidate++
+		case store.PoolPublic:
+			ps.Public++
+		case store.PoolRetired:
+			ps.Retired++
+		case store.PoolMerged:
+			ps.Merged++
+		}
+	}
+	p.sizes = append(p.sizes, ps)
+}
+
+// Sizes closes the last step and returns the pool sizes per step.
+func (p *PoolTracker) Sizes() []PoolSizes {
+	p.emit()
+	p.step = 0 // a second call adds nothing
+	return p.sizes
 }

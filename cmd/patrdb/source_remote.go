@@ -329,14 +329,9 @@ func decodeRemoteEvent(re remoteEvent) (logEvent, error) {
 
 // stats computes what replay.Stats computes from the file, from the
 // records the API serves: the groups with their nodes, the advantage
-// records, the rubric events and the bucket sizes. replay.Stats takes a
-// *store.RunTx, so its per-group figures are mirrored here; remote_test.go
-// holds the two to the same golden output.
+// records, the rubric events and the bucket sizes, fed to the same
+// replay.StatsBuilder and replay.PoolTracker.
 func (r *remoteRun) stats() (*replay.RunStats, error) {
-	rs := &replay.RunStats{Run: r.id, Events: r.sum.Events, Buckets: r.sum.Buckets}
-	for _, b := range rs.Buckets {
-		rs.Bytes += b.Bytes
-	}
 	groups, err := r.Groups(0)
 	if err != nil {
 		return nil, err
@@ -351,195 +346,40 @@ func (r *remoteRun) stats() (*replay.RunStats, error) {
 		k := key{a.Step, a.Group}
 		advs[k] = append(advs[k], a)
 	}
-	var cur *replay.StepStats
-	flush := func() {
-		if cur != nil {
-			mergeStepStats(&rs.Total, cur)
-			finishStepStats(cur)
-			rs.Steps = append(rs.Steps, *cur)
-			cur = nil
-		}
-	}
+	sb := replay.NewStatsBuilder(r.id, r.sum.Events)
 	for _, g := range groups {
-		if cur == nil || cur.Step != g.Step {
-			flush()
-			cur = &replay.StepStats{Step: g.Step}
-		}
 		nodes, err := r.GroupNodes(g)
 		if err != nil {
 			return nil, err
 		}
-		gs := groupStepStats(nodes, advs[key{g.Step, g.ID}])
-		gs.Step = g.Step
-		mergeStepStats(cur, &gs)
+		sb.AddGroup(g, nodes, advs[key{g.Step, g.ID}])
 	}
-	flush()
-	finishStepStats(&rs.Total)
+	rs := sb.Finish()
+	rs.Buckets = r.sum.Buckets
+	for _, b := range rs.Buckets {
+		rs.Bytes += b.Bytes
+	}
 	if rs.Pools, err = poolHistory(r); err != nil {
 		return nil, err
 	}
 	return rs, nil
 }
 
-// groupStepStats is replay's StepStats of one group (Groups = 1).
-func groupStepStats(nodes []store.Node, advs []store.Advantage) replay.StepStats {
-	s := replay.StepStats{Groups: 1, Nodes: len(nodes)}
-	addLeaf := func(l *replay.LeafStats, n *store.Node) {
-		l.Count++
-		if n.HasReward {
-			l.Rewarded++
-			l.RewardSum += n.Reward
-		}
-	}
-	for i := range nodes {
-		n := &nodes[i]
-		s.TurnsStored += n.Turns
-		if n.Status.Leaf() {
-			s.Leaves++
-			s.TurnsMaterialised += n.PathLen()
-		}
-		switch n.Status {
-		case store.NodeCompleted:
-			addLeaf(&s.Completed, n)
-		case store.NodePruned:
-			addLeaf(&s.Pruned, n)
-		case store.NodeTruncated:
-			addLeaf(&s.Truncated, n)
-		case store.NodeActive:
-			s.Active++
-		case store.NodeFailed:
-			s.Failed++
-		}
-		for _, d := range n.Decisions {
-			switch d.Action {
-			case store.ActionExpand:
-				s.Expansions++
-			case store.ActionSurvive:
-				s.Survivals++
-			case store.ActionPrune:
-				s.Prunes++
-				if s.PrunesByRule == nil {
-					s.PrunesByRule = map[string]int{}
-				}
-				s.PrunesByRule[d.Rule]++
-			}
-		}
-	}
-	s.MinLeaves, s.MaxLeaves = s.Leaves, s.Leaves
-	if len(advs) > 0 {
-		s.AdvGroups = 1
-		before, after := false, false
-		for _, a := range advs {
-			before = before || a.ZeroVariance
-			after = after || a.ZeroVarianceAfter
-		}
-		if before {
-			s.ZeroVarBefore = 1
-		}
-		if after {
-			s.ZeroVarAfter = 1
-		}
-		if before && !after {
-			s.UnlockedGroups = 1
-		}
-	}
-	return s
-}
-
-func mergeStepStats(s, o *replay.StepStats) {
-	if o.Groups > 0 {
-		if s.Groups == 0 || o.MinLeaves < s.MinLeaves {
-			s.MinLeaves = o.MinLeaves
-		}
-		s.MaxLeaves = max(s.MaxLeaves, o.MaxLeaves)
-	}
-	s.Groups += o.Groups
-	s.Nodes += o.Nodes
-	s.Leaves += o.Leaves
-	s.Active += o.Active
-	s.Failed += o.Failed
-	s.TurnsStored += o.TurnsStored
-	s.TurnsMaterialised += o.TurnsMaterialised
-	s.Expansions += o.Expansions
-	s.Prunes += o.Prunes
-	s.Survivals += o.Survivals
-	for k, v := range o.PrunesByRule {
-		if s.PrunesByRule == nil {
-			s.PrunesByRule = map[string]int{}
-		}
-		s.PrunesByRule[k] += v
-	}
-	for _, l := range []struct{ dst, src *replay.LeafStats }{{&s.Completed, &o.Completed}, {&s.Pruned, &o.Pruned}, {&s.Truncated, &o.Truncated}} {
-		l.dst.Count += l.src.Count
-		l.dst.Rewarded += l.src.Rewarded
-		l.dst.RewardSum += l.src.RewardSum
-	}
-	s.AdvGroups += o.AdvGroups
-	s.ZeroVarBefore += o.ZeroVarBefore
-	s.ZeroVarAfter += o.ZeroVarAfter
-	s.UnlockedGroups += o.UnlockedGroups
-}
-
-func finishStepStats(s *replay.StepStats) {
-	s.PrefixSharing = 0
-	if s.TurnsStored > 0 {
-		s.PrefixSharing = float64(s.TurnsMaterialised) / float64(s.TurnsStored)
-	}
-	s.LeavesPerGroup = 0
-	if s.Groups > 0 {
-		s.LeavesPerGroup = float64(s.Leaves) / float64(s.Groups)
-	}
-	for _, l := range []*replay.LeafStats{&s.Completed, &s.Pruned, &s.Truncated} {
-		l.MeanReward = 0
-		if l.Rewarded > 0 {
-			l.MeanReward = l.RewardSum / float64(l.Rewarded)
-		}
-	}
-}
-
 // poolHistory is replay's rubric pool sizes at the end of each step, from
-// the rubric events: an event's step is the highest step any event so far
-// carried.
+// the rubric events the API serves.
 func poolHistory(r runReader) ([]replay.PoolSizes, error) {
-	var out []replay.PoolSizes
-	pool := map[uint64]store.RubricPool{}
-	var step uint64
-	emit := func() {
-		if step == 0 || len(pool) == 0 {
-			return
-		}
-		p := replay.PoolSizes{Step: step}
-		for _, pl := range pool {
-			switch pl {
-			case store.PoolCandidate:
-				p.Candidate++
-			case store.PoolPublic:
-				p.Public++
-			case store.PoolRetired:
-				p.Retired++
-			case store.PoolMerged:
-				p.Merged++
-			}
-		}
-		out = append(out, p)
-	}
 	last := r.LastSeq()
 	if last == 0 {
 		return nil, nil
 	}
+	var pt replay.PoolTracker
 	err := r.events(1, last, func(e logEvent) error {
-		if e.Step > step {
-			emit()
-			step = e.Step
-		}
-		if rb, ok := e.Record.(*store.Rubric); ok {
-			pool[rb.ID] = rb.Pool
-		}
+		rb, _ := e.Record.(*store.Rubric)
+		pt.Observe(e.Step, rb)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	emit()
-	return out, nil
+	return pt.Sizes(), nil
 }
