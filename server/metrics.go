@@ -29,11 +29,8 @@ func (s *server) stepMetrics(w http.ResponseWriter, r *http.Request) error {
 	out := struct {
 		Steps []StepMetrics `json:"steps"`
 	}{Steps: []StepMetrics{}}
-	err := s.db.View(func(tx *store.Tx) error {
-		rt, err := lookupRun(tx, r.PathValue("run"))
-		if err != nil {
-			return err
-		}
+	err := s.viewRun(r, func(rt *store.RunTx) error {
+		var err error
 		out.Steps, err = stepMetrics(rt)
 		return err
 	})

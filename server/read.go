@@ -100,6 +100,18 @@ func (s *server) ok(w http.ResponseWriter, v any) error {
 }
 
 // lookupRun returns the run named in the path, or a 404 naming it.
+// viewRun runs fn over the request's run (the {run} path value) in one
+// read transaction, so every read endpoint answers from one snapshot.
+func (s *server) viewRun(r *http.Request, fn func(rt *store.RunTx) error) error {
+	return s.db.View(func(tx *store.Tx) error {
+		rt, err := lookupRun(tx, r.PathValue("run"))
+		if err != nil {
+			return err
+		}
+		return fn(rt)
+	})
+}
+
 func lookupRun(tx *store.Tx, id string) (*store.RunTx, error) {
 	if !store.ValidRunID(id) {
 		return nil, badRequest("run id %q: want 1-128 bytes of [A-Za-z0-9._-]", id)
@@ -149,11 +161,8 @@ func (s *server) listRuns(w http.ResponseWriter, _ *http.Request) error {
 
 func (s *server) getRun(w http.ResponseWriter, r *http.Request) error {
 	var out RunSummary
-	err := s.db.View(func(tx *store.Tx) error {
-		rt, err := lookupRun(tx, r.PathValue("run"))
-		if err != nil {
-			return err
-		}
+	err := s.viewRun(r, func(rt *store.RunTx) error {
+		var err error
 		out, err = summarize(rt)
 		return err
 	})
@@ -217,11 +226,7 @@ func (s *server) stepGroups(w http.ResponseWriter, r *http.Request) error {
 		Step   uint64        `json:"step"`
 		Groups []store.Group `json:"groups"`
 	}{Step: step, Groups: []store.Group{}}
-	err = s.db.View(func(tx *store.Tx) error {
-		rt, err := lookupRun(tx, r.PathValue("run"))
-		if err != nil {
-			return err
-		}
+	err = s.viewRun(r, func(rt *store.RunTx) error {
 		return rt.ForEachGroup(step, func(g store.Group) error {
 			out.Groups = append(out.Groups, g)
 			return nil
@@ -243,11 +248,7 @@ func (s *server) listGroups(w http.ResponseWriter, r *http.Request) error {
 	out := struct {
 		Groups []store.Group `json:"groups"`
 	}{Groups: []store.Group{}}
-	err = s.db.View(func(tx *store.Tx) error {
-		rt, err := lookupRun(tx, r.PathValue("run"))
-		if err != nil {
-			return err
-		}
+	err = s.viewRun(r, func(rt *store.RunTx) error {
 		return rt.ForEachGroup(step, func(g store.Group) error {
 			out.Groups = append(out.Groups, g)
 			return nil
@@ -265,11 +266,8 @@ func (s *server) getGroup(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var out GroupTree
-	err = s.db.View(func(tx *store.Tx) error {
-		rt, err := lookupRun(tx, r.PathValue("run"))
-		if err != nil {
-			return err
-		}
+	err = s.viewRun(r, func(rt *store.RunTx) error {
+		var err error
 		if out.Group, err = rt.Group(id); err != nil {
 			return err
 		}
@@ -291,11 +289,8 @@ func (s *server) getNode(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var out NodeInfo
-	err = s.db.View(func(tx *store.Tx) error {
-		rt, err := lookupRun(tx, r.PathValue("run"))
-		if err != nil {
-			return err
-		}
+	err = s.viewRun(r, func(rt *store.RunTx) error {
+		var err error
 		if out.Node, err = rt.Node(id); err != nil {
 			return err
 		}
@@ -317,11 +312,8 @@ func (s *server) getTrajectory(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var out Trajectory
-	err = s.db.View(func(tx *store.Tx) error {
-		rt, err := lookupRun(tx, r.PathValue("run"))
-		if err != nil {
-			return err
-		}
+	err = s.viewRun(r, func(rt *store.RunTx) error {
+		var err error
 		if out.Node, err = rt.Node(id); err != nil {
 			return err
 		}
@@ -349,11 +341,7 @@ func (s *server) getFrontier(w http.ResponseWriter, r *http.Request) error {
 	out := struct {
 		Nodes []store.Node `json:"nodes"`
 	}{Nodes: []store.Node{}}
-	err = s.db.View(func(tx *store.Tx) error {
-		rt, err := lookupRun(tx, r.PathValue("run"))
-		if err != nil {
-			return err
-		}
+	err = s.viewRun(r, func(rt *store.RunTx) error {
 		nodes, err := rt.FrontierNodes()
 		for _, n := range nodes {
 			if step == 0 || n.Step == step {
@@ -379,11 +367,8 @@ func (s *server) getRubrics(w http.ResponseWriter, r *http.Request) error {
 	out := struct {
 		Rubrics []store.Rubric `json:"rubrics"`
 	}{}
-	err := s.db.View(func(tx *store.Tx) error {
-		rt, err := lookupRun(tx, r.PathValue("run"))
-		if err != nil {
-			return err
-		}
+	err := s.viewRun(r, func(rt *store.RunTx) error {
+		var err error
 		out.Rubrics, err = rt.Rubrics(pool)
 		return err
 	})
@@ -411,11 +396,8 @@ func (s *server) getAdvantages(w http.ResponseWriter, r *http.Request) error {
 	out := struct {
 		Advantages []store.Advantage `json:"advantages"`
 	}{}
-	err = s.db.View(func(tx *store.Tx) error {
-		rt, err := lookupRun(tx, r.PathValue("run"))
-		if err != nil {
-			return err
-		}
+	err = s.viewRun(r, func(rt *store.RunTx) error {
+		var err error
 		out.Advantages, err = rt.Advantages(step, group)
 		return err
 	})
@@ -442,11 +424,8 @@ func (s *server) getEvents(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := EventPage{Events: []EventJSON{}}
 	full := errors.New("page full")
-	err = s.db.View(func(tx *store.Tx) error {
-		rt, err := lookupRun(tx, r.PathValue("run"))
-		if err != nil {
-			return err
-		}
+	err = s.viewRun(r, func(rt *store.RunTx) error {
+		var err error
 		out.LastSeq = rt.LastSeq()
 		err = rt.Events(max(from, 1), func(e store.Event) error {
 			if uint64(len(out.Events)) == limit {
@@ -475,11 +454,8 @@ func (s *server) getCheckpoint(w http.ResponseWriter, r *http.Request) error {
 	out := struct {
 		Checkpoint store.Checkpoint `json:"checkpoint"`
 	}{}
-	err = s.db.View(func(tx *store.Tx) error {
-		rt, err := lookupRun(tx, r.PathValue("run"))
-		if err != nil {
-			return err
-		}
+	err = s.viewRun(r, func(rt *store.RunTx) error {
+		var err error
 		out.Checkpoint, err = rt.Checkpoint(step)
 		return err
 	})

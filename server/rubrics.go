@@ -488,11 +488,8 @@ func (s *server) getActiveRubrics(w http.ResponseWriter, r *http.Request) error 
 		return badRequest("query step is required")
 	}
 	var out ActiveRubrics
-	err = s.db.View(func(tx *store.Tx) error {
-		rt, err := lookupRun(tx, r.PathValue("run"))
-		if err != nil {
-			return err
-		}
+	err = s.viewRun(r, func(rt *store.RunTx) error {
+		var err error
 		out, err = activeAt(rt, step)
 		return err
 	})
