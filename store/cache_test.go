@@ -195,19 +195,12 @@ func TestCacheKeepsOldSnapshots(t *testing.T) {
 	var root, bulk uint64
 	nodes := make([]uint64, 3) // children of root: read old-first, new-first, never before the commit
 	update(t, db, func(tx *store.Tx) error {
-		r, err := tx.CreateRun("r", nil, nil)
-		if err != nil {
-			return err
-		}
-		g, err := r.OpenGroup(store.GroupSpec{Step: 1})
-		if err != nil {
-			return err
-		}
-		n, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID})
+		r, n, err := runWithRoot(tx)
 		if err != nil {
 			return err
 		}
 		root = n.ID
+		group := n.Group
 		if err := r.AppendTurns(root, 0, textTurns("r", 3)...); err != nil {
 			return err
 		}
@@ -215,7 +208,7 @@ func TestCacheKeepsOldSnapshots(t *testing.T) {
 			return err
 		}
 		for i := range nodes {
-			n, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID, Parent: root, Fork: 3, Ordinal: i})
+			n, err := r.AddNode(store.NodeSpec{Step: 1, Group: group, Parent: root, Fork: 3, Ordinal: i})
 			if err != nil {
 				return err
 			}
@@ -227,7 +220,7 @@ func TestCacheKeepsOldSnapshots(t *testing.T) {
 		// A big turn, rewritten small below, leaves megabytes of free pages:
 		// the commit under test then needs no larger mmap, which bbolt could
 		// only take once every reader (the held View) has finished.
-		n, err = r.AddNode(store.NodeSpec{Step: 1, Group: g.ID, Ordinal: 1})
+		n, err = r.AddNode(store.NodeSpec{Step: 1, Group: group, Ordinal: 1})
 		if err != nil {
 			return err
 		}

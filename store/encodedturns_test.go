@@ -137,15 +137,7 @@ func TestEncodeTurnsRefusesNonFiniteRewards(t *testing.T) {
 	// A zero EncodedTurns is an empty append: no error, no event.
 	db := storetest.Open(t)
 	update(t, db, func(tx *store.Tx) error {
-		r, err := tx.CreateRun("r", nil, nil)
-		if err != nil {
-			return err
-		}
-		g, err := r.OpenGroup(store.GroupSpec{Step: 1})
-		if err != nil {
-			return err
-		}
-		n, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID})
+		r, n, err := runWithRoot(tx)
 		if err != nil {
 			return err
 		}

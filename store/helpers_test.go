@@ -315,3 +315,18 @@ func rawBucket(tb testing.TB, tx *store.Tx, run, name string) *bolt.Bucket {
 	}
 	return b
 }
+
+// runWithRoot creates run "r" with one group at step 1 and one root branch
+// in it: the smallest tree most single-purpose tests start from.
+func runWithRoot(tx *store.Tx) (*store.RunTx, store.Node, error) {
+	r, err := tx.CreateRun("r", nil, nil)
+	if err != nil {
+		return nil, store.Node{}, err
+	}
+	g, err := r.OpenGroup(store.GroupSpec{Step: 1})
+	if err != nil {
+		return nil, store.Node{}, err
+	}
+	n, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID})
+	return r, n, err
+}

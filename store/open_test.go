@@ -541,15 +541,7 @@ func TestInitialMmapSize(t *testing.T) {
 		t.Fatal("the default options map nothing up front")
 	}
 	update(t, db, func(tx *store.Tx) error {
-		r, err := tx.CreateRun("r", nil, nil)
-		if err != nil {
-			return err
-		}
-		g, err := r.OpenGroup(store.GroupSpec{Step: 1})
-		if err != nil {
-			return err
-		}
-		n, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID})
+		r, n, err := runWithRoot(tx)
 		if err != nil {
 			return err
 		}

@@ -244,15 +244,7 @@ func TestTurnRoundTrip(t *testing.T) {
 	empty := store.Turn{Action: "noop"} // no tokens, no observation
 	var id uint64
 	update(t, db, func(tx *store.Tx) error {
-		r, err := tx.CreateRun("r", nil, nil)
-		if err != nil {
-			return err
-		}
-		g, err := r.OpenGroup(store.GroupSpec{Step: 1})
-		if err != nil {
-			return err
-		}
-		n, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID})
+		r, n, err := runWithRoot(tx)
 		if err != nil {
 			return err
 		}
