@@ -120,6 +120,33 @@ func badInputs() []badInput {
 			return r.AppendTurns(f.B, 2, textTurn("fine"), tn)
 		})
 	}
+	// Turn content a trainer would choke on later (EncodeTurns applies the
+	// same rule: TestEncodeTurnsValidates).
+	badTurn := func(name string, mutate func(*store.Turn)) {
+		add("turn "+name, store.ErrInvalid, func(_ *store.Tx, r *store.RunTx, f fixture) error {
+			tn := textTurn("bad")
+			mutate(&tn)
+			return r.AppendTurns(f.B, 2, textTurn("fine"), tn)
+		})
+	}
+	badTurn("action not UTF-8", func(t *store.Turn) { t.Action = "ok \xff\xfe" })
+	badTurn("observation with a lone surrogate", func(t *store.Turn) { t.Observation = "\xed\xa0\x80" })
+	badTurn("fewer logprobs than tokens", func(t *store.Turn) { t.ActionLogprobs = t.ActionLogprobs[:1] })
+	badTurn("more logprobs than tokens", func(t *store.Turn) { t.ActionLogprobs = append(t.ActionLogprobs, -1) })
+	for name, v := range map[string]float32{"NaN": float32(nan), "+Inf": float32(inf), "-Inf": float32(-inf), "positive": 0.5} {
+		badTurn("logprob "+name, func(t *store.Turn) { t.ActionLogprobs[1] = v })
+	}
+	add("group prompt not UTF-8", store.ErrInvalid, func(_ *store.Tx, r *store.RunTx, _ fixture) error {
+		_, err := r.OpenGroup(store.GroupSpec{Step: 1, Task: "t", Prompt: "\xc3"})
+		return err
+	})
+	add("group meta not UTF-8", store.ErrInvalid, func(_ *store.Tx, r *store.RunTx, _ fixture) error {
+		_, err := r.OpenGroup(store.GroupSpec{Step: 1, Task: "t", Meta: map[string]string{"k": "\xff"}})
+		return err
+	})
+	add("node worker not UTF-8", store.ErrInvalid, addNode(store.NodeSpec{Ordinal: 7, Worker: "w\xff"}))
+	add("fail a pruned node", store.ErrInvalid, func(_ *store.Tx, r *store.RunTx, f fixture) error { return r.FailNode(f.P, "boom") })
+	add("failure reason not UTF-8", store.ErrInvalid, func(_ *store.Tx, r *store.RunTx, f fixture) error { return r.FailNode(f.B, "\xff") })
 	add("reward of an expanded node", store.ErrInvalid, func(_ *store.Tx, r *store.RunTx, f fixture) error { return r.SetReward(f.A, 1) })
 	for name, v := range map[string]float64{"1.5": 1.5, "-0.01": -0.01, "NaN": nan, "+Inf": inf, "1+eps": math.Nextafter(1, 2)} {
 		add("score "+name, store.ErrInvalid, func(_ *store.Tx, r *store.RunTx, f fixture) error {

@@ -157,7 +157,7 @@ func (c *checker) meta() {
 	if string(m.Get(metaMagic)) != string(magicString) {
 		c.add(Violation{Bucket: "meta", Key: metaMagic, Kind: "corrupt", Detail: "bad magic"})
 	}
-	if v := m.Get(metaFormat); len(v) != 8 || keyU64(v, 0) != FormatVersion {
+	if v := m.Get(metaFormat); len(v) != 8 || (keyU64(v, 0) != FormatVersion && !readableAsIs[keyU64(v, 0)]) {
 		c.add(Violation{Bucket: "meta", Key: metaFormat, Kind: "corrupt", Detail: "format version unreadable or unexpected"})
 	}
 	if !bytes.HasPrefix(m.Get(metaWriter), []byte("patrdb ")) {

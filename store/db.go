@@ -26,6 +26,10 @@ type DB struct {
 
 	writeMu sync.Mutex // serialises Update so the cache commit protocol sees one writer
 
+	// stampFormat: the file is an older format read as it is; the next
+	// write transaction records FormatVersion (guarded by writeMu).
+	stampFormat bool
+
 	// premapped: the file was opened with an initial mapping larger than
 	// itself, so Update sets bbolt's growth step (growStep).
 	premapped bool
@@ -218,6 +222,11 @@ func (db *DB) Update(fn func(*Tx) error) (err error) {
 	if tx.err != nil {
 		return tx.err
 	}
+	if db.stampFormat {
+		if err := writeMeta(btx.Bucket(bucketMeta), FormatVersion); err != nil {
+			return err
+		}
+	}
 	// The id must be read before Commit: a closed bbolt Tx reports -1, which
 	// would leave the cache's committed txid matching no reader, ever.
 	txid := uint64(btx.ID())
@@ -232,6 +241,7 @@ func (db *DB) Update(fn func(*Tx) error) (err error) {
 	if err != nil {
 		return mapTxError(err)
 	}
+	db.stampFormat = false
 	return nil
 }
 

@@ -32,8 +32,20 @@
 //	| 1 byte | of the payload   | (array-encoded struct)        |
 //	+--------+------------------+-------------------------------+
 //
-// A turn's payload is a 7-element array whose token ids and logprobs are
-// bin blobs of packed little-endian 32-bit words. A value that fails its CRC
+// A turn's payload is an 8-element array — action, action token ids, action
+// logprobs, observation, observation token ids, reward, done, policy
+// version (a 9-byte uint64) — whose token ids and logprobs are bin blobs of
+// packed little-endian 32-bit words; a group's prompt token ids are packed
+// the same way. Records only ever grow at their end: format 1 wrote turns
+// of 7 elements, nodes of 17 and groups of 9, and this build reads both
+// (a format-1 file is read as it is; its first write stamps format 2).
+//
+// Every turn keeps one rule (RunTx.AppendTurns and EncodeTurns refuse the
+// rest with ErrInvalid): text is valid UTF-8, the reward is finite, and
+// logprobs are either absent or one finite value <= 0 per action token.
+// Group text, node workers and failure reasons must be valid UTF-8 too.
+//
+// A value that fails its CRC
 // or does not decode is reported as ErrCorrupt, wrapped in a *CorruptError
 // naming bucket and key: bbolt checksums only its meta pages.
 //

@@ -125,14 +125,32 @@ func TestAppendEncodedTurns(t *testing.T) {
 	})
 }
 
-func TestEncodeTurnsRefusesNonFiniteRewards(t *testing.T) {
-	for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+// TestEncodeTurnsValidates: encoding ahead applies AppendTurns' rule, so
+// a bad turn is refused before it is ever near a transaction.
+func TestEncodeTurnsValidates(t *testing.T) {
+	bad := map[string]func(*store.Turn){
+		"reward NaN":          func(t *store.Turn) { t.Reward = math.NaN() },
+		"reward +Inf":         func(t *store.Turn) { t.Reward = math.Inf(1) },
+		"reward -Inf":         func(t *store.Turn) { t.Reward = math.Inf(-1) },
+		"action not UTF-8":    func(t *store.Turn) { t.Action = "\xff" },
+		"observation invalid": func(t *store.Turn) { t.Observation = "\xed\xa0\x80" },
+		"logprob count":       func(t *store.Turn) { t.ActionLogprobs = t.ActionLogprobs[:2] },
+		"logprob positive":    func(t *store.Turn) { t.ActionLogprobs[0] = 1e-3 },
+		"logprob NaN":         func(t *store.Turn) { t.ActionLogprobs[0] = float32(math.NaN()) },
+	}
+	for name, mutate := range bad {
 		tn := textTurn("bad")
-		tn.Reward = v
+		mutate(&tn)
 		enc, err := store.EncodeTurns(textTurn("fine"), tn)
 		if !errors.Is(err, store.ErrInvalid) || enc.Len() != 0 {
-			t.Errorf("reward %v: %v, %d turns; want ErrInvalid and none", v, err, enc.Len())
+			t.Errorf("%s: %v, %d turns; want ErrInvalid and none", name, err, enc.Len())
 		}
+	}
+	// No logprobs at all is allowed: not every policy reports them.
+	ok := textTurn("ok")
+	ok.ActionLogprobs = nil
+	if _, err := store.EncodeTurns(ok); err != nil {
+		t.Errorf("a turn without logprobs: %v", err)
 	}
 	// A zero EncodedTurns is an empty append: no error, no event.
 	db := storetest.Open(t)

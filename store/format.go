@@ -10,7 +10,14 @@ import (
 
 // FormatVersion is the on-disk format this build writes. Open migrates
 // older formats in one transaction and refuses newer ones.
-const FormatVersion = 1
+//
+// Format 2 added fields at the end of three records — a turn's policy
+// version, a node's error, a group's prompt token ids — so an older build
+// refuses a format-2 file instead of calling its turns damaged. The decoders
+// read both shapes, so format 1 needs no rewriting: Open reads it as it is
+// and writes nothing, and the first write transaction stamps the file
+// format 2 (the moment it may first hold a format-2 record).
+const FormatVersion = 2
 
 // Version is the patrdb release that wrote a file, recorded in meta.
 const Version = "0.1.0"
@@ -26,8 +33,12 @@ var (
 )
 
 // migrations[v] upgrades a file from format v to v+1 inside one
-// transaction. Empty while there is only format 1.
+// transaction. Empty: every older format is readableAsIs.
 var migrations = map[uint64]func(*bolt.Tx) error{}
+
+// readableAsIs are older formats whose records this build's decoders read
+// unchanged: no migration, the version is stamped by the next write.
+var readableAsIs = map[uint64]bool{1: true}
 
 // initFormat creates the meta bucket in a new file, checks it in an existing
 // one, and migrates old formats. It writes nothing unless the file is new or
@@ -77,6 +88,9 @@ func (db *DB) initFormat() error {
 		return fmt.Errorf("%w: %s has format %d, this build reads up to %d", ErrVersionMismatch, db.path, format, FormatVersion)
 	case format == 0:
 		return &CorruptError{Bucket: "meta", Key: metaFormat, Reason: "format version 0"}
+	case format < FormatVersion && readableAsIs[format]:
+		db.stampFormat = true
+		return nil
 	case format < FormatVersion:
 		if db.opts.ReadOnly {
 			return fmt.Errorf("%w: %s has format %d and needs a migration; open it writable once", ErrVersionMismatch, db.path, format)

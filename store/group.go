@@ -2,11 +2,12 @@ package store
 
 // GroupSpec describes a group to open.
 type GroupSpec struct {
-	Step   uint64
-	Task   string
-	Prompt string
-	Gold   string
-	Meta   map[string]string
+	Step         uint64
+	Task         string
+	Prompt       string
+	PromptTokens []uint32 // the prompt's token ids, when the trainer has them
+	Gold         string
+	Meta         map[string]string
 }
 
 // OpenGroup creates an open group at spec.Step with an id from the run's
@@ -18,6 +19,9 @@ func (r *RunTx) OpenGroup(spec GroupSpec) (Group, error) {
 	if spec.Step == 0 {
 		return Group{}, r.tx.fail(invalidf("group step 0: steps start at 1"))
 	}
+	if err := validText(map[string]string{"task": spec.Task, "prompt": spec.Prompt, "gold": spec.Gold}, spec.Meta); err != nil {
+		return Group{}, r.tx.fail(err)
+	}
 	b, err := r.bucket(bGroups)
 	if err != nil {
 		return Group{}, r.tx.fail(err)
@@ -27,6 +31,9 @@ func (r *RunTx) OpenGroup(spec GroupSpec) (Group, error) {
 		return Group{}, r.tx.fail(err)
 	}
 	g := Group{ID: id, Step: spec.Step, Task: spec.Task, Prompt: spec.Prompt, Gold: spec.Gold, Status: GroupOpen, Meta: spec.Meta}
+	if spec.PromptTokens != nil {
+		g.PromptTokens = append(TokenIDs{}, spec.PromptTokens...)
+	}
 	return g, r.tx.fail(r.putGroup(&g, EvGroupOpen))
 }
 

@@ -94,7 +94,7 @@ func textTurn(label string) store.Turn {
 	return store.Turn{
 		Action:            "act " + label,
 		ActionTokens:      []uint32{n, 0xFFFFFFFF, 7},
-		ActionLogprobs:    []float32{-0.25, float32(math.Inf(-1)), -float32(n)},
+		ActionLogprobs:    []float32{-0.25, -math.MaxFloat32, -float32(n)},
 		Observation:       "obs " + label,
 		ObservationTokens: []uint32{1, 2, 3, n},
 		Reward:            float64(n) / 10,

@@ -275,6 +275,12 @@ func appendFloat64(b []byte, x float64) []byte {
 	return binary.BigEndian.AppendUint64(append(b, 0xcb), math.Float64bits(x))
 }
 
+// appendUint64 always takes the 9-byte form, so a turn's size does not
+// depend on the value.
+func appendUint64(b []byte, x uint64) []byte {
+	return binary.BigEndian.AppendUint64(append(b, 0xcf), x)
+}
+
 func appendBool(b []byte, x bool) []byte {
 	if x {
 		return append(b, 0xc3)

@@ -36,6 +36,7 @@ func refEncodeTurn(t *Turn) []byte {
 		enc.EncodeBytes(packU32(scratch[:0], t.ObservationTokens)),
 		enc.EncodeFloat64(t.Reward),
 		enc.EncodeBool(t.Done),
+		enc.EncodeUint64(t.PolicyVersion),
 	} {
 		if err != nil {
 			panic(err)
@@ -56,7 +57,7 @@ func refDecodeTurn(raw []byte) (Turn, bool) {
 	}
 	dec := msgpack.NewDecoder(bytes.NewReader(payload))
 	n, err := dec.DecodeArrayLen()
-	if err != nil || n != turnFields {
+	if err != nil || (n != turnFields && n != turnFieldsV1) {
 		return t, false
 	}
 	var blob []byte
@@ -90,6 +91,11 @@ func refDecodeTurn(raw []byte) (Turn, bool) {
 	}
 	if t.Done, err = dec.DecodeBool(); err != nil {
 		return t, false
+	}
+	if n == turnFields {
+		if t.PolicyVersion, err = dec.DecodeUint64(); err != nil {
+			return t, false
+		}
 	}
 	return t, true
 }

@@ -39,6 +39,9 @@ func (r *RunTx) addNode(spec NodeSpec) (Node, error) {
 	if spec.Ordinal < 0 || spec.Attempt < 0 {
 		return Node{}, invalidf("node ordinal %d / attempt %d is negative", spec.Ordinal, spec.Attempt)
 	}
+	if err := validText(map[string]string{"worker": spec.Worker}, nil); err != nil {
+		return Node{}, err
+	}
 	n := Node{Step: g.Step, Group: g.ID, Parent: spec.Parent, Fork: spec.Fork, Ordinal: spec.Ordinal,
 		Status: NodeActive, EnvState: cloneBytes(spec.EnvState), Worker: spec.Worker, Attempt: spec.Attempt}
 	var siblings []uint64
@@ -335,6 +338,22 @@ func (r *RunTx) SetNodeStatus(id uint64, s NodeStatus) error {
 			n.Attempt++
 		}
 		n.Status = s
+		return nil
+	})
+}
+
+// FailNode records that an active node's policy, env or scorer call failed:
+// the node becomes failed with reason as its Error. It is not a leaf and
+// never enters the advantages; SetNodeStatus(id, NodeActive) retries it.
+func (r *RunTx) FailNode(id uint64, reason string) error {
+	return r.mutateNode(id, EvNodeStatus, func(n *Node) error {
+		if n.Status != NodeActive {
+			return invalidf("node %d is %s; only an active node fails", id, n.Status)
+		}
+		if err := validText(map[string]string{"error": reason}, nil); err != nil {
+			return err
+		}
+		n.Status, n.Error = NodeFailed, reason
 		return nil
 	})
 }

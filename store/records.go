@@ -43,6 +43,9 @@ type Group struct {
 	Status   GroupStatus       `json:"status"`
 	Interval int               `json:"interval"` // intervals fully committed; a resume continues from here
 	Meta     map[string]string `json:"meta,omitempty"`
+	// PromptTokens are the prompt's token ids, the start of every leaf's
+	// training sequence. Stored packed like turn tokens (format 2 on).
+	PromptTokens TokenIDs `json:"prompt_tokens,omitempty"`
 }
 
 // NodeStatus is the lifecycle state of a node. Active nodes are exactly the
@@ -133,6 +136,9 @@ type Node struct {
 	EnvState  []byte     `json:"env_state,omitempty"` // opaque reference the Env can restore from
 	Worker    string     `json:"worker,omitempty"`
 	Attempt   int        `json:"attempt"`
+	// Error is why the node last failed (its policy, env or scorer call),
+	// kept after a retry so the history shows it (format 2 on).
+	Error string `json:"error,omitempty"`
 }
 
 // PathLen is the number of turns from the root to the node's last turn.
@@ -148,6 +154,10 @@ type Turn struct {
 	ObservationTokens []uint32  `json:"observation_tokens,omitempty"`
 	Reward            float64   `json:"reward"`
 	Done              bool      `json:"done"`
+	// PolicyVersion is the version of the policy weights that sampled the
+	// action (the trainer's own counter, e.g. its optimizer step); 0 when
+	// the writer did not say. Staleness is current version − this.
+	PolicyVersion uint64 `json:"policy_version,omitempty"`
 }
 
 // PathTurn is a turn placed in a materialised trajectory.

@@ -48,7 +48,8 @@ func decodeFast(payload []byte, v any) bool {
 
 const (
 	eventFields    = 8
-	nodeFields     = 17
+	nodeFields     = 18 // format 2; format 1 wrote 17 (no Error)
+	nodeFieldsV1   = 17
 	scoreFields    = 3
 	decisionFields = 7
 
@@ -145,7 +146,8 @@ func internAction(b []byte) string {
 
 func decodeNodeMsgp(payload []byte, n *Node) bool {
 	m := msgpReader{b: payload}
-	if m.arrayLen() != nodeFields {
+	fields := m.arrayLen()
+	if fields != nodeFields && fields != nodeFieldsV1 {
 		return false
 	}
 	n.ID = m.uint64()
@@ -184,6 +186,9 @@ func decodeNodeMsgp(payload []byte, n *Node) bool {
 	n.EnvState = m.bin()
 	n.Worker = m.str()
 	n.Attempt = m.int()
+	if fields == nodeFields {
+		n.Error = m.str()
+	}
 	return m.err == nil
 }
 

@@ -232,11 +232,12 @@ func TestTurnRoundTrip(t *testing.T) {
 	special := store.Turn{
 		Action:            "héllo\x00world", // any bytes, not only UTF-8 text
 		ActionTokens:      []uint32{0, 1, 0xFFFFFFFF, 151643},
-		ActionLogprobs:    []float32{0, -1e-30, float32(math.Inf(-1)), math.MaxFloat32, math.Float32frombits(0x7fc00001)},
+		ActionLogprobs:    []float32{0, -1e-30, -math.MaxFloat32, -math.SmallestNonzeroFloat32},
 		Observation:       string(bytes.Repeat([]byte("obs "), 1000)),
 		ObservationTokens: make([]uint32, 1200),
 		Reward:            -0.5,
 		Done:              true,
+		PolicyVersion:     1<<63 + 5,
 	}
 	for i := range special.ObservationTokens {
 		special.ObservationTokens[i] = uint32(i * 977)
@@ -253,7 +254,7 @@ func TestTurnRoundTrip(t *testing.T) {
 	})
 	same := func(label string, got, want store.Turn) {
 		t.Helper()
-		lp := func(xs []float32) []uint32 { // compare float bits: NaN payloads and -Inf included
+		lp := func(xs []float32) []uint32 { // compare float bits: -0 and subnormals included
 			out := make([]uint32, len(xs))
 			for i, x := range xs {
 				out[i] = math.Float32bits(x)
@@ -261,6 +262,7 @@ func TestTurnRoundTrip(t *testing.T) {
 			return out
 		}
 		if got.Action != want.Action || got.Observation != want.Observation || got.Reward != want.Reward || got.Done != want.Done ||
+			got.PolicyVersion != want.PolicyVersion ||
 			len(got.ActionTokens) != len(want.ActionTokens) || len(got.ObservationTokens) != len(want.ObservationTokens) ||
 			(len(want.ActionTokens) > 0 && !reflect.DeepEqual(got.ActionTokens, want.ActionTokens)) ||
 			(len(want.ObservationTokens) > 0 && !reflect.DeepEqual(got.ObservationTokens, want.ObservationTokens)) ||

@@ -2,13 +2,21 @@ package store
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
+	"math"
+	"unicode/utf8"
 )
 
 // Turns are the bulk of a file (hundreds of tokens each), so they skip
 // reflection: a fixed msgpack array written and read field by field
-// (msgp.go), token arrays as bin blobs of little-endian words.
-const turnFields = 7
+// (msgp.go), token arrays as bin blobs of little-endian words. Format 1
+// wrote 7 fields; format 2 adds the policy version as an eighth, and a
+// 7-field turn reads as version 0.
+const (
+	turnFields   = 8
+	turnFieldsV1 = 7
+)
 
 // turnSize is the exact length of t's framed value.
 func turnSize(t *Turn) int {
@@ -18,7 +26,7 @@ func turnSize(t *Turn) int {
 		binHeaderLen(na) + na + binHeaderLen(nl) + nl +
 		strHeaderLen(len(t.Observation)) + len(t.Observation) +
 		binHeaderLen(no) + no +
-		9 + 1 // float64 reward, bool done
+		9 + 1 + 9 // float64 reward, bool done, uint64 policy version
 }
 
 // encodeTurn frames t into one allocation of exactly its size: the token
@@ -34,13 +42,14 @@ func encodeTurn(t *Turn) ([]byte, error) {
 	out = packU32(appendBinHeader(out, 4*len(t.ObservationTokens)), t.ObservationTokens)
 	out = appendFloat64(out, t.Reward)
 	out = appendBool(out, t.Done)
+	out = appendUint64(out, t.PolicyVersion)
 	binary.BigEndian.PutUint32(out[1:5], crc32.Checksum(out[headerLen:], castagnoli))
 	return out, nil
 }
 
 // decodeTurn parses a framed turn straight from raw (which may be a page
 // of the mmap): strings and token arrays are copied out once each. Bytes
-// after the seventh field are ignored, as msgpack/v5 ignored them.
+// after the last field are ignored, as msgpack/v5 ignored them.
 func decodeTurn(bucket string, key, raw []byte, t *Turn) error {
 	payload, err := checkCRC(bucket, key, raw)
 	if err != nil {
@@ -53,8 +62,9 @@ func decodeTurn(bucket string, key, raw []byte, t *Turn) error {
 		return &CorruptError{Bucket: bucket, Key: cloneBytes(key), Reason: "turn: " + what}
 	}
 	m := msgpReader{b: payload}
-	if n := m.arrayLen(); m.err != nil || n != turnFields {
-		return bad("not a 7-field array", m.err)
+	fields := m.arrayLen()
+	if m.err != nil || (fields != turnFields && fields != turnFieldsV1) {
+		return bad("not a 7- or 8-field array", m.err)
 	}
 	var ok bool
 	if t.Action = m.str(); m.err != nil {
@@ -88,6 +98,35 @@ func decodeTurn(bucket string, key, raw []byte, t *Turn) error {
 	if t.Done = m.bool(); m.err != nil {
 		return bad("done", m.err)
 	}
+	t.PolicyVersion = 0
+	if fields == turnFields {
+		if t.PolicyVersion = m.uint64(); m.err != nil {
+			return bad("policy version", m.err)
+		}
+	}
+	return nil
+}
+
+// validTurn is the rule every stored turn keeps: text is valid UTF-8 (a
+// JSON or Parquet reader would otherwise get U+FFFD in its place), the
+// reward is finite, and the logprobs, when given, are one finite value
+// <= 0 per action token (a trainer computes importance ratios from them).
+func validTurn(t *Turn) error {
+	switch {
+	case !utf8.ValidString(t.Action):
+		return invalidf("action text is not valid UTF-8")
+	case !utf8.ValidString(t.Observation):
+		return invalidf("observation text is not valid UTF-8")
+	case !finite(t.Reward):
+		return invalidf("reward %v is not finite", t.Reward)
+	case len(t.ActionLogprobs) != 0 && len(t.ActionLogprobs) != len(t.ActionTokens):
+		return invalidf("%d action logprobs for %d action tokens (give one per token, or none)", len(t.ActionLogprobs), len(t.ActionTokens))
+	}
+	for i, lp := range t.ActionLogprobs {
+		if !(lp <= 0) || math.IsInf(float64(lp), -1) {
+			return invalidf("action logprob %d is %v; want a finite value <= 0", i, lp)
+		}
+	}
 	return nil
 }
 
@@ -117,8 +156,8 @@ func (r *RunTx) AppendTurns(id uint64, from int, turns ...Turn) error {
 		return r.tx.fail(err)
 	}
 	for i := range turns {
-		if !finite(turns[i].Reward) {
-			return r.tx.fail(invalidf("turn %d of node %d has reward %v", from+i, id, turns[i].Reward))
+		if err := validTurn(&turns[i]); err != nil {
+			return r.tx.fail(fmt.Errorf("turn %d of node %d: %w", from+i, id, err))
 		}
 	}
 	return r.putTurns(p, from, len(turns), func(i int) ([]byte, error) { return encodeTurn(&turns[i]) })
@@ -147,8 +186,8 @@ func (e EncodedTurns) Len() int { return len(e.vals) }
 func EncodeTurns(turns ...Turn) (EncodedTurns, error) {
 	vals := make([][]byte, len(turns))
 	for i := range turns {
-		if !finite(turns[i].Reward) {
-			return EncodedTurns{}, invalidf("turn %d of %d has reward %v", i, len(turns), turns[i].Reward)
+		if err := validTurn(&turns[i]); err != nil {
+			return EncodedTurns{}, fmt.Errorf("turn %d of %d: %w", i, len(turns), err)
 		}
 		v, err := encodeTurn(&turns[i])
 		if err != nil {

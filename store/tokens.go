@@ -1,0 +1,63 @@
+package store
+
+import (
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// TokenIDs are token ids inside a reflection-encoded record (a group's
+// prompt). They are stored as one bin value of little-endian uint32s, the
+// packing turns use, not as a msgpack array of ints: a prompt of a few
+// thousand tokens is one copy on the way in and out.
+type TokenIDs []uint32
+
+var (
+	_ msgpack.CustomEncoder = TokenIDs(nil)
+	_ msgpack.CustomDecoder = (*TokenIDs)(nil)
+)
+
+// EncodeMsgpack writes the ids as one bin value (nil stays nil).
+func (t TokenIDs) EncodeMsgpack(enc *msgpack.Encoder) error {
+	if t == nil {
+		return enc.EncodeNil()
+	}
+	return enc.EncodeBytes(packU32(make([]byte, 0, 4*len(t)), t))
+}
+
+// DecodeMsgpack reads what EncodeMsgpack wrote; a length that is not a
+// multiple of 4 is damage.
+func (t *TokenIDs) DecodeMsgpack(dec *msgpack.Decoder) error {
+	b, err := dec.DecodeBytes()
+	if err != nil {
+		return err
+	}
+	if b == nil {
+		*t = nil
+		return nil
+	}
+	ids, ok := unpackU32(b)
+	if !ok {
+		return fmt.Errorf("token ids: %d bytes is not a multiple of 4", len(b))
+	}
+	*t = ids
+	return nil
+}
+
+// validText reports the first named text field, or meta key or value, that
+// is not valid UTF-8: msgpack would store it, but every JSON, Parquet and
+// terminal reader downstream would show U+FFFD in its place.
+func validText(fields map[string]string, meta map[string]string) error {
+	for name, v := range fields {
+		if !utf8.ValidString(v) {
+			return invalidf("%s is not valid UTF-8", name)
+		}
+	}
+	for k, v := range meta {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return invalidf("meta %q is not valid UTF-8", k)
+		}
+	}
+	return nil
+}
