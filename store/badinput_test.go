@@ -32,7 +32,7 @@ func badInputs() []badInput {
 	}
 	node := func(f fixture, spec store.NodeSpec) store.NodeSpec {
 		if spec.Step == 0 {
-			spec.Step = 1
+			spec.Step = fixtureStep
 		}
 		if spec.Group == 0 {
 			spec.Group = f.G1.ID
@@ -80,22 +80,22 @@ func badInputs() []badInput {
 		_, err := r.OpenGroup(store.GroupSpec{Step: 0})
 		return err
 	})
-	add("close group with active nodes", store.ErrInvalid, func(_ *store.Tx, r *store.RunTx, f fixture) error { return r.CloseGroup(1, f.G1.ID) })
+	add("close group with active nodes", store.ErrInvalid, func(_ *store.Tx, r *store.RunTx, f fixture) error { return r.CloseGroup(fixtureStep, f.G1.ID) })
 	add("close unknown group", store.ErrNotFound, func(_ *store.Tx, r *store.RunTx, _ fixture) error { return r.CloseGroup(1, 77) })
 	add("group interval goes back", store.ErrInvalid, func(_ *store.Tx, r *store.RunTx, f fixture) error {
-		if err := r.SetGroupInterval(1, f.G2.ID, 3); err != nil {
+		if err := r.SetGroupInterval(fixtureStep, f.G2.ID, 3); err != nil {
 			return err
 		}
-		return r.SetGroupInterval(1, f.G2.ID, 2)
+		return r.SetGroupInterval(fixtureStep, f.G2.ID, 2)
 	})
 
 	// Nodes.
 	add("unknown group", store.ErrNotFound, func(_ *store.Tx, r *store.RunTx, _ fixture) error {
-		_, err := r.AddNode(store.NodeSpec{Step: 1, Group: 99})
+		_, err := r.AddNode(store.NodeSpec{Step: fixtureStep, Group: 99})
 		return err
 	})
 	add("group at the wrong step", store.ErrNotFound, func(_ *store.Tx, r *store.RunTx, f fixture) error {
-		_, err := r.AddNode(store.NodeSpec{Step: 2, Group: f.G1.ID})
+		_, err := r.AddNode(store.NodeSpec{Step: fixtureStep + 1, Group: f.G1.ID})
 		return err
 	})
 	add("missing parent", store.ErrNotFound, addNode(store.NodeSpec{Parent: 9999, Fork: 0}))
@@ -103,7 +103,7 @@ func badInputs() []badInput {
 	add("negative fork", store.ErrInvalid, addNode(store.NodeSpec{Parent: markA, Fork: -1, Ordinal: 5}))
 	add("root with a fork point", store.ErrInvalid, addNode(store.NodeSpec{Fork: 1, Ordinal: 5}))
 	add("parent in another group", store.ErrInvalid, func(_ *store.Tx, r *store.RunTx, f fixture) error {
-		_, err := r.AddNode(store.NodeSpec{Step: 1, Group: f.G2.ID, Parent: f.A, Fork: 1, Ordinal: 5})
+		_, err := r.AddNode(store.NodeSpec{Step: fixtureStep, Group: f.G2.ID, Parent: f.A, Fork: 1, Ordinal: 5})
 		return err
 	})
 	add("parent is pruned", store.ErrInvalid, addNode(store.NodeSpec{Parent: markP, Fork: 1}))
@@ -222,7 +222,7 @@ func badInputs() []badInput {
 	// Advantages.
 	adv := func(leaf func(fixture) uint64, group func(fixture) uint64, mut func(*store.Advantage)) func(*store.Tx, *store.RunTx, fixture) error {
 		return func(_ *store.Tx, r *store.RunTx, f fixture) error {
-			a := store.Advantage{Step: 1, Group: group(f), Leaf: leaf(f), Outcome: 1, Total: 1, Mean: 0.5, Std: 0.5, Advantage: 1}
+			a := store.Advantage{Step: fixtureStep, Group: group(f), Leaf: leaf(f), Outcome: 1, Total: 1, Mean: 0.5, Std: 0.5, Advantage: 1}
 			if mut != nil {
 				mut(&a)
 			}
@@ -293,6 +293,12 @@ func badInputs() []badInput {
 	}
 	add("checkpoint with neither inline nor URI", store.ErrInvalid, func(_ *store.Tx, r *store.RunTx, _ fixture) error {
 		return r.PutCheckpoint(store.Checkpoint{Step: 3, Hash: "sha256:00"})
+	})
+	add("checkpoint completing a step with open groups", store.ErrInvalid, func(_ *store.Tx, r *store.RunTx, _ fixture) error {
+		return r.PutCheckpoint(store.Checkpoint{Step: fixtureStep, URI: "file:///w3"})
+	})
+	add("checkpoint past a step with open groups", store.ErrInvalid, func(_ *store.Tx, r *store.RunTx, _ fixture) error {
+		return r.PutCheckpoint(store.Checkpoint{Step: fixtureStep + 5, URI: "file:///w8"})
 	})
 
 	// Events.
@@ -398,7 +404,7 @@ func TestBadInputLeavesFileUnchanged(t *testing.T) {
 	// good writes.
 	db = storetest.OpenPath(t, path, storetest.Options())
 	inRun(t, db, true, f.Run, func(r *store.RunTx) error {
-		if _, err := r.AddNode(store.NodeSpec{Step: 1, Group: f.G1.ID, Parent: f.A, Fork: 3, Ordinal: 1}); err != nil {
+		if _, err := r.AddNode(store.NodeSpec{Step: fixtureStep, Group: f.G1.ID, Parent: f.A, Fork: 3, Ordinal: 1}); err != nil {
 			return err
 		}
 		if err := r.AppendTurns(f.B, 2, textTurn("b2")); err != nil {
@@ -411,10 +417,7 @@ func TestBadInputLeavesFileUnchanged(t *testing.T) {
 			return err
 		}
 		_, err := r.MoveRubric(f.RCand1, store.RubricMove{To: store.PoolMerged, MergedInto: f.RPublic})
-		if err != nil {
-			return err
-		}
-		return r.PutCheckpoint(store.Checkpoint{Step: 3, URI: "file:///w3"})
+		return err
 	})
 }
 

@@ -184,12 +184,20 @@ func (c *checker) run(id string) {
 			return
 		}
 	}
-	if info, err := r.Info(); err != nil {
+	info, err := r.Info()
+	if err != nil {
 		c.fromErr(r.path, err)
 	} else if info.ID != id {
 		c.inv(r.path, keyRun, "run record says id %q", info.ID)
 	}
 	groups := c.groups(r)
+	for _, g := range groups {
+		// A checkpoint completes its step; an open group left behind has
+		// active branches that no resume will ever continue.
+		if g.Status == GroupOpen && g.Step <= info.LastStep {
+			c.inv(r.bpath(bGroups), u64key2(g.Step, g.ID), "open group in completed step %d: its active branches are orphaned", g.Step)
+		}
+	}
 	nodes := c.nodes(r, groups)
 	c.turns(r, nodes)
 	c.children(r, nodes)

@@ -67,7 +67,7 @@ func TestCheckFindsDamage(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		gs, err := r.Groups(1)
+		gs, err := r.Groups(fixtureStep)
 		if err != nil {
 			return err
 		}
@@ -197,13 +197,13 @@ func TestCheckFindsDamage(t *testing.T) {
 		{
 			name: "advantage of a non-leaf",
 			damage: func(t *testing.T, tx *bolt.Tx) {
-				a := store.Advantage{Step: 1, Group: f.G1.ID, Leaf: f.A}
-				k := append(append(beKey(1), beKey(f.G1.ID)...), beKey(f.A)...)
+				a := store.Advantage{Step: fixtureStep, Group: f.G1.ID, Leaf: f.A}
+				k := append(append(beKey(fixtureStep), beKey(f.G1.ID)...), beKey(f.A)...)
 				if err := runBucket(tx, "r1", "adv").Put(k, frameRecord(t, &a)); err != nil {
 					t.Fatal(err)
 				}
 			},
-			kind: "invariant", bucket: run + "adv", key: append(append(beKey(1), beKey(f.G1.ID)...), beKey(f.A)...), detail: "not a leaf",
+			kind: "invariant", bucket: run + "adv", key: append(append(beKey(fixtureStep), beKey(f.G1.ID)...), beKey(f.A)...), detail: "not a leaf",
 		},
 		{
 			name: "rubric in an unknown pool",

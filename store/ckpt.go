@@ -17,6 +17,9 @@ func (r *RunTx) PutCheckpoint(c Checkpoint) error {
 	if len(c.Inline) == 0 && c.URI == "" {
 		return r.tx.fail(invalidf("checkpoint for step %d holds neither inline state nor a URI", c.Step))
 	}
+	if err := r.noOpenGroups(run.LastStep+1, c.Step); err != nil {
+		return r.tx.fail(err)
+	}
 	b, err := r.bucket(bCkpt)
 	if err != nil {
 		return r.tx.fail(err)
@@ -36,6 +39,34 @@ func (r *RunTx) PutCheckpoint(c Checkpoint) error {
 	run.LastStep = c.Step
 	run.UpdatedAt = c.CreatedAt
 	return r.tx.fail(r.putRun(&run, EvRunStatus))
+}
+
+// noOpenGroups refuses to complete steps from..to while one of their groups
+// is open: its active branches would be orphaned, never resumed (Resume
+// looks only past the last completed step). A trainer that gives up on a
+// step abandons it first (tree.Coordinator.Abandon), which is on record.
+func (r *RunTx) noOpenGroups(from, to uint64) error {
+	b, err := r.bucket(bGroups)
+	if err != nil {
+		return err
+	}
+	c := b.Cursor()
+	for k, v := c.Seek(u64key(from)); k != nil; k, v = c.Next() {
+		if len(k) != 16 {
+			return &CorruptError{Bucket: r.bpath(bGroups), Key: cloneBytes(k), Reason: "group key is not 16 bytes"}
+		}
+		if keyU64(k, 0) > to {
+			break
+		}
+		var g Group
+		if err := decodeValue(r.bpath(bGroups), k, v, &g); err != nil {
+			return err
+		}
+		if g.Status == GroupOpen {
+			return invalidf("step %d has open group %d: finish or abandon it before the checkpoint that completes step %d", g.Step, g.ID, to)
+		}
+	}
+	return nil
 }
 
 // Checkpoint returns the latest checkpoint at or before step (0: the

@@ -131,6 +131,10 @@ type fixture struct {
 //
 // plus advantages for P and C, rubrics in every pool but merged, checkpoints
 // for steps 1 (inline) and 2 (URI), and one custom event.
+// fixtureStep is the step of the fixture's groups: after the two completed
+// steps its checkpoints record, as a trainer's open groups always are.
+const fixtureStep = 3
+
 func buildFixture(tb testing.TB, db *store.DB) fixture {
 	tb.Helper()
 	f := fixture{Run: "r1"}
@@ -139,10 +143,10 @@ func buildFixture(tb testing.TB, db *store.DB) fixture {
 		if err != nil {
 			return err
 		}
-		if f.G1, err = r.OpenGroup(store.GroupSpec{Step: 1, Task: "t1", Prompt: "p1", Gold: "gold", Meta: map[string]string{"split": "train"}}); err != nil {
+		if f.G1, err = r.OpenGroup(store.GroupSpec{Step: fixtureStep, Task: "t1", Prompt: "p1", Gold: "gold", Meta: map[string]string{"split": "train"}}); err != nil {
 			return err
 		}
-		if f.G2, err = r.OpenGroup(store.GroupSpec{Step: 1, Task: "t2", Prompt: "p2"}); err != nil {
+		if f.G2, err = r.OpenGroup(store.GroupSpec{Step: fixtureStep, Task: "t2", Prompt: "p2"}); err != nil {
 			return err
 		}
 		add := func(g store.Group, parent uint64, fork, ordinal int) (uint64, error) {
@@ -174,10 +178,10 @@ func buildFixture(tb testing.TB, db *store.DB) fixture {
 			func() (err error) { f.X, err = add(f.G2, 0, 0, 0); return },
 			func() error { return r.AppendTurns(f.X, 0, textTurn("x0")) },
 			func() error {
-				return r.PutAdvantage(store.Advantage{Step: 1, Group: f.G1.ID, Leaf: f.P, Outcome: 0, Total: 0, Mean: 0.5, Std: 0.5, Advantage: -1, Rubrics: []uint64{1}})
+				return r.PutAdvantage(store.Advantage{Step: fixtureStep, Group: f.G1.ID, Leaf: f.P, Outcome: 0, Total: 0, Mean: 0.5, Std: 0.5, Advantage: -1, Rubrics: []uint64{1}})
 			},
 			func() error {
-				return r.PutAdvantage(store.Advantage{Step: 1, Group: f.G1.ID, Leaf: f.C, Outcome: 1, Total: 1, Mean: 0.5, Std: 0.5, Advantage: 1, Rubrics: []uint64{1}})
+				return r.PutAdvantage(store.Advantage{Step: fixtureStep, Group: f.G1.ID, Leaf: f.C, Outcome: 1, Total: 1, Mean: 0.5, Std: 0.5, Advantage: 1, Rubrics: []uint64{1}})
 			},
 			func() error {
 				rb, err := r.PutRubric(store.Rubric{Pool: store.PoolCandidate, Text: "cites the file it edits", Origin: store.RubricOrigin{Step: 1, Group: f.G1.ID, Anchors: []uint64{f.C, f.P}}, Support: 1, Variance: 0.2, Rho: 0.5, CreatedStep: 1})

@@ -340,7 +340,7 @@ func TestAdvantageRoundTrip(t *testing.T) {
 	f := buildFixture(t, db)
 	// Rewriting the advantage of one leaf replaces it: re-closing a group
 	// after a crash is safe.
-	full := store.Advantage{Step: 1, Group: f.G1.ID, Leaf: f.C, Outcome: 1, RubricScore: 0.25, Lambda: 0.1, Total: 1.025,
+	full := store.Advantage{Step: fixtureStep, Group: f.G1.ID, Leaf: f.C, Outcome: 1, RubricScore: 0.25, Lambda: 0.1, Total: 1.025,
 		Mean: 0.5125, Std: 0.5, Advantage: 1.025, Rubrics: []uint64{f.RPublic, 9}, ZeroVariance: true, ZeroVarianceAfter: false}
 	var g2Leaf uint64
 	update(t, db, func(tx *store.Tx) error {
@@ -355,17 +355,17 @@ func TestAdvantageRoundTrip(t *testing.T) {
 			return err
 		}
 		g2Leaf = f.X
-		return r.PutAdvantage(store.Advantage{Step: 1, Group: f.G2.ID, Leaf: f.X, ZeroVariance: true, ZeroVarianceAfter: true})
+		return r.PutAdvantage(store.Advantage{Step: fixtureStep, Group: f.G2.ID, Leaf: f.X, ZeroVariance: true, ZeroVarianceAfter: true})
 	})
 	inRun(t, db, false, f.Run, func(r *store.RunTx) error {
-		g1, err := r.Advantages(1, f.G1.ID)
+		g1, err := r.Advantages(fixtureStep, f.G1.ID)
 		if err != nil {
 			return err
 		}
 		if len(g1) != 2 || g1[0].Leaf != f.P || !reflect.DeepEqual(g1[1], full) {
 			t.Errorf("Advantages(1, g1) = %+v", g1)
 		}
-		step, err := r.Advantages(1, 0)
+		step, err := r.Advantages(fixtureStep, 0)
 		if err != nil {
 			return err
 		}
@@ -580,7 +580,10 @@ func TestEventsRoundTrip(t *testing.T) {
 		if err := r.SetNodeStatus(node.ID, store.NodeCompleted); err != nil { // 9 node.status
 			return err
 		}
-		return r.PutCheckpoint(store.Checkpoint{Step: 2, Inline: []byte("s")}) // 10 ckpt.put, 11 run.status
+		if err := r.CloseGroup(2, g.ID); err != nil { // 10 group.close
+			return err
+		}
+		return r.PutCheckpoint(store.Checkpoint{Step: 2, Inline: []byte("s")}) // 11 ckpt.put, 12 run.status
 	})
 	if customSeq != 7 {
 		t.Errorf("AppendEvent returned seq %d, want 7", customSeq)
@@ -592,7 +595,7 @@ func TestEventsRoundTrip(t *testing.T) {
 		return r.Events(1, func(e store.Event) error { events = append(events, e); return nil })
 	})
 	kinds := []store.EventKind{store.EvRunCreate, store.EvGroupOpen, store.EvNodeAdd, store.EvTurns, store.EvTurns, store.EvNodeScore,
-		"rubric.judge", "marker", store.EvNodeStatus, store.EvCheckpoint, store.EvRunStatus}
+		"rubric.judge", "marker", store.EvNodeStatus, store.EvGroupClose, store.EvCheckpoint, store.EvRunStatus}
 	if len(events) != len(kinds) || last != uint64(len(kinds)) {
 		t.Fatalf("%d events, LastSeq %d; want %d", len(events), last, len(kinds))
 	}
@@ -621,11 +624,11 @@ func TestEventsRoundTrip(t *testing.T) {
 		t.Errorf("node.score payload = %+v (%v)", scored, err)
 	}
 	var ck store.Checkpoint
-	if err := store.DecodePayload(events[9], &ck); err != nil || ck.Step != 2 || string(ck.Inline) != "s" {
+	if err := store.DecodePayload(events[10], &ck); err != nil || ck.Step != 2 || string(ck.Inline) != "s" {
 		t.Errorf("ckpt.put payload = %+v (%v)", ck, err)
 	}
 	var run store.Run
-	if err := store.DecodePayload(events[10], &run); err != nil || run.LastStep != 2 {
+	if err := store.DecodePayload(events[11], &run); err != nil || run.LastStep != 2 {
 		t.Errorf("run.status payload after the checkpoint = %+v (%v)", run, err)
 	}
 	// A custom kind keeps its labels and the caller's payload.
@@ -649,7 +652,7 @@ func TestEventsRoundTrip(t *testing.T) {
 	inRun(t, db, false, "r", func(r *store.RunTx) error {
 		return r.Events(9, func(e store.Event) error { tail = append(tail, e.Seq); return nil })
 	})
-	if !reflect.DeepEqual(tail, []uint64{9, 10, 11}) {
+	if !reflect.DeepEqual(tail, []uint64{9, 10, 11, 12}) {
 		t.Errorf("Events(9) = %v", tail)
 	}
 }
@@ -666,7 +669,7 @@ func TestReadsAreCopies(t *testing.T) {
 		if n, err = r.Node(f.A); err != nil {
 			return err
 		}
-		if g, err = r.GroupAt(1, f.G1.ID); err != nil {
+		if g, err = r.GroupAt(fixtureStep, f.G1.ID); err != nil {
 			return err
 		}
 		traj, err = r.Trajectory(f.B)
