@@ -151,6 +151,7 @@ func TestShaperAdvantages(t *testing.T) {
 	cfg.MaxTurns = 8
 	o.Config = cfg
 	o.Shaper = sh
+	o.AllowConfigChange = true // a deliberate change, recorded in the run's config
 	e = mustEngine(t, db, "r", o)
 	if _, err := e.Rollout(context.Background(), 2, tasksWithGoal(4, 3)); err != nil {
 		t.Fatal(err)
@@ -279,7 +280,7 @@ func TestShaperApplyFails(t *testing.T) {
 	if vs, err := db.Check(); err != nil || len(vs) != 0 {
 		t.Fatalf("check after the failed Apply: %v %v", vs, err)
 	}
-	if _, err := mustEngine(t, db, "r", opts(&fakeShaper{lambda: 0.1})).Resume(context.Background()); err != nil {
+	if _, err := mustEngine(t, db, "r", opts(&fakeShaper{lambda: 0.1})).Resume(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
 	if d := diffDump(dumpRun(t, db, "r"), want); d != "" {

@@ -3,7 +3,6 @@ package tree
 import (
 	"errors"
 	"fmt"
-	"math"
 )
 
 // PruneRule selects the reference value a branch's score is compared against.
@@ -34,6 +33,20 @@ type Config struct {
 	NoScoring   bool      `json:"no_scoring"` // GRPO mode: no scorer, no routing; every branch runs to the end (B0 = G)
 }
 
+// Upper bounds of the config numbers. They are far above any run the
+// methods describe (B0=4, M=2, K up to 13, 50 turns) and low enough that
+// one group stays a bounded amount of work: opening a group writes B0
+// nodes and routing writes up to TopExpand·M in one transaction, which
+// every other writer of the file waits for.
+const (
+	MaxB0      = 1024    // initial branches per group
+	MaxM       = 64      // children per expansion
+	MaxK       = 1000    // turns per interval
+	MaxWidth   = 4096    // TopExpand and MaxActive
+	MaxTurnCap = 100_000 // MaxTurns and RepeatPrune
+	MaxDelta   = 1e6     // prune margin (anything >= 1 already prunes nothing by score)
+)
+
 // DefaultConfig returns the defaults of DESIGN.md §5, which follow the
 // secondary reports of the PaTR paper (see METHODS.md). They are defaults to
 // expose, not constants: every field can be overridden.
@@ -59,32 +72,28 @@ func (c Config) Validate() error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: %s %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...)))
 	}
-	if c.B0 < 1 {
-		bad("B0", "= %d, want >= 1", c.B0)
+	between := func(field string, v, lo, hi int, note string) {
+		if v < lo || v > hi {
+			bad(field, "= %d, want %d..%d%s", v, lo, hi, note)
+		}
 	}
-	if c.K < 1 {
-		bad("K", "= %d, want >= 1", c.K)
-	}
-	if c.M < 1 {
-		bad("M", "= %d, want >= 1", c.M)
-	}
-	if c.TopExpand < 0 {
-		bad("TopExpand", "= %d, want >= 0", c.TopExpand)
-	}
-	if c.Delta < 0 || math.IsNaN(c.Delta) || math.IsInf(c.Delta, 0) {
-		bad("Delta", "= %v, want a finite value >= 0", c.Delta)
+	between("B0", c.B0, 1, MaxB0, "")
+	between("K", c.K, 1, MaxK, "")
+	between("M", c.M, 1, MaxM, "")
+	between("TopExpand", c.TopExpand, 0, MaxWidth, "")
+	// Delta >= 1 is legal: scores lie in [0,1], so it disables pruning by
+	// score (what-if analyses ask for it).
+	if !(c.Delta >= 0 && c.Delta <= MaxDelta) {
+		bad("Delta", "= %v, want a finite value 0..%v", c.Delta, float64(MaxDelta))
 	}
 	switch c.PruneRule {
 	case PruneMax, PruneMedian:
 	default:
 		bad("PruneRule", "= %q, want %q or %q", c.PruneRule, PruneMax, PruneMedian)
 	}
-	if c.RepeatPrune < 0 {
-		bad("RepeatPrune", "= %d, want >= 0 (0 disables)", c.RepeatPrune)
-	}
-	if c.MaxTurns < 0 {
-		bad("MaxTurns", "= %d, want >= 0 (0 = no cap)", c.MaxTurns)
-	}
+	between("RepeatPrune", c.RepeatPrune, 0, MaxTurnCap, " (0 disables)")
+	between("MaxTurns", c.MaxTurns, 0, MaxTurnCap, " (0 = no cap)")
+	between("MaxActive", c.MaxActive, 0, MaxWidth, " (0 = no cap)")
 	// A cap below B0 could not even hold the initial branches.
 	if c.MaxActive != 0 && c.MaxActive < c.B0 {
 		bad("MaxActive", "= %d, want 0 (no cap) or >= B0 (%d)", c.MaxActive, c.B0)

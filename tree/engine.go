@@ -15,7 +15,7 @@ import (
 type CommitMode int
 
 const (
-	// CommitInterval commits once per interval for the whole batch: every
+	// CommitInterval commits once per interval for the whole wave: every
 	// turn, score and decision of the interval in one transaction.
 	CommitInterval CommitMode = iota
 	// CommitTurn also commits after every round of turns, for environments so
@@ -26,54 +26,103 @@ const (
 // Options configure an Engine.
 type Options struct {
 	Config Config
-	Policy Policy
-	Env    Env
-	Scorer Scorer // required unless Config.NoScoring
-	Shaper Shaper // optional: rubric shaping of the outcome rewards
-	Commit CommitMode
-	Eps    float64 // GRPO epsilon; 0 means DefaultEps
+	// Policy samples one branch's turn per call; BatchPolicy many branches'
+	// per call. Give one (BatchPolicy wins when both are set).
+	Policy      Policy
+	BatchPolicy BatchPolicy
+	Env         Env
+	Scorer      Scorer // required unless Config.NoScoring
+	Shaper      Shaper // optional: rubric shaping of the outcome rewards
+	Commit      CommitMode
+	Eps         float64 // GRPO epsilon; 0 means DefaultEps
+
+	// MaxBatch caps the requests of one BatchPolicy call (0: every branch
+	// that needs a turn, across all groups of the step).
+	MaxBatch int
+	// Workers bounds the env steps, scorer calls, restores and encodings
+	// in flight at once (0: DefaultWorkers). Episodes are stepped
+	// concurrently, each by one goroutine at a time; Env and Scorer must
+	// be safe for concurrent use.
+	Workers int
+	// MaxAttempts is how often a branch may fail before it is recorded
+	// failed (0: DefaultMaxAttempts).
+	MaxAttempts int
+	// PolicyVersion is recorded on every turn whose Move carries none: the
+	// version of the weights that sampled it.
+	PolicyVersion uint64
+	// Worker names the engine on its leases (default "engine").
+	Worker string
+	// AllowConfigChange resumes a run whose recorded config differs from
+	// Config, recording Config as the new one (see CoordinatorOptions).
+	AllowConfigChange bool
+
 	Logger *slog.Logger
-	// OnInterval, when set, is called after each committed interval with
-	// the number of turns sampled in it (for progress displays).
+	// OnInterval, when set, is called after each committed wave with the
+	// number of turns sampled in it (for progress displays).
 	OnInterval func(step uint64, interval int, turns int)
 }
 
-// Engine grows PaTR rollout trees for one run and records every turn, score
-// and decision in the store.
+// DefaultWorkers is Options.Workers' default.
+const DefaultWorkers = 8
+
+// Engine grows PaTR rollout trees for one run in this process: it drives
+// the run's Coordinator with a batch policy, concurrent environments and
+// scorers, and one commit per wave.
 type Engine struct {
-	db   *store.DB
-	run  string
-	opts Options
-	log  *slog.Logger
+	db     *store.DB
+	run    string
+	opts   Options
+	log    *slog.Logger
+	coord  *Coordinator
+	policy BatchPolicy
 }
 
-// ErrNoOpenStep: Resume found nothing to resume.
-var ErrNoOpenStep = errors.New("tree: no open groups to resume")
-
 // New validates opts and returns an engine writing into run, which must
-// exist.
+// exist. A run that recorded a tree config must have recorded opts.Config
+// (else ErrConfigMismatch, unless AllowConfigChange); a run without one
+// records it.
 func New(db *store.DB, run string, opts Options) (*Engine, error) {
 	if err := opts.Config.Validate(); err != nil {
 		return nil, err
 	}
-	if opts.Policy == nil || opts.Env == nil {
-		return nil, fmt.Errorf("%w: Policy and Env are required", ErrInvalidConfig)
+	policy := opts.BatchPolicy
+	if policy == nil && opts.Policy != nil {
+		policy = Batched(opts.Policy)
+	}
+	if policy == nil || opts.Env == nil {
+		return nil, fmt.Errorf("%w: a Policy or BatchPolicy, and an Env, are required", ErrInvalidConfig)
 	}
 	if opts.Scorer == nil && !opts.Config.NoScoring {
 		return nil, fmt.Errorf("%w: Scorer is required unless NoScoring", ErrInvalidConfig)
 	}
+	if opts.MaxBatch < 0 || opts.Workers < 0 {
+		return nil, fmt.Errorf("%w: MaxBatch %d and Workers %d must be >= 0", ErrInvalidConfig, opts.MaxBatch, opts.Workers)
+	}
 	if opts.Eps == 0 {
 		opts.Eps = DefaultEps
+	}
+	if opts.Workers == 0 {
+		opts.Workers = DefaultWorkers
+	}
+	if opts.Worker == "" {
+		opts.Worker = "engine"
 	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if err := db.View(func(tx *store.Tx) error { _, err := tx.Run(run); return err }); err != nil {
+	cfg := opts.Config
+	coord, err := NewCoordinator(db, run, &cfg, &CoordinatorOptions{MaxAttempts: opts.MaxAttempts, AllowConfigChange: opts.AllowConfigChange})
+	if err != nil {
 		return nil, err
 	}
-	return &Engine{db: db, run: run, opts: opts, log: log}, nil
+	return &Engine{db: db, run: run, opts: opts, log: log, coord: coord, policy: policy}, nil
 }
+
+// Coordinator is the protocol the engine drives; other workers (goroutines
+// of this process, or an HTTP server over the same DB) may lease from it
+// too.
+func (e *Engine) Coordinator() *Coordinator { return e.coord }
 
 // ConfigJSON is how a run records its tree config (store.Run.Config holds
 // a JSON object with a "tree" member).
@@ -94,66 +143,60 @@ type StepResult struct {
 	Step     uint64
 	Groups   []GroupResult
 	EnvSteps int // turns sampled by this call (restores and resumed turns excluded)
+	// PolicyCalls is the number of BatchPolicy calls, and MaxBatch the most
+	// requests one of them carried: a step of T turns in waves of B
+	// branches makes about T/B calls.
+	PolicyCalls int
+	MaxBatch    int
+	// Retries counts branch failures that were retried, Failed the
+	// branches recorded failed for good (left out of the advantages).
+	Retries int
+	Failed  int
 }
 
-// Rollout grows one tree per task at step and returns when every group is
-// closed with its advantages written. Committed work survives a crash;
-// Resume finishes the step.
+// Rollout opens one tree per task at step and grows them until every
+// group is closed with its advantages written. Committed work survives a
+// crash; Resume(step) finishes the step. Calling Rollout again for a step
+// already opened with the same tasks continues it like Resume.
 func (e *Engine) Rollout(ctx context.Context, step uint64, tasks []Task) (*StepResult, error) {
 	if step == 0 {
-		// Groups(0) would list every step's groups; steps start at 1.
 		return nil, fmt.Errorf("%w: step 0: steps start at 1", store.ErrInvalid)
 	}
 	if len(tasks) == 0 {
 		return &StepResult{Step: step}, nil
 	}
-	err := e.db.Update(func(tx *store.Tx) error {
-		r, err := tx.Run(e.run)
-		if err != nil {
-			return err
+	if err := e.db.Update(func(tx *store.Tx) error {
+		_, err := e.coord.OpenStep(tx, step, tasks)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if e.opts.Shaper != nil {
+		if err := e.opts.Shaper.BeginStep(ctx, step); err != nil {
+			return nil, err
 		}
-		existing, err := r.Groups(step)
-		if err != nil {
-			return err
+	}
+	return e.drive(ctx, step)
+}
+
+// Resume finishes the open groups of step left by a crash: it rebuilds
+// each active branch from the store, restores its environment, and
+// continues without redoing committed turns or duplicating nodes. A step
+// with no open group is ErrNoOpenStep (OpenStep finds the one to resume).
+func (e *Engine) Resume(ctx context.Context, step uint64) (*StepResult, error) {
+	var open bool
+	err := e.db.View(func(tx *store.Tx) error {
+		steps, err := e.coord.OpenSteps(tx)
+		for _, s := range steps {
+			open = open || s == step
 		}
-		if len(existing) > 0 {
-			return fmt.Errorf("%w: step %d of run %q already has groups; use Resume", store.ErrExists, step, e.run)
-		}
-		for _, t := range tasks {
-			g, err := r.OpenGroup(store.GroupSpec{Step: step, Task: t.ID, Prompt: t.Prompt, Gold: t.Gold, Meta: t.Meta})
-			if err != nil {
-				return err
-			}
-			for i := 0; i < e.opts.Config.B0; i++ {
-				if _, err := r.AddNode(store.NodeSpec{Step: step, Group: g.ID, Ordinal: i}); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	if e.opts.Shaper != nil {
-		if err := e.opts.Shaper.BeginStep(ctx, step); err != nil {
-			return nil, err
-		}
-	}
-	return e.drive(ctx, step)
-}
-
-// Resume finishes the groups left open by a crash at the run's latest
-// step with open groups: it rebuilds each active branch from the store,
-// restores its environment, and continues without redoing committed turns
-// or duplicating nodes. It returns ErrNoOpenStep when nothing is open.
-func (e *Engine) Resume(ctx context.Context) (*StepResult, error) {
-	step, err := e.OpenStep()
-	if err != nil {
-		return nil, err
-	}
-	if step == 0 {
-		return nil, ErrNoOpenStep
+	if !open {
+		return nil, fmt.Errorf("%w: step %d of run %q", ErrNoOpenStep, step, e.run)
 	}
 	if e.opts.Shaper != nil {
 		if err := e.opts.Shaper.BeginStep(ctx, step); err != nil {
@@ -163,32 +206,14 @@ func (e *Engine) Resume(ctx context.Context) (*StepResult, error) {
 	return e.drive(ctx, step)
 }
 
-// OpenStep returns the latest step that has an open group, or 0. It walks
-// the groups backwards and stops at the first step at or below the run's
-// last completed step, so its cost follows the open work, not the file.
+// OpenStep returns the earliest step past the run's last completed one
+// that has an open group, or 0: the step Resume should finish first.
 func (e *Engine) OpenStep() (uint64, error) {
 	var step uint64
 	err := e.db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(e.run)
-		if err != nil {
-			return err
-		}
-		info, err := r.Info()
-		if err != nil {
-			return err
-		}
-		err = r.ForEachGroupDesc(func(g store.Group) error {
-			if g.Step <= info.LastStep {
-				return errStopScan
-			}
-			if g.Status == store.GroupOpen {
-				step = g.Step
-				return errStopScan
-			}
-			return nil
-		})
-		if err == errStopScan {
-			err = nil
+		steps, err := e.coord.OpenSteps(tx)
+		if len(steps) > 0 {
+			step = steps[0]
 		}
 		return err
 	})

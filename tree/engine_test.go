@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/patrdb/patrdb/store"
@@ -729,7 +730,11 @@ func TestNewValidates(t *testing.T) {
 		t.Errorf("good options: %v", err)
 	}
 	grpo := with(func(o *tree.Options) { o.Config.NoScoring = true; o.Scorer = nil })
-	if _, err := tree.New(db, "r", grpo); err != nil {
+	if _, err := tree.New(db, "r", grpo); !errors.Is(err, tree.ErrConfigMismatch) || !strings.Contains(err.Error(), "no_scoring: false → true") {
+		t.Errorf("a config that differs from the recorded one: %v, want ErrConfigMismatch naming no_scoring", err)
+	}
+	newRun(t, db, "g", grpo.Config)
+	if _, err := tree.New(db, "g", grpo); err != nil {
 		t.Errorf("NoScoring without a Scorer: %v", err)
 	}
 	if _, err := tree.New(db, "nope", good); !errors.Is(err, store.ErrNotFound) {
@@ -737,8 +742,8 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
-// TestRolloutExisting: a step that already has groups is refused with
-// ErrExists and the file is left as it was; so is step 0.
+// TestRolloutExisting: a step that already has groups for other tasks is
+// refused with ErrStepExists and the file is left as it was; so is step 0.
 func TestRolloutExisting(t *testing.T) {
 	db := storetest.Open(t)
 	cfg := tree.DefaultConfig()
@@ -748,8 +753,8 @@ func TestRolloutExisting(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := dumpRun(t, db, "r")
-	if _, err := e.Rollout(context.Background(), 1, tasks(1)); !errors.Is(err, store.ErrExists) {
-		t.Errorf("second Rollout of step 1: %v, want ErrExists", err)
+	if _, err := e.Rollout(context.Background(), 1, tasks(1)); !errors.Is(err, tree.ErrStepExists) || !errors.Is(err, tree.ErrConflict) {
+		t.Errorf("second Rollout of step 1: %v, want ErrStepExists", err)
 	}
 	if _, err := e.Rollout(context.Background(), 0, tasks(1)); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("Rollout of step 0: %v, want ErrInvalid", err)

@@ -9,6 +9,7 @@ import (
 	"math"
 	"reflect"
 	"sort"
+	"sync"
 	"testing"
 
 	"github.com/patrdb/patrdb/store"
@@ -25,31 +26,51 @@ import (
 var errInjected = errors.New("injected fault")
 
 // fault interrupts a rollout at the at-th call (0-based) counted over every
-// fake sharing it: it returns errInjected, or, when cancel is set, cancels
-// the rollout's context and lets the call succeed (a signal arriving between
-// calls). at < 0 never fires; calls counts every call either way.
+// fake sharing it, as a crash would: it cancels the rollout's context (the
+// engine then stops without recording anything for the call) and returns
+// errInjected, or, with succeed set, lets the call succeed (a signal
+// arriving between calls). at < 0 never fires; calls counts every call
+// either way. The engine calls fakes from several goroutines, so the
+// counter is guarded.
 type fault struct {
-	at     int
-	calls  int
-	cancel context.CancelFunc
-	fired  bool
+	at      int
+	cancel  context.CancelFunc
+	succeed bool
+
+	mu    sync.Mutex
+	calls int
+	fired bool
 }
 
 func (f *fault) hit() error {
 	if f == nil {
 		return nil
 	}
+	f.mu.Lock()
 	n := f.calls
 	f.calls++
-	if n != f.at {
+	fire := n == f.at
+	if fire {
+		f.fired = true
+	}
+	f.mu.Unlock()
+	if !fire {
 		return nil
 	}
-	f.fired = true
 	if f.cancel != nil {
 		f.cancel()
+	}
+	if f.succeed {
 		return nil
 	}
 	return errInjected
+}
+
+// count is the calls so far.
+func (f *fault) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
 }
 
 // mix hashes its arguments with splitmix64 rounds.

@@ -8,22 +8,35 @@ import (
 
 // Task is one prompt whose rollouts form a group.
 type Task struct {
-	ID     string
-	Prompt string
-	Gold   string // reference answer, when the task has one
-	Meta   map[string]string
+	ID           string            `json:"id"`
+	Prompt       string            `json:"prompt"`
+	PromptTokens []uint32          `json:"prompt_tokens,omitempty"` // the prompt's token ids, when the trainer has them
+	Gold         string            `json:"gold,omitempty"`          // reference answer, when the task has one
+	Meta         map[string]string `json:"meta,omitempty"`
+}
+
+// TaskOf is the task a group was opened for.
+func TaskOf(g store.Group) Task {
+	return Task{ID: g.Task, Prompt: g.Prompt, PromptTokens: g.PromptTokens, Gold: g.Gold, Meta: g.Meta}
 }
 
 // TurnKey identifies the turn being sampled. Policies and environments draw
 // their randomness from it (never from a shared stream), so replaying a
 // prefix or resuming after a crash reproduces the same turns.
+//
+// Node ids depend on the order in which groups finish their intervals,
+// which many concurrent workers do not fix; Branch does not: it hashes the
+// group and the ordinals from the root down, so a policy keyed by Branch
+// samples the same tree however the work was spread.
 type TurnKey struct {
-	Seed  int64
-	Step  uint64
-	Group uint64
-	Node  uint64
-	Index int // index among the node's own turns
-	Path  int // position in the full trajectory (0 = first turn)
+	Seed    int64  `json:"seed"`
+	Step    uint64 `json:"step"`
+	Group   uint64 `json:"group"`
+	Node    uint64 `json:"node"`
+	Branch  uint64 `json:"branch"`  // stable identity of the branch (see above)
+	Index   int    `json:"index"`   // index among the node's own turns
+	Path    int    `json:"path"`    // position in the full trajectory (0 = first turn)
+	Attempt int    `json:"attempt"` // retries of the branch so far (a retry may sample differently)
 }
 
 // Move is what the policy emits for one turn: the action text with its
@@ -31,7 +44,10 @@ type TurnKey struct {
 type Move struct {
 	Text     string
 	Tokens   []uint32
-	Logprobs []float32
+	Logprobs []float32 // one per token, each <= 0, or none
+	// PolicyVersion is the version of the weights that sampled the move
+	// (0: the engine's Options.PolicyVersion).
+	PolicyVersion uint64
 }
 
 // Observation is what the environment answers to an action.

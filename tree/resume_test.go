@@ -89,7 +89,7 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := dumpRun(t, db, "base")
-			calls := counter.calls
+			calls := counter.count()
 			if turns := len(want.Nodes); turns == 0 || res.EnvSteps == 0 {
 				t.Fatalf("baseline grew nothing: %+v", res)
 			}
@@ -97,14 +97,11 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 				run := fmt.Sprint("at-", at)
 				newRun(t, db, run, c.cfg)
 				ctx, cancel := context.WithCancel(context.Background())
-				f := &fault{at: at}
-				if c.cancel {
-					f.cancel = cancel
-				}
+				f := &fault{at: at, cancel: cancel, succeed: c.cancel}
 				_, err := mustEngine(t, db, run, c.opts(f)).Rollout(ctx, 1, ts)
 				cancel()
 				if !f.fired {
-					t.Fatalf("%s: the fault never fired (%d calls)", run, f.calls)
+					t.Fatalf("%s: the fault never fired (%d calls)", run, f.count())
 				}
 				switch {
 				case err == nil && !c.cancel:
@@ -114,7 +111,7 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 				}
 				// A cancellation after the last sampled turn may let the
 				// rollout finish; then there is nothing to resume.
-				_, rerr := mustEngine(t, db, run, c.opts(nil)).Resume(context.Background())
+				_, rerr := mustEngine(t, db, run, c.opts(nil)).Resume(context.Background(), 1)
 				if err == nil {
 					if !errors.Is(rerr, tree.ErrNoOpenStep) {
 						t.Fatalf("%s: Resume after a finished rollout: %v, want ErrNoOpenStep", run, rerr)
@@ -146,7 +143,7 @@ func TestResumeRepeatedly(t *testing.T) {
 			counter := &fault{at: -1}
 			o := c.opts(counter)
 			gap, last := 0, 0
-			o.OnInterval = func(uint64, int, int) { gap, last = max(gap, counter.calls-last), counter.calls }
+			o.OnInterval = func(uint64, int, int) { gap, last = max(gap, counter.count()-last), counter.count() }
 			base := mustEngine(t, db, "base", o)
 			var want []*tree.StepResult
 			for step := uint64(1); step <= 2; step++ {
@@ -155,7 +152,7 @@ func TestResumeRepeatedly(t *testing.T) {
 					t.Fatal(err)
 				}
 				want = append(want, res)
-				gap, last = max(gap, counter.calls-last), counter.calls
+				gap, last = max(gap, counter.count()-last), counter.count()
 			}
 			wantDump := dumpRun(t, db, "base")
 			restores := len(ts) * max(c.cfg.MaxActive, c.cfg.B0)
@@ -174,15 +171,12 @@ func TestResumeRepeatedly(t *testing.T) {
 							t.Fatalf("%s step %d: no progress after %d resumes", run, step, attempt)
 						}
 						ctx, cancel := context.WithCancel(context.Background())
-						f := &fault{at: every}
-						if c.cancel {
-							f.cancel = cancel
-						}
+						f := &fault{at: every, cancel: cancel, succeed: c.cancel}
 						e := mustEngine(t, db, run, c.opts(f))
 						if attempt == 0 {
 							_, err = e.Rollout(ctx, step, ts)
 						} else {
-							_, err = e.Resume(ctx)
+							_, err = e.Resume(ctx, step)
 						}
 						cancel()
 						if err == nil {
@@ -220,14 +214,14 @@ func TestResumeNothingOpen(t *testing.T) {
 	cfg := tree.DefaultConfig()
 	newRun(t, db, "r", cfg)
 	e := mustEngine(t, db, "r", hashOpts(cfg, tree.CommitInterval, false, nil))
-	if _, err := e.Resume(context.Background()); !errors.Is(err, tree.ErrNoOpenStep) {
+	if _, err := e.Resume(context.Background(), 1); !errors.Is(err, tree.ErrNoOpenStep) {
 		t.Errorf("Resume of an empty run: %v, want ErrNoOpenStep", err)
 	}
 	if _, err := e.Rollout(context.Background(), 1, tasks(2)); err != nil {
 		t.Fatal(err)
 	}
 	before := dumpRun(t, db, "r")
-	if _, err := e.Resume(context.Background()); !errors.Is(err, tree.ErrNoOpenStep) {
+	if _, err := e.Resume(context.Background(), 1); !errors.Is(err, tree.ErrNoOpenStep) {
 		t.Errorf("Resume of a finished step: %v, want ErrNoOpenStep", err)
 	}
 	if d := diffDump(dumpRun(t, db, "r"), before); d != "" {
@@ -286,7 +280,7 @@ func TestResumeClosesGroups(t *testing.T) {
 		sh := &fakeShaper{lambda: 0.5}
 		o := opts(nil)
 		o.Shaper = sh
-		res, err := mustEngine(t, db, run, o).Resume(context.Background())
+		res, err := mustEngine(t, db, run, o).Resume(context.Background(), 1)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -38,14 +38,14 @@ type Branch struct {
 
 // Decision is the routing outcome for one branch with the values that produced it.
 type Decision struct {
-	Node      uint64
-	Action    Action
-	Score     float64 // the score routing used (a NaN input is recorded as 0, see Route)
-	Reference float64 // max_j s_j or the median, whichever the rule uses
-	Delta     float64
-	Rule      string // one of the Rule* constants
-	Children  int    // number of children for Expand (M, or fewer under the width cap); 0 otherwise
-	Rank      int    // 0-based rank by score desc then node id asc
+	Node      uint64  `json:"node"`
+	Action    Action  `json:"action"`
+	Score     float64 `json:"score"`     // the score routing used (a NaN input is recorded as 0, see Route)
+	Reference float64 `json:"reference"` // max_j s_j or the median, whichever the rule uses
+	Delta     float64 `json:"delta"`
+	Rule      string  `json:"rule"`               // one of the Rule* constants
+	Children  int     `json:"children,omitempty"` // number of children for Expand (M, or fewer under the width cap); 0 otherwise
+	Rank      int     `json:"rank"`               // 0-based rank by score desc then node id asc
 }
 
 // Route decides, for every branch of one group, whether it is expanded,

@@ -294,7 +294,7 @@ func (t *Trainer) step(ctx context.Context, step uint64) (*StepReport, error) {
 			return nil, err
 		}
 	case open:
-		if _, err := t.engine.Resume(ctx); err != nil {
+		if _, err := t.engine.Resume(ctx, step); err != nil {
 			return nil, err
 		}
 	}

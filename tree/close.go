@@ -1,0 +1,165 @@
+package tree
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/patrdb/patrdb/store"
+)
+
+// Leaves reads the leaves of a group — completed, truncated and pruned
+// branches, never failed ones — in node id order, each with its outcome
+// reward, and with its trajectory when withTurns (a Shaper reads them).
+// A group with an active branch is ErrConflict.
+func (c *Coordinator) Leaves(tx *store.Tx, step, group uint64, withTurns bool) (store.Group, []Leaf, error) {
+	r, err := c.runTx(tx)
+	if err != nil {
+		return store.Group{}, nil, err
+	}
+	g, err := r.GroupAt(step, group)
+	if err != nil {
+		return g, nil, err
+	}
+	nodes, err := r.GroupNodes(g)
+	if err != nil {
+		return g, nil, err
+	}
+	var leaves []Leaf
+	for _, n := range nodes {
+		switch {
+		case n.Status == store.NodeActive:
+			return g, nil, fmt.Errorf("%w: group %d still has active branch %d", ErrConflict, g.ID, n.ID)
+		case !n.Status.Leaf():
+			continue
+		case !n.HasReward:
+			return g, nil, fmt.Errorf("%w: leaf %d of group %d has no reward", store.ErrCorrupt, n.ID, g.ID)
+		}
+		l := Leaf{Node: n, Reward: n.Reward}
+		if withTurns {
+			if l.Turns, err = r.Trajectory(n.ID); err != nil {
+				return g, nil, err
+			}
+		}
+		leaves = append(leaves, l)
+	}
+	sort.Slice(leaves, func(i, j int) bool { return leaves[i].Node.ID < leaves[j].Node.ID })
+	return g, leaves, nil
+}
+
+// Close closes a group without active branches: GRPO advantages over its
+// leaves (on R = reward + Lambda·score with a shaping, whose scores align
+// with Leaves' order and whose writes apply in the same transaction), then
+// the group's close. A closed group is ErrConflict.
+func (c *Coordinator) Close(tx *store.Tx, step, group uint64, shaping *Shaping, eps float64) (GroupResult, error) {
+	if eps == 0 {
+		eps = DefaultEps
+	}
+	g, leaves, err := c.Leaves(tx, step, group, false)
+	if err != nil {
+		return GroupResult{}, err
+	}
+	if g.Status != store.GroupOpen {
+		return GroupResult{}, fmt.Errorf("%w: group %d is %s", ErrConflict, g.ID, g.Status)
+	}
+	if shaping != nil && len(shaping.Scores) != len(leaves) {
+		return GroupResult{}, fmt.Errorf("%w: %d shaping scores for %d leaves of group %d", store.ErrInvalid, len(shaping.Scores), len(leaves), g.ID)
+	}
+	r, err := c.runTx(tx)
+	if err != nil {
+		return GroupResult{}, err
+	}
+	if shaping != nil && shaping.Apply != nil {
+		if err := shaping.Apply(r); err != nil {
+			return GroupResult{}, err
+		}
+	}
+	advs := Advantages(g, leaves, shaping, eps)
+	for _, a := range advs {
+		if err := r.PutAdvantage(a); err != nil {
+			return GroupResult{}, err
+		}
+	}
+	if err := r.CloseGroup(g.Step, g.ID); err != nil {
+		return GroupResult{}, err
+	}
+	g.Status = store.GroupClosed
+	gr := GroupResult{Group: g, Advantages: advs}
+	for _, l := range leaves {
+		gr.Leaves = append(gr.Leaves, l.Node)
+	}
+	return gr, nil
+}
+
+// EvStepAbandon is the event that records a step given up by Abandon.
+const EvStepAbandon store.EventKind = "step.abandon"
+
+// Abandon gives up the open groups of step, on record: every active branch
+// becomes failed with "abandoned: reason", every open group closes without
+// advantages, and an EvStepAbandon event holds the reason. A checkpoint can
+// then complete the step.
+func (c *Coordinator) Abandon(tx *store.Tx, step uint64, reason string) error {
+	if reason == "" {
+		return fmt.Errorf("%w: abandoning step %d needs a reason", store.ErrInvalid, step)
+	}
+	r, err := c.runTx(tx)
+	if err != nil {
+		return err
+	}
+	groups, err := r.Groups(step)
+	if err != nil {
+		return err
+	}
+	for _, g := range groups {
+		if g.Status != store.GroupOpen {
+			continue
+		}
+		nodes, err := r.GroupNodes(g)
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			if n.Status == store.NodeActive {
+				if err := r.FailNode(n.ID, "abandoned: "+reason); err != nil {
+					return err
+				}
+			}
+		}
+		if err := r.CloseGroup(g.Step, g.ID); err != nil {
+			return err
+		}
+	}
+	_, err = r.AppendEvent(EvStepAbandon, step, 0, 0, 0, map[string]string{"reason": reason})
+	return err
+}
+
+// Advantages computes a group's advantage records: GRPO over the outcome
+// rewards, or over R = R_base + λ·score when a shaping is given. The
+// zero-variance flags are taken before and after shaping.
+func Advantages(g store.Group, leaves []Leaf, shaping *Shaping, eps float64) []store.Advantage {
+	base := make([]float64, len(leaves))
+	for i, l := range leaves {
+		base[i] = l.Reward
+	}
+	_, _, _, zvBefore := GRPOAdvantages(base, eps)
+	total := append([]float64(nil), base...)
+	var lambda float64
+	var rubrics []uint64
+	if shaping != nil {
+		lambda, rubrics = shaping.Lambda, shaping.Rubrics
+		for i := range total {
+			total[i] += lambda * shaping.Scores[i]
+		}
+	}
+	adv, mean, std, zvAfter := GRPOAdvantages(total, eps)
+	out := make([]store.Advantage, len(leaves))
+	for i, l := range leaves {
+		var score float64
+		if shaping != nil {
+			score = shaping.Scores[i]
+		}
+		out[i] = store.Advantage{Step: g.Step, Group: g.ID, Leaf: l.Node.ID, Outcome: base[i], RubricScore: score,
+			Lambda: lambda, Total: total[i], Mean: mean, Std: std, Advantage: adv[i], Rubrics: rubrics,
+			ZeroVariance: zvBefore, ZeroVarianceAfter: zvAfter}
+	}
+	return out
+}

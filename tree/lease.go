@@ -1,0 +1,181 @@
+package tree
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/patrdb/patrdb/store"
+)
+
+// Lease hands one branch's current interval to one worker: sample Turns
+// turns from From (fewer if the episode ends), then, when Score is set,
+// score the branch, and submit. A branch whose K turns are already stored
+// comes back with Turns 0 and Score set (its worker died before scoring).
+type Lease struct {
+	ID       string    `json:"id"`
+	Worker   string    `json:"worker"`
+	Node     uint64    `json:"node"`
+	Group    uint64    `json:"group"`
+	Step     uint64    `json:"step"`
+	Interval int       `json:"interval"`
+	Attempt  int       `json:"attempt"`
+	From     int       `json:"from"`     // own-turn index of the first turn to submit (the node's stored turns)
+	PathLen  int       `json:"path_len"` // turns on the path from the root so far
+	Turns    int       `json:"turns"`    // turns to sample in this interval (K minus those stored, capped by MaxTurns)
+	Score    bool      `json:"score"`    // a process score is due after them, unless the episode ends
+	Key      TurnKey   `json:"key"`      // the TurnKey of the first turn; Index and Path advance by one per turn
+	Task     Task      `json:"task"`
+	EnvState []byte    `json:"env_state,omitempty"` // the node's env-state reference (Env.Restore)
+	Expires  time.Time `json:"expires"`
+}
+
+// LeaseRequest asks for up to Max branches (0: every branch available).
+type LeaseRequest struct {
+	Worker string
+	Max    int
+	Step   uint64        // 0: any open step past the run's last completed one
+	TTL    time.Duration // 0: the coordinator's LeaseTTL
+}
+
+// current reports whether l is still the lease of its branch as the store
+// stands: the branch is active, in the same attempt, and its group in the
+// same interval. A lease that is no longer current is free to hand on.
+func (l *Lease) current(n *store.Node, g *store.Group) bool {
+	return n.Status == store.NodeActive && n.Attempt == l.Attempt && g.Status == store.GroupOpen && g.Interval == l.Interval
+}
+
+// Lease hands out up to req.Max branches that need work — turns or a score
+// in their group's current interval — and that no other worker holds: never
+// leased, or whose lease expired or is no longer current. Branches come in
+// step, group and node order. tx may be a read transaction; a lease is not
+// a write, and its only effect is on this coordinator's table.
+func (c *Coordinator) Lease(tx *store.Tx, req LeaseRequest) ([]Lease, error) {
+	if req.Max < 0 {
+		return nil, fmt.Errorf("%w: max %d is negative", store.ErrInvalid, req.Max)
+	}
+	ttl := req.TTL
+	if ttl <= 0 {
+		ttl = c.opts.LeaseTTL
+	}
+	r, err := c.runTx(tx)
+	if err != nil {
+		return nil, err
+	}
+	info, err := r.Info()
+	if err != nil {
+		return nil, err
+	}
+	active, err := r.FrontierNodes()
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(active, func(i, j int) bool {
+		a, b := active[i], active[j]
+		if a.Step != b.Step {
+			return a.Step < b.Step
+		}
+		if a.Group != b.Group {
+			return a.Group < b.Group
+		}
+		return a.ID < b.ID
+	})
+	now := c.opts.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if req.Step == 0 {
+		// Forget the leases of branches that are no longer active, so the
+		// table stays the size of the frontier.
+		live := make(map[uint64]bool, len(active))
+		for i := range active {
+			live[active[i].ID] = true
+		}
+		for id := range c.leases {
+			if !live[id] {
+				delete(c.leases, id)
+			}
+		}
+	}
+	var out []Lease
+	groups := map[uint64]store.Group{}
+	for i := range active {
+		n := &active[i]
+		if n.Step <= info.LastStep || (req.Step != 0 && n.Step != req.Step) {
+			continue
+		}
+		if req.Max > 0 && len(out) >= req.Max {
+			break
+		}
+		g, ok := groups[n.Group]
+		if !ok {
+			if g, err = r.GroupAt(n.Step, n.Group); err != nil {
+				return nil, err
+			}
+			groups[n.Group] = g
+		}
+		if g.Status != store.GroupOpen {
+			continue
+		}
+		if held := c.leases[n.ID]; held != nil && held.current(n, &g) && now.Before(held.Expires) {
+			continue
+		}
+		ph := c.phase(n, &g)
+		if ph == routable {
+			continue
+		}
+		start := intervalStart(n, &g, c.cfg.K)
+		turns := start + c.cfg.K - n.PathLen()
+		if c.cfg.MaxTurns > 0 {
+			turns = min(turns, c.cfg.MaxTurns-n.PathLen())
+		}
+		key, err := branchKeyOf(r, *n)
+		if err != nil {
+			return nil, err
+		}
+		c.seq++
+		l := Lease{
+			ID: fmt.Sprintf("%s-%d", c.instance, c.seq), Worker: req.Worker,
+			Node: n.ID, Group: g.ID, Step: g.Step, Interval: g.Interval, Attempt: n.Attempt,
+			From: n.Turns, PathLen: n.PathLen(), Turns: max(turns, 0),
+			Score: !c.cfg.NoScoring && (c.cfg.MaxTurns == 0 || start+c.cfg.K < c.cfg.MaxTurns),
+			Key: TurnKey{Seed: c.cfg.Seed, Step: g.Step, Group: g.ID, Node: n.ID, Branch: key,
+				Index: n.Turns, Path: n.PathLen(), Attempt: n.Attempt},
+			Task: TaskOf(g), EnvState: n.EnvState, Expires: now.Add(ttl),
+		}
+		c.leases[n.ID] = &l
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// checkLease finds the lease a submit names and checks it is the branch's
+// current one.
+func (c *Coordinator) checkLease(id string, n *store.Node, g *store.Group) (*Lease, error) {
+	c.mu.Lock()
+	held := c.leases[n.ID]
+	c.mu.Unlock()
+	switch {
+	case held == nil || held.ID != id:
+		return nil, fmt.Errorf("%w: lease %q is not node %d's current lease (it expired and was handed on, or the coordinator restarted): lease again", ErrLeaseLost, id, n.ID)
+	case n.Status != store.NodeActive:
+		return nil, fmt.Errorf("%w: node %d is %s", ErrBranchEnded, n.ID, n.Status)
+	case !held.current(n, g):
+		return nil, fmt.Errorf("%w: lease %q was for interval %d attempt %d; node %d is at interval %d attempt %d", ErrLeaseLost, id, held.Interval, held.Attempt, n.ID, g.Interval, n.Attempt)
+	}
+	return held, nil
+}
+
+// Release drops leases a worker gives back unfinished (it is shutting
+// down), so other workers get the branches at once instead of after the
+// TTL. Unknown ids are ignored.
+func (c *Coordinator) Release(ids ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for node, l := range c.leases {
+		for _, id := range ids {
+			if l.ID == id {
+				delete(c.leases, node)
+			}
+		}
+	}
+}

@@ -1,0 +1,316 @@
+package tree
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/patrdb/patrdb/store"
+)
+
+// Submission is a worker's report on the branch it leased: the turns it
+// sampled (from own-turn index From), the env state after them, and the
+// process score once the interval's turns are all in — or the error that
+// stopped it. A worker may submit an interval in parts (turns now, more
+// turns or the score later) while its lease is current.
+type Submission struct {
+	Lease    string       `json:"lease"`
+	Node     uint64       `json:"node"`
+	From     int          `json:"from"`
+	Turns    []store.Turn `json:"turns,omitempty"`
+	EnvState []byte       `json:"env_state,omitempty"`
+	// Score is the branch's process score in [0,1], due exactly when the
+	// interval's K turns are stored and the episode has not ended.
+	Score *float64 `json:"score,omitempty"`
+	// Reward is the outcome reward of a branch these turns end (the last
+	// one is done, or MaxTurns is reached); without it the leaf gets the
+	// sum of its path's turn rewards. A pruned branch always gets that sum.
+	Reward *float64 `json:"reward,omitempty"`
+	// Error, when set, reports that the branch's policy, env or scorer
+	// failed: no turns go with it. The branch is retried (from its stored
+	// turns, Attempt+1) until MaxAttempts, then recorded failed with this
+	// text; a failed branch is never a leaf and never a zero reward.
+	Error string `json:"error,omitempty"`
+
+	// Encoded, when it holds turns, are the same Turns encoded ahead by
+	// store.EncodeTurns (outside the write lock); Turns still describe
+	// them (their count, Done flags and rewards).
+	Encoded store.EncodedTurns `json:"-"`
+}
+
+// SubmitResult is the state of one submitted branch afterwards.
+type SubmitResult struct {
+	Node    uint64           `json:"node"`
+	Status  store.NodeStatus `json:"status"`
+	Turns   int              `json:"turns"` // own turns stored
+	Attempt int              `json:"attempt"`
+	Retry   bool             `json:"retry,omitempty"` // a failure that will be retried: lease the branch again
+}
+
+// RoutedDecision is a routing decision as recorded, with the ids of the
+// children an expansion created.
+type RoutedDecision struct {
+	Decision
+	ChildIDs []uint64 `json:"child_ids,omitempty"`
+}
+
+// Routing is one group's interval, routed because a submit completed it.
+type Routing struct {
+	Step      uint64           `json:"step"`
+	Group     uint64           `json:"group"`
+	Interval  int              `json:"interval"` // the interval routed
+	Decisions []RoutedDecision `json:"decisions,omitempty"`
+	Active    []uint64         `json:"active"` // the group's active branches for the next interval
+}
+
+// Submitted answers Submit.
+type Submitted struct {
+	Results []SubmitResult `json:"results"`
+	Routed  []Routing      `json:"routed,omitempty"`
+	// Done lists the groups this submit left without an active branch:
+	// every leaf has its reward, and Close computes the advantages.
+	Done []uint64 `json:"done,omitempty"`
+}
+
+// Submit applies submissions in order inside tx, then routes every group
+// whose current interval they completed (all its active branches scored,
+// or, under NoScoring, K turns in), in group order. Any refusal returns
+// its error; the caller's transaction must then roll back (the store's
+// write methods poison it, so Update does), and nothing is written.
+func (c *Coordinator) Submit(tx *store.Tx, subs []Submission) (*Submitted, error) {
+	r, err := c.runTx(tx)
+	if err != nil {
+		return nil, err
+	}
+	out := &Submitted{Results: make([]SubmitResult, 0, len(subs))}
+	touched := map[uint64]uint64{} // group → step
+	for i := range subs {
+		res, g, err := c.submitOne(r, &subs[i])
+		if err != nil {
+			return nil, fmt.Errorf("submission %d (node %d): %w", i, subs[i].Node, err)
+		}
+		out.Results = append(out.Results, res)
+		touched[g.ID] = g.Step
+	}
+	ids := make([]uint64, 0, len(touched))
+	for id := range touched {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		routed, done, err := c.routeIfComplete(r, touched[id], id)
+		if err != nil {
+			return nil, err
+		}
+		if routed != nil {
+			out.Routed = append(out.Routed, *routed)
+		}
+		if done {
+			out.Done = append(out.Done, id)
+		}
+	}
+	return out, nil
+}
+
+func (c *Coordinator) submitOne(r *store.RunTx, s *Submission) (SubmitResult, store.Group, error) {
+	n, err := r.Node(s.Node)
+	if err != nil {
+		return SubmitResult{}, store.Group{}, err
+	}
+	g, err := r.GroupAt(n.Step, n.Group)
+	if err != nil {
+		return SubmitResult{}, g, err
+	}
+	if _, err := c.checkLease(s.Lease, &n, &g); err != nil {
+		return SubmitResult{}, g, err
+	}
+	if s.Error != "" {
+		if len(s.Turns) > 0 || s.Score != nil || s.Reward != nil {
+			return SubmitResult{}, g, fmt.Errorf("%w: a failure report carries no turns, score or reward", store.ErrInvalid)
+		}
+		return c.fail(r, n, g, s.Error)
+	}
+	if s.Encoded.Len() > 0 && s.Encoded.Len() != len(s.Turns) {
+		return SubmitResult{}, g, fmt.Errorf("%w: %d encoded turns describe %d turns", store.ErrInvalid, s.Encoded.Len(), len(s.Turns))
+	}
+	if s.From != n.Turns {
+		return SubmitResult{}, g, fmt.Errorf("%w: from %d, but node %d has %d turns stored: resubmit from %d", ErrLeaseLost, s.From, n.ID, n.Turns, n.Turns)
+	}
+	start := intervalStart(&n, &g, c.cfg.K)
+	after := n.PathLen() + len(s.Turns)
+	if after > start+c.cfg.K {
+		return SubmitResult{}, g, fmt.Errorf("%w: %d turns would take node %d to %d turns into interval %d; K is %d", ErrConflict, len(s.Turns), n.ID, after-start, g.Interval, c.cfg.K)
+	}
+	if c.cfg.MaxTurns > 0 && after > c.cfg.MaxTurns {
+		return SubmitResult{}, g, fmt.Errorf("%w: %d turns would take node %d past MaxTurns %d", ErrConflict, len(s.Turns), n.ID, c.cfg.MaxTurns)
+	}
+	if len(s.Turns) > 0 && scoredAt(&n, g.Interval) {
+		return SubmitResult{}, g, fmt.Errorf("%w: node %d is already scored for interval %d", ErrConflict, n.ID, g.Interval)
+	}
+	ended := false
+	for i, t := range s.Turns {
+		if t.Done && i < len(s.Turns)-1 {
+			return SubmitResult{}, g, fmt.Errorf("%w: turn %d is done but %d more follow it", store.ErrInvalid, i, len(s.Turns)-1-i)
+		}
+		ended = ended || t.Done
+	}
+	truncated := !ended && c.cfg.MaxTurns > 0 && after >= c.cfg.MaxTurns
+	switch {
+	case s.Reward != nil && !ended && !truncated:
+		return SubmitResult{}, g, fmt.Errorf("%w: a reward goes with the turns that end a branch; node %d goes on", store.ErrInvalid, n.ID)
+	case s.Score != nil && c.cfg.NoScoring:
+		return SubmitResult{}, g, fmt.Errorf("%w: run %q does not score branches (NoScoring)", ErrConflict, c.run)
+	case s.Score != nil && (ended || truncated):
+		return SubmitResult{}, g, fmt.Errorf("%w: node %d ends with these turns; a finished branch is a leaf, not scored", ErrConflict, n.ID)
+	case s.Score != nil && after < start+c.cfg.K:
+		return SubmitResult{}, g, fmt.Errorf("%w: node %d is %d of K=%d turns into interval %d", ErrTooEarly, n.ID, after-start, c.cfg.K, g.Interval)
+	case s.Score != nil && scoredAt(&n, g.Interval):
+		return SubmitResult{}, g, fmt.Errorf("%w: node %d is already scored for interval %d", ErrConflict, n.ID, g.Interval)
+	}
+	switch {
+	case s.Encoded.Len() > 0:
+		err = r.AppendEncodedTurns(n.ID, s.From, s.Encoded)
+	case len(s.Turns) > 0:
+		err = r.AppendTurns(n.ID, s.From, s.Turns...)
+	}
+	if err != nil {
+		return SubmitResult{}, g, err
+	}
+	if s.EnvState != nil {
+		if err := r.SetEnvState(n.ID, s.EnvState); err != nil {
+			return SubmitResult{}, g, err
+		}
+	}
+	status := store.NodeActive
+	switch {
+	case ended || truncated:
+		status = store.NodeCompleted
+		if truncated {
+			status = store.NodeTruncated
+		}
+		reward := 0.0
+		if s.Reward != nil {
+			reward = *s.Reward
+		} else if reward, err = pathReward(r, n.ID); err != nil {
+			return SubmitResult{}, g, err
+		}
+		if err := r.SetReward(n.ID, reward); err != nil {
+			return SubmitResult{}, g, err
+		}
+		if err := r.SetNodeStatus(n.ID, status); err != nil {
+			return SubmitResult{}, g, err
+		}
+	case s.Score != nil:
+		if err := r.Score(n.ID, store.Score{Interval: g.Interval, Turn: after, Value: *s.Score}); err != nil {
+			return SubmitResult{}, g, err
+		}
+	}
+	return SubmitResult{Node: n.ID, Status: status, Turns: n.Turns + len(s.Turns), Attempt: n.Attempt}, g, nil
+}
+
+// fail records a branch's failure: a retry while attempts remain (the node
+// goes failed, then active again with Attempt+1, both on record), else
+// failed for good with the error as its Error.
+func (c *Coordinator) fail(r *store.RunTx, n store.Node, g store.Group, reason string) (SubmitResult, store.Group, error) {
+	if err := r.FailNode(n.ID, reason); err != nil {
+		return SubmitResult{}, g, err
+	}
+	res := SubmitResult{Node: n.ID, Status: store.NodeFailed, Turns: n.Turns, Attempt: n.Attempt}
+	if n.Attempt+1 < c.opts.MaxAttempts {
+		if err := r.SetNodeStatus(n.ID, store.NodeActive); err != nil {
+			return res, g, err
+		}
+		res.Status, res.Attempt, res.Retry = store.NodeActive, n.Attempt+1, true
+	}
+	return res, g, nil
+}
+
+// routeIfComplete routes group id when every active branch is routable,
+// and reports whether the group is left with no active branch.
+func (c *Coordinator) routeIfComplete(r *store.RunTx, step, id uint64) (*Routing, bool, error) {
+	g, err := r.GroupAt(step, id)
+	if err != nil {
+		return nil, false, err
+	}
+	if g.Status != store.GroupOpen {
+		return nil, false, nil
+	}
+	nodes, err := r.GroupNodes(g)
+	if err != nil {
+		return nil, false, err
+	}
+	var active []store.Node
+	for i := range nodes {
+		if nodes[i].Status != store.NodeActive {
+			continue
+		}
+		if c.phase(&nodes[i], &g) != routable {
+			return nil, false, nil
+		}
+		active = append(active, nodes[i])
+	}
+	if len(active) == 0 {
+		// The submit ended the interval's last branches: the interval is
+		// complete, as it is after routing.
+		return nil, true, r.SetGroupInterval(g.Step, g.ID, g.Interval+1)
+	}
+	routed, err := c.route(r, g, active)
+	if err != nil {
+		return nil, false, err
+	}
+	return routed, len(routed.Active) == 0, nil
+}
+
+// route applies PaTR's routing to a group whose interval is complete: the
+// decisions with their inputs, pruned branches' rewards, the children of
+// expansions (forked at the parent's last turn, with its env state), and
+// the group's next interval. Under NoScoring every branch goes on.
+func (c *Coordinator) route(r *store.RunTx, g store.Group, active []store.Node) (*Routing, error) {
+	sort.Slice(active, func(i, j int) bool { return active[i].ID < active[j].ID })
+	out := &Routing{Step: g.Step, Group: g.ID, Interval: g.Interval, Active: []uint64{}}
+	if c.cfg.NoScoring {
+		for _, n := range active {
+			out.Active = append(out.Active, n.ID)
+		}
+		return out, r.SetGroupInterval(g.Step, g.ID, g.Interval+1)
+	}
+	branches := make([]Branch, len(active))
+	for i, n := range active {
+		rep, err := repeatRunOf(r, n, c.cfg.RepeatPrune)
+		if err != nil {
+			return nil, err
+		}
+		branches[i] = Branch{Node: n.ID, Score: scoreAt(&n, g.Interval), RepeatRun: rep}
+	}
+	for i, d := range Route(branches, c.cfg) {
+		n := active[i]
+		if err := r.Route(n.ID, store.Decision{Interval: g.Interval, Action: string(d.Action), Score: d.Score,
+			Reference: d.Reference, Delta: d.Delta, Rule: d.Rule, Children: d.Children}); err != nil {
+			return nil, err
+		}
+		rd := RoutedDecision{Decision: d}
+		switch d.Action {
+		case Prune:
+			reward, err := pathReward(r, n.ID)
+			if err != nil {
+				return nil, err
+			}
+			if err := r.SetReward(n.ID, reward); err != nil {
+				return nil, err
+			}
+		case Expand:
+			for o := range d.Children {
+				child, err := r.AddNode(store.NodeSpec{Step: g.Step, Group: g.ID, Parent: n.ID, Fork: n.Turns, Ordinal: o, EnvState: n.EnvState})
+				if err != nil {
+					return nil, err
+				}
+				rd.ChildIDs = append(rd.ChildIDs, child.ID)
+				out.Active = append(out.Active, child.ID)
+			}
+		case Survive:
+			out.Active = append(out.Active, n.ID)
+		}
+		out.Decisions = append(out.Decisions, rd)
+	}
+	sort.Slice(out.Active, func(i, j int) bool { return out.Active[i] < out.Active[j] })
+	return out, r.SetGroupInterval(g.Step, g.ID, g.Interval+1)
+}
