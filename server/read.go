@@ -141,6 +141,9 @@ func (s *server) listRuns(w http.ResponseWriter, _ *http.Request) error {
 			return err
 		}
 		for _, id := range ids {
+			if err := s.sound(tx, id); err != nil {
+				return err
+			}
 			r, err := tx.Run(id)
 			if err != nil {
 				return err
@@ -475,12 +478,18 @@ func (s *server) stats(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		if only != "" {
+			if err := s.sound(tx, only); store.ValidRunID(only) && err != nil {
+				return err
+			}
 			if _, err := lookupRun(tx, only); err != nil {
 				return err
 			}
 			ids = []string{only}
 		}
 		for _, id := range ids {
+			if err := s.sound(tx, id); err != nil {
+				return err
+			}
 			rt, err := tx.Run(id)
 			if err != nil {
 				return err

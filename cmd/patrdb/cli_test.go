@@ -23,9 +23,17 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden from the curr
 // it names for writing and hold it until its stdin closes.
 const holdLockEnv = "PATRDB_TEST_HOLD_LOCK"
 
+// cliChildEnv makes the test binary, re-executed as a child, be the CLI:
+// its arguments are the command line. Tests that may crash or hang the
+// process (damaged files, signals) run the CLI this way.
+const cliChildEnv = "PATRDB_TEST_CLI"
+
 func TestMain(m *testing.M) {
 	if path := os.Getenv(holdLockEnv); path != "" {
 		os.Exit(holdLock(path))
+	}
+	if os.Getenv(cliChildEnv) != "" {
+		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }

@@ -64,6 +64,10 @@ func (a *App) compact(out string) error {
 		return err
 	}
 	pageSize := src.Bolt().Info().PageSize
+	// bbolt's Compact follows every page without bounds: walk them first.
+	if err := src.View(func(tx *store.Tx) error { return tx.VerifyFile() }); err != nil {
+		return a.damaged(err)
+	}
 
 	// Build the copy beside its destination and link it into place only
 	// when it is complete and verified, so --out is never a half-written file.

@@ -80,3 +80,40 @@ func errorText(err error) string {
 	msg = strings.TrimPrefix(msg, "patrdb: ")
 	return strings.Join(strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' || r == '\r' }), "; ")
 }
+
+// damagedError: what the command was reading is damaged. It matches
+// store.ErrCorrupt.
+type damagedError struct{ msg string }
+
+func (e *damagedError) Error() string        { return e.msg }
+func (e *damagedError) Is(target error) bool { return target == store.ErrCorrupt }
+
+// damaged words damage met while reading the way every command reports it:
+// which run (or the file), where in it, and the next step. Exit 2: the
+// command could not do its job; only check's own verdict is exit 1.
+func (a *App) damaged(err error) error {
+	var de *damagedError
+	if errors.As(err, &de) || !errors.Is(err, store.ErrCorrupt) {
+		return err
+	}
+	what, detail := a.dbPath, strings.TrimPrefix(errorText(err), "corrupt: ")
+	var ce *store.CorruptError
+	if errors.As(err, &ce) {
+		where := ce.Bucket
+		if rest, ok := strings.CutPrefix(ce.Bucket, "runs/"); ok {
+			id, sub, _ := strings.Cut(rest, "/")
+			what, where = fmt.Sprintf("run %q in %s", id, a.dbPath), sub
+		}
+		if where == "(file)" {
+			where = ""
+		}
+		detail = strings.TrimPrefix(ce.Reason, a.dbPath+": ") // the path is said once
+		if ce.Key != nil {
+			detail = fmt.Sprintf("key %x: %s", ce.Key, ce.Reason)
+		}
+		if where != "" {
+			detail = where + ": " + detail
+		}
+	}
+	return &codeError{exitUsage, &damagedError{fmt.Sprintf("%s is damaged (%s): run patrdb check --db %s to list the damage", what, detail, a.dbPath)}}
+}

@@ -112,7 +112,13 @@ func runEnv(args []string, e env) (code int) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			fmt.Fprintln(e.stderr, errorLine(fmt.Errorf("internal error: %v (if the file is damaged, patrdb check lists where)", r)))
+			// Reads walk a run's pages before bbolt does, so what is left
+			// is damage inside a page that walk cannot see.
+			msg := fmt.Errorf("internal error: %v (if the file is damaged, patrdb check lists where)", r)
+			if app.dbPath != "" {
+				msg = fmt.Errorf("%s could not be read, it is probably damaged (internal error: %v): run patrdb check --db %s to list the damage", app.dbPath, r, app.dbPath)
+			}
+			fmt.Fprintln(e.stderr, errorLine(msg))
 			code = exitUsage
 		}
 	}()
@@ -123,7 +129,9 @@ func runEnv(args []string, e env) (code int) {
 		return exitOK
 	}
 	var ce *commandError
-	if !errors.As(err, &ce) && cmd != nil {
+	if errors.As(err, &ce) {
+		err = app.damaged(err)
+	} else if cmd != nil {
 		// cobra's own complaint (unknown flag or command, bad flag value):
 		// point at the help of the command the user was typing.
 		err = fmt.Errorf("%w (see '%s --help')", err, cmd.CommandPath())
