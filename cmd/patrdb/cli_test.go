@@ -33,7 +33,11 @@ func TestMain(m *testing.M) {
 		os.Exit(holdLock(path))
 	}
 	if os.Getenv(cliChildEnv) != "" {
-		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+		os.Exit(runEnv(os.Args[1:], env{
+			stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr,
+			getenv: func(string) string { return "" }, now: testNow,
+			isTerminal: func(io.Writer) bool { return false },
+		}))
 	}
 	os.Exit(m.Run())
 }
