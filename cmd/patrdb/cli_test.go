@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,16 +29,33 @@ const holdLockEnv = "PATRDB_TEST_HOLD_LOCK"
 // process (damaged files, signals) run the CLI this way.
 const cliChildEnv = "PATRDB_TEST_CLI"
 
+// pauseEnv makes such a child announce "paused at POINT" on stderr and
+// sleep there (App.pause), for a test to signal it mid-command.
+const pauseEnv = "PATRDB_TEST_PAUSE"
+
 func TestMain(m *testing.M) {
 	if path := os.Getenv(holdLockEnv); path != "" {
 		os.Exit(holdLock(path))
 	}
 	if os.Getenv(cliChildEnv) != "" {
-		os.Exit(runEnv(os.Args[1:], env{
+		e := env{
 			stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr,
 			getenv: func(string) string { return "" }, now: testNow,
 			isTerminal: func(io.Writer) bool { return false },
-		}))
+		}
+		if os.Getenv(pauseEnv) != "" {
+			e.pausePoint = func(point string) {
+				sig := make(chan os.Signal, 1)
+				signal.Notify(sig, stopSignals...)
+				defer signal.Stop(sig)
+				fmt.Fprintf(os.Stderr, "paused at %s\n", point)
+				select {
+				case <-sig:
+				case <-time.After(10 * time.Second):
+				}
+			}
+		}
+		os.Exit(runEnv(os.Args[1:], e))
 	}
 	os.Exit(m.Run())
 }

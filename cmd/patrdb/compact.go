@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -77,6 +78,11 @@ func (a *App) compact(out string) error {
 	}
 	tmpPath := tmp.Name()
 	defer os.Remove(tmpPath)
+	// bbolt's Compact cannot be cancelled: a stop signal removes the
+	// temporary copy at once, the copy runs on into the unlinked file, and
+	// the command then ends without linking it.
+	ctx, stop := onStop(context.Background(), func() { _ = os.Remove(tmpPath) })
+	defer stop()
 	if err := tmp.Chmod(srcInfo.Mode().Perm()); err != nil {
 		tmp.Close()
 		return err
@@ -96,6 +102,10 @@ func (a *App) compact(out string) error {
 	}
 	if err := dst.Close(); err != nil {
 		return err
+	}
+	a.pause("compact")
+	if ctx.Err() != nil {
+		return fmt.Errorf("compact interrupted: nothing was written to %s", out)
 	}
 
 	res := compactOutput{Source: a.dbPath, Out: out, SourceBytes: srcInfo.Size(), PageSize: pageSize}

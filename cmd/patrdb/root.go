@@ -71,6 +71,7 @@ type env struct {
 	getenv     func(string) string
 	now        func() time.Time
 	isTerminal func(io.Writer) bool
+	pausePoint func(point string) // tests only: see App.pause
 }
 
 // App is the state one invocation of the CLI shares between its commands:
@@ -82,6 +83,7 @@ type App struct {
 	getenv     func(string) string
 	now        func() time.Time
 	isTerminal func(io.Writer) bool
+	pausePoint func(point string)
 
 	// Global flags, filled in by cobra before any RunE runs.
 	dbPath  string        // --db
@@ -105,7 +107,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 func runEnv(args []string, e env) (code int) {
 	app := &App{
 		stdin: e.stdin, stdout: e.stdout, stderr: e.stderr,
-		getenv: e.getenv, now: e.now, isTerminal: e.isTerminal,
+		getenv: e.getenv, now: e.now, isTerminal: e.isTerminal, pausePoint: e.pausePoint,
 	}
 	// A damaged page can make bbolt panic or fault on the mmap; either way
 	// the user gets one line and exit 2, never a Go stack trace.
