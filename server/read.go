@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sort"
 
 	"github.com/patrdb/patrdb/store"
@@ -15,9 +14,13 @@ const APIVersion = "v1"
 
 // Health is GET /api/v1/health.
 type Health struct {
-	Status   string `json:"status"` // "ok"
-	API      string `json:"api"`    // "v1"
-	Path     string `json:"path"`   // the file served, so a client can check it found the right server
+	Status string `json:"status"` // "ok"
+	API    string `json:"api"`    // "v1"
+	// File identifies the file served (FileID), so a client can check it
+	// found the right server without learning where the file lives.
+	File string `json:"file"`
+	// Path is the file's absolute path, only to a request with the token.
+	Path     string `json:"path,omitempty"`
 	ReadOnly bool   `json:"read_only"`
 }
 
@@ -123,12 +126,15 @@ func lookupRun(tx *store.Tx, id string) (*store.RunTx, error) {
 	return r, err
 }
 
-func (s *server) health(w http.ResponseWriter, _ *http.Request) error {
-	path := s.db.Path()
-	if abs, err := filepath.Abs(path); err == nil {
-		path = abs
+func (s *server) health(w http.ResponseWriter, r *http.Request) error {
+	h := Health{Status: "ok", API: APIVersion, File: FileID(s.db.Path()), ReadOnly: s.opts.ReadOnly || s.db.Options().ReadOnly}
+	// health answers without the token (a client checks it reached a
+	// patrdb server before it has one); where the file lives is said only
+	// to a client that holds it.
+	if s.opts.Token != "" && s.authorized(r) {
+		h.Path = resolvePath(s.db.Path())
 	}
-	return s.ok(w, Health{Status: "ok", API: APIVersion, Path: path, ReadOnly: s.opts.ReadOnly || s.db.Options().ReadOnly})
+	return s.ok(w, h)
 }
 
 func (s *server) listRuns(w http.ResponseWriter, _ *http.Request) error {

@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"math"
+	"os"
 	"strings"
 )
 
@@ -31,6 +32,28 @@ func (tx *Tx) VerifyRun(id string) error {
 	return tx.verifyPages(func(p string) bool {
 		return p == "meta" || p == string(bucketRuns) || p == prefix || strings.HasPrefix(p, prefix+"/")
 	})
+}
+
+// VerifyMetas reports a damaged meta page on a read-only DB as a
+// *CorruptError. bbolt then reads the other one, the commit before the
+// last: what a reader sees may be older than what was acknowledged. On a
+// writable DB it returns nil: this process's commits rewrite the meta
+// pages, so they can be read torn while one is written.
+func (tx *Tx) VerifyMetas() error {
+	if err := tx.check(false); err != nil || !tx.db.opts.ReadOnly {
+		return err
+	}
+	f, err := os.Open(tx.db.path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for _, m := range readMetas(f, tx.btx.DB().Info().PageSize) {
+		if m.err != "" {
+			return &CorruptError{Bucket: "(file)", Reason: m.fallback()}
+		}
+	}
+	return nil
 }
 
 // VerifyFile walks every page of the snapshot's b-trees, as a copy of the

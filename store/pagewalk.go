@@ -88,6 +88,11 @@ func readMeta(f io.ReaderAt, page int, off int64) boltMeta {
 	return m
 }
 
+// fallback describes a damaged meta page.
+func (m boltMeta) fallback() string {
+	return fmt.Sprintf("meta page %d: %s (bbolt falls back to the other meta page, so the last commit may be lost)", m.page, m.err)
+}
+
 // current returns the meta bbolt uses: the valid one with the higher txid.
 func current(ms [2]boltMeta) (boltMeta, bool) {
 	a, b := ms[0], ms[1]
@@ -323,7 +328,7 @@ func walkPages(path string, pageSize int, txid, root uint64, descend func(string
 	if reportMetas {
 		for _, m := range ms {
 			if m.err != "" {
-				metas = append(metas, fmt.Sprintf("meta page %d: %s (bbolt falls back to the other meta page, so the last commit may be lost)", m.page, m.err))
+				metas = append(metas, m.fallback())
 			}
 		}
 	}

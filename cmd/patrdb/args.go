@@ -44,10 +44,14 @@ func parseRunID(s string) (string, error) {
 }
 
 // lookupRun returns the run's handle, or a not-found error naming the run
-// and the file. It walks the run's pages first (a damaged page would send
-// bbolt into a loop), so it is safe on any file; a command that prints the
-// run's records uses soundRun.
+// and the file. It checks the meta pages (a damaged one means an older
+// commit is read) and walks the run's pages first (a damaged page would
+// send bbolt into a loop), so it is safe on any file; a command that prints
+// the run's records uses soundRun.
 func (a *App) lookupRun(tx *store.Tx, id string) (*store.RunTx, error) {
+	if err := tx.VerifyMetas(); err != nil {
+		return nil, a.damaged(err)
+	}
 	if err := tx.VerifyRun(id); err != nil {
 		return nil, a.damaged(err)
 	}

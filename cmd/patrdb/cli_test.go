@@ -3,13 +3,13 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,13 +44,10 @@ func TestMain(m *testing.M) {
 			isTerminal: func(io.Writer) bool { return false },
 		}
 		if os.Getenv(pauseEnv) != "" {
-			e.pausePoint = func(point string) {
-				sig := make(chan os.Signal, 1)
-				signal.Notify(sig, stopSignals...)
-				defer signal.Stop(sig)
+			e.pausePoint = func(ctx context.Context, point string) {
 				fmt.Fprintf(os.Stderr, "paused at %s\n", point)
 				select {
-				case <-sig:
+				case <-ctx.Done():
 				case <-time.After(10 * time.Second):
 				}
 			}

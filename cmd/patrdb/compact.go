@@ -103,16 +103,25 @@ func (a *App) compact(out string) error {
 	if err := dst.Close(); err != nil {
 		return err
 	}
-	a.pause("compact")
+	a.pause(ctx, "compact")
+	interrupted := fmt.Errorf("compact interrupted: nothing was written to %s", out)
 	if ctx.Err() != nil {
-		return fmt.Errorf("compact interrupted: nothing was written to %s", out)
+		return interrupted
 	}
 
 	res := compactOutput{Source: a.dbPath, Out: out, SourceBytes: srcInfo.Size(), PageSize: pageSize}
+	// A signal from here on removes the copy under the steps below: they
+	// then fail, and the interruption is what to report.
 	if res.Runs, err = verifyCopy(src, tmpPath); err != nil {
+		if ctx.Err() != nil {
+			return interrupted
+		}
 		return err
 	}
 	if err := linkNew(tmpPath, out); err != nil {
+		if ctx.Err() != nil {
+			return interrupted
+		}
 		return err
 	}
 	if fi, err := os.Stat(out); err == nil {

@@ -120,7 +120,9 @@ func TestRandomDamage(t *testing.T) {
 				}
 			}
 			if t.Failed() {
-				t.Fatalf("kept %s", path)
+				keep := filepath.Join(os.TempDir(), filepath.Base(path))
+				_ = os.Rename(path, keep)
+				t.Fatalf("kept %s", keep)
 			}
 			_ = os.Remove(path)
 		}

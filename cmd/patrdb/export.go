@@ -107,7 +107,7 @@ func (a *App) export(ctx context.Context, runArg string, f *exportFlags) error {
 		opts.OnProgress = func(int64, int64) {
 			if !paused {
 				paused = true
-				a.pause("export")
+				a.pause(ctx, "export")
 			}
 		}
 	}

@@ -50,9 +50,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"runtime/debug"
 	"time"
@@ -71,7 +73,7 @@ type env struct {
 	getenv     func(string) string
 	now        func() time.Time
 	isTerminal func(io.Writer) bool
-	pausePoint func(point string) // tests only: see App.pause
+	pausePoint func(ctx context.Context, point string) // tests only: see App.pause
 }
 
 // App is the state one invocation of the CLI shares between its commands:
@@ -83,12 +85,15 @@ type App struct {
 	getenv     func(string) string
 	now        func() time.Time
 	isTerminal func(io.Writer) bool
-	pausePoint func(point string)
+	pausePoint func(ctx context.Context, point string)
 
 	// Global flags, filled in by cobra before any RunE runs.
 	dbPath  string        // --db
 	json    bool          // --json
 	timeout time.Duration // --timeout: how long to wait for the file lock
+	// timeoutSet: --timeout was given, so it also bounds each request to
+	// a server (which otherwise gets remoteTimeout).
+	timeoutSet bool
 }
 
 // defaultTimeout is the --timeout default: long enough to ride out a
@@ -151,9 +156,12 @@ tree-structured agent RL: PaTR rollout trees, the ARBOR rubric buffer, GRPO
 advantages and trainer checkpoints.
 
 Exit status: 0 success, 1 not found or check failed, 2 usage or I/O error.`,
-		SilenceUsage:      true,
-		SilenceErrors:     true,
-		PersistentPreRunE: func(*cobra.Command, []string) error { return app.validateGlobals() },
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			app.timeoutSet = cmd.Flags().Changed("timeout")
+			return app.validateGlobals()
+		},
 	}
 	root.SetIn(app.stdin)
 	root.SetOut(app.stdout)
@@ -227,11 +235,13 @@ func (a *App) validateGlobals() error {
 // openRead opens the file read-only, waiting at most --timeout for a writer's
 // lock. The file must exist and is never modified.
 func (a *App) openRead() (*store.DB, error) {
-	if _, err := os.Stat(a.dbPath); err != nil {
+	if fi, err := os.Stat(a.dbPath); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, usageErrorf("%s does not exist (give --db PATH or set PATRDB_PATH)", a.dbPath)
 		}
-		return nil, err
+		return nil, a.openError(err)
+	} else if !fi.Mode().IsRegular() {
+		return nil, notRegular(a.dbPath, fi)
 	}
 	o := store.DefaultOptions()
 	o.ReadOnly = true
@@ -247,6 +257,9 @@ func (a *App) openRead() (*store.DB, error) {
 // openWrite opens the file for writing, creating it if needed, waiting at
 // most --timeout for another process's lock.
 func (a *App) openWrite() (*store.DB, error) {
+	if fi, err := os.Stat(a.dbPath); err == nil && !fi.Mode().IsRegular() {
+		return nil, notRegular(a.dbPath, fi)
+	}
 	o := store.DefaultOptions()
 	o.Timeout = a.timeout
 	o.Clock = a.now
@@ -257,9 +270,35 @@ func (a *App) openWrite() (*store.DB, error) {
 	return db, nil
 }
 
+// notRegular refuses a --db that is a device, a folder or a pipe: it can
+// hold no patrdb file (and /dev/zero would only look empty).
+func notRegular(path string, fi os.FileInfo) error {
+	kind := "not a regular file"
+	switch m := fi.Mode(); {
+	case m.IsDir():
+		kind = "a folder"
+	case m&os.ModeDevice != 0:
+		kind = "a device"
+	case m&os.ModeNamedPipe != 0:
+		kind = "a pipe"
+	case m&os.ModeSocket != 0:
+		kind = "a socket"
+	}
+	return usageErrorf("%s is %s, not a patrdb file: give --db the path of the file", path, kind)
+}
+
 // openError turns the lock timeout into the message DESIGN.md §4 asks for:
 // which file, and how to look at a run that is still being written.
 func (a *App) openError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		// The store wraps the system's error, which names the path again.
+		next := ""
+		if errors.Is(pe.Err, fs.ErrPermission) {
+			next = ": check the file's and its folder's permissions (read commands need read access; demo and serve need write access, or serve --read-only)"
+		}
+		return &codeError{exitUsage, fmt.Errorf("cannot %s %s: %v%s", pe.Op, pe.Path, pe.Err, next)}
+	}
 	if errors.Is(err, store.ErrTimeout) {
 		return &codeError{exitUsage, fmt.Errorf(
 			"%s is locked by another process (waited %v): inspect a live run through its serve API (patrdb serve, --server URL), or copy the file and run patrdb check / compact --out on the copy",

@@ -34,9 +34,9 @@ func onStop(ctx context.Context, cleanup func()) (_ context.Context, stop func()
 }
 
 // pause is a test hook: a child process under test stops at point until
-// the parent signals it. Nil outside tests.
-func (a *App) pause(point string) {
+// ctx is cancelled by the parent's signal. A no-op outside tests.
+func (a *App) pause(ctx context.Context, point string) {
 	if a.pausePoint != nil {
-		a.pausePoint(point)
+		a.pausePoint(ctx, point)
 	}
 }

@@ -114,6 +114,9 @@ type fileSource struct {
 func (s *fileSource) where() string { return s.app.dbPath }
 
 func (s *fileSource) RunIDs() ([]string, error) {
+	if err := s.tx.VerifyMetas(); err != nil {
+		return nil, s.app.damaged(err)
+	}
 	if err := s.tx.VerifyRuns(); err != nil {
 		return nil, s.app.damaged(err)
 	}
