@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 
 	"github.com/patrdb/patrdb/store"
 )
@@ -79,6 +80,15 @@ func errorText(err error) string {
 	msg := strings.TrimSpace(err.Error())
 	msg = strings.TrimPrefix(msg, "patrdb: ")
 	return strings.Join(strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' || r == '\r' }), "; ")
+}
+
+// explain adds what the user needs to a command's error: damage is
+// worded by damaged; a full disk (or quota) says so and what to do.
+func (a *App) explain(err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, store.ErrFull) {
+		return &codeError{exitUsage, fmt.Errorf("%s: the disk or the file's size cap is full: free space (patrdb compact --out writes a smaller copy), or write elsewhere", errorText(err))}
+	}
+	return a.damaged(err)
 }
 
 // damagedError: what the command was reading is damaged. It matches

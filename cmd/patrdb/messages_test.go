@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -73,5 +74,17 @@ func TestServeFileFoundThroughSymlink(t *testing.T) {
 	want := cli(t, "--db", path, "runs").ok(t).stdout
 	if got := cli(t, "--db", link, "runs").ok(t).stdout; got != want {
 		t.Errorf("through the link:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// A full disk is said in words, with what to do, and exits 2.
+func TestFullDiskMessage(t *testing.T) {
+	app := &App{dbPath: "patr.db"}
+	err := app.explain(&commandError{&os.PathError{Op: "write", Path: "out/lake/x.parquet", Err: syscall.ENOSPC}})
+	if exitCode(err) != exitUsage || !strings.Contains(errorLine(err), "write out/lake/x.parquet: no space left on device: the disk or the file's size cap is full: free space") {
+		t.Errorf("%d %q", exitCode(err), errorLine(err))
+	}
+	if err := app.explain(store.ErrFull); exitCode(err) != exitUsage || !strings.Contains(err.Error(), "free space") {
+		t.Errorf("ErrFull: %v", err)
 	}
 }

@@ -137,7 +137,7 @@ func runEnv(args []string, e env) (code int) {
 	}
 	var ce *commandError
 	if errors.As(err, &ce) {
-		err = app.damaged(err)
+		err = app.explain(err)
 	} else if cmd != nil {
 		// cobra's own complaint (unknown flag or command, bad flag value):
 		// point at the help of the command the user was typing.
