@@ -34,7 +34,12 @@
 //     (its not-found error names what is missing). A command that needs
 //     what the API does not serve (check, export, compact) opens the file
 //     with app.openRead(), or app.openWrite() when it writes; `defer
-//     db.Close()`; find the run with app.lookupRun. Add a read-only command
+//     db.Close()`; find the run with app.lookupRun, never tx.Run (it
+//     walks the run's pages with bounds first: bbolt loops or overflows
+//     its stack on a page that points back; the file source hands out
+//     runs through app.soundRun, which also checks every record, so a
+//     damaged run is one "damaged" line, never partial output). Add a
+//     read-only command
 //     to readOnlyCommands in root_test.go: that proves it leaves the file
 //     byte-identical, fails in one line within --timeout on a locked file,
 //     and in one line on a missing or foreign file.
