@@ -38,6 +38,10 @@ type RunSummary struct {
 	Events     uint64                   `json:"events"` // last event sequence number
 	Bytes      int64                    `json:"bytes"`  // sum of the run's bucket sizes
 	Buckets    []store.BucketSize       `json:"buckets"`
+	// Damaged, in the run list only, says why the run cannot be read (its
+	// own endpoints answer 500 "damaged"); every other field is then zero
+	// but the run's id.
+	Damaged string `json:"damaged,omitempty"`
 }
 
 // GroupTree is GET /api/v1/runs/{run}/groups/{group}: the group and every
@@ -148,7 +152,13 @@ func (s *server) listRuns(w http.ResponseWriter, _ *http.Request) error {
 		}
 		for _, id := range ids {
 			if err := s.sound(tx, id); err != nil {
-				return err
+				var ae *apiError
+				if !errors.As(err, &ae) || ae.code != "damaged" {
+					return err
+				}
+				// The list goes on: the other runs are still served.
+				out.Runs = append(out.Runs, RunSummary{Run: RunJSON{Run: store.Run{ID: id}}, Damaged: oneLine(err.Error())})
+				continue
 			}
 			r, err := tx.Run(id)
 			if err != nil {

@@ -124,7 +124,8 @@ func TestServeDamagedFixture(t *testing.T) {
 			}{
 				{"/api/v1/runs/patr-4x4", 500, "damaged"},
 				{"/api/v1/runs/patr-4x4/frontier", 500, "damaged"},
-				{"/api/v1/runs", 500, "damaged"},
+				{"/api/v1/runs", 200, ""}, // lists the damaged run as such
+
 				{"/api/v1/stats", 500, "damaged"},
 				{"/api/v1/runs/grpo-4x4", 200, ""},
 				{"/api/v1/runs/grpo-4x4/groups", 200, ""},
@@ -148,6 +149,24 @@ func TestServeDamagedFixture(t *testing.T) {
 				if c.code == "damaged" && !strings.Contains(body.Error, "patrdb check") {
 					t.Errorf("GET %s: %q gives no next step", c.path, body.Error)
 				}
+			}
+			var list struct {
+				Runs []struct {
+					Run     struct{ ID string }
+					Damaged string
+				}
+			}
+			if getJSON(t, p.url+"/api/v1/runs", "", &list); len(list.Runs) != 2 ||
+				list.Runs[0].Run.ID != "grpo-4x4" || list.Runs[0].Damaged != "" ||
+				list.Runs[1].Run.ID != "patr-4x4" || !strings.Contains(list.Runs[1].Damaged, "is damaged") {
+				t.Errorf("run list: %+v", list)
+			}
+			// The CLI through the server: the damaged run is one line and
+			// exit 2, the other one reads.
+			cli(t, "--db", path, "runs", "--server", p.url).fails(t, 2, `run "patr-4x4" is damaged`, "patrdb check")
+			cli(t, "--db", path, "show", "patr-4x4", "--server", p.url).fails(t, 2, "damaged")
+			if r := cli(t, "--db", path, "show", "grpo-4x4", "--server", p.url); r.code != 0 {
+				t.Errorf("show grpo-4x4 through the server: exit %d: %s", r.code, r.stderr)
 			}
 			if p.cmd.ProcessState != nil {
 				t.Fatalf("serve exited; stderr: %s", p.stderr)
