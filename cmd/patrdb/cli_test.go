@@ -54,7 +54,11 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(runEnv(os.Args[1:], e))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if plain.dir != "" {
+		os.RemoveAll(plain.dir)
+	}
+	os.Exit(code)
 }
 
 func holdLock(path string) int {

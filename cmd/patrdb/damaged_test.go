@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -28,6 +29,10 @@ func cliChild(t *testing.T, limit time.Duration, args ...string) (r result, hung
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
 	cmd.Env = []string{cliChildEnv + "=1"}
+	if bin := plainBinary(t); bin != "" {
+		cmd = exec.CommandContext(ctx, bin, args...)
+		cmd.Env = []string{} // read commands use neither the clock nor the environment
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -42,6 +47,36 @@ func cliChild(t *testing.T, limit time.Duration, args ...string) (r result, hung
 		t.Fatal(err)
 	}
 	return r, false
+}
+
+var plain struct {
+	once sync.Once
+	dir  string
+	bin  string
+}
+
+// plainBinary is, under -race, patrdb built without it, so that the
+// hundreds of children the damage tests start stay cheap (the crash and
+// hang checks do not need the race detector; the in-process tests have
+// it). "" means: use this test binary.
+func plainBinary(t *testing.T) string {
+	if !raceEnabled {
+		return ""
+	}
+	plain.once.Do(func() {
+		dir, err := os.MkdirTemp("", "patrdb-plain-")
+		if err != nil {
+			return
+		}
+		bin := filepath.Join(dir, "patrdb")
+		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+			t.Logf("building patrdb without -race failed, children run the race binary: %v\n%s", err, out)
+			os.RemoveAll(dir)
+			return
+		}
+		plain.dir, plain.bin = dir, bin
+	})
+	return plain.bin
 }
 
 // readCommand runs one read-only command over path in a child; export
