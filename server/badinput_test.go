@@ -90,6 +90,14 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"add node under a missing parent", g2 + "/nodes", "", `{"client_key":"x","parent":999,"ordinal":0}`, 404},
 		{"add node forking past the parent", g2 + "/nodes", "", `{"client_key":"x","parent":` + u64(a[0]) + `,"ordinal":0,"fork":9}`, 400},
 		{"add node negative ordinal", g2 + "/nodes", "", `{"client_key":"x","parent":0,"ordinal":-1}`, 400},
+		// encoding/json would store these as U+FFFD without a word.
+		{"invalid UTF-8 in a turn", n + "/turns", "", "{\"client_key\":\"x\",\"from\":1,\"turns\":[{\"action\":\"a\xff\xfeb\",\"observation\":\"o\"}]}", 400},
+		{"truncated UTF-8 sequence", n + "/turns", "", "{\"client_key\":\"x\",\"from\":1,\"turns\":[{\"action\":\"caf\xc3\",\"observation\":\"o\"}]}", 400},
+		{"lone high surrogate escape", n + "/turns", "", `{"client_key":"x","from":1,"turns":[{"action":"a\ud800","observation":"o"}]}`, 400},
+		{"lone low surrogate escape", n + "/turns", "", `{"client_key":"x","from":1,"turns":[{"action":"a","observation":"\uDC00o"}]}`, 400},
+		{"high surrogate before a non-surrogate", n + "/turns", "", `{"client_key":"x","from":1,"turns":[{"action":"\ud800\u0041","observation":"o"}]}`, 400},
+		{"an escaped backslash before u is not an escape", n + "/turns", "", `{"client_key":"bs","from":1,"turns":[{"action":"a\\ud800","observation":"o"}]}`, 200},
+		{"a surrogate pair is fine", n + "/turns", "", `{"client_key":"pair","from":2,"turns":[{"action":"\ud83d\ude00","observation":"o"}]}`, 200},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -112,6 +120,11 @@ func TestBadInputWritesNothing(t *testing.T) {
 				t.Fatal("the refused request changed the file")
 			}
 			assertErrorBody(t, h, body)
+			for _, word := range []string{"UTF-8", "surrogate"} {
+				if strings.Contains(c.name, word) && !bytes.Contains(body, []byte(word)) {
+					t.Errorf("refused for another reason: %s", body)
+				}
+			}
 		})
 	}
 }
