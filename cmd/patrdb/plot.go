@@ -229,7 +229,7 @@ func addBand(p *plot.Plot, pts []frozenlake.BandPoint, c color.RGBA, name string
 	}
 	if !dashed {
 		if poly, err := plotter.NewPolygon(hull); err == nil {
-			poly.Color = color.RGBA{R: c.R, G: c.G, B: c.B, A: 0x40}
+			poly.Color = color.NRGBA{R: c.R, G: c.G, B: c.B, A: 0x40} // RGBA is premultiplied
 			poly.LineStyle.Width = 0
 			p.Add(poly)
 		}
