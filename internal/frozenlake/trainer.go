@@ -184,8 +184,12 @@ func (t *Trainer) Train(ctx context.Context, resume bool) (*Report, error) {
 		total += sr.EnvSteps
 		sr.TotalEnvSteps = total
 		rep.History = append(rep.History, *sr)
-		fmt.Fprintf(t.out, "%s step %3d  leaves %4d  success %.3f  mean reward %.3f  zero-var groups %2d  env steps %d\n",
-			t.cfg.Mode, sr.Step, sr.Leaves, sr.Success, sr.MeanReward, sr.ZeroVariance, total)
+		cut := ""
+		if sr.CutGroups > 0 {
+			cut = fmt.Sprintf("  (budget spent: %d groups cut, not trained on)", sr.CutGroups)
+		}
+		fmt.Fprintf(t.out, "%s step %3d  leaves %4d  success %.3f  mean reward %.3f  zero-var groups %2d  env steps %d%s\n",
+			t.cfg.Mode, sr.Step, sr.Leaves, sr.Success, sr.MeanReward, sr.ZeroVariance, total, cut)
 	}
 	if err := t.db.Update(func(tx *store.Tx) error {
 		r, err := tx.Run(t.cfg.Run)
