@@ -250,13 +250,17 @@ func addBand(p *plot.Plot, pts []frozenlake.BandPoint, c color.RGBA, name string
 	}
 }
 
-// curvesTitle names what the runs share: the map and the ice.
+// curvesTitle names what the runs share: the map, the ice and whether the
+// reward was discounted.
 func curvesTitle(curves []*frozenlake.Curve) string {
 	maps := map[string]bool{}
 	for _, c := range curves {
 		name := "FrozenLake " + c.Config.Map
 		if c.Config.Slippery {
 			name += " slippery"
+		}
+		if g := c.Config.Discount; g <= 0 || g >= 1 {
+			name += ", undiscounted"
 		}
 		maps[name] = true
 	}

@@ -78,7 +78,7 @@ type StepReport struct {
 	Leaves        int     `json:"leaves"`
 	Success       float64 `json:"success"` // share of leaves that reached the goal
 	MeanReward    float64 `json:"mean_reward"`
-	EnvSteps      int     `json:"env_steps"` // turns sampled in this step
+	EnvSteps      int     `json:"env_steps"` // moves the environment played in this step
 	ZeroVariance  int     `json:"zero_variance_groups"`
 	Unlocked      int     `json:"unlocked_groups"` // zero-variance groups shaping made informative
 	CutGroups     int     `json:"cut_groups"`      // groups the budget cut, not trained on
