@@ -40,7 +40,13 @@ func newDemoCommand(app *App) *cobra.Command {
 tree rollouts (or plain GRPO, or both side by side at the same env-step
 budget), writing every turn, score, routing decision, advantage and
 checkpoint into the file. Kill it at any point and run it again with
---resume: it continues from the last commit with the policy it had.`,
+--resume: it continues from the last commit with the policy it had.
+
+--budget N gives every run exactly N env steps: once they are played the
+environment refuses further moves (recorded as "not played", reward 0), and
+the groups the cut reached are neither trained on nor counted. The goal pays
+--discount^(moves-1), so a wasted move costs something; with --discount 1 a
+bump into the edge is free and the greedy policy can loop on one.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.budget > 0 && !cmd.Flags().Changed("steps") {
