@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/signal"
 	"strconv"
@@ -28,6 +27,8 @@ type demoFlags struct {
 	run      string
 	resume   bool
 	rubrics  bool
+	budget   int
+	discount float64
 }
 
 func newDemoCommand(app *App) *cobra.Command {
@@ -39,9 +40,20 @@ func newDemoCommand(app *App) *cobra.Command {
 tree rollouts (or plain GRPO, or both side by side at the same env-step
 budget), writing every turn, score, routing decision, advantage and
 checkpoint into the file. Kill it at any point and run it again with
---resume: it continues from the last commit with the policy it had.`,
+--resume: it continues from the last commit with the policy it had.
+
+--budget N gives every run exactly N env steps: once they are played the
+environment refuses further moves (recorded as "not played", reward 0), and
+the groups the cut reached are neither trained on nor counted. The goal pays
+--discount^(moves-1), so a wasted move costs something; with --discount 1 a
+bump into the edge is free and the greedy policy can loop on one.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return app.demo(cmd.Context(), f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.budget > 0 && !cmd.Flags().Changed("steps") {
+				f.steps = maxBudgetSteps
+			}
+			return app.demo(cmd.Context(), f)
+		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.mode, "mode", "patr", "patr, grpo, or both (PaTR and GRPO at equal env-step budget over --seeds seeds)")
@@ -54,6 +66,9 @@ checkpoint into the file. Kill it at any point and run it again with
 	fl.StringVar(&f.run, "run", "", "run id (default: demo, or the first free demo-N)")
 	fl.BoolVar(&f.resume, "resume", false, "continue the run --run (default demo) after a crash or with more --steps")
 	fl.BoolVar(&f.rubrics, "rubrics", false, "shape rewards with the ARBOR rubric buffer")
+	fl.IntVar(&f.budget, "budget", 0, "env steps each run plays, exactly: moves beyond it are refused and training stops (--steps then only caps the steps if given)")
+	fl.Float64Var(&f.discount, "discount", frozenlake.DefaultTrainConfig("patr").Discount,
+		"the goal pays discount^(moves-1); 1 pays 1 however long the path, which leaves wall bumps free")
 	return cmd
 }
 
@@ -104,6 +119,12 @@ func (a *App) demo(ctx context.Context, f *demoFlags) error {
 	if f.steps < 1 || f.batch < 1 || f.seeds < 1 {
 		return usageErrorf("--steps, --batch and --seeds must be at least 1")
 	}
+	if f.budget < 0 {
+		return usageErrorf("--budget %d: want a number of env steps (0: none)", f.budget)
+	}
+	if !(f.discount > 0 && f.discount <= 1) {
+		return usageErrorf("--discount %v: want a number in (0, 1]", f.discount)
+	}
 	if f.run != "" && !store.ValidRunID(f.run) {
 		return usageErrorf("--run %q: a run id is 1-128 bytes of [A-Za-z0-9._-]", f.run)
 	}
@@ -151,14 +172,21 @@ func (a *App) demo(ctx context.Context, f *demoFlags) error {
 	return nil
 }
 
-// demoOne trains one run and returns its row. budget > 0 caps env steps.
+// maxBudgetSteps caps the steps of a run that --budget (or PaTR's spend
+// under --mode both) ends: far more than any budget needs.
+const maxBudgetSteps = 1 << 20
+
+// demoOne trains one run and returns its row. budget > 0 is the exact
+// number of env steps it plays.
 func (a *App) demoOne(ctx context.Context, db *store.DB, f *demoFlags, mode string, seed int64, run string, budget int, progress io.Writer) (demoRow, error) {
 	cfg := frozenlake.DefaultTrainConfig(mode)
 	cfg.Steps, cfg.Batch, cfg.Seed, cfg.Map, cfg.Slippery, cfg.Rubrics = f.steps, f.batch, seed, f.mapName, f.slippery, f.rubrics
 	cfg.Tree.Seed = seed
-	if budget > 0 {
-		cfg.EnvStepBudget = budget
-		cfg.Steps = f.steps * 4 // GRPO may need more, smaller steps to spend the same budget
+	cfg.Discount = f.discount
+	cfg.EnvStepBudget = f.budget
+	if budget > 0 && f.budget == 0 {
+		// GRPO at PaTR's spend: as many (smaller) steps as that takes.
+		cfg.EnvStepBudget, cfg.Steps = budget, maxBudgetSteps
 	}
 	var err error
 	switch {
@@ -176,8 +204,15 @@ func (a *App) demoOne(ctx context.Context, db *store.DB, f *demoFlags, mode stri
 		return demoRow{}, usageErrorf("%v", err)
 	}
 	tr.ShaperFor = frozenlake.RubricShaper
-	fmt.Fprintf(progress, "run %s: %s on FrozenLake %s%s, %d steps × %d tasks, seed %d\n",
-		cfg.Run, mode, cfg.Map, map[bool]string{true: " (slippery)", false: ""}[cfg.Slippery], cfg.Steps, cfg.Batch, seed)
+	length := fmt.Sprintf("%d steps", cfg.Steps)
+	if cfg.EnvStepBudget > 0 {
+		length = fmt.Sprintf("%d env steps", cfg.EnvStepBudget)
+		if cfg.Steps < maxBudgetSteps {
+			length += fmt.Sprintf(" (at most %d steps)", cfg.Steps)
+		}
+	}
+	fmt.Fprintf(progress, "run %s: %s on FrozenLake %s%s, %s × %d tasks, seed %d\n",
+		cfg.Run, mode, cfg.Map, map[bool]string{true: " (slippery)", false: ""}[cfg.Slippery], length, cfg.Batch, seed)
 	rep, err := tr.Train(ctx, f.resume)
 	if errors.Is(err, frozenlake.ErrRunExists) {
 		return demoRow{}, usageErrorf("%v", err)
@@ -249,25 +284,9 @@ func summarise(mode string, rows []demoRow) demoSummary {
 		return s
 	}
 	s.Budget /= float64(s.Runs)
-	s.Mean, s.Std = meanSD(greedy)
-	s.SampledMean, s.SampledStd = meanSD(sampled)
+	s.Mean, s.Std = frozenlake.MeanSD(greedy)
+	s.SampledMean, s.SampledStd = frozenlake.MeanSD(sampled)
 	return s
-}
-
-// meanSD returns the mean and the sample standard deviation (0 for one
-// value).
-func meanSD(xs []float64) (mean, sd float64) {
-	for _, x := range xs {
-		mean += x
-	}
-	mean /= float64(len(xs))
-	for _, x := range xs {
-		sd += (x - mean) * (x - mean)
-	}
-	if len(xs) > 1 {
-		sd = math.Sqrt(sd / float64(len(xs)-1))
-	}
-	return mean, sd
 }
 
 func (a *App) printDemoTable(out demoOutput, f *demoFlags) {

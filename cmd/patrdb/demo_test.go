@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +65,9 @@ func TestDemoBadFlags(t *testing.T) {
 		{"demo", "--db", path, "--steps", "0"},
 		{"demo", "--db", path, "--run", "bad id"},
 		{"demo", "--db", path, "--mode", "both", "--resume"},
+		{"demo", "--db", path, "--budget", "-1"},
+		{"demo", "--db", path, "--discount", "0"},
+		{"demo", "--db", path, "--discount", "1.5"},
 	} {
 		_, stderr, code := runCLI(t, args...)
 		if code != 2 || strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "patrdb: ") {
@@ -72,6 +76,33 @@ func TestDemoBadFlags(t *testing.T) {
 	}
 	if _, err := os.Stat(path); err == nil {
 		t.Errorf("bad flags created %s", path)
+	}
+}
+
+// TestDemoBudgetIsExact: with --budget every run of --mode both plays
+// exactly that many env steps, though PaTR and GRPO steps differ in size.
+func TestDemoBudgetIsExact(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "patr.db")
+	out, stderr, code := runCLI(t, "demo", "--db", path, "--mode", "both", "--budget", "700", "--batch", "4", "--seeds", "2", "--json")
+	if code != 0 {
+		t.Fatalf("demo exit %d: %s", code, stderr)
+	}
+	var rep demoOutput
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) != 4 || len(rep.Summary) != 2 {
+		t.Fatalf("report = %+v", rep)
+	}
+	for _, r := range rep.Runs {
+		if r.EnvSteps != 700 {
+			t.Errorf("run %s played %d env steps, want exactly 700", r.Run, r.EnvSteps)
+		}
+	}
+	for _, s := range rep.Summary {
+		if s.Budget != 700 {
+			t.Errorf("summary %+v: budget %v, want 700", s, s.Budget)
+		}
 	}
 }
 
@@ -163,14 +194,19 @@ func TestDemoCrashChild(t *testing.T) {
 // TestDemoCrashResume kills a demo child with SIGKILL at random points;
 // after each kill `check` is clean and `demo --resume` finishes the run with
 // exactly the trees, advantages and checkpoints of an uninterrupted run.
-func TestDemoCrashResume(t *testing.T) { testDemoCrashResume(t, 20) }
+func TestDemoCrashResume(t *testing.T) { testDemoCrashResume(t, 20, 5) }
 
 // TestDemoCrashResumeRubrics does the same with the ARBOR rubric buffer on:
 // after resume the pools and their usage statistics equal an uninterrupted
 // run's.
-func TestDemoCrashResumeRubrics(t *testing.T) { testDemoCrashResume(t, 8, "--rubrics") }
+func TestDemoCrashResumeRubrics(t *testing.T) { testDemoCrashResume(t, 8, 5, "--rubrics") }
 
-func testDemoCrashResume(t *testing.T, iters int, flags ...string) {
+// TestDemoCrashResumeBudget does the same with a budget that runs out in
+// the middle of step 4: a resumed run refuses exactly the moves an
+// uninterrupted one refused.
+func TestDemoCrashResumeBudget(t *testing.T) { testDemoCrashResume(t, 8, 4, "--budget", "800") }
+
+func testDemoCrashResume(t *testing.T, iters, steps int, flags ...string) {
 	dir := t.TempDir()
 	ref := filepath.Join(dir, "ref.db")
 	start := time.Now()
@@ -179,7 +215,7 @@ func testDemoCrashResume(t *testing.T, iters int, flags ...string) {
 	}
 	full := time.Since(start)
 	want, counts := fingerprint(t, ref)
-	if counts["steps"] != 5 || counts["nodes"] == 0 || (len(flags) > 0 && counts["rubrics"] == 0) {
+	if counts["steps"] != steps || counts["nodes"] == 0 || (slices.Contains(flags, "--rubrics") && counts["rubrics"] == 0) {
 		t.Fatalf("reference counts %v", counts)
 	}
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))

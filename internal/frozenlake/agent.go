@@ -3,6 +3,7 @@ package frozenlake
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/tree"
@@ -72,6 +73,15 @@ func (p *TreePolicy) Act(_ context.Context, key tree.TurnKey, _ tree.Task, histo
 type TreeEnv struct {
 	Map      Map
 	Slippery bool
+	// Discount, when in (0,1), makes reaching the goal after T moves pay
+	// Discount^(T-1) instead of 1: the discounted return. Undiscounted, a
+	// wall bump costs nothing, and since GRPO shares one advantage across a
+	// trajectory's moves, nothing stops a bump from becoming the greedy
+	// action; discounted, of two successful branches the shorter one wins.
+	Discount float64
+	// Budget, when set, refuses moves once the run's env steps are spent
+	// (see Played).
+	Budget *Budget
 }
 
 type episode struct {
@@ -104,12 +114,20 @@ func (ep *episode) Step(_ context.Context, key tree.TurnKey, mv tree.Move) (tree
 	if err != nil {
 		return tree.Observation{}, err
 	}
+	if !ep.env.Budget.take() {
+		ep.state.Done, ep.state.Truncated = true, true
+		return tree.Observation{Text: cutObservation, Done: true}, nil
+	}
 	u := Uniform(key.Seed, KeySlip, key.Step, key.Node, uint64(key.Index))
 	ep.state = ep.env.Map.Step(ep.state, a, ep.env.Slippery, u)
+	reward := ep.state.Reward
+	if g := ep.env.Discount; reward > 0 && g > 0 && g < 1 {
+		reward *= math.Pow(g, float64(ep.state.Steps-1))
+	}
 	return tree.Observation{
 		Text:   ep.env.Map.Observation(ep.state),
 		Tokens: []uint32{uint32(ep.state.Pos)},
-		Reward: ep.state.Reward,
+		Reward: reward,
 		Done:   ep.state.Done,
 	}, nil
 }

@@ -15,7 +15,13 @@
 //   - [Policy.Sample] takes its uniform the same way, and [Policy.Update]
 //     depends only on its arguments.
 //
-// The package imports only the standard library and keeps no global mutable
-// state; the tree driver adapts these pieces to its Policy/Env/Scorer
-// interfaces.
+// The package keeps no global mutable state. agent.go adapts these pieces
+// to the tree driver's Policy/Env/Scorer interfaces, and the trainer runs
+// PaTR or plain GRPO on them with every rollout in the store. Two choices
+// of the trainer shape what it measures: the goal pays Discount^(moves-1)
+// (undiscounted, a wall bump is free and the greedy policy can loop on
+// one), and an env-step budget is enforced by the environment refusing
+// moves (see [Played]), so two runs given the same budget play exactly the
+// same number of moves. [RunFigures], [LoadCurve] and [Bands] read a run's
+// figures and learning curve back from the store.
 package frozenlake

@@ -28,9 +28,13 @@ type TrainConfig struct {
 	ClipEps      float64     `json:"clip_eps"`
 	Epochs       int         `json:"epochs"`
 	EvalEpisodes int         `json:"eval_episodes"`
-	// EnvStepBudget stops training once this many env steps were sampled
-	// (0: no budget); `demo --mode both` gives GRPO PaTR's budget.
+	// EnvStepBudget is how many env steps the run may play (0: no
+	// budget): the environment refuses moves beyond it (see Played), so the
+	// run plays exactly this many unless Steps ends it first.
 	EnvStepBudget int `json:"env_step_budget,omitempty"`
+	// Discount is the rollouts' reward discount (see TreeEnv.Discount); 0
+	// or 1 leaves the goal's reward at 1 whatever the path length.
+	Discount float64 `json:"discount,omitempty"`
 }
 
 // DefaultTrainConfig returns the demo's defaults for mode "patr" or "grpo".
@@ -39,7 +43,7 @@ type TrainConfig struct {
 // independent trajectories, the number of leaves a PaTR tree ends with.
 func DefaultTrainConfig(mode string) TrainConfig {
 	c := TrainConfig{Run: "demo", Mode: mode, Steps: 30, Batch: 16, Seed: 1, Map: "4x4",
-		LR: 5.0, ClipEps: 0.2, Epochs: 4, EvalEpisodes: 1000}
+		LR: 5.0, ClipEps: 0.2, Epochs: 4, EvalEpisodes: 1000, Discount: 0.99}
 	c.Tree = tree.DefaultConfig()
 	c.Tree.MaxActive = 16
 	if mode == "grpo" {
@@ -74,9 +78,10 @@ type StepReport struct {
 	Leaves        int     `json:"leaves"`
 	Success       float64 `json:"success"` // share of leaves that reached the goal
 	MeanReward    float64 `json:"mean_reward"`
-	EnvSteps      int     `json:"env_steps"` // turns sampled in this step
+	EnvSteps      int     `json:"env_steps"` // moves the environment played in this step
 	ZeroVariance  int     `json:"zero_variance_groups"`
 	Unlocked      int     `json:"unlocked_groups"` // zero-variance groups shaping made informative
+	CutGroups     int     `json:"cut_groups"`      // groups the budget cut, not trained on
 	TotalEnvSteps int     `json:"total_env_steps"`
 }
 
@@ -106,6 +111,7 @@ type Trainer struct {
 	policy *Policy
 	engine *tree.Engine
 	treeP  *TreePolicy
+	budget *Budget // nil without EnvStepBudget
 	out    io.Writer
 	// ShaperFor, when set, builds the rubric shaper for a run; the demo sets
 	// it when --rubrics is on.
@@ -150,13 +156,26 @@ func (t *Trainer) Train(ctx context.Context, resume bool) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Run: t.cfg.Run, Mode: t.cfg.Mode}
-	total, err := t.envStepsSoFar(startStep)
+	figs, err := t.figures()
 	if err != nil {
 		return nil, err
 	}
+	total, played := 0, map[uint64]int{}
+	for _, f := range figs {
+		played[f.Step] = f.EnvSteps
+		if f.Step < startStep {
+			total += f.EnvSteps
+		}
+	}
 	for step := startStep; step <= uint64(t.cfg.Steps); step++ {
-		if t.cfg.EnvStepBudget > 0 && total >= t.cfg.EnvStepBudget {
-			break
+		if t.budget != nil {
+			// The open step's committed turns are spent already; a resume
+			// replays only what was not committed, in the same order.
+			left := t.cfg.EnvStepBudget - total - played[step]
+			if left <= 0 && played[step] == 0 {
+				break
+			}
+			t.budget.set(left)
 		}
 		sr, err := t.step(ctx, step)
 		if err != nil {
@@ -165,8 +184,12 @@ func (t *Trainer) Train(ctx context.Context, resume bool) (*Report, error) {
 		total += sr.EnvSteps
 		sr.TotalEnvSteps = total
 		rep.History = append(rep.History, *sr)
-		fmt.Fprintf(t.out, "%s step %3d  leaves %4d  success %.3f  mean reward %.3f  zero-var groups %2d  env steps %d\n",
-			t.cfg.Mode, sr.Step, sr.Leaves, sr.Success, sr.MeanReward, sr.ZeroVariance, total)
+		cut := ""
+		if sr.CutGroups > 0 {
+			cut = fmt.Sprintf("  (budget spent: %d groups cut, not trained on)", sr.CutGroups)
+		}
+		fmt.Fprintf(t.out, "%s step %3d  leaves %4d  success %.3f  mean reward %.3f  zero-var groups %2d  env steps %d%s\n",
+			t.cfg.Mode, sr.Step, sr.Leaves, sr.Success, sr.MeanReward, sr.ZeroVariance, total, cut)
 	}
 	if err := t.db.Update(func(tx *store.Tx) error {
 		r, err := tx.Run(t.cfg.Run)
@@ -247,10 +270,13 @@ func (t *Trainer) loadForResume() (uint64, error) {
 
 func (t *Trainer) initEngine() error {
 	t.treeP = &TreePolicy{Map: t.m, Policy: t.policy}
+	if t.cfg.EnvStepBudget > 0 {
+		t.budget = NewBudget(t.cfg.EnvStepBudget)
+	}
 	opts := tree.Options{
 		Config: t.cfg.Tree,
 		Policy: t.treeP,
-		Env:    &TreeEnv{Map: t.m, Slippery: t.cfg.Slippery},
+		Env:    &TreeEnv{Map: t.m, Slippery: t.cfg.Slippery, Discount: t.cfg.Discount, Budget: t.budget},
 		Scorer: &TreeScorer{Map: t.m},
 	}
 	if t.cfg.Rubrics && t.ShaperFor != nil {
@@ -326,8 +352,8 @@ func (t *Trainer) step(ctx context.Context, step uint64) (*StepReport, error) {
 // store: the update uses exactly what was committed, so a resumed run
 // updates exactly as an uninterrupted one.
 func (t *Trainer) collect(step uint64) ([]Sample, *StepReport, error) {
-	sr := &StepReport{Step: step}
 	var samples []Sample
+	var f StepFigures
 	err := t.db.View(func(tx *store.Tx) error {
 		r, err := tx.Run(t.cfg.Run)
 		if err != nil {
@@ -337,80 +363,52 @@ func (t *Trainer) collect(step uint64) ([]Sample, *StepReport, error) {
 		if err != nil {
 			return err
 		}
-		sr.Groups = len(groups)
 		for _, g := range groups {
-			nodes, err := r.GroupNodes(g)
+			gf, advs, err := groupFigures(r, g)
 			if err != nil {
 				return err
 			}
-			for _, n := range nodes {
-				sr.EnvSteps += n.Turns
-			}
-		}
-		advs, err := r.Advantages(step, 0)
-		if err != nil {
-			return err
-		}
-		zv := map[uint64]bool{}
-		unlocked := map[uint64]bool{}
-		var rewardSum float64
-		for _, a := range advs {
-			sr.Leaves++
-			rewardSum += a.Outcome
-			if a.Outcome >= 1 {
-				sr.Success++
-			}
-			if a.ZeroVariance {
-				zv[a.Group] = true
-				if !a.ZeroVarianceAfter {
-					unlocked[a.Group] = true
+			f.add(gf)
+			for _, a := range advs {
+				path, err := r.Trajectory(a.Leaf)
+				if err != nil {
+					return err
 				}
-			}
-			path, err := r.Trajectory(a.Leaf)
-			if err != nil {
-				return err
-			}
-			pos := t.m.StartPos()
-			for _, pt := range path {
-				if len(pt.ActionTokens) == 1 && len(pt.ActionLogprobs) == 1 {
-					samples = append(samples, Sample{Pos: pos, Action: Action(pt.ActionTokens[0]),
-						OldLogProb: float64(pt.ActionLogprobs[0]), Advantage: a.Advantage})
-				}
-				if len(pt.ObservationTokens) == 1 {
-					pos = int(pt.ObservationTokens[0])
+				pos := t.m.StartPos()
+				for _, pt := range path {
+					if len(pt.ActionTokens) == 1 && len(pt.ActionLogprobs) == 1 {
+						samples = append(samples, Sample{Pos: pos, Action: Action(pt.ActionTokens[0]),
+							OldLogProb: float64(pt.ActionLogprobs[0]), Advantage: a.Advantage})
+					}
+					if len(pt.ObservationTokens) == 1 {
+						pos = int(pt.ObservationTokens[0])
+					}
 				}
 			}
 		}
-		if sr.Leaves > 0 {
-			sr.Success /= float64(sr.Leaves)
-			sr.MeanReward = rewardSum / float64(sr.Leaves)
-		}
-		sr.ZeroVariance, sr.Unlocked = len(zv), len(unlocked)
 		return nil
 	})
+	sr := &StepReport{Step: step, Groups: f.Groups, Leaves: f.Leaves, EnvSteps: f.EnvSteps,
+		ZeroVariance: f.ZeroVariance, Unlocked: f.Unlocked, CutGroups: f.CutGroups}
+	if f.Leaves > 0 {
+		sr.Success = float64(f.Successes) / float64(f.Leaves)
+		sr.MeanReward = f.RewardSum / float64(f.Leaves)
+	}
 	return samples, sr, err
 }
 
-// envStepsSoFar sums the turns sampled before step.
-func (t *Trainer) envStepsSoFar(step uint64) (int, error) {
-	total := 0
+// figures is RunFigures of the trainer's run.
+func (t *Trainer) figures() ([]StepFigures, error) {
+	var figs []StepFigures
 	err := t.db.View(func(tx *store.Tx) error {
 		r, err := tx.Run(t.cfg.Run)
 		if err != nil {
 			return err
 		}
-		return r.ForEachGroup(0, func(g store.Group) error {
-			if g.Step >= step {
-				return nil
-			}
-			nodes, err := r.GroupNodes(g)
-			for _, n := range nodes {
-				total += n.Turns
-			}
-			return err
-		})
+		figs, err = RunFigures(r)
+		return err
 	})
-	return total, err
+	return figs, err
 }
 
 // finish evaluates the greedy policy and gathers the run's counts.
@@ -427,11 +425,19 @@ func (t *Trainer) finish(rep *Report) (*Report, error) {
 			return err
 		}
 		rep.Steps = info.LastStep
+		figs, err := RunFigures(r)
+		if err != nil {
+			return err
+		}
+		for _, f := range figs {
+			rep.EnvSteps += f.EnvSteps
+			rep.ZeroVariance += f.ZeroVariance
+			rep.Unlocked += f.Unlocked
+		}
 		if err := r.ForEachGroup(0, func(g store.Group) error {
 			nodes, err := r.GroupNodes(g)
 			for _, n := range nodes {
 				rep.Nodes++
-				rep.EnvSteps += n.Turns
 				if n.Status.Leaf() {
 					rep.Leaves++
 				}
@@ -440,20 +446,6 @@ func (t *Trainer) finish(rep *Report) (*Report, error) {
 		}); err != nil {
 			return err
 		}
-		advs, err := r.Advantages(0, 0)
-		if err != nil {
-			return err
-		}
-		zv, unlocked := map[[2]uint64]bool{}, map[[2]uint64]bool{}
-		for _, a := range advs {
-			if a.ZeroVariance {
-				zv[[2]uint64{a.Step, a.Group}] = true
-				if !a.ZeroVarianceAfter {
-					unlocked[[2]uint64{a.Step, a.Group}] = true
-				}
-			}
-		}
-		rep.ZeroVariance, rep.Unlocked = len(zv), len(unlocked)
 		rubrics, err := r.Rubrics("")
 		if err != nil {
 			return err

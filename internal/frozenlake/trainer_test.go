@@ -1,7 +1,6 @@
 package frozenlake
 
 import (
-	"context"
 	"testing"
 
 	"github.com/patrdb/patrdb/store"
@@ -14,14 +13,7 @@ func TestTrainPaTRLearnsNonSlippery(t *testing.T) {
 	cfg.Steps = 12
 	cfg.Batch = 8
 	cfg.EvalEpisodes = 10
-	tr, err := NewTrainer(db, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := tr.Train(context.Background(), false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := train(t, db, cfg)
 	t.Logf("report: %+v", *rep)
 	if rep.Steps != 12 || rep.Nodes == 0 || rep.Leaves == 0 {
 		t.Fatalf("report = %+v", rep)
@@ -30,7 +22,7 @@ func TestTrainPaTRLearnsNonSlippery(t *testing.T) {
 	if last.Success <= rep.History[0].Success {
 		t.Errorf("leaf success did not improve: first %.3f last %.3f", rep.History[0].Success, last.Success)
 	}
-	err = db.View(func(tx *store.Tx) error {
+	err := db.View(func(tx *store.Tx) error {
 		r, err := tx.Run("demo")
 		if err != nil {
 			return err
