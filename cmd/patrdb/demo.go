@@ -88,6 +88,8 @@ type demoRow struct {
 	Unlocked       int     `json:"unlocked_groups"`
 	PublicRubrics  int     `json:"public_rubrics"`
 	RetiredRubrics int     `json:"retired_rubrics"`
+	PolicyCalls    int     `json:"policy_calls"` // batch-policy calls this invocation made
+	MaxBatch       int     `json:"max_batch"`    // the largest batch one call carried
 }
 
 type demoSummary struct {
@@ -222,7 +224,8 @@ func (a *App) demoOne(ctx context.Context, db *store.DB, f *demoFlags, mode stri
 	}
 	return demoRow{Run: rep.Run, Mode: rep.Mode, Seed: seed, Steps: rep.Steps, FinalSuccess: rep.FinalSuccess, SampledSuccess: rep.SampledSuccess,
 		EnvSteps: rep.EnvSteps, Nodes: rep.Nodes, Leaves: rep.Leaves, Bytes: rep.Bytes,
-		ZeroVariance: rep.ZeroVariance, Unlocked: rep.Unlocked, PublicRubrics: rep.PublicRubrics, RetiredRubrics: rep.RetiredRubrics}, nil
+		ZeroVariance: rep.ZeroVariance, Unlocked: rep.Unlocked, PublicRubrics: rep.PublicRubrics, RetiredRubrics: rep.RetiredRubrics,
+		PolicyCalls: rep.PolicyCalls, MaxBatch: rep.MaxBatch}, nil
 }
 
 // demoBoth runs PaTR, then GRPO with PaTR's env-step budget, for each seed.

@@ -42,6 +42,11 @@ func TestDemoJSONReport(t *testing.T) {
 	if len(rep.Runs) != 1 || rep.Runs[0].Steps != 5 || rep.Runs[0].Nodes == 0 || rep.Runs[0].Leaves == 0 || rep.Bytes == 0 {
 		t.Fatalf("report = %+v", rep)
 	}
+	// The policy answers a batch of branches per call: every branch that
+	// needs a turn, across the step's groups.
+	if r := rep.Runs[0]; r.PolicyCalls == 0 || r.MaxBatch < 4 || r.PolicyCalls*2 > r.EnvSteps {
+		t.Errorf("policy calls %d, largest batch %d for %d env steps: not batched", r.PolicyCalls, r.MaxBatch, r.EnvSteps)
+	}
 	if _, stderr, code := runCLI(t, "check", "--db", path); code != 0 {
 		t.Fatalf("check after demo: exit %d: %s", code, stderr)
 	}

@@ -52,10 +52,26 @@ func Actions(history []store.Turn) []Action {
 }
 
 // TreePolicy samples from a fixed tabular policy (the one of the current
-// step; the trainer swaps it between steps).
+// step; the trainer swaps it between steps). It answers a whole batch of
+// branches per call, as an inference server would; Version is recorded on
+// every move it samples.
 type TreePolicy struct {
-	Map    Map
-	Policy *Policy
+	Map     Map
+	Policy  *Policy
+	Version uint64
+}
+
+// ActBatch implements tree.BatchPolicy: one move per request.
+func (p *TreePolicy) ActBatch(ctx context.Context, reqs []tree.ActRequest) ([]tree.Move, error) {
+	out := make([]tree.Move, len(reqs))
+	for i, r := range reqs {
+		m, err := p.Act(ctx, r.Key, r.Task, r.History)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = m
+	}
+	return out, nil
 }
 
 // Act implements tree.Policy.
@@ -66,7 +82,7 @@ func (p *TreePolicy) Act(_ context.Context, key tree.TurnKey, _ tree.Task, histo
 	}
 	u := Uniform(key.Seed, KeyAction, key.Step, key.Node, uint64(key.Index))
 	a, logp := p.Policy.Sample(pos, u)
-	return tree.Move{Text: a.String(), Tokens: []uint32{uint32(a)}, Logprobs: []float32{float32(logp)}}, nil
+	return tree.Move{Text: a.String(), Tokens: []uint32{uint32(a)}, Logprobs: []float32{float32(logp)}, PolicyVersion: p.Version}, nil
 }
 
 // TreeEnv runs FrozenLake episodes.

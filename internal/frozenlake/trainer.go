@@ -83,6 +83,10 @@ type StepReport struct {
 	Unlocked      int     `json:"unlocked_groups"` // zero-variance groups shaping made informative
 	CutGroups     int     `json:"cut_groups"`      // groups the budget cut, not trained on
 	TotalEnvSteps int     `json:"total_env_steps"`
+	// PolicyCalls is the batch-policy calls this process made for the step
+	// (a resumed step counts the resumed part), MaxBatch the largest.
+	PolicyCalls int `json:"policy_calls"`
+	MaxBatch    int `json:"max_batch"`
 }
 
 // Report is the outcome of a training run.
@@ -100,6 +104,8 @@ type Report struct {
 	RetiredRubrics int          `json:"retired_rubrics"`
 	ZeroVariance   int          `json:"zero_variance_groups"`
 	Unlocked       int          `json:"unlocked_groups"`
+	PolicyCalls    int          `json:"policy_calls"` // batch-policy calls of this process, over its steps
+	MaxBatch       int          `json:"max_batch"`    // the largest batch one call carried
 	History        []StepReport `json:"history"`
 }
 
@@ -183,6 +189,8 @@ func (t *Trainer) Train(ctx context.Context, resume bool) (*Report, error) {
 		}
 		total += sr.EnvSteps
 		sr.TotalEnvSteps = total
+		rep.PolicyCalls += sr.PolicyCalls
+		rep.MaxBatch = max(rep.MaxBatch, sr.MaxBatch)
 		rep.History = append(rep.History, *sr)
 		cut := ""
 		if sr.CutGroups > 0 {
@@ -274,8 +282,12 @@ func (t *Trainer) initEngine() error {
 		t.budget = NewBudget(t.cfg.EnvStepBudget)
 	}
 	opts := tree.Options{
-		Config: t.cfg.Tree,
-		Policy: t.treeP,
+		Config:      t.cfg.Tree,
+		BatchPolicy: t.treeP,
+		// A FrozenLake move takes microseconds, and one worker steps the
+		// episodes in the engine's order, so a budget cuts the same moves
+		// in an uninterrupted and a resumed run.
+		Workers: 1,
 		Env:    &TreeEnv{Map: t.m, Slippery: t.cfg.Slippery, Discount: t.cfg.Discount, Budget: t.budget},
 		Scorer: &TreeScorer{Map: t.m},
 	}
@@ -310,23 +322,29 @@ func (t *Trainer) step(ctx context.Context, step uint64) (*StepReport, error) {
 	for _, g := range groups {
 		open = open || g.Status == store.GroupOpen
 	}
+	t.treeP.Version = step // the policy after step-1 updates
+	var res *tree.StepResult
+	var err error
 	switch {
 	case len(groups) == 0:
 		tasks := make([]tree.Task, t.cfg.Batch)
 		for i := range tasks {
 			tasks[i] = tree.Task{ID: "frozenlake-" + t.cfg.Map + "-" + strconv.Itoa(i), Prompt: "reach G from S without falling into H"}
 		}
-		if _, err := t.engine.Rollout(ctx, step, tasks); err != nil {
+		if res, err = t.engine.Rollout(ctx, step, tasks); err != nil {
 			return nil, err
 		}
 	case open:
-		if _, err := t.engine.Resume(ctx, step); err != nil {
+		if res, err = t.engine.Resume(ctx, step); err != nil {
 			return nil, err
 		}
 	}
 	samples, sr, err := t.collect(step)
 	if err != nil {
 		return nil, err
+	}
+	if res != nil {
+		sr.PolicyCalls, sr.MaxBatch = res.PolicyCalls, res.MaxBatch
 	}
 	for e := 0; e < t.cfg.Epochs; e++ {
 		t.policy.Update(samples, t.cfg.LR, t.cfg.ClipEps)
