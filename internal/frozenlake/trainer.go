@@ -288,8 +288,8 @@ func (t *Trainer) initEngine() error {
 		// episodes in the engine's order, so a budget cuts the same moves
 		// in an uninterrupted and a resumed run.
 		Workers: 1,
-		Env:    &TreeEnv{Map: t.m, Slippery: t.cfg.Slippery, Discount: t.cfg.Discount, Budget: t.budget},
-		Scorer: &TreeScorer{Map: t.m},
+		Env:     &TreeEnv{Map: t.m, Slippery: t.cfg.Slippery, Discount: t.cfg.Discount, Budget: t.budget},
+		Scorer:  &TreeScorer{Map: t.m},
 	}
 	if t.cfg.Rubrics && t.ShaperFor != nil {
 		sh, err := t.ShaperFor(t.db, t.cfg.Run, t.cfg, t.m)
