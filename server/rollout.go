@@ -1,8 +1,11 @@
 package server
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/patrdb/patrdb/store"
@@ -19,11 +22,15 @@ import (
 
 // OpenStepRequest is POST /api/v1/runs/{run}/steps: one group per task, each
 // with the run's B0 root branches. Asking again with the same tasks returns
-// the same groups; other tasks for an opened step are a 409.
+// the same groups; other tasks for an opened step are a 409. Tree, when
+// given, names the tree config fields the driver relies on (e.g. {"k": 5});
+// a run that recorded other values refuses the step with a 409 naming them
+// (config_mismatch), instead of growing trees the driver does not expect.
 type OpenStepRequest struct {
 	Keyed
-	Step  uint64      `json:"step"`
-	Tasks []tree.Task `json:"tasks"`
+	Step  uint64          `json:"step"`
+	Tasks []tree.Task     `json:"tasks"`
+	Tree  json.RawMessage `json:"tree,omitempty"`
 }
 
 // OpenStepResponse answers POST .../steps: the step's groups in task order.
@@ -44,6 +51,13 @@ func (s *server) openStep(w http.ResponseWriter, r *http.Request) error {
 	c, err := s.coordinator(run)
 	if err != nil {
 		return err
+	}
+	want := c.Config()
+	if err := overlay(req.Tree, &want, "tree"); err != nil {
+		return err
+	}
+	if diff := tree.ConfigDiff(c.Config(), want); len(diff) > 0 {
+		return fmt.Errorf("%w: run %q: %s (recorded → asked): open the step with the run's config", tree.ErrConfigMismatch, run, strings.Join(diff, ", "))
 	}
 	return s.write(w, r, run, &req, func(tx *store.Tx) (int, any, error) {
 		groups, err := c.OpenStep(tx, req.Step, req.Tasks)
