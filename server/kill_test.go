@@ -171,13 +171,15 @@ func TestKillWorkersAndServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kill test: not in -short")
 	}
-	chaos, tasks := 20*time.Second, 24
+	// One round by default; PATRDB_KILLTEST=seconds repeats rounds of
+	// twice the tasks (each on a fresh file) until the time is up.
+	rounds, tasks, budget := 1, 24, time.Duration(0)
 	if v := os.Getenv("PATRDB_KILLTEST"); v != "" {
 		secs, err := strconv.Atoi(v)
 		if err != nil || secs < 1 {
 			t.Fatalf("PATRDB_KILLTEST=%q: want seconds", v)
 		}
-		chaos, tasks = time.Duration(secs)*time.Second, max(16, 4*secs)
+		rounds, tasks, budget = 1<<30, 48, time.Duration(secs)*time.Second
 	}
 	bin := patrdbBin(t)
 	self, err := os.Executable()
@@ -189,7 +191,22 @@ func TestKillWorkersAndServer(t *testing.T) {
 	if _, err := os.Stat(script); err != nil {
 		python = ""
 	}
+	if python == "" {
+		t.Log("python3 not found: Go workers only")
+	}
+	start := time.Now()
+	var total [2]int
+	for r := 0; r < rounds && (r == 0 || time.Since(start) < budget); r++ {
+		wk, sk := killRound(t, bin, self, python, script, tasks)
+		total[0] += wk
+		total[1] += sk
+	}
+	t.Logf("in all: %d worker kills, %d server kills in %v", total[0], total[1], time.Since(start).Round(time.Millisecond))
+}
 
+// killRound grows one step of tasks under chaos and checks it; it returns
+// the worker and server kills.
+func killRound(t *testing.T, bin, self, python, script string, tasks int) (workerKills, serverKills int) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "kill.db")
 	port := freePort(t)
@@ -223,9 +240,7 @@ func TestKillWorkersAndServer(t *testing.T) {
 			return cmd
 		}})
 	}
-	if python == "" {
-		t.Log("python3 not found: Go workers only")
-	} else {
+	if python != "" {
 		for i := range 4 {
 			acks := filepath.Join(dir, fmt.Sprintf("py-%d.acks", i))
 			ackFiles = append(ackFiles, acks)
@@ -258,9 +273,7 @@ func TestKillWorkersAndServer(t *testing.T) {
 	seed := rng.Int63()
 	rng = rand.New(rand.NewSource(seed))
 	t.Logf("chaos seed %d", seed)
-	var workerKills, serverKills int
-	end := time.Now().Add(chaos)
-	for time.Now().Before(end) {
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); {
 		time.Sleep(time.Duration(20+rng.Intn(130)) * time.Millisecond)
 		if st, err := c.StepStatus(bg, run, 1); err == nil && st.Active == 0 {
 			break
@@ -346,6 +359,7 @@ func TestKillWorkersAndServer(t *testing.T) {
 	if got != want {
 		t.Fatalf("the killed run's trees differ from the uninterrupted run's:\n%s", firstDiff(got, want))
 	}
+	return workerKills, serverKills
 }
 
 // waitForFile waits until one of files exists.
