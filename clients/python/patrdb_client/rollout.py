@@ -62,7 +62,7 @@ class Env(Protocol):
     def restore(self, task: Task, history: List[Turn], state: Optional[bytes]) -> Episode: ...
 
 
-ActFn = Callable[[List[ActRequest]], Sequence[Move]]
+ActFn = Callable[[List[ActRequest]], Sequence[Union[Move, BaseException]]]
 ScoreFn = Callable[[Task, List[Turn]], float]
 
 
@@ -104,7 +104,8 @@ class RolloutWorker:
     intervals with one ``act`` call per round (every branch still sampling),
     step the episodes, score, submit; repeat until the step has no active branch.
 
-    ``act(requests) -> moves`` is your batched policy (one vLLM/SGLang call);
+    ``act(requests) -> moves`` is your batched policy (one vLLM/SGLang call;
+    an exception in place of a move fails that request alone);
     ``env`` has ``reset(task)`` and ``restore(task, history, state)`` returning
     an episode with ``step(key, move) -> Observation`` and ``state()``;
     ``scorer(task, history)`` is the process score in [0,1] (None when the run
@@ -175,6 +176,9 @@ class RolloutWorker:
                     b.error = f"policy: {e}"
                 continue
             for b, mv in zip(who, moves):
+                if isinstance(mv, BaseException):
+                    b.error = f"policy: {mv}"
+                    continue
                 try:
                     obs = b.episode.step(b.key(), mv)
                 except Exception as e:  # noqa: BLE001

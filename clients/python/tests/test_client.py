@@ -208,6 +208,27 @@ class WholeStepTest(ServedTest):
         advs = StepDriver(self.client, "r1").wait(1)[g.id]
         self.assertEqual([a.outcome for a in advs], [0.5, 0.5, 1.0, 1.0])
 
+    def test_a_failing_branch_is_retried_then_recorded(self):
+        d = StepDriver(self.client, "r1", poll=0.02)
+        g = self.client.open_step("r1", 1, toy_worker.toy_tasks(1), client_key="open").groups[0]
+        bad = self.client.lease("r1", "probe", max=1, step=1, ttl_ms=1)[0]
+        time.sleep(0.01)
+
+        def act(reqs):
+            moves = toy_worker.toy_act(reqs)
+            return [RuntimeError("CUDA out of memory") if r.key.branch == bad.key.branch else m
+                    for r, m in zip(reqs, moves)]
+
+        w = RolloutWorker(self.client, "r1", act, toy_worker.ToyEnv(), toy_worker.toy_score, poll=0.01)
+        w.run(1, deadline=time.monotonic() + 60)
+        advs = d.wait(1, timeout=30)[g.id]
+        node = self.client.node("r1", bad.node).node
+        self.assertEqual(node.status, "failed")
+        self.assertEqual(node.attempt, 2)  # three attempts
+        self.assertIn("CUDA out of memory", node.error)
+        self.assertNotIn(bad.node, [a.leaf for a in advs])
+        self.assertTrue(advs)
+
     def test_shaped_close(self):
         import threading
         d = StepDriver(self.client, "r1", poll=0.02)
