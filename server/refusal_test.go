@@ -137,7 +137,7 @@ func TestRefuseLogprobCount(t *testing.T) {
 	e, g, ls := refusalEnv(t)
 	bad := turn("x", 0)
 	bad.ActionLogprobs = bad.ActionLogprobs[:2] // three tokens
-	refused(e, "/api/v1/runs/r1/submit", submitReq("lp", sub(ls[g.Roots[0]], nil, bad)), http.StatusBadRequest, "bad_request")
+	refused(e, "/api/v1/runs/r1/submit", submitReq("lp", sub(ls[g.Roots[0]], nil, bad)), http.StatusBadRequest, "invalid")
 }
 
 func TestRefuseInvalidUTF8(t *testing.T) {

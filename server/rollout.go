@@ -172,7 +172,7 @@ func (s *server) submitWork(w http.ResponseWriter, r *http.Request) error {
 		}
 		enc, err := store.EncodeTurns(subs[i].Turns...)
 		if err != nil {
-			return badRequest("submissions[%d] (node %d): %v", i, subs[i].Node, err)
+			return fmt.Errorf("submissions[%d] (node %d): %w", i, subs[i].Node, err)
 		}
 		subs[i].Encoded = enc
 	}
