@@ -96,6 +96,11 @@ func Export(ctx context.Context, r *store.RunTx, opts ExportOptions) (*ExportRes
 	if _, err := r.Info(); err != nil {
 		return nil, err
 	}
+	// A damaged run is refused whole rather than exported in part: every
+	// record must be intact and agree with the run's links and event log.
+	if err := r.Verify(); err != nil {
+		return nil, err
+	}
 	target := filepath.Clean(opts.Out)
 	empty, err := emptyOrAbsent(target)
 	if err != nil {
@@ -117,7 +122,7 @@ func Export(ctx context.Context, r *store.RunTx, opts ExportOptions) (*ExportRes
 		runDir = tmp
 	}
 	if err != nil {
-		return nil, fmt.Errorf("replay: export: %w", err)
+		return nil, fmt.Errorf("export: %w", err)
 	}
 	done := false
 	defer func() {
@@ -126,10 +131,10 @@ func Export(ctx context.Context, r *store.RunTx, opts ExportOptions) (*ExportRes
 		}
 	}()
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
-		return nil, fmt.Errorf("replay: export: %w", err)
+		return nil, fmt.Errorf("export: %w", err)
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it private
-		return nil, fmt.Errorf("replay: export: %w", err)
+		return nil, fmt.Errorf("export: %w", err)
 	}
 
 	ex, err := newExporter(ctx, r, opts, runDir)
@@ -148,10 +153,10 @@ func Export(ctx context.Context, r *store.RunTx, opts ExportOptions) (*ExportRes
 		// rename(2) would replace an empty folder, but os.Rename refuses
 		// any existing folder; remove it (only if still empty) first.
 		if err := os.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("replay: export: %w", err)
+			return nil, fmt.Errorf("export: %w", err)
 		}
 		if err := os.Rename(tmp, target); err != nil {
-			return nil, fmt.Errorf("replay: export: %w", err)
+			return nil, fmt.Errorf("export: %w", err)
 		}
 	} else if err := swapDir(runDir, final); err != nil {
 		return nil, err
@@ -174,19 +179,19 @@ func emptyOrAbsent(dir string) (bool, error) {
 		return true, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("replay: export: %w", err)
+		return false, fmt.Errorf("export: %w", err)
 	}
 	if !fi.IsDir() {
 		return false, fmt.Errorf("%w: %s is a file", ErrOutExists, dir)
 	}
 	f, err := os.Open(dir)
 	if err != nil {
-		return false, fmt.Errorf("replay: export: %w", err)
+		return false, fmt.Errorf("export: %w", err)
 	}
 	defer f.Close()
 	names, err := f.Readdirnames(1)
 	if err != nil && err != io.EOF {
-		return false, fmt.Errorf("replay: export: %w", err)
+		return false, fmt.Errorf("export: %w", err)
 	}
 	return len(names) == 0, nil
 }
@@ -200,13 +205,13 @@ func swapDir(src, dst string) error {
 	if _, err := os.Lstat(dst); err == nil {
 		aside, err := os.MkdirTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".old-")
 		if err != nil {
-			return fmt.Errorf("replay: export: %w", err)
+			return fmt.Errorf("export: %w", err)
 		}
 		if err := os.Remove(aside); err != nil {
-			return fmt.Errorf("replay: export: %w", err)
+			return fmt.Errorf("export: %w", err)
 		}
 		if err := os.Rename(dst, aside); err != nil {
-			return fmt.Errorf("replay: export: %w", err)
+			return fmt.Errorf("export: %w", err)
 		}
 		old = aside
 	}
@@ -214,7 +219,7 @@ func swapDir(src, dst string) error {
 		if old != "" {
 			_ = os.Rename(old, dst)
 		}
-		return fmt.Errorf("replay: export: %w", err)
+		return fmt.Errorf("export: %w", err)
 	}
 	if old != "" {
 		_ = os.RemoveAll(old)
@@ -404,12 +409,12 @@ type tableFile struct {
 func createTable(dir string, step uint64, name string) (*tableFile, error) {
 	sub := "step=" + strconv.FormatUint(step, 10)
 	if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
-		return nil, fmt.Errorf("replay: export: %w", err)
+		return nil, fmt.Errorf("export: %w", err)
 	}
 	rel := sub + "/" + name
 	f, err := os.OpenFile(filepath.Join(dir, sub, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("replay: export: %w", err)
+		return nil, fmt.Errorf("export: %w", err)
 	}
 	return &tableFile{f: f, rel: rel, step: step}, nil
 }
@@ -427,7 +432,7 @@ func (t *tableFile) finish(table string) (ExportFile, error) {
 		err = cerr
 	}
 	if err != nil {
-		return ef, fmt.Errorf("replay: export: %w", err)
+		return ef, fmt.Errorf("export: %w", err)
 	}
 	return ef, nil
 }

@@ -115,7 +115,7 @@ func (t *jsonlTable) at(dir string, step uint64, files *[]ExportFile) error {
 
 func (t *jsonlTable) write(v any) error {
 	if err := t.enc.Encode(v); err != nil {
-		return fmt.Errorf("replay: export: %w", err)
+		return fmt.Errorf("export: %w", err)
 	}
 	t.tf.rows++
 	return nil
@@ -129,7 +129,7 @@ func (t *jsonlTable) close(files *[]ExportFile) error {
 	t.tf = nil
 	if err := t.bw.Flush(); err != nil {
 		_ = tf.f.Close()
-		return fmt.Errorf("replay: export: %w", err)
+		return fmt.Errorf("export: %w", err)
 	}
 	ef, err := tf.finish(t.name)
 	if err != nil {

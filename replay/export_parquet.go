@@ -172,7 +172,7 @@ func (t *pqTable[T]) flushPending() error {
 		return nil
 	}
 	if _, err := t.w.Write(t.pending); err != nil {
-		return fmt.Errorf("replay: export %s: %w", t.name, err)
+		return fmt.Errorf("export %s: %w", t.name, err)
 	}
 	t.tf.rows += int64(len(t.pending))
 	clear(t.pending)
@@ -192,7 +192,7 @@ func (t *pqTable[T]) close(files *[]ExportFile) error {
 	t.tf, t.w = nil, nil
 	if err != nil {
 		_ = tf.f.Close()
-		return fmt.Errorf("replay: export %s: %w", t.name, err)
+		return fmt.Errorf("export %s: %w", t.name, err)
 	}
 	ef, err := tf.finish(t.name)
 	if err != nil {

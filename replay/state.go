@@ -98,7 +98,7 @@ func (s *State) Apply(e Event) error {
 		if !ok {
 			return logErrorf("event %d: turns of node %d, which no event created", e.Seq, e.Node)
 		}
-		n.Turns = rec.Turns
+		rec.Apply(&n)
 		s.Nodes[e.Node] = n
 	case *store.Advantage:
 		s.Advantages[AdvKey{rec.Step, rec.Group, rec.Leaf}] = *rec

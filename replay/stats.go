@@ -69,6 +69,13 @@ type StepStats struct {
 	ZeroVarBefore  int `json:"zero_var_before"`
 	ZeroVarAfter   int `json:"zero_var_after"`
 	UnlockedGroups int `json:"unlocked_groups"`
+	// Policy versions of the turns sampled (0 when the writer recorded
+	// none), and the staleness of the oldest: the run's newest version
+	// minus this step's oldest, how far behind the current policy the
+	// step's data can be.
+	MinPolicyVersion uint64 `json:"min_policy_version"`
+	MaxPolicyVersion uint64 `json:"max_policy_version"`
+	MaxStaleness     uint64 `json:"max_staleness"`
 }
 
 func (s *StepStats) merge(o *StepStats) {
@@ -101,6 +108,10 @@ func (s *StepStats) merge(o *StepStats) {
 	s.ZeroVarBefore += o.ZeroVarBefore
 	s.ZeroVarAfter += o.ZeroVarAfter
 	s.UnlockedGroups += o.UnlockedGroups
+	if o.MinPolicyVersion > 0 && (s.MinPolicyVersion == 0 || o.MinPolicyVersion < s.MinPolicyVersion) {
+		s.MinPolicyVersion = o.MinPolicyVersion
+	}
+	s.MaxPolicyVersion = max(s.MaxPolicyVersion, o.MaxPolicyVersion)
 }
 
 func (s *StepStats) finish() {
@@ -229,6 +240,15 @@ func (b *StatsBuilder) flush() {
 func (b *StatsBuilder) Finish() *RunStats {
 	b.flush()
 	b.rs.Total.finish()
+	cur := b.rs.Total.MaxPolicyVersion
+	for i := range b.rs.Steps {
+		if s := &b.rs.Steps[i]; s.MinPolicyVersion > 0 {
+			s.MaxStaleness = cur - s.MinPolicyVersion
+		}
+	}
+	if b.rs.Total.MinPolicyVersion > 0 {
+		b.rs.Total.MaxStaleness = cur - b.rs.Total.MinPolicyVersion
+	}
 	return b.rs
 }
 
@@ -238,6 +258,10 @@ func groupStats(nodes []store.Node, advs []store.Advantage) StepStats {
 	for i := range nodes {
 		n := &nodes[i]
 		s.TurnsStored += n.Turns
+		if n.MinVersion > 0 && (s.MinPolicyVersion == 0 || n.MinVersion < s.MinPolicyVersion) {
+			s.MinPolicyVersion = n.MinVersion
+		}
+		s.MaxPolicyVersion = max(s.MaxPolicyVersion, n.MaxVersion)
 		if n.Status.Leaf() {
 			s.Leaves++
 			s.TurnsMaterialised += n.PathLen()

@@ -84,6 +84,14 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"checkpoint step 0", "/api/v1/runs/r1/checkpoints", "", `{"client_key":"x","step":0,"uri":"u"}`, 400},
 		{"empty checkpoint", "/api/v1/runs/r1/checkpoints", "", `{"client_key":"x","step":1}`, 400},
 		{"inline not base64", "/api/v1/runs/r1/checkpoints", "", `{"client_key":"x","step":1,"inline":"!!"}`, 400},
+		// encoding/json would store these as U+FFFD without a word.
+		{"invalid UTF-8 in a turn", "/api/v1/runs/r1/submit", "", submit(",\"turns\":[{\"action\":\"a\xff\xfeb\",\"observation\":\"o\"}]"), 400},
+		{"truncated UTF-8 sequence", "/api/v1/runs/r1/submit", "", submit(",\"turns\":[{\"action\":\"caf\xc3\",\"observation\":\"o\"}]"), 400},
+		{"lone high surrogate escape", "/api/v1/runs/r1/submit", "", submit(`,"turns":[{"action":"a\ud800","observation":"o"}]`), 400},
+		{"lone low surrogate escape", "/api/v1/runs/r1/submit", "", submit(`,"turns":[{"action":"a","observation":"\uDC00o"}]`), 400},
+		{"high surrogate before a non-surrogate", "/api/v1/runs/r1/submit", "", submit(`,"turns":[{"action":"\ud800\u0041","observation":"o"}]`), 400},
+		{"an escaped backslash before u is not an escape", "/api/v1/runs/r1/submit", "", `{"client_key":"bs","submissions":[{` + l1 + `,"turns":[{"action":"a\\ud800","observation":"o"}]}]}`, 200},
+		{"a surrogate pair is fine", "/api/v1/runs/r1/submit", "", `{"client_key":"pair","submissions":[{"lease":"` + ls[a[1]].ID + `","node":` + u64(a[1]) + `,"from":1,"turns":[{"action":"\ud83d\ude00","observation":"o"}]}]}`, 200},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -106,6 +114,11 @@ func TestBadInputWritesNothing(t *testing.T) {
 				t.Fatal("the refused request changed the file")
 			}
 			assertErrorBody(t, h, body)
+			for _, word := range []string{"UTF-8", "surrogate"} {
+				if strings.Contains(c.name, word) && !bytes.Contains(body, []byte(word)) {
+					t.Errorf("refused for another reason: %s", body)
+				}
+			}
 		})
 	}
 }

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -17,8 +19,23 @@ import (
 // talks to the owner instead. After a crash the file may be stale; Discover
 // checks that the address answers for the same file before trusting it.
 
-// AddrFile is the path of the address file of a store file: "<db>.serve".
-func AddrFile(dbPath string) string { return dbPath + ".serve" }
+// AddrFile is the path of the address file of a store file: "<db>.serve",
+// next to the file itself when dbPath is a symbolic link, so that every
+// name of the file finds the same address.
+func AddrFile(dbPath string) string {
+	if p, err := filepath.EvalSymlinks(dbPath); err == nil {
+		dbPath = p
+	}
+	return dbPath + ".serve"
+}
+
+// FileID names a store file without saying where it lives: a hash of its
+// absolute path with symbolic links resolved. Health reports it, and
+// Discover compares it with the file it was asked about.
+func FileID(dbPath string) string {
+	sum := sha256.Sum256([]byte(resolvePath(dbPath)))
+	return hex.EncodeToString(sum[:16])
+}
 
 // WriteAddrFile records baseURL (e.g. "http://127.0.0.1:7878") for dbPath.
 // It writes a temporary file and renames it, so a reader never sees half an
@@ -100,23 +117,20 @@ func Discover(ctx context.Context, dbPath string, client *http.Client) (string, 
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&h) != nil || h.Status != "ok" {
 		return "", fmt.Errorf("%w: %s (from %s) is not a healthy patrdb server (HTTP %d)", ErrNoServer, base, AddrFile(dbPath), resp.StatusCode)
 	}
-	if !samePath(h.Path, dbPath) {
-		return "", fmt.Errorf("%w: %s serves %s, not %s", ErrNoServer, base, h.Path, dbPath)
+	if h.File != FileID(dbPath) {
+		return "", fmt.Errorf("%w: %s (from %s) serves another file than %s", ErrNoServer, base, AddrFile(dbPath), dbPath)
 	}
 	return base, nil
 }
 
-func samePath(a, b string) bool {
-	ra, err1 := filepath.Abs(a)
-	rb, err2 := filepath.Abs(b)
-	if err1 != nil || err2 != nil {
-		return a == b
+// resolvePath is path made absolute, with symbolic links resolved when it
+// exists.
+func resolvePath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
 	}
-	if ea, err := filepath.EvalSymlinks(ra); err == nil {
-		ra = ea
+	if p, err := filepath.EvalSymlinks(path); err == nil {
+		path = p
 	}
-	if eb, err := filepath.EvalSymlinks(rb); err == nil {
-		rb = eb
-	}
-	return ra == rb
+	return path
 }

@@ -10,9 +10,9 @@
 //
 // # Reads
 //
-//	GET /api/v1/health                              Health (open even with a token)
+//	GET /api/v1/health                              Health (open even with a token; the path only with it)
 //	GET /api/v1/stats[?run=ID]                      Stats: bytes per bucket, turns stored vs materialised
-//	GET /api/v1/runs                                {"runs": [RunSummary]}
+//	GET /api/v1/runs                                {"runs": [RunSummary]} (a damaged run: its id and "damaged")
 //	GET /api/v1/runs/{run}                          RunSummary
 //	GET /api/v1/runs/{run}/steps                    {"steps": [StepMetrics]} (the viewer's charts)
 //	GET /api/v1/runs/{run}/steps/{step}/groups      {"step", "groups": [Group]}
@@ -76,8 +76,16 @@
 // finite value <= 0 per action token); 404 for unknown runs, groups,
 // nodes, rubrics; 409 for a state that forbids the request; 413 for a body
 // over Options.MaxBodyBytes; 415 for a body that is not application/json
-// (which also keeps browsers on other sites from posting to the API). A
-// refused request writes nothing. A handler panic is a 500 and is logged.
+// (which also keeps browsers on other sites from posting to the API); 400
+// for text that is not valid UTF-8 or holds an unpaired \ud800-style
+// escape (Go's decoder would store U+FFFD); 507 "full" when the disk, the
+// quota or Options.MaxSize is full; 503 "locked". A refused request writes
+// nothing. A handler panic is a 500 and is logged.
+//
+// A damaged file never ends the process (sound.go): the first request that
+// touches a run walks its pages with bounds and checks its records
+// (store.RunTx.Verify); a damaged run answers 500 "damaged", naming where,
+// from then on, and the other runs are served.
 // Without a token only loopback Host headers are answered (DNS rebinding);
 // a non-loopback listener needs a bearer token (CheckBind), compared in
 // constant time. NewHTTPServer sets read, write and idle timeouts.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"syscall"
 
 	"github.com/patrdb/patrdb/rubricpool"
 	"github.com/patrdb/patrdb/store"
@@ -89,8 +90,12 @@ func classify(err error) (int, string) {
 		return http.StatusBadRequest, "invalid"
 	case errors.Is(err, store.ErrReadOnly):
 		return http.StatusForbidden, "read_only"
-	case errors.Is(err, store.ErrFull):
+	case errors.Is(err, store.ErrFull), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return http.StatusInsufficientStorage, "full"
+	case errors.Is(err, store.ErrCorrupt):
+		return http.StatusInternalServerError, "damaged"
+	case errors.Is(err, store.ErrTimeout):
+		return http.StatusServiceUnavailable, "locked"
 	case errors.Is(err, store.ErrClosed):
 		return http.StatusServiceUnavailable, "closed"
 	}

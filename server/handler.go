@@ -21,6 +21,7 @@ type server struct {
 	coords  coordinators
 	mux     *http.ServeMux
 	token   [sha256.Size]byte // sha256 of Options.Token, compared in constant time
+	soundness
 }
 
 // Handler returns the HTTP API and web viewer over db (see the package
@@ -65,7 +66,11 @@ type apiFunc func(w http.ResponseWriter, r *http.Request) error
 
 func (s *server) handle(pattern string, f apiFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		if err := f(w, r); err != nil {
+		err := s.soundRequest(r)
+		if err == nil {
+			err = f(w, r)
+		}
+		if err != nil {
 			s.fail(w, r, err)
 		}
 	})
@@ -113,6 +118,9 @@ func (s *server) routes() {
 // ServeHTTP applies, in order: panic recovery, the Host check, the bearer
 // token, then the route.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// bbolt reads through an mmap: a fault there is a panic, recovered
+	// below, not the end of the process.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // decodeBody reads exactly one JSON object into v: unknown fields, wrong
@@ -25,8 +26,16 @@ func decodeBody(w http.ResponseWriter, r *http.Request, max int64, v any) error 
 		return withStatus(http.StatusUnsupportedMediaType, "unsupported_media_type",
 			fmt.Errorf("%w: Content-Type %q, want application/json", ErrBadRequest, ct))
 	}
-	body := http.MaxBytesReader(w, r.Body, max)
-	dec := json.NewDecoder(body)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if err != nil {
+		return jsonError(err)
+	}
+	// encoding/json turns invalid UTF-8 and unpaired surrogate escapes into
+	// U+FFFD without a word; stored text must be what the client sent.
+	if err := textError(body); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
@@ -38,6 +47,56 @@ func decodeBody(w http.ResponseWriter, r *http.Request, max int64, v any) error 
 		return badRequest("trailing data after the JSON object")
 	}
 	return nil
+}
+
+// textError rejects a body that is not valid UTF-8 or that holds a \u
+// escape of a UTF-16 surrogate not paired with its other half.
+func textError(body []byte) error {
+	if !utf8.Valid(body) {
+		at := 0
+		for at < len(body) {
+			r, n := utf8.DecodeRune(body[at:])
+			if r == utf8.RuneError && n <= 1 {
+				break
+			}
+			at += n
+		}
+		return badRequest("invalid UTF-8 at byte %d: text must be UTF-8", at)
+	}
+	// A backslash only occurs inside strings in valid JSON (the decoder
+	// rejects it elsewhere), and always starts a two-character escape.
+	for i := 0; i < len(body); i++ {
+		if body[i] != '\\' {
+			continue
+		}
+		if i+1 < len(body) && body[i+1] == 'u' {
+			hi, ok := hex4(body, i+2)
+			switch {
+			case ok && hi >= 0xDC00 && hi <= 0xDFFF:
+				return badRequest("lone surrogate escape \\u%04X at byte %d: text must be valid Unicode", hi, i)
+			case ok && hi >= 0xD800 && hi <= 0xDBFF:
+				lo, ok := rune(0), i+7 < len(body) && body[i+6] == '\\' && body[i+7] == 'u'
+				if ok {
+					lo, ok = hex4(body, i+8)
+				}
+				if !ok || lo < 0xDC00 || lo > 0xDFFF {
+					return badRequest("lone surrogate escape \\u%04X at byte %d: text must be valid Unicode", hi, i)
+				}
+				i += 6
+			}
+		}
+		i++ // the escaped character
+	}
+	return nil
+}
+
+// hex4 reads four hex digits at b[at:].
+func hex4(b []byte, at int) (rune, bool) {
+	if at+4 > len(b) {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(b[at:at+4]), 16, 32)
+	return rune(v), err == nil
 }
 
 // jsonError turns a decoding error into a 400 (or 413) that says where.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sort"
 
 	"github.com/patrdb/patrdb/store"
@@ -15,9 +14,13 @@ const APIVersion = "v1"
 
 // Health is GET /api/v1/health.
 type Health struct {
-	Status   string `json:"status"` // "ok"
-	API      string `json:"api"`    // "v1"
-	Path     string `json:"path"`   // the file served, so a client can check it found the right server
+	Status string `json:"status"` // "ok"
+	API    string `json:"api"`    // "v1"
+	// File identifies the file served (FileID), so a client can check it
+	// found the right server without learning where the file lives.
+	File string `json:"file"`
+	// Path is the file's absolute path, only to a request with the token.
+	Path     string `json:"path,omitempty"`
 	ReadOnly bool   `json:"read_only"`
 }
 
@@ -35,6 +38,10 @@ type RunSummary struct {
 	Events     uint64                   `json:"events"` // last event sequence number
 	Bytes      int64                    `json:"bytes"`  // sum of the run's bucket sizes
 	Buckets    []store.BucketSize       `json:"buckets"`
+	// Damaged, in the run list only, says why the run cannot be read (its
+	// own endpoints answer 500 "damaged"); every other field is then zero
+	// but the run's id.
+	Damaged string `json:"damaged,omitempty"`
 }
 
 // GroupTree is GET /api/v1/runs/{run}/groups/{group}: the group and every
@@ -123,12 +130,15 @@ func lookupRun(tx *store.Tx, id string) (*store.RunTx, error) {
 	return r, err
 }
 
-func (s *server) health(w http.ResponseWriter, _ *http.Request) error {
-	path := s.db.Path()
-	if abs, err := filepath.Abs(path); err == nil {
-		path = abs
+func (s *server) health(w http.ResponseWriter, r *http.Request) error {
+	h := Health{Status: "ok", API: APIVersion, File: FileID(s.db.Path()), ReadOnly: s.opts.ReadOnly || s.db.Options().ReadOnly}
+	// health answers without the token (a client checks it reached a
+	// patrdb server before it has one); where the file lives is said only
+	// to a client that holds it.
+	if s.opts.Token != "" && s.authorized(r) {
+		h.Path = resolvePath(s.db.Path())
 	}
-	return s.ok(w, Health{Status: "ok", API: APIVersion, Path: path, ReadOnly: s.opts.ReadOnly || s.db.Options().ReadOnly})
+	return s.ok(w, h)
 }
 
 func (s *server) listRuns(w http.ResponseWriter, _ *http.Request) error {
@@ -141,6 +151,15 @@ func (s *server) listRuns(w http.ResponseWriter, _ *http.Request) error {
 			return err
 		}
 		for _, id := range ids {
+			if err := s.sound(tx, id); err != nil {
+				var ae *apiError
+				if !errors.As(err, &ae) || ae.code != "damaged" {
+					return err
+				}
+				// The list goes on: the other runs are still served.
+				out.Runs = append(out.Runs, RunSummary{Run: RunJSON{Run: store.Run{ID: id}}, Damaged: oneLine(err.Error())})
+				continue
+			}
 			r, err := tx.Run(id)
 			if err != nil {
 				return err
@@ -475,12 +494,18 @@ func (s *server) stats(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		if only != "" {
+			if err := s.sound(tx, only); store.ValidRunID(only) && err != nil {
+				return err
+			}
 			if _, err := lookupRun(tx, only); err != nil {
 				return err
 			}
 			ids = []string{only}
 		}
 		for _, id := range ids {
+			if err := s.sound(tx, id); err != nil {
+				return err
+			}
 			rt, err := tx.Run(id)
 			if err != nil {
 				return err

@@ -76,7 +76,7 @@ func (c *checker) logMatches(r *RunTx) {
 			}
 		case *TurnsPayload:
 			if n, ok := want[logKey{bNodes, string(u64key(e.Node))}]; ok {
-				n.rec.(*Node).Turns = x.Turns
+				x.Apply(n.rec.(*Node))
 				n.seq = e.Seq
 			}
 		case *Advantage:

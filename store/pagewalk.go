@@ -88,6 +88,11 @@ func readMeta(f io.ReaderAt, page int, off int64) boltMeta {
 	return m
 }
 
+// fallback describes a damaged meta page.
+func (m boltMeta) fallback() string {
+	return fmt.Sprintf("meta page %d: %s (bbolt falls back to the other meta page, so the last commit may be lost)", m.page, m.err)
+}
+
 // current returns the meta bbolt uses: the valid one with the higher txid.
 func current(ms [2]boltMeta) (boltMeta, bool) {
 	a, b := ms[0], ms[1]
@@ -112,6 +117,8 @@ type pageWalker struct {
 	hwm      uint64
 	seen     map[uint64]bool
 	problems []string
+	// firstPath and firstMsg are the first problem, split at its bucket.
+	firstPath, firstMsg string
 	// descend says whether to walk into the sub-bucket at path; nil walks
 	// everything.
 	descend func(path string) bool
@@ -119,9 +126,18 @@ type pageWalker struct {
 
 const maxPageProblems = 100
 
-func (w *pageWalker) problem(format string, args ...any) {
+// at records a problem in the bucket at path ("" for the file as a whole).
+// The first one is also kept apart, for callers that report one line.
+func (w *pageWalker) at(path, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if len(w.problems) == 0 {
+		w.firstPath, w.firstMsg = path, msg
+	}
+	if path != "" {
+		msg = path + ": " + msg
+	}
 	if len(w.problems) < maxPageProblems {
-		w.problems = append(w.problems, fmt.Sprintf(format, args...))
+		w.problems = append(w.problems, msg)
 	}
 }
 
@@ -130,42 +146,42 @@ func (w *pageWalker) page(id uint64, want uint16, path string) []byte {
 	ps := uint64(w.pageSize)
 	switch {
 	case id < 2 || id >= w.hwm:
-		w.problem("%s: page %d outside 2..%d", path, id, w.hwm-1)
+		w.at(path, "page %d outside 2..%d", id, w.hwm-1)
 		return nil
 	case (id+1)*ps > uint64(w.size):
-		w.problem("%s: page %d lies past the end of the file (%d bytes)", path, id, w.size)
+		w.at(path, "page %d lies past the end of the file (%d bytes)", id, w.size)
 		return nil
 	case w.seen[id]:
-		w.problem("%s: page %d is referenced twice (a cycle or shared page)", path, id)
+		w.at(path, "page %d is referenced twice (a cycle or shared page)", id)
 		return nil
 	}
 	hdr := make([]byte, boltHeaderSize)
 	if _, err := w.f.ReadAt(hdr, int64(id*ps)); err != nil {
-		w.problem("%s: page %d: %v", path, id, err)
+		w.at(path, "page %d: %v", id, err)
 		return nil
 	}
 	flags, overflow := ne.Uint16(hdr[8:]), uint64(ne.Uint32(hdr[12:]))
 	switch {
 	case ne.Uint64(hdr) != id:
-		w.problem("%s: page %d says it is page %d", path, id, ne.Uint64(hdr))
+		w.at(path, "page %d says it is page %d", id, ne.Uint64(hdr))
 		return nil
 	case flags != want && !(want == boltBranchFlag|boltLeafFlag && (flags == boltBranchFlag || flags == boltLeafFlag)):
-		w.problem("%s: page %d has type flags %#x", path, id, flags)
+		w.at(path, "page %d has type flags %#x", id, flags)
 		return nil
 	case id+overflow >= w.hwm || (id+overflow+1)*ps > uint64(w.size):
-		w.problem("%s: page %d claims %d overflow pages, past the end of the data", path, id, overflow)
+		w.at(path, "page %d claims %d overflow pages, past the end of the data", id, overflow)
 		return nil
 	}
 	for i := id; i <= id+overflow; i++ {
 		if w.seen[i] {
-			w.problem("%s: page %d (overflow of %d) is referenced twice", path, i, id)
+			w.at(path, "page %d (overflow of %d) is referenced twice", i, id)
 			return nil
 		}
 		w.seen[i] = true
 	}
 	buf := make([]byte, (overflow+1)*ps)
 	if _, err := w.f.ReadAt(buf, int64(id*ps)); err != nil {
-		w.problem("%s: page %d: %v", path, id, err)
+		w.at(path, "page %d: %v", id, err)
 		return nil
 	}
 	return buf
@@ -183,13 +199,13 @@ func (w *pageWalker) freelist(id uint64) {
 	n, start := uint64(ne.Uint16(buf[10:])), uint64(boltHeaderSize)
 	if n == 0xFFFF {
 		if len(buf) < boltHeaderSize+8 {
-			w.problem("(freelist): page %d too short for its count", id)
+			w.at("(freelist)", "page %d too short for its count", id)
 			return
 		}
 		n, start = ne.Uint64(buf[boltHeaderSize:]), boltHeaderSize+8
 	}
 	if n > (uint64(len(buf))-start)/8 {
-		w.problem("(freelist): page %d claims %d free ids, more than its pages hold", id, n)
+		w.at("(freelist)", "page %d claims %d free ids, more than its pages hold", id, n)
 	}
 }
 
@@ -204,7 +220,7 @@ func (w *pageWalker) tree(root uint64, path string, depth int) {
 		it := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		if it.depth > maxTreeDepth {
-			w.problem("%s: b-tree deeper than %d pages (a cycle?)", path, maxTreeDepth)
+			w.at(path, "b-tree deeper than %d pages (a cycle?)", maxTreeDepth)
 			return
 		}
 		buf := w.page(it.id, boltBranchFlag|boltLeafFlag, path)
@@ -217,14 +233,14 @@ func (w *pageWalker) tree(root uint64, path string, depth int) {
 		}
 		count := int(ne.Uint16(buf[10:]))
 		if count == 0 || boltHeaderSize+count*boltElemSize > len(buf) {
-			w.problem("%s: branch page %d holds %d elements", path, it.id, count)
+			w.at(path, "branch page %d holds %d elements", it.id, count)
 			continue
 		}
 		for i := 0; i < count; i++ {
 			at := boltHeaderSize + i*boltElemSize
 			e := buf[at:]
 			if end := uint64(at) + uint64(ne.Uint32(e)) + uint64(ne.Uint32(e[4:])); end > uint64(len(buf)) {
-				w.problem("%s: branch page %d element %d points past the page", path, it.id, i)
+				w.at(path, "branch page %d element %d points past the page", it.id, i)
 				continue
 			}
 			stack = append(stack, item{ne.Uint64(e[8:]), it.depth + 1})
@@ -237,7 +253,7 @@ func (w *pageWalker) tree(root uint64, path string, depth int) {
 func (w *pageWalker) leaf(buf []byte, path string, depth int) {
 	count := int(ne.Uint16(buf[10:]))
 	if boltHeaderSize+count*boltElemSize > len(buf) {
-		w.problem("%s: leaf page %d holds %d elements, more than fit", path, ne.Uint64(buf), count)
+		w.at(path, "leaf page %d holds %d elements, more than fit", ne.Uint64(buf), count)
 		return
 	}
 	for i := 0; i < count; i++ {
@@ -245,7 +261,7 @@ func (w *pageWalker) leaf(buf []byte, path string, depth int) {
 		e := buf[at:]
 		flags, pos, ksize, vsize := ne.Uint32(e), uint64(ne.Uint32(e[4:])), uint64(ne.Uint32(e[8:])), uint64(ne.Uint32(e[12:]))
 		if uint64(at)+pos+ksize+vsize > uint64(len(buf)) {
-			w.problem("%s: leaf page %d element %d points past the page", path, ne.Uint64(buf), i)
+			w.at(path, "leaf page %d element %d points past the page", ne.Uint64(buf), i)
 			continue
 		}
 		if flags&boltBucketFlag == 0 {
@@ -258,14 +274,14 @@ func (w *pageWalker) leaf(buf []byte, path string, depth int) {
 		}
 		v := buf[kstart+ksize : kstart+ksize+vsize]
 		if len(v) < 16 {
-			w.problem("%s: bucket header is %d bytes", sub, len(v))
+			w.at(sub, "bucket header is %d bytes", len(v))
 			continue
 		}
 		if w.descend != nil && !w.descend(sub) {
 			continue
 		}
 		if depth+1 > maxTreeDepth {
-			w.problem("%s: buckets nested deeper than %d", sub, maxTreeDepth)
+			w.at(sub, "buckets nested deeper than %d", maxTreeDepth)
 			continue
 		}
 		if root := ne.Uint64(v); root != 0 {
@@ -274,7 +290,7 @@ func (w *pageWalker) leaf(buf []byte, path string, depth int) {
 		}
 		inline := v[16:]
 		if len(inline) < boltHeaderSize || ne.Uint16(inline[8:]) != boltLeafFlag {
-			w.problem("%s: inline bucket page is damaged", sub)
+			w.at(sub, "inline bucket page is damaged")
 			continue
 		}
 		w.leaf(inline, sub, depth+1)
@@ -289,20 +305,30 @@ func (w *pageWalker) leaf(buf []byte, path string, depth int) {
 // being written reads torn. Problems with the pages a reader would follow
 // are in pages.
 func walkFile(path string, pageSize int, txid, root uint64, descend func(string) bool, reportMetas bool) (metas, pages []string) {
+	metas, w := walkPages(path, pageSize, txid, root, descend, reportMetas)
+	return metas, w.problems
+}
+
+// walkPages is walkFile returning the walker, which keeps the first
+// problem apart.
+func walkPages(path string, pageSize int, txid, root uint64, descend func(string) bool, reportMetas bool) (metas []string, w *pageWalker) {
+	w = &pageWalker{seen: map[uint64]bool{}, descend: descend}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, []string{err.Error()}
+		w.at("", "%v", err)
+		return nil, w
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, []string{err.Error()}
+		w.at("", "%v", err)
+		return nil, w
 	}
 	ms := readMetas(f, pageSize)
 	if reportMetas {
 		for _, m := range ms {
 			if m.err != "" {
-				metas = append(metas, fmt.Sprintf("meta page %d: %s (bbolt falls back to the other meta page, so the last commit may be lost)", m.page, m.err))
+				metas = append(metas, m.fallback())
 			}
 		}
 	}
@@ -311,9 +337,10 @@ func walkFile(path string, pageSize int, txid, root uint64, descend func(string)
 	// freelist.
 	m, ok := current(ms)
 	if !ok {
-		return metas, []string{"no valid meta page"}
+		w.at("", "no valid meta page")
+		return metas, w
 	}
-	w := &pageWalker{f: f, size: fi.Size(), pageSize: pageSize, hwm: m.hwm, seen: map[uint64]bool{}, descend: descend}
+	w.f, w.size, w.pageSize, w.hwm = f, fi.Size(), pageSize, m.hwm
 	if txid == 0 || txid == m.txid {
 		w.freelist(m.freelist)
 	}
@@ -321,7 +348,7 @@ func walkFile(path string, pageSize int, txid, root uint64, descend func(string)
 		root = m.root
 	}
 	w.tree(root, "", 0)
-	return metas, w.problems
+	return metas, w
 }
 
 // preOpenCheck looks, before bbolt maps the file, at what bbolt.Open
@@ -363,7 +390,7 @@ func preOpenCheck(path string, freelist bool) []string {
 	}
 	w := &pageWalker{f: f, size: fi.Size(), pageSize: ps, hwm: m.hwm, seen: map[uint64]bool{}}
 	if uint64(fi.Size()) < m.hwm*uint64(ps) {
-		w.problem("the file is %d bytes but its pages reach %d: it was truncated", fi.Size(), m.hwm*uint64(ps))
+		w.at("", "the file is %d bytes but its pages reach %d: it was truncated", fi.Size(), m.hwm*uint64(ps))
 	} else if freelist {
 		w.freelist(m.freelist)
 	}

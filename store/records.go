@@ -139,6 +139,11 @@ type Node struct {
 	// Error is why the node last failed (its policy, env or scorer call),
 	// kept after a retry so the history shows it (format 2 on).
 	Error string `json:"error,omitempty"`
+	// MinVersion and MaxVersion are the oldest and newest policy versions
+	// of the node's own turns (0 when none say), so staleness is known
+	// without reading a turn (format 2 on).
+	MinVersion uint64 `json:"min_policy_version,omitempty"`
+	MaxVersion uint64 `json:"max_policy_version,omitempty"`
 }
 
 // PathLen is the number of turns from the root to the node's last turn.
@@ -315,10 +320,18 @@ type Event struct {
 }
 
 // TurnsPayload is the payload of an EvTurns event: the range of own-turn
-// indexes written and the node's turn count after the write.
+// indexes written, and the node's turn count and policy-version range
+// after the write (format 2 added the versions; format 1 wrote 3 fields).
 type TurnsPayload struct {
-	_msgpack struct{} `msgpack:",as_array"`
-	From     int      `json:"from"`
-	Count    int      `json:"count"`
-	Turns    int      `json:"turns"`
+	_msgpack   struct{} `msgpack:",as_array"`
+	From       int      `json:"from"`
+	Count      int      `json:"count"`
+	Turns      int      `json:"turns"`
+	MinVersion uint64   `json:"min_policy_version,omitempty"`
+	MaxVersion uint64   `json:"max_policy_version,omitempty"`
+}
+
+// Apply sets what the payload records on the node it was written for.
+func (p *TurnsPayload) Apply(n *Node) {
+	n.Turns, n.MinVersion, n.MaxVersion = p.Turns, p.MinVersion, p.MaxVersion
 }

@@ -33,10 +33,14 @@ func decodeFast(payload []byte, v any) bool {
 		return true
 	case *TurnsPayload:
 		m := msgpReader{b: payload}
-		if p == nil || m.arrayLen() != turnsPayloadFields {
+		fields := m.arrayLen()
+		if p == nil || (fields != turnsPayloadFields && fields != turnsPayloadFieldsV1) {
 			return false
 		}
 		tp := TurnsPayload{From: m.int(), Count: m.int(), Turns: m.int()}
+		if fields == turnsPayloadFields {
+			tp.MinVersion, tp.MaxVersion = m.uint64(), m.uint64()
+		}
 		if m.err != nil {
 			return false
 		}
@@ -48,12 +52,13 @@ func decodeFast(payload []byte, v any) bool {
 
 const (
 	eventFields    = 8
-	nodeFields     = 18 // format 2; format 1 wrote 17 (no Error)
+	nodeFields     = 20 // format 2; format 1 wrote 17 (no Error, MinVersion, MaxVersion)
 	nodeFieldsV1   = 17
 	scoreFields    = 3
 	decisionFields = 7
 
-	turnsPayloadFields = 3
+	turnsPayloadFields   = 5
+	turnsPayloadFieldsV1 = 3
 )
 
 // storeEventKinds interns the kinds the store writes, so decoding one
@@ -188,6 +193,8 @@ func decodeNodeMsgp(payload []byte, n *Node) bool {
 	n.Attempt = m.int()
 	if fields == nodeFields {
 		n.Error = m.str()
+		n.MinVersion = m.uint64()
+		n.MaxVersion = m.uint64()
 	}
 	return m.err == nil
 }

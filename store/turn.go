@@ -160,7 +160,11 @@ func (r *RunTx) AppendTurns(id uint64, from int, turns ...Turn) error {
 			return r.tx.fail(fmt.Errorf("turn %d of node %d: %w", from+i, id, err))
 		}
 	}
-	return r.putTurns(p, from, len(turns), func(i int) ([]byte, error) { return encodeTurn(&turns[i]) })
+	versions := make([][2]uint64, len(turns))
+	for i := range turns {
+		versions[i] = [2]uint64{turns[i].PolicyVersion, turns[i].PolicyVersion}
+	}
+	return r.putTurns(p, from, len(turns), versions, func(i int) ([]byte, error) { return encodeTurn(&turns[i]) })
 }
 
 // EncodedTurns are turns validated and framed for the file by EncodeTurns,
@@ -168,7 +172,8 @@ func (r *RunTx) AppendTurns(id uint64, from int, turns ...Turn) error {
 // EncodedTurns is immutable: it may be appended more than once, and used
 // from several goroutines.
 type EncodedTurns struct {
-	vals [][]byte
+	vals     [][]byte
+	versions [][2]uint64 // each turn's policy version, twice (min, max of one)
 }
 
 // Len is the number of turns held.
@@ -185,7 +190,9 @@ func (e EncodedTurns) Len() int { return len(e.vals) }
 // EncodeTurns(turns...)).
 func EncodeTurns(turns ...Turn) (EncodedTurns, error) {
 	vals := make([][]byte, len(turns))
+	versions := make([][2]uint64, len(turns))
 	for i := range turns {
+		versions[i] = [2]uint64{turns[i].PolicyVersion, turns[i].PolicyVersion}
 		if err := validTurn(&turns[i]); err != nil {
 			return EncodedTurns{}, fmt.Errorf("turn %d of %d: %w", i, len(turns), err)
 		}
@@ -195,7 +202,7 @@ func EncodeTurns(turns ...Turn) (EncodedTurns, error) {
 		}
 		vals[i] = v
 	}
-	return EncodedTurns{vals: vals}, nil
+	return EncodedTurns{vals: vals, versions: versions}, nil
 }
 
 // AppendEncodedTurns is AppendTurns for turns encoded beforehand by
@@ -212,7 +219,7 @@ func (r *RunTx) AppendEncodedTurns(id uint64, from int, turns EncodedTurns) erro
 	if err != nil {
 		return r.tx.fail(err)
 	}
-	return r.putTurns(p, from, len(turns.vals), func(i int) ([]byte, error) { return turns.vals[i], nil })
+	return r.putTurns(p, from, len(turns.vals), turns.versions, func(i int) ([]byte, error) { return turns.vals[i], nil })
 }
 
 // turnTarget returns the node turns at index from may be written to: an
@@ -234,7 +241,7 @@ func (r *RunTx) turnTarget(id uint64, from int) (*Node, error) {
 // putTurns writes count turn values (value(i) is the framed turn at index
 // from+i) under node p, then its record and the EvTurns event. The values
 // must stay unmodified until the transaction ends: bbolt keeps them.
-func (r *RunTx) putTurns(p *Node, from, count int, value func(int) ([]byte, error)) error {
+func (r *RunTx) putTurns(p *Node, from, count int, versions [][2]uint64, value func(int) ([]byte, error)) error {
 	b, err := r.bucket(bTurns)
 	if err != nil {
 		return r.tx.fail(err)
@@ -252,10 +259,19 @@ func (r *RunTx) putTurns(p *Node, from, count int, value func(int) ([]byte, erro
 	if end := from + count; end > n.Turns {
 		n.Turns = end
 	}
+	for _, v := range versions {
+		if v[0] == 0 {
+			continue // the writer did not say
+		}
+		if n.MinVersion == 0 || v[0] < n.MinVersion {
+			n.MinVersion = v[0]
+		}
+		n.MaxVersion = max(n.MaxVersion, v[1])
+	}
 	if err := r.putNode(&n, ""); err != nil {
 		return r.tx.fail(err)
 	}
-	pl, err := encodeValue(&TurnsPayload{From: from, Count: count, Turns: n.Turns})
+	pl, err := encodeValue(&TurnsPayload{From: from, Count: count, Turns: n.Turns, MinVersion: n.MinVersion, MaxVersion: n.MaxVersion})
 	if err != nil {
 		return r.tx.fail(err)
 	}

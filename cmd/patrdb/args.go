@@ -44,13 +44,36 @@ func parseRunID(s string) (string, error) {
 }
 
 // lookupRun returns the run's handle, or a not-found error naming the run
-// and the file.
+// and the file. It checks the meta pages (a damaged one means an older
+// commit is read) and walks the run's pages first (a damaged page would
+// send bbolt into a loop), so it is safe on any file; a command that prints
+// the run's records uses soundRun.
 func (a *App) lookupRun(tx *store.Tx, id string) (*store.RunTx, error) {
+	if err := tx.VerifyMetas(); err != nil {
+		return nil, a.damaged(err)
+	}
+	if err := tx.VerifyRun(id); err != nil {
+		return nil, a.damaged(err)
+	}
 	r, err := tx.Run(id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, notFoundErrorf("run %q not found in %s", id, a.dbPath)
 	}
 	return r, err
+}
+
+// soundRun is lookupRun that also checks every record of the run against
+// its counters, its links and its event log (store.RunTx.Verify), so that
+// a command never prints part of a damaged run as if it were whole.
+func (a *App) soundRun(tx *store.Tx, id string) (*store.RunTx, error) {
+	r, err := a.lookupRun(tx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Verify(); err != nil {
+		return nil, a.damaged(err)
+	}
+	return r, nil
 }
 
 // lookupNode returns a node of run r, or a not-found error naming it.

@@ -85,8 +85,19 @@ func TestCheckReportsDamagedValue(t *testing.T) {
 		t.Error("check changed the file")
 	}
 	// The other commands meet the damage as an error line, not a crash.
-	cli(t, "--db", path, "tree", "patr-4x4", "1").fails(t, 2, "corrupt", "runs/patr-4x4/nodes")
-	cli(t, "--db", path, "traj", "patr-4x4", "4").fails(t, 2, "corrupt")
+	// They name the run, the bucket and the next step, and print nothing
+	// of the damaged run.
+	for _, args := range [][]string{{"tree", "patr-4x4", "1"}, {"traj", "patr-4x4", "4"}, {"show", "patr-4x4"}, {"runs"}} {
+		r := cli(t, append([]string{"--db", path}, args...)...)
+		r.fails(t, 2, `run "patr-4x4" in `+path+" is damaged (nodes: key 0000000000000004: CRC32C mismatch", "patrdb check --db "+path)
+		if r.stdout != "" {
+			t.Errorf("%v printed %q", args, r.stdout)
+		}
+	}
+	// A run without damage is still shown.
+	if r := cli(t, "--db", path, "show", "grpo-4x4"); r.code != 0 {
+		t.Errorf("show grpo-4x4: exit %d: %s", r.code, r.stderr)
+	}
 }
 
 func TestCheckReportsBrokenInvariant(t *testing.T) {
@@ -123,7 +134,7 @@ func TestCheckDamagedMetaPages(t *testing.T) {
 	before := fileHash(t, path)
 	cli(t, "--db", path, "check").fails(t, 1, "check failed", "corrupt")
 	cli(t, "--db", path, "check", "--json").fails(t, 1, "check failed", "corrupt")
-	cli(t, "--db", path, "runs").fails(t, 2, "corrupt")
+	cli(t, "--db", path, "runs").fails(t, 2, path+" is damaged ((meta pages): checksum error)", "patrdb check --db "+path)
 	if fileHash(t, path) != before {
 		t.Error("check changed the file")
 	}

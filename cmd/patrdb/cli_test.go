@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"flag"
 	"fmt"
@@ -23,11 +24,41 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden from the curr
 // it names for writing and hold it until its stdin closes.
 const holdLockEnv = "PATRDB_TEST_HOLD_LOCK"
 
+// cliChildEnv makes the test binary, re-executed as a child, be the CLI:
+// its arguments are the command line. Tests that may crash or hang the
+// process (damaged files, signals) run the CLI this way.
+const cliChildEnv = "PATRDB_TEST_CLI"
+
+// pauseEnv makes such a child announce "paused at POINT" on stderr and
+// sleep there (App.pause), for a test to signal it mid-command.
+const pauseEnv = "PATRDB_TEST_PAUSE"
+
 func TestMain(m *testing.M) {
 	if path := os.Getenv(holdLockEnv); path != "" {
 		os.Exit(holdLock(path))
 	}
-	os.Exit(m.Run())
+	if os.Getenv(cliChildEnv) != "" {
+		e := env{
+			stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr,
+			getenv: func(string) string { return "" }, now: testNow,
+			isTerminal: func(io.Writer) bool { return false },
+		}
+		if os.Getenv(pauseEnv) != "" {
+			e.pausePoint = func(ctx context.Context, point string) {
+				fmt.Fprintf(os.Stderr, "paused at %s\n", point)
+				select {
+				case <-ctx.Done():
+				case <-time.After(10 * time.Second):
+				}
+			}
+		}
+		os.Exit(runEnv(os.Args[1:], e))
+	}
+	code := m.Run()
+	if plain.dir != "" {
+		os.RemoveAll(plain.dir)
+	}
+	os.Exit(code)
 }
 
 func holdLock(path string) int {

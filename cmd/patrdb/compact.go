@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -64,6 +65,10 @@ func (a *App) compact(out string) error {
 		return err
 	}
 	pageSize := src.Bolt().Info().PageSize
+	// bbolt's Compact follows every page without bounds: walk them first.
+	if err := src.View(func(tx *store.Tx) error { return tx.VerifyFile() }); err != nil {
+		return a.damaged(err)
+	}
 
 	// Build the copy beside its destination and link it into place only
 	// when it is complete and verified, so --out is never a half-written file.
@@ -73,6 +78,11 @@ func (a *App) compact(out string) error {
 	}
 	tmpPath := tmp.Name()
 	defer os.Remove(tmpPath)
+	// bbolt's Compact cannot be cancelled: a stop signal removes the
+	// temporary copy at once, the copy runs on into the unlinked file, and
+	// the command then ends without linking it.
+	ctx, stop := onStop(context.Background(), func() { _ = os.Remove(tmpPath) })
+	defer stop()
 	if err := tmp.Chmod(srcInfo.Mode().Perm()); err != nil {
 		tmp.Close()
 		return err
@@ -93,12 +103,25 @@ func (a *App) compact(out string) error {
 	if err := dst.Close(); err != nil {
 		return err
 	}
+	a.pause(ctx, "compact")
+	interrupted := fmt.Errorf("compact interrupted: nothing was written to %s", out)
+	if ctx.Err() != nil {
+		return interrupted
+	}
 
 	res := compactOutput{Source: a.dbPath, Out: out, SourceBytes: srcInfo.Size(), PageSize: pageSize}
+	// A signal from here on removes the copy under the steps below: they
+	// then fail, and the interruption is what to report.
 	if res.Runs, err = verifyCopy(src, tmpPath); err != nil {
+		if ctx.Err() != nil {
+			return interrupted
+		}
 		return err
 	}
 	if err := linkNew(tmpPath, out); err != nil {
+		if ctx.Err() != nil {
+			return interrupted
+		}
 		return err
 	}
 	if fi, err := os.Stat(out); err == nil {

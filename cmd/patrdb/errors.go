@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 
 	"github.com/patrdb/patrdb/store"
 )
@@ -79,4 +80,50 @@ func errorText(err error) string {
 	msg := strings.TrimSpace(err.Error())
 	msg = strings.TrimPrefix(msg, "patrdb: ")
 	return strings.Join(strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' || r == '\r' }), "; ")
+}
+
+// explain adds what the user needs to a command's error: damage is
+// worded by damaged; a full disk (or quota) says so and what to do.
+func (a *App) explain(err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, store.ErrFull) {
+		return &codeError{exitUsage, fmt.Errorf("%s: the disk or the file's size cap is full: free space (patrdb compact --out writes a smaller copy), or write elsewhere", errorText(err))}
+	}
+	return a.damaged(err)
+}
+
+// damagedError: what the command was reading is damaged. It matches
+// store.ErrCorrupt.
+type damagedError struct{ msg string }
+
+func (e *damagedError) Error() string        { return e.msg }
+func (e *damagedError) Is(target error) bool { return target == store.ErrCorrupt }
+
+// damaged words damage met while reading the way every command reports it:
+// which run (or the file), where in it, and the next step. Exit 2: the
+// command could not do its job; only check's own verdict is exit 1.
+func (a *App) damaged(err error) error {
+	var de *damagedError
+	if errors.As(err, &de) || !errors.Is(err, store.ErrCorrupt) {
+		return err
+	}
+	what, detail := a.dbPath, strings.TrimPrefix(errorText(err), "corrupt: ")
+	var ce *store.CorruptError
+	if errors.As(err, &ce) {
+		where := ce.Bucket
+		if rest, ok := strings.CutPrefix(ce.Bucket, "runs/"); ok {
+			id, sub, _ := strings.Cut(rest, "/")
+			what, where = fmt.Sprintf("run %q in %s", id, a.dbPath), sub
+		}
+		if where == "(file)" {
+			where = ""
+		}
+		detail = strings.TrimPrefix(ce.Reason, a.dbPath+": ") // the path is said once
+		if ce.Key != nil {
+			detail = fmt.Sprintf("key %x: %s", ce.Key, ce.Reason)
+		}
+		if where != "" {
+			detail = where + ": " + detail
+		}
+	}
+	return &codeError{exitUsage, &damagedError{fmt.Sprintf("%s is damaged (%s): run patrdb check --db %s to list the damage", what, detail, a.dbPath)}}
 }

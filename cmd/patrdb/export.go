@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/signal"
 
 	"github.com/spf13/cobra"
 
@@ -100,10 +98,19 @@ func (a *App) export(ctx context.Context, runArg string, f *exportFlags) error {
 		return err
 	}
 	defer db.Close()
-	// An interrupt cancels the export, which then removes its temporary
+	// A stop signal cancels the export, which then removes its temporary
 	// folder instead of leaving half a partition behind.
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	ctx, stop := onStop(ctx, nil)
 	defer stop()
+	if a.pausePoint != nil {
+		paused := false
+		opts.OnProgress = func(int64, int64) {
+			if !paused {
+				paused = true
+				a.pause(ctx, "export")
+			}
+		}
+	}
 	var res *replay.ExportResult
 	err = db.View(func(tx *store.Tx) error {
 		r, err := a.lookupRun(tx, id)

@@ -44,7 +44,14 @@ func fixture(tb testing.TB) string {
 // leaves, no scores, no checkpoint.
 func buildFixture(tb testing.TB, path string) {
 	tb.Helper()
-	db := storetest.OpenPath(tb, path, storetest.Options())
+	buildFixtureOpts(tb, path, storetest.Options())
+}
+
+// buildFixtureOpts is buildFixture with the store options (the damaged
+// fixtures use small pages, so that the runs' b-trees have branch pages).
+func buildFixtureOpts(tb testing.TB, path string, opts *store.Options) {
+	tb.Helper()
+	db := storetest.OpenPath(tb, path, opts)
 	must := func(err error) {
 		tb.Helper()
 		if err != nil {

@@ -54,7 +54,8 @@ func addRemoteFlags(app *App, cmd *cobra.Command) *remoteFlags {
 	return rf
 }
 
-// remoteTimeout bounds each API call of a read command.
+// remoteTimeout bounds each API call of a read command unless --timeout
+// is given.
 const remoteTimeout = 30 * time.Second
 
 // remote returns the client a read command should use, or nil to read the
@@ -74,6 +75,9 @@ func (a *App) remote(ctx context.Context, rf *remoteFlags) (*server.Client, erro
 		}
 	}
 	hc := &http.Client{Timeout: remoteTimeout}
+	if a.timeoutSet {
+		hc.Timeout = a.timeout
+	}
 	if rf != nil && rf.server != "" {
 		u, err := url.Parse(rf.server)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

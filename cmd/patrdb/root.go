@@ -34,7 +34,12 @@
 //     (its not-found error names what is missing). A command that needs
 //     what the API does not serve (check, export, compact) opens the file
 //     with app.openRead(), or app.openWrite() when it writes; `defer
-//     db.Close()`; find the run with app.lookupRun. Add a read-only command
+//     db.Close()`; find the run with app.lookupRun, never tx.Run (it
+//     walks the run's pages with bounds first: bbolt loops or overflows
+//     its stack on a page that points back; the file source hands out
+//     runs through app.soundRun, which also checks every record, so a
+//     damaged run is one "damaged" line, never partial output). Add a
+//     read-only command
 //     to readOnlyCommands in root_test.go: that proves it leaves the file
 //     byte-identical, fails in one line within --timeout on a locked file,
 //     and in one line on a missing or foreign file.
@@ -50,9 +55,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"runtime/debug"
 	"time"
@@ -71,6 +78,7 @@ type env struct {
 	getenv     func(string) string
 	now        func() time.Time
 	isTerminal func(io.Writer) bool
+	pausePoint func(ctx context.Context, point string) // tests only: see App.pause
 }
 
 // App is the state one invocation of the CLI shares between its commands:
@@ -82,11 +90,15 @@ type App struct {
 	getenv     func(string) string
 	now        func() time.Time
 	isTerminal func(io.Writer) bool
+	pausePoint func(ctx context.Context, point string)
 
 	// Global flags, filled in by cobra before any RunE runs.
 	dbPath  string        // --db
 	json    bool          // --json
 	timeout time.Duration // --timeout: how long to wait for the file lock
+	// timeoutSet: --timeout was given, so it also bounds each request to
+	// a server (which otherwise gets remoteTimeout).
+	timeoutSet bool
 }
 
 // defaultTimeout is the --timeout default: long enough to ride out a
@@ -105,14 +117,20 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 func runEnv(args []string, e env) (code int) {
 	app := &App{
 		stdin: e.stdin, stdout: e.stdout, stderr: e.stderr,
-		getenv: e.getenv, now: e.now, isTerminal: e.isTerminal,
+		getenv: e.getenv, now: e.now, isTerminal: e.isTerminal, pausePoint: e.pausePoint,
 	}
 	// A damaged page can make bbolt panic or fault on the mmap; either way
 	// the user gets one line and exit 2, never a Go stack trace.
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			fmt.Fprintln(e.stderr, errorLine(fmt.Errorf("internal error: %v (if the file is damaged, patrdb check lists where)", r)))
+			// Reads walk a run's pages before bbolt does, so what is left
+			// is damage inside a page that walk cannot see.
+			msg := fmt.Errorf("internal error: %v (if the file is damaged, patrdb check lists where)", r)
+			if app.dbPath != "" {
+				msg = fmt.Errorf("%s could not be read, it is probably damaged (internal error: %v): run patrdb check --db %s to list the damage", app.dbPath, r, app.dbPath)
+			}
+			fmt.Fprintln(e.stderr, errorLine(msg))
 			code = exitUsage
 		}
 	}()
@@ -123,7 +141,9 @@ func runEnv(args []string, e env) (code int) {
 		return exitOK
 	}
 	var ce *commandError
-	if !errors.As(err, &ce) && cmd != nil {
+	if errors.As(err, &ce) {
+		err = app.explain(err)
+	} else if cmd != nil {
 		// cobra's own complaint (unknown flag or command, bad flag value):
 		// point at the help of the command the user was typing.
 		err = fmt.Errorf("%w (see '%s --help')", err, cmd.CommandPath())
@@ -141,9 +161,12 @@ tree-structured agent RL: PaTR rollout trees, the ARBOR rubric buffer, GRPO
 advantages and trainer checkpoints.
 
 Exit status: 0 success, 1 not found or check failed, 2 usage or I/O error.`,
-		SilenceUsage:      true,
-		SilenceErrors:     true,
-		PersistentPreRunE: func(*cobra.Command, []string) error { return app.validateGlobals() },
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			app.timeoutSet = cmd.Flags().Changed("timeout")
+			return app.validateGlobals()
+		},
 	}
 	root.SetIn(app.stdin)
 	root.SetOut(app.stdout)
@@ -217,11 +240,13 @@ func (a *App) validateGlobals() error {
 // openRead opens the file read-only, waiting at most --timeout for a writer's
 // lock. The file must exist and is never modified.
 func (a *App) openRead() (*store.DB, error) {
-	if _, err := os.Stat(a.dbPath); err != nil {
+	if fi, err := os.Stat(a.dbPath); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, usageErrorf("%s does not exist (give --db PATH or set PATRDB_PATH)", a.dbPath)
 		}
-		return nil, err
+		return nil, a.openError(err)
+	} else if !fi.Mode().IsRegular() {
+		return nil, notRegular(a.dbPath, fi)
 	}
 	o := store.DefaultOptions()
 	o.ReadOnly = true
@@ -237,6 +262,9 @@ func (a *App) openRead() (*store.DB, error) {
 // openWrite opens the file for writing, creating it if needed, waiting at
 // most --timeout for another process's lock.
 func (a *App) openWrite() (*store.DB, error) {
+	if fi, err := os.Stat(a.dbPath); err == nil && !fi.Mode().IsRegular() {
+		return nil, notRegular(a.dbPath, fi)
+	}
 	o := store.DefaultOptions()
 	o.Timeout = a.timeout
 	o.Clock = a.now
@@ -247,9 +275,35 @@ func (a *App) openWrite() (*store.DB, error) {
 	return db, nil
 }
 
+// notRegular refuses a --db that is a device, a folder or a pipe: it can
+// hold no patrdb file (and /dev/zero would only look empty).
+func notRegular(path string, fi os.FileInfo) error {
+	kind := "not a regular file"
+	switch m := fi.Mode(); {
+	case m.IsDir():
+		kind = "a folder"
+	case m&os.ModeDevice != 0:
+		kind = "a device"
+	case m&os.ModeNamedPipe != 0:
+		kind = "a pipe"
+	case m&os.ModeSocket != 0:
+		kind = "a socket"
+	}
+	return usageErrorf("%s is %s, not a patrdb file: give --db the path of the file", path, kind)
+}
+
 // openError turns the lock timeout into the message DESIGN.md §4 asks for:
 // which file, and how to look at a run that is still being written.
 func (a *App) openError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		// The store wraps the system's error, which names the path again.
+		next := ""
+		if errors.Is(pe.Err, fs.ErrPermission) {
+			next = ": check the file's and its folder's permissions (read commands need read access; demo and serve need write access, or serve --read-only)"
+		}
+		return &codeError{exitUsage, fmt.Errorf("cannot %s %s: %v%s", pe.Op, pe.Path, pe.Err, next)}
+	}
 	if errors.Is(err, store.ErrTimeout) {
 		return &codeError{exitUsage, fmt.Errorf(
 			"%s is locked by another process (waited %v): inspect a live run through its serve API (patrdb serve, --server URL), or copy the file and run patrdb check / compact --out on the copy",

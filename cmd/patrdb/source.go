@@ -113,10 +113,20 @@ type fileSource struct {
 
 func (s *fileSource) where() string { return s.app.dbPath }
 
-func (s *fileSource) RunIDs() ([]string, error) { return s.tx.RunIDs() }
+func (s *fileSource) RunIDs() ([]string, error) {
+	if err := s.tx.VerifyMetas(); err != nil {
+		return nil, s.app.damaged(err)
+	}
+	if err := s.tx.VerifyRuns(); err != nil {
+		return nil, s.app.damaged(err)
+	}
+	return s.tx.RunIDs()
+}
 
+// Run hands out a run only after it checked clean: a read command prints
+// all of a run or none of it.
 func (s *fileSource) Run(id string) (runReader, error) {
-	r, err := s.app.lookupRun(s.tx, id)
+	r, err := s.app.soundRun(s.tx, id)
 	if err != nil {
 		return nil, err
 	}

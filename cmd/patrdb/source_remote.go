@@ -43,6 +43,9 @@ func (s *remoteSource) RunIDs() ([]string, error) {
 
 func (s *remoteSource) Run(id string) (runReader, error) {
 	sum, ok := s.runs[id]
+	if sum.Damaged != "" {
+		return nil, &codeError{exitUsage, &damagedError{fmt.Sprintf("server %s: %s", s.cl.Base, sum.Damaged)}}
+	}
 	if !ok {
 		var err error
 		if sum, err = s.cl.Run(s.ctx, id); err != nil {

@@ -81,6 +81,9 @@ type stepStatsJSON struct {
 	ZeroVarBefore     int            `json:"zero_variance_before"`
 	ZeroVarAfter      int            `json:"zero_variance_after"`
 	Unlocked          int            `json:"unlocked_groups"`
+	MinPolicyVersion  uint64         `json:"min_policy_version"`
+	MaxPolicyVersion  uint64         `json:"max_policy_version"`
+	MaxStaleness      uint64         `json:"max_staleness"` // newest version in the run − this step's oldest
 }
 
 type leafStatsJSON struct {
@@ -119,7 +122,8 @@ func toStepStats(s replay.StepStats) stepStatsJSON {
 		Expansions: s.Expansions, Prunes: s.Prunes, Survivals: s.Survivals, PrunesByRule: map[string]int{},
 		LeavesPerGroup: s.LeavesPerGroup, MinLeaves: s.MinLeaves, MaxLeaves: s.MaxLeaves,
 		Completed: toLeafStats(s.Completed), Pruned: toLeafStats(s.Pruned), Truncated: toLeafStats(s.Truncated),
-		AdvGroups: s.AdvGroups, ZeroVarBefore: s.ZeroVarBefore, ZeroVarAfter: s.ZeroVarAfter, Unlocked: s.UnlockedGroups}
+		AdvGroups: s.AdvGroups, ZeroVarBefore: s.ZeroVarBefore, ZeroVarAfter: s.ZeroVarAfter, Unlocked: s.UnlockedGroups,
+		MinPolicyVersion: s.MinPolicyVersion, MaxPolicyVersion: s.MaxPolicyVersion, MaxStaleness: s.MaxStaleness}
 	for k, v := range s.PrunesByRule {
 		out.PrunesByRule[k] = v
 	}
@@ -228,6 +232,9 @@ func writeRunStats(w io.Writer, r runStatsJSON) {
 	fmt.Fprintf(w, "  zero variance    %d of %d groups before rubric shaping, %d after (%d unlocked)\n", s.ZeroVarBefore, s.AdvGroups, s.ZeroVarAfter, s.Unlocked)
 	if s.Active > 0 || s.Failed > 0 {
 		fmt.Fprintf(w, "  in flight        %d active, %d failed nodes\n", s.Active, s.Failed)
+	}
+	if s.MaxPolicyVersion > 0 {
+		fmt.Fprintf(w, "  policy versions  %d–%d; the oldest data is %d versions behind the newest\n", s.MinPolicyVersion, s.MaxPolicyVersion, s.MaxStaleness)
 	}
 	if len(r.Steps) > 0 {
 		fmt.Fprintln(w)

@@ -81,6 +81,8 @@ type treeNode struct {
 	Decisions []decisionJSON `json:"decisions"`
 	Reward    *float64       `json:"reward"`    // outcome reward; null when none is recorded
 	Advantage *leafAdvJSON   `json:"advantage"` // null for non-leaves and before the group closes
+	Attempt   int            `json:"attempt"`   // retries after a failed policy, env or scorer call
+	Error     string         `json:"error,omitempty"`
 	Children  []treeNode     `json:"children"`
 }
 
@@ -251,6 +253,7 @@ func buildGroupTree(r runReader, g store.Group) (groupTree, error) {
 			Node: n.ID, Parent: n.Parent, Ordinal: n.Ordinal, Fork: n.Fork, ForkTurn: n.Base, Depth: n.Depth,
 			Status: string(n.Status), Turns: n.Turns, PathTurns: n.PathLen(),
 			Scores: []scoreJSON{}, Decisions: []decisionJSON{}, Children: []treeNode{},
+			Attempt: n.Attempt, Error: n.Error,
 		}
 		for _, s := range n.Scores {
 			t.Scores = append(t.Scores, scoreJSON{Interval: s.Interval, Turn: s.Turn, Value: s.Value})
@@ -366,6 +369,16 @@ func (a *App) nodeLine(n treeNode) string {
 	}
 	if n.Advantage != nil {
 		parts = append(parts, "adv "+fmtSigned(n.Advantage.Advantage))
+	}
+	if n.Attempt > 0 {
+		parts = append(parts, plural(n.Attempt, "retry", "retries"))
+	}
+	if n.Error != "" {
+		label := "error: "
+		if store.NodeStatus(n.Status) != store.NodeFailed {
+			label = "last error: "
+		}
+		parts = append(parts, label+n.Error)
 	}
 	return strings.Join(parts, " · ")
 }

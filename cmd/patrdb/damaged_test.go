@@ -1,0 +1,240 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// hangLimit is how long one command may take on a damaged file before it
+// counts as hung.
+const hangLimit = 10 * time.Second
+
+// cliChild runs the CLI in a child process (the test binary, see TestMain)
+// with the fixed clock, so that a crash or a hang is observed instead of
+// taking the test down. hung reports that it was killed after limit.
+func cliChild(t *testing.T, limit time.Duration, args ...string) (r result, hung bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = []string{cliChildEnv + "=1"}
+	if bin := plainBinary(t); bin != "" {
+		cmd = exec.CommandContext(ctx, bin, args...)
+		cmd.Env = []string{} // read commands use neither the clock nor the environment
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r = result{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		return r, true
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return r, false
+}
+
+var plain struct {
+	once sync.Once
+	dir  string
+	bin  string
+}
+
+// plainBinary is, under -race, patrdb built without it, so that the
+// hundreds of children the damage tests start stay cheap (the crash and
+// hang checks do not need the race detector; the in-process tests have
+// it). "" means: use this test binary.
+func plainBinary(t *testing.T) string {
+	if !raceEnabled {
+		return ""
+	}
+	plain.once.Do(func() {
+		dir, err := os.MkdirTemp("", "patrdb-plain-")
+		if err != nil {
+			return
+		}
+		bin := filepath.Join(dir, "patrdb")
+		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+			t.Logf("building patrdb without -race failed, children run the race binary: %v\n%s", err, out)
+			os.RemoveAll(dir)
+			return
+		}
+		plain.dir, plain.bin = dir, bin
+	})
+	return plain.bin
+}
+
+// readCommand runs one read-only command over path in a child; export
+// writes into a fresh directory, named $OUT in what it prints.
+func readCommand(t *testing.T, path string, args []string) (result, bool) {
+	t.Helper()
+	out := ""
+	full := []string{"--db", path}
+	for _, a := range args {
+		if strings.Contains(a, "$OUT") && out == "" {
+			var err error
+			if out, err = os.MkdirTemp("", "patrdb-out-"); err != nil {
+				t.Fatal(err)
+			}
+			defer os.RemoveAll(out) // at once: a long run makes tens of thousands
+		}
+		full = append(full, strings.ReplaceAll(a, "$OUT", out))
+	}
+	if out == "" {
+		out = "$OUT" // nothing to replace
+	}
+	r, hung := cliChild(t, hangLimit, full...)
+	r.stdout = strings.ReplaceAll(r.stdout, out, "$OUT")
+	r.stderr = strings.ReplaceAll(r.stderr, out, "$OUT")
+	return r, hung
+}
+
+// judgeDamaged holds one command's result on a damaged copy to the rule:
+// no hang, no crash, a failure is one "patrdb: " line, and exit 0 only with
+// exactly the output of the undamaged file.
+func judgeDamaged(t *testing.T, what string, args []string, r result, hung bool, clean result) {
+	t.Helper()
+	switch {
+	case hung:
+		t.Errorf("%s: %v hung for %v", what, args, hangLimit)
+	case r.code == 0 && (r.stdout != clean.stdout || clean.code != 0):
+		t.Errorf("%s: %v exit 0 with output that differs from the undamaged file:\n%s", what, args, goldenDiff(clean.stdout, r.stdout))
+	case r.code != 0 && r.code != 1 && r.code != 2:
+		t.Errorf("%s: %v exit %d (a crash?); stderr %.300q", what, args, r.code, r.stderr)
+	case r.code != 0:
+		oneErrorLine(t, r.stderr)
+	}
+}
+
+// TestDamagedFixtures runs every read command on the self- and
+// parent-pointing fixtures: check exits 1, the others exit non-zero with
+// one line naming the damage, or print exactly what they print on the
+// undamaged file (a run the damage does not touch). Every answer is kept
+// in testdata/damaged_*.golden.
+func TestDamagedFixtures(t *testing.T) {
+	dir := t.TempDir()
+	base := copyTo(t, filepath.Join(damagedDir, "base.db"), filepath.Join(dir, "base.db"))
+	clean := map[string]result{}
+	for _, args := range readOnlyCommands {
+		r, _ := readCommand(t, base, args)
+		if r.code != 0 {
+			t.Fatalf("undamaged base.db: %v exit %d: %s", args, r.code, r.stderr)
+		}
+		clean[strings.Join(args, " ")] = r
+	}
+	for _, name := range []string{"self-pointing", "parent-pointing"} {
+		t.Run(name, func(t *testing.T) {
+			path := copyTo(t, filepath.Join(damagedDir, name+".db"), filepath.Join(dir, name+".db"))
+			var log strings.Builder
+			for _, args := range readOnlyCommands {
+				r, hung := readCommand(t, path, args)
+				judgeDamaged(t, name, args, r, hung, clean[strings.Join(args, " ")])
+				if args[0] == "check" && r.code != 1 {
+					t.Errorf("%v: exit %d, want 1", args, r.code)
+				}
+				fmt.Fprintf(&log, "$ patrdb %s\nexit %d\n%s%s\n", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+			}
+			golden(t, "damaged_"+name, strings.ReplaceAll(log.String(), dir, "$DIR"))
+		})
+	}
+}
+
+// TestServeDamagedFixture: serve opens the self-pointing fixture, answers
+// the damaged run with 500 "damaged", keeps serving the other run, and
+// is alive (and answering) after it.
+func TestServeDamagedFixture(t *testing.T) {
+	for _, name := range []string{"self-pointing", "parent-pointing"} {
+		t.Run(name, func(t *testing.T) {
+			path := copyTo(t, filepath.Join(damagedDir, name+".db"), filepath.Join(t.TempDir(), "patr.db"))
+			p := startServe(t, "--db", path, "serve", "--addr", "127.0.0.1:0")
+			for _, c := range []struct {
+				path   string
+				status int
+				code   string
+			}{
+				{"/api/v1/runs/patr-4x4", 500, "damaged"},
+				{"/api/v1/runs/patr-4x4/frontier", 500, "damaged"},
+				{"/api/v1/runs", 200, ""}, // lists the damaged run as such
+
+				{"/api/v1/stats", 500, "damaged"},
+				{"/api/v1/runs/grpo-4x4", 200, ""},
+				{"/api/v1/runs/grpo-4x4/groups", 200, ""},
+				{"/api/v1/runs/patr-4x4", 500, "damaged"},
+				{"/api/v1/health", 200, ""},
+			} {
+				var body struct {
+					Code  string `json:"code"`
+					Error string `json:"error"`
+				}
+				resp, err := http.Get(p.url + c.path)
+				if err != nil {
+					t.Fatalf("GET %s: %v; serve stderr: %s", c.path, err, p.stderr)
+				}
+				_ = json.NewDecoder(resp.Body).Decode(&body)
+				resp.Body.Close()
+				got := resp.StatusCode
+				if got != c.status || body.Code != c.code {
+					t.Errorf("GET %s: %d %q (%s), want %d %q", c.path, got, body.Code, body.Error, c.status, c.code)
+				}
+				if c.code == "damaged" && !strings.Contains(body.Error, "patrdb check") {
+					t.Errorf("GET %s: %q gives no next step", c.path, body.Error)
+				}
+			}
+			var list struct {
+				Runs []struct {
+					Run     struct{ ID string }
+					Damaged string
+				}
+			}
+			if getJSON(t, p.url+"/api/v1/runs", "", &list); len(list.Runs) != 2 ||
+				list.Runs[0].Run.ID != "grpo-4x4" || list.Runs[0].Damaged != "" ||
+				list.Runs[1].Run.ID != "patr-4x4" || !strings.Contains(list.Runs[1].Damaged, "is damaged") {
+				t.Errorf("run list: %+v", list)
+			}
+			// The CLI through the server: the damaged run is one line and
+			// exit 2, the other one reads.
+			cli(t, "--db", path, "runs", "--server", p.url).fails(t, 2, `run "patr-4x4" is damaged`, "patrdb check")
+			cli(t, "--db", path, "show", "patr-4x4", "--server", p.url).fails(t, 2, "damaged")
+			if r := cli(t, "--db", path, "show", "grpo-4x4", "--server", p.url); r.code != 0 {
+				t.Errorf("show grpo-4x4 through the server: exit %d: %s", r.code, r.stderr)
+			}
+			if p.cmd.ProcessState != nil {
+				t.Fatalf("serve exited; stderr: %s", p.stderr)
+			}
+			if code := p.stop(t, os.Interrupt); code != 0 {
+				t.Errorf("serve exit %d after SIGINT; stderr: %s", code, p.stderr)
+			}
+			if _, err := os.Stat(path + ".serve"); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("serve left %s.serve behind", path)
+			}
+		})
+	}
+}
+
+// copyTo copies the file src to dst and returns dst.
+func copyTo(t *testing.T, src, dst string) string {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}

@@ -1,0 +1,100 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"github.com/patrdb/patrdb/store"
+)
+
+// A server may be handed a file it did not write, and bbolt trusts its
+// pages: a branch page that points at itself sends a cursor into an
+// endless loop or Bucket.Stats into a stack overflow, which kills the
+// process. So before a request touches a run, the run is checked once
+// (store.RunTx.Verify: its pages walked with bounds, then every record
+// against its links and its event log); a damaged run answers 500
+// "damaged" from then on and the others are served. After a run checked
+// clean, the server trusts it: what changes it from then on are writes of
+// this process, through bbolt.
+
+// soundness remembers which runs were checked and what was found.
+type soundness struct {
+	mu  sync.Mutex
+	ok  map[string]bool  // "" is the runs bucket itself
+	bad map[string]error // damaged: the answer to every request for it
+}
+
+// sound returns nil when the run id (or, for "", the list of runs) may be
+// read, or the "damaged" error to answer with. tx is a read transaction of
+// the caller's; a run that does not exist is not remembered (it may be
+// created), and the lookup that follows says it is missing.
+func (s *server) sound(tx *store.Tx, id string) error {
+	c := &s.soundness
+	c.mu.Lock()
+	ok, bad := c.ok[id], c.bad[id]
+	c.mu.Unlock()
+	if ok || bad != nil {
+		return bad
+	}
+	exists, err := verify(tx, id)
+	if err != nil && !errors.Is(err, store.ErrCorrupt) {
+		return err
+	}
+	if err != nil {
+		what := "the list of runs"
+		if id != "" {
+			what = fmt.Sprintf("run %q", id)
+		}
+		err = &apiError{http.StatusInternalServerError, "damaged", fmt.Errorf(
+			"%s is damaged (%w): patrdb check on a copy of the file lists the damage; other runs are still served", what, err)}
+	}
+	if !exists {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ok == nil {
+		c.ok, c.bad = map[string]bool{}, map[string]error{}
+	}
+	if err != nil {
+		c.bad[id] = err
+	} else {
+		c.ok[id] = true
+	}
+	return err
+}
+
+// verify checks the runs bucket's pages and, for a run id, the run.
+func verify(tx *store.Tx, id string) (exists bool, err error) {
+	if id == "" {
+		return true, tx.VerifyRuns()
+	}
+	if err := tx.VerifyRun(id); err != nil {
+		return true, err
+	}
+	r, err := tx.Run(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return true, err
+	}
+	return true, r.Verify()
+}
+
+// soundRequest checks what a request is about to touch: the runs bucket
+// and, when the path names one, the run.
+func (s *server) soundRequest(r *http.Request) error {
+	id := r.PathValue("run")
+	return s.db.View(func(tx *store.Tx) error {
+		if err := s.sound(tx, ""); err != nil {
+			return err
+		}
+		if id == "" || !store.ValidRunID(id) {
+			return nil // a bad id is the endpoint's 400
+		}
+		return s.sound(tx, id)
+	})
+}

@@ -1,0 +1,138 @@
+package store
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"strings"
+)
+
+// Guards for readers of a file that has not been checked. bbolt trusts its
+// pages: a branch page that points at itself or at its parent sends a
+// cursor into an endless loop and Bucket.Stats into unbounded recursion (a
+// fatal stack overflow that recover cannot catch). A reader that cannot
+// trust the file (a command-line tool, a server opening a file it did not
+// write) calls VerifyRun before it reads a run, or CheckRun to also know
+// that every record it will read is intact and consistent.
+
+// VerifyRuns walks, with bounds and without bbolt, the pages a reader
+// follows to list the runs and find one: the root, meta and runs buckets'
+// own pages. It returns nil or a *CorruptError naming the first damaged
+// bucket and page (a page reached twice, outside the file, of the wrong
+// type, ...).
+func (tx *Tx) VerifyRuns() error {
+	return tx.verifyPages(func(p string) bool { return p == "meta" || p == string(bucketRuns) })
+}
+
+// VerifyRun is VerifyRuns plus every page of run id's buckets: once it
+// returns nil, cursors and Bucket.Stats over the run terminate. A run that
+// does not exist verifies as nil (the lookup that follows says so).
+func (tx *Tx) VerifyRun(id string) error {
+	prefix := string(bucketRuns) + "/" + id
+	return tx.verifyPages(func(p string) bool {
+		return p == "meta" || p == string(bucketRuns) || p == prefix || strings.HasPrefix(p, prefix+"/")
+	})
+}
+
+// VerifyMetas reports a damaged meta page on a read-only DB as a
+// *CorruptError. bbolt then reads the other one, the commit before the
+// last: what a reader sees may be older than what was acknowledged. On a
+// writable DB it returns nil: this process's commits rewrite the meta
+// pages, so they can be read torn while one is written.
+func (tx *Tx) VerifyMetas() error {
+	if err := tx.check(false); err != nil || !tx.db.opts.ReadOnly {
+		return err
+	}
+	f, err := os.Open(tx.db.path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for _, m := range readMetas(f, tx.btx.DB().Info().PageSize) {
+		if m.err != "" {
+			return &CorruptError{Bucket: "(file)", Reason: m.fallback()}
+		}
+	}
+	return nil
+}
+
+// VerifyFile walks every page of the snapshot's b-trees, as a copy of the
+// whole file (bbolt's Compact) reads them.
+func (tx *Tx) VerifyFile() error { return tx.verifyPages(nil) }
+
+func (tx *Tx) verifyPages(descend func(string) bool) error {
+	if err := tx.check(false); err != nil {
+		return err
+	}
+	// A write transaction's pages are in memory until it commits; the walk
+	// covers the committed snapshot it started from, which is what bbolt
+	// reads for every page it has not touched. The freelist is not walked
+	// (no txid matches): readers do not follow it, and a commit running
+	// alongside may replace it.
+	_, w := walkPages(tx.db.path, tx.btx.DB().Info().PageSize, math.MaxUint64,
+		uint64(tx.btx.Cursor().Bucket().Root()), descend, false)
+	if len(w.problems) == 0 {
+		return nil
+	}
+	reason := w.firstMsg
+	if n := len(w.problems) - 1; n > 0 {
+		reason += fmt.Sprintf(" (and %d more)", n)
+	}
+	bucket := w.firstPath
+	if bucket == "" {
+		bucket = "(file)"
+	}
+	return &CorruptError{Bucket: bucket, Reason: reason}
+}
+
+// CheckRun is Check limited to one run: its pages (VerifyRun), then every
+// value's CRC and decoding and every invariant of the run, including that
+// each record equals what the event log last wrote for it. It does not
+// look at the meta pages, bbolt's free-page accounting or other runs. A
+// reader that prints a run only when CheckRun returns nothing never prints
+// partial or damaged data. ErrNotFound when the run does not exist.
+func (tx *Tx) CheckRun(id string) ([]Violation, error) {
+	c := &checker{tx: tx}
+	if err := tx.VerifyRun(id); err != nil {
+		if ce, ok := err.(*CorruptError); ok {
+			c.add(Violation{Bucket: ce.Bucket, Kind: "structure", Detail: ce.Reason})
+		} else {
+			c.fromErr("runs/"+id, err)
+		}
+		return c.vs, nil
+	}
+	var missing error
+	c.guard("runs/"+id, func() {
+		if _, err := tx.Run(id); err != nil {
+			missing = err
+			return
+		}
+		c.run(id)
+	})
+	if missing != nil && len(c.vs) == 0 {
+		return nil, missing
+	}
+	return c.vs, nil
+}
+
+// Verify is CheckRun of this run as one error: nil, or a *CorruptError
+// naming the first violation and how many more there are. A writer that
+// copies a run out of the store (an export) calls it first, so that it
+// never writes a partial copy of a damaged run. The run's handle exists,
+// so the pages leading to it were sound; on a file nobody has checked,
+// call Tx.VerifyRun before Tx.Run.
+func (r *RunTx) Verify() error {
+	vs, err := r.tx.CheckRun(r.id)
+	if err != nil || len(vs) == 0 {
+		return err
+	}
+	v := vs[0]
+	reason := v.Detail
+	if v.Key != nil {
+		reason = fmt.Sprintf("key %x: %s", v.Key, v.Detail)
+	}
+	if len(vs) > 1 {
+		reason += fmt.Sprintf(" (and %d more)", len(vs)-1)
+	}
+	return &CorruptError{Bucket: v.Bucket, Reason: reason}
+}
