@@ -13,66 +13,63 @@ import (
 func TestBadInputWritesNothing(t *testing.T) {
 	e := newEnv(t, Options{MaxBodyBytes: 4096})
 	createRun(e, "r1", testTree)
-	gid, r, _ := grow(e, "r1", 1) // group 1: r[0] expanded, r[1] and children finished, r[2] pruned
+	grow(e, "r1", 1) // group 1: r[0] expanded, r[1] and children finished, r[2] pruned
 	e.post("/api/v1/runs/r1/groups/1/close", `{"client_key":"close1"}`, 200, nil)
-	var og OpenGroupResponse
-	e.post("/api/v1/runs/r1/groups", `{"client_key":"open2","step":2}`, 201, &og) // group 2: three active roots
-	a := og.Roots
-	_ = gid
-	_ = r
-	e.post("/api/v1/runs/r1/nodes/"+u64(a[0])+"/turns", `{"client_key":"t2","from":0,"turns":[{"action":"a","observation":"o"}]}`, 200, nil)
+	g := openStep(e, "r1", 2) // group 2: three active roots
+	a := g.Roots
+	ls := leaseAll(e, "r1", 2)
+	submitOK(e, "r1", "t2", sub(ls[a[0]], nil, turn("a", 0)))
 	e.post("/api/v1/runs", `{"client_key":"plain","id":"plain"}`, 201, nil) // default config
-	big := `{"client_key":"big","from":0,"turns":[{"action":"` + strings.Repeat("x", 5000) + `","observation":""}]}`
-	n := "/api/v1/runs/r1/nodes/" + u64(a[0])
-	g2 := "/api/v1/runs/r1/groups/" + u64(og.Group.ID)
+	l1 := `"lease":"` + ls[a[1]].ID + `","node":` + u64(a[1]) + `,"from":0`
+	submit := func(sub string) string { return `{"client_key":"x","submissions":[{` + l1 + sub + `}]}` }
+	two := `,"turns":[{"action":"a","observation":"o"},{"action":"b","observation":"o"}]`
+	big := submit(`,"turns":[{"action":"` + strings.Repeat("x", 5000) + `","observation":""}]`)
+	steps := "/api/v1/runs/r1/steps"
+	g2 := "/api/v1/runs/r1/groups/" + u64(g.ID)
 	cases := []struct {
 		name, path, ct, body string
 		status               int
 	}{
-		{"malformed JSON", "/api/v1/runs/r1/groups", "", `{"client_key":"x","step":`, 400},
-		{"not an object", "/api/v1/runs/r1/groups", "", `[1,2]`, 400},
-		{"unknown field", "/api/v1/runs/r1/groups", "", `{"client_key":"x","step":3,"bogus":1}`, 400},
-		{"wrong type", "/api/v1/runs/r1/groups", "", `{"client_key":"x","step":"three"}`, 400},
-		{"negative step", "/api/v1/runs/r1/groups", "", `{"client_key":"x","step":-3}`, 400},
-		{"trailing data", "/api/v1/runs/r1/groups", "", `{"client_key":"x","step":3}{"step":4}`, 400},
-		{"empty body", "/api/v1/runs/r1/groups", "", ``, 400},
-		{"no client key", "/api/v1/runs/r1/groups", "", `{"step":3}`, 400},
-		{"client key with a space", "/api/v1/runs/r1/groups", "", `{"client_key":"a b","step":3}`, 400},
-		{"text/plain body", "/api/v1/runs/r1/groups", "text/plain", `{"client_key":"x","step":3}`, 415},
-		{"no content type", "/api/v1/runs/r1/groups", "none", `{"client_key":"x","step":3}`, 415},
-		{"body over the cap", n + "/turns", "", big, 413},
-		{"step 0", "/api/v1/runs/r1/groups", "", `{"client_key":"x","step":0}`, 400},
-		{"unknown run", "/api/v1/runs/nope/groups", "", `{"client_key":"x","step":3}`, 404},
-		{"bad run id", "/api/v1/runs/a%20b/groups", "", `{"client_key":"x","step":3}`, 400},
-		{"run without tree config", "/api/v1/runs/plain/groups", "", `{"client_key":"x","step":1}`, 201}, // defaults are stored: allowed
-		{"NaN score", g2 + "/route", "", `{"client_key":"x","scores":[{"node":` + u64(a[0]) + `,"score":NaN}]}`, 400},
-		{"score above 1", g2 + "/route", "", `{"client_key":"x","scores":[{"node":` + u64(a[0]) + `,"score":1.5},{"node":` + u64(a[1]) + `,"score":0.5},{"node":` + u64(a[2]) + `,"score":0.5}]}`, 400},
-		{"negative score", g2 + "/route", "", `{"client_key":"x","scores":[{"node":` + u64(a[0]) + `,"score":-0.1}]}`, 400},
-		{"score missing", g2 + "/route", "", `{"client_key":"x","scores":[{"node":` + u64(a[0]) + `}]}`, 400},
-		{"score as string", g2 + "/route", "", `{"client_key":"x","scores":[{"node":` + u64(a[0]) + `,"score":"0.5"}]}`, 400},
-		{"active node unscored", g2 + "/route", "", `{"client_key":"x","scores":[{"node":` + u64(a[0]) + `,"score":0.5}]}`, 400},
-		{"node scored twice", g2 + "/route", "", `{"client_key":"x","scores":[{"node":` + u64(a[0]) + `,"score":0.5},{"node":` + u64(a[0]) + `,"score":0.5}]}`, 400},
-		{"unknown node in scores", g2 + "/route", "", `{"client_key":"x","scores":[{"node":999,"score":0.5}]}`, 404},
-		{"node of another group", g2 + "/route", "", `{"client_key":"x","scores":[{"node":` + u64(r[1]) + `,"score":0.5}]}`, 400},
-		{"stale interval", g2 + "/route", "", `{"client_key":"x","interval":3,"scores":[{"node":` + u64(a[0]) + `,"score":0.5},{"node":` + u64(a[1]) + `,"score":0.5},{"node":` + u64(a[2]) + `,"score":0.5}]}`, 409},
-		{"route a closed group", "/api/v1/runs/r1/groups/1/route", "", `{"client_key":"x","scores":[{"node":1,"score":0.5}]}`, 409},
-		{"unknown group", "/api/v1/runs/r1/groups/99/route", "", `{"client_key":"x","scores":[{"node":1,"score":0.5}]}`, 404},
-		{"group id not a number", "/api/v1/runs/r1/groups/abc/route", "", `{"client_key":"x","scores":[{"node":1,"score":0.5}]}`, 400},
-		{"group id 0", "/api/v1/runs/r1/groups/0/close", "", `{"client_key":"x"}`, 400},
-		{"turns without from", n + "/turns", "", `{"client_key":"x","turns":[{"action":"a","observation":"o"}]}`, 400},
-		{"turns negative from", n + "/turns", "", `{"client_key":"x","from":-1,"turns":[{"action":"a","observation":"o"}]}`, 400},
-		{"turns leave a gap", n + "/turns", "", `{"client_key":"x","from":5,"turns":[{"action":"a","observation":"o"}]}`, 409},
-		{"no turns", n + "/turns", "", `{"client_key":"x","from":1,"turns":[]}`, 400},
-		{"turn reward overflows", n + "/turns", "", `{"client_key":"x","from":1,"turns":[{"action":"a","observation":"o","reward":1e400}]}`, 400},
-		{"logprobs of the wrong type", n + "/turns", "", `{"client_key":"x","from":1,"turns":[{"action":"a","observation":"o","action_logprobs":["a"]}]}`, 400},
-		{"token id negative", n + "/turns", "", `{"client_key":"x","from":1,"turns":[{"action":"a","observation":"o","action_tokens":[-1]}]}`, 400},
-		{"unknown turn field", n + "/turns", "", `{"client_key":"x","from":1,"turns":[{"action":"a","obs":"o"}]}`, 400},
-		{"turns to a finished node", "/api/v1/runs/r1/nodes/" + u64(r[1]) + "/turns", "", `{"client_key":"x","from":3,"turns":[{"action":"a","observation":"o"}]}`, 409},
-		{"turns to an unknown node", "/api/v1/runs/r1/nodes/999/turns", "", `{"client_key":"x","from":0,"turns":[{"action":"a","observation":"o"}]}`, 404},
-		{"finish with a bad status", n + "/finish", "", `{"client_key":"x","status":"expanded","reward":1}`, 400},
-		{"finish without reward", n + "/finish", "", `{"client_key":"x","status":"completed"}`, 400},
-		{"finish a finished node", "/api/v1/runs/r1/nodes/" + u64(r[1]) + "/finish", "", `{"client_key":"x","status":"completed","reward":1}`, 409},
-		{"re-reward an active node as pruned", n + "/finish", "", `{"client_key":"x","status":"pruned","reward":1}`, 409},
+		{"malformed JSON", steps, "", `{"client_key":"x","step":`, 400},
+		{"not an object", steps, "", `[1,2]`, 400},
+		{"unknown field", steps, "", `{"client_key":"x","step":3,"bogus":1}`, 400},
+		{"wrong type", steps, "", `{"client_key":"x","step":"three"}`, 400},
+		{"negative step", steps, "", `{"client_key":"x","step":-3,"tasks":[{"id":"t"}]}`, 400},
+		{"trailing data", steps, "", `{"client_key":"x","step":3}{"step":4}`, 400},
+		{"empty body", steps, "", ``, 400},
+		{"no client key", steps, "", `{"step":3,"tasks":[{"id":"t"}]}`, 400},
+		{"client key with a space", steps, "", `{"client_key":"a b","step":3,"tasks":[{"id":"t"}]}`, 400},
+		{"text/plain body", steps, "text/plain", `{"client_key":"x","step":3}`, 415},
+		{"no content type", steps, "none", `{"client_key":"x","step":3}`, 415},
+		{"step 0", steps, "", `{"client_key":"x","step":0,"tasks":[{"id":"t"}]}`, 400},
+		{"no tasks", steps, "", `{"client_key":"x","step":3,"tasks":[]}`, 400},
+		{"unknown run", "/api/v1/runs/nope/steps", "", `{"client_key":"x","step":3,"tasks":[{"id":"t"}]}`, 404},
+		{"bad run id", "/api/v1/runs/a%20b/steps", "", `{"client_key":"x","step":3,"tasks":[{"id":"t"}]}`, 400},
+		{"run without tree config", "/api/v1/runs/plain/steps", "", `{"client_key":"x","step":1,"tasks":[{"id":"t"}]}`, 200}, // defaults are stored: allowed
+		{"body over the cap", "/api/v1/runs/r1/submit", "", big, 413},
+		{"no submissions", "/api/v1/runs/r1/submit", "", `{"client_key":"x","submissions":[]}`, 400},
+		{"NaN score", "/api/v1/runs/r1/submit", "", submit(two + `,"score":NaN`), 400},
+		{"score above 1", "/api/v1/runs/r1/submit", "", submit(two + `,"score":1.5`), 400},
+		{"negative score", "/api/v1/runs/r1/submit", "", submit(two + `,"score":-0.1`), 400},
+		{"score as string", "/api/v1/runs/r1/submit", "", submit(two + `,"score":"0.5"`), 400},
+		{"unknown node", "/api/v1/runs/r1/submit", "", `{"client_key":"x","submissions":[{"lease":"l","node":999,"from":0}]}`, 404},
+		{"turn reward overflows", "/api/v1/runs/r1/submit", "", submit(`,"turns":[{"action":"a","observation":"o","reward":1e400}]`), 400},
+		{"logprobs of the wrong type", "/api/v1/runs/r1/submit", "", submit(`,"turns":[{"action":"a","observation":"o","action_logprobs":["a"]}]`), 400},
+		{"more logprobs than tokens", "/api/v1/runs/r1/submit", "", submit(`,"turns":[{"action":"a","observation":"o","action_tokens":[1],"action_logprobs":[-1,-2]}]`), 400},
+		{"positive logprob", "/api/v1/runs/r1/submit", "", submit(`,"turns":[{"action":"a","observation":"o","action_tokens":[1],"action_logprobs":[0.5]}]`), 400},
+		{"token id negative", "/api/v1/runs/r1/submit", "", submit(`,"turns":[{"action":"a","observation":"o","action_tokens":[-1]}]`), 400},
+		{"unknown turn field", "/api/v1/runs/r1/submit", "", submit(`,"turns":[{"action":"a","obs":"o"}]`), 400},
+		{"done turn followed by another", "/api/v1/runs/r1/submit", "", submit(`,"turns":[{"action":"a","observation":"o","done":true},{"action":"b","observation":"o"}]`), 400},
+		{"reward on a branch that goes on", "/api/v1/runs/r1/submit", "", submit(`,"turns":[{"action":"a","observation":"o"}],"reward":1`), 400},
+		{"failure with turns", "/api/v1/runs/r1/submit", "", submit(`,"turns":[{"action":"a","observation":"o"}],"error":"boom"`), 400},
+		{"negative lease max", "/api/v1/runs/r1/leases", "", `{"worker":"w","max":-1}`, 400},
+		{"negative lease ttl", "/api/v1/runs/r1/leases", "", `{"worker":"w","ttl_ms":-5}`, 400},
+		{"lease ttl over a day", "/api/v1/runs/r1/leases", "", `{"worker":"w","ttl_ms":100000000}`, 400},
+		{"lease from an unknown run", "/api/v1/runs/nope/leases", "", `{"worker":"w"}`, 404},
+		{"abandon without a reason", "/api/v1/runs/r1/steps/2/abandon", "", `{"client_key":"x"}`, 400},
+		{"abandon step 0", "/api/v1/runs/r1/steps/0/abandon", "", `{"client_key":"x","reason":"r"}`, 400},
+		{"close an unknown group", "/api/v1/runs/r1/groups/99/close", "", `{"client_key":"x"}`, 404},
+		{"group id not a number", "/api/v1/runs/r1/groups/abc/close", "", `{"client_key":"x"}`, 400},
 		{"close with active nodes", g2 + "/close", "", `{"client_key":"x"}`, 409},
 		{"close a closed group", "/api/v1/runs/r1/groups/1/close", "", `{"client_key":"x"}`, 409},
 		{"rubric score outside [-1,1]", g2 + "/close", "", `{"client_key":"x","rubric_scores":[{"leaf":1,"score":2}]}`, 400},
@@ -87,17 +84,14 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"checkpoint step 0", "/api/v1/runs/r1/checkpoints", "", `{"client_key":"x","step":0,"uri":"u"}`, 400},
 		{"empty checkpoint", "/api/v1/runs/r1/checkpoints", "", `{"client_key":"x","step":1}`, 400},
 		{"inline not base64", "/api/v1/runs/r1/checkpoints", "", `{"client_key":"x","step":1,"inline":"!!"}`, 400},
-		{"add node under a missing parent", g2 + "/nodes", "", `{"client_key":"x","parent":999,"ordinal":0}`, 404},
-		{"add node forking past the parent", g2 + "/nodes", "", `{"client_key":"x","parent":` + u64(a[0]) + `,"ordinal":0,"fork":9}`, 400},
-		{"add node negative ordinal", g2 + "/nodes", "", `{"client_key":"x","parent":0,"ordinal":-1}`, 400},
 		// encoding/json would store these as U+FFFD without a word.
-		{"invalid UTF-8 in a turn", n + "/turns", "", "{\"client_key\":\"x\",\"from\":1,\"turns\":[{\"action\":\"a\xff\xfeb\",\"observation\":\"o\"}]}", 400},
-		{"truncated UTF-8 sequence", n + "/turns", "", "{\"client_key\":\"x\",\"from\":1,\"turns\":[{\"action\":\"caf\xc3\",\"observation\":\"o\"}]}", 400},
-		{"lone high surrogate escape", n + "/turns", "", `{"client_key":"x","from":1,"turns":[{"action":"a\ud800","observation":"o"}]}`, 400},
-		{"lone low surrogate escape", n + "/turns", "", `{"client_key":"x","from":1,"turns":[{"action":"a","observation":"\uDC00o"}]}`, 400},
-		{"high surrogate before a non-surrogate", n + "/turns", "", `{"client_key":"x","from":1,"turns":[{"action":"\ud800\u0041","observation":"o"}]}`, 400},
-		{"an escaped backslash before u is not an escape", n + "/turns", "", `{"client_key":"bs","from":1,"turns":[{"action":"a\\ud800","observation":"o"}]}`, 200},
-		{"a surrogate pair is fine", n + "/turns", "", `{"client_key":"pair","from":2,"turns":[{"action":"\ud83d\ude00","observation":"o"}]}`, 200},
+		{"invalid UTF-8 in a turn", "/api/v1/runs/r1/submit", "", submit(",\"turns\":[{\"action\":\"a\xff\xfeb\",\"observation\":\"o\"}]"), 400},
+		{"truncated UTF-8 sequence", "/api/v1/runs/r1/submit", "", submit(",\"turns\":[{\"action\":\"caf\xc3\",\"observation\":\"o\"}]"), 400},
+		{"lone high surrogate escape", "/api/v1/runs/r1/submit", "", submit(`,"turns":[{"action":"a\ud800","observation":"o"}]`), 400},
+		{"lone low surrogate escape", "/api/v1/runs/r1/submit", "", submit(`,"turns":[{"action":"a","observation":"\uDC00o"}]`), 400},
+		{"high surrogate before a non-surrogate", "/api/v1/runs/r1/submit", "", submit(`,"turns":[{"action":"\ud800\u0041","observation":"o"}]`), 400},
+		{"an escaped backslash before u is not an escape", "/api/v1/runs/r1/submit", "", `{"client_key":"bs","submissions":[{` + l1 + `,"turns":[{"action":"a\\ud800","observation":"o"}]}]}`, 200},
+		{"a surrogate pair is fine", "/api/v1/runs/r1/submit", "", `{"client_key":"pair","submissions":[{"lease":"` + ls[a[1]].ID + `","node":` + u64(a[1]) + `,"from":1,"turns":[{"action":"\ud83d\ude00","observation":"o"}]}]}`, 200},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -186,9 +180,9 @@ func TestBadReads(t *testing.T) {
 		t.Errorf("DELETE a run: %d Allow %q %s", st, h.Get("Allow"), body)
 	}
 	assertErrorBody(t, h, body)
-	st, h, body = e.call(http.MethodGet, "/api/v1/runs/r1/groups/1/route", nil)
+	st, h, body = e.call(http.MethodGet, "/api/v1/runs/r1/submit", nil)
 	if st != http.StatusMethodNotAllowed || h.Get("Allow") != "POST" {
-		t.Errorf("GET route: %d Allow %q %s", st, h.Get("Allow"), body)
+		t.Errorf("GET submit: %d Allow %q %s", st, h.Get("Allow"), body)
 	}
 }
 

@@ -13,9 +13,9 @@ import (
 // fails alone and writes nothing, the good ones all land exactly once.
 func TestGroupCommitIsolatesFailures(t *testing.T) {
 	e := newEnv(t, Options{})
-	createRun(e, "r1", `{"b0":16,"k":2,"m":2,"top_expand":1,"delta":0.5}`)
-	var og OpenGroupResponse
-	e.post("/api/v1/runs/r1/groups", `{"client_key":"g","step":1}`, 201, &og)
+	createRun(e, "r1", `{"b0":16,"k":6,"m":2,"top_expand":1,"delta":0.5}`)
+	og := openStep(e, "r1", 1)
+	ls := leaseAll(e, "r1", 1)
 	const rounds = 6
 	var wg sync.WaitGroup
 	statuses := make([][]int, len(og.Roots))
@@ -29,8 +29,9 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 				if i%4 == 3 && k == 2 {
 					from = 7 // a gap: refused
 				}
-				body := fmt.Sprintf(`{"client_key":"n%d-%d","from":%d,"turns":[{"action":"n%d t%d","observation":"o"}]}`, node, k, from, node, k)
-				st, _, _ := e.call(http.MethodPost, fmt.Sprintf("/api/v1/runs/r1/nodes/%d/turns", node), body)
+				body := fmt.Sprintf(`{"client_key":"n%d-%d","submissions":[{"lease":%q,"node":%d,"from":%d,"turns":[{"action":"n%d t%d","observation":"o"}]}]}`,
+					node, k, ls[node].ID, node, from, node, k)
+				st, _, _ := e.call(http.MethodPost, "/api/v1/runs/r1/submit", body)
 				statuses[i][k] = st
 				if st != 200 {
 					return
@@ -82,8 +83,7 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 func TestRunBatch(t *testing.T) {
 	e := newEnv(t, Options{})
 	createRun(e, "r1", testTree)
-	var og OpenGroupResponse
-	e.post("/api/v1/runs/r1/groups", `{"client_key":"g","step":1}`, 201, &og)
+	og := openStep(e, "r1", 1)
 	s := e.srv.Config.Handler.(*server)
 	appendOp := func(node uint64, action string, fail bool) writeOp {
 		return func(tx *store.Tx) (int, any, error) {
@@ -165,5 +165,5 @@ func TestPanicInABatch(t *testing.T) {
 	if len(groups.Groups) != 2 {
 		t.Fatalf("%d groups", len(groups.Groups))
 	}
-	e.post("/api/v1/runs/r1/groups", `{"client_key":"after","step":2}`, 201, nil)
+	openStep(e, "r1", 2)
 }

@@ -22,44 +22,9 @@ const chromiumPath = "/usr/bin/chromium"
 // plus rubrics in every pool.
 func demoStore(e *testEnv, run string, steps, groups int) {
 	e.t.Helper()
-	createRun(e, run, `{"b0":3,"k":2,"m":2,"top_expand":1,"delta":0.3}`)
-	key := 0
-	k := func() string { key++; return fmt.Sprint("demo-", key) }
+	createRun(e, run, `{"b0":3,"k":2,"m":2,"top_expand":1,"delta":0.1,"max_turns":8}`)
 	for step := 1; step <= steps; step++ {
-		for gi := 0; gi < groups; gi++ {
-			var og OpenGroupResponse
-			e.post("/api/v1/runs/"+run+"/groups", OpenGroupRequest{Keyed: Keyed{k()}, Step: uint64(step), Task: fmt.Sprintf("map-%d", gi), Prompt: "reach G"}, 201, &og)
-			active := og.Roots
-			turns := map[uint64]int{}
-			for interval := 0; len(active) > 0; interval++ {
-				var scores []BranchScore
-				var still []uint64
-				for i, id := range active {
-					var ts []store.Turn
-					for j := 0; j < 2; j++ {
-						ts = append(ts, store.Turn{Action: []string{"left", "down", "right", "up"}[(int(id)+j+step)%4],
-							Observation: fmt.Sprintf("cell %d", (int(id)*7+j)%16)})
-					}
-					e.post(fmt.Sprintf("/api/v1/runs/%s/nodes/%d/turns", run, id), AppendTurnsRequest{Keyed: Keyed{k()}, From: ptr(turns[id]), Turns: ts}, 200, nil)
-					turns[id] += 2
-					if interval >= 2 || (interval == 1 && i == 0) {
-						reward := float64((int(id) + step) % 2)
-						e.post(fmt.Sprintf("/api/v1/runs/%s/nodes/%d/finish", run, id), FinishRequest{Keyed: Keyed{k()}, Status: store.NodeCompleted, Reward: &reward}, 200, nil)
-						continue
-					}
-					still = append(still, id)
-					s := 1 - float64(i)*0.2
-					scores = append(scores, BranchScore{Node: id, Score: &s})
-				}
-				if len(scores) == 0 {
-					break
-				}
-				var rr RouteResponse
-				e.post(fmt.Sprintf("/api/v1/runs/%s/groups/%d/route", run, og.Group.ID), RouteRequest{Keyed: Keyed{k()}, Scores: scores}, 200, &rr)
-				active = rr.Active
-			}
-			e.post(fmt.Sprintf("/api/v1/runs/%s/groups/%d/close", run, og.Group.ID), CloseGroupRequest{Keyed: Keyed{k()}}, 200, nil)
-		}
+		growStep(e, run, uint64(step), fakeTasks(groups), 2)
 	}
 	err := e.db.Update(func(tx *store.Tx) error {
 		rt, _ := tx.Run(run)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/tree"
 )
 
 // Client is a Go client of the API, used by the CLI's --server mode, the
@@ -36,7 +37,9 @@ func NewClient(base string) *Client {
 }
 
 // APIError is a non-2xx answer. It matches store.ErrNotFound (404),
-// ErrConflict (409) and ErrBadRequest (400, 413, 415) with errors.Is.
+// ErrConflict and tree.ErrConflict (409), the tree's kinds of conflict by
+// their codes (tree.ErrLeaseLost: "lease_lost", ...) and ErrBadRequest
+// (400, 413, 415) with errors.Is.
 type APIError struct {
 	Status  int
 	Code    string
@@ -50,12 +53,17 @@ func (e *APIError) Is(target error) bool {
 	switch target {
 	case store.ErrNotFound:
 		return e.Status == http.StatusNotFound
-	case ErrConflict:
+	case ErrConflict, tree.ErrConflict:
 		return e.Status == http.StatusConflict
 	case store.ErrExists:
 		return e.Code == "exists"
 	case ErrBadRequest:
 		return e.Status == http.StatusBadRequest || e.Status == http.StatusRequestEntityTooLarge || e.Status == http.StatusUnsupportedMediaType
+	}
+	for _, k := range conflictKinds {
+		if target == k.err {
+			return e.Status == http.StatusConflict && e.Code == k.code
+		}
 	}
 	return false
 }
@@ -272,22 +280,22 @@ func (c *Client) PutCheckpoint(ctx context.Context, run string, req CheckpointRe
 	return out, c.do(ctx, http.MethodPost, runPath(run, "checkpoints"), &req, &out)
 }
 
-// OpenGroup is POST /api/v1/runs/{run}/groups.
-func (c *Client) OpenGroup(ctx context.Context, run string, req OpenGroupRequest) (OpenGroupResponse, error) {
-	var out OpenGroupResponse
-	return out, c.do(ctx, http.MethodPost, runPath(run, "groups"), &req, &out)
+// OpenStep is POST /api/v1/runs/{run}/steps.
+func (c *Client) OpenStep(ctx context.Context, run string, req OpenStepRequest) (OpenStepResponse, error) {
+	var out OpenStepResponse
+	return out, c.do(ctx, http.MethodPost, runPath(run, "steps"), &req, &out)
 }
 
-// AddNode is POST /api/v1/runs/{run}/groups/{group}/nodes.
-func (c *Client) AddNode(ctx context.Context, run string, group uint64, req AddNodeRequest) (AddNodeResponse, error) {
-	var out AddNodeResponse
-	return out, c.do(ctx, http.MethodPost, runPath(run, "groups", u64(group), "nodes"), &req, &out)
+// Lease is POST /api/v1/runs/{run}/leases.
+func (c *Client) Lease(ctx context.Context, run string, req LeaseRequest) ([]LeaseGrant, error) {
+	var out LeaseResponse
+	return out.Leases, c.do(ctx, http.MethodPost, runPath(run, "leases"), &req, &out)
 }
 
-// Route is POST /api/v1/runs/{run}/groups/{group}/route.
-func (c *Client) Route(ctx context.Context, run string, group uint64, req RouteRequest) (RouteResponse, error) {
-	var out RouteResponse
-	return out, c.do(ctx, http.MethodPost, runPath(run, "groups", u64(group), "route"), &req, &out)
+// Submit is POST /api/v1/runs/{run}/submit.
+func (c *Client) Submit(ctx context.Context, run string, req SubmitRequest) (tree.Submitted, error) {
+	var out tree.Submitted
+	return out, c.do(ctx, http.MethodPost, runPath(run, "submit"), &req, &out)
 }
 
 // CloseGroup is POST /api/v1/runs/{run}/groups/{group}/close.
@@ -296,16 +304,16 @@ func (c *Client) CloseGroup(ctx context.Context, run string, group uint64, req C
 	return out, c.do(ctx, http.MethodPost, runPath(run, "groups", u64(group), "close"), &req, &out)
 }
 
-// AppendTurns is POST /api/v1/runs/{run}/nodes/{node}/turns.
-func (c *Client) AppendTurns(ctx context.Context, run string, node uint64, req AppendTurnsRequest) (AppendTurnsResponse, error) {
-	var out AppendTurnsResponse
-	return out, c.do(ctx, http.MethodPost, runPath(run, "nodes", u64(node), "turns"), &req, &out)
+// AbandonStep is POST /api/v1/runs/{run}/steps/{step}/abandon.
+func (c *Client) AbandonStep(ctx context.Context, run string, step uint64, req AbandonRequest) (OpenStepResponse, error) {
+	var out OpenStepResponse
+	return out, c.do(ctx, http.MethodPost, runPath(run, "steps", u64(step), "abandon"), &req, &out)
 }
 
-// Finish is POST /api/v1/runs/{run}/nodes/{node}/finish.
-func (c *Client) Finish(ctx context.Context, run string, node uint64, req FinishRequest) (store.Node, error) {
-	var out FinishResponse
-	return out.Node, c.do(ctx, http.MethodPost, runPath(run, "nodes", u64(node), "finish"), &req, &out)
+// StepStatus is GET /api/v1/runs/{run}/steps/{step}/status.
+func (c *Client) StepStatus(ctx context.Context, run string, step uint64) (StepStatus, error) {
+	var out StepStatus
+	return out, c.do(ctx, http.MethodGet, runPath(run, "steps", u64(step), "status"), nil, &out)
 }
 
 // Record returns the store record with its config bytes.

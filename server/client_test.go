@@ -5,13 +5,14 @@ import (
 	"testing"
 
 	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/tree"
 )
 
 // The Go client covers every endpoint and maps errors to sentinels.
 func TestGoClient(t *testing.T) {
 	e := newEnv(t, Options{})
 	c := e.c
-	run, err := c.CreateRun(bg, CreateRunRequest{ID: "g", Tree: []byte(`{"b0":2,"k":1,"top_expand":1}`)})
+	run, err := c.CreateRun(bg, CreateRunRequest{ID: "g", Tree: []byte(`{"b0":2,"k":1,"top_expand":1,"max_turns":2}`)})
 	if err != nil || run.ID != "g" {
 		t.Fatalf("create: %+v %v", run, err)
 	}
@@ -19,31 +20,41 @@ func TestGoClient(t *testing.T) {
 	if err := jsonUnmarshal(run.Record().Config, &cfg); err != nil || cfg.Tree.B0 != 2 {
 		t.Fatalf("record config %s: %v", run.Record().Config, err)
 	}
-	og, err := c.OpenGroup(bg, "g", OpenGroupRequest{Step: 1, Task: "t"})
-	if err != nil || len(og.Roots) != 2 {
-		t.Fatalf("open: %+v %v", og, err)
+	os, err := c.OpenStep(bg, "g", OpenStepRequest{Step: 1, Tasks: []tree.Task{{ID: "t"}}})
+	if err != nil || len(os.Groups) != 1 || len(os.Groups[0].Roots) != 2 {
+		t.Fatalf("open: %+v %v", os, err)
 	}
+	og := os.Groups[0]
 	a, b := og.Roots[0], og.Roots[1]
-	for _, n := range og.Roots {
-		if _, err := c.AppendTurns(bg, "g", n, AppendTurnsRequest{From: ptr(0), Turns: []store.Turn{turn("x", 0)}}); err != nil {
+	ls, err := c.Lease(bg, "g", LeaseRequest{Worker: "w", Step: 1})
+	if err != nil || len(ls) != 2 || ls[0].Node != a {
+		t.Fatalf("lease: %+v %v", ls, err)
+	}
+	rr, err := c.Submit(bg, "g", SubmitRequest{Submissions: []tree.Submission{
+		{Lease: ls[0].ID, Node: a, Turns: []store.Turn{turn("x", 0)}, Score: ptr(0.9)},
+		{Lease: ls[1].ID, Node: b, Turns: []store.Turn{turn("x", 0)}, Score: ptr(0.1)}}})
+	if err != nil || len(rr.Routed) != 1 || len(rr.Routed[0].Active) != 2 || rr.Routed[0].Decisions[1].Action != tree.Prune {
+		t.Fatalf("submit: %+v %v", rr, err)
+	}
+	kids := rr.Routed[0].Active
+	_, err = c.Submit(bg, "g", SubmitRequest{Submissions: []tree.Submission{{Lease: ls[0].ID, Node: kids[0], Turns: []store.Turn{turn("y", 1)}}}})
+	if !errors.Is(err, tree.ErrLeaseLost) || !errors.Is(err, tree.ErrConflict) || !errors.Is(err, ErrConflict) {
+		t.Errorf("submit under another branch's lease: %v", err)
+	}
+	ls, err = c.Lease(bg, "g", LeaseRequest{Worker: "w", Step: 1})
+	if err != nil || len(ls) != 2 || ls[0].Turns != 1 || ls[0].Score || len(ls[0].History) != 1 {
+		t.Fatalf("lease the children: %+v %v", ls, err)
+	}
+	if st, err := c.StepStatus(bg, "g", 1); err != nil || st.Active != 2 || st.Leased != 2 {
+		t.Fatalf("status: %+v %v", st, err)
+	}
+	for _, l := range ls {
+		if _, err := c.Submit(bg, "g", SubmitRequest{Submissions: []tree.Submission{{Lease: l.ID, Node: l.Node, Turns: []store.Turn{turn("y", 1)}}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	rr, err := c.Route(bg, "g", og.Group.ID, RouteRequest{Scores: []BranchScore{{Node: a, Score: ptr(0.9)}, {Node: b, Score: ptr(0.1)}}})
-	if err != nil || len(rr.Active) != 2 || rr.Decisions[1].Action != "prune" {
-		t.Fatalf("route: %+v %v", rr, err)
-	}
-	extra, err := c.AddNode(bg, "g", og.Group.ID, AddNodeRequest{Parent: a, Ordinal: 9, Fork: 1})
-	if err != nil || !extra.Created {
-		t.Fatalf("add node: %+v %v", extra, err)
-	}
-	for _, n := range append(rr.Active, extra.Node.ID) {
-		if _, err := c.Finish(bg, "g", n, FinishRequest{Status: store.NodeCompleted, Reward: ptr(1.0)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cg, err := c.CloseGroup(bg, "g", og.Group.ID, CloseGroupRequest{})
-	if err != nil || len(cg.Advantages) != 4 {
+	cg, err := c.CloseGroup(bg, "g", og.ID, CloseGroupRequest{})
+	if err != nil || len(cg.Advantages) != 3 {
 		t.Fatalf("close: %+v %v", cg, err)
 	}
 	if _, err := c.PutCheckpoint(bg, "g", CheckpointRequest{Step: 1, URI: "file:///w"}); err != nil {
@@ -70,23 +81,23 @@ func TestGoClient(t *testing.T) {
 	runs, err := c.Runs(bg)
 	check("runs", len(runs) == 1 && runs[0].Run.Status == store.RunFinished, err)
 	sum, err := c.Run(bg, "g")
-	check("run", sum.Leaves == 4 && sum.Run.LastStep == 1, err)
+	check("run", sum.Leaves == 3 && sum.Run.LastStep == 1, err)
 	steps, err := c.Steps(bg, "g")
-	check("steps", len(steps) == 1 && steps[0].Leaves == 4, err)
+	check("steps", len(steps) == 1 && steps[0].Leaves == 3, err)
 	groups, err := c.Groups(bg, "g", 1)
 	check("groups", len(groups) == 1, err)
-	tr, err := c.Tree(bg, "g", og.Group.ID)
-	check("tree", len(tr.Nodes) == 5, err)
+	tr, err := c.Tree(bg, "g", og.ID)
+	check("tree", len(tr.Nodes) == 4, err)
 	ni, err := c.Node(bg, "g", a)
-	check("node", len(ni.Children) == 3, err)
-	traj, err := c.Trajectory(bg, "g", extra.Node.ID)
-	check("trajectory", traj.Inherited == 1 && len(traj.Turns) == 1, err)
+	check("node", len(ni.Children) == 2, err)
+	traj, err := c.Trajectory(bg, "g", kids[1])
+	check("trajectory", traj.Inherited == 1 && len(traj.Turns) == 2, err)
 	fr, err := c.Frontier(bg, "g", 0)
 	check("frontier", len(fr) == 0, err)
 	rbs, err := c.Rubrics(bg, "g", "")
 	check("rubrics", len(rbs) == 0, err)
-	advs, err := c.Advantages(bg, "g", 1, og.Group.ID)
-	check("advantages", len(advs) == 4, err)
+	advs, err := c.Advantages(bg, "g", 1, og.ID)
+	check("advantages", len(advs) == 3, err)
 	page, err := c.Events(bg, "g", 1, 5)
 	check("events", len(page.Events) == 5 && page.Next == 6, err)
 	ck, err := c.Checkpoint(bg, "g", 0)
@@ -98,7 +109,7 @@ func TestGoClient(t *testing.T) {
 	if !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("missing node: %v", err)
 	}
-	_, err = c.CloseGroup(bg, "g", og.Group.ID, CloseGroupRequest{})
+	_, err = c.CloseGroup(bg, "g", og.ID, CloseGroupRequest{})
 	if !errors.Is(err, ErrConflict) {
 		t.Errorf("closing twice: %v", err)
 	}
@@ -106,8 +117,19 @@ func TestGoClient(t *testing.T) {
 	if !errors.Is(err, store.ErrExists) || !errors.Is(err, ErrConflict) {
 		t.Errorf("duplicate run: %v", err)
 	}
-	_, err = c.Route(bg, "g", og.Group.ID, RouteRequest{Scores: []BranchScore{{Node: a, Score: ptr(2.0)}}})
+	_, err = c.OpenStep(bg, "g", OpenStepRequest{Step: 1, Tasks: []tree.Task{{ID: "other"}}})
+	if !errors.Is(err, tree.ErrConflict) {
+		t.Errorf("re-opening a completed step: %v", err)
+	}
+	if _, err := c.OpenStep(bg, "g", OpenStepRequest{Step: 2, Tasks: []tree.Task{{ID: "t"}}}); err != nil {
+		t.Fatal(err)
+	}
+	ab, err := c.AbandonStep(bg, "g", 2, AbandonRequest{Reason: "test"})
+	if err != nil || len(ab.Groups) != 1 || ab.Groups[0].Status != store.GroupClosed {
+		t.Errorf("abandon: %+v %v", ab, err)
+	}
+	_, err = c.AbandonStep(bg, "g", 2, AbandonRequest{})
 	if !errors.Is(err, ErrBadRequest) {
-		t.Errorf("score 2: %v", err)
+		t.Errorf("abandon without a reason: %v", err)
 	}
 }

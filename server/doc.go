@@ -16,6 +16,7 @@
 //	GET /api/v1/runs/{run}                          RunSummary
 //	GET /api/v1/runs/{run}/steps                    {"steps": [StepMetrics]} (the viewer's charts)
 //	GET /api/v1/runs/{run}/steps/{step}/groups      {"step", "groups": [Group]}
+//	GET /api/v1/runs/{run}/steps/{step}/status      StepStatus: open, done (to close) and closed groups, active and leased branches
 //	GET /api/v1/runs/{run}/groups[?step=N]          {"groups": [Group]} (every step when no step)
 //	GET /api/v1/runs/{run}/groups/{group}           GroupTree: the group and its nodes
 //	GET /api/v1/runs/{run}/nodes/{node}             NodeInfo: the node and its children
@@ -37,23 +38,42 @@
 //	POST /api/v1/runs                               CreateRunRequest → 201 {"run"}
 //	POST /api/v1/runs/{run}/status                  RunStatusRequest
 //	POST /api/v1/runs/{run}/checkpoints             CheckpointRequest → 201 (marks the step complete)
-//	POST /api/v1/runs/{run}/groups                  OpenGroupRequest → 201 {"group", "roots"} (B0 roots)
-//	POST /api/v1/runs/{run}/nodes/{node}/turns      AppendTurnsRequest (turns at own indexes from, from+1, ...)
-//	POST /api/v1/runs/{run}/groups/{group}/route    RouteRequest → RouteResponse (tree.Route, new children)
-//	POST /api/v1/runs/{run}/nodes/{node}/finish     FinishRequest (completed or truncated, with reward)
+//	POST /api/v1/runs/{run}/steps                   OpenStepRequest → OpenStepResponse (one group per task, B0 roots; idempotent per task list)
+//	POST /api/v1/runs/{run}/leases                  LeaseRequest → LeaseResponse (branches to work on; writes nothing, no client key)
+//	POST /api/v1/runs/{run}/submit                  SubmitRequest → tree.Submitted (turns, scores, rewards, failures; routes completed intervals)
 //	POST /api/v1/runs/{run}/groups/{group}/close    CloseGroupRequest → {"group", "advantages"}
-//	POST /api/v1/runs/{run}/groups/{group}/nodes    AddNodeRequest (for trainers that route themselves)
+//	POST /api/v1/runs/{run}/steps/{step}/abandon    AbandonRequest → OpenStepResponse (gives the step up, on record)
 //	POST /api/v1/runs/{run}/rubrics/activate        ActivateRequest → ActiveRubrics
 //	POST /api/v1/runs/{run}/groups/{group}/shape    ShapeRequest → ShapeResponse (computes; writes nothing)
 //
 // Concurrent writes are committed together, one transaction and one fsync
 // per batch (batch.go), with the meaning of one transaction per request.
 //
+// # Growing trees
+//
+// Every PaTR rule is tree.Coordinator's; the server keeps one per run, made
+// from the run's recorded tree config, and only decodes, calls and encodes.
+// A driver opens a step; workers (any number of processes: Worker here,
+// RolloutWorker in the Python client) lease branches, sample each lease's
+// turns, score when the lease says so, and submit under the lease; the
+// submit that completes a group's interval routes it. A lease lives in the
+// server's memory for its TTL: a dead worker's branches go to another
+// worker when it expires, and a restarted server has forgotten every lease,
+// so old workers are told lease_lost and lease again from the last
+// committed turn. The driver closes each group the step status lists as
+// done. A submit that does not fit its lease is a 409 whose code names the
+// rule: lease_lost (expired or handed on, interval over, server restarted,
+// or from is not the node's stored turn count), branch_ended, too_early (a
+// score before the interval's K turns), step_exists (a step re-opened with
+// other tasks), config_mismatch (a step opened with tree fields the run did
+// not record).
+//
 // # Errors and safety
 //
 // Every error is one line of JSON, {"error": "...", "code": "..."}: 400 for
 // malformed JSON, unknown fields, wrong types, missing or invalid values
-// (NaN cannot be JSON; scores outside [0,1]); 404 for unknown runs, groups,
+// (NaN cannot be JSON; scores outside [0,1]; logprobs that are not one
+// finite value <= 0 per action token); 404 for unknown runs, groups,
 // nodes, rubrics; 409 for a state that forbids the request; 413 for a body
 // over Options.MaxBodyBytes; 415 for a body that is not application/json
 // (which also keeps browsers on other sites from posting to the API); 400

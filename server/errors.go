@@ -79,6 +79,13 @@ func classify(err error) (int, string) {
 		return http.StatusNotFound, "not_found"
 	case errors.Is(err, store.ErrExists):
 		return http.StatusConflict, "exists"
+	case errors.Is(err, tree.ErrConflict):
+		for _, k := range conflictKinds {
+			if errors.Is(err, k.err) {
+				return http.StatusConflict, k.code
+			}
+		}
+		return http.StatusConflict, "conflict"
 	case errors.Is(err, store.ErrInvalid), errors.Is(err, tree.ErrInvalidConfig), errors.Is(err, rubricpool.ErrInvalidConfig):
 		return http.StatusBadRequest, "invalid"
 	case errors.Is(err, store.ErrReadOnly):
@@ -93,6 +100,19 @@ func classify(err error) (int, string) {
 		return http.StatusServiceUnavailable, "closed"
 	}
 	return http.StatusInternalServerError, "internal"
+}
+
+// conflictKinds are the codes of the rollout protocol's refusals, so a
+// worker tells a lost lease (drop the work, lease again) from the rest.
+var conflictKinds = []struct {
+	err  error
+	code string
+}{
+	{tree.ErrLeaseLost, "lease_lost"},
+	{tree.ErrTooEarly, "too_early"},
+	{tree.ErrBranchEnded, "branch_ended"},
+	{tree.ErrStepExists, "step_exists"},
+	{tree.ErrConfigMismatch, "config_mismatch"},
 }
 
 // oneLine folds a joined or wrapped multi-line error into one line.

@@ -10,37 +10,77 @@ import (
 	"github.com/patrdb/patrdb/tree"
 )
 
-const testTree = `{"b0":3,"k":2,"m":2,"top_expand":1,"delta":0.3,"repeat_prune":3}`
+// testTree: three roots, intervals of two turns, the best branch expanded
+// into two, a turn cap of three (so the second interval is one turn).
+const testTree = `{"b0":3,"k":2,"m":2,"top_expand":1,"delta":0.3,"repeat_prune":2,"max_turns":3}`
+
+// openStep opens step with one task and returns its group.
+func openStep(e *testEnv, run string, step uint64) store.Group {
+	e.t.Helper()
+	var os OpenStepResponse
+	e.post("/api/v1/runs/"+run+"/steps", OpenStepRequest{Keyed: Keyed{fmt.Sprintf("open-%d", step)}, Step: step,
+		Tasks: []tree.Task{{ID: "t1", Prompt: "reach the goal", Gold: "goal"}}}, http.StatusOK, &os)
+	if len(os.Groups) != 1 {
+		e.t.Fatalf("open step %d: %+v", step, os)
+	}
+	return os.Groups[0]
+}
+
+// leaseAll leases every free branch of step, by node.
+func leaseAll(e *testEnv, run string, step uint64) map[uint64]LeaseGrant {
+	e.t.Helper()
+	var lr LeaseResponse
+	e.post("/api/v1/runs/"+run+"/leases", LeaseRequest{Worker: "test", Step: step}, http.StatusOK, &lr)
+	out := map[uint64]LeaseGrant{}
+	for _, l := range lr.Leases {
+		out[l.Node] = l
+	}
+	return out
+}
+
+// sub is a submission under l's lease.
+func sub(l LeaseGrant, score *float64, turns ...store.Turn) tree.Submission {
+	return tree.Submission{Lease: l.ID, Node: l.Node, From: l.From, Turns: turns, Score: score}
+}
+
+func submitOK(e *testEnv, run, key string, subs ...tree.Submission) tree.Submitted {
+	e.t.Helper()
+	var out tree.Submitted
+	e.post("/api/v1/runs/"+run+"/submit", SubmitRequest{Keyed: Keyed{key}, Submissions: subs}, http.StatusOK, &out)
+	return out
+}
+
+func done(t store.Turn) store.Turn { t.Done = true; return t }
 
 // grow drives one PaTR group over HTTP: three roots, two turns each, one
 // routed interval (expand the best, keep the middle, prune the worst), then
-// a turn on each survivor, the leaves finished. It returns the group id
-// and the node ids: roots r[0..2], children c[0..1].
+// the last turn of each live branch. It returns the group id and the node
+// ids: roots r[0..2], children c[0..1]; r[1] and c[0] complete, c[1] is
+// truncated by the turn cap, r[2] pruned.
 func grow(e *testEnv, run string, step uint64) (gid uint64, r, c []uint64) {
 	e.t.Helper()
-	var og OpenGroupResponse
-	e.post("/api/v1/runs/"+run+"/groups", map[string]any{"client_key": fmt.Sprintf("open-%d", step), "step": step,
-		"task": "t1", "prompt": "reach the goal", "gold": "goal"}, http.StatusCreated, &og)
-	gid, r = og.Group.ID, og.Roots
-	for i, id := range r {
-		turns := []store.Turn{turn("right", 0), turn("down", 0)}
-		if i == 2 {
-			turns = []store.Turn{turn("left", 0.25), turn("left", 0)}
-		}
-		e.post(fmt.Sprintf("/api/v1/runs/%s/nodes/%d/turns", run, id),
-			AppendTurnsRequest{Keyed: Keyed{fmt.Sprintf("t-%d-%d", step, id)}, From: ptr(0), Turns: turns}, http.StatusOK, nil)
+	g := openStep(e, run, step)
+	gid, r = g.ID, g.Roots
+	ls := leaseAll(e, run, step)
+	if len(ls) != 3 {
+		e.t.Fatalf("leases of step %d: %+v", step, ls)
 	}
-	var rr RouteResponse
-	e.post(fmt.Sprintf("/api/v1/runs/%s/groups/%d/route", run, gid), RouteRequest{Keyed: Keyed{fmt.Sprintf("route-%d", step)}, Interval: ptr(0),
-		Scores: []BranchScore{{Node: r[0], Score: ptr(0.9)}, {Node: r[1], Score: ptr(0.7)}, {Node: r[2], Score: ptr(0.2)}}}, http.StatusOK, &rr)
-	c = rr.Decisions[0].Children
-	for i, id := range []uint64{c[0], c[1], r[1]} {
-		e.post(fmt.Sprintf("/api/v1/runs/%s/nodes/%d/turns", run, id), AppendTurnsRequest{Keyed: Keyed{fmt.Sprintf("t2-%d-%d", step, id)},
-			From: ptr(map[bool]int{true: 2, false: 0}[id == r[1]]), Turns: []store.Turn{turn(fmt.Sprint("go", i), 0)}}, http.StatusOK, nil)
+	out := submitOK(e, run, fmt.Sprintf("i0-%d", step),
+		sub(ls[r[0]], ptr(0.9), turn("right", 0), turn("down", 0)),
+		sub(ls[r[1]], ptr(0.7), turn("right", 0), turn("down", 0)),
+		sub(ls[r[2]], ptr(0.2), turn("left", 0.25), turn("up", 0)))
+	if len(out.Routed) != 1 || len(out.Routed[0].Decisions) != 3 {
+		e.t.Fatalf("interval 0: %+v", out)
 	}
-	e.post(fmt.Sprintf("/api/v1/runs/%s/nodes/%d/finish", run, c[0]), FinishRequest{Keyed: Keyed{fmt.Sprintf("f-%d-a", step)}, Status: store.NodeCompleted, Reward: ptr(1.0)}, http.StatusOK, nil)
-	e.post(fmt.Sprintf("/api/v1/runs/%s/nodes/%d/finish", run, c[1]), FinishRequest{Keyed: Keyed{fmt.Sprintf("f-%d-b", step)}, Status: store.NodeTruncated, Reward: ptr(0.0)}, http.StatusOK, nil)
-	e.post(fmt.Sprintf("/api/v1/runs/%s/nodes/%d/finish", run, r[1]), FinishRequest{Keyed: Keyed{fmt.Sprintf("f-%d-c", step)}, Status: store.NodeCompleted, Reward: ptr(0.5)}, http.StatusOK, nil)
+	c = out.Routed[0].Decisions[0].ChildIDs
+	ls = leaseAll(e, run, step)
+	out = submitOK(e, run, fmt.Sprintf("i1-%d", step),
+		sub(ls[c[0]], nil, done(turn("go0", 1))),
+		sub(ls[c[1]], nil, turn("go1", 0)),
+		sub(ls[r[1]], nil, done(turn("go2", 0.5))))
+	if fmt.Sprint(out.Done) != fmt.Sprint([]uint64{gid}) {
+		e.t.Fatalf("interval 1: %+v", out)
+	}
 	return gid, r, c
 }
 
@@ -52,55 +92,57 @@ func createRun(e *testEnv, id, treeJSON string) {
 func TestPaTRGroupOverHTTP(t *testing.T) {
 	e := newEnv(t, Options{})
 	createRun(e, "r1", testTree)
-
-	var og OpenGroupResponse
-	e.post("/api/v1/runs/r1/groups", `{"client_key":"g1","step":1,"task":"t1","prompt":"p"}`, http.StatusCreated, &og)
-	if len(og.Roots) != 3 || og.Group.Status != store.GroupOpen || og.Group.Step != 1 {
-		t.Fatalf("open group: %+v", og)
+	g := openStep(e, "r1", 1)
+	if len(g.Roots) != 3 || g.Status != store.GroupOpen || g.Step != 1 {
+		t.Fatalf("open step: %+v", g)
 	}
-	r := og.Roots
-	// Root 2 repeats its action three times: with repeat_prune 3 it is
-	// pruned by the repeat rule whatever its score.
-	actions := [][]string{{"a", "b"}, {"a", "c"}, {"x", "x", "x"}}
+	r := g.Roots
+	ls := leaseAll(e, "r1", 1)
+	for _, id := range r {
+		if l := ls[id]; l.Turns != 2 || !l.Score || l.From != 0 || len(l.History) != 0 {
+			t.Fatalf("lease of root %d: %+v", id, l)
+		}
+	}
+	// Root 2 repeats its action: with repeat_prune 2 it is pruned by the
+	// repeat rule whatever its score.
+	actions := [][]string{{"a", "b"}, {"a", "c"}, {"x", "x"}}
+	scores := []float64{0.6, 0.8, 0.95}
+	var subs []tree.Submission
 	for i, id := range r {
 		var ts []store.Turn
 		for _, a := range actions[i] {
 			ts = append(ts, turn(a, 0.5))
 		}
-		var out AppendTurnsResponse
-		e.post(fmt.Sprintf("/api/v1/runs/r1/nodes/%d/turns", id), AppendTurnsRequest{Keyed: Keyed{fmt.Sprint("t", id)}, From: ptr(0), Turns: ts}, http.StatusOK, &out)
-		if out.Turns != len(ts) || out.Node != id {
-			t.Fatalf("append: %+v", out)
-		}
+		subs = append(subs, sub(ls[id], &scores[i], ts...))
 	}
-	scores := []float64{0.6, 0.8, 0.95}
-	var rr RouteResponse
-	e.post("/api/v1/runs/r1/groups/1/route", RouteRequest{Keyed: Keyed{"route0"}, Interval: ptr(0), Scores: []BranchScore{
-		{Node: r[2], Score: &scores[2]}, {Node: r[0], Score: &scores[0]}, {Node: r[1], Score: &scores[1]}}}, http.StatusOK, &rr)
+	out := submitOK(e, "r1", "interval0", subs[2], subs[0], subs[1])
 
 	// The decisions are tree.Route's on the same inputs under the stored config.
 	cfg := tree.DefaultConfig()
-	cfg.B0, cfg.K, cfg.M, cfg.TopExpand, cfg.Delta, cfg.RepeatPrune = 3, 2, 2, 1, 0.3, 3
-	want := tree.Route([]tree.Branch{{Node: r[0], Score: 0.6, RepeatRun: 1}, {Node: r[1], Score: 0.8, RepeatRun: 1}, {Node: r[2], Score: 0.95, RepeatRun: 3}}, cfg)
-	if len(rr.Decisions) != 3 {
-		t.Fatalf("decisions: %+v", rr.Decisions)
+	cfg.B0, cfg.K, cfg.M, cfg.TopExpand, cfg.Delta, cfg.RepeatPrune, cfg.MaxTurns = 3, 2, 2, 1, 0.3, 2, 3
+	want := tree.Route([]tree.Branch{{Node: r[0], Score: 0.6, RepeatRun: 1}, {Node: r[1], Score: 0.8, RepeatRun: 1}, {Node: r[2], Score: 0.95, RepeatRun: 2}}, cfg)
+	if len(out.Routed) != 1 || len(out.Routed[0].Decisions) != 3 {
+		t.Fatalf("routed: %+v", out.Routed)
 	}
-	for i, d := range rr.Decisions {
+	rt := out.Routed[0]
+	for i, d := range rt.Decisions {
 		w := want[i]
-		if d.Node != w.Node || d.Action != string(w.Action) || d.Rule != w.Rule || d.Reference != w.Reference || d.Rank != w.Rank || len(d.Children) != w.Children {
+		if d.Node != w.Node || d.Action != w.Action || d.Rule != w.Rule || d.Reference != w.Reference || d.Rank != w.Rank || len(d.ChildIDs) != w.Children {
 			t.Errorf("decision %d: got %+v, want %+v", i, d, w)
 		}
 	}
 	// r2: pruned (repeat); r1: best survivor, expanded; r0: 0.6 < 0.95-0.3, pruned.
-	if rr.Decisions[2].Action != "prune" || rr.Decisions[2].Rule != tree.RuleRepeat || rr.Decisions[1].Action != "expand" || rr.Decisions[0].Action != "prune" {
-		t.Fatalf("unexpected routing: %+v", rr.Decisions)
+	if rt.Decisions[2].Action != tree.Prune || rt.Decisions[2].Rule != tree.RuleRepeat || rt.Decisions[1].Action != tree.Expand || rt.Decisions[0].Action != tree.Prune {
+		t.Fatalf("unexpected routing: %+v", rt.Decisions)
 	}
-	if got := *rr.Decisions[0].Reward; got != 1.0 { // two turns of reward 0.5
-		t.Errorf("pruned leaf reward %v, want the sum of its turn rewards 1", got)
+	var pruned NodeInfo
+	e.get(fmt.Sprintf("/api/v1/runs/r1/nodes/%d", r[0]), &pruned)
+	if !pruned.Node.HasReward || pruned.Node.Reward != 1.0 { // two turns of reward 0.5
+		t.Errorf("pruned leaf %+v, want the sum of its turn rewards 1", pruned.Node)
 	}
-	kids := rr.Decisions[1].Children
-	if fmt.Sprint(rr.Active) != fmt.Sprint(kids) || rr.Interval != 0 {
-		t.Fatalf("active after route %v, children %v", rr.Active, kids)
+	kids := rt.Decisions[1].ChildIDs
+	if fmt.Sprint(rt.Active) != fmt.Sprint(kids) || rt.Interval != 0 {
+		t.Fatalf("active after route %v, children %v", rt.Active, kids)
 	}
 	var kid NodeInfo
 	e.get(fmt.Sprintf("/api/v1/runs/r1/nodes/%d", kids[1]), &kid)
@@ -112,17 +154,22 @@ func TestPaTRGroupOverHTTP(t *testing.T) {
 	if parent.Node.Status != store.NodeExpanded || len(parent.Node.Scores) != 1 || parent.Node.Scores[0].Turn != 2 || fmt.Sprint(parent.Children) != fmt.Sprint(kids) {
 		t.Fatalf("parent: %+v children %v", parent.Node, parent.Children)
 	}
-	var g GroupTree
-	e.get("/api/v1/runs/r1/groups/1", &g)
-	if g.Group.Interval != 1 || len(g.Nodes) != 5 {
-		t.Fatalf("group after route: interval %d, %d nodes", g.Group.Interval, len(g.Nodes))
+	var gt GroupTree
+	e.get("/api/v1/runs/r1/groups/1", &gt)
+	if gt.Group.Interval != 1 || len(gt.Nodes) != 5 {
+		t.Fatalf("group after route: interval %d, %d nodes", gt.Group.Interval, len(gt.Nodes))
 	}
 
-	// Grow the children, finish them, close.
-	for i, id := range kids {
-		e.post(fmt.Sprintf("/api/v1/runs/r1/nodes/%d/turns", id), AppendTurnsRequest{Keyed: Keyed{fmt.Sprint("k", id)}, From: ptr(0),
-			Turns: []store.Turn{turn(fmt.Sprint("k", i), float64(i))}}, http.StatusOK, nil)
+	// The children's leases carry the inherited history; the turn cap
+	// leaves them one turn, after which they are leaves (no score due).
+	ls = leaseAll(e, "r1", 1)
+	for _, id := range kids {
+		l := ls[id]
+		if l.Turns != 1 || l.Score || l.PathLen != 2 || len(l.History) != 2 || l.History[1].Action != "c" {
+			t.Fatalf("lease of child %d: %+v", id, l)
+		}
 	}
+	submitOK(e, "r1", "kid0", sub(ls[kids[0]], nil, done(turn("k0", 0))))
 	var tr Trajectory
 	e.get(fmt.Sprintf("/api/v1/runs/r1/nodes/%d/trajectory", kids[0]), &tr)
 	if tr.Inherited != 2 || len(tr.Turns) != 3 || tr.Turns[0].Node != r[1] || tr.Turns[1].Action != "c" || tr.Turns[2].Node != kids[0] || tr.Turns[2].Action != "k0" {
@@ -131,21 +178,33 @@ func TestPaTRGroupOverHTTP(t *testing.T) {
 	if len(tr.Segments) != 2 || tr.Segments[0] != (store.Segment{Node: r[1], Count: 2}) {
 		t.Fatalf("segments: %+v", tr.Segments)
 	}
-	e.post(fmt.Sprintf("/api/v1/runs/r1/nodes/%d/finish", kids[0]), `{"client_key":"fa","status":"completed","reward":1}`, http.StatusOK, nil)
 	// Closing with an active branch left is a conflict and writes nothing.
 	before := e.fileSum()
 	st, _, body := e.call(http.MethodPost, "/api/v1/runs/r1/groups/1/close", `{"client_key":"c1"}`)
 	if st != http.StatusConflict || e.fileSum() != before {
 		t.Fatalf("close with an active node: %d %s", st, body)
 	}
-	e.post(fmt.Sprintf("/api/v1/runs/r1/nodes/%d/finish", kids[1]), `{"client_key":"fb","status":"truncated","reward":0}`, http.StatusOK, nil)
+	var status StepStatus
+	e.get("/api/v1/runs/r1/steps/1/status", &status)
+	if status.Open != 1 || status.Active != 1 || status.Leased != 1 || len(status.Done) != 0 {
+		t.Fatalf("status with one branch left: %+v", status)
+	}
+	out = submitOK(e, "r1", "kid1", sub(ls[kids[1]], nil, turn("k1", 0.25)))
+	if out.Results[0].Status != store.NodeTruncated || fmt.Sprint(out.Done) != "[1]" {
+		t.Fatalf("last branch: %+v", out)
+	}
+	e.get("/api/v1/runs/r1/steps/1/status", &status)
+	if status.Open != 1 || status.Active != 0 || status.Leased != 0 || fmt.Sprint(status.Done) != "[1]" {
+		t.Fatalf("status with the group done: %+v", status)
+	}
 	var cg CloseGroupResponse
 	e.post("/api/v1/runs/r1/groups/1/close", `{"client_key":"c1"}`, http.StatusOK, &cg)
 	if cg.Group.Status != store.GroupClosed || len(cg.Advantages) != 4 {
 		t.Fatalf("close: %+v", cg)
 	}
-	// Leaves in id order: r0 (pruned, 1), r2 (pruned, 1.5), kid0 (1), kid1 (0).
-	rewards := []float64{1, 1.5, 1, 0}
+	// Leaves in id order: r0 (pruned, 1), r2 (pruned, 1), kid0 (1: path
+	// a, c, k0), kid1 (truncated, 1.25).
+	rewards := []float64{1, 1, 1, 1.25}
 	adv, mean, std, zv := tree.GRPOAdvantages(rewards, tree.DefaultEps)
 	leaves := []uint64{r[0], r[2], kids[0], kids[1]}
 	for i, a := range cg.Advantages {
@@ -157,6 +216,10 @@ func TestPaTRGroupOverHTTP(t *testing.T) {
 	e.get("/api/v1/runs/r1/advantages?step=1", &stored)
 	if len(stored.Advantages) != 4 || fmt.Sprint(stored.Advantages[3]) != fmt.Sprint(cg.Advantages[3]) {
 		t.Fatalf("stored advantages: %+v", stored.Advantages)
+	}
+	e.get("/api/v1/runs/r1/steps/1/status", &status)
+	if status.Open != 0 || status.Closed != 1 {
+		t.Fatalf("status after close: %+v", status)
 	}
 }
 

@@ -18,6 +18,7 @@ type server struct {
 	opts    Options
 	replies replyIndex // touched only by the batch leader
 	batch   batcher
+	coords  coordinators
 	mux     *http.ServeMux
 	token   [sha256.Size]byte // sha256 of Options.Token, compared in constant time
 	soundness
@@ -84,6 +85,7 @@ func (s *server) routes() {
 	s.handle("GET "+p+"/runs/{run}", s.getRun)
 	s.handle("GET "+p+"/runs/{run}/steps", s.stepMetrics)
 	s.handle("GET "+p+"/runs/{run}/steps/{step}/groups", s.stepGroups)
+	s.handle("GET "+p+"/runs/{run}/steps/{step}/status", s.stepStatus)
 	s.handle("GET "+p+"/runs/{run}/groups", s.listGroups)
 	s.handle("GET "+p+"/runs/{run}/groups/{group}", s.getGroup)
 	s.handle("GET "+p+"/runs/{run}/nodes/{node}", s.getNode)
@@ -98,12 +100,11 @@ func (s *server) routes() {
 	s.handle("POST "+p+"/runs", s.createRun)
 	s.handle("POST "+p+"/runs/{run}/status", s.setRunStatus)
 	s.handle("POST "+p+"/runs/{run}/checkpoints", s.putCheckpoint)
-	s.handle("POST "+p+"/runs/{run}/groups", s.openGroup)
-	s.handle("POST "+p+"/runs/{run}/groups/{group}/nodes", s.addNode)
-	s.handle("POST "+p+"/runs/{run}/groups/{group}/route", s.routeGroup)
+	s.handle("POST "+p+"/runs/{run}/steps", s.openStep)
+	s.handle("POST "+p+"/runs/{run}/leases", s.lease) // hands out work, writes nothing
+	s.handle("POST "+p+"/runs/{run}/submit", s.submitWork)
 	s.handle("POST "+p+"/runs/{run}/groups/{group}/close", s.closeGroup)
-	s.handle("POST "+p+"/runs/{run}/nodes/{node}/turns", s.appendTurns)
-	s.handle("POST "+p+"/runs/{run}/nodes/{node}/finish", s.finishNode)
+	s.handle("POST "+p+"/runs/{run}/steps/{step}/abandon", s.abandonStep)
 	s.handle("POST "+p+"/runs/{run}/rubrics/activate", s.activate)
 	s.handle("POST "+p+"/runs/{run}/groups/{group}/shape", s.shapeGroup) // computes, writes nothing
 	// Anything else under the API is a JSON 404 or 405, never the mux's

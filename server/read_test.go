@@ -15,8 +15,8 @@ func TestReadEndpoints(t *testing.T) {
 	gid, r, c := grow(e, "r1", 1)
 	e.post(fmt.Sprintf("/api/v1/runs/r1/groups/%d/close", gid), `{"client_key":"close"}`, 200, nil)
 	e.post("/api/v1/runs/r1/checkpoints", `{"client_key":"ck","step":1,"inline":"AQID","meta":{"lr":"0.1"}}`, 201, nil)
-	var og OpenGroupResponse
-	e.post("/api/v1/runs/r1/groups", `{"client_key":"o2","step":2,"task":"t2"}`, 201, &og)
+	var og OpenStepResponse
+	e.post("/api/v1/runs/r1/steps", `{"client_key":"o2","step":2,"tasks":[{"id":"t2"}]}`, 200, &og)
 	// Rubrics are written in-process (the rubric endpoints have their own
 	// test): one per pool.
 	err := e.db.Update(func(tx *store.Tx) error {
@@ -112,7 +112,7 @@ func TestReadEndpoints(t *testing.T) {
 
 	var fr struct{ Nodes []store.Node }
 	e.get("/api/v1/runs/r1/frontier", &fr)
-	if len(fr.Nodes) != 3 || fr.Nodes[0].ID != og.Roots[0] {
+	if len(fr.Nodes) != 3 || fr.Nodes[0].ID != og.Groups[0].Roots[0] {
 		t.Errorf("frontier: %+v", fr)
 	}
 	e.get("/api/v1/runs/r1/frontier?step=1", &fr)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
 
 	"github.com/patrdb/patrdb/rubricpool"
 	"github.com/patrdb/patrdb/store"
@@ -213,15 +212,19 @@ type prepared struct {
 	needs  ShapeNeeds
 }
 
-// gatherShape reads, in r (the caller's transaction), what Prepare needs:
-// the group's leaves, with their rewards and outcomes.
-func gatherShape(r *store.RunTx, g store.Group, ans ShapeAnswers) (prepared, error) {
+// gatherShape reads, in tx (the caller's transaction), what Prepare needs:
+// the group's leaves (the coordinator's reading of them), with their
+// rewards and outcomes.
+func gatherShape(c *tree.Coordinator, tx *store.Tx, g store.Group, ans ShapeAnswers) (prepared, error) {
 	var out prepared
 	var err error
 	if out.k, err = newAsker(ans); err != nil {
 		return out, err
 	}
-	nodes, err := r.GroupNodes(g)
+	if _, out.leaves, err = c.Leaves(tx, g.Step, g.ID, false); err != nil {
+		return out, err
+	}
+	r, err := tx.Run(c.Run())
 	if err != nil {
 		return out, err
 	}
@@ -232,18 +235,6 @@ func gatherShape(r *store.RunTx, g store.Group, ans ShapeAnswers) (prepared, err
 		}
 		outcomes[lo.Leaf] = *lo.Outcome
 	}
-	for _, n := range nodes {
-		switch {
-		case n.Status == store.NodeActive:
-			return out, conflict("group %d still has active node %d: finish or route it first", g.ID, n.ID)
-		case !n.Status.Leaf():
-			continue
-		case !n.HasReward:
-			return out, conflict("leaf %d of group %d has no reward: finish it first", n.ID, g.ID)
-		}
-		out.leaves = append(out.leaves, tree.Leaf{Node: n, Reward: n.Reward})
-	}
-	sort.Slice(out.leaves, func(i, j int) bool { return out.leaves[i].Node.ID < out.leaves[j].Node.ID })
 	for _, l := range out.leaves {
 		t := rubricpool.Trajectory{Node: l.Node.ID, Reward: l.Reward}
 		if o, ok := outcomes[l.Node.ID]; ok {
@@ -327,6 +318,10 @@ func (s *server) shapeGroup(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	run := r.PathValue("run")
+	c, err := s.coordinator(run)
+	if err != nil {
+		return err
+	}
 	var p prepared
 	var cfg RunConfig
 	var g store.Group
@@ -335,17 +330,16 @@ func (s *server) shapeGroup(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		info, err := rt.Info()
-		if err != nil {
+		if cfg, err = configOf(rt); err != nil {
 			return err
 		}
-		if cfg, _, err = storedConfig(info); err != nil {
+		if g, err = rt.Group(gid); err != nil {
 			return err
 		}
-		if g, err = openGroupOf(rt, gid); err != nil {
-			return err
+		if g.Status != store.GroupOpen {
+			return conflict("group %d is %s: only an open group is shaped", gid, g.Status)
 		}
-		p, err = gatherShape(rt, g, req.ShapeAnswers)
+		p, err = gatherShape(c, tx, g, req.ShapeAnswers)
 		return err
 	})
 	if err != nil {
@@ -357,52 +351,43 @@ func (s *server) shapeGroup(w http.ResponseWriter, r *http.Request) error {
 	return s.ok(w, p.response())
 }
 
-// closeShaped is the close of a group shaped by the pool: Prepare with the
-// client's answers, then (all in the caller's transaction) the pool's
-// writes, the advantages and the close.
-func (s *server) closeShaped(rt *store.RunTx, cfg RunConfig, g store.Group, ans ShapeAnswers) (int, any, error) {
-	p, err := gatherShape(rt, g, ans)
+// poolShaping is the shaping of a group by the run's rubric buffer:
+// Prepare with the client's answers; the pool's writes are the shaping's
+// Apply, so they commit with the advantages and the close.
+func (s *server) poolShaping(c *tree.Coordinator, tx *store.Tx, g store.Group, ans ShapeAnswers) (*tree.Shaping, error) {
+	rt, err := tx.Run(c.Run())
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
-	if err := s.prepare(rt.ID(), cfg, g, &p); err != nil {
-		return 0, nil, err
+	cfg, err := configOf(rt)
+	if err != nil {
+		return nil, err
+	}
+	p, err := gatherShape(c, tx, g, ans)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.prepare(c.Run(), cfg, g, &p); err != nil {
+		return nil, err
 	}
 	if !p.needs.empty() {
-		return 0, nil, withStatus(http.StatusConflict, "shaping_incomplete", fmt.Errorf(
+		return nil, withStatus(http.StatusConflict, "shaping_incomplete", fmt.Errorf(
 			"%w: the pool still needs %d judgements%s%s: POST .../groups/%d/shape to see them",
 			ErrConflict, len(p.needs.Judge), map[bool]string{true: ", drafts"}[p.needs.Induce != nil],
 			map[bool]string{true: ", a consolidation"}[p.needs.Consolidate != nil], g.ID))
 	}
-	var shaping *tree.Shaping
-	if len(p.res.Rubrics) > 0 {
-		shaping = &tree.Shaping{Scores: p.res.Scores, Lambda: p.res.Lambda, Rubrics: p.res.Rubrics}
-	}
-	if err := p.res.Apply(rt); err != nil {
-		return 0, nil, rubricError(err, g.Step)
-	}
-	return finishClose(rt, g, p.leaves, shaping)
-}
-
-// finishClose writes the advantages and closes the group.
-func finishClose(rt *store.RunTx, g store.Group, leaves []tree.Leaf, shaping *tree.Shaping) (int, any, error) {
-	advs := tree.Advantages(g, leaves, shaping, tree.DefaultEps)
-	for _, a := range advs {
-		if err := rt.PutAdvantage(a); err != nil {
-			return 0, nil, err
+	apply := func(r *store.RunTx) error {
+		if err := p.res.Apply(r); err != nil {
+			return rubricError(err, g.Step)
 		}
+		return nil
 	}
-	if err := rt.CloseGroup(g.Step, g.ID); err != nil {
-		return 0, nil, err
+	if len(p.res.Rubrics) == 0 {
+		// No rubric shaped the group: plain GRPO, but the pool's own
+		// changes (drafts, counts) still commit with the close.
+		return &tree.Shaping{Scores: make([]float64, len(p.leaves)), Apply: apply}, nil
 	}
-	g, err := rt.GroupAt(g.Step, g.ID)
-	if err != nil {
-		return 0, nil, err
-	}
-	if advs == nil {
-		advs = []store.Advantage{}
-	}
-	return http.StatusOK, CloseGroupResponse{Group: g, Advantages: advs}, nil
+	return &tree.Shaping{Scores: p.res.Scores, Lambda: p.res.Lambda, Rubrics: p.res.Rubrics, Apply: apply}, nil
 }
 
 // ActivateRequest is POST /api/v1/runs/{run}/rubrics/activate.
@@ -449,11 +434,7 @@ func (s *server) activate(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		info, err := rt.Info()
-		if err != nil {
-			return err
-		}
-		cfg, _, err = storedConfig(info)
+		cfg, err = configOf(rt)
 		return err
 	})
 	if err != nil {

@@ -7,20 +7,24 @@ import (
 
 	"github.com/patrdb/patrdb/rubricpool"
 	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/tree"
 )
 
 // leavesGroup opens a group at step with len(rewards) roots, gives each one
 // turn and finishes it with its reward.
 func leavesGroup(e *testEnv, run string, step uint64, rewards []float64) (uint64, []uint64) {
 	e.t.Helper()
-	var og OpenGroupResponse
-	e.post("/api/v1/runs/"+run+"/groups", OpenGroupRequest{Keyed: Keyed{fmt.Sprint("open-", step)}, Step: step, Task: "qa"}, 201, &og)
-	for i, id := range og.Roots {
-		e.post(fmt.Sprintf("/api/v1/runs/%s/nodes/%d/turns", run, id), AppendTurnsRequest{Keyed: Keyed{fmt.Sprint("t-", id)}, From: ptr(0),
-			Turns: []store.Turn{{Action: fmt.Sprint("answer ", i), Observation: "ok"}}}, 200, nil)
-		e.post(fmt.Sprintf("/api/v1/runs/%s/nodes/%d/finish", run, id), FinishRequest{Keyed: Keyed{fmt.Sprint("f-", id)}, Status: store.NodeCompleted, Reward: ptr(rewards[i])}, 200, nil)
+	var os OpenStepResponse
+	e.post("/api/v1/runs/"+run+"/steps", OpenStepRequest{Keyed: Keyed{fmt.Sprint("open-", step)}, Step: step, Tasks: []tree.Task{{ID: "qa"}}}, 200, &os)
+	g := os.Groups[0]
+	ls := leaseAll(e, run, step)
+	var subs []tree.Submission
+	for i, id := range g.Roots {
+		subs = append(subs, tree.Submission{Lease: ls[id].ID, Node: id, Reward: ptr(rewards[i]),
+			Turns: []store.Turn{{Action: fmt.Sprint("answer ", i), Observation: "ok", Done: true}}})
 	}
-	return og.Group.ID, og.Roots
+	submitOK(e, run, fmt.Sprint("leaves-", step), subs...)
+	return g.ID, g.Roots
 }
 
 // shapeUntilComplete plays the client's side of the shape exchange and

@@ -88,3 +88,13 @@ func storedConfig(run store.Run) (cfg RunConfig, hasTree bool, err error) {
 	}
 	return cfg, hasTree, nil
 }
+
+// configOf reads the config of run r (storedConfig of its record).
+func configOf(r *store.RunTx) (RunConfig, error) {
+	info, err := r.Info()
+	if err != nil {
+		return RunConfig{}, err
+	}
+	cfg, _, err := storedConfig(info)
+	return cfg, err
+}

@@ -8,12 +8,14 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/patrdb/patrdb/server"
 	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/tree"
 )
 
 // Config bounds one load test.
@@ -77,6 +79,9 @@ func Run(cfg Config, dir string) (Report, error) {
 	if cfg.Clients < 1 || cfg.Turns < 1 || cfg.Batch < 1 || cfg.Duration <= 0 || cfg.Rounds < 1 {
 		return rep, fmt.Errorf("clients, turns, batch, duration and rounds must be positive")
 	}
+	if cfg.Turns > tree.MaxK {
+		return rep, fmt.Errorf("turns %d: at most %d (one branch's interval)", cfg.Turns, tree.MaxK)
+	}
 	var ins, hts []Phase
 	var ratios []float64
 	for i := 0; i < cfg.Rounds; i++ {
@@ -117,7 +122,7 @@ func openStore(path string, nosync bool) (*store.DB, error) {
 func setup(db *store.DB, clients int) ([]uint64, error) {
 	var nodes []uint64
 	err := db.Update(func(tx *store.Tx) error {
-		r, err := tx.CreateRun("load", []byte(`{"tree":{"b0":1,"k":5,"m":2,"top_expand":2,"delta":0.5,"prune_rule":"max","repeat_prune":0,"max_turns":0,"max_active":0,"seed":0,"no_scoring":false}}`), nil)
+		r, err := tx.CreateRun("load", []byte(`{"tree":{"b0":1,"k":1000,"m":2,"top_expand":2,"delta":0.5,"prune_rule":"max","repeat_prune":0,"max_turns":0,"max_active":0,"seed":0,"no_scoring":false}}`), nil)
 		if err != nil {
 			return err
 		}
@@ -264,24 +269,38 @@ func overHTTP(cfg Config, path string, rep *Report) error {
 	}
 	var mu sync.Mutex
 	ctx := context.Background()
+	// Each client leases its own branch (one interval of up to 1,000 turns)
+	// and submits its turns under that lease, a batch at a time.
+	leases := make([]string, cfg.Clients)
+	for c := range leases {
+		ls, err := clients[c].Lease(ctx, "load", server.LeaseRequest{Worker: fmt.Sprint("client-", c), Max: 1, Step: 1})
+		if err != nil {
+			return err
+		}
+		if len(ls) != 1 || ls[0].Node != nodes[c] {
+			return fmt.Errorf("loadtest: client %d leased %+v, want node %d", c, ls, nodes[c])
+		}
+		leases[c] = ls[0].ID
+	}
 	p, written, err := drive(cfg, "http", func(c, from int, turns []store.Turn, retry bool) (time.Duration, error) {
 		key := fmt.Sprintf("load/%d/%d", c, from)
-		req := server.AppendTurnsRequest{Keyed: server.Keyed{ClientKey: key}, From: &from, Turns: turns}
+		req := server.SubmitRequest{Keyed: server.Keyed{ClientKey: key},
+			Submissions: []tree.Submission{{Lease: leases[c], Node: nodes[c], From: from, Turns: turns}}}
 		t0 := time.Now()
-		first, err := clients[c].AppendTurns(ctx, "load", nodes[c], req)
+		first, err := clients[c].Submit(ctx, "load", req)
 		d := time.Since(t0)
 		if err != nil {
 			return d, err
 		}
 		if retry {
 			// The answer was "lost": the client sends the same request again.
-			again, err := clients[c].AppendTurns(ctx, "load", nodes[c], req)
+			again, err := clients[c].Submit(ctx, "load", req)
 			if err != nil {
 				return d, err
 			}
 			mu.Lock()
 			rep.Retries++
-			if again == first {
+			if reflect.DeepEqual(again, first) {
 				rep.Replayed++
 			}
 			mu.Unlock()

@@ -17,6 +17,7 @@ import (
 	"github.com/patrdb/patrdb/server"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
+	"github.com/patrdb/patrdb/tree"
 )
 
 // owner is a process's worth of "the trainer that owns the file": the store
@@ -300,30 +301,38 @@ func TestRemoteMatchesFileOnWrittenRuns(t *testing.T) {
 		Meta: map[string]string{"who": "test <&>"}}); err != nil {
 		t.Fatal(err)
 	}
-	og, err := c.OpenGroup(ctx, "api", server.OpenGroupRequest{Step: 1, Task: "t1", Prompt: "reach the goal"})
+	os, err := c.OpenStep(ctx, "api", server.OpenStepRequest{Step: 1, Tasks: []tree.Task{{ID: "t1", Prompt: "reach the goal"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	zero := 0
-	for i, id := range og.Roots {
-		turns := []store.Turn{{Action: "right", ActionTokens: []uint32{1, 2}, ActionLogprobs: []float32{-0.1, -0.7}, Observation: "at 1"},
-			{Action: "down", Observation: "at 5", Reward: float64(i) / 4}}
-		if _, err := c.AppendTurns(ctx, "api", id, server.AppendTurnsRequest{From: &zero, Turns: turns}); err != nil {
-			t.Fatal(err)
-		}
+	og := os.Groups[0]
+	ls, err := c.Lease(ctx, "api", server.LeaseRequest{Worker: "test", Step: 1})
+	if err != nil {
+		t.Fatal(err)
 	}
 	scores := []float64{0.9, 0.8, 0.1}
-	var bs []server.BranchScore
-	for i, id := range og.Roots {
-		bs = append(bs, server.BranchScore{Node: id, Score: &scores[i]})
+	var subs []tree.Submission
+	for i, l := range ls {
+		turns := []store.Turn{{Action: "right", ActionTokens: []uint32{1, 2}, ActionLogprobs: []float32{-0.1, -0.7}, Observation: "at 1"},
+			{Action: "down", Observation: "at 5", Reward: float64(i) / 4}}
+		subs = append(subs, tree.Submission{Lease: l.ID, Node: l.Node, Turns: turns, Score: &scores[i]})
 	}
-	rr, err := c.Route(ctx, "api", og.Group.ID, server.RouteRequest{Interval: &zero, Scores: bs})
+	rr, err := c.Submit(ctx, "api", server.SubmitRequest{Submissions: subs})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if ls, err = c.Lease(ctx, "api", server.LeaseRequest{Worker: "test", Step: 1}); err != nil {
 		t.Fatal(err)
 	}
 	one := 1.0
-	if _, err := c.Finish(ctx, "api", og.Roots[1], server.FinishRequest{Status: store.NodeCompleted, Reward: &one}); err != nil {
-		t.Fatal(err)
+	for _, l := range ls {
+		if l.Node != og.Roots[1] {
+			continue
+		}
+		if _, err := c.Submit(ctx, "api", server.SubmitRequest{Submissions: []tree.Submission{{Lease: l.ID, Node: l.Node, From: l.From,
+			Turns: []store.Turn{{Action: "stop", Observation: "at goal", Done: true}}, Reward: &one}}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	cmds := [][]string{
@@ -337,7 +346,7 @@ func TestRemoteMatchesFileOnWrittenRuns(t *testing.T) {
 		{"replay", "demo"}, {"replay", "demo", "--json"}, {"replay", "api"}, {"replay", "api", "--json"},
 		{"stats", "demo"}, {"stats", "api", "--json"},
 	}
-	if len(rr.Decisions) == 0 {
+	if len(rr.Routed) == 0 || len(rr.Routed[0].Decisions) == 0 {
 		t.Fatal("route decided nothing")
 	}
 	remote := make([]result, len(cmds))

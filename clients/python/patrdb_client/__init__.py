@@ -1,13 +1,15 @@
 """Python client of patrdb serve: the HTTP API of a patrdb store, standard library only.
 
-    from patrdb_client import Client, TreeRollout, Turn
+    from patrdb_client import Client, RolloutWorker, StepDriver, Move, Observation
 """
 
 from .client import (BadRequest, Client, Conflict, Forbidden, NotFound, PatrdbError, ServerError, Unauthorized,
                      new_client_key)
-from .rollout import Branch, TreeRollout
+from .rollout import (ActRequest, Episode, Env, Move, Observation, RolloutWorker, StepDriver, WorkerStats,
+                      drive_step)
 from .types import *  # noqa: F401,F403
 from .types import __all__ as _types_all
 
-__all__ = ["Client", "TreeRollout", "Branch", "PatrdbError", "BadRequest", "Unauthorized", "Forbidden", "NotFound",
-           "Conflict", "ServerError", "new_client_key"] + list(_types_all)
+__all__ = ["Client", "RolloutWorker", "StepDriver", "drive_step", "ActRequest", "Move", "Observation", "Episode",
+           "Env", "WorkerStats", "PatrdbError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "Conflict",
+           "ServerError", "new_client_key"] + list(_types_all)

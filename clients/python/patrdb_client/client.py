@@ -12,10 +12,10 @@ import urllib.parse
 import urllib.request
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
-from .types import (ActiveRubrics, ConsolidateNeed, InduceNeed, JudgeNeed, ShapeResult,
-                    AddNodeResult, AppendResult, Advantage, Checkpoint, CheckpointResult, CloseGroupResult,
-                    Event, EventPage, Group, GroupTree, Health, Node, NodeInfo, OpenGroupResult, RouteResult,
-                    Rubric, Run, RunSummary, Stats, StepMetrics, Trajectory, Turn, from_json)
+from .types import (ActiveRubrics, ConsolidateNeed, InduceNeed, JudgeNeed, ShapeResult, Advantage, Checkpoint,
+                    CheckpointResult, CloseGroupResult, Event, EventPage, Group, GroupTree, Health, Lease, Node,
+                    NodeInfo, OpenStepResult, Rubric, Run, RunSummary, Stats, StepMetrics, StepStatus, Submission,
+                    Submitted, Task, Trajectory, Turn, from_json)
 
 __all__ = ["Client", "PatrdbError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "Conflict",
            "ServerError", "new_client_key"]
@@ -46,8 +46,12 @@ class NotFound(PatrdbError):
 
 
 class Conflict(PatrdbError):
-    """409: the state forbids the request (closed group, node not active, stale interval,
-    a client key reused for a different request). Nothing was written."""
+    """409: the state forbids the request. Nothing was written. ``code`` says which
+    rule: "lease_lost" (the lease expired and was handed on, the interval is over,
+    or the server restarted: drop the work and lease again), "branch_ended",
+    "too_early" (a score before the interval's K turns), "step_exists",
+    "config_mismatch", or "conflict" (a closed group, a client key reused for a
+    different request, ...)."""
 
 
 class ServerError(PatrdbError):
@@ -242,59 +246,50 @@ class Client:
             body["meta"] = dict(meta)
         return from_json(CheckpointResult, self._post(self._run(run, "checkpoints"), body, client_key))
 
-    def open_group(self, run: str, step: int, task: str = "", prompt: str = "", gold: str = "",
-                   meta: Optional[Mapping[str, str]] = None, client_key: Optional[str] = None) -> OpenGroupResult:
-        """Opens a group at ``step`` with the run's B0 root branches."""
-        body: Dict[str, Any] = {"step": step, "task": task, "prompt": prompt}
-        if gold:
-            body["gold"] = gold
-        if meta:
-            body["meta"] = dict(meta)
-        return from_json(OpenGroupResult, self._post(self._run(run, "groups"), body, client_key))
+    # ---- the rollout protocol ----
 
-    def add_node(self, run: str, group: int, parent: int, ordinal: int, fork: int = 0,
-                 env_state: Optional[bytes] = None, client_key: Optional[str] = None) -> AddNodeResult:
-        """Adds a node where you route yourself; (group, parent, ordinal) identifies it."""
-        body: Dict[str, Any] = {"parent": parent, "ordinal": ordinal, "fork": fork}
-        if env_state is not None:
-            body["env_state"] = base64.b64encode(env_state).decode()
-        return from_json(AddNodeResult, self._post(self._run(run, "groups", group, "nodes"), body, client_key))
+    def open_step(self, run: str, step: int, tasks: Sequence[Union[Task, Mapping[str, Any]]],
+                  tree: Optional[Mapping[str, Any]] = None, client_key: Optional[str] = None) -> OpenStepResult:
+        """Opens one group per task at ``step``, each with the run's B0 root branches.
+        Asking again with the same tasks returns the same groups (a restarted driver);
+        other tasks are a Conflict ("step_exists"). ``tree`` names the tree config
+        fields you rely on (e.g. ``{"k": 5}``): a run that recorded other values
+        refuses with Conflict ("config_mismatch")."""
+        body: Dict[str, Any] = {"step": step, "tasks": [t.to_json() if isinstance(t, Task) else dict(t) for t in tasks]}
+        if tree is not None:
+            body["tree"] = dict(tree)
+        return from_json(OpenStepResult, self._post(self._run(run, "steps"), body, client_key))
 
-    def append_turns(self, run: str, node: int, from_index: int, turns: Sequence[TurnLike],
-                     env_state: Optional[bytes] = None, client_key: Optional[str] = None) -> AppendResult:
-        """Writes turns at the node's own-turn indexes from_index, from_index+1, ..."""
-        ts = [_turn_json(t) for t in turns]
-        for i, t in enumerate(ts):
-            _check_finite(t.get("reward", 0.0), f"turn {from_index + i} reward")
-        body: Dict[str, Any] = {"from": from_index, "turns": ts}
-        if env_state is not None:
-            body["env_state"] = base64.b64encode(env_state).decode()
-        return from_json(AppendResult, self._post(self._run(run, "nodes", node, "turns"), body, client_key))
+    def lease(self, run: str, worker: str = "", max: int = 0, step: int = 0, ttl_ms: int = 0,
+              history: bool = True) -> List[Lease]:
+        """Leases up to ``max`` branches (0: every free one) of ``step`` (0: any open
+        step) that need work, for ``ttl_ms`` milliseconds (0: the server's default).
+        With ``history`` each lease carries its branch's path so far. Writes nothing."""
+        body = {"worker": worker, "max": max, "step": step, "ttl_ms": ttl_ms, "history": history}
+        return [from_json(Lease, x) for x in self.request("POST", self._run(run, "leases"), body)[1]["leases"]]
 
-    def route(self, run: str, group: int, scores: Union[Mapping[int, float], Iterable[Tuple[int, float]]],
-              interval: Optional[int] = None, rewards: Optional[Mapping[int, float]] = None,
-              client_key: Optional[str] = None) -> RouteResult:
-        """Submits the process scores (in [0,1]) of every active branch of the group and
-        returns the routing decisions and the new children. ``rewards`` optionally gives
-        the outcome reward a branch keeps if it is pruned."""
-        items = scores.items() if isinstance(scores, Mapping) else scores
-        entries = []
-        for node, s in items:
-            e: Dict[str, Any] = {"node": int(node), "score": _check_finite(s, f"score of node {node}")}
-            if rewards and node in rewards:
-                e["reward"] = _check_finite(rewards[node], f"reward of node {node}")
-            entries.append(e)
-        body: Dict[str, Any] = {"scores": entries}
-        if interval is not None:
-            body["interval"] = interval
-        return from_json(RouteResult, self._post(self._run(run, "groups", group, "route"), body, client_key))
+    def submit(self, run: str, submissions: Sequence[Union[Submission, Mapping[str, Any]]],
+               client_key: Optional[str] = None) -> Submitted:
+        """Submits leased work in one transaction: turns, scores, outcome rewards,
+        failures. One refused submission refuses all (nothing is written); the
+        server routes every group whose interval the submit completed."""
+        subs = [s.to_json() if isinstance(s, Submission) else dict(s) for s in submissions]
+        for s in subs:
+            for i, t in enumerate(s.get("turns", ())):
+                _check_finite(t.get("reward", 0.0), f"node {s.get('node')} turn {i} reward")
+            for k in ("score", "reward"):
+                if s.get(k) is not None:
+                    _check_finite(s[k], f"node {s.get('node')} {k}")
+        return from_json(Submitted, self._post(self._run(run, "submit"), {"submissions": subs}, client_key))
 
-    def finish(self, run: str, node: int, reward: float, status: str = "completed",
-               client_key: Optional[str] = None) -> Node:
-        """Ends an active branch as a leaf (completed or truncated) with its outcome reward;
-        status "pruned" replaces a pruned leaf's reward."""
-        body = {"status": status, "reward": _check_finite(reward, f"reward of node {node}")}
-        return from_json(Node, self._post(self._run(run, "nodes", node, "finish"), body, client_key)["node"])
+    def abandon_step(self, run: str, step: int, reason: str, client_key: Optional[str] = None) -> OpenStepResult:
+        """Gives up the step's open groups, on record (active branches fail with the
+        reason, groups close without advantages), so a checkpoint can complete it."""
+        return from_json(OpenStepResult, self._post(self._run(run, "steps", step, "abandon"), {"reason": reason}, client_key))
+
+    def step_status(self, run: str, step: int) -> StepStatus:
+        """Open, done-but-not-closed and closed groups, active and leased branches."""
+        return from_json(StepStatus, self._get(self._run(run, "steps", step, "status")))
 
     def close_group(self, run: str, group: int, rubric_scores: Optional[Mapping[int, float]] = None,
                     lambda_: Optional[float] = None, rubrics: Optional[Sequence[int]] = None,

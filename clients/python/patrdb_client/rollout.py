@@ -1,168 +1,311 @@
-"""TreeRollout: the PaTR rollout loop of one group, driven from Python.
+"""Rollout workers and a step driver over the server's lease protocol.
 
-The server owns the tree logic (routing with the run's tree config, children,
-advantages); this helper keeps the trainer's side of it: the active branches
-with their full histories, and deterministic client keys so that a repeated
-request (a retry, or a restarted trainer re-sending what it sent before) gets
-the first answer instead of writing twice.
+The server keeps every PaTR rule: which branch needs how many turns, when a
+score is due, routing, failures, advantages. A worker only leases branches,
+samples them with your batched policy, steps your environments, scores, and
+submits; it keeps no state between leases, so any number of workers (threads
+or processes, on any machines) can grow the same step, and any of them can
+die: its leases expire and go to another worker, which samples again from the
+last committed turn.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Union
 
-from .client import Client
-from .types import Advantage, Group, RouteResult, Turn
+from .client import Client, Conflict, BadRequest, PatrdbError, new_client_key
+from .types import Advantage, Lease, StepStatus, Submission, Submitted, Task, Turn, TurnKey
 
-__all__ = ["Branch", "TreeRollout"]
+__all__ = ["ActRequest", "Move", "Observation", "Episode", "Env", "RolloutWorker", "WorkerStats", "StepDriver",
+           "drive_step"]
 
 
 @dataclass
-class Branch:
-    """An active branch: its node id, its full history (the inherited prefix
-    included) and how many of those turns are its own (stored on it)."""
-    node: int
-    history: List[Turn] = field(default_factory=list)
-    own_turns: int = 0
-
-    @property
-    def path_len(self) -> int:
-        return len(self.history)
+class ActRequest:
+    """One branch's next turn to sample: its key (draw randomness from it), its
+    task and its full history (inherited prefix included; do not modify it)."""
+    key: TurnKey
+    task: Task
+    history: List[Turn]
 
 
-class TreeRollout:
-    """One group's tree: open → append turns → route each interval → finish
-    leaves → close → advantages. Create it with ``open`` or ``resume``."""
+@dataclass
+class Move:
+    """What the policy emits for one turn: the action text, its token ids and
+    their logprobs (one per token, each <= 0, or none)."""
+    text: str
+    tokens: List[int] = field(default_factory=list)
+    logprobs: List[float] = field(default_factory=list)
+    policy_version: int = 0
 
-    def __init__(self, client: Client, run: str, group: Group, branches: Sequence[Branch], interval: int):
-        self.client = client
-        self.run = run
-        self.group = group
-        self.interval = interval
-        self.branches: Dict[int, Branch] = {b.node: b for b in branches}
-        self.leaves: Dict[int, float] = {}
-        self.advantages: Optional[List[Advantage]] = None
 
-    # ---- starting ----
+@dataclass
+class Observation:
+    """The environment's answer to an action; ``done`` ends the episode."""
+    text: str
+    tokens: List[int] = field(default_factory=list)
+    reward: float = 0.0
+    done: bool = False
 
-    @classmethod
-    def open(cls, client: Client, run: str, step: int, task: str = "", prompt: str = "", gold: str = "",
-             index: int = 0, meta: Optional[Mapping[str, str]] = None) -> "TreeRollout":
-        """Opens a group with the run's B0 root branches. ``index`` tells apart the
-        groups of one step; with the step it makes the request's client key, so
-        calling ``open`` again after a crash returns the same group."""
-        res = client.open_group(run, step, task, prompt, gold, meta, client_key=f"{run}/s{step}/g{index}/open")
-        return cls(client, run, res.group, [Branch(n) for n in res.roots], res.group.interval)
 
-    @classmethod
-    def resume(cls, client: Client, run: str, group: int) -> "TreeRollout":
-        """Rebuilds an open group from the server: its active branches (the
-        frontier) with their full trajectories, and the interval it is at."""
-        tree = client.tree(run, group)
-        branches = []
-        for n in sorted(tree.nodes, key=lambda n: n.id):
-            if n.status != "active":
+class Episode(Protocol):
+    def step(self, key: TurnKey, move: Move) -> Observation: ...
+
+    def state(self) -> Optional[bytes]: ...  # an opaque reference restore accepts, or None
+
+
+class Env(Protocol):
+    def reset(self, task: Task) -> Episode: ...
+
+    def restore(self, task: Task, history: List[Turn], state: Optional[bytes]) -> Episode: ...
+
+
+ActFn = Callable[[List[ActRequest]], Sequence[Union[Move, BaseException]]]
+ScoreFn = Callable[[Task, List[Turn]], float]
+
+
+@dataclass
+class WorkerStats:
+    leases: int = 0        # branches leased
+    turns: int = 0         # turns the server acknowledged
+    submits: int = 0       # acknowledged submit requests
+    policy_calls: int = 0
+    max_batch: int = 0
+    lost: int = 0          # branches whose work was refused (lease lost, branch ended) and dropped
+
+
+class _Branch:
+    def __init__(self, lease: Lease):
+        self.lease = lease
+        self.history: List[Turn] = list(lease.history)
+        self.turns: List[Turn] = []
+        self.episode: Optional[Episode] = None
+        self.ended = False
+        self.score: Optional[float] = None
+        self.error = ""
+
+    def key(self) -> TurnKey:
+        k = self.lease.key
+        n = len(self.turns)
+        return TurnKey(k.seed, k.step, k.group, k.node, k.branch, k.index + n, k.path + n, k.attempt)
+
+
+def _transient(e: BaseException) -> bool:
+    """The server did not answer, or answered 5xx: retry the same request."""
+    if isinstance(e, PatrdbError):
+        return e.status >= 500
+    return isinstance(e, OSError)
+
+
+class RolloutWorker:
+    """Grows a step's branches: lease up to ``max_branches``, sample their
+    intervals with one ``act`` call per round (every branch still sampling),
+    step the episodes, score, submit; repeat until the step has no active branch.
+
+    ``act(requests) -> moves`` is your batched policy (one vLLM/SGLang call;
+    an exception in place of a move fails that request alone);
+    ``env`` has ``reset(task)`` and ``restore(task, history, state)`` returning
+    an episode with ``step(key, move) -> Observation`` and ``state()``;
+    ``scorer(task, history)`` is the process score in [0,1] (None when the run
+    does not score). A failing act, env or scorer call fails only its branch:
+    the failure is submitted and the server retries or records it. A refused
+    submit (409: the lease was lost) drops the work and leases again; a
+    transport error or 5xx is retried with the same client key, so a submit
+    the server did commit is answered as before instead of written twice.
+    """
+
+    def __init__(self, client: Client, run: str, act: ActFn, env: Env, scorer: Optional[ScoreFn] = None,
+                 name: str = "", max_branches: int = 16, ttl_ms: int = 0, poll: float = 0.05,
+                 policy_version: int = 0, on_submit: Optional[Callable[[List[Submission], Submitted], None]] = None):
+        self.client, self.run_id, self.act, self.env, self.scorer = client, run, act, env, scorer
+        self.name = name or new_client_key()[:8]
+        self.max_branches, self.ttl_ms, self.poll = max_branches, ttl_ms, poll
+        self.policy_version = policy_version
+        self.on_submit = on_submit
+        self.stats = WorkerStats()
+
+    def run(self, step: int, deadline: Optional[float] = None) -> WorkerStats:
+        """Works on ``step`` until it has no active branch (closing the groups is
+        the driver's), or until ``deadline`` (a time.monotonic() value)."""
+        wait = self.poll
+        while deadline is None or time.monotonic() < deadline:
+            try:
+                leases = self.client.lease(self.run_id, self.name, self.max_branches, step, self.ttl_ms)
+                if not leases and self.client.step_status(self.run_id, step).active == 0:
+                    return self.stats
+            except Exception as e:  # noqa: BLE001 - only transport failures are retried
+                if not _transient(e):
+                    raise
+                time.sleep(wait)
+                wait = min(2 * wait, 2.0)
                 continue
-            traj = client.trajectory(run, n.id)
-            branches.append(Branch(n.id, [pt.turn() for pt in traj.turns], n.turns))
-        r = cls(client, run, tree.group, branches, tree.group.interval)
-        for n in tree.nodes:
-            if n.has_reward and n.status in ("completed", "truncated", "pruned"):
-                r.leaves[n.id] = n.reward
-        return r
+            wait = self.poll
+            if not leases:
+                time.sleep(self.poll)  # every free branch is held by another worker
+                continue
+            self.stats.leases += len(leases)
+            self._submit(self._sample(leases))
+        raise TimeoutError(f"step {step} of run {self.run_id!r} still has active branches at the deadline")
 
-    @classmethod
-    def resume_step(cls, client: Client, run: str, step: int) -> List["TreeRollout"]:
-        """Every open group of ``step``, resumed."""
-        return [cls.resume(client, run, g.id) for g in client.groups(run, step) if g.status == "open"]
+    def _sample(self, leases: List[Lease]) -> List[_Branch]:
+        wave = [_Branch(l) for l in leases]
+        for b in wave:
+            try:
+                l = b.lease
+                if not l.history and l.env_state is None:
+                    b.episode = self.env.reset(l.task)
+                else:
+                    b.episode = self.env.restore(l.task, list(l.history), l.env_state)
+            except Exception as e:  # noqa: BLE001 - the branch fails, not the worker
+                b.error = f"env restore: {e}"
+        while True:
+            who = [b for b in wave if not b.error and not b.ended and len(b.turns) < b.lease.turns]
+            if not who:
+                break
+            reqs = [ActRequest(b.key(), b.lease.task, b.history) for b in who]
+            self.stats.policy_calls += 1
+            self.stats.max_batch = max(self.stats.max_batch, len(reqs))
+            try:
+                moves = list(self.act(reqs))
+                if len(moves) != len(reqs):
+                    raise ValueError(f"act returned {len(moves)} moves for {len(reqs)} requests")
+            except Exception as e:  # noqa: BLE001
+                for b in who:
+                    b.error = f"policy: {e}"
+                continue
+            for b, mv in zip(who, moves):
+                if isinstance(mv, BaseException):
+                    b.error = f"policy: {mv}"
+                    continue
+                try:
+                    obs = b.episode.step(b.key(), mv)
+                except Exception as e:  # noqa: BLE001
+                    b.error = f"env: {e}"
+                    continue
+                t = Turn(action=mv.text, observation=obs.text, action_tokens=list(mv.tokens),
+                         action_logprobs=list(mv.logprobs), observation_tokens=list(obs.tokens),
+                         reward=obs.reward, done=obs.done, policy_version=mv.policy_version or self.policy_version)
+                b.turns.append(t)
+                b.history = b.history + [t]
+                b.ended = obs.done
+        for b in wave:
+            if b.error or b.ended or not b.lease.score or len(b.turns) != b.lease.turns or self.scorer is None:
+                continue
+            try:
+                s = float(self.scorer(b.lease.task, b.history))
+                if not 0.0 <= s <= 1.0:
+                    raise ValueError(f"returned {s}, want a score in [0,1]")
+                b.score = s
+            except Exception as e:  # noqa: BLE001
+                b.error = f"scorer: {e}"
+        return wave
 
-    # ---- the loop ----
-
-    @property
-    def active(self) -> List[Branch]:
-        """The active branches in node order."""
-        return [self.branches[k] for k in sorted(self.branches)]
-
-    @property
-    def done(self) -> bool:
-        return not self.branches
-
-    def append(self, node: int, turns: Sequence[Turn], env_state: Optional[bytes] = None) -> None:
-        """Stores turns at the end of a branch."""
-        b = self.branches[node]
-        if not turns:
+    def _submit(self, wave: List[_Branch]) -> None:
+        subs = []
+        for b in wave:
+            l = b.lease
+            if b.error:
+                subs.append(Submission(l.id, l.node, l.from_, error=b.error))
+            elif b.turns or b.score is not None:
+                state = b.episode.state() if b.turns else None
+                subs.append(Submission(l.id, l.node, l.from_, turns=b.turns, env_state=state, score=b.score))
+        if not subs:
             return
-        start = b.own_turns
-        self.client.append_turns(self.run, node, start, list(turns), env_state=env_state,
-                                 client_key=f"{self.run}/n{node}/t{start}+{len(turns)}")
-        b.history.extend(turns)
-        b.own_turns += len(turns)
+        try:
+            self._send(subs)
+            return
+        except Conflict:
+            if len(subs) == 1:
+                self.stats.lost += 1
+                return
+        except BadRequest:
+            if len(subs) == 1 and not subs[0].turns:
+                raise
+        # Sort the refusal out branch by branch: one lost lease must not cost
+        # the others their work.
+        for s in subs:
+            try:
+                self._send([s])
+            except BadRequest as e:
+                if not s.turns:
+                    raise
+                # The store refused what the policy or env produced: the
+                # branch failed like on any other policy or env error.
+                try:
+                    self._send([Submission(s.lease, s.node, s.from_, error=f"turn: {e.message}")])
+                except Conflict:
+                    self.stats.lost += 1
+            except Conflict:
+                self.stats.lost += 1
 
-    def finish(self, node: int, reward: float, truncated: bool = False) -> None:
-        """Ends a branch that finished (or hit the turn cap) as a leaf."""
-        status = "truncated" if truncated else "completed"
-        self.client.finish(self.run, node, reward, status, client_key=f"{self.run}/n{node}/finish")
-        del self.branches[node]
-        self.leaves[node] = reward
+    def _send(self, subs: List[Submission]) -> Submitted:
+        key = new_client_key()
+        wait = self.poll
+        while True:
+            try:
+                out = self.client.submit(self.run_id, subs, client_key=key)
+            except Exception as e:  # noqa: BLE001
+                if not _transient(e):
+                    raise
+                time.sleep(wait)
+                wait = min(2 * wait, 2.0)
+                continue
+            self.stats.submits += 1
+            self.stats.turns += sum(len(s.turns) for s in subs)
+            if self.on_submit:
+                self.on_submit(subs, out)
+            return out
 
-    def route(self, scores: Mapping[int, float], rewards: Optional[Mapping[int, float]] = None) -> RouteResult:
-        """Submits the interval's process scores of every active branch; applies the
-        decisions: pruned branches become leaves, expanded ones are replaced by
-        their children (which inherit the parent's whole history)."""
-        res = self.client.route(self.run, self.group.id, scores, interval=self.interval, rewards=rewards,
-                                client_key=f"{self.run}/g{self.group.id}/i{self.interval}/route")
-        for d in res.decisions:
-            b = self.branches.pop(d.node)
-            if d.action == "prune":
-                self.leaves[d.node] = d.reward if d.reward is not None else 0.0
-            elif d.action == "expand":
-                for c in d.children:
-                    self.branches[c] = Branch(c, list(b.history), 0)
-            else:
-                self.branches[d.node] = b
-        self.interval = res.interval + 1
-        return res
 
-    def close(self, rubric_scores: Optional[Mapping[int, float]] = None, lambda_: Optional[float] = None,
-              rubrics: Optional[Sequence[int]] = None, pool: Optional[Mapping[str, Any]] = None) -> List[Advantage]:
-        """Closes the group; returns one GRPO advantage per leaf (leaf id order), shaped
-        by ``rubric_scores`` or by the rubric buffer's answers (``pool``, from
-        ``Client.shape_answers``)."""
-        res = self.client.close_group(self.run, self.group.id, rubric_scores, lambda_, rubrics, pool=pool,
-                                      client_key=f"{self.run}/g{self.group.id}/close")
-        self.group = res.group
-        self.advantages = res.advantages
-        return res.advantages
+class StepDriver:
+    """The trainer's side of a step: open it, wait while workers grow it, close
+    each group as it finishes, and hand back the advantages. Client keys are
+    deterministic, so a restarted driver gets the same groups back and never
+    closes a group twice."""
 
-    def grow(self, act: Callable[[List[Turn]], Turn], score: Callable[[List[Turn]], float], k: int,
-             max_turns: int = 0, reward: Optional[Callable[[List[Turn]], float]] = None) -> List[Advantage]:
-        """Runs the whole loop with one-turn-at-a-time callbacks and closes the group.
+    def __init__(self, client: Client, run: str, poll: float = 0.1):
+        self.client, self.run_id, self.poll = client, run, poll
 
-        ``act(history)`` returns the next turn (action and the environment's answer,
-        ``done`` set when the episode ends); ``score(history)`` the process score in
-        [0,1]; ``reward(history)`` a finished leaf's outcome reward (default: the sum
-        of its turns' rewards). Each interval advances every branch up to ``k`` turns,
-        finishes the ended ones, then routes the rest. A batched trainer writes the
-        same loop with ``append``, ``finish`` and ``route`` (see the README).
-        """
-        reward = reward or (lambda h: sum(t.reward for t in h))
-        while self.branches:
-            for b in self.active:
-                batch: List[Turn] = []
-                ended = truncated = False
-                for _ in range(k):
-                    t = act(b.history + batch)
-                    batch.append(t)
-                    if t.done:
-                        ended = True
-                        break
-                    if max_turns and b.path_len + len(batch) >= max_turns:
-                        ended = truncated = True
-                        break
-                self.append(b.node, batch)
-                if ended:
-                    self.finish(b.node, reward(b.history), truncated=truncated)
-            if self.branches:
-                self.route({b.node: score(b.history) for b in self.active})
-        return self.close()
+    def open(self, step: int, tasks: Sequence[Union[Task, Mapping[str, Any]]],
+             tree: Optional[Mapping[str, Any]] = None) -> List[int]:
+        """Opens the step (or finds it opened); returns its group ids in task order."""
+        res = self.client.open_step(self.run_id, step, tasks, tree=tree, client_key=f"{self.run_id}/step/{step}/open")
+        return [g.id for g in res.groups]
+
+    def close_done(self, step: int, shape: Optional[Callable[[int], Mapping[str, Any]]] = None) -> StepStatus:
+        """Closes every group of the step that has no active branch left; ``shape(group)``
+        may return close_group's shaping arguments (rubric_scores, lambda_, pool)."""
+        st = self.client.step_status(self.run_id, step)
+        for g in st.done:
+            kw = dict(shape(g)) if shape else {}
+            self.client.close_group(self.run_id, g, client_key=f"{self.run_id}/group/{g}/close", **kw)
+        return st
+
+    def wait(self, step: int, shape: Optional[Callable[[int], Mapping[str, Any]]] = None,
+             timeout: Optional[float] = None) -> Dict[int, List[Advantage]]:
+        """Closes groups as they finish until none is open; returns each group's
+        advantages (one per leaf, leaf id order)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            st = self.close_done(step, shape)
+            if st.open == len(st.done):  # every open group was just closed
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"step {step}: {st.open} groups open, {st.active} active branches, {st.leased} leased")
+            time.sleep(self.poll)
+        out: Dict[int, List[Advantage]] = {}
+        for a in self.client.advantages(self.run_id, step=step):
+            out.setdefault(a.group, []).append(a)
+        return out
+
+
+def drive_step(client: Client, run: str, step: int, tasks: Sequence[Union[Task, Mapping[str, Any]]],
+               shape: Optional[Callable[[int], Mapping[str, Any]]] = None, timeout: Optional[float] = None,
+               tree: Optional[Mapping[str, Any]] = None, poll: float = 0.1) -> Dict[int, List[Advantage]]:
+    """Opens ``step`` with ``tasks``, waits until workers have grown every group,
+    closes them, and returns the advantages by group id."""
+    d = StepDriver(client, run, poll)
+    d.open(step, tasks, tree)
+    return d.wait(step, shape, timeout)

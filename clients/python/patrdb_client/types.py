@@ -17,8 +17,9 @@ __all__ = [
     "from_json", "Health", "Run", "BucketSize", "RunSummary", "StepMetrics", "Group", "Score",
     "Decision", "Node", "NodeInfo", "GroupTree", "Turn", "PathTurn", "Segment", "Trajectory",
     "Advantage", "RubricOrigin", "RubricUsage", "Rubric", "Checkpoint", "Event", "EventPage",
-    "RunStats", "Stats", "RouteDecision", "RouteResult", "OpenGroupResult", "CloseGroupResult",
-    "AppendResult", "AddNodeResult", "CheckpointResult", "ActiveRubrics", "JudgeNeed", "InduceNeed",
+    "RunStats", "Stats", "Task", "TurnKey", "Lease", "Submission", "SubmitResult", "RoutedDecision", "Routing",
+    "Submitted", "OpenStepResult", "StepStatus", "CloseGroupResult", "CheckpointResult", "ActiveRubrics",
+    "JudgeNeed", "InduceNeed",
     "ConsolidateNeed", "ShapeNeeds", "LeafScore", "ShapeResult",
 ]
 
@@ -125,6 +126,7 @@ class Group:
     task: str = ""
     prompt: str = ""
     gold: str = ""
+    prompt_tokens: List[int] = field(default_factory=list)
     roots: List[int] = field(default_factory=list)
     status: str = ""
     interval: int = 0
@@ -168,6 +170,7 @@ class Node:
     env_state: Optional[bytes] = None
     worker: str = ""
     attempt: int = 0
+    error: str = ""  # why a failed branch failed
 
     @property
     def path_len(self) -> int:
@@ -198,10 +201,13 @@ class Turn:
     observation_tokens: List[int] = field(default_factory=list)
     reward: float = 0.0
     done: bool = False
+    policy_version: int = 0  # the weights that sampled the action
 
     def to_json(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {"action": self.action, "observation": self.observation,
                                "reward": float(self.reward), "done": bool(self.done)}
+        if self.policy_version:
+            out["policy_version"] = int(self.policy_version)
         if self.action_tokens:
             out["action_tokens"] = [int(t) for t in self.action_tokens]
         if self.action_logprobs:
@@ -218,7 +224,7 @@ class PathTurn(Turn):
 
     def turn(self) -> Turn:
         return Turn(self.action, self.observation, list(self.action_tokens), list(self.action_logprobs),
-                    list(self.observation_tokens), self.reward, self.done)
+                    list(self.observation_tokens), self.reward, self.done, self.policy_version)
 
 
 @dataclass
@@ -344,51 +350,154 @@ class Stats:
 
 
 @dataclass
-class RouteDecision:
+class Task:
+    """One prompt of a step; its rollouts form a group."""
+    id: str = ""
+    prompt: str = ""
+    prompt_tokens: List[int] = field(default_factory=list)
+    gold: str = ""
+    meta: Dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"id": self.id, "prompt": self.prompt}
+        if self.prompt_tokens:
+            out["prompt_tokens"] = [int(t) for t in self.prompt_tokens]
+        if self.gold:
+            out["gold"] = self.gold
+        if self.meta:
+            out["meta"] = dict(self.meta)
+        return out
+
+
+@dataclass
+class TurnKey:
+    """Identifies the turn being sampled. Draw randomness from ``seed``, ``branch``
+    (the branch's place in its tree, independent of node ids and timing) and
+    ``path`` (the turn's position in the trajectory), and a resumed or re-leased
+    branch samples the same turns."""
+    seed: int = 0
+    step: int = 0
+    group: int = 0
+    node: int = 0
+    branch: int = 0
+    index: int = 0    # among the node's own turns
+    path: int = 0     # in the full trajectory
+    attempt: int = 0  # retries of the branch so far
+
+
+@dataclass
+class Lease:
+    """One branch's current interval, handed to one worker until ``expires``:
+    sample ``turns`` turns (fewer if the episode ends), then score the branch
+    when ``score`` is set, and submit from own-turn index ``from_``."""
+    id: str = ""
+    worker: str = ""
+    node: int = 0
+    group: int = 0
+    step: int = 0
+    interval: int = 0
+    attempt: int = 0
+    from_: int = field(default=0, metadata={"json": "from"})
+    path_len: int = 0
+    turns: int = 0
+    score: bool = False
+    key: TurnKey = field(default_factory=TurnKey)
+    task: Task = field(default_factory=Task)
+    env_state: Optional[bytes] = None
+    expires: str = ""
+    history: List[Turn] = field(default_factory=list)  # the path so far, root first
+
+
+@dataclass
+class Submission:
+    """A worker's report on a leased branch: its turns, then (once the interval's
+    turns are in) its process score, or the error that stopped it. ``reward`` is
+    the outcome reward of a branch these turns end."""
+    lease: str
+    node: int
+    from_: int = 0
+    turns: List[Turn] = field(default_factory=list)
+    env_state: Optional[bytes] = None
+    score: Optional[float] = None
+    reward: Optional[float] = None
+    error: str = ""
+
+    def to_json(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"lease": self.lease, "node": int(self.node), "from": int(self.from_)}
+        if self.turns:
+            out["turns"] = [t.to_json() if isinstance(t, Turn) else dict(t) for t in self.turns]
+        if self.env_state is not None:
+            out["env_state"] = base64.b64encode(self.env_state).decode()
+        if self.score is not None:
+            out["score"] = float(self.score)
+        if self.reward is not None:
+            out["reward"] = float(self.reward)
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+@dataclass
+class SubmitResult:
+    node: int = 0
+    status: str = ""
+    turns: int = 0
+    attempt: int = 0
+    retry: bool = False  # a failure that will be retried
+
+
+@dataclass
+class RoutedDecision:
     node: int = 0
     action: str = ""  # "expand", "survive" or "prune"
     score: float = 0.0
     reference: float = 0.0
     delta: float = 0.0
     rule: str = ""
+    children: int = 0
     rank: int = 0
-    children: List[int] = field(default_factory=list)
-    reward: Optional[float] = None  # a pruned leaf's outcome reward
+    child_ids: List[int] = field(default_factory=list)
 
 
 @dataclass
-class RouteResult:
-    group: int = 0
+class Routing:
     step: int = 0
+    group: int = 0
     interval: int = 0
-    decisions: List[RouteDecision] = field(default_factory=list)
+    decisions: List[RoutedDecision] = field(default_factory=list)
     active: List[int] = field(default_factory=list)
 
 
 @dataclass
-class OpenGroupResult:
-    group: Group = field(default_factory=Group)
-    roots: List[int] = field(default_factory=list)
+class Submitted:
+    results: List[SubmitResult] = field(default_factory=list)
+    routed: List[Routing] = field(default_factory=list)
+    done: List[int] = field(default_factory=list)  # groups left without an active branch: close them
+
+
+@dataclass
+class OpenStepResult:
+    step: int = 0
+    groups: List[Group] = field(default_factory=list)
+
+
+@dataclass
+class StepStatus:
+    """What a driver waits on: the step is finished when ``open`` is 0; ``done``
+    lists the open groups with no active branch left (close them)."""
+    step: int = 0
+    groups: int = 0
+    open: int = 0
+    closed: int = 0
+    done: List[int] = field(default_factory=list)
+    active: int = 0
+    leased: int = 0
 
 
 @dataclass
 class CloseGroupResult:
     group: Group = field(default_factory=Group)
     advantages: List[Advantage] = field(default_factory=list)
-
-
-@dataclass
-class AppendResult:
-    node: int = 0
-    from_: int = field(default=0, metadata={"json": "from"})
-    count: int = 0
-    turns: int = 0
-
-
-@dataclass
-class AddNodeResult:
-    node: Node = field(default_factory=Node)
-    created: bool = False
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """Tests of the Python client against a real ``patrdb serve``.
 
 The suite builds the CLI with ``go build -o`` (or uses $PATRDB_BIN), starts
-``patrdb serve`` on a free loopback port per test, and drives whole PaTR
-groups through it. Run from clients/python: ``python3 -m unittest -v``.
+``patrdb serve`` on a free loopback port per test, and grows whole steps
+through it with the example's toy agent. Run from clients/python: ``python3 -m unittest -v``.
 """
 
 import json
@@ -21,8 +21,11 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from patrdb_client import (BadRequest, Client, Conflict, NotFound, TreeRollout, Turn,  # noqa: E402
-                           Unauthorized)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
+
+from patrdb_client import (BadRequest, Client, Conflict, NotFound, RolloutWorker, StepDriver, Submission,  # noqa: E402
+                           Task, Turn, Unauthorized)
+import toy_worker  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 BIN = None
@@ -79,25 +82,6 @@ class Server:
         return code
 
 
-def toy_env():
-    """A deterministic corridor: the action is a move, "right" 3 times in a
-    row reaches the goal (reward 1); a path of 6 turns without it ends (0)."""
-
-    def act(history):
-        n = len(history)
-        # Branches differ by the parity of their history length and content.
-        move = "right" if (n + sum(len(t.action) for t in history)) % 3 != 1 else "down"
-        done = (len(history) >= 2 and all(t.action == "right" for t in history[-2:]) and move == "right") or n + 1 >= 6
-        goal = done and move == "right" and all(t.action == "right" for t in history[-2:])
-        return Turn(action=move, observation=f"cell {n + 1}", action_tokens=[n, n + 1], action_logprobs=[-0.5, -0.25],
-                    observation_tokens=[7], reward=1.0 if goal else 0.0, done=done)
-
-    def score(history):
-        return min(1.0, sum(1 for t in history if t.action == "right") / 4)
-
-    return act, score
-
-
 def grpo(rewards, eps=1e-6):
     mean = sum(rewards) / len(rewards)
     std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards))
@@ -106,8 +90,38 @@ def grpo(rewards, eps=1e-6):
     return [(r - mean) / (std + eps) for r in rewards], mean, std
 
 
+def toy(client, run, name, **kw):
+    return RolloutWorker(client, run, toy_worker.toy_act, toy_worker.ToyEnv(), toy_worker.toy_score, name=name,
+                         max_branches=kw.pop("max_branches", 3), poll=0.01, **kw)
+
+
+def grow(client, run, step, workers=2, tasks=2):
+    """Opens step with the toy tasks, grows it with worker threads, closes it."""
+    import threading
+    d = StepDriver(client, run, poll=0.02)
+    d.open(step, toy_worker.toy_tasks(tasks))
+    ws = [toy(client, run, f"w{i}") for i in range(workers)]
+    errors = []
+
+    def work(w):
+        try:
+            w.run(step, deadline=time.monotonic() + 60)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    ts = [threading.Thread(target=work, args=(w,)) for w in ws]
+    for t in ts:
+        t.start()
+    advs = d.wait(step, timeout=60)
+    for t in ts:
+        t.join()
+    if errors:
+        raise errors[0]
+    return advs, ws
+
+
 class ServedTest(unittest.TestCase):
-    tree = {"b0": 3, "k": 2, "m": 2, "top_expand": 1, "delta": 0.3, "repeat_prune": 0, "max_turns": 6}
+    tree = {"b0": 3, "k": 2, "m": 2, "top_expand": 1, "delta": 0.1, "repeat_prune": 0, "max_turns": 8}
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="patrdb-py-")
@@ -125,91 +139,138 @@ class ServedTest(unittest.TestCase):
         return self.client.run(run).events
 
 
-class WholeGroupTest(ServedTest):
-    def test_a_patr_group_driven_from_python(self):
-        act, score = toy_env()
-        r = TreeRollout.open(self.client, "r1", 1, task="corridor", prompt="go right")
-        self.assertEqual(len(r.active), 3)
-        advs = r.grow(act, score, k=2, max_turns=6)
-
-        tree = self.client.tree("r1", r.group.id)
-        self.assertEqual(tree.group.status, "closed")
-        statuses = {n.status for n in tree.nodes}
-        self.assertIn("expanded", statuses)
-        leaves = sorted((n for n in tree.nodes if n.status in ("completed", "truncated", "pruned")), key=lambda n: n.id)
-        self.assertEqual([a.leaf for a in advs], [n.id for n in leaves])
-        self.assertEqual({n.id: n.reward for n in leaves}, r.leaves)
-        # The advantages are GRPO's over the leaves' outcome rewards.
-        want, mean, std = grpo([n.reward for n in leaves])
-        for a, w in zip(advs, want):
-            self.assertAlmostEqual(a.advantage, w, places=9)
-            self.assertAlmostEqual(a.mean, mean, places=12)
+class WholeStepTest(ServedTest):
+    def test_a_step_grown_by_python_workers(self):
+        advs, ws = grow(self.client, "r1", 1, workers=2, tasks=2)
+        self.assertEqual(len(advs), 2)
+        self.assertEqual(sum(w.stats.turns for w in ws), self.client.run("r1").turns)
+        self.assertGreater(sum(w.stats.policy_calls for w in ws), 0)
+        self.assertGreater(max(w.stats.max_batch for w in ws), 1)
+        for gid, group_advs in advs.items():
+            tree = self.client.tree("r1", gid)
+            self.assertEqual(tree.group.status, "closed")
+            leaves = sorted((n for n in tree.nodes if n.status in ("completed", "truncated", "pruned")), key=lambda n: n.id)
+            self.assertEqual([a.leaf for a in group_advs], [n.id for n in leaves])
+            # The advantages are GRPO's over the leaves' outcome rewards.
+            want, mean, std = grpo([n.reward for n in leaves])
+            for a, w in zip(group_advs, want):
+                self.assertAlmostEqual(a.advantage, w, places=9)
+                self.assertAlmostEqual(a.mean, mean, places=12)
+        nodes = [n for g in advs for n in self.client.tree("r1", g).nodes]
+        self.assertIn("expanded", {n.status for n in nodes})
         # A child's trajectory starts with its parent's turns, stored once.
-        child = next(n for n in tree.nodes if n.parent)
+        child = next(n for n in nodes if n.parent and n.turns)
         traj = self.client.trajectory("r1", child.id)
         self.assertEqual(traj.inherited, child.base)
         self.assertEqual(traj.turns[0].node, traj.segments[0].node)
         self.assertEqual(len(traj.turns), child.base + child.turns)
-        self.assertEqual(traj.turns[0].action_tokens, [0, 1])
+        self.assertEqual(traj.turns[0].action_tokens[0], 0)
         self.assertAlmostEqual(traj.turns[0].action_logprobs[1], -0.25)
-        stats = self.client.stats("r1").runs[0]
-        self.assertGreater(stats.prefix_sharing, 1.0)
+        self.assertGreater(self.client.stats("r1").runs[0].prefix_sharing, 1.0)
         # Every read endpoint answers with typed records.
         self.assertEqual(self.client.health().status, "ok")
         self.assertEqual([s.run.id for s in self.client.runs()], ["r1"])
         self.assertEqual(self.client.run("r1").run.config["tree"]["b0"], 3)
-        self.assertEqual(self.client.steps("r1")[0].leaves, len(leaves))
-        self.assertEqual(self.client.groups("r1", 1)[0].task, "corridor")
+        self.assertEqual(self.client.steps("r1")[0].closed_groups, 2)
+        self.assertEqual(self.client.groups("r1", 1)[0].task, "task-0")
         self.assertEqual(self.client.frontier("r1"), [])
         self.assertEqual(self.client.rubrics("r1"), [])
-        self.assertEqual(len(self.client.advantages("r1", step=1)), len(leaves))
         self.assertEqual(self.client.node("r1", child.id).node.parent, child.parent)
         events = list(self.client.iter_events("r1", page=7))
         self.assertEqual([e.seq for e in events], list(range(1, len(events) + 1)))
+        st = self.client.step_status("r1", 1)
+        self.assertEqual((st.groups, st.open, st.closed, st.active, st.leased), (2, 0, 2, 0, 0))
         ck = self.client.put_checkpoint("r1", 1, inline=b"\x00policy", meta={"lr": "0.1"})
         self.assertEqual(ck.run.last_step, 1)
         self.assertEqual(self.client.checkpoint("r1").inline, b"\x00policy")
 
+    def test_protocol_by_hand(self):
+        g = self.client.open_step("r1", 1, [Task("t", "go")], client_key="open").groups[0]
+        leases = self.client.lease("r1", "me", step=1)
+        self.assertEqual(sorted(l.node for l in leases), sorted(g.roots))
+        self.assertTrue(all(l.turns == 2 and l.score and l.from_ == 0 and l.history == [] for l in leases))
+        # Every free branch is leased: a second worker gets nothing.
+        self.assertEqual(self.client.lease("r1", "other", step=1), [])
+        self.assertEqual(self.client.step_status("r1", 1).leased, 3)
+        subs = [Submission(l.id, l.node, turns=[Turn(f"m{i}", "o"), Turn("n", "o", reward=0.5)], score=s)
+                for i, (l, s) in enumerate(zip(leases, [0.9, 0.5, 0.2]))]
+        out = self.client.submit("r1", subs, client_key="i0")
+        self.assertEqual(len(out.routed), 1)
+        self.assertEqual([d.action for d in out.routed[0].decisions], ["expand", "prune", "prune"])
+        kids = out.routed[0].decisions[0].child_ids
+        self.assertEqual(out.routed[0].active, kids)
+        leases = self.client.lease("r1", "me", step=1)
+        self.assertEqual([l.node for l in leases], kids)
+        self.assertEqual([t.action for t in leases[0].history], ["m0", "n"])
+        out = self.client.submit("r1", [Submission(l.id, l.node, turns=[Turn("end", "o", done=True)], reward=1.0)
+                                        for l in leases], client_key="i1")
+        self.assertEqual(out.done, [g.id])
+        advs = StepDriver(self.client, "r1").wait(1)[g.id]
+        self.assertEqual([a.outcome for a in advs], [0.5, 0.5, 1.0, 1.0])
+
+    def test_a_failing_branch_is_retried_then_recorded(self):
+        d = StepDriver(self.client, "r1", poll=0.02)
+        g = self.client.open_step("r1", 1, toy_worker.toy_tasks(1), client_key="open").groups[0]
+        bad = self.client.lease("r1", "probe", max=1, step=1, ttl_ms=1)[0]
+        time.sleep(0.01)
+
+        def act(reqs):
+            moves = toy_worker.toy_act(reqs)
+            return [RuntimeError("CUDA out of memory") if r.key.branch == bad.key.branch else m
+                    for r, m in zip(reqs, moves)]
+
+        w = RolloutWorker(self.client, "r1", act, toy_worker.ToyEnv(), toy_worker.toy_score, poll=0.01)
+        w.run(1, deadline=time.monotonic() + 60)
+        advs = d.wait(1, timeout=30)[g.id]
+        node = self.client.node("r1", bad.node).node
+        self.assertEqual(node.status, "failed")
+        self.assertEqual(node.attempt, 2)  # three attempts
+        self.assertIn("CUDA out of memory", node.error)
+        self.assertNotIn(bad.node, [a.leaf for a in advs])
+        self.assertTrue(advs)
+
     def test_shaped_close(self):
-        act, score = toy_env()
-        r = TreeRollout.open(self.client, "r1", 1)
-        while not r.done:
-            for b in r.active:
-                t = act(b.history)
-                r.append(b.node, [t])
-                if t.done:
-                    r.finish(b.node, t.reward)
-            if not r.done:
-                r.route({b.node: score(b.history) for b in r.active})
-        leaves = sorted(r.leaves)
-        centred = {leaf: (0.5 if i % 2 else -0.5) for i, leaf in enumerate(leaves)}
-        advs = r.close(rubric_scores=centred, lambda_=0.2)
-        totals = [r.leaves[leaf] + 0.2 * centred[leaf] for leaf in leaves]
+        import threading
+        d = StepDriver(self.client, "r1", poll=0.02)
+        d.open(1, toy_worker.toy_tasks(1))
+        w = toy(self.client, "r1", "w")
+        w.run(1)
+        centred = {}
+
+        def shape(g):
+            leaves = sorted(n.id for n in self.client.tree("r1", g).nodes if n.status in ("completed", "truncated", "pruned"))
+            centred.update({leaf: (0.5 if i % 2 else -0.5) for i, leaf in enumerate(leaves)})
+            return {"rubric_scores": {leaf: centred[leaf] for leaf in leaves}, "lambda_": 0.2}
+
+        advs = next(iter(d.wait(1, shape=shape).values()))
+        rewards = {n.id: n.reward for n in self.client.tree("r1", advs[0].group).nodes}
+        totals = [rewards[a.leaf] + 0.2 * centred[a.leaf] for a in advs]
         want, _, _ = grpo(totals)
-        for a, w, t in zip(advs, want, totals):
+        for a, wv, t in zip(advs, want, totals):
             self.assertAlmostEqual(a.total, t, places=12)
-            self.assertAlmostEqual(a.advantage, w, places=9)
+            self.assertAlmostEqual(a.advantage, wv, places=9)
             self.assertEqual(a.lambda_, 0.2)
 
 
 class ReadmeTest(ServedTest):
     def test_the_readme_loop_runs(self):
         """The verl-style loop of README.md, run as written with stand-ins for
-        the policy, the environment and the process reward model."""
+        the inference server, the environments and the process reward model."""
         with open(os.path.join(HERE, "..", "README.md")) as f:
             readme = f.read()
         blocks = readme.split("```python\n")
         code = next(b.split("```")[0] for b in blocks if "def rollout_step" in b)
 
-        class Out:
-            def __init__(self, text, n):
-                self.text, self.token_ids, self.logprobs = text, [n, n + 1], [-0.1, -0.2]
-
         class Policy:
             updates = []
 
-            def generate(self, batch):
-                return [Out("right" if (len(h) + len(p)) % 3 else "down", len(h)) for p, h in batch]
+            def generate(self, prompts):
+                # One batched call: (prompt, history) pairs in, outputs with token ids and logprobs out.
+                out = []
+                for prompt, history in prompts:
+                    move = "right" if (len(history) + len(prompt)) % 3 else "down"
+                    out.append(type("Out", (), {"text": move, "token_ids": [len(history), 1], "logprobs": [-0.1, -0.2]}))
+                return out
 
             def update(self, batch):
                 self.updates.append(batch)
@@ -217,28 +278,30 @@ class ReadmeTest(ServedTest):
             def digest(self):
                 return "sha256:0"
 
-        class Obs:
-            def __init__(self, n):
-                self.text, self.token_ids = f"cell {n}", [n]
+        class Sandbox:
+            def __init__(self, rights=0):
+                self.rights = rights
+
+            def step(self, action):
+                self.rights += action == "right"
+                return f"cell {self.rights}", [self.rights], (1.0 if self.rights >= 4 else 0.0), self.rights >= 4
 
         class Envs:
-            def step(self, task, hist, action):
-                rights = sum(t.action == "right" for t in hist) + (action == "right")
-                return Obs(len(hist)), (1.0 if rights >= 4 else 0.0), rights >= 4
+            def new(self, task):
+                return Sandbox()
+
+            def rebuild(self, task, history):
+                return Sandbox(sum(t.action == "right" for t in history))
 
         class Prm:
             def score(self, prompt, history):
                 return min(1.0, sum(t.action == "right" for t in history) / 4)
 
-        class Task:
-            def __init__(self, i):
-                self.id, self.prompt = f"task-{i}", f"walk right {i}"
-
         self.client.create_run("swe-1", tree={"b0": 3, "k": 2, "m": 2, "top_expand": 1, "delta": 0.3, "max_turns": 8},
                                client_key="create-swe-1")
         policy = Policy()
-        ns = {"c": self.client, "TreeRollout": TreeRollout, "Turn": Turn, "policy": policy, "envs": Envs(),
-              "prm": Prm(), "last_step": 0, "total_steps": 2, "sample_tasks": lambda step: [Task(0), Task(1)]}
+        ns = {"c": self.client, "policy": policy, "envs": Envs(), "prm": Prm(), "last_step": 0, "total_steps": 2,
+              "sample_tasks": lambda step: [Task(f"task-{i}", f"walk right {i}") for i in range(2)]}
         exec(code, ns)
         self.assertEqual(len(policy.updates), 2)
         self.assertEqual(self.client.run("swe-1").run.last_step, 2)
@@ -250,6 +313,21 @@ class ReadmeTest(ServedTest):
         self.assertEqual(self.client.frontier("swe-1"), [])
 
 
+class ExampleTest(ServedTest):
+    def test_the_example_worker_runs(self):
+        script = os.path.join(os.path.dirname(HERE), "examples", "toy_worker.py")
+        out = subprocess.run([sys.executable, script, "--url", self.server.url, "--demo", "--run", "toy", "--steps", "2",
+                              "--tasks", "2"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("step 2: 2 groups", out.stdout)
+        self.assertEqual(self.client.run("toy").run.last_step, 2)
+        # One more worker process on a finished step has nothing to do.
+        one = subprocess.run([sys.executable, script, "--url", self.server.url, "--run", "toy", "--step", "2"],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(one.returncode, 0, one.stderr)
+        self.assertEqual(json.loads(one.stdout)["leases"], 0)
+
+
 class RubricTest(ServedTest):
     def test_rubric_buffer_lifecycle(self):
         self.client.create_run("arbor", tree={"b0": 4, "k": 1}, rubric={"consolidate_at": 2, "active": 1, "lambda": 0.5},
@@ -257,29 +335,28 @@ class RubricTest(ServedTest):
 
         def group(step, rewards):
             self.assertEqual(self.client.activate("arbor", step).step, step)
-            r = TreeRollout.open(self.client, "arbor", step)
-            for b, rw in zip(r.active, rewards):
-                r.append(b.node, [Turn(f"answer {b.node}", "ok", done=True)])
-                r.finish(b.node, rw)
-            return r
+            g = self.client.open_step("arbor", step, [Task("qa")]).groups[0]
+            leases = sorted(self.client.lease("arbor", "w", step=step), key=lambda l: l.node)
+            self.client.submit("arbor", [Submission(l.id, l.node, turns=[Turn(f"answer {l.node}", "ok", done=True)], reward=rw)
+                                         for l, rw in zip(leases, rewards)])
+            return g, {l.node: rw for l, rw in zip(leases, rewards)}
 
-        r1 = group(1, [0, 1, 0, 1])
-        rew = dict(r1.leaves)
+        g1, rew = group(1, [0, 1, 0, 1])
         by_reward = lambda n: "a" if rew[n.a] > rew[n.b] else ("b" if rew[n.a] < rew[n.b] else "tie")
         drafts = [{"text": "the answer names the capital city"}, {"text": "the answer cites the second source document"}]
         answers = self.client.shape_answers(
-            "arbor", r1.group.id, judge=by_reward, induce=lambda need: drafts,
+            "arbor", g1.id, judge=by_reward, induce=lambda need: drafts,
             consolidate=lambda need: [{"text": "the answer is grounded in the documents",
                                        "absorbs": [d.id for d in need.drafts]}])
-        r1.close(pool=answers)
+        self.client.close_group("arbor", g1.id, pool=answers)
         public = self.client.rubrics("arbor", "public")
         self.assertEqual(len(public), 1)
         self.assertEqual(len(public[0].parents), 2)
 
-        r2 = group(2, [0, 0, 0, 0])
+        g2, _ = group(2, [0, 0, 0, 0])
         self.assertEqual([x.id for x in self.client.active_rubrics("arbor", 2).active], [public[0].id])
-        answers = self.client.shape_answers("arbor", r2.group.id, judge=lambda n: "a" if n.a < n.b else "b")
-        advs = r2.close(pool=answers)
+        answers = self.client.shape_answers("arbor", g2.id, judge=lambda n: "a" if n.a < n.b else "b")
+        advs = self.client.close_group("arbor", g2.id, pool=answers).advantages
         self.assertTrue(all(a.zero_variance and not a.zero_variance_after for a in advs))
         self.assertGreater(advs[0].advantage, 0)
         self.assertLess(advs[-1].advantage, 0)
@@ -287,63 +364,54 @@ class RubricTest(ServedTest):
 
 
 class RestartTest(ServedTest):
-    def test_server_restart_mid_run(self):
-        act, score = toy_env()
-        r = TreeRollout.open(self.client, "r1", 1, task="corridor")
-        # One interval: two turns on each root, then routing.
-        for b in r.active:
-            r.append(b.node, [act(b.history), act(b.history + [act(b.history)])])
-        scores0 = {b.node: score(b.history) for b in r.active}
-        first = r.route(scores0)
-        # Half of the next interval, then the server dies without warning.
-        half = r.active[0]
-        r.append(half.node, [act(half.history)])
+    def test_server_restart_mid_step(self):
+        d = StepDriver(self.client, "r1", poll=0.02)
+        groups = d.open(1, toy_worker.toy_tasks(2))
+        # A worker holds leases and has submitted half an interval when the
+        # server dies without warning.
+        leases = self.client.lease("r1", "old", step=1)
+        first = self.client.submit("r1", [Submission(leases[0].id, leases[0].node, turns=[Turn("x", "o")])], client_key="half")
         self.assertEqual(self.server.stop(signal.SIGKILL), -signal.SIGKILL)
         self.assertTrue(os.path.exists(self.db + ".serve"), "kill -9 leaves the address file")
         self.server.start()  # same port, same file
 
-        # The trainer restarts too: it resumes from the frontier.
-        resumed = TreeRollout.resume(self.client, "r1", r.group.id)
-        self.assertEqual(sorted(resumed.branches), sorted(r.branches))
-        self.assertEqual(resumed.interval, 1)
-        for node, b in r.branches.items():
-            self.assertEqual([t.action for t in resumed.branches[node].history], [t.action for t in b.history])
-            self.assertEqual(resumed.branches[node].own_turns, b.own_turns)
-        # Requests the old trainer had sent are answered as before, unwritten.
+        # The old worker's answer is replayed, unwritten; its leases are gone.
         seq = self.last_seq()
-        replay = self.client.open_group("r1", 1, "corridor", "", client_key="r1/s1/g0/open")
-        self.assertEqual(replay.group.id, r.group.id)
-        rerouted = self.client.route("r1", r.group.id, scores0, interval=0, client_key=f"r1/g{r.group.id}/i0/route")
-        self.assertEqual(rerouted, first)
+        self.assertEqual(self.client.submit("r1", [Submission(leases[0].id, leases[0].node, turns=[Turn("x", "o")])],
+                                            client_key="half"), first)
+        with self.assertRaises(Conflict) as cm:
+            self.client.submit("r1", [Submission(leases[1].id, leases[1].node, turns=[Turn("y", "o")])])
+        self.assertEqual(cm.exception.code, "lease_lost")
+        # A restarted driver gets its groups back.
+        self.assertEqual(StepDriver(self.client, "r1").open(1, toy_worker.toy_tasks(2)), groups)
         self.assertEqual(self.last_seq(), seq)
-        self.assertEqual(first.interval, 0)
-
-        advs = resumed.grow(act, score, k=2, max_turns=6)
-        tree = self.client.tree("r1", r.group.id)
-        leaves = [n for n in tree.nodes if n.status in ("completed", "truncated", "pruned")]
-        self.assertEqual(len(advs), len(leaves))
-        self.assertEqual(tree.group.status, "closed")
+        # A new worker continues from the committed turn, not from scratch.
+        again = {l.node: l for l in self.client.lease("r1", "new", step=1, ttl_ms=1)}
+        self.assertEqual(again[leases[0].node].from_, 1)
+        self.assertEqual([t.action for t in again[leases[0].node].history], ["x"])
+        time.sleep(0.01)
+        toy(self.client, "r1", "new").run(1)
+        advs = d.wait(1, timeout=30)
+        self.assertEqual(sorted(advs), groups)
         self.assertEqual(self.client.frontier("r1"), [])
 
     def test_client_retries_across_a_restart(self):
         # The server goes away between two writes and comes back on the same
         # port; the client's retries carry the write over the gap, once.
-        r = TreeRollout.open(self.client, "r1", 1)
-        node = r.active[0].node
-        self.server.stop()
         import threading
+        self.server.stop()
         threading.Timer(0.4, self.server.start).start()
-        r.append(node, [Turn(action="a", observation="o")])
+        res = self.client.open_step("r1", 1, [Task("t")])
         time.sleep(0.1)
-        info = self.client.node("r1", node).node
-        self.assertEqual(info.turns, 1)
+        self.assertEqual([g.id for g in self.client.groups("r1", 1)], [res.groups[0].id])
 
 
 class BadInputTest(ServedTest):
     def setUp(self):
         super().setUp()
-        self.r = TreeRollout.open(self.client, "r1", 1)
-        self.a, self.b, self.c = [b.node for b in self.r.active]
+        self.g = self.client.open_step("r1", 1, [Task("t")], client_key="open").groups[0]
+        self.leases = {l.node: l for l in self.client.lease("r1", "w", step=1)}
+        self.a, self.b, self.c = self.g.roots
 
     def assertRefused(self, exc, fn, *args, **kw):
         seq = self.last_seq()
@@ -358,59 +426,80 @@ class BadInputTest(ServedTest):
         data = body if isinstance(body, bytes) else body.encode()
         return self.client.raw("POST", path, data, content_type=content_type)
 
+    def sub(self, node, **kw):
+        return Submission(self.leases[node].id, node, **kw)
+
     def test_bad_inputs_are_4xx_and_write_nothing(self):
-        g = f"/api/v1/runs/r1/groups/{self.r.group.id}"
-        n = f"/api/v1/runs/r1/nodes/{self.a}"
+        l = self.leases[self.a]
+        s = '{"client_key":"x","submissions":[{"lease":"%s","node":%d,"from":0%%s}]}' % (l.id, self.a)
+        two = ',"turns":[{"action":"a","observation":"o"},{"action":"b","observation":"o"}]'
         cases = [
-            (BadRequest, g + "/route", '{"client_key":"x","scores":[{"node":%d,"score":NaN}]}' % self.a),
-            (BadRequest, g + "/route", '{"client_key":"x","scores":[{"node":%d,"score":0.5}' % self.a),
-            (BadRequest, g + "/route", '{"client_key":"x","scores":[{"node":%d,"score":"high"}]}' % self.a),
-            (BadRequest, g + "/route", '{"client_key":"x","scores":[],"extra":1}'),
-            (BadRequest, n + "/turns", '{"from":0,"turns":[{"action":"a","observation":"o"}]}'),
-            (BadRequest, n + "/turns", '{"client_key":"x","from":0,"turns":[{"action":"a","observation":"o","reward":Infinity}]}'),
-            (NotFound, "/api/v1/runs/r1/nodes/999/turns", '{"client_key":"x","from":0,"turns":[{"action":"a"}]}'),
-            (NotFound, "/api/v1/runs/nope/groups", '{"client_key":"x","step":1}'),
+            (BadRequest, "/api/v1/runs/r1/submit", s % (two + ',"score":NaN')),
+            (BadRequest, "/api/v1/runs/r1/submit", s % (two + ',"score":1.5')),
+            (BadRequest, "/api/v1/runs/r1/submit", s % (two + ',"score":"high"')),
+            (BadRequest, "/api/v1/runs/r1/submit", s % ',"turns":[{"action":"a","observation":"o","reward":Infinity}]'),
+            (BadRequest, "/api/v1/runs/r1/submit", s % ',"turns":[{"action":"a","action_tokens":[1],"action_logprobs":[0.5]}]'),
+            (BadRequest, "/api/v1/runs/r1/submit", s % ',"extra":1'),
+            (BadRequest, "/api/v1/runs/r1/submit", '{"submissions":[]}'),
+            (BadRequest, "/api/v1/runs/r1/steps", '{"client_key":"x","step":2,"tasks":[{"id":"t"}]'),
+            (BadRequest, "/api/v1/runs/r1/leases", '{"worker":"w","max":-1}'),
+            (NotFound, "/api/v1/runs/nope/steps", '{"client_key":"x","step":1,"tasks":[{"id":"t"}]}'),
+            (NotFound, "/api/v1/runs/r1/submit", '{"client_key":"x","submissions":[{"lease":"l","node":999,"from":0}]}'),
         ]
         for exc, path, body in cases:
             with self.subTest(body=body):
                 self.assertRefused(exc, self.raw, path, body)
-        self.assertRefused(BadRequest, self.raw, g + "/close", '{"client_key":"x"}', content_type="text/plain")
+        self.assertRefused(BadRequest, self.raw, f"/api/v1/runs/r1/groups/{self.g.id}/close", '{"client_key":"x"}',
+                           content_type="text/plain")
 
-    def test_client_side_and_server_side_checks(self):
-        # Scores outside [0,1]: refused by the server.
-        self.assertRefused(BadRequest, self.client.route, "r1", self.r.group.id, {self.a: 1.5, self.b: 0.5, self.c: 0.5})
-        self.assertRefused(BadRequest, self.client.route, "r1", self.r.group.id, {self.a: -0.1, self.b: 0.5, self.c: 0.5})
-        # Not every active branch scored.
-        self.assertRefused(BadRequest, self.client.route, "r1", self.r.group.id, {self.a: 0.5})
+    def test_protocol_refusals(self):
+        # Each rule has its code; nothing is written.
+        e = self.assertRefused(Conflict, self.client.submit, "r1", [self.sub(self.a, turns=[Turn("a", "o")], score=0.5)])
+        self.assertEqual(e.code, "too_early")
+        e = self.assertRefused(Conflict, self.client.submit, "r1", [self.sub(self.a, from_=1, turns=[Turn("a", "o")])])
+        self.assertEqual(e.code, "lease_lost")
+        e = self.assertRefused(Conflict, self.client.submit, "r1", [Submission(self.leases[self.b].id, self.a, turns=[Turn("a", "o")])])
+        self.assertEqual(e.code, "lease_lost")
+        e = self.assertRefused(Conflict, self.client.open_step, "r1", 1, [Task("other")])
+        self.assertEqual(e.code, "step_exists")
+        e = self.assertRefused(Conflict, self.client.open_step, "r1", 2, [Task("t")], tree={"k": 5})
+        self.assertEqual(e.code, "config_mismatch")
+        self.client.submit("r1", [self.sub(self.a, turns=[Turn("a", "o", done=True)], reward=1.0)])
+        e = self.assertRefused(Conflict, self.client.submit, "r1", [self.sub(self.a, from_=1, turns=[Turn("b", "o")])])
+        self.assertEqual(e.code, "branch_ended")
+        self.assertRefused(Conflict, self.client.close_group, "r1", self.g.id)  # active branches left
         # NaN never leaves the client (JSON has no NaN).
         seq = self.last_seq()
         with self.assertRaises(ValueError):
-            self.client.route("r1", self.r.group.id, {self.a: float("nan")})
+            self.client.submit("r1", [self.sub(self.b, turns=[Turn("a", "o"), Turn("b", "o")], score=float("nan"))])
         with self.assertRaises(ValueError):
-            self.client.finish("r1", self.a, float("inf"))
+            self.client.submit("r1", [self.sub(self.b, turns=[Turn("a", "o", reward=float("inf"))])])
         self.assertEqual(self.last_seq(), seq)
-        # Unknown ids.
-        self.assertRefused(NotFound, self.client.finish, "r1", 999, 1.0)
+        # Unknown ids, bad runs.
         self.assertRefused(NotFound, self.client.close_group, "r1", 999)
         self.assertRefused(NotFound, self.client.trajectory, "r1", 999)
-        # State conflicts.
-        self.assertRefused(Conflict, self.client.close_group, "r1", self.r.group.id)
-        self.assertRefused(Conflict, self.client.append_turns, "r1", self.a, 3, [Turn("a", "o")])
-        self.assertRefused(Conflict, self.client.route, "r1", self.r.group.id, {self.a: 0.5, self.b: 0.5, self.c: 0.5}, interval=4)
-        self.assertRefused(BadRequest, self.client.finish, "r1", self.a, 1.0, status="expanded")
+        self.assertRefused(BadRequest, self.client.abandon_step, "r1", 1, "")
         self.assertRefused(BadRequest, self.client.create_run, "bad id")
         self.assertRefused(BadRequest, self.client.create_run, "r2", tree={"k": 0})
         self.assertRefused(Conflict, self.client.create_run, "r1")
 
+    def test_abandon(self):
+        res = self.client.abandon_step("r1", 1, "the policy diverged", client_key="ab")
+        self.assertEqual([g.status for g in res.groups], ["closed"])
+        nodes = self.client.tree("r1", self.g.id).nodes
+        self.assertTrue(all(n.status == "failed" and "diverged" in n.error for n in nodes))
+        self.assertEqual(self.client.step_status("r1", 1).open, 0)
+
     def test_idempotent_retry(self):
-        t = [Turn("a", "o", reward=0.5)]
-        first = self.client.append_turns("r1", self.a, 0, t, client_key="k-1")
+        subs = [self.sub(self.a, turns=[Turn("a", "o", reward=0.5)])]
+        first = self.client.submit("r1", subs, client_key="k-1")
         seq = self.last_seq()
-        second = self.client.append_turns("r1", self.a, 0, t, client_key="k-1")
+        second = self.client.submit("r1", subs, client_key="k-1")
         self.assertEqual(first, second)
         self.assertEqual(self.last_seq(), seq)
         # The same key for a different request is a conflict.
-        self.assertRefused(Conflict, self.client.append_turns, "r1", self.a, 1, t, client_key="k-1")
+        self.assertRefused(Conflict, self.client.submit, "r1", [self.sub(self.a, from_=1, turns=[Turn("b", "o")])],
+                           client_key="k-1")
 
 
 class TokenTest(unittest.TestCase):

@@ -1,0 +1,139 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/tree"
+)
+
+// LeafScore is a leaf's rubric score, centred within its group.
+type LeafScore struct {
+	Leaf  uint64   `json:"leaf"`
+	Score *float64 `json:"score"`
+}
+
+// CloseGroupRequest is POST /api/v1/runs/{run}/groups/{group}/close. With
+// RubricScores (one per leaf, each in [-1,1]) the advantages are computed on
+// R = reward + Lambda·score; Lambda defaults to the run's rubric lambda.
+type CloseGroupRequest struct {
+	Keyed
+	RubricScores []LeafScore `json:"rubric_scores,omitempty"`
+	Lambda       *float64    `json:"lambda,omitempty"`
+	Rubrics      []uint64    `json:"rubrics,omitempty"` // the rubric ids the scores came from
+	// Pool, instead of RubricScores, shapes the group with the run's rubric
+	// buffer: the answers the .../shape exchange gathered (rubrics.go).
+	Pool *ShapeAnswers `json:"pool,omitempty"`
+}
+
+// CloseGroupResponse answers POST .../close: the closed group and one
+// advantage record per leaf, in leaf id order.
+type CloseGroupResponse struct {
+	Group      store.Group       `json:"group"`
+	Advantages []store.Advantage `json:"advantages"`
+}
+
+func (s *server) closeGroup(w http.ResponseWriter, r *http.Request) error {
+	gid, err := pathID(r, "group")
+	if err != nil {
+		return err
+	}
+	var req CloseGroupRequest
+	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &req); err != nil {
+		return err
+	}
+	scores := map[uint64]float64{}
+	for i, ls := range req.RubricScores {
+		switch {
+		case ls.Leaf == 0:
+			return badRequest("rubric_scores[%d]: leaf is required", i)
+		case ls.Score == nil:
+			return badRequest("rubric_scores[%d]: score is required", i)
+		case !(*ls.Score >= -1 && *ls.Score <= 1):
+			return badRequest("rubric_scores[%d]: score %v is outside [-1,1] (scores are win rates centred within the group)", i, *ls.Score)
+		}
+		if _, dup := scores[ls.Leaf]; dup {
+			return badRequest("rubric_scores[%d]: leaf %d is scored twice", i, ls.Leaf)
+		}
+		scores[ls.Leaf] = *ls.Score
+	}
+	if req.Lambda != nil && !(*req.Lambda >= 0) {
+		return badRequest("lambda %v: want a value >= 0", *req.Lambda)
+	}
+	if len(req.RubricScores) == 0 && (req.Lambda != nil || len(req.Rubrics) > 0) {
+		return badRequest("lambda and rubrics need rubric_scores")
+	}
+	if req.Pool != nil && len(req.RubricScores) > 0 {
+		return badRequest("give rubric_scores or pool, not both")
+	}
+	run := r.PathValue("run")
+	c, err := s.coordinator(run)
+	if err != nil {
+		return err
+	}
+	return s.write(w, r, run, &req, func(tx *store.Tx) (int, any, error) {
+		rt, err := tx.Run(run)
+		if err != nil {
+			return 0, nil, err
+		}
+		g, err := rt.Group(gid)
+		if err != nil {
+			return 0, nil, err
+		}
+		var shaping *tree.Shaping
+		switch {
+		case req.Pool != nil:
+			if shaping, err = s.poolShaping(c, tx, g, *req.Pool); err != nil {
+				return 0, nil, err
+			}
+		case len(scores) > 0:
+			if shaping, err = scoreShaping(c, tx, g, scores, req); err != nil {
+				return 0, nil, err
+			}
+		}
+		gr, err := c.Close(tx, g.Step, g.ID, shaping, 0)
+		if err != nil {
+			return 0, nil, err
+		}
+		if gr.Advantages == nil {
+			gr.Advantages = []store.Advantage{}
+		}
+		return http.StatusOK, CloseGroupResponse{Group: gr.Group, Advantages: gr.Advantages}, nil
+	})
+}
+
+// scoreShaping lines the client's rubric scores up with the group's leaves.
+func scoreShaping(c *tree.Coordinator, tx *store.Tx, g store.Group, scores map[uint64]float64, req CloseGroupRequest) (*tree.Shaping, error) {
+	_, leaves, err := c.Leaves(tx, g.Step, g.ID, false)
+	if err != nil {
+		return nil, err
+	}
+	rt, err := tx.Run(c.Run())
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := configOf(rt)
+	if err != nil {
+		return nil, err
+	}
+	shaping := &tree.Shaping{Lambda: cfg.Rubric.Lambda, Rubrics: req.Rubrics}
+	if req.Lambda != nil {
+		shaping.Lambda = *req.Lambda
+	}
+	for _, l := range leaves {
+		sc, ok := scores[l.Node.ID]
+		if !ok {
+			return nil, badRequest("rubric_scores has no score for leaf %d", l.Node.ID)
+		}
+		shaping.Scores = append(shaping.Scores, sc)
+	}
+	if len(scores) != len(leaves) {
+		return nil, badRequest("rubric_scores names %d nodes, but group %d has %d leaves", len(scores), g.ID, len(leaves))
+	}
+	for _, id := range req.Rubrics {
+		if _, err := rt.Rubric(id); err != nil {
+			return nil, err
+		}
+	}
+	return shaping, nil
+}

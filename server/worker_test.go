@@ -1,0 +1,123 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/tree"
+)
+
+// failingPolicy is the fake agent, except that it fails the branches of
+// root ordinal 0 (whatever their node ids) and gives root ordinal 1 one
+// logprob too many on its second turn.
+type failingPolicy struct {
+	fakePolicy
+	failKey, badKey uint64
+}
+
+func (p *failingPolicy) ActBatch(ctx context.Context, reqs []tree.ActRequest) ([]tree.Move, error) {
+	moves, _ := p.fakePolicy.ActBatch(ctx, reqs)
+	errs := tree.ItemErrors{}
+	for i, r := range reqs {
+		switch {
+		case r.Key.Branch == p.failKey:
+			errs[i] = errors.New("out of memory")
+		case r.Key.Branch == p.badKey && r.Key.Path == 1:
+			moves[i].Logprobs = append(moves[i].Logprobs, -1)
+		}
+	}
+	if len(errs) > 0 {
+		return moves, errs
+	}
+	return moves, nil
+}
+
+// A failing branch is retried by the server and then recorded failed with
+// its error; turns the store refuses fail their branch the same way; the
+// rest of the group grows and closes.
+func TestWorkerFailures(t *testing.T) {
+	e := newEnv(t, Options{})
+	createRun(e, "r1", `{"b0":3,"k":2,"m":2,"top_expand":1,"delta":0.1,"max_turns":4}`)
+	g := openStep(e, "r1", 1)
+	// Lease once to learn the roots' branch keys, for 1 ms.
+	var lr LeaseResponse
+	e.post("/api/v1/runs/r1/leases", LeaseRequest{Worker: "x", TTLMs: 1}, http.StatusOK, &lr)
+	time.Sleep(5 * time.Millisecond)
+	p := &failingPolicy{failKey: lr.Leases[0].Key.Branch, badKey: lr.Leases[1].Key.Branch}
+	w := fakeWorker(e, "r1", "w", 8)
+	w.Policy = p
+	st, err := w.Work(bg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeDone(t, e.c, "r1", 1)
+	var gt GroupTree
+	e.get("/api/v1/runs/r1/groups/"+u64(g.ID), &gt)
+	byID := map[uint64]store.Node{}
+	for _, n := range gt.Nodes {
+		byID[n.ID] = n
+	}
+	failed, bad := byID[g.Roots[0]], byID[g.Roots[1]]
+	if failed.Status != store.NodeFailed || failed.Attempt != tree.DefaultMaxAttempts-1 || !strings.Contains(failed.Error, "out of memory") {
+		t.Errorf("failing branch: %+v", failed)
+	}
+	if bad.Status != store.NodeFailed || !strings.Contains(bad.Error, "logprob") || bad.Turns != 0 {
+		t.Errorf("branch with a refused turn: %+v", bad)
+	}
+	if gt.Group.Status != store.GroupClosed || st.Turns == 0 {
+		t.Fatalf("group %+v after %+v", gt.Group, st)
+	}
+	var advs struct{ Advantages []store.Advantage }
+	e.get("/api/v1/runs/r1/advantages?step=1", &advs)
+	for _, a := range advs.Advantages {
+		if a.Leaf == failed.ID || a.Leaf == bad.ID {
+			t.Errorf("a failed branch got an advantage: %+v", a)
+		}
+	}
+	if len(advs.Advantages) == 0 {
+		t.Error("no advantages")
+	}
+}
+
+// A worker whose lease expired and was handed on drops that branch's work
+// and goes on with the others.
+func TestWorkerDropsLostLeases(t *testing.T) {
+	e := newEnv(t, Options{})
+	createRun(e, "r1", testTree)
+	openStep(e, "r1", 1)
+	w := fakeWorker(e, "r1", "slow", 3)
+	w.TTL = 20 * time.Millisecond
+	stolen := false
+	w.Policy = policyFunc(func(ctx context.Context, reqs []tree.ActRequest) ([]tree.Move, error) {
+		if !stolen {
+			// The worker stalls past its TTL; another worker takes a branch.
+			stolen = true
+			time.Sleep(30 * time.Millisecond)
+			var lr LeaseResponse
+			e.post("/api/v1/runs/r1/leases", LeaseRequest{Worker: "thief", Max: 1, TTLMs: 1}, http.StatusOK, &lr)
+			if len(lr.Leases) != 1 {
+				t.Errorf("thief leased %+v", lr.Leases)
+			}
+		}
+		return (&fakePolicy{}).ActBatch(ctx, reqs)
+	})
+	st, err := w.Work(bg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Lost == 0 {
+		t.Fatalf("no work was dropped: %+v", st)
+	}
+	closeDone(t, e.c, "r1", 1)
+}
+
+type policyFunc func(context.Context, []tree.ActRequest) ([]tree.Move, error)
+
+func (f policyFunc) ActBatch(ctx context.Context, reqs []tree.ActRequest) ([]tree.Move, error) {
+	return f(ctx, reqs)
+}

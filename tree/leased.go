@@ -1,0 +1,38 @@
+package tree
+
+import "github.com/patrdb/patrdb/store"
+
+// Leased counts the branches of step (0: every step) that a worker holds
+// right now: under a lease that has not expired and is still current as
+// the store stands in tx. A driver waiting for a step reads it beside the
+// store's counts to tell "workers are busy" from "nobody is working".
+func (c *Coordinator) Leased(tx *store.Tx, step uint64) (int, error) {
+	now := c.opts.Now()
+	c.mu.Lock()
+	held := make([]Lease, 0, len(c.leases))
+	for _, l := range c.leases {
+		if (step == 0 || l.Step == step) && now.Before(l.Expires) {
+			held = append(held, *l)
+		}
+	}
+	c.mu.Unlock()
+	r, err := c.runTx(tx)
+	if err != nil {
+		return 0, err
+	}
+	count := 0
+	for i := range held {
+		n, err := r.Node(held[i].Node)
+		if err != nil {
+			return 0, err
+		}
+		g, err := r.GroupAt(n.Step, n.Group)
+		if err != nil {
+			return 0, err
+		}
+		if held[i].current(&n, &g) {
+			count++
+		}
+	}
+	return count, nil
+}
