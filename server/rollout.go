@@ -114,11 +114,7 @@ func (s *server) lease(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := LeaseResponse{Leases: []LeaseGrant{}}
-	err = s.db.View(func(tx *store.Tx) error {
-		leases, err := c.Lease(tx, tree.LeaseRequest{Worker: req.Worker, Max: req.Max, Step: req.Step, TTL: ttl})
-		if err != nil {
-			return err
-		}
+	_, err = c.Lease(tree.LeaseRequest{Worker: req.Worker, Max: req.Max, Step: req.Step, TTL: ttl}, func(tx *store.Tx, leases []tree.Lease) error {
 		rt, err := tx.Run(run)
 		if err != nil {
 			return err

@@ -44,11 +44,8 @@ func coordinator(t *testing.T, db *store.DB, run string, cfg tree.Config, o *tre
 
 func lease(t *testing.T, c *tree.Coordinator, req tree.LeaseRequest) []tree.Lease {
 	t.Helper()
-	var ls []tree.Lease
-	if err := c.DB().View(func(tx *store.Tx) (err error) {
-		ls, err = c.Lease(tx, req)
-		return err
-	}); err != nil {
+	ls, err := c.Lease(req, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return ls
@@ -465,13 +462,12 @@ func canonical(t *testing.T, db *store.DB, run string) []string {
 func worker(ctx context.Context, c *tree.Coordinator, name string, step uint64, o tree.Options, rng *rand.Rand) error {
 	db := c.DB()
 	for {
-		var ls []tree.Lease
+		ls, err := c.Lease(tree.LeaseRequest{Worker: name, Max: 1 + rng.IntN(3), Step: step}, nil)
+		if err != nil {
+			return err
+		}
 		open := 0
 		if err := db.View(func(tx *store.Tx) error {
-			var err error
-			if ls, err = c.Lease(tx, tree.LeaseRequest{Worker: name, Max: 1 + rng.IntN(3), Step: step}); err != nil {
-				return err
-			}
 			r, _ := tx.Run(c.Run())
 			return r.ForEachGroup(step, func(g store.Group) error {
 				if g.Status == store.GroupOpen {

@@ -49,11 +49,8 @@ func (e *Engine) drive(ctx context.Context, step uint64) (*StepResult, error) {
 		if err := e.closeGroups(ctx, step, done, res); err != nil {
 			return nil, err
 		}
-		var leases []Lease
-		if err := e.db.View(func(tx *store.Tx) (err error) {
-			leases, err = e.coord.Lease(tx, LeaseRequest{Worker: e.opts.Worker, Step: step})
-			return err
-		}); err != nil {
+		leases, err := e.coord.Lease(LeaseRequest{Worker: e.opts.Worker, Step: step}, nil)
+		if err != nil {
 			return nil, err
 		}
 		if len(leases) == 0 {

@@ -28,6 +28,8 @@ type Lease struct {
 	Task     Task      `json:"task"`
 	EnvState []byte    `json:"env_state,omitempty"` // the node's env-state reference (Env.Restore)
 	Expires  time.Time `json:"expires"`
+
+	ttl time.Duration
 }
 
 // LeaseRequest asks for up to Max branches (0: every branch available).
@@ -47,10 +49,42 @@ func (l *Lease) current(n *store.Node, g *store.Group) bool {
 
 // Lease hands out up to req.Max branches that need work — turns or a score
 // in their group's current interval — and that no other worker holds: never
-// leased, or whose lease expired or is no longer current. Branches come in
-// step, group and node order. tx may be a read transaction; a lease is not
-// a write, and its only effect is on this coordinator's table.
-func (c *Coordinator) Lease(tx *store.Tx, req LeaseRequest) ([]Lease, error) {
+// leased, or whose lease expired (a grace period past its expiry, see
+// LeaseGrace) or is no longer current. Branches come in step, group and node
+// order. A lease is not a write: Lease reads the store in a snapshot of its
+// own, taken while it holds the coordinator's lease table, so no grant is
+// ever judged on a snapshot older than the one an earlier grant saw. then,
+// when not nil, runs in that same snapshot with the grants (to read the
+// leased branches' histories, say) after the table is released.
+func (c *Coordinator) Lease(req LeaseRequest, then func(tx *store.Tx, leases []Lease) error) ([]Lease, error) {
+	var out []Lease
+	err := c.db.View(func(tx *store.Tx) error {
+		var err error
+		if out, err = c.grant(tx, req); err != nil || then == nil {
+			return err
+		}
+		return then(tx, out)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// LeaseGrace is how long past its expiry a lease still blocks a new grant
+// of its branch (a tenth of its TTL when that is shorter): a submit
+// validated just before the expiry may still be committing, and the next
+// lease must see what it wrote.
+const LeaseGrace = 5 * time.Second
+
+// regrantable reports whether a new lease may replace l at now.
+func (l *Lease) regrantable(now time.Time) bool {
+	return !now.Before(l.Expires.Add(min(LeaseGrace, l.ttl/10)))
+}
+
+func (c *Coordinator) grant(tx *store.Tx, req LeaseRequest) ([]Lease, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if req.Max < 0 {
 		return nil, fmt.Errorf("%w: max %d is negative", store.ErrInvalid, req.Max)
 	}
@@ -81,8 +115,6 @@ func (c *Coordinator) Lease(tx *store.Tx, req LeaseRequest) ([]Lease, error) {
 		return a.ID < b.ID
 	})
 	now := c.opts.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if req.Step == 0 {
 		// Forget the leases of branches that are no longer active, so the
 		// table stays the size of the frontier.
@@ -116,7 +148,7 @@ func (c *Coordinator) Lease(tx *store.Tx, req LeaseRequest) ([]Lease, error) {
 		if g.Status != store.GroupOpen {
 			continue
 		}
-		if held := c.leases[n.ID]; held != nil && held.current(n, &g) && now.Before(held.Expires) {
+		if held := c.leases[n.ID]; held != nil && held.current(n, &g) && !held.regrantable(now) {
 			continue
 		}
 		ph := c.phase(n, &g)
@@ -140,7 +172,7 @@ func (c *Coordinator) Lease(tx *store.Tx, req LeaseRequest) ([]Lease, error) {
 			Score: !c.cfg.NoScoring && (c.cfg.MaxTurns == 0 || start+c.cfg.K < c.cfg.MaxTurns),
 			Key: TurnKey{Seed: c.cfg.Seed, Step: g.Step, Group: g.ID, Node: n.ID, Branch: key,
 				Index: n.Turns, Path: n.PathLen(), Attempt: n.Attempt},
-			Task: TaskOf(g), EnvState: n.EnvState, Expires: now.Add(ttl),
+			Task: TaskOf(g), EnvState: n.EnvState, Expires: now.Add(ttl), ttl: ttl,
 		}
 		c.leases[n.ID] = &l
 		out = append(out, l)
@@ -157,6 +189,8 @@ func (c *Coordinator) checkLease(id string, n *store.Node, g *store.Group) (*Lea
 	switch {
 	case held == nil || held.ID != id:
 		return nil, fmt.Errorf("%w: lease %q is not node %d's current lease (it expired and was handed on, or the coordinator restarted): lease again", ErrLeaseLost, id, n.ID)
+	case !c.opts.Now().Before(held.Expires):
+		return nil, fmt.Errorf("%w: lease %q of node %d expired at %s: lease again", ErrLeaseLost, id, n.ID, held.Expires.Format(time.RFC3339))
 	case n.Status != store.NodeActive:
 		return nil, fmt.Errorf("%w: node %d is %s", ErrBranchEnded, n.ID, n.Status)
 	case !held.current(n, g):
