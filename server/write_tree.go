@@ -26,6 +26,9 @@ type OpenGroupRequest struct {
 	Prompt string            `json:"prompt"`
 	Gold   string            `json:"gold,omitempty"`
 	Meta   map[string]string `json:"meta,omitempty"`
+	// PromptTokens are the prompt's token ids, the start of every row of
+	// the step's training batch.
+	PromptTokens []uint32 `json:"prompt_tokens,omitempty"`
 }
 
 // OpenGroupResponse answers POST /api/v1/runs/{run}/groups (201): the group
@@ -49,7 +52,7 @@ func (s *server) openGroup(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return 0, nil, err
 		}
-		g, err := rt.OpenGroup(store.GroupSpec{Step: req.Step, Task: req.Task, Prompt: req.Prompt, Gold: req.Gold, Meta: req.Meta})
+		g, err := rt.OpenGroup(store.GroupSpec{Step: req.Step, Task: req.Task, Prompt: req.Prompt, Gold: req.Gold, Meta: req.Meta, PromptTokens: req.PromptTokens})
 		if err != nil {
 			return 0, nil, err
 		}
