@@ -104,6 +104,10 @@ func TestLLMShapedRowsAndTree(t *testing.T) {
 	for step := uint64(1); step <= uint64(llm.steps); step++ {
 		checkStep(t, db, "llm", step)
 	}
+	// The same, with every batch written by several goroutines.
+	restore := batch.SetParallelMin(1)
+	checkStep(t, db, "llm", 1)
+	restore()
 	b, err := batch.ReadDB(db, "llm", 1, batch.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,10 @@ package batch
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
+	"sort"
+	"sync"
 
 	"github.com/patrdb/patrdb/batch/safetensors"
 	"github.com/patrdb/patrdb/store"
@@ -326,6 +329,16 @@ func (rd *reader) fill(b *Batch) {
 	for _, s := range rd.segs {
 		b.TokensPacked += int64(s.tokens)
 	}
+	// Positions are copied from one ascending run, as long as the longest
+	// row, rather than counted token by token.
+	longest := int64(0)
+	for _, t := range rd.tokens {
+		longest = max(longest, t)
+	}
+	iota := make([]int32, longest)
+	for i := range iota {
+		iota[i] = int32(i)
+	}
 	n := b.TokensPacked
 	if b.Layout == Rows {
 		n = b.TokensMaterialised
@@ -334,50 +347,109 @@ func (rd *reader) fill(b *Batch) {
 	b.Advantages, b.Positions = grow(b.Advantages, n), grow(b.Positions, n)
 	if b.Layout == Rows {
 		b.RowOffsets = make([]int64, nr+1)
-		off, start := 0, 0
-		for ri := range rd.rows {
-			for _, si := range rd.rowSegs[start:rd.rowEnd[ri]] {
-				off = rd.write(b, si, off, rd.segs[si].owner == ri)
-			}
-			start = rd.rowEnd[ri]
-			b.RowOffsets[ri+1] = int64(off)
-			for i := range b.Positions[b.RowOffsets[ri]:off] {
-				b.Positions[int(b.RowOffsets[ri])+i] = int32(i)
-			}
+		for ri, t := range rd.tokens {
+			b.RowOffsets[ri+1] = b.RowOffsets[ri] + t
 		}
+		b.ActionTokensWithoutLogprobs = inParallel(b.RowOffsets, func(lo, hi int) (missing int64) {
+			start := 0
+			if lo > 0 {
+				start = rd.rowEnd[lo-1]
+			}
+			for ri := lo; ri < hi; ri++ {
+				off := int(b.RowOffsets[ri])
+				clearTokens(b, off, int(b.RowOffsets[ri+1]))
+				copy(b.Positions[off:b.RowOffsets[ri+1]], iota)
+				for _, si := range rd.rowSegs[start:rd.rowEnd[ri]] {
+					off = rd.write(b, si, off, rd.segs[si].owner == ri, &missing)
+				}
+				start = rd.rowEnd[ri]
+			}
+			return missing
+		})
 		return
 	}
 	ns := len(rd.segs)
 	b.SegOffsets, b.SegParent, b.SegGroup = make([]int64, ns+1), make([]int64, ns), make([]int64, ns)
 	b.SegNode, b.SegOwner, b.RowSegment = make([]int64, ns), make([]int64, ns), make([]int64, nr)
-	off := 0
 	for si, s := range rd.segs {
-		start := off
-		off = rd.write(b, si, off, true)
-		b.SegOffsets[si+1] = int64(off)
+		b.SegOffsets[si+1] = b.SegOffsets[si] + int64(s.tokens)
 		b.SegParent[si], b.SegGroup[si], b.SegNode[si], b.SegOwner[si] = int64(s.parent), int64(rd.groups[s.group].ID), int64(s.node), int64(s.owner)
-		for i := range b.Positions[start:off] {
-			b.Positions[start+i] = int32(s.depth + i)
-		}
 	}
 	for ri := range rd.rows {
 		b.RowSegment[ri] = int64(rd.rowSegs[rd.rowEnd[ri]-1])
 	}
+	b.ActionTokensWithoutLogprobs = inParallel(b.SegOffsets, func(lo, hi int) (missing int64) {
+		for si := lo; si < hi; si++ {
+			off, end := int(b.SegOffsets[si]), int(b.SegOffsets[si+1])
+			clearTokens(b, off, end)
+			copy(b.Positions[off:end], iota[rd.segs[si].depth:])
+			rd.write(b, si, off, true, &missing)
+		}
+		return missing
+	})
+}
+
+// clearTokens zeroes the mask, logprobs and advantages of tokens [lo, hi):
+// most of them stay 0 (prompt and observation tokens, prefixes a row does
+// not own), so one clear and then only the trainable tokens written is
+// cheaper than a clear per run of untrainable ones.
+func clearTokens(b *Batch, lo, hi int) {
+	clear(b.LossMask[lo:hi])
+	clear(b.OldLogprobs[lo:hi])
+	clear(b.Advantages[lo:hi])
+}
+
+// parallelMin is the number of tokens below which one goroutine writes
+// everything: starting more costs more than it saves.
+var parallelMin int64 = 1 << 18
+
+// inParallel splits units (rows or segments, unit i being tokens
+// [offsets[i], offsets[i+1])) into runs of about equal tokens, one per
+// processor, and runs fn on each concurrently. Each run writes only its
+// own token range, so the runs share nothing; it returns the sum of their
+// results.
+func inParallel(offsets []int64, fn func(lo, hi int) int64) int64 {
+	units := len(offsets) - 1
+	total := offsets[units]
+	p := min(runtime.GOMAXPROCS(0), units, 8)
+	if total < parallelMin || p <= 1 {
+		return fn(0, units)
+	}
+	results := make([]int64, p)
+	var wg sync.WaitGroup
+	lo := 0
+	for k := range p {
+		hi := units
+		if k < p-1 {
+			want := total * int64(k+1) / int64(p)
+			hi = lo + sort.Search(units-lo, func(i int) bool { return offsets[lo+i] >= want })
+		}
+		wg.Add(1)
+		go func(k, lo, hi int) {
+			defer wg.Done()
+			results[k] = fn(lo, hi)
+		}(k, lo, hi)
+		lo = hi
+	}
+	wg.Wait()
+	var sum int64
+	for _, r := range results {
+		sum += r
+	}
+	return sum
 }
 
 // write writes segment si's tokens at off and returns the offset after
-// them; owned says whether its action tokens are trainable here.
-func (rd *reader) write(b *Batch, si, off int, owned bool) int {
+// them; owned says whether its action tokens are trainable here. The mask,
+// logprob and advantage arrays are already 0: only trainable tokens touch
+// them.
+func (rd *reader) write(b *Batch, si, off int, owned bool, missing *int64) int {
 	s := rd.segs[si]
 	if s.node == 0 {
 		for i, t := range rd.groups[s.group].PromptTokens {
 			b.InputIDs[off+i] = int32(t)
 		}
-		end := off + s.tokens
-		clear(b.LossMask[off:end])
-		clear(b.OldLogprobs[off:end])
-		clear(b.Advantages[off:end])
-		return end
+		return off + s.tokens
 	}
 	adv := float32(0)
 	if rw := rd.rows[s.owner]; owned && rw.leaf.Status != store.NodeFailed {
@@ -389,24 +461,18 @@ func (rd *reader) write(b *Batch, si, off int, owned bool) int {
 		safetensors.Decode(b.InputIDs[off:end], t.act)
 		if owned {
 			fill(b.LossMask[off:end], 1)
-			fill(b.Advantages[off:end], adv)
+			if adv != 0 {
+				fill(b.Advantages[off:end], adv)
+			}
 			if len(t.lp) > 0 {
 				safetensors.Decode(b.OldLogprobs[off:end], t.lp)
 			} else {
-				clear(b.OldLogprobs[off:end])
-				b.ActionTokensWithoutLogprobs += int64(end - off)
+				*missing += int64(end - off)
 			}
-		} else {
-			clear(b.LossMask[off:end])
-			clear(b.OldLogprobs[off:end])
-			clear(b.Advantages[off:end])
 		}
 		off = end
 		end = off + len(t.obs)/4
 		safetensors.Decode(b.InputIDs[off:end], t.obs)
-		clear(b.LossMask[off:end])
-		clear(b.OldLogprobs[off:end])
-		clear(b.Advantages[off:end])
 		off = end
 	}
 	return off
