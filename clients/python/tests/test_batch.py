@@ -71,6 +71,13 @@ class BatchTest(tc.ServedTest):
         rows = self.client.batch("r1", 1)
         tree = self.client.batch("r1", 1, layout="tree")
         self.assertEqual((rows.run, rows.step, rows.layout, tree.layout), ("r1", 1, "rows", "tree"))
+        try:
+            import numpy
+            self.assertIsInstance(rows["input_ids"], numpy.ndarray)
+            self.assertEqual((rows["input_ids"].dtype, rows["old_logprobs"].dtype), (numpy.int32, numpy.float32))
+        except ImportError:
+            self.assertIsInstance(rows["input_ids"], memoryview)
+            self.assertEqual((rows["input_ids"].format, rows["old_logprobs"].format), ("i", "f"))
         self.assertEqual(len(rows), len(want))
         self.assertEqual([int(x) for x in rows["row_leaf"]], [leaf for leaf, _ in want])
         for i, (leaf, row) in enumerate(want):
