@@ -108,6 +108,19 @@ class BatchTest(tc.ServedTest):
         self.assertEqual(b.metadata["layout"], "tree")
         self.assertEqual(int(b["input_ids"][0]), 900)
 
+    def test_loads_with_the_safetensors_package(self):
+        try:
+            from safetensors.numpy import load
+        except ImportError:
+            self.skipTest("the safetensors package is not installed")
+        self.grow_step(1, groups=1)
+        for layout in ("rows", "tree"):
+            data = self.client.fetch("GET", "/api/v1/runs/r1/steps/1/batch", query={"layout": layout})[1]
+            theirs, ours = load(data), Batch(data)
+            self.assertEqual(set(theirs), set(ours.tensors))
+            for name, arr in theirs.items():
+                self.assertEqual(list(arr), list(ours[name]), name)
+
     def test_errors(self):
         self.grow_step(1, groups=1)
         with self.assertRaises(NotFound):
