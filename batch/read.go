@@ -343,6 +343,9 @@ func (rd *reader) fill(b *Batch) {
 	if b.Layout == Rows {
 		n = b.TokensMaterialised
 	}
+	// Arrays grow makes anew are already 0; reused ones are cleared as
+	// their rows are written.
+	zeroed := int64(cap(b.LossMask)) < n && int64(cap(b.OldLogprobs)) < n && int64(cap(b.Advantages)) < n
 	b.InputIDs, b.LossMask, b.OldLogprobs = grow(b.InputIDs, n), grow(b.LossMask, n), grow(b.OldLogprobs, n)
 	b.Advantages, b.Positions = grow(b.Advantages, n), grow(b.Positions, n)
 	if b.Layout == Rows {
@@ -357,7 +360,9 @@ func (rd *reader) fill(b *Batch) {
 			}
 			for ri := lo; ri < hi; ri++ {
 				off := int(b.RowOffsets[ri])
-				clearTokens(b, off, int(b.RowOffsets[ri+1]))
+				if !zeroed {
+					clearTokens(b, off, int(b.RowOffsets[ri+1]))
+				}
 				copy(b.Positions[off:b.RowOffsets[ri+1]], iota)
 				for _, si := range rd.rowSegs[start:rd.rowEnd[ri]] {
 					off = rd.write(b, si, off, rd.segs[si].owner == ri, &missing)
@@ -381,7 +386,9 @@ func (rd *reader) fill(b *Batch) {
 	b.ActionTokensWithoutLogprobs = inParallel(b.SegOffsets, func(lo, hi int) (missing int64) {
 		for si := lo; si < hi; si++ {
 			off, end := int(b.SegOffsets[si]), int(b.SegOffsets[si+1])
-			clearTokens(b, off, end)
+			if !zeroed {
+				clearTokens(b, off, end)
+			}
 			copy(b.Positions[off:end], iota[rd.segs[si].depth:])
 			rd.write(b, si, off, true, &missing)
 		}
