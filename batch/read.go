@@ -65,12 +65,6 @@ func ReadInto(dst *Batch, r *store.RunTx, step uint64, opts Options) error {
 	return nil
 }
 
-// turnRef is a stored turn's token arrays, aliasing the transaction's pages.
-type turnRef struct {
-	act, lp, obs []byte
-	version      uint64
-}
-
 type row struct {
 	leaf       store.Node
 	group      int // index in reader.groups
@@ -103,7 +97,7 @@ type reader struct {
 	rows   []row
 	need   map[uint64]int // turns of each node some row's path needs
 	turnAt map[uint64]int // index in refs of a node's turn 0
-	refs   []turnRef
+	refs   []store.TurnView // aliasing the transaction's pages
 
 	segs    []seg
 	segAt   map[segKey]int
@@ -195,26 +189,25 @@ func int64cmp(a, b uint64) int {
 // view takes every needed turn's token arrays, node by node in id order
 // (turn keys are node|index, so the cursor walks forward).
 func (rd *reader) view() error {
-	ids := make([]uint64, 0, len(rd.need))
-	total := 0
+	segs := make([]store.Segment, 0, len(rd.need))
 	for id, n := range rd.need {
-		ids = append(ids, id)
-		total += n
+		segs = append(segs, store.Segment{Node: id, Count: n})
 	}
-	slices.Sort(ids)
-	rd.refs = make([]turnRef, 0, total)
-	for _, id := range ids {
-		rd.turnAt[id] = len(rd.refs)
-		err := rd.r.ViewTurns(id, rd.need[id], func(i int, v *store.TurnView) error {
+	slices.SortFunc(segs, func(a, b store.Segment) int { return int64cmp(a.Node, b.Node) })
+	views, err := rd.r.ViewTurns(segs)
+	if err != nil {
+		return err
+	}
+	rd.refs = views
+	at := 0
+	for _, s := range segs {
+		rd.turnAt[s.Node] = at
+		for i, v := range views[at : at+s.Count] {
 			if len(v.ActionLogprobs) != 0 && len(v.ActionLogprobs) != len(v.ActionTokens) {
-				return &store.CorruptError{Bucket: "runs/" + rd.r.ID() + "/turns", Reason: fmt.Sprintf("turn %d of node %d: %d logprob bytes for %d action token bytes", i, id, len(v.ActionLogprobs), len(v.ActionTokens))}
+				return &store.CorruptError{Bucket: "runs/" + rd.r.ID() + "/turns", Reason: fmt.Sprintf("turn %d of node %d: %d logprob bytes for %d action token bytes", i, s.Node, len(v.ActionLogprobs), len(v.ActionTokens))}
 			}
-			rd.refs = append(rd.refs, turnRef{act: v.ActionTokens, lp: v.ActionLogprobs, obs: v.ObservationTokens, version: v.PolicyVersion})
-			return nil
-		})
-		if err != nil {
-			return err
 		}
+		at += s.Count
 	}
 	return nil
 }
@@ -228,11 +221,11 @@ func (rd *reader) filter() {
 		for _, s := range rw.path {
 			at := rd.turnAt[s.Node]
 			for _, t := range rd.refs[at : at+s.Count] {
-				if first || t.version < rw.vmin {
-					rw.vmin = t.version
+				if first || t.PolicyVersion < rw.vmin {
+					rw.vmin = t.PolicyVersion
 				}
-				if first || t.version > rw.vmax {
-					rw.vmax = t.version
+				if first || t.PolicyVersion > rw.vmax {
+					rw.vmax = t.PolicyVersion
 				}
 				first = false
 			}
@@ -306,7 +299,7 @@ func (rd *reader) turnTokens(node uint64, from, to int) int {
 	n := 0
 	at := rd.turnAt[node]
 	for _, t := range rd.refs[at+from : at+to] {
-		n += (len(t.act) + len(t.obs)) / 4
+		n += (len(t.ActionTokens) + len(t.ObservationTokens)) / 4
 	}
 	return n
 }
@@ -464,22 +457,22 @@ func (rd *reader) write(b *Batch, si, off int, owned bool, missing *int64) int {
 	}
 	at := rd.turnAt[s.node]
 	for _, t := range rd.refs[at+s.from : at+s.to] {
-		end := off + len(t.act)/4
-		safetensors.Decode(b.InputIDs[off:end], t.act)
+		end := off + len(t.ActionTokens)/4
+		safetensors.Decode(b.InputIDs[off:end], t.ActionTokens)
 		if owned {
 			fill(b.LossMask[off:end], 1)
 			if adv != 0 {
 				fill(b.Advantages[off:end], adv)
 			}
-			if len(t.lp) > 0 {
-				safetensors.Decode(b.OldLogprobs[off:end], t.lp)
+			if len(t.ActionLogprobs) > 0 {
+				safetensors.Decode(b.OldLogprobs[off:end], t.ActionLogprobs)
 			} else {
 				*missing += int64(end - off)
 			}
 		}
 		off = end
-		end = off + len(t.obs)/4
-		safetensors.Decode(b.InputIDs[off:end], t.obs)
+		end = off + len(t.ObservationTokens)/4
+		safetensors.Decode(b.InputIDs[off:end], t.ObservationTokens)
 		off = end
 	}
 	return off

@@ -1,5 +1,10 @@
 package store
 
+import (
+	"runtime"
+	"sync"
+)
+
 // TurnView is one stored turn's token data as it lies in the file: token
 // ids and logprobs are packed little-endian 32-bit words that alias the
 // transaction's pages. A batch reader copies them straight into its own
@@ -16,19 +21,64 @@ type TurnView struct {
 	PolicyVersion     uint64
 }
 
-// ViewTurns calls fn with the first count own turns of a node, in order,
-// after checking each value's CRC. The view passed to fn is reused: copy
-// what must outlive the call. A missing or damaged turn is ErrCorrupt, and
-// an error returned by fn stops the walk and is returned.
-func (r *RunTx) ViewTurns(id uint64, count int, fn func(i int, v *TurnView) error) error {
-	var v TurnView
-	return r.walkTurns(id, count, func(i int, path string, k, raw []byte) error {
-		if err := viewTurn(path, k, raw, &v); err != nil {
-			return err
+// ViewTurns returns the views of the first Count own turns of each
+// segment's node, segment after segment, every value's CRC checked. The
+// cursor walk is one pass; the checks, which cost most of it, run on up to
+// GOMAXPROCS goroutines (they touch only the mapped bytes). A missing or
+// damaged turn is ErrCorrupt (the first in segment order).
+func (r *RunTx) ViewTurns(segs []Segment) ([]TurnView, error) {
+	total := 0
+	for _, s := range segs {
+		total += s.Count
+	}
+	type rawTurn struct{ key, val []byte }
+	raws := make([]rawTurn, 0, total)
+	size := 0
+	for _, s := range segs {
+		err := r.walkTurns(s.Node, s.Count, func(_ int, _ string, k, v []byte) error {
+			raws = append(raws, rawTurn{k, v})
+			size += len(v)
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
-		return fn(i, &v)
-	})
+	}
+	path := r.bpath(bTurns)
+	views := make([]TurnView, total)
+	check := func(lo, hi int) error {
+		for j := lo; j < hi; j++ {
+			if err := viewTurn(path, raws[j].key, raws[j].val, &views[j]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	p := min(runtime.GOMAXPROCS(0), total)
+	if size < parallelCheckMin || p <= 1 {
+		return views, check(0, total)
+	}
+	errs := make([]error, p)
+	var wg sync.WaitGroup
+	for k := range p {
+		wg.Add(1)
+		go func(k int) {
+			defer wg.Done()
+			errs[k] = check(total*k/p, total*(k+1)/p)
+		}(k)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return views, nil
 }
+
+// parallelCheckMin is the size of turn values below which one goroutine
+// checks them all.
+var parallelCheckMin = 1 << 20
 
 // viewTurn is decodeTurn without copies: the same checks, with the token
 // blobs left aliasing raw and the strings skipped.

@@ -208,7 +208,7 @@ func run(c config, command string) (string, error) {
 	(&figure{name: "tree layout on the wire vs the token ids and action logprobs alone (4 bytes each)", unit: "bytes",
 		got: []float64{float64(wire)}, anchor: []float64{float64(4*len(tree.InputIDs) + 4*actions)}, gotName: "safetensors file", anchorName: "ids + logprobs"}).row(w)
 	fmt.Fprintf(w, "\nNotes: the memcpy anchor copies, between two warm buffers, exactly as many bytes as the rows batch's arrays hold (17 bytes per token: int32 id, uint8 mask, float32 logprob, float32 advantage, int32 position, plus the row tables). The batch side opens a read transaction, walks the step's groups and leaves, checks every stored turn's CRC once and decodes its token arrays straight from the mapped pages into the reused buffers. The per-leaf JSON path is what a Python trainer did before: one GET per group (tree, advantages) and per leaf (trajectory), typed records, Python lists of token ids per row. The tree layout's wire bytes add the JSON header, the segment and row tables to its per-token arrays. Store built in %s (NoSync).\n",
-		built.Round(time.Second))
+		built.Round(time.Millisecond))
 	fmt.Fprintf(w, "\n%s\n", endMarker)
 	return out.String(), nil
 }
