@@ -95,8 +95,8 @@ type reader struct {
 	groups []store.Group
 	open   []uint64
 	rows   []row
-	need   map[uint64]int // turns of each node some row's path needs
-	turnAt map[uint64]int // index in refs of a node's turn 0
+	need   map[uint64]int   // turns of each node some row's path needs
+	turnAt map[uint64]int   // index in refs of a node's turn 0
 	refs   []store.TurnView // aliasing the transaction's pages
 
 	segs    []seg
@@ -341,6 +341,15 @@ func (rd *reader) fill(b *Batch) {
 	zeroed := int64(cap(b.LossMask)) < n && int64(cap(b.OldLogprobs)) < n && int64(cap(b.Advantages)) < n
 	b.InputIDs, b.LossMask, b.OldLogprobs = grow(b.InputIDs, n), grow(b.LossMask, n), grow(b.OldLogprobs, n)
 	b.Advantages, b.Positions = grow(b.Advantages, n), grow(b.Positions, n)
+	if !zeroed {
+		// Large clears take the processor's streaming-store path, which
+		// small per-row ones do not.
+		whole := []int64{0, n / 2, n}
+		inParallel(whole, func(lo, hi int) int64 {
+			clearTokens(b, int(whole[lo]), int(whole[hi]))
+			return 0
+		})
+	}
 	if b.Layout == Rows {
 		b.RowOffsets = make([]int64, nr+1)
 		for ri, t := range rd.tokens {
@@ -353,9 +362,6 @@ func (rd *reader) fill(b *Batch) {
 			}
 			for ri := lo; ri < hi; ri++ {
 				off := int(b.RowOffsets[ri])
-				if !zeroed {
-					clearTokens(b, off, int(b.RowOffsets[ri+1]))
-				}
 				copy(b.Positions[off:b.RowOffsets[ri+1]], iota)
 				for _, si := range rd.rowSegs[start:rd.rowEnd[ri]] {
 					off = rd.write(b, si, off, rd.segs[si].owner == ri, &missing)
@@ -379,9 +385,6 @@ func (rd *reader) fill(b *Batch) {
 	b.ActionTokensWithoutLogprobs = inParallel(b.SegOffsets, func(lo, hi int) (missing int64) {
 		for si := lo; si < hi; si++ {
 			off, end := int(b.SegOffsets[si]), int(b.SegOffsets[si+1])
-			if !zeroed {
-				clearTokens(b, off, end)
-			}
 			copy(b.Positions[off:end], iota[rd.segs[si].depth:])
 			rd.write(b, si, off, true, &missing)
 		}
