@@ -65,8 +65,15 @@ func ReadInto(dst *Batch, r *store.RunTx, step uint64, opts Options) error {
 	return nil
 }
 
+// leaf is what a row needs of its node record.
+type leaf struct {
+	ID     uint64
+	Status store.NodeStatus
+	Reward float64
+}
+
 type row struct {
-	leaf       store.Node
+	leaf       leaf
 	group      int // index in reader.groups
 	adv        float64
 	path       []store.Segment
@@ -130,12 +137,32 @@ func (rd *reader) collect(step uint64) error {
 			groups = append(groups, g)
 		}
 	}
+	// The advantage records of the whole step are one cursor pass; of
+	// chosen groups, one per group.
+	advOf := map[uint64]float64{}
+	addAdvs := func(group uint64) error {
+		advs, err := rd.r.Advantages(step, group)
+		for _, a := range advs {
+			advOf[a.Leaf] = a.Advantage
+		}
+		return err
+	}
+	if rd.opts.Groups == nil {
+		if err := addAdvs(0); err != nil {
+			return err
+		}
+	}
 	for _, g := range groups {
 		if g.Status != store.GroupClosed {
 			rd.open = append(rd.open, g.ID)
 			continue
 		}
-		if err := rd.addGroup(step, g); err != nil {
+		if rd.opts.Groups != nil {
+			if err := addAdvs(g.ID); err != nil {
+				return err
+			}
+		}
+		if err := rd.addGroup(g, advOf); err != nil {
 			return err
 		}
 	}
@@ -143,20 +170,12 @@ func (rd *reader) collect(step uint64) error {
 }
 
 // addGroup adds the rows of one closed group, in leaf id order.
-func (rd *reader) addGroup(step uint64, g store.Group) error {
+func (rd *reader) addGroup(g store.Group, advOf map[uint64]float64) error {
 	gi := len(rd.groups)
 	rd.groups = append(rd.groups, g)
 	nodes, err := rd.r.GroupNodes(g)
 	if err != nil {
 		return err
-	}
-	advs, err := rd.r.Advantages(step, g.ID)
-	if err != nil {
-		return err
-	}
-	advOf := make(map[uint64]float64, len(advs))
-	for _, a := range advs {
-		advOf[a.Leaf] = a.Advantage
 	}
 	first := len(rd.rows)
 	for _, n := range nodes {
@@ -170,7 +189,7 @@ func (rd *reader) addGroup(step uint64, g store.Group) error {
 		for _, s := range path {
 			rd.need[s.Node] = max(rd.need[s.Node], s.Count)
 		}
-		rd.rows = append(rd.rows, row{leaf: n, group: gi, adv: advOf[n.ID], path: path})
+		rd.rows = append(rd.rows, row{leaf: leaf{n.ID, n.Status, n.Reward}, group: gi, adv: advOf[n.ID], path: path})
 	}
 	slices.SortFunc(rd.rows[first:], func(a, b row) int { return int64cmp(a.leaf.ID, b.leaf.ID) })
 	return nil
