@@ -282,18 +282,7 @@ func trajFixture(b *testing.B) *store.DB {
 		b.Fatal(err)
 	}
 	for _, txn := range fixture(b)[0].Txns {
-		if err := db.Update(func(tx *store.Tx) error {
-			r, err := tx.Run(benchRun)
-			if err != nil {
-				return err
-			}
-			for i := range txn {
-				if err := applyOp(r, &txn[i]); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
+		if err := workload.ApplyTxn(db, benchRun, txn); err != nil {
 			b.Fatal(err)
 		}
 	}

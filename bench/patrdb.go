@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/patrdb/patrdb/bench/workload"
 	"github.com/patrdb/patrdb/store"
 )
@@ -85,7 +83,7 @@ func (p *patrdbC) apply(prepared any) error {
 			if txn.enc != nil && op.Kind == workload.OpTurns {
 				err = r.AppendEncodedTurns(op.Node, op.From, txn.enc[i])
 			} else {
-				err = applyOp(r, op)
+				err = workload.Apply(r, op)
 			}
 			if err != nil {
 				return err
@@ -102,47 +100,4 @@ func (p *patrdbC) close() error {
 	err := p.db.Close()
 	p.db = nil
 	return err
-}
-
-// applyOp makes the store call op stands for, and checks that the store
-// hands out the ids the workload expects (a fresh run allocates them in
-// creation order), so every contender stores the same tree.
-func applyOp(r *store.RunTx, op *workload.Op) error {
-	switch op.Kind {
-	case workload.OpOpenGroup:
-		g, err := r.OpenGroup(store.GroupSpec{Step: op.Step, Task: op.Task, Prompt: op.Prompt})
-		if err != nil {
-			return err
-		}
-		if g.ID != op.Group {
-			return fmt.Errorf("bench: store gave group id %d, workload expects %d", g.ID, op.Group)
-		}
-	case workload.OpAddNode:
-		n, err := r.AddNode(store.NodeSpec{Step: op.Step, Group: op.Group, Parent: op.Parent, Fork: op.Fork, Ordinal: op.Ordinal})
-		if err != nil {
-			return err
-		}
-		if n.ID != op.Node {
-			return fmt.Errorf("bench: store gave node id %d, workload expects %d", n.ID, op.Node)
-		}
-	case workload.OpTurns:
-		return r.AppendTurns(op.Node, op.From, op.Turns...)
-	case workload.OpStatus:
-		return r.SetNodeStatus(op.Node, op.Status)
-	case workload.OpReward:
-		return r.SetReward(op.Node, op.Value)
-	case workload.OpScore:
-		return r.Score(op.Node, op.Score)
-	case workload.OpRoute:
-		return r.Route(op.Node, op.Decision)
-	case workload.OpInterval:
-		return r.SetGroupInterval(op.Step, op.Group, op.Interval)
-	case workload.OpAdvantage:
-		return r.PutAdvantage(op.Adv)
-	case workload.OpCloseGroup:
-		return r.CloseGroup(op.Step, op.Group)
-	default:
-		return fmt.Errorf("bench: unknown op kind %d", op.Kind)
-	}
-	return nil
 }

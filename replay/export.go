@@ -29,6 +29,11 @@ const (
 	// events tables with typed columns (token ids list<int32>, logprobs
 	// list<float32>), zstd-compressed.
 	Parquet Format = "parquet"
+	// RL writes, per step, rl.jsonl and rl.parquet: one row per leaf of the
+	// step's closed groups with its training sequence (package batch's rows
+	// layout: input_ids, loss_mask, old_logprobs, advantages, positions),
+	// status, reward and advantage (always floats), for offline RL tools.
+	RL Format = "rl"
 )
 
 // ExportOptions configure Export.
@@ -56,9 +61,9 @@ func (o ExportOptions) Validate() error {
 		return fmt.Errorf("%w: Out is empty", ErrExportOptions)
 	}
 	switch o.Format {
-	case JSONL, Parquet:
+	case JSONL, Parquet, RL:
 	default:
-		return fmt.Errorf("%w: format %q, want %s or %s", ErrExportOptions, o.Format, JSONL, Parquet)
+		return fmt.Errorf("%w: format %q, want %s, %s or %s", ErrExportOptions, o.Format, JSONL, Parquet, RL)
 	}
 	return nil
 }
@@ -267,6 +272,8 @@ func newExporter(ctx context.Context, r *store.RunTx, opts ExportOptions, dir st
 		ex.sink = newJSONLSink(dir, r.ID())
 	case Parquet:
 		ex.sink = newParquetSink(dir)
+	case RL:
+		ex.sink = newRLSink(dir, r)
 	}
 	ex.total = int64(groups)
 	if ex.sink.wantsLog() {

@@ -138,6 +138,10 @@ func (c *Client) do(ctx context.Context, method, path string, in any, out any) e
 		if out == nil {
 			return nil
 		}
+		if raw, ok := out.(*[]byte); ok { // a binary body (the batch file)
+			*raw = data
+			return nil
+		}
 		if err := json.Unmarshal(data, out); err != nil {
 			return fmt.Errorf("patrdb client: decoding %s %s: %w", method, path, err)
 		}

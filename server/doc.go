@@ -17,6 +17,7 @@
 //	GET /api/v1/runs/{run}/steps                    {"steps": [StepMetrics]} (the viewer's charts)
 //	GET /api/v1/runs/{run}/steps/{step}/groups      {"step", "groups": [Group]}
 //	GET /api/v1/runs/{run}/steps/{step}/status      StepStatus: open, done (to close) and closed groups, active and leased branches
+//	GET /api/v1/runs/{run}/steps/{step}/batch[?layout=rows|tree&...]  the step's training batch, a safetensors file (package batch)
 //	GET /api/v1/runs/{run}/groups[?step=N]          {"groups": [Group]} (every step when no step)
 //	GET /api/v1/runs/{run}/groups/{group}           GroupTree: the group and its nodes
 //	GET /api/v1/runs/{run}/nodes/{node}             NodeInfo: the node and its children

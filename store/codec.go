@@ -57,7 +57,7 @@ func decodeValue(bucket string, key, raw []byte, v any) error {
 	if err != nil {
 		return err
 	}
-	// Events, nodes and EvTurns payloads in canonical form
+	// Events, nodes, advantages and EvTurns payloads in canonical form
 	// (records_msgp.go): their decoders check every length as they read, so
 	// they need no msgpackFits walk first.
 	if decodeFast(payload, v) {

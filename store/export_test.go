@@ -41,3 +41,11 @@ func DecodeRecord(kind string, raw []byte) (any, error) {
 
 // EncodeRecord frames a record exactly as the store writes it.
 func EncodeRecord(v any) ([]byte, error) { return encodeValue(v) }
+
+// SetParallelCheckMin lowers the size at which ViewTurns checks turns on
+// several goroutines, so tests cover that path; the func restores it.
+func SetParallelCheckMin(n int) (restore func()) {
+	old := parallelCheckMin
+	parallelCheckMin = n
+	return func() { parallelCheckMin = old }
+}

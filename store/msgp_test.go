@@ -445,6 +445,29 @@ func TestRecordDecodeMatchesMsgpack(t *testing.T) {
 			compareRecordDecode[Node](t, m)
 		}
 
+		a := Advantage{Step: uint64(randInt(rng)), Group: uint64(randInt(rng)), Leaf: uint64(randInt(rng)),
+			Outcome: rng.NormFloat64(), RubricScore: rng.NormFloat64(), Lambda: rng.Float64(), Total: rng.NormFloat64(),
+			Mean: rng.NormFloat64(), Std: rng.Float64(), Advantage: rng.NormFloat64(),
+			ZeroVariance: rng.IntN(2) == 0, ZeroVarianceAfter: rng.IntN(2) == 0}
+		if k := rng.IntN(4); k > 0 {
+			a.Rubrics = make([]uint64, k-1) // nil, empty or some ids
+			for i := range a.Rubrics {
+				a.Rubrics[i] = uint64(randInt(rng))
+			}
+		}
+		val, err = encodeValue(&a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("advantage", val[headerLen:], compareRecordDecode[Advantage](t, val[headerLen:]))
+		var gotA Advantage
+		if err := decodeValue("test", nil, val, &gotA); err != nil || !reflect.DeepEqual(gotA, a) {
+			t.Fatalf("advantage round trip: %v\n%+v\n%+v", err, gotA, a)
+		}
+		for _, m := range mutations(rng, val[headerLen:], 10) {
+			compareRecordDecode[Advantage](t, m)
+		}
+
 		tp := TurnsPayload{From: int(randInt(rng)), Count: int(randInt(rng)), Turns: int(randInt(rng))}
 		val, _ = encodeValue(&tp)
 		check("turns payload", val[headerLen:], compareRecordDecode[TurnsPayload](t, val[headerLen:]))
@@ -459,7 +482,7 @@ func TestRecordDecodeMatchesMsgpack(t *testing.T) {
 		{0xc0}, {0x90},
 		{0x82, 0xa3, 'S', 'e', 'q', 0x05, 0xa4, 'K', 'i', 'n', 'd', 0xa1, 'k'},
 	} {
-		if compareRecordDecode[Event](t, p) || compareRecordDecode[Node](t, p) || compareRecordDecode[TurnsPayload](t, p) {
+		if compareRecordDecode[Event](t, p) || compareRecordDecode[Node](t, p) || compareRecordDecode[TurnsPayload](t, p) || compareRecordDecode[Advantage](t, p) {
 			t.Fatalf("%x: the fast decoder took a non-canonical shape", p)
 		}
 	}
@@ -492,11 +515,14 @@ func FuzzMsgpDifferential(f *testing.F) {
 		f.Add(v[headerLen:])
 		v, _ = encodeValue(&TurnsPayload{From: 1, Count: 300, Turns: -2})
 		f.Add(v[headerLen:])
+		v, _ = encodeValue(&Advantage{Step: 1, Group: 2, Leaf: 3, Advantage: -0.5, Rubrics: []uint64{4, 5}, ZeroVariance: true})
+		f.Add(v[headerLen:])
 	}
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		compareTurnDecode(t, frameFor(payload))
 		compareRecordDecode[Event](t, payload)
 		compareRecordDecode[Node](t, payload)
 		compareRecordDecode[TurnsPayload](t, payload)
+		compareRecordDecode[Advantage](t, payload)
 	})
 }

@@ -2,7 +2,8 @@ package store
 
 // Hand-written decoders for the records replay reads by the million:
 // events (RunTx.Events), nodes (the payload of every node event, and every
-// node-cache miss) and the payload of every EvTurns event. Each one parses only the canonical form the store
+// node-cache miss), the payload of every EvTurns event, and advantages (one
+// per row of every training batch). Each one parses only the canonical form the store
 // writes — the record's as_array msgpack, every field present — and leaves
 // every other input to msgpack/v5, which then decides exactly as it always
 // did: the other shapes it accepts (nil, an empty array, a map of field
@@ -30,6 +31,13 @@ func decodeFast(payload []byte, v any) bool {
 			return false
 		}
 		*p = n
+		return true
+	case *Advantage:
+		var a Advantage
+		if p == nil || !decodeAdvantageMsgp(payload, &a) {
+			return false
+		}
+		*p = a
 		return true
 	case *TurnsPayload:
 		m := msgpReader{b: payload}
@@ -59,6 +67,7 @@ const (
 
 	turnsPayloadFields   = 5
 	turnsPayloadFieldsV1 = 3
+	advantageFields      = 13
 )
 
 // storeEventKinds interns the kinds the store writes, so decoding one
@@ -222,4 +231,30 @@ func decodeSlice[T any](m *msgpReader, fields int, elem func(*T)) (out []T, ok b
 		elem(&out[i])
 	}
 	return out, m.err == nil
+}
+
+func decodeAdvantageMsgp(payload []byte, a *Advantage) bool {
+	m := msgpReader{b: payload}
+	if m.arrayLen() != advantageFields {
+		return false
+	}
+	a.Step, a.Group, a.Leaf = m.uint64(), m.uint64(), m.uint64()
+	a.Outcome, a.RubricScore, a.Lambda, a.Total = m.float64(), m.float64(), m.float64(), m.float64()
+	a.Mean, a.Std, a.Advantage = m.float64(), m.float64(), m.float64()
+	switch n := m.arrayLen(); {
+	case m.err != nil:
+		return false
+	case n == -1:
+		a.Rubrics = nil
+	case n < 0 || n > len(m.b)-m.pos: // every id takes a byte at least
+		return false
+	default:
+		a.Rubrics = make([]uint64, n)
+		for i := range a.Rubrics {
+			a.Rubrics[i] = m.uint64()
+		}
+	}
+	a.ZeroVariance = m.bool()
+	a.ZeroVarianceAfter = m.bool()
+	return m.err == nil
 }

@@ -311,6 +311,19 @@ func (r *RunTx) Turn(id uint64, index int) (Turn, error) {
 // readTurns decodes the first count own turns of a node with one cursor
 // seek; a missing turn is corruption (the node record says it exists).
 func (r *RunTx) readTurns(id uint64, count int, fn func(int, Turn)) error {
+	return r.walkTurns(id, count, func(i int, path string, k, v []byte) error {
+		var t Turn
+		if err := decodeTurn(path, k, v, &t); err != nil {
+			return err
+		}
+		fn(i, t)
+		return nil
+	})
+}
+
+// walkTurns calls fn with the key and raw value of each of the first
+// count own turns of a node, with one cursor seek.
+func (r *RunTx) walkTurns(id uint64, count int, fn func(i int, path string, k, v []byte) error) error {
 	if count == 0 {
 		return nil
 	}
@@ -321,18 +334,16 @@ func (r *RunTx) readTurns(id uint64, count int, fn func(int, Turn)) error {
 	path := r.bpath(bTurns)
 	c := b.Cursor()
 	k, v := c.Seek(turnKey(id, 0))
-	for i := 0; i < count; i, k, v = i+1, nil, nil {
+	for i := 0; i < count; i++ {
 		if i > 0 {
 			k, v = c.Next()
 		}
 		if k == nil || len(k) != 16 || keyU64(k, 0) != id || keyU64(k, 1) != uint64(i) {
 			return &CorruptError{Bucket: path, Key: turnKey(id, i), Reason: "turn missing"}
 		}
-		var t Turn
-		if err := decodeTurn(path, k, v, &t); err != nil {
+		if err := fn(i, path, k, v); err != nil {
 			return err
 		}
-		fn(i, t)
 	}
 	return nil
 }

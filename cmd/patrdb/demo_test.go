@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"math/rand"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patrdb/patrdb/batch"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -177,6 +179,18 @@ func fingerprint(t *testing.T, path string) (string, map[string]int) {
 				return err
 			}
 			fmt.Fprintf(&b, "ckpt %d %x\n", ck.Step, ck.Inline)
+			// The training batch a trainer reads after the step, byte for byte.
+			for _, l := range []batch.Layout{batch.Rows, batch.Tree} {
+				bt, err := batch.Read(r, s, batch.Options{Layout: l})
+				if err != nil {
+					return err
+				}
+				h := sha256.New()
+				if _, err := bt.WriteTo(h); err != nil {
+					return err
+				}
+				fmt.Fprintf(&b, "batch %d %s %x\n", s, l, h.Sum(nil))
+			}
 		}
 		return err
 	})

@@ -21,8 +21,8 @@ type exportFlags struct {
 func newExportCommand(app *App) *cobra.Command {
 	f := &exportFlags{}
 	cmd := &cobra.Command{
-		Use:   "export RUN --format jsonl|parquet --out DIR",
-		Short: "Write a run as JSONL or Parquet in Hive-style run=/step= folders",
+		Use:   "export RUN --format jsonl|parquet|rl --out DIR",
+		Short: "Write a run as JSONL, Parquet or RL training rows in Hive-style run=/step= folders",
 		Long: `export writes a run under DIR/run=<id>/step=<n>/ for analysis tools:
 
   jsonl    trajectories.jsonl: one line per leaf with its whole path
@@ -33,6 +33,10 @@ func newExportCommand(app *App) *cobra.Command {
            columns (token ids list<int32>, logprobs list<float32>, zstd),
            readable by DuckDB, Spark and pandas; run and step come from the
            folder names (hive partitioning), as those engines expect.
+  rl       rl.jsonl and rl.parquet, the same rows in both: one per leaf of
+           the step's closed groups with its training sequence as patrdb
+           batch builds it (input_ids, loss_mask, old_logprobs, advantages,
+           positions), group, leaf, status, reward and advantage (floats).
 
 The export is written into a hidden folder beside DIR and renamed into place
 when complete, so an error or an interrupt leaves nothing behind. A DIR that
@@ -50,10 +54,10 @@ the owner stops.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.format, "format", "", "jsonl or parquet (required)")
+	fl.StringVar(&f.format, "format", "", "jsonl, parquet or rl (required)")
 	fl.StringVar(&f.out, "out", "", "the folder to write run=<id>/step=<n>/ into (`DIR`, required)")
 	fl.BoolVar(&f.force, "force", false, "write into a non-empty DIR, replacing DIR/run=<id>")
-	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"jsonl", "parquet"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"jsonl", "parquet", "rl"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
@@ -83,12 +87,12 @@ func (a *App) export(ctx context.Context, runArg string, f *exportFlags) error {
 	opts := replay.ExportOptions{Out: f.out, Format: replay.Format(f.format), Force: f.force}
 	switch {
 	case f.format == "":
-		return usageErrorf("export needs --format jsonl or --format parquet")
+		return usageErrorf("export needs --format jsonl, parquet or rl")
 	case f.out == "":
 		return usageErrorf("export needs --out DIR")
 	}
 	if err := opts.Validate(); err != nil {
-		return usageErrorf("--format %q: want jsonl or parquet", f.format)
+		return usageErrorf("--format %q: want jsonl, parquet or rl", f.format)
 	}
 	if !a.json && a.isTerminal(a.stderr) {
 		opts.Progress = a.stderr
@@ -144,7 +148,7 @@ func (a *App) export(ctx context.Context, runArg string, f *exportFlags) error {
 		plural(len(out.Files), "file", "files"), plural(len(steps), "step folder", "step folders"), fmtBytes(out.Bytes))
 	t := newTable(w)
 	fmt.Fprintln(t, "TABLE\tROWS")
-	for _, table := range []string{"trajectories", "nodes", "turns", "advantages", "rubrics", "events"} {
+	for _, table := range []string{"trajectories", "nodes", "turns", "advantages", "rubrics", "events", "rl.jsonl", "rl.parquet"} {
 		if n, ok := out.Rows[table]; ok {
 			fmt.Fprintf(t, "%s\t%d\n", table, n)
 		}

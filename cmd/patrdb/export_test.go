@@ -96,3 +96,24 @@ func TestExportBadInput(t *testing.T) {
 		t.Errorf("failed exports left %v", entries)
 	}
 }
+
+// --format rl writes the batch rows of every step, in JSONL and Parquet.
+func TestExportRL(t *testing.T) {
+	path := fixture(t)
+	lake := filepath.Join(t.TempDir(), "lake")
+	var out exportOutput
+	if err := json.Unmarshal([]byte(cli(t, "--db", path, "export", "patr-4x4", "--format", "rl", "--out", lake, "--json").ok(t).stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Rows["rl.jsonl"] == 0 || out.Rows["rl.jsonl"] != out.Rows["rl.parquet"] {
+		t.Fatalf("export rl: %+v", out)
+	}
+	rows, err := parquet.ReadFile[replay.RLRow](filepath.Join(lake, "run=patr-4x4", "step=1", "rl.parquet"))
+	if err != nil || len(rows) == 0 || len(rows[0].InputIDs) == 0 {
+		t.Fatalf("rl.parquet: %d rows, %v", len(rows), err)
+	}
+	text := cli(t, "--db", path, "export", "patr-4x4", "--format", "rl", "--out", lake, "--force").ok(t).stdout
+	if !strings.Contains(text, "rl.parquet") {
+		t.Errorf("text output lists no rl table:\n%s", text)
+	}
+}

@@ -198,6 +198,7 @@ Exit status: 0 success, 1 not found or check failed, 2 usage or I/O error.`,
 		newStatsCommand(app),
 		newExportCommand(app),
 		newPlotCommand(app),
+		newBatchCommand(app),
 	)
 	// cobra adds `completion` lazily; add it now so it can be made strict:
 	// `completion tcsh` is a usage error (exit 2), not a help page and exit 0.

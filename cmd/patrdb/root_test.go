@@ -27,6 +27,7 @@ var readOnlyCommands = [][]string{
 	{"replay", "patr-4x4"}, {"replay", "patr-4x4", "--until", "20", "--json"}, {"replay", "patr-4x4", "--what-if", "delta=0.2"},
 	{"stats"}, {"stats", "patr-4x4", "--json"},
 	{"export", "patr-4x4", "--format", "jsonl", "--out", "$OUT/lake"}, {"export", "patr-4x4", "--format", "parquet", "--out", "$OUT/lake"},
+	{"batch", "patr-4x4", "--step", "1", "--layout", "tree", "--out", "$OUT/b.safetensors"},
 	{"check"}, {"check", "--json"},
 }
 

@@ -5,6 +5,7 @@
 
 from .client import (BadRequest, Client, Conflict, Forbidden, NotFound, PatrdbError, ServerError, Unauthorized,
                      new_client_key)
+from .batch import Batch, SafetensorsError, parse_safetensors
 from .rollout import (ActRequest, Episode, Env, Move, Observation, RolloutWorker, StepDriver, WorkerStats,
                       drive_step)
 from .types import *  # noqa: F401,F403
@@ -12,4 +13,4 @@ from .types import __all__ as _types_all
 
 __all__ = ["Client", "RolloutWorker", "StepDriver", "drive_step", "ActRequest", "Move", "Observation", "Episode",
            "Env", "WorkerStats", "PatrdbError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "Conflict",
-           "ServerError", "new_client_key"] + list(_types_all)
+           "ServerError", "new_client_key", "Batch", "SafetensorsError", "parse_safetensors"] + list(_types_all)

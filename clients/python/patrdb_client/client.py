@@ -12,6 +12,7 @@ import urllib.parse
 import urllib.request
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
+from .batch import Batch
 from .types import (ActiveRubrics, ConsolidateNeed, InduceNeed, JudgeNeed, ShapeResult, Advantage, Checkpoint,
                     CheckpointResult, CloseGroupResult, Event, EventPage, Group, GroupTree, Health, Lease, Node,
                     NodeInfo, OpenStepResult, Rubric, Run, RunSummary, Stats, StepMetrics, StepStatus, Submission,
@@ -112,6 +113,12 @@ class Client:
     def raw(self, method: str, path: str, data: Optional[bytes] = None, query: Optional[Dict[str, Any]] = None,
             content_type: str = "application/json") -> Tuple[int, Dict[str, Any]]:
         """Sends bytes as they are (tests use it to send what ``request`` refuses)."""
+        status, raw = self.fetch(method, path, data, query, content_type)
+        return status, json.loads(raw) if raw else {}
+
+    def fetch(self, method: str, path: str, data: Optional[bytes] = None, query: Optional[Dict[str, Any]] = None,
+              content_type: str = "application/json") -> Tuple[int, bytes]:
+        """Sends one request (retrying per the class rules) and returns (status, body bytes)."""
         url = self.base_url + path
         if query:
             q = {k: v for k, v in query.items() if v is not None}
@@ -128,8 +135,7 @@ class Client:
                 req.add_header("Authorization", "Bearer " + self.token)
             try:
                 with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                    raw = resp.read()
-                    return resp.status, json.loads(raw) if raw else {}
+                    return resp.status, resp.read()
             except urllib.error.HTTPError as e:
                 raw = e.read()
                 try:
@@ -213,6 +219,25 @@ class Client:
 
     def stats(self, run: Optional[str] = None) -> Stats:
         return from_json(Stats, self._get("/api/v1/stats", run=run))
+
+    def batch(self, run: str, step: int, layout: str = "rows", groups: Optional[Sequence[int]] = None,
+              exclude_pruned: bool = False, exclude_truncated: bool = False, include_failed: bool = False,
+              min_policy_version: int = 0, max_policy_version: int = 0) -> Batch:
+        """The training batch of ``step`` (its closed groups' leaves), ``layout`` "rows"
+        (one row per leaf, whole sequence) or "tree" (every token once), parsed from the
+        safetensors file the server streams; see ``patrdb_client.batch``."""
+        q: Dict[str, Any] = {"layout": layout}
+        if groups is not None:
+            q["groups"] = ",".join(str(int(g)) for g in groups)
+        for name, on in (("exclude_pruned", exclude_pruned), ("exclude_truncated", exclude_truncated),
+                         ("include_failed", include_failed)):
+            if on:
+                q[name] = "true"
+        if min_policy_version:
+            q["min_policy_version"] = int(min_policy_version)
+        if max_policy_version:
+            q["max_policy_version"] = int(max_policy_version)
+        return Batch(self.fetch("GET", self._run(run, "steps", step, "batch"), query=q)[1])
 
     # ---- writes ----
 

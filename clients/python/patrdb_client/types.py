@@ -131,6 +131,7 @@ class Group:
     status: str = ""
     interval: int = 0
     meta: Dict[str, str] = field(default_factory=dict)
+    prompt_tokens: List[int] = field(default_factory=list)
 
 
 @dataclass

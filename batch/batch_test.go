@@ -1,0 +1,237 @@
+package batch_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/patrdb/patrdb/batch"
+	"github.com/patrdb/patrdb/batch/safetensors"
+	"github.com/patrdb/patrdb/internal/frozenlake"
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
+)
+
+var llm = llmSpec{steps: 2, groups: 3, roots: 3, depth: 3, maxTurns: 4, tokens: 300, seed: 5}
+
+// optionSets are the cuts every equality test checks.
+var optionSets = []batch.Options{
+	{},
+	{ExcludePruned: true, ExcludeTruncated: true},
+	{IncludeFailed: true},
+	{MinPolicyVersion: 2, MaxPolicyVersion: 5},
+	{Groups: []uint64{2}},
+}
+
+func fileBytes(tb testing.TB, b *batch.Batch) []byte {
+	tb.Helper()
+	var buf bytes.Buffer
+	n, err := b.WriteTo(&buf)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if want, err := b.FileLen(); err != nil || want != n || int64(buf.Len()) != n {
+		tb.Fatalf("FileLen %d (%v), wrote %d", want, err, n)
+	}
+	return buf.Bytes()
+}
+
+// sameBatch compares two batches through their files, which hold every
+// array and figure; on a difference it names the first tensor that differs.
+func sameBatch(tb testing.TB, what string, got, want *batch.Batch) {
+	tb.Helper()
+	g, w := fileBytes(tb, got), fileBytes(tb, want)
+	if bytes.Equal(g, w) {
+		return
+	}
+	gf, _ := safetensors.Read(g)
+	wf, _ := safetensors.Read(w)
+	for _, name := range wf.Names {
+		if !bytes.Equal(gf.Tensors[name].Data, wf.Tensors[name].Data) {
+			tb.Fatalf("%s: tensor %s differs (%d vs %d bytes)", what, name, len(gf.Tensors[name].Data), len(wf.Tensors[name].Data))
+		}
+	}
+	tb.Fatalf("%s: metadata differs:\n got %v\nwant %v", what, gf.Metadata, wf.Metadata)
+}
+
+// checkStep proves, for every option set, that each row equals the
+// trainer's own rebuild from Trajectory, and that the tree layout expands
+// back to exactly the rows.
+func checkStep(t *testing.T, db *store.DB, run string, step uint64) {
+	t.Helper()
+	for _, opts := range optionSets {
+		name := fmt.Sprintf("step %d %+v", step, opts)
+		err := db.View(func(tx *store.Tx) error {
+			r, err := tx.Run(run)
+			if err != nil {
+				return err
+			}
+			if opts.Groups != nil {
+				if _, err := r.GroupAt(step, opts.Groups[0]); err != nil {
+					return nil // not a group of this step
+				}
+			}
+			rows, err := batch.Read(r, step, opts)
+			if err != nil {
+				return err
+			}
+			sameBatch(t, name+" rows vs trajectories", rows, reference(t, r, step, opts))
+			opts.Layout = batch.Tree
+			tree, err := batch.Read(r, step, opts)
+			if err != nil {
+				return err
+			}
+			if int64(len(tree.InputIDs)) != rows.TokensPacked || tree.TokensMaterialised != int64(len(rows.InputIDs)) {
+				t.Errorf("%s: tree holds %d tokens, rows %d; packed %d", name, len(tree.InputIDs), len(rows.InputIDs), rows.TokensPacked)
+			}
+			sameBatch(t, name+" tree expanded vs rows", tree.Expand(), rows)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+}
+
+func TestLLMShapedRowsAndTree(t *testing.T) {
+	db := storetest.Open(t)
+	buildLLM(t, db, "llm", llm)
+	for step := uint64(1); step <= uint64(llm.steps); step++ {
+		checkStep(t, db, "llm", step)
+	}
+	// The same, with every batch written by several goroutines.
+	restore := batch.SetParallelMin(1)
+	checkStep(t, db, "llm", 1)
+	restore()
+	b, err := batch.ReadDB(db, "llm", 1, batch.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Len() < 10 || b.TreeTokenRatio() <= 1.2 || b.ActionTokensWithoutLogprobs == 0 {
+		t.Errorf("fixture too tame to prove anything: %d rows, tree ratio %.2f, %d tokens without logprobs", b.Len(), b.TreeTokenRatio(), b.ActionTokensWithoutLogprobs)
+	}
+	last, err := batch.ReadDB(db, "llm", uint64(llm.steps), batch.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(last.OpenGroups) != 1 || len(last.Groups) != llm.groups-1 {
+		t.Errorf("last step: groups %v, open %v", last.Groups, last.OpenGroups)
+	}
+}
+
+func TestDemoRowsAndTree(t *testing.T) {
+	db := storetest.Open(t)
+	cfg := frozenlake.DefaultTrainConfig("patr")
+	cfg.Steps, cfg.Batch, cfg.EvalEpisodes = 2, 4, 10
+	tr, err := frozenlake.NewTrainer(db, cfg, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Train(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	checkStep(t, db, cfg.Run, 1)
+	checkStep(t, db, cfg.Run, 2)
+}
+
+// The file reads back to the same batch, and the same batch always writes
+// the same bytes.
+func TestFileRoundTrip(t *testing.T) {
+	db := storetest.Open(t)
+	buildLLM(t, db, "llm", llm)
+	for _, layout := range []batch.Layout{batch.Rows, batch.Tree} {
+		b, err := batch.ReadDB(db, "llm", 1, batch.Options{Layout: layout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := fileBytes(t, b)
+		back, err := batch.Decode(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(fileBytes(t, back), raw) {
+			t.Errorf("%s: decoded batch writes different bytes", layout)
+		}
+		f, err := safetensors.Read(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Metadata["run"] != "llm" || f.Metadata["step"] != "1" || f.Metadata["layout"] != string(layout) ||
+			f.Metadata["rows"] != fmt.Sprint(b.Len()) || f.Metadata["policy_version_min"] == "" {
+			t.Errorf("%s: metadata %v", layout, f.Metadata)
+		}
+		// A truncated or damaged file is refused, never half read.
+		for _, bad := range [][]byte{raw[:len(raw)-1], raw[:7], append([]byte{0xff, 0xff, 0, 0, 0, 0, 0, 0}, raw[8:]...)} {
+			if _, err := batch.Decode(bad); !errors.Is(err, batch.ErrNotBatch) || !errors.Is(err, safetensors.ErrFormat) {
+				t.Errorf("%s: damaged file: %v", layout, err)
+			}
+		}
+	}
+}
+
+// ReadInto reuses a batch's buffers; a smaller batch read into the
+// buffers of a larger one must not keep any of its values.
+func TestReadIntoReuse(t *testing.T) {
+	db := storetest.Open(t)
+	buildLLM(t, db, "llm", llm)
+	var reused batch.Batch
+	for _, opts := range []batch.Options{{}, {ExcludePruned: true}, {Groups: []uint64{2}}, {}} {
+		err := db.View(func(tx *store.Tx) error {
+			r, _ := tx.Run("llm")
+			fresh, err := batch.Read(r, 1, opts)
+			if err != nil {
+				return err
+			}
+			if err := batch.ReadInto(&reused, r, 1, opts); err != nil {
+				return err
+			}
+			sameBatch(t, fmt.Sprintf("%+v", opts), &reused, fresh)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestErrors(t *testing.T) {
+	db := storetest.Open(t)
+	buildLLM(t, db, "llm", llm)
+	if _, err := batch.ReadDB(db, "llm", 9, batch.Options{}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("step without groups: %v", err)
+	}
+	if _, err := batch.ReadDB(db, "llm", 1, batch.Options{Groups: []uint64{99}}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("group not in step: %v", err)
+	}
+	if _, err := batch.ReadDB(db, "nope", 1, batch.Options{}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("missing run: %v", err)
+	}
+	for _, o := range []batch.Options{{Layout: "packed"}, {MinPolicyVersion: 5, MaxPolicyVersion: 4}} {
+		if _, err := batch.ReadDB(db, "llm", 1, o); !errors.Is(err, batch.ErrInvalidOptions) || !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+	// A damaged turn value is ErrCorrupt, never a batch.
+	flip := func() {
+		err := db.Bolt().Update(func(tx *bolt.Tx) error {
+			b := tx.Bucket([]byte("runs")).Bucket([]byte("llm")).Bucket([]byte("turns"))
+			k, v := b.Cursor().First()
+			v = bytes.Clone(v)
+			v[len(v)-3] ^= 0xff
+			return b.Put(bytes.Clone(k), v)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	flip()
+	if b, err := batch.ReadDB(db, "llm", 1, batch.Options{IncludeFailed: true}); !errors.Is(err, store.ErrCorrupt) || b != nil {
+		t.Errorf("damaged turn: %v", err)
+	}
+	flip() // restored, so the closing check passes
+}

@@ -1,0 +1,66 @@
+package batch_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/patrdb/patrdb/batch"
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
+)
+
+// BenchmarkReadRows reads the rows batch of an LLM-shaped step into reused
+// buffers; BenchmarkMemcpy copies as many bytes as its arrays hold, the
+// anchor bench/batchbench compares it with (go run ./bench/batchbench
+// reports the ratio, measured side by side).
+func BenchmarkReadRows(b *testing.B) {
+	db, _ := benchStore(b)
+	var dst batch.Batch
+	b.ResetTimer()
+	for range b.N {
+		err := db.View(func(tx *store.Tx) error {
+			r, err := tx.Run("llm")
+			if err != nil {
+				return err
+			}
+			return batch.ReadInto(&dst, r, 1, batch.Options{})
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(arrayBytes(&dst))
+}
+
+func BenchmarkMemcpy(b *testing.B) {
+	_, rows := benchStore(b)
+	n := arrayBytes(rows)
+	src, dst := make([]byte, n), make([]byte, n)
+	copy(dst, src)
+	b.SetBytes(n)
+	b.ResetTimer()
+	for range b.N {
+		copy(dst, src)
+	}
+}
+
+func arrayBytes(b *batch.Batch) int64 {
+	var n int64
+	for _, t := range b.Tensors() {
+		n += int64(len(t.Data))
+	}
+	return n
+}
+
+func benchStore(b *testing.B) (*store.DB, *batch.Batch) {
+	b.Helper()
+	opts := storetest.Options()
+	opts.NoSync = true
+	db := storetest.OpenPath(b, filepath.Join(b.TempDir(), "b.db"), opts)
+	buildLLM(b, db, "llm", llmSpec{steps: 1, groups: 33, roots: 4, depth: 3, maxTurns: 5, tokens: 500, seed: 3})
+	rows, err := batch.ReadDB(db, "llm", 1, batch.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return db, rows
+}

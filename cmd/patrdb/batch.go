@@ -1,0 +1,210 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/patrdb/patrdb/batch"
+	"github.com/patrdb/patrdb/store"
+)
+
+type batchFlags struct {
+	step, out, layout, groups string
+	opts                      batch.Options
+	force                     bool
+}
+
+func newBatchCommand(app *App) *cobra.Command {
+	f := &batchFlags{}
+	cmd := &cobra.Command{
+		Use:   "batch RUN --step N --out FILE.safetensors [--layout rows|tree]",
+		Short: "Write a step's training batch (token ids, loss mask, logprobs, advantages) as safetensors",
+		Long: `batch writes the training batch of one step, read in one transaction, as a
+safetensors file a trainer loads with safetensors, numpy or torch:
+
+  rows   one row per leaf: the group's prompt tokens, then every turn on its
+         path (action tokens, then observation tokens), shared prefix
+         included; rows back to back, row_offsets delimits them.
+  tree   every token once; segments (seg_offsets) name their parent segment
+         (seg_parent), row_segment gives each row's last one.
+
+Per token: input_ids, loss_mask (1 on action tokens), old_logprobs and
+advantages (0 where the mask is 0), positions. A prefix shared by several
+leaves is trainable only in the row of the smallest leaf id and masked in
+the others, so it is trained once. Rows are the leaves of the step's closed
+groups: completed, pruned and truncated (each can be left out), failed
+nodes on request; --min/--max-policy-version drop rows with turns sampled
+outside that window. The file's __metadata__ says run, step, layout, groups,
+rows, the tree token ratio and the policy versions. The file is written
+beside FILE and renamed into place, so an error leaves nothing behind.` + remoteHelp,
+		Args:              needArgs("RUN"),
+		ValidArgsFunction: app.completeRuns,
+	}
+	rf := addRemoteFlags(app, cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error { return app.batch(cmd.Context(), rf, args[0], f) }
+	fl := cmd.Flags()
+	fl.StringVar(&f.step, "step", "", "step `N` (required)")
+	fl.StringVar(&f.out, "out", "", "the `FILE` to write (required)")
+	fl.StringVar(&f.layout, "layout", "rows", "rows or tree")
+	fl.StringVar(&f.groups, "groups", "", "only these groups of the step, comma-separated `IDS`")
+	fl.BoolVar(&f.opts.ExcludePruned, "exclude-pruned", false, "leave out leaves pruned by routing")
+	fl.BoolVar(&f.opts.ExcludeTruncated, "exclude-truncated", false, "leave out leaves cut at the turn cap")
+	fl.BoolVar(&f.opts.IncludeFailed, "include-failed", false, "add failed nodes as rows with advantage 0")
+	fl.Uint64Var(&f.opts.MinPolicyVersion, "min-policy-version", 0, "drop rows with a turn sampled by an older policy `VERSION`")
+	fl.Uint64Var(&f.opts.MaxPolicyVersion, "max-policy-version", 0, "drop rows with a turn sampled by a newer policy `VERSION` (0: no bound)")
+	fl.BoolVar(&f.force, "force", false, "replace FILE if it exists")
+	_ = cmd.RegisterFlagCompletionFunc("layout", cobra.FixedCompletions([]string{"rows", "tree"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+// batchOutput is `batch --json`.
+type batchOutput struct {
+	Run                string   `json:"run"`
+	Step               uint64   `json:"step"`
+	Layout             string   `json:"layout"`
+	Out                string   `json:"out"`
+	Bytes              int64    `json:"bytes"`
+	Rows               int      `json:"rows"`
+	Tokens             int      `json:"tokens"` // in the file's token arrays
+	TokensMaterialised int64    `json:"tokens_materialised"`
+	TokensPacked       int64    `json:"tokens_packed"`
+	TreeTokenRatio     float64  `json:"tree_token_ratio"`
+	Groups             []uint64 `json:"groups"`
+	OpenGroups         []uint64 `json:"open_groups"` // still open, not in the batch
+}
+
+func (a *App) batch(ctx context.Context, rf *remoteFlags, runArg string, f *batchFlags) error {
+	id, err := parseRunID(runArg)
+	if err != nil {
+		return err
+	}
+	if f.step == "" || f.out == "" {
+		return usageErrorf("batch needs --step N and --out FILE")
+	}
+	step, err := parseID("--step", f.step)
+	if err != nil {
+		return err
+	}
+	opts := f.opts
+	opts.Layout = batch.Layout(f.layout)
+	if f.groups != "" {
+		for _, s := range strings.Split(f.groups, ",") {
+			g, err := parseID("--groups", strings.TrimSpace(s))
+			if err != nil {
+				return err
+			}
+			opts.Groups = append(opts.Groups, g)
+		}
+	}
+	switch {
+	case opts.Layout != batch.Rows && opts.Layout != batch.Tree:
+		return usageErrorf("--layout %q: want rows or tree", f.layout)
+	case opts.MaxPolicyVersion != 0 && opts.MaxPolicyVersion < opts.MinPolicyVersion:
+		return usageErrorf("--min-policy-version %d is above --max-policy-version %d", opts.MinPolicyVersion, opts.MaxPolicyVersion)
+	}
+	if _, err := os.Stat(f.out); err == nil && !f.force {
+		return usageErrorf("--out %s exists: use --force to replace it", f.out)
+	}
+	b, raw, err := a.readBatch(ctx, rf, id, step, opts)
+	if err != nil {
+		return err
+	}
+	n, err := writeFileAtomic(f.out, func(w io.Writer) (int64, error) {
+		if raw != nil {
+			n, err := w.Write(raw)
+			return int64(n), err
+		}
+		return b.WriteTo(w)
+	})
+	if err != nil {
+		return err
+	}
+	out := batchOutput{Run: b.Run, Step: b.Step, Layout: string(b.Layout), Out: f.out, Bytes: n, Rows: b.Len(),
+		Tokens: len(b.InputIDs), TokensMaterialised: b.TokensMaterialised, TokensPacked: b.TokensPacked,
+		TreeTokenRatio: b.TreeTokenRatio(), Groups: nonNil(b.Groups), OpenGroups: nonNil(b.OpenGroups)}
+	if a.json {
+		return a.printJSON(out)
+	}
+	w := bufio.NewWriter(a.stdout)
+	fmt.Fprintf(w, "wrote run %s step %d (%s layout) to %s: %s, %s tokens, tree token ratio %s, %s\n",
+		out.Run, out.Step, out.Layout, out.Out, plural(out.Rows, "row", "rows"), strconv.Itoa(out.Tokens),
+		strconv.FormatFloat(out.TreeTokenRatio, 'f', 2, 64), fmtBytes(out.Bytes))
+	if len(out.OpenGroups) > 0 {
+		fmt.Fprintf(w, "left out %s still open: %s\n", plural(len(out.OpenGroups), "group", "groups"), idList(out.OpenGroups))
+	}
+	return w.Flush()
+}
+
+// readBatch reads the batch from the file, or from the server that owns
+// it; from a server it also returns the file's bytes as served.
+func (a *App) readBatch(ctx context.Context, rf *remoteFlags, id string, step uint64, opts batch.Options) (*batch.Batch, []byte, error) {
+	cl, err := a.remote(ctx, rf)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cl != nil {
+		raw, err := cl.Batch(ctx, id, step, opts)
+		if err != nil {
+			return nil, nil, a.remoteError(cl, err)
+		}
+		b, err := batch.Decode(raw)
+		if err != nil {
+			return nil, nil, fmt.Errorf("server %s sent a damaged batch file: %w", cl.Base, err)
+		}
+		return b, raw, nil
+	}
+	db, err := a.openRead()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer db.Close()
+	b := new(batch.Batch)
+	err = db.View(func(tx *store.Tx) error {
+		r, err := a.lookupRun(tx, id)
+		if err != nil {
+			return err
+		}
+		return batch.ReadInto(b, r, step, opts)
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		var ce *codeError
+		if !errors.As(err, &ce) {
+			err = notFoundErrorf("%v", err)
+		}
+	}
+	return b, nil, err
+}
+
+// writeFileAtomic writes path through a temporary file beside it, renamed
+// into place once complete and synced.
+func writeFileAtomic(path string, write func(io.Writer) (int64, error)) (int64, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(tmp.Name()) // after the rename, a no-op
+	bw := bufio.NewWriterSize(tmp, 1<<20)
+	n, err := write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	return n, err
+}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/patrdb/patrdb/batch"
+	"github.com/patrdb/patrdb/server"
+	"github.com/patrdb/patrdb/store"
+)
+
+// The file patrdb batch writes is the batch package's file, byte for
+// byte, from the file and through the owner's server alike.
+func TestBatchWritesTheStepsBatch(t *testing.T) {
+	path := fixture(t)
+	dir := t.TempDir()
+	for _, layout := range []string{"rows", "tree"} {
+		out := filepath.Join(dir, layout+".safetensors")
+		var res batchOutput
+		stdout := cli(t, "--db", path, "batch", "patr-4x4", "--step", "1", "--layout", layout, "--out", out, "--json").ok(t).stdout
+		if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db, err := store.Open(path, &store.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := batch.ReadDB(db, "patr-4x4", 1, batch.Options{Layout: batch.Layout(layout)})
+		db.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if _, err := want.WriteTo(&buf); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, buf.Bytes()) || res.Bytes != int64(len(got)) || res.Rows != want.Len() || res.Rows == 0 || res.Layout != layout {
+			t.Errorf("%s: wrote %d bytes (%+v), batch.ReadDB gives %d", layout, len(got), res, buf.Len())
+		}
+		if layout == "tree" && res.TreeTokenRatio <= 1 {
+			t.Errorf("tree token ratio %v: the fixture's leaves share prefixes", res.TreeTokenRatio)
+		}
+		// Through the owner's server: the same bytes.
+		_, stop := serveInProcess(t, path, server.Options{}, true)
+		remote := filepath.Join(dir, layout+"-remote.safetensors")
+		cli(t, "--db", path, "--timeout", "5s", "batch", "patr-4x4", "--step", "1", "--layout", layout, "--out", remote).ok(t)
+		stop()
+		if r, err := os.ReadFile(remote); err != nil || !bytes.Equal(r, got) {
+			t.Errorf("%s: through the server the file differs (%v)", layout, err)
+		}
+	}
+	text := cli(t, "--db", path, "batch", "patr-4x4", "--step", "2", "--out", filepath.Join(dir, "open.safetensors")).ok(t).stdout
+	if !bytes.Contains([]byte(text), []byte("still open")) {
+		t.Errorf("step 2 has open groups, output does not say so:\n%s", text)
+	}
+}
+
+func TestBatchErrors(t *testing.T) {
+	path := fixture(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "b.safetensors")
+	cli(t, "--db", path, "batch", "patr-4x4", "--out", out).fails(t, 2, "--step")
+	cli(t, "--db", path, "batch", "patr-4x4", "--step", "1").fails(t, 2, "--out")
+	cli(t, "--db", path, "batch", "patr-4x4", "--step", "x", "--out", out).fails(t, 2, `--step "x"`)
+	cli(t, "--db", path, "batch", "patr-4x4", "--step", "1", "--layout", "packed", "--out", out).fails(t, 2, `--layout "packed"`)
+	cli(t, "--db", path, "batch", "patr-4x4", "--step", "1", "--min-policy-version", "3", "--max-policy-version", "2", "--out", out).fails(t, 2, "--min-policy-version")
+	cli(t, "--db", path, "batch", "patr-4x4", "--step", "9", "--out", out).fails(t, 1, "step 9", "no groups")
+	cli(t, "--db", path, "batch", "patr-4x4", "--step", "1", "--groups", "99", "--out", out).fails(t, 1, "group 99")
+	cli(t, "--db", path, "batch", "nope", "--step", "1", "--out", out).fails(t, 1, `run "nope" not found`)
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("failed runs left %d files behind", len(entries))
+	}
+	cli(t, "--db", path, "batch", "patr-4x4", "--step", "1", "--out", out).ok(t)
+	cli(t, "--db", path, "batch", "patr-4x4", "--step", "1", "--out", out).fails(t, 2, "exists", "--force")
+	cli(t, "--db", path, "batch", "patr-4x4", "--step", "1", "--layout", "tree", "--out", out, "--force").ok(t)
+}

@@ -1,0 +1,69 @@
+package replay_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/patrdb/patrdb/batch"
+	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/store/storetest"
+)
+
+// The rl export holds, per step, the rows of the step's batch, the same in
+// JSONL and Parquet, with rewards written as floats.
+func TestExportRL(t *testing.T) {
+	db := storetest.Open(t)
+	spec := mediumSpec("rl")
+	buildOneTx(t, db, spec)
+	out := filepath.Join(t.TempDir(), "lake")
+	res, err := export(t, db, "rl", replay.ExportOptions{Out: out, Format: replay.RL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pq := readTable[replay.RLRow](t, out, "rl", "rl")
+	if len(pq) != spec.steps || res.Rows["rl.jsonl"] == 0 || res.Rows["rl.jsonl"] != res.Rows["rl.parquet"] {
+		t.Fatalf("parquet steps %d, rows %v", len(pq), res.Rows)
+	}
+	total := 0
+	for step := uint64(1); step <= uint64(spec.steps); step++ {
+		want, err := batch.ReadDB(db, "rl", step, batch.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := readLines(t, filepath.Join(out, "run=rl", fmt.Sprintf("step=%d", step), "rl.jsonl"))
+		rows := pq[fmt.Sprintf("step=%d", step)]
+		if len(lines) != want.Len() || len(rows) != want.Len() {
+			t.Fatalf("step %d: %d lines, %d parquet rows, batch has %d", step, len(lines), len(rows), want.Len())
+		}
+		for i, line := range lines {
+			var js replay.RLRow
+			if err := json.Unmarshal([]byte(line), &js); err != nil {
+				t.Fatal(err)
+			}
+			if reward := strings.SplitN(strings.SplitN(line, `"reward":`, 2)[1], ",", 2)[0]; !strings.ContainsAny(reward, ".e") {
+				t.Errorf("step %d row %d: reward not written as a float: %s", step, i, line[:min(len(line), 200)])
+			}
+			lo, hi := want.RowOffsets[i], want.RowOffsets[i+1]
+			for _, r := range []replay.RLRow{js, rows[i]} {
+				mask := make([]uint8, len(r.LossMask))
+				for j, m := range r.LossMask {
+					mask[j] = uint8(m)
+				}
+				if r.Leaf != uint64(want.RowLeaf[i]) || float64(r.Reward) != want.RowReward[i] || float64(r.Advantage) != want.RowAdvantage[i] ||
+					!slices.Equal(r.InputIDs, want.InputIDs[lo:hi]) || !slices.Equal(mask, want.LossMask[lo:hi]) ||
+					!slices.Equal(r.OldLogprobs, want.OldLogprobs[lo:hi]) || !slices.Equal(r.Advantages, want.Advantages[lo:hi]) ||
+					!slices.Equal(r.Positions, want.Positions[lo:hi]) {
+					t.Fatalf("step %d row %d (leaf %d) differs from the batch", step, i, want.RowLeaf[i])
+				}
+			}
+			total++
+		}
+	}
+	if int64(total) != res.Rows["rl.jsonl"] {
+		t.Errorf("%d rows checked, export says %d", total, res.Rows["rl.jsonl"])
+	}
+}

@@ -1,0 +1,97 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+	"slices"
+	"testing"
+
+	"github.com/patrdb/patrdb/batch"
+	"github.com/patrdb/patrdb/store"
+)
+
+// A group opened over HTTP with prompt token ids, grown and closed, is
+// served as the same safetensors bytes batch.ReadDB writes, in both
+// layouts; the prompt leads every row.
+func TestTrainBatch(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.post("/api/v1/runs", map[string]any{"id": "r", "tree": map[string]any{"b0": 2}, "client_key": "k1"}, http.StatusCreated, nil)
+	var opened OpenStepResponse
+	e.post("/api/v1/runs/r/steps", map[string]any{"step": 1, "tasks": []map[string]any{{"id": "t", "prompt_tokens": []uint32{7, 8, 9}}}, "client_key": "k2"}, http.StatusOK, &opened)
+	if len(opened.Groups) != 1 || !slices.Equal(opened.Groups[0].PromptTokens, store.TokenIDs{7, 8, 9}) || len(opened.Groups[0].Roots) != 2 {
+		t.Fatalf("open step: %+v", opened)
+	}
+	og := struct {
+		Group store.Group
+		Roots []uint64
+	}{opened.Groups[0], opened.Groups[0].Roots}
+	err := e.db.Update(func(tx *store.Tx) error {
+		r, err := tx.Run("r")
+		if err != nil {
+			return err
+		}
+		for i, id := range og.Roots {
+			if err := r.AppendTurns(id, 0, turn("a", 0), turn("b", 1)); err != nil {
+				return err
+			}
+			if err := r.SetReward(id, float64(i)); err != nil {
+				return err
+			}
+			if err := r.SetNodeStatus(id, store.NodeCompleted); err != nil {
+				return err
+			}
+			if err := r.PutAdvantage(store.Advantage{Step: 1, Group: og.Group.ID, Leaf: id, Advantage: float64(2*i - 1)}); err != nil {
+				return err
+			}
+		}
+		return r.CloseGroup(1, og.Group.ID)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, opts := range []batch.Options{{}, {Layout: batch.Tree}, {Layout: batch.Tree, Groups: []uint64{og.Group.ID}, MinPolicyVersion: 0, ExcludePruned: true}} {
+		got, err := e.c.Batch(bg, "r", 1, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := batch.ReadDB(e.db, "r", 1, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if _, err := want.WriteTo(&buf); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, buf.Bytes()) {
+			t.Fatalf("%+v: served %d bytes, batch.ReadDB writes %d", opts, len(got), buf.Len())
+		}
+		b, err := batch.Decode(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Len() != 2 || !slices.Equal(b.InputIDs[:3], []int32{7, 8, 9}) {
+			t.Errorf("%+v: %d rows, tokens %v", opts, b.Len(), b.InputIDs)
+		}
+	}
+	st, h, body := e.call(http.MethodGet, "/api/v1/runs/r/steps/1/batch?layout=tree", nil)
+	if st != http.StatusOK || h.Get("Content-Type") != "application/octet-stream" || h.Get("Content-Length") == "" || len(body) == 0 {
+		t.Errorf("GET batch: %d %v", st, h)
+	}
+	for path, want := range map[string]int{
+		"/api/v1/runs/r/steps/2/batch":               http.StatusNotFound,
+		"/api/v1/runs/nope/steps/1/batch":            http.StatusNotFound,
+		"/api/v1/runs/r/steps/0/batch":               http.StatusBadRequest,
+		"/api/v1/runs/r/steps/1/batch?layout=packed": http.StatusBadRequest,
+		"/api/v1/runs/r/steps/1/batch?groups=x":      http.StatusBadRequest,
+		"/api/v1/runs/r/steps/1/batch?colour=blue":   http.StatusBadRequest,
+		"/api/v1/runs/r/steps/1/batch?groups=99":     http.StatusNotFound,
+	} {
+		if st, _, body := e.call(http.MethodGet, path, nil); st != want {
+			t.Errorf("GET %s: %d %s, want %d", path, st, body, want)
+		}
+	}
+	if _, err := e.c.Batch(bg, "r", 1, batch.Options{Layout: "packed"}); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("client, bad layout: %v", err)
+	}
+}

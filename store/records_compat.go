@@ -1,0 +1,67 @@
+package store
+
+import (
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Records grow only at their end, and format 2 appended fields to groups
+// and turns payloads. They are reflection-encoded as msgpack arrays in
+// field order, and msgpack/v5 refuses an array whose length differs from
+// the struct's field count, so their decoders are written out to read both
+// shapes. (Nodes and turns have hand-written decoders that do the same.)
+const (
+	groupFields   = 10 // format 2: PromptTokens appended
+	groupFieldsV1 = 9
+)
+
+var (
+	_ msgpack.CustomDecoder = (*Group)(nil)
+	_ msgpack.CustomDecoder = (*TurnsPayload)(nil)
+)
+
+// DecodeMsgpack reads a turns payload of format 1 (from, count, turns) or
+// 2 (and the policy-version range).
+func (p *TurnsPayload) DecodeMsgpack(dec *msgpack.Decoder) error {
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return err
+	}
+	*p = TurnsPayload{}
+	if n == -1 {
+		return nil
+	}
+	if n != turnsPayloadFields && n != turnsPayloadFieldsV1 {
+		return fmt.Errorf("turns payload has %d fields, want %d or %d", n, turnsPayloadFieldsV1, turnsPayloadFields)
+	}
+	fields := []any{&p.From, &p.Count, &p.Turns, &p.MinVersion, &p.MaxVersion}
+	for _, f := range fields[:n] {
+		if err := dec.Decode(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DecodeMsgpack reads a group record of format 1 or 2.
+func (g *Group) DecodeMsgpack(dec *msgpack.Decoder) error {
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return err
+	}
+	*g = Group{}
+	if n == -1 {
+		return nil
+	}
+	if n != groupFields && n != groupFieldsV1 {
+		return fmt.Errorf("group record has %d fields, want %d or %d", n, groupFieldsV1, groupFields)
+	}
+	fields := []any{&g.ID, &g.Step, &g.Task, &g.Prompt, &g.Gold, &g.Roots, &g.Status, &g.Interval, &g.Meta, &g.PromptTokens}
+	for _, f := range fields[:n] {
+		if err := dec.Decode(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
