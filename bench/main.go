@@ -1,5 +1,5 @@
 // Command bench measures patrdb against raw bbolt, SQLite and a JSONL dump
-// on the workloads of DESIGN.md §8 and rewrites bench/RESULTS.md.
+// on the workloads of its targets (see RESULTS.md) and rewrites bench/RESULTS.md.
 //
 //	go run ./bench                 # 5 repetitions, ~5 minutes once the resume stores are cached
 //	go run ./bench -smoke          # 1 repetition at tiny sizes (CI runs it through TestSmoke)

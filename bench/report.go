@@ -438,7 +438,7 @@ func (res *results) document() string {
 		"A target is met when every repetition meets it, not met when none does, and inconclusive when the spread crosses it.\n\n",
 		res.cfg.Reps, res.cfg.Trees)
 	b.WriteString(method)
-	b.WriteString("## Targets (DESIGN.md §8)\n\n")
+	b.WriteString("## Targets\n\n")
 	b.WriteString(res.table())
 	b.WriteString("\n## Details\n\n")
 	b.WriteString(res.details())

@@ -75,7 +75,7 @@ func storeEvents(db *store.DB, run string) (n int, err error) {
 // the store's event decoding (frame, CRC, msgpack header), replay's typed
 // iteration (plus each payload decoded into its record), and a full
 // state rebuild. Reported: events/s of each and replay's ratio to the
-// bare walk (DESIGN.md §8 asks ≥ 1,000,000 events/s and ≥ 0.5×).
+// bare walk (the replay target asks ≥ 1,000,000 events/s and ≥ 0.5×).
 func BenchmarkScan(b *testing.B) {
 	db, run, last := benchRun(b)
 	type way struct {

@@ -6,7 +6,7 @@ import (
 	"math"
 )
 
-// Config holds the ARBOR knobs. The defaults are the values DESIGN.md §6
+// Config holds the ARBOR knobs. The defaults are the values docs/methods.md
 // fixes; several come from secondary notes on the paper, which is why they are
 // exposed rather than hard-coded.
 type Config struct {
@@ -41,7 +41,7 @@ type Config struct {
 	Seed int64
 }
 
-// DefaultConfig returns the defaults of DESIGN.md §6 with MinActivations 3
+// DefaultConfig returns the defaults of docs/methods.md with MinActivations 3
 // and Seed 0.
 func DefaultConfig() Config {
 	return Config{

@@ -2,7 +2,7 @@ package store_test
 
 // Benchmarks of the store's hot paths, for benchstat comparisons between
 // commits (go test -bench . -count 10 ./store/ | tee new.txt). The turn is
-// DESIGN.md §8's swe-like one: ~300 action tokens with logprobs, ~1,200
+// the benchmarks' swe-like one: ~300 action tokens with logprobs, ~1,200
 // observation tokens, and the text of both at ~4 bytes a token.
 
 import (
@@ -163,7 +163,7 @@ func BenchmarkAppendTurnsInterval(b *testing.B) {
 // BenchmarkTrajectoryWarm materialises a 50-turn leaf whose path crosses
 // 4 forks (5 nodes of 10 own turns, each forking at its parent's last
 // turn), with every node in the LRU. The copy sub-benchmark is the anchor
-// of DESIGN.md §8: copying the same encoded bytes out of one slice.
+// of bench/RESULTS.md: copying the same encoded bytes out of one slice.
 func BenchmarkTrajectoryWarm(b *testing.B) {
 	const depth, own = 5, 10
 	db := storetest.Open(b)

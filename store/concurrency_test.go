@@ -1,6 +1,6 @@
 package store_test
 
-// Concurrency under -race (issue 8 item 4): View readers run while one
+// Concurrency under -race: View readers run while one
 // writer commits the crash loop's workload, one interval per transaction.
 // Every reader snapshot must be
 //

@@ -1,6 +1,6 @@
 package store_test
 
-// The crash loop (DESIGN.md §9, issue 8 item 1).
+// The crash loop (RELIABILITY.md).
 //
 // A child process — this test binary re-executed with PATRDB_CRASH_CHILD
 // set — writes a seeded PaTR-shaped workload through the store API with

@@ -1,6 +1,6 @@
 package store_test
 
-// Faults (issue 8 item 5) and the committed broken fixtures (item 6).
+// Faults and the committed broken fixtures.
 //
 // Every fault starts from a real file written by the crash loop's workload
 // and ends with the same two questions: did the caller get the right typed

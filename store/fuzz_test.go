@@ -1,6 +1,6 @@
 package store_test
 
-// Fuzz targets (issue 8 item 2). Plain `go test` runs each target over its
+// Fuzz targets. Plain `go test` runs each target over its
 // committed seed corpus in testdata/fuzz/<Name>/; `go test -fuzz=^Name$`
 // explores. A crasher the fuzzer finds is written to testdata/fuzz/<Name>/
 // and stays there as a regression input.

@@ -1,6 +1,6 @@
 package store_test
 
-// Property-based state machine (issue 8 item 3): random sequences of store
+// Property-based state machine: random sequences of store
 // operations — valid ones and deliberately invalid ones — run against an
 // independent in-memory model of one run. After every action the store's
 // records, turns, children, frontier, advantages, rubrics, trajectories and

@@ -143,7 +143,7 @@ func (tx *Tx) Runs() ([]Run, error) {
 	return out, nil
 }
 
-// Sub-bucket names inside a run's bucket (DESIGN.md §3).
+// Sub-bucket names inside a run's bucket (drawn in doc.go).
 const (
 	bGroups   = "groups"
 	bNodes    = "nodes"

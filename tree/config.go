@@ -47,8 +47,8 @@ const (
 	MaxDelta   = 1e6     // prune margin (anything >= 1 already prunes nothing by score)
 )
 
-// DefaultConfig returns the defaults of DESIGN.md §5, which follow the
-// secondary reports of the PaTR paper (see METHODS.md). They are defaults to
+// DefaultConfig returns the defaults of docs/methods.md, which follow the
+// secondary reports of the PaTR paper (see docs/methods.md). They are defaults to
 // expose, not constants: every field can be overridden.
 func DefaultConfig() Config {
 	return Config{

@@ -66,7 +66,7 @@ func (s scriptScorer) Score(_ context.Context, _ tree.Task, hist []store.Turn) (
 }
 
 // TestRolloutScripted grows one tree whose every record is worked out by
-// hand from METHODS.md (B0=4, K=2, M=2, top-1 expansion, Delta 0.5, max
+// hand from docs/methods.md (B0=4, K=2, M=2, top-1 expansion, Delta 0.5, max
 // rule, MaxTurns 6):
 //
 //	interval 0  roots 1–4 take 2 turns each; 4 ends on its 2nd (reward 1),
@@ -296,7 +296,7 @@ func (l *intervalLog) hook(step uint64, interval, turns int) {
 // less.
 type coverage map[string]int
 
-// checkStep verifies every group of step against METHODS.md and the
+// checkStep verifies every group of step against docs/methods.md and the
 // config, recomputing scores, routing and advantages from the stored
 // trajectories.
 func checkStep(t *testing.T, db *store.DB, run string, cfg tree.Config, step uint64, ntasks int, res *tree.StepResult, cov coverage) {
@@ -618,7 +618,7 @@ func invariantConfigs() map[string]tree.Config {
 
 // TestRolloutInvariants grows trees over the hash fakes under several
 // configs and both commit modes (each with its own seed), and checks every record against
-// METHODS.md: tree shape, forks and inherited prefixes, statuses, rewards,
+// docs/methods.md: tree shape, forks and inherited prefixes, statuses, rewards,
 // scores, routing re-run on the stored scores, the width cap after every
 // interval, truncation, advantages and env-step accounting.
 func TestRolloutInvariants(t *testing.T) {

@@ -49,7 +49,7 @@ type Decision struct {
 }
 
 // Route decides, for every branch of one group, whether it is expanded,
-// survives or is pruned (METHODS.md, PaTR step 4). It is pure: it reads only
+// survives or is pruned (docs/methods.md, PaTR step 4). It is pure: it reads only
 // its arguments, does not modify branches, and the same inputs always give the
 // same decisions, which is what lets replay re-run it on recorded scores.
 // Decisions come back in the order of branches; empty input gives nil.

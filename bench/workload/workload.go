@@ -1,5 +1,5 @@
 // Package workload generates seeded PaTR rollout workloads for the
-// benchmarks: the "swe-like" trees of DESIGN.md §8 (B0=4, K=13, M=2, top-2
+// benchmarks: the "swe-like" trees of the benchmark targets (B0=4, K=13, M=2, top-2
 // expansion, paths of up to 50 turns of ~300 action and ~1,200 observation
 // tokens) and a small "frozenlake" one (tiny turns, many nodes).
 //
@@ -65,7 +65,7 @@ type Config struct {
 	ChildDrift float64
 }
 
-// SWEConfig is the swe-like workload of DESIGN.md §8.
+// SWEConfig is the swe-like workload of the benchmark targets.
 func SWEConfig(seed uint64) Config {
 	tc := tree.DefaultConfig()
 	tc.K = 13

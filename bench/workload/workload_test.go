@@ -30,7 +30,7 @@ func TestSameSeedSameWork(t *testing.T) {
 	}
 }
 
-// TestSWEShape checks the trees look like DESIGN.md §8 says: about ten
+// TestSWEShape checks the trees look like the benchmark targets say: about ten
 // leaves, some pruned early, some reaching the 50-turn cap, turns of
 // ~300 action and ~1,200 observation tokens with ~4 bytes of text each.
 func TestSWEShape(t *testing.T) {

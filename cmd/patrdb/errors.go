@@ -9,7 +9,7 @@ import (
 	"github.com/patrdb/patrdb/store"
 )
 
-// Exit codes (DESIGN.md §7).
+// Exit codes (cmd/patrdb/README.md).
 const (
 	exitOK    = 0
 	exitFail  = 1 // not found, or check failed

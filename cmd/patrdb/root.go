@@ -1,6 +1,6 @@
 // Command patrdb inspects, checks and compacts a patrdb file: the runs it
 // holds, every rollout tree, trajectory, rubric and advantage in it
-// (DESIGN.md §7 is the contract for names, flags and exit codes).
+// (cmd/patrdb/README.md is the contract for names, flags and exit codes).
 //
 // # Conventions for a command
 //
@@ -294,7 +294,7 @@ func notRegular(path string, fi os.FileInfo) error {
 	return usageErrorf("%s is %s, not a patrdb file: give --db the path of the file", path, kind)
 }
 
-// openError turns the lock timeout into the message DESIGN.md §4 asks for:
+// openError turns the lock timeout into the message the store's lock rules ask for:
 // which file, and how to look at a run that is still being written.
 func (a *App) openError(err error) error {
 	var pe *fs.PathError

@@ -38,7 +38,7 @@ type TrainConfig struct {
 }
 
 // DefaultTrainConfig returns the demo's defaults for mode "patr" or "grpo".
-// PaTR uses METHODS.md's FrozenLake settings (B0=4, K=5, M=2, top-2,
+// PaTR uses the paper's FrozenLake settings (docs/methods.md) (B0=4, K=5, M=2, top-2,
 // delta 0.5) with a width cap of 16 active branches; GRPO samples G=8
 // independent trajectories, the number of leaves a PaTR tree ends with.
 func DefaultTrainConfig(mode string) TrainConfig {
