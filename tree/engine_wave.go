@@ -69,7 +69,7 @@ func (e *Engine) drive(ctx context.Context, step uint64) (*StepResult, error) {
 		if err := e.scoreWave(ctx, wave); err != nil {
 			return nil, err
 		}
-		sub, err := e.submit(ctx, wave, false)
+		sub, err := e.submit(wave, false)
 		if err != nil {
 			return nil, err
 		}
@@ -258,9 +258,39 @@ func interrupted(ctx context.Context, err error) error {
 // call (per MaxBatch requests) for every branch that still needs a turn,
 // then every env step concurrently. Under CommitTurn each round is
 // submitted as it completes.
-func (e *Engine) advance(ctx context.Context, step uint64, wave []*branch, acc *Submitted, res *StepResult) (int, error) {
-	sampled := 0
+func (e *Engine) advance(ctx context.Context, step uint64, wave []*branch, acc *Submitted, res *StepResult) (sampled int, err error) {
 	maxTurns := e.opts.Config.MaxTurns
+	// Under CommitTurn each round's turns commit while the next round
+	// samples; wait collects the commit in flight, and closes the groups it
+	// finished before anything else is written.
+	type committed struct {
+		sub *Submitted
+		err error
+	}
+	var inflight chan committed
+	wait := func() error {
+		if inflight == nil {
+			return nil
+		}
+		c := <-inflight
+		inflight = nil
+		if c.err != nil {
+			return c.err
+		}
+		// A group whose last branch ended in that round closes now, as a
+		// resume after a crash here would close it first.
+		if err := e.closeGroups(ctx, step, c.sub.Done, res); err != nil {
+			return err
+		}
+		c.sub.Done = nil
+		acc.merge(c.sub)
+		return nil
+	}
+	defer func() {
+		if werr := wait(); err == nil {
+			err = werr
+		}
+	}()
 	for {
 		var who []*branch
 		for _, b := range wave {
@@ -344,17 +374,19 @@ func (e *Engine) advance(ctx context.Context, step uint64, wave []*branch, acc *
 			return sampled, err
 		}
 		if e.opts.Commit == CommitTurn {
-			sub, err := e.submit(ctx, wave, true)
+			if err := wait(); err != nil {
+				return sampled, err
+			}
+			batch, err := e.prepare(wave, true)
 			if err != nil {
 				return sampled, err
 			}
-			// A group whose last branch ended in this round closes now,
-			// as a resume after a crash here would close it first.
-			if err := e.closeGroups(ctx, step, sub.Done, res); err != nil {
-				return sampled, err
-			}
-			sub.Done = nil
-			acc.merge(sub)
+			ch := make(chan committed, 1)
+			go func() {
+				sub, err := e.commit(batch)
+				ch <- committed{sub, err}
+			}()
+			inflight = ch
 		}
 	}
 }
@@ -390,7 +422,18 @@ func (e *Engine) scoreWave(ctx context.Context, wave []*branch) error {
 // write lock) and submits the wave in one transaction. partial submits
 // turns only (CommitTurn's rounds); the final submit carries scores and
 // failures too.
-func (e *Engine) submit(ctx context.Context, wave []*branch, partial bool) (*Submitted, error) {
+func (e *Engine) submit(wave []*branch, partial bool) (*Submitted, error) {
+	batch, err := e.prepare(wave, partial)
+	if err != nil {
+		return nil, err
+	}
+	return e.commit(batch)
+}
+
+// prepare builds and encodes the wave's submissions, and hands each
+// branch's pending turns over to them, so the next round may sample while
+// they commit.
+func (e *Engine) prepare(wave []*branch, partial bool) ([]Submission, error) {
 	subs := make([]Submission, len(wave))
 	use := make([]bool, len(wave))
 	err := e.parallel(len(wave), func(i int) error {
@@ -419,6 +462,7 @@ func (e *Engine) submit(ctx context.Context, wave []*branch, partial bool) (*Sub
 			s.Score = b.score
 		}
 		subs[i], use[i] = s, len(b.pending) > 0 || s.Score != nil
+		b.pending = nil
 		return nil
 	})
 	if err != nil {
@@ -430,23 +474,20 @@ func (e *Engine) submit(ctx context.Context, wave []*branch, partial bool) (*Sub
 			batch = append(batch, s)
 		}
 	}
+	return batch, nil
+}
+
+// commit submits prepared submissions in one transaction.
+func (e *Engine) commit(batch []Submission) (*Submitted, error) {
 	if len(batch) == 0 {
 		return &Submitted{}, nil
 	}
 	var out *Submitted
-	err = e.db.Update(func(tx *store.Tx) (err error) {
+	err := e.db.Update(func(tx *store.Tx) (err error) {
 		out, err = e.coord.Submit(tx, batch)
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	for _, b := range wave {
-		if b.err == nil {
-			b.pending = b.pending[:0]
-		}
-	}
-	return out, nil
+	return out, err
 }
 
 // merge adds the outcome of an earlier submit of the same wave (a
