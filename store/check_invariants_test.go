@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -54,6 +55,16 @@ func checkAfter(t *testing.T, db *store.DB, damage func(t *testing.T, tx *bolt.T
 	})
 	if !errors.Is(err, errRollback) {
 		t.Fatalf("damaging update: %v", err)
+	}
+	return vs
+}
+
+// checkClosed runs DB.Check and closes db.
+func checkClosed(t *testing.T, db *store.DB) []store.Violation {
+	t.Helper()
+	vs, err := db.Check()
+	if cerr := db.Close(); err != nil || cerr != nil {
+		t.Fatal(err, cerr)
 	}
 	return vs
 }
@@ -184,7 +195,8 @@ func readFixture(t *testing.T, db *store.DB) fixture {
 }
 
 func TestCheckInvariants(t *testing.T) {
-	db := storetest.OpenPath(t, goodFile(t), syncOptions())
+	good := goodFile(t)
+	db := storetest.OpenPath(t, good, syncOptions())
 	f := readFixture(t, db)
 	var lastSeq uint64
 	inRun(t, db, false, "r1", func(r *store.RunTx) error { lastSeq = r.LastSeq(); return nil })
@@ -224,11 +236,42 @@ func TestCheckInvariants(t *testing.T) {
 	g1 := k2(1, f.G1.ID)
 	advP := k3(1, f.G1.ID, f.P)
 
+	// flip damages the value at key so that its CRC fails.
+	flip := func(name string, key []byte) func(*testing.T, *bolt.Tx) {
+		return func(t *testing.T, tx *bolt.Tx) {
+			b := tx.Bucket([]byte("runs")).Bucket([]byte("r1"))
+			if name != "" {
+				b = b.Bucket([]byte(name))
+			}
+			v := bytes.Clone(b.Get(key))
+			v[len(v)-1] ^= 0x40
+			mustPut(t, b, key, v)
+		}
+	}
+	crc := func(bucket string, key []byte) wantV { return wantV{"corrupt", bucket, key, "CRC32C mismatch"} }
+	g2 := k2(1, f.G2.ID)
+
 	cases := []struct {
 		name   string
 		damage func(*testing.T, *bolt.Tx)
 		want   []wantV
 	}{
+		// A value that does not decode is reported once where it is;
+		// what depends on it is reported where that is.
+		{"run record damaged", flip("", []byte("run")), []wantV{crc("", []byte("run"))}},
+		{"group record damaged", flip("groups", g2), []wantV{crc("groups", g2),
+			inv("nodes", beKey(f.X), fmt.Sprintf("group %d does not exist", f.G2.ID)),
+			inv("nodes", beKey(f.X), fmt.Sprintf("root branch not listed in group %d", f.G2.ID))}},
+		{"node record damaged", flip("nodes", beKey(f.X)), []wantV{crc("nodes", beKey(f.X)),
+			inv("groups", g2, fmt.Sprintf("root %d does not exist", f.X)),
+			inv("turns", k2(f.X, 0), fmt.Sprintf("turn of unknown node %d", f.X)),
+			inv("frontier", beKey(f.X), fmt.Sprintf("frontier lists unknown node %d", f.X))}},
+		{"turn damaged", flip("turns", k2(f.X, 0)), []wantV{crc("turns", k2(f.X, 0))}},
+		{"advantage damaged", flip("adv", advP), []wantV{crc("adv", advP)}},
+		{"rubric damaged", flip("rubrics", beKey(f.RCand1)), []wantV{crc("rubrics", beKey(f.RCand1))}},
+		{"checkpoint damaged", flip("ckpt", beKey(2)), []wantV{crc("ckpt", beKey(2))}},
+		{"event damaged", flip("events", beKey(5)), []wantV{crc("events", beKey(5))}},
+
 		// Sequences: equal to the largest id is sound (the fixture), below
 		// it a new record would overwrite an old one.
 		{"node sequence below the largest id", setSeq("nodes", f.X-1),
@@ -402,10 +445,43 @@ func TestCheckInvariants(t *testing.T) {
 			if diff := sameViolations("runs/r1/", vs, c.want); diff != "" {
 				t.Error(diff)
 			}
+			// The same damage committed to a copy of the file, checked by
+			// DB.Check (page walk and meta pages included).
+			path := filepath.Join(t.TempDir(), "damaged.db")
+			copyFile(t, good, path)
+			rawUpdate(t, path, func(tx *bolt.Tx) error { c.damage(t, tx); return nil })
+			before := fileDigest(t, path)
+			fdb, err := store.Open(path, storetest.Options())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := sameViolations("runs/r1/", checkClosed(t, fdb), c.want); diff != "" {
+				t.Error("DB.Check:\n" + diff)
+			}
+			if fileDigest(t, path) != before {
+				t.Error("Check changed the file")
+			}
 		})
 	}
 	if vs, err := db.Check(); err != nil || len(vs) != 0 {
 		t.Fatalf("the damage was not rolled back: %v %v", vs, err)
+	}
+}
+
+// TestCheckCapsViolations: a file damaged everywhere yields the first
+// 1000 violations, not an unbounded report.
+func TestCheckCapsViolations(t *testing.T) {
+	db := storetest.OpenPath(t, goodFile(t), syncOptions())
+	for _, n := range []int{999, 1000, 1001, 1500} {
+		vs := checkAfter(t, db, func(t *testing.T, tx *bolt.Tx) {
+			b := runBucket(tx, "r1", "frontier")
+			for i := range n {
+				mustPut(t, b, beKey(uint64(1000+i)), nil)
+			}
+		})
+		if want := min(n, 1000); len(vs) != want {
+			t.Errorf("%d unknown frontier entries: %d violations, want %d", n, len(vs), want)
+		}
 	}
 }
 
@@ -442,10 +518,22 @@ func TestCheckMeta(t *testing.T) {
 			}
 		}, []wantV{{"structure", "meta", nil, "meta bucket missing"}}},
 	}
+	good := goodFile(t)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if diff := sameViolations("", checkAfter(t, db, c.damage), c.want); diff != "" {
 				t.Error(diff)
+			}
+			// Committed to a file, where Open accepts it.
+			path := filepath.Join(t.TempDir(), "meta.db")
+			copyFile(t, good, path)
+			rawUpdate(t, path, func(tx *bolt.Tx) error { c.damage(t, tx); return nil })
+			fdb, err := store.Open(path, storetest.Options())
+			if err != nil {
+				return // refused at Open, which open_test.go covers
+			}
+			if diff := sameViolations("", checkClosed(t, fdb), c.want); diff != "" {
+				t.Error("DB.Check:\n" + diff)
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -266,5 +267,46 @@ func TestCheckFindsDamage(t *testing.T) {
 				t.Error("Check changed the damaged file")
 			}
 		})
+	}
+}
+
+// TestTxCheckOnLatestSnapshot: in a read transaction on the latest commit
+// with no write in progress, Tx.Check compares the meta pages as DB.Check
+// does, on a writable and on a read-only DB; inside a write transaction
+// (pages not on disk yet) it checks the records alone.
+func TestTxCheckOnLatestSnapshot(t *testing.T) {
+	orig := fixturePath("flipped-meta-page")
+	for _, ro := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), "meta.db")
+		copyFile(t, orig, path)
+		o := syncOptions()
+		o.ReadOnly = ro
+		db, err := store.Open(path, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := db.Check()
+		if err != nil || len(want) == 0 {
+			t.Fatalf("read-only %t: DB.Check of a flipped meta page: %v %v", ro, want, err)
+		}
+		var got []store.Violation
+		if err := db.View(func(tx *store.Tx) error { got = tx.Check(); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("read-only %t: Tx.Check in a view = %v, DB.Check = %v", ro, got, want)
+		}
+		if !ro {
+			err := db.Update(func(tx *store.Tx) error {
+				if vs := tx.Check(); len(vs) != 0 {
+					t.Errorf("Tx.Check in a write transaction: %v, want none (the meta pages are not its to compare)", vs)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		db.Close()
 	}
 }
