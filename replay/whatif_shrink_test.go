@@ -119,6 +119,9 @@ func TestWhatIfFewerChildren(t *testing.T) {
 		if !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%q:\n got  %+v\n want %+v", c.overrides, got, c.want)
 		}
+		if diffIntervals := min(len(iv.Diffs), 1); tot.Intervals != 1 || tot.DiffIntervals != diffIntervals || tot.PartialIntervals != 0 {
+			t.Errorf("%q: %d intervals, %d with differences, %d partial; want 1, %d, 0", c.overrides, tot.Intervals, tot.DiffIntervals, tot.PartialIntervals, diffIntervals)
+		}
 		if tot.NodesRecorded != 6 || tot.EnvStepsRecorded != 16 || tot.Decisions != 3 {
 			t.Errorf("%q: recorded %d nodes, %d env steps, %d decisions; want 6, 16, 3", c.overrides, tot.NodesRecorded, tot.EnvStepsRecorded, tot.Decisions)
 		}

@@ -1,0 +1,120 @@
+package replay_test
+
+// WhatIf on damaged runs and bad overrides fails with the typed error and
+// no report, and its group filter analyses exactly the group asked for.
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
+)
+
+var errRollback = errors.New("rollback")
+
+// whatIfDamaged damages run id below the API inside a write transaction,
+// runs WhatIf there and rolls back.
+func whatIfDamaged(t *testing.T, db *store.DB, id string, damage func(tx *store.Tx), opts replay.WhatIfOptions) (*replay.WhatIfReport, error) {
+	t.Helper()
+	var rep *replay.WhatIfReport
+	var werr error
+	err := db.Update(func(tx *store.Tx) error {
+		damage(tx)
+		r, err := tx.Run(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, werr = replay.WhatIf(r, opts)
+		return errRollback
+	})
+	if !errors.Is(err, errRollback) {
+		t.Fatal(err)
+	}
+	return rep, werr
+}
+
+func TestWhatIfErrors(t *testing.T) {
+	db, _ := handTree(t)
+	put := func(bucket string, key []byte, val []byte) func(tx *store.Tx) {
+		return func(tx *store.Tx) {
+			b := tx.Bolt().Bucket([]byte("runs")).Bucket([]byte("hand"))
+			if bucket != "" {
+				b = b.Bucket([]byte(bucket))
+			}
+			if err := b.Put(key, val); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	zero := 0
+	cases := []struct {
+		name   string
+		damage func(tx *store.Tx)
+		opts   replay.WhatIfOptions
+		want   error
+	}{
+		{"run record damaged", put("", []byte("run"), []byte{1, 0, 0, 0, 0, 0xc1}), replay.WhatIfOptions{}, store.ErrCorrupt},
+		{"node record damaged", put("nodes", []byte{0, 0, 0, 0, 0, 0, 0, 3}, []byte{1, 0, 0, 0, 0, 0xc1}), replay.WhatIfOptions{}, store.ErrCorrupt},
+		{"group record damaged", func(tx *store.Tx) {
+			c := tx.Bolt().Bucket([]byte("runs")).Bucket([]byte("hand")).Bucket([]byte("groups")).Cursor()
+			k, _ := c.First()
+			put("groups", append([]byte(nil), k...), []byte{1, 0, 0, 0, 0, 0xc1})(tx)
+		}, replay.WhatIfOptions{}, store.ErrCorrupt},
+		{"override the config rejects", func(*store.Tx) {}, replay.WhatIfOptions{Overrides: replay.Overrides{M: &zero}}, replay.ErrWhatIfValue},
+		{"unknown group", func(*store.Tx) {}, replay.WhatIfOptions{Group: 99}, store.ErrNotFound},
+	}
+	for _, c := range cases {
+		rep, err := whatIfDamaged(t, db, "hand", c.damage, c.opts)
+		if !errors.Is(err, c.want) || rep != nil {
+			t.Errorf("%s: report %v, error %v; want no report and %v", c.name, rep != nil, err, c.want)
+		}
+	}
+}
+
+func TestWhatIfGroupFilter(t *testing.T) {
+	db := storetest.Open(t)
+	spec := smallSpec("s")
+	buildOneTx(t, db, spec)
+	var groups []store.Group
+	inRunView(t, db, spec.id, func(r *store.RunTx) (err error) { groups, err = r.Groups(0); return err })
+	if len(groups) < 2 {
+		t.Fatalf("fixture has %d groups", len(groups))
+	}
+	for _, g := range groups {
+		inRunView(t, db, spec.id, func(r *store.RunTx) error {
+			nodes, err := r.GroupNodes(g)
+			if err != nil {
+				return err
+			}
+			rep, err := replay.WhatIf(r, replay.WhatIfOptions{Group: g.ID})
+			if err != nil {
+				return err
+			}
+			if rep.Totals.Groups != 1 || rep.Totals.NodesRecorded != len(nodes) {
+				t.Errorf("group %d: %d groups, %d nodes analysed; want 1, %d", g.ID, rep.Totals.Groups, rep.Totals.NodesRecorded, len(nodes))
+			}
+			for _, iv := range rep.Intervals {
+				if iv.Group != g.ID || iv.Step != g.Step {
+					t.Errorf("group %d: interval of step %d group %d", g.ID, iv.Step, iv.Group)
+				}
+			}
+			return nil
+		})
+	}
+}
+
+func inRunView(t *testing.T, db *store.DB, id string, fn func(*store.RunTx) error) {
+	t.Helper()
+	err := db.View(func(tx *store.Tx) error {
+		r, err := tx.Run(id)
+		if err != nil {
+			return err
+		}
+		return fn(r)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
