@@ -1,7 +1,8 @@
 package replay_test
 
 // WhatIf on damaged runs and bad overrides fails with the typed error and
-// no report, and its group filter analyses exactly the group asked for.
+// no report; its group filter analyses exactly the group asked for; its
+// differences come in node id order whatever order the tree was built in.
 
 import (
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
+	"github.com/patrdb/patrdb/tree"
 )
 
 var errRollback = errors.New("rollback")
@@ -116,5 +118,53 @@ func inRunView(t *testing.T, db *store.DB, id string, fn func(*store.RunTx) erro
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWhatIfDiffsInNodeOrder: root R=4 was added after A's children C=2
+// and D=3, so the group lists it before them; the differences at interval
+// 1 still come by node id.
+//
+//	interval 0: A=1 (0.9) expands (top, 2 children recorded, C and D
+//	            sampled), R=4 (0.9) survives
+//	interval 1: C (0.8) expands (top, no children sampled), D (0.6) and
+//	            R (0.7) survive
+func TestWhatIfDiffsInNodeOrder(t *testing.T) {
+	cfg := tree.DefaultConfig()
+	cfg.B0, cfg.M, cfg.TopExpand, cfg.Delta = 2, 2, 1, 0.5
+	two := []store.Turn{{Action: "a"}, {Action: "b"}}
+	db := handRun(t, "order", cfg, func(r *store.RunTx, g store.Group, must func(error)) {
+		add := func(parent uint64, fork, ord int) uint64 {
+			n, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID, Parent: parent, Fork: fork, Ordinal: ord})
+			must(err)
+			must(r.AppendTurns(n.ID, 0, two...))
+			return n.ID
+		}
+		route := func(id uint64, iv, turn int, s, ref float64, action, rule string, kids int) {
+			must(r.Score(id, store.Score{Interval: iv, Turn: turn, Value: s}))
+			must(r.Route(id, store.Decision{Interval: iv, Action: action, Score: s, Reference: ref, Delta: 0.5, Rule: rule, Children: kids}))
+		}
+		a := add(0, 0, 0)
+		route(a, 0, 2, 0.9, 0.9, store.ActionExpand, tree.RuleTop, 2)
+		c, d := add(a, 2, 0), add(a, 2, 1)
+		root := add(0, 0, 1)
+		route(root, 0, 2, 0.9, 0.9, store.ActionSurvive, tree.RuleSurvive, 0)
+		must(r.AppendTurns(root, 2, two...))
+		route(c, 1, 4, 0.8, 0.8, store.ActionExpand, tree.RuleTop, 2)
+		route(d, 1, 4, 0.6, 0.8, store.ActionSurvive, tree.RuleSurvive, 0)
+		route(root, 1, 4, 0.7, 0.8, store.ActionSurvive, tree.RuleSurvive, 0)
+	})
+	// Delta 0.05 prunes D and R at interval 1; C expands into 2 children
+	// the run never sampled.
+	rep := whatIf(t, db, "order", "delta=0.05")
+	if len(rep.Intervals) != 2 {
+		t.Fatalf("%d intervals, want 2", len(rep.Intervals))
+	}
+	var got []uint64
+	for _, d := range rep.Intervals[1].Diffs {
+		got = append(got, d.Node)
+	}
+	if want := []uint64{2, 3, 4}; !equalWant(got, want) {
+		t.Errorf("differences at interval 1 for nodes %v, want %v", got, want)
 	}
 }
