@@ -168,3 +168,37 @@ func TestWhatIfDiffsInNodeOrder(t *testing.T) {
 		t.Errorf("differences at interval 1 for nodes %v, want %v", got, want)
 	}
 }
+
+// TestWhatIfRuleOnly: the same action for another reason is a difference
+// of its own: a prune by the median instead of the max, a survive under
+// the width cap instead of a plain one.
+func TestWhatIfRuleOnly(t *testing.T) {
+	db, _ := handTree(t)
+	cases := []struct {
+		overrides string
+		node      uint64
+		rule      string
+	}{
+		// Median of 0.9 and 0.3 is 0.6; B (0.3) < 0.6 − 0.2: still
+		// pruned, now by the median.
+		{"rule=median,delta=0.2", 2, tree.RuleMedian},
+		// Top 2 under a cap of 2 at interval 1: C and D both stay as
+		// they are; D, recorded a plain survivor, is now held by the cap
+		// (C, recorded expanded, survives instead).
+		{"top=2,max_active=2", 4, tree.RuleWidthCap},
+	}
+	for _, c := range cases {
+		rep := whatIf(t, db, "hand", c.overrides)
+		var rule []replay.DecisionDiff
+		for _, iv := range rep.Intervals {
+			for _, d := range iv.Diffs {
+				if d.Change == replay.RuleOnly {
+					rule = append(rule, d)
+				}
+			}
+		}
+		if len(rule) != 1 || rule[0].Node != c.node || rule[0].WhatIf.Rule != c.rule || rule[0].WhatIf.Action != rule[0].Recorded.Action || rep.Totals.RuleOnly != 1 {
+			t.Errorf("%q: rule-only differences %+v (total %d); want node %d by %s", c.overrides, rule, rep.Totals.RuleOnly, c.node, c.rule)
+		}
+	}
+}
