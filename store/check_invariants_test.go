@@ -59,10 +59,32 @@ func checkAfter(t *testing.T, db *store.DB, damage func(t *testing.T, tx *bolt.T
 	return vs
 }
 
-// checkClosed runs DB.Check and closes db.
+// inflate adds to meta and to every sub-bucket of run r1 an entry under a
+// malformed key with a value larger than bbolt stores inline, so each
+// bucket gets pages of its own in the file.
+func inflate(t *testing.T, tx *bolt.Tx) {
+	t.Helper()
+	big := bytes.Repeat([]byte{0xc1}, 8<<10)
+	mustPut(t, tx.Bucket([]byte("meta")), []byte("~filler"), big)
+	run := tx.Bucket([]byte("runs")).Bucket([]byte("r1"))
+	_ = run.ForEachBucket(func(name []byte) error {
+		mustPut(t, run.Bucket(name), []byte("~filler"), big)
+		return nil
+	})
+}
+
+// checkClosed runs DB.Check and closes db. Every key in the violations is
+// written to first: a key that still pointed into the file's read-only
+// mapping, instead of being a copy, would fault.
 func checkClosed(t *testing.T, db *store.DB) []store.Violation {
 	t.Helper()
 	vs, err := db.Check()
+	for _, v := range vs {
+		for i := range v.Key {
+			v.Key[i] ^= 0xff
+			v.Key[i] ^= 0xff
+		}
+	}
 	if cerr := db.Close(); err != nil || cerr != nil {
 		t.Fatal(err, cerr)
 	}
@@ -461,6 +483,16 @@ func TestCheckInvariants(t *testing.T) {
 			if fileDigest(t, path) != before {
 				t.Error("Check changed the file")
 			}
+			// Once more with every bucket too big to be stored inline, so
+			// the keys Check reads point into the file's mapping.
+			copyFile(t, good, path)
+			rawUpdate(t, path, func(tx *bolt.Tx) error { c.damage(t, tx); inflate(t, tx); return nil })
+			if fdb, err = store.Open(path, storetest.Options()); err != nil {
+				t.Fatal(err)
+			}
+			if vs := checkClosed(t, fdb); len(vs) <= len(c.want) {
+				t.Errorf("inflated file: %d violations, want the %d above and the fillers'", len(vs), len(c.want))
+			}
 		})
 	}
 	if vs, err := db.Check(); err != nil || len(vs) != 0 {
@@ -535,6 +567,12 @@ func TestCheckMeta(t *testing.T) {
 			if diff := sameViolations("", checkClosed(t, fdb), c.want); diff != "" {
 				t.Error("DB.Check:\n" + diff)
 			}
+			copyFile(t, good, path)
+			rawUpdate(t, path, func(tx *bolt.Tx) error { c.damage(t, tx); inflate(t, tx); return nil })
+			if fdb, err = store.Open(path, storetest.Options()); err != nil {
+				t.Fatal(err)
+			}
+			checkClosed(t, fdb)
 		})
 	}
 }
