@@ -31,7 +31,7 @@ focus)
 	# set can only lower the score.
 	exec "$bin" -workers "$workers" -max-per-file "$sample" -budget "$budget" "$@" \
 		'store/check.go@Check|Corrupt|FuzzFile' \
-		'store/turn.go@Turn|Trajector|RoundTrip|Encoded|Rewrites|Msgpack|FuzzDecodeTurn' \
+		'store/turn.go@Turn|Trajector|RoundTrip|Encoded|Rewrites|Msgpack|BadInput|FuzzDecodeTurn' \
 		'store/codec.go@Fits|Decode|Encode|RoundTrip|Msgpack|BadInput|Corrupt|Check|Pack|Clone|Frame|Canonical|FuzzDecode' \
 		'tree/advantage.go@GRPO|Advantage' \
 		'tree/routing.go@Route' \
