@@ -27,7 +27,7 @@ func TestCorruptErrorKeyIsACopy(t *testing.T) {
 			mustPut(t, b, k, v)
 		},
 		"length": func(b *bolt.Bucket, k []byte) { mustPut(t, b, k, frame([]byte{0x96, 0xc6, 0xff, 0xff, 0xff, 0xff})) },
-		"header":  func(b *bolt.Bucket, k []byte) { mustPut(t, b, k, []byte{1, 2}) },
+		"header": func(b *bolt.Bucket, k []byte) { mustPut(t, b, k, []byte{1, 2}) },
 	}
 	for name, damage := range damages {
 		path := filepath.Join(t.TempDir(), "d.db")
