@@ -313,6 +313,12 @@ func TestCheckInvariants(t *testing.T) {
 			e.Seq += 5
 			mustPut(t, b, beKey(lastSeq), frameRecord(t, &e))
 		}, []wantV{inv("events", beKey(lastSeq), "record does not match its key")}},
+		{"event missing from the sequence", func(t *testing.T, tx *bolt.Tx) {
+			if err := runBucket(tx, "r1", "events").Delete(beKey(lastSeq - 1)); err != nil {
+				t.Fatal(err)
+			}
+			// That event was the run record's last write.
+		}, []wantV{inv("events", beKey(lastSeq), fmt.Sprintf("sequence jumps from %d to %d", lastSeq-2, lastSeq)), logDiffers("", []byte("run"))}},
 		{"event key not a sequence number", put("events", []byte("bad"), framed(&store.Event{Seq: 1, Kind: "x"})),
 			[]wantV{inv("events", []byte("bad"), "record does not match its key")}},
 
@@ -436,6 +442,8 @@ func TestCheckInvariants(t *testing.T) {
 		{"rubric merged into one that does not exist", rubric(f.RCand1, &rubricLog, merge(99)),
 			[]wantV{inv("rubrics", beKey(f.RCand1), "merged into 99, which is not")}},
 		{"rubrics merged into a public and a retired rubric are sound", both(rubric(f.RCand1, &rubricLog, merge(f.RPublic)), rubric(f.RCand2, &rubricLog, merge(f.RRetired))), nil},
+		{"rubric in an unknown pool", rubric(f.RCand1, &rubricLog, func(r *store.Rubric) { r.Pool = "limbo" }),
+			[]wantV{inv("rubrics", beKey(f.RCand1), `unknown pool "limbo"`)}},
 		{"rubric record under another id", rubric(f.RCand1, nil, func(r *store.Rubric) { r.ID = 99 }),
 			[]wantV{inv("rubrics", beKey(f.RCand1), "record does not match its key"), logDiffers("rubrics", beKey(f.RCand1))}},
 		{"rubric key not an id", put("rubrics", []byte("r"), framed(&store.Rubric{Pool: store.PoolCandidate})),
