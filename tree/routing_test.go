@@ -393,6 +393,24 @@ func TestRouteEmpty(t *testing.T) {
 }
 
 // A NaN score must not poison the reference or the ordering: it counts as 0.
+// TestRouteInvalidCounts: Route assumes a validated config, but a
+// negative TopExpand acts as 0 and an M below 1 expands nothing, rather
+// than expanding every branch or into no children.
+func TestRouteInvalidCounts(t *testing.T) {
+	branches := []Branch{{1, 0.75, 0}, {2, 0.5, 0}, {3, 0.625, 0}}
+	for _, cfg := range []Config{
+		cfgWith(func(c *Config) { c.TopExpand = -1 }),
+		cfgWith(func(c *Config) { c.M = 0; c.TopExpand = 2 }),
+		cfgWith(func(c *Config) { c.M = -3; c.TopExpand = 2 }),
+	} {
+		for _, d := range Route(branches, cfg) {
+			if d.Action == Expand || d.Children != 0 {
+				t.Errorf("TopExpand %d, M %d: %+v", cfg.TopExpand, cfg.M, d)
+			}
+		}
+	}
+}
+
 func TestRouteNaNScore(t *testing.T) {
 	got := Route([]Branch{{1, math.NaN(), 0}, {2, 0.875, 0}}, DefaultConfig())
 	if got[0].Score != 0 || got[0].Action != Prune || got[0].Rule != RuleMax || got[0].Rank != 1 {

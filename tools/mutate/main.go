@@ -53,8 +53,8 @@ func main() {
 	budget := flag.Duration("budget", 60*time.Minute, "stop testing mutants after this long; the rest are reported as skipped")
 	workers := flag.Int("workers", 1, "mutants tested at once (each runs its own go test)")
 	maxPer := flag.Int("max-per-file", 0, "test at most this many mutants per file, spread evenly (0: all)")
-	list := flag.Bool("list", false, "list the mutants without running anything")
-	equivFile := flag.String("equivalent", "tools/mutate/equivalent.txt", "known equivalent mutants: file\\top\\tsource line\\torig\\trepl\\treason")
+	list := flag.Bool("list", false, "list the mutants, each with its equivalent.txt key, without running anything")
+	equivFile := flag.String("equivalent", "tools/mutate/equivalent.txt", "known equivalent mutants: a key as -list prints it, a tab, the reason")
 	rerun := flag.String("rerun", "", "test only the mutants that lived in this earlier -json output (after adding tests)")
 	jsonOut := flag.String("json", "", "also write every result to this file as JSON")
 	flag.Usage = func() {
@@ -119,7 +119,7 @@ func main() {
 		}
 		if *list {
 			for _, m := range ms {
-				fmt.Println(m)
+				fmt.Printf("%s\t%s\n", m, m.Key)
 			}
 			continue
 		}
@@ -170,7 +170,7 @@ func main() {
 					r.Status, r.Secs = run(ctx, dir, j.pkg, j.runPat, j.file, j.src, j.m, j.limit)
 				}
 				if r.Status == "lived" {
-					if reason, ok := equiv[equivKey(j.m, j.src)]; ok {
+					if reason, ok := equiv[j.m.Key]; ok {
 						r.Status, r.Reason = "equivalent", reason
 					}
 				}
@@ -306,18 +306,8 @@ func goTest(ctx context.Context, pkg, runPat, overlay string) (time.Duration, []
 	return time.Since(start), out, err
 }
 
-func equivKey(m mutant, src []byte) string {
-	lineStart := bytes.LastIndexByte(src[:m.start], '\n') + 1
-	lineEnd := bytes.IndexByte(src[m.start:], '\n')
-	if lineEnd < 0 {
-		lineEnd = len(src) - m.start
-	}
-	line := strings.TrimSpace(string(src[lineStart : m.start+lineEnd]))
-	return strings.Join([]string{filepath.ToSlash(m.File), m.Op, line, oneLine(m.Orig), oneLine(m.Repl)}, "\t")
-}
-
-// readEquivalents reads the known equivalent mutants, keyed like equivKey
-// (so an entry survives edits elsewhere in the file), with the reason.
+// readEquivalents reads the known equivalent mutants: each line a key as
+// -list prints it (seven tab-separated fields), a tab, and the reason.
 func readEquivalents(path string) (map[string]string, error) {
 	out := map[string]string{}
 	f, err := os.Open(path)
@@ -335,10 +325,10 @@ func readEquivalents(path string) (map[string]string, error) {
 			continue
 		}
 		parts := strings.Split(line, "\t")
-		if len(parts) != 6 {
-			return nil, fmt.Errorf("%s:%d: want 6 tab-separated fields (file, op, source line, orig, repl, reason), got %d", path, n, len(parts))
+		if len(parts) != 8 {
+			return nil, fmt.Errorf("%s:%d: want a 7-field key and a reason, tab-separated; got %d fields", path, n, len(parts))
 		}
-		out[strings.Join(parts[:5], "\t")] = parts[5]
+		out[strings.Join(parts[:7], "\t")] = parts[7]
 	}
 	return out, sc.Err()
 }

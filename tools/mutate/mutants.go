@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"go/ast"
 	"go/token"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -11,12 +13,16 @@ import (
 // A mutant is one small edit of a source file: bytes [start, end) replaced
 // by repl.
 type mutant struct {
-	File       string `json:"file"`
-	Line       int    `json:"line"`
-	Col        int    `json:"col"`
-	Op         string `json:"op"`
-	Orig       string `json:"orig"`
-	Repl       string `json:"repl"`
+	File string `json:"file"`
+	Line int    `json:"line"`
+	Col  int    `json:"col"`
+	Op   string `json:"op"`
+	Orig string `json:"orig"`
+	Repl string `json:"repl"`
+	// Key names the mutant for tools/mutate/equivalent.txt in a way that
+	// survives edits elsewhere in the file: function, source line, edit,
+	// and which of identical such mutants in the function it is.
+	Key        string `json:"key"`
 	start, end int
 }
 
@@ -51,6 +57,7 @@ type collector struct {
 	fset *token.FileSet
 	src  []byte
 	file string
+	fn   string                  // the function being visited
 	body map[*ast.BlockStmt]bool // function bodies, declared or literal
 	keep map[*ast.BlockStmt]bool
 	out  []mutant
@@ -60,7 +67,7 @@ func (c *collector) add(op string, from, to token.Pos, repl string) {
 	start, end := c.fset.Position(from).Offset, c.fset.Position(to).Offset
 	p := c.fset.Position(from)
 	c.out = append(c.out, mutant{File: c.file, Line: p.Line, Col: p.Column, Op: op,
-		Orig: string(c.src[start:end]), Repl: repl, start: start, end: end})
+		Orig: string(c.src[start:end]), Repl: repl, Key: c.fn, start: start, end: end})
 }
 
 var (
@@ -85,10 +92,27 @@ func collect(fset *token.FileSet, f *ast.File, src []byte, name string) []mutant
 		if !ok || fd.Body == nil || fd.Name.Name == "String" {
 			continue
 		}
+		c.fn = fd.Name.Name
 		c.body[fd.Body] = true
 		ast.Inspect(fd.Body, c.visit)
 	}
+	seen := map[string]int{}
+	for i := range c.out {
+		m := &c.out[i]
+		k := strings.Join([]string{filepath.ToSlash(m.File), m.Key, m.Op, sourceLine(src, m.start), oneLine(m.Orig), oneLine(m.Repl)}, "\t")
+		seen[k]++
+		m.Key = fmt.Sprintf("%s\t%d", k, seen[k])
+	}
 	return c.out
+}
+
+func sourceLine(src []byte, at int) string {
+	start := bytes.LastIndexByte(src[:at], '\n') + 1
+	end := bytes.IndexByte(src[at:], '\n')
+	if end < 0 {
+		end = len(src) - at
+	}
+	return strings.TrimSpace(string(src[start : at+end]))
 }
 
 func (c *collector) visit(n ast.Node) bool {
