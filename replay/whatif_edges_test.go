@@ -202,3 +202,56 @@ func TestWhatIfRuleOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestWhatIfEmptySelection: a step or group the run does not have is
+// ErrNotFound, step 1 and group 1 included; a run without groups has an
+// empty what-if.
+func TestWhatIfEmptySelection(t *testing.T) {
+	db := storetest.Open(t)
+	if err := db.Update(func(tx *store.Tx) error { _, err := createRun(tx, smallSpec("empty")); return err }); err != nil {
+		t.Fatal(err)
+	}
+	inRunView(t, db, "empty", func(r *store.RunTx) error {
+		for _, o := range []replay.WhatIfOptions{{Step: 1}, {Group: 1}, {Step: 1, Group: 1}} {
+			if rep, err := replay.WhatIf(r, o); !errors.Is(err, store.ErrNotFound) || rep != nil {
+				t.Errorf("step %d group %d of an empty run: %v, want ErrNotFound", o.Step, o.Group, err)
+			}
+		}
+		rep, err := replay.WhatIf(r, replay.WhatIfOptions{})
+		if err != nil || len(rep.Intervals) != 0 || rep.Totals != (replay.WhatIfTotals{}) {
+			t.Errorf("whole empty run: %+v, %v", rep, err)
+		}
+		return nil
+	})
+}
+
+// TestWhatIfRepeatPruneWithoutRepeatConfig: a branch the run pruned for
+// repeating is pruned again under any what-if config, even a base config
+// given without RepeatPrune (it is not a what-if key).
+func TestWhatIfRepeatPruneWithoutRepeatConfig(t *testing.T) {
+	cfg := tree.DefaultConfig()
+	cfg.B0, cfg.M, cfg.TopExpand, cfg.Delta, cfg.RepeatPrune = 2, 2, 0, 0.5, 0
+	db := handRun(t, "repeat", cfg, func(r *store.RunTx, g store.Group, must func(error)) {
+		for i, s := range []float64{0.9, 0.8} {
+			n, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID, Ordinal: i})
+			must(err)
+			must(r.AppendTurns(n.ID, 0, store.Turn{Action: "same"}, store.Turn{Action: "same"}))
+			must(r.Score(n.ID, store.Score{Interval: 0, Turn: 2, Value: s}))
+			d := store.Decision{Interval: 0, Action: store.ActionSurvive, Score: s, Reference: 0.9, Delta: 0.5, Rule: tree.RuleSurvive}
+			if i == 1 {
+				d.Action, d.Rule = store.ActionPrune, tree.RuleRepeat
+			}
+			must(r.Route(n.ID, d))
+		}
+	})
+	inRunView(t, db, "repeat", func(r *store.RunTx) error {
+		rep, err := replay.WhatIf(r, replay.WhatIfOptions{Base: &cfg})
+		if err != nil {
+			return err
+		}
+		if rep.Totals.Differ != 0 || rep.Totals.RepeatPrunes != 1 {
+			t.Errorf("base without RepeatPrune: %+v; want the repeat prune reproduced", rep.Totals)
+		}
+		return nil
+	})
+}
