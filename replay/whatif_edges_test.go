@@ -151,8 +151,11 @@ func TestWhatIfDiffsInNodeOrder(t *testing.T) {
 		route(root, 0, 2, 0.9, 0.9, store.ActionSurvive, tree.RuleSurvive, 0)
 		must(r.AppendTurns(root, 2, two...))
 		route(c, 1, 4, 0.8, 0.8, store.ActionExpand, tree.RuleTop, 2)
-		route(d, 1, 4, 0.6, 0.8, store.ActionSurvive, tree.RuleSurvive, 0)
-		route(root, 1, 4, 0.7, 0.8, store.ActionSurvive, tree.RuleSurvive, 0)
+		// Scored at turns outside their own: D before its fork point, R
+		// past its last turn; a branch stopped there spends 0 or all its
+		// own turns.
+		route(d, 1, 1, 0.6, 0.8, store.ActionSurvive, tree.RuleSurvive, 0)
+		route(root, 1, 9, 0.7, 0.8, store.ActionSurvive, tree.RuleSurvive, 0)
 	})
 	// Delta 0.05 prunes D and R at interval 1; C expands into 2 children
 	// the run never sampled.
@@ -166,6 +169,16 @@ func TestWhatIfDiffsInNodeOrder(t *testing.T) {
 	}
 	if want := []uint64{2, 3, 4}; !equalWant(got, want) {
 		t.Errorf("differences at interval 1 for nodes %v, want %v", got, want)
+	}
+	// Turns A2 C2 D2 R4; D and R stop at interval 1: D spends none, R all 4.
+	if tot := rep.Totals; tot.EnvStepsRecorded != 10 || tot.EnvSteps != 8 {
+		t.Errorf("delta=0.05: env steps %d of %d, want 8 of 10", tot.EnvSteps, tot.EnvStepsRecorded)
+	}
+	// Top 2 expands R at interval 0 instead of letting it survive: its
+	// interval-1 score is not routed, and its children were never sampled.
+	rep = whatIf(t, db, "order", "top=2")
+	if iv := rep.Intervals[1]; iv.Recorded != 3 || iv.Routed != 2 || !iv.Partial {
+		t.Errorf("top=2 interval 1: %d of %d recorded branches routed (partial %t); want 2 of 3, partial", iv.Routed, iv.Recorded, iv.Partial)
 	}
 }
 
