@@ -369,15 +369,28 @@ func TestCheckFindsLeakedPage(t *testing.T) {
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	leaked := func(vs []store.Violation) bool {
+		return len(vs) == 1 && vs[0].Bucket == "(file)" && vs[0].Kind == "structure" && strings.Contains(vs[0].Detail, "unreachable unfreed")
+	}
 	o := syncOptions()
 	o.ReadOnly = true
 	db, err := store.Open(path, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
 	vs, err := db.Check()
-	if err != nil || len(vs) != 1 || vs[0].Bucket != "(file)" || vs[0].Kind != "structure" || !strings.Contains(vs[0].Detail, "unreachable unfreed") {
+	if err != nil || !leaked(vs) {
 		t.Errorf("Check of a leaked page: %v %v; want one structure violation naming it", vs, err)
+	}
+	db.Close()
+	// Inside a write transaction too, where the page walk is skipped.
+	db, err = store.Open(path, syncOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *store.Tx) error { vs = tx.Check(); return errRollback })
+	if !errors.Is(err, errRollback) || !leaked(vs) {
+		t.Errorf("Tx.Check in a write transaction: %v %v; want the leaked page", vs, err)
 	}
 }
