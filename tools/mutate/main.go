@@ -14,9 +14,11 @@
 // Survivors listed in -equivalent (mutants that change no behaviour) are
 // shown but left out of the score.
 //
-// It is hand-written because the mutation tools on the module proxy cannot
-// delete a statement, the fault that matters most for a checker (an
-// invariant check that is never exercised), nor change a tolerance.
+// It is hand-written because go-gremlins, the Go mutation tool the module
+// proxy serves, has no operator that deletes a statement (the fault that
+// matters most for a checker: an invariant check no test exercises) or
+// changes a constant (a tolerance), and runs each mutant in a copy of the
+// module rather than through an overlay.
 package main
 
 import (
