@@ -49,3 +49,29 @@ func TestTurnRefusals(t *testing.T) {
 		t.Errorf("empty appends wrote events (%d → %d) or turns (%d)", last, d.LastSeq, len(d.Turns[f.X]))
 	}
 }
+
+// TestTurnsWithoutTurnsBucket: a run whose turns bucket is gone reads as
+// corrupt, for one turn and for all of a node's.
+func TestTurnsWithoutTurnsBucket(t *testing.T) {
+	db := storetest.OpenPath(t, goodFile(t), syncOptions())
+	f := readFixture(t, db)
+	err := db.Update(func(tx *store.Tx) error {
+		if err := tx.Bolt().Bucket([]byte("runs")).Bucket([]byte("r1")).DeleteBucket([]byte("turns")); err != nil {
+			t.Fatal(err)
+		}
+		r, err := tx.Run("r1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Turn(f.X, 0); !errors.Is(err, store.ErrCorrupt) {
+			t.Errorf("Turn without a turns bucket: %v, want ErrCorrupt", err)
+		}
+		if _, err := r.Turns(f.X); !errors.Is(err, store.ErrCorrupt) {
+			t.Errorf("Turns without a turns bucket: %v, want ErrCorrupt", err)
+		}
+		return errRollback
+	})
+	if !errors.Is(err, errRollback) {
+		t.Fatal(err)
+	}
+}
