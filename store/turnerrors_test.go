@@ -51,7 +51,7 @@ func TestTurnRefusals(t *testing.T) {
 }
 
 // TestTurnsWithoutTurnsBucket: a run whose turns bucket is gone reads as
-// corrupt, for one turn and for all of a node's.
+// corrupt, for one turn and for all of a node's, and refuses appends.
 func TestTurnsWithoutTurnsBucket(t *testing.T) {
 	db := storetest.OpenPath(t, goodFile(t), syncOptions())
 	f := readFixture(t, db)
@@ -68,6 +68,9 @@ func TestTurnsWithoutTurnsBucket(t *testing.T) {
 		}
 		if _, err := r.Turns(f.X); !errors.Is(err, store.ErrCorrupt) {
 			t.Errorf("Turns without a turns bucket: %v, want ErrCorrupt", err)
+		}
+		if err := r.AppendTurns(f.X, 1, textTurn("x1")); !errors.Is(err, store.ErrCorrupt) {
+			t.Errorf("AppendTurns without a turns bucket: %v, want ErrCorrupt", err)
 		}
 		return errRollback
 	})
