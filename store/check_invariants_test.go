@@ -300,6 +300,9 @@ func TestCheckInvariants(t *testing.T) {
 			[]wantV{inv("nodes", nil, fmt.Sprintf("sequence %d is below id %d", f.X-1, f.X))}},
 		{"group sequence below the largest id", setSeq("groups", f.G2.ID-1),
 			[]wantV{inv("groups", nil, fmt.Sprintf("sequence %d is below id %d", f.G2.ID-1, f.G2.ID))}},
+		// Group keys sort by step first: the largest id need not be last.
+		{"group sequence below an id at an earlier step", put("groups", k2(0, 99), framed(&store.Group{ID: 99})),
+			[]wantV{inv("groups", nil, fmt.Sprintf("sequence %d is below id 99", f.G2.ID)), notLogged("groups", k2(0, 99))}},
 		{"rubric sequence below the largest id", setSeq("rubrics", f.RCand2-1),
 			[]wantV{inv("rubrics", nil, fmt.Sprintf("sequence %d is below id %d", f.RCand2-1, f.RCand2))}},
 		{"event sequence ahead of the last event", setSeq("events", lastSeq+1),
