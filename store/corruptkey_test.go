@@ -28,6 +28,7 @@ func TestCorruptErrorKeyIsACopy(t *testing.T) {
 		},
 		"length": func(b *bolt.Bucket, k []byte) { mustPut(t, b, k, frame([]byte{0x96, 0xc6, 0xff, 0xff, 0xff, 0xff})) },
 		"header": func(b *bolt.Bucket, k []byte) { mustPut(t, b, k, []byte{1, 2}) },
+		"decode": func(b *bolt.Bucket, k []byte) { mustPut(t, b, k, frame([]byte{0xa1, 'x'})) },
 	}
 	for name, damage := range damages {
 		path := filepath.Join(t.TempDir(), "d.db")

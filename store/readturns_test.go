@@ -32,14 +32,15 @@ func TestReadTurnsMissing(t *testing.T) {
 		node    uint64
 		damage  func(*bolt.Bucket) error
 		missing []byte // the key the error names
+		reason  string // "" for "turn missing"
 	}{
 		// A's turns 0..2 are followed by B's turn 0.
-		{"first turn missing", f.A, del(k2(f.A, 0)), k2(f.A, 0)},
-		{"middle turn missing", f.A, del(k2(f.A, 1)), k2(f.A, 1)},
-		{"all turns missing, the next node's follow", f.A, del(k2(f.A, 0), k2(f.A, 1), k2(f.A, 2)), k2(f.A, 0)},
-		{"last turns missing, the next node's follow", f.A, del(k2(f.A, 1), k2(f.A, 2)), k2(f.A, 1)},
+		{"first turn missing", f.A, del(k2(f.A, 0)), k2(f.A, 0), ""},
+		{"middle turn missing", f.A, del(k2(f.A, 1)), k2(f.A, 1), ""},
+		{"all turns missing, the next node's follow", f.A, del(k2(f.A, 0), k2(f.A, 1), k2(f.A, 2)), k2(f.A, 0), ""},
+		{"last turns missing, the next node's follow", f.A, del(k2(f.A, 1), k2(f.A, 2)), k2(f.A, 1), ""},
 		// X has the largest id: nothing follows its turns.
-		{"only turn of the last node missing", f.X, del(k2(f.X, 0)), k2(f.X, 0)},
+		{"only turn of the last node missing", f.X, del(k2(f.X, 0)), k2(f.X, 0), ""},
 		// A 24-byte key right where X's turn 0 should be, holding a valid
 		// turn: its first 16 bytes read as X|0.
 		{"malformed key in the turn's place", f.X, func(b *bolt.Bucket) error {
@@ -48,7 +49,13 @@ func TestReadTurnsMissing(t *testing.T) {
 				return err
 			}
 			return b.Put(k3(f.X, 0, 0), v)
-		}, k2(f.X, 0)},
+		}, k2(f.X, 0), ""},
+		// Present but damaged: the damage, not the next turn.
+		{"middle turn damaged", f.A, func(b *bolt.Bucket) error {
+			v := append([]byte(nil), b.Get(k2(f.A, 1))...)
+			v[len(v)-1] ^= 0x40
+			return b.Put(k2(f.A, 1), v)
+		}, k2(f.A, 1), "CRC32C mismatch"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -61,8 +68,12 @@ func TestReadTurnsMissing(t *testing.T) {
 					t.Fatal(err)
 				}
 				turns, err := r.Turns(c.node)
+				reason := c.reason
+				if reason == "" {
+					reason = "turn missing"
+				}
 				var ce *store.CorruptError
-				if !errors.Is(err, store.ErrCorrupt) || !errors.As(err, &ce) || ce.Bucket != "runs/r1/turns" || string(ce.Key) != string(c.missing) || ce.Reason != "turn missing" {
+				if !errors.Is(err, store.ErrCorrupt) || !errors.As(err, &ce) || ce.Bucket != "runs/r1/turns" || string(ce.Key) != string(c.missing) || ce.Reason != reason {
 					t.Errorf("Turns(%d) = %d turns, %v; want ErrCorrupt naming turns key %x", c.node, len(turns), err, c.missing)
 				}
 				if _, err := r.Trajectory(c.node); !errors.Is(err, store.ErrCorrupt) {
