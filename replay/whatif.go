@@ -282,9 +282,11 @@ func whatIfGroup(g store.Group, nodes []store.Node, cfg tree.Config, tot *WhatIf
 			case d.Action == tree.Prune:
 				tot.Prunes++
 			}
-			wa, ra := wi.Action, rec.Action
+			wa, ra, rrule := wi.Action, rec.Action, rec.Rule
 			if ra == "" {
-				ra = store.ActionSurvive // a score without a decision: compared as a survive
+				// A score without a decision (the run stopped before routing
+				// it) is compared as a plain survive, rule and all.
+				ra, rrule = store.ActionSurvive, tree.RuleSurvive
 			}
 			recKids := kids[d.Node]
 			if ra != store.ActionExpand {
@@ -299,11 +301,11 @@ func whatIfGroup(g store.Group, nodes []store.Node, cfg tree.Config, tot *WhatIf
 				diff.Unobserved = max(d.Children-len(recKids), 0)
 				if d.Children != len(recKids) || d.Children != rec.Children {
 					diff.Change = Children
-				} else if wi.Rule != rec.Rule {
+				} else if wi.Rule != rrule {
 					diff.Change = RuleOnly
 				}
 			case wa == ra:
-				if wi.Rule != rec.Rule {
+				if wi.Rule != rrule {
 					diff.Change = RuleOnly
 				}
 			case wa == store.ActionPrune:

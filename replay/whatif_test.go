@@ -156,29 +156,13 @@ func TestWhatIfDeltaAboveOnePrunesNothing(t *testing.T) {
 func handTree(t *testing.T) (*store.DB, tree.Config) {
 	cfg := tree.DefaultConfig()
 	cfg.B0, cfg.M, cfg.TopExpand, cfg.Delta = 2, 2, 1, 0.5
-	db := storetest.Open(t)
 	turn := func(a string) store.Turn { return store.Turn{Action: a, ActionTokens: []uint32{1}, Observation: "o"} }
 	two := []store.Turn{turn("a"), turn("b")}
-	err := db.Update(func(tx *store.Tx) error {
-		r, err := createRun(tx, runSpec{id: "hand", cfg: cfg})
-		if err != nil {
-			return err
-		}
-		g, err := r.OpenGroup(store.GroupSpec{Step: 1, Task: "t"})
-		if err != nil {
-			return err
-		}
+	db := handRun(t, "hand", cfg, func(r *store.RunTx, g store.Group, must func(error)) {
 		add := func(parent uint64, fork, ord int) uint64 {
-			n, aerr := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID, Parent: parent, Fork: fork, Ordinal: ord})
-			if aerr != nil && err == nil {
-				err = aerr
-			}
+			n, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID, Parent: parent, Fork: fork, Ordinal: ord})
+			must(err)
 			return n.ID
-		}
-		must := func(e error) {
-			if e != nil && err == nil {
-				err = e
-			}
 		}
 		route := func(id uint64, iv, turn int, s, ref float64, action, rule string, kids int) {
 			must(r.Score(id, store.Score{Interval: iv, Turn: turn, Value: s}))
@@ -203,12 +187,36 @@ func handTree(t *testing.T) (*store.DB, tree.Config) {
 			must(r.SetReward(id, float64(id%2)))
 			must(r.SetNodeStatus(id, store.NodeCompleted))
 		}
+	})
+	return db, cfg
+}
+
+// handRun writes run id with cfg and one group at step 1 in one
+// transaction; build adds the group's nodes, passing errors to must (the
+// first one fails the test).
+func handRun(t *testing.T, id string, cfg tree.Config, build func(r *store.RunTx, g store.Group, must func(error))) *store.DB {
+	t.Helper()
+	db := storetest.Open(t)
+	err := db.Update(func(tx *store.Tx) error {
+		r, err := createRun(tx, runSpec{id: id, cfg: cfg})
+		if err != nil {
+			return err
+		}
+		g, err := r.OpenGroup(store.GroupSpec{Step: 1, Task: "t"})
+		if err != nil {
+			return err
+		}
+		build(r, g, func(e error) {
+			if e != nil && err == nil {
+				err = e
+			}
+		})
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return db, cfg
+	return db
 }
 
 func TestWhatIfHandTree(t *testing.T) {

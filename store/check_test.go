@@ -8,7 +8,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -266,5 +268,129 @@ func TestCheckFindsDamage(t *testing.T) {
 				t.Error("Check changed the damaged file")
 			}
 		})
+	}
+}
+
+// TestTxCheckOnLatestSnapshot: in a read transaction on the latest commit
+// with no write in progress, Tx.Check compares the meta pages as DB.Check
+// does, on a writable and on a read-only DB; inside a write transaction
+// (pages not on disk yet) it checks the records alone.
+func TestTxCheckOnLatestSnapshot(t *testing.T) {
+	orig := fixturePath("flipped-meta-page")
+	for _, ro := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), "meta.db")
+		copyFile(t, orig, path)
+		o := syncOptions()
+		o.ReadOnly = ro
+		db, err := store.Open(path, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := db.Check()
+		if err != nil || len(want) == 0 {
+			t.Fatalf("read-only %t: DB.Check of a flipped meta page: %v %v", ro, want, err)
+		}
+		var got []store.Violation
+		if err := db.View(func(tx *store.Tx) error { got = tx.Check(); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("read-only %t: Tx.Check in a view = %v, DB.Check = %v", ro, got, want)
+		}
+		if !ro {
+			err := db.Update(func(tx *store.Tx) error {
+				if vs := tx.Check(); len(vs) != 0 {
+					t.Errorf("Tx.Check in a write transaction: %v, want none (the meta pages are not its to compare)", vs)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		db.Close()
+	}
+}
+
+// TestTxCheckDuringAWrite: while a write transaction is open, a read
+// transaction's Tx.Check cannot compare the meta pages (the write may be
+// rewriting one), so it checks the records alone instead of waiting or
+// reporting a half-written page.
+func TestTxCheckDuringAWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "meta.db")
+	copyFile(t, fixturePath("flipped-meta-page"), path)
+	db, err := store.Open(path, syncOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var vs []store.Violation
+	if err := db.View(func(tx *store.Tx) error { vs = tx.Check(); return nil }); err != nil || len(vs) == 0 {
+		t.Fatalf("Tx.Check before the write: %v %v, want the meta page reported", vs, err)
+	}
+	started, release, done := make(chan struct{}), make(chan struct{}), make(chan error)
+	go func() {
+		done <- db.Update(func(*store.Tx) error { close(started); <-release; return nil })
+	}()
+	<-started
+	err = db.View(func(tx *store.Tx) error { vs = tx.Check(); return nil })
+	close(release)
+	if uerr := <-done; err != nil || uerr != nil {
+		t.Fatal(err, uerr)
+	}
+	if len(vs) != 0 {
+		t.Errorf("Tx.Check during a write: %v, want no violations (the meta pages are skipped)", vs)
+	}
+}
+
+// TestCheckFindsLeakedPage: a page neither reachable nor free (its id
+// dropped from the freelist) is invisible to the page walk and to every
+// record; only bbolt's own page accounting sees it, and Check reports it.
+func TestCheckFindsLeakedPage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "leak.db")
+	copyFile(t, goodFile(t), path)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const header = 16 // bbolt's page header
+	pageSize := int(binary.LittleEndian.Uint32(b[header+8:]))
+	meta := func(i int) []byte { return b[i*pageSize+header:] }
+	newer := meta(0)
+	if binary.LittleEndian.Uint64(meta(1)[48:]) > binary.LittleEndian.Uint64(newer[48:]) {
+		newer = meta(1)
+	}
+	fl := int(binary.LittleEndian.Uint64(newer[32:])) * pageSize
+	count := binary.LittleEndian.Uint16(b[fl+10:])
+	if count == 0 || count == 0xFFFF {
+		t.Fatalf("fixture's freelist holds %d ids; want a few", count)
+	}
+	binary.LittleEndian.PutUint16(b[fl+10:], count-1)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	leaked := func(vs []store.Violation) bool {
+		return len(vs) == 1 && vs[0].Bucket == "(file)" && vs[0].Kind == "structure" && strings.Contains(vs[0].Detail, "unreachable unfreed")
+	}
+	o := syncOptions()
+	o.ReadOnly = true
+	db, err := store.Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := db.Check()
+	if err != nil || !leaked(vs) {
+		t.Errorf("Check of a leaked page: %v %v; want one structure violation naming it", vs, err)
+	}
+	db.Close()
+	// Inside a write transaction too, where the page walk is skipped.
+	db, err = store.Open(path, syncOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *store.Tx) error { vs = tx.Check(); return errRollback })
+	if !errors.Is(err, errRollback) || !leaked(vs) {
+		t.Errorf("Tx.Check in a write transaction: %v %v; want the leaked page", vs, err)
 	}
 }

@@ -53,6 +53,67 @@ func TestGRPOAdvantages(t *testing.T) {
 	}
 }
 
+// TestGRPOAdvantagesNearConstant: the zero-variance cut is relative to the
+// rewards' magnitude (floored at 1), at 1e-12 of it: rounding noise on a
+// constant group is zero variance, a real spread of 1e-9 is signal. A
+// zero-variance group reports std 0, whatever rounding left.
+func TestGRPOAdvantagesNearConstant(t *testing.T) {
+	const eps = 1e-6
+	tests := []struct {
+		name    string
+		rewards []float64
+		zero    bool
+		std     float64 // for informative groups
+	}{
+		{"one ulp-scale step above 1", []float64{1, 1 + 1e-13}, true, 0},
+		{"spread of 1e-9 at 0", []float64{0, 1e-9}, false, 5e-10},
+		{"spread of 1e-9 around 0.5", []float64{0.5, 0.5, 0.5 + 1e-9}, false, math.Sqrt(2) / 3 * 1e-9},
+		// The tolerance scales with |r|: 1e-7 apart at −1e6 is rounding
+		// noise (and a variance formula that cancels large squares would
+		// turn it into a spread of 1e-2).
+		{"rounding noise at -1e6", []float64{-1e6, -1e6 + 1e-7}, true, 0},
+		{"spread of 1e-3 at -1e6", []float64{-1e6, -1e6 + 1e-3}, false, 5e-4},
+		// ... but never below 1e-12 absolute: tiny rewards are not rescaled.
+		{"tiny rewards", []float64{1e-13, 2e-13}, true, 0},
+		// Exactly at the tolerance (std 1e-12 with scale 1) is zero variance.
+		{"std exactly at the tolerance", []float64{0, 2e-12}, true, 0},
+	}
+	for _, tc := range tests {
+		adv, mean, std, zero := tree.GRPOAdvantages(tc.rewards, eps)
+		var sum float64
+		for _, r := range tc.rewards {
+			sum += r
+		}
+		if wantMean := sum / float64(len(tc.rewards)); mean != wantMean {
+			t.Errorf("%s: mean %v, want %v", tc.name, mean, wantMean)
+		}
+		if zero != tc.zero || len(adv) != len(tc.rewards) {
+			t.Errorf("%s: zero variance %t (%d advantages), want %t", tc.name, zero, len(adv), tc.zero)
+			continue
+		}
+		if zero {
+			if std != 0 {
+				t.Errorf("%s: zero-variance group reports std %v, want 0", tc.name, std)
+			}
+			for i, a := range adv {
+				if a != 0 {
+					t.Errorf("%s: A_%d = %v in a zero-variance group", tc.name, i, a)
+				}
+			}
+			continue
+		}
+		if math.Abs(std-tc.std) > 1e-6*tc.std {
+			t.Errorf("%s: std %v, want %v", tc.name, std, tc.std)
+		}
+		for i, r := range tc.rewards {
+			want := (r - mean) / (std + eps)
+			if a := adv[i]; a != want || a == 0 {
+				t.Errorf("%s: A_%d = %v, want %v", tc.name, i, a, want)
+			}
+		}
+	}
+}
+
 // TestAdvantagesShaping: with a shaping, advantages are GRPO over
 // R = R_base + λ·score; the zero-variance flag before shaping is about the
 // base rewards, the one after about the totals.

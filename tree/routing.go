@@ -61,6 +61,11 @@ type Decision struct {
 //     including those that will be pruned for repeating.
 //  2. Prune: RepeatPrune > 0 && RepeatRun >= RepeatPrune (rule "repeat",
 //     checked first), else s < Reference − Delta (rule "max" or "median").
+//     Scores and Delta are usually decimals, which binary floating point
+//     only approximates: 0.8 − 0.2 computes to 0.6000000000000001, which
+//     would prune a branch scored exactly 0.6. So a branch within 1e-9 of
+//     the boundary counts as on it and is kept; the margin is far below
+//     any meaningful score difference.
 //  3. Rank every branch by score descending, then node id ascending (then
 //     input position, so duplicate ids stay deterministic). The first
 //     TopExpand non-pruned branches in rank order expand into M children
@@ -128,7 +133,7 @@ func Route(branches []Branch, cfg Config) []Decision {
 		switch {
 		case cfg.RepeatPrune > 0 && b.RepeatRun >= cfg.RepeatPrune:
 			out[i].Action, out[i].Rule = Prune, RuleRepeat
-		case scores[i] < ref-cfg.Delta:
+		case scores[i] < ref-cfg.Delta-1e-9:
 			out[i].Action, out[i].Rule = Prune, pruneRule
 		default:
 			kept++

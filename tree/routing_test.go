@@ -345,6 +345,44 @@ func TestRoute(t *testing.T) {
 	}
 }
 
+// TestRoutePruneBoundaryDecimal: the documented rule keeps a branch with s
+// = Reference − Delta even when the decimals involved round the wrong way in
+// binary (0.8 − 0.2 = 0.6000000000000001), and prunes one a hair below it.
+func TestRoutePruneBoundaryDecimal(t *testing.T) {
+	tests := []struct {
+		rule       PruneRule
+		scores     []float64 // the first is the branch on the boundary
+		delta, ref float64
+	}{
+		{PruneMax, []float64{0.6, 0.8}, 0.2, 0.8},
+		{PruneMax, []float64{0.7, 0.9}, 0.2, 0.9},
+		{PruneMax, []float64{0.1, 0.4}, 0.3, 0.4},
+		{PruneMax, []float64{0.45, 0.9}, 0.45, 0.9},
+		{PruneMax, []float64{0.3, 1}, 0.7, 1},
+		{PruneMax, []float64{0.8, 0.8}, 0, 0.8},
+		// Median of 0.1, 0.3, 0.9 is 0.3.
+		{PruneMedian, []float64{0.1, 0.3, 0.9}, 0.2, 0.3},
+		// Median of 0.2, 0.6, 0.8, 1 is 0.7.
+		{PruneMedian, []float64{0.6, 0.2, 0.8, 1}, 0.1, 0.7},
+	}
+	for _, tc := range tests {
+		cfg := cfgWith(func(c *Config) { c.PruneRule, c.Delta, c.TopExpand = tc.rule, tc.delta, 0 })
+		for _, below := range []float64{0, 1e-6} {
+			branches := make([]Branch, len(tc.scores))
+			for i, s := range tc.scores {
+				branches[i] = Branch{Node: uint64(i + 1), Score: s}
+			}
+			branches[0].Score -= below
+			d := Route(branches, cfg)[0]
+			wantPrune := below > 0
+			if (below == 0 && d.Reference != tc.ref) || (d.Action == Prune) != wantPrune {
+				t.Errorf("%s %v delta %v, first branch %v: %s by %q against %v; want pruned %t against %v",
+					tc.rule, tc.scores, tc.delta, branches[0].Score, d.Action, d.Rule, d.Reference, wantPrune, tc.ref)
+			}
+		}
+	}
+}
+
 func TestRouteEmpty(t *testing.T) {
 	if got := Route(nil, DefaultConfig()); got != nil {
 		t.Errorf("Route(nil) = %v, want nil", got)
@@ -355,6 +393,24 @@ func TestRouteEmpty(t *testing.T) {
 }
 
 // A NaN score must not poison the reference or the ordering: it counts as 0.
+// TestRouteInvalidCounts: Route assumes a validated config, but a
+// negative TopExpand acts as 0 and an M below 1 expands nothing, rather
+// than expanding every branch or into no children.
+func TestRouteInvalidCounts(t *testing.T) {
+	branches := []Branch{{1, 0.75, 0}, {2, 0.5, 0}, {3, 0.625, 0}}
+	for _, cfg := range []Config{
+		cfgWith(func(c *Config) { c.TopExpand = -1 }),
+		cfgWith(func(c *Config) { c.M = 0; c.TopExpand = 2 }),
+		cfgWith(func(c *Config) { c.M = -3; c.TopExpand = 2 }),
+	} {
+		for _, d := range Route(branches, cfg) {
+			if d.Action == Expand || d.Children != 0 {
+				t.Errorf("TopExpand %d, M %d: %+v", cfg.TopExpand, cfg.M, d)
+			}
+		}
+	}
+}
+
 func TestRouteNaNScore(t *testing.T) {
 	got := Route([]Branch{{1, math.NaN(), 0}, {2, 0.875, 0}}, DefaultConfig())
 	if got[0].Score != 0 || got[0].Action != Prune || got[0].Rule != RuleMax || got[0].Rank != 1 {

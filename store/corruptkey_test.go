@@ -1,0 +1,70 @@
+package store_test
+
+// A CorruptError outlives the transaction that found the damage: its key
+// is a copy, not bytes of the file's read-only mapping (which it would be
+// for a bucket too big to be stored inline).
+
+import (
+	"bytes"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
+	bolt "go.etcd.io/bbolt"
+)
+
+func TestCorruptErrorKeyIsACopy(t *testing.T) {
+	good := goodFile(t)
+	db := storetest.OpenPath(t, good, syncOptions())
+	f := readFixture(t, db)
+	db.Close()
+	damages := map[string]func(*bolt.Bucket, []byte){
+		"CRC": func(b *bolt.Bucket, k []byte) {
+			v := bytes.Clone(b.Get(k))
+			v[len(v)-1] ^= 0x40
+			mustPut(t, b, k, v)
+		},
+		"length": func(b *bolt.Bucket, k []byte) { mustPut(t, b, k, frame([]byte{0x96, 0xc6, 0xff, 0xff, 0xff, 0xff})) },
+		"header": func(b *bolt.Bucket, k []byte) { mustPut(t, b, k, []byte{1, 2}) },
+		"decode": func(b *bolt.Bucket, k []byte) { mustPut(t, b, k, frame([]byte{0xa1, 'x'})) },
+	}
+	for name, damage := range damages {
+		path := filepath.Join(t.TempDir(), "d.db")
+		copyFile(t, good, path)
+		rawUpdate(t, path, func(tx *bolt.Tx) error {
+			damage(runBucket(tx, "r1", "ckpt"), beKey(1))
+			damage(runBucket(tx, "r1", "nodes"), beKey(f.B))
+			inflate(t, tx)
+			return nil
+		})
+		ddb, err := store.Open(path, storetest.Options())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var errs []error
+		_ = ddb.View(func(tx *store.Tx) error {
+			r, err := tx.Run("r1")
+			if err != nil {
+				return err
+			}
+			_, err = r.Node(f.B)
+			errs = append(errs, err)
+			_, err = r.Checkpoint(1)
+			errs = append(errs, err)
+			return nil
+		})
+		for _, err := range errs {
+			var ce *store.CorruptError
+			if !errors.As(err, &ce) || len(ce.Key) != 8 {
+				t.Fatalf("%s: %v, want a *CorruptError with the record's key", name, err)
+			}
+			for i := range ce.Key { // faults if the key is the mapping's
+				ce.Key[i] ^= 0xff
+				ce.Key[i] ^= 0xff
+			}
+		}
+		ddb.Close()
+	}
+}
