@@ -191,7 +191,7 @@ func readFixture(t *testing.T, db *store.DB) fixture {
 	t.Helper()
 	f := fixture{Run: "r1"}
 	inRun(t, db, false, "r1", func(r *store.RunTx) error {
-		gs, err := r.Groups(1)
+		gs, err := r.Groups(fixtureStep)
 		if err != nil {
 			return err
 		}
@@ -255,8 +255,8 @@ func TestCheckInvariants(t *testing.T) {
 		_ = db.View(func(tx *store.Tx) error { v = bytes.Clone(rawBucket(t, tx, "r1", "turns").Get(k2(f.X, 0))); return nil })
 		return v
 	}
-	g1 := k2(1, f.G1.ID)
-	advP := k3(1, f.G1.ID, f.P)
+	g1 := k2(fixtureStep, f.G1.ID)
+	advP := k3(fixtureStep, f.G1.ID, f.P)
 
 	// flip damages the value at key so that its CRC fails.
 	flip := func(name string, key []byte) func(*testing.T, *bolt.Tx) {
@@ -271,7 +271,7 @@ func TestCheckInvariants(t *testing.T) {
 		}
 	}
 	crc := func(bucket string, key []byte) wantV { return wantV{"corrupt", bucket, key, "CRC32C mismatch"} }
-	g2 := k2(1, f.G2.ID)
+	g2 := k2(fixtureStep, f.G2.ID)
 
 	cases := []struct {
 		name   string
@@ -331,18 +331,18 @@ func TestCheckInvariants(t *testing.T) {
 		{"group key not step|group", put("groups", beKey(9), framed(&store.Group{ID: 9, Step: 1})),
 			[]wantV{inv("groups", beKey(9), "key is not step|group"), notLogged("groups", beKey(9))}},
 		{"group record at another step than its key", group(f.G2, nil, func(g *store.Group) { g.Step = 5 }),
-			[]wantV{inv("groups", k2(1, f.G2.ID), fmt.Sprintf("record says step 5 group %d", f.G2.ID)), logDiffers("groups", k2(1, f.G2.ID)),
-				inv("nodes", beKey(f.X), "step 1 differs from its group's 5")}},
+			[]wantV{inv("groups", k2(fixtureStep, f.G2.ID), fmt.Sprintf("record says step 5 group %d", f.G2.ID)), logDiffers("groups", k2(fixtureStep, f.G2.ID)),
+				inv("nodes", beKey(f.X), fmt.Sprintf("step %d differs from its group's 5", fixtureStep))}},
 		{"group record with another id than its key", group(f.G2, nil, func(g *store.Group) { g.ID = 7 }),
-			[]wantV{inv("groups", k2(1, f.G2.ID), "record says step 1 group 7"), logDiffers("groups", k2(1, f.G2.ID)),
+			[]wantV{inv("groups", k2(fixtureStep, f.G2.ID), fmt.Sprintf("record says step %d group 7", fixtureStep)), logDiffers("groups", k2(fixtureStep, f.G2.ID)),
 				inv("nodes", beKey(f.X), fmt.Sprintf("group %d does not exist", f.G2.ID)),
-				inv("groups", k2(1, 7), fmt.Sprintf("root %d is not a root of this group", f.X))}},
+				inv("groups", k2(fixtureStep, 7), fmt.Sprintf("root %d is not a root of this group", f.X))}},
 		{"active node in a closed group", group(f.G2, &groupLog, func(g *store.Group) { g.Status = store.GroupClosed }),
 			[]wantV{inv("nodes", beKey(f.X), fmt.Sprintf("active in closed group %d", f.G2.ID))}},
 		{"root missing from its group", group(f.G1, nil, func(g *store.Group) { g.Roots = slices.DeleteFunc(g.Roots, func(id uint64) bool { return id == f.P }) }),
 			[]wantV{inv("nodes", beKey(f.P), fmt.Sprintf("root branch not listed in group %d", f.G1.ID)), logDiffers("groups", g1)}},
 		{"root listed in the wrong group", group(f.G2, nil, func(g *store.Group) { g.Roots = append(g.Roots, f.P) }),
-			[]wantV{inv("groups", k2(1, f.G2.ID), fmt.Sprintf("root %d is not a root of this group", f.P)), logDiffers("groups", k2(1, f.G2.ID))}},
+			[]wantV{inv("groups", k2(fixtureStep, f.G2.ID), fmt.Sprintf("root %d is not a root of this group", f.P)), logDiffers("groups", k2(fixtureStep, f.G2.ID))}},
 		{"child listed as a root", group(f.G1, nil, func(g *store.Group) { g.Roots = append(g.Roots, f.B) }),
 			[]wantV{inv("groups", g1, fmt.Sprintf("root %d is not a root of this group", f.B)), logDiffers("groups", g1)}},
 		{"root that does not exist", group(f.G1, nil, func(g *store.Group) { g.Roots = append(g.Roots, 99) }),
@@ -360,7 +360,7 @@ func TestCheckInvariants(t *testing.T) {
 		{"node of a group that does not exist", node(f.F, func(n *store.Node) { n.Group = 99 }),
 			[]wantV{inv("nodes", beKey(f.F), "group 99 does not exist"), inv("groups", g1, fmt.Sprintf("root %d is not a root", f.F))}},
 		{"node at another step than its group", node(f.B, func(n *store.Node) { n.Step = 2 }),
-			[]wantV{inv("nodes", beKey(f.B), "step 2 differs from its group's 1")}},
+			[]wantV{inv("nodes", beKey(f.B), fmt.Sprintf("step 2 differs from its group's %d", fixtureStep))}},
 		{"unknown node status", node(f.F, func(n *store.Node) { n.Status = "lost" }),
 			[]wantV{inv("nodes", beKey(f.F), `unknown status "lost"`)}},
 		{"score above 1", node(f.A, func(n *store.Node) { n.Scores[0].Value = 1.5 }),
@@ -421,10 +421,10 @@ func TestCheckInvariants(t *testing.T) {
 			[]wantV{inv("frontier", beKey(99), "frontier lists unknown node 99")}},
 
 		// Advantages.
-		{"advantage whose leaf is in another group", put("adv", k3(1, f.G2.ID, f.P), framed(&store.Advantage{Step: 1, Group: f.G2.ID, Leaf: f.P})),
-			[]wantV{inv("adv", k3(1, f.G2.ID, f.P), fmt.Sprintf("node %d is not a leaf of group %d", f.P, f.G2.ID)), notLogged("adv", k3(1, f.G2.ID, f.P))}},
-		{"advantage of a leaf that does not exist", put("adv", k3(1, f.G1.ID, 99), framed(&store.Advantage{Step: 1, Group: f.G1.ID, Leaf: 99})),
-			[]wantV{inv("adv", k3(1, f.G1.ID, 99), "leaf 99 does not exist"), notLogged("adv", k3(1, f.G1.ID, 99))}},
+		{"advantage whose leaf is in another group", put("adv", k3(fixtureStep, f.G2.ID, f.P), framed(&store.Advantage{Step: fixtureStep, Group: f.G2.ID, Leaf: f.P})),
+			[]wantV{inv("adv", k3(fixtureStep, f.G2.ID, f.P), fmt.Sprintf("node %d is not a leaf of group %d", f.P, f.G2.ID)), notLogged("adv", k3(fixtureStep, f.G2.ID, f.P))}},
+		{"advantage of a leaf that does not exist", put("adv", k3(fixtureStep, f.G1.ID, 99), framed(&store.Advantage{Step: fixtureStep, Group: f.G1.ID, Leaf: 99})),
+			[]wantV{inv("adv", k3(fixtureStep, f.G1.ID, 99), "leaf 99 does not exist"), notLogged("adv", k3(fixtureStep, f.G1.ID, 99))}},
 		{"advantage record unlike its key", func(t *testing.T, tx *bolt.Tx) {
 			editRecord(t, tx, "adv", advP, nil, func(a *store.Advantage) { a.Leaf = f.C })
 		}, []wantV{inv("adv", advP, "record does not match its key"), logDiffers("adv", advP)}},

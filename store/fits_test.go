@@ -122,9 +122,12 @@ func TestDecodeValueBoundsNestedLengths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The value "v" is the payload's last 2 bytes (fixstr 1, 'v'): make it
-	// a str32 of 4 GB.
-	payload := append(bytes.Clone(raw[headerLen:len(raw)-2]), 0xdb, 0xff, 0xff, 0xff, 0xff, 'v')
+	// The value "v" is the 2 bytes (fixstr 1, 'v') before the last field,
+	// the nil prompt tokens: make it a str32 of 4 GB.
+	if raw[len(raw)-1] != 0xc0 || raw[len(raw)-2] != 'v' {
+		t.Fatalf("unexpected group encoding % x", raw)
+	}
+	payload := append(bytes.Clone(raw[headerLen:len(raw)-3]), 0xdb, 0xff, 0xff, 0xff, 0xff, 'v', 0xc0)
 	damaged := append([]byte{valueFormatV1, 0, 0, 0, 0}, payload...)
 	binary.BigEndian.PutUint32(damaged[1:5], crc32.Checksum(payload, castagnoli))
 	allocs := testing.AllocsPerRun(1, func() {
