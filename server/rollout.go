@@ -217,19 +217,8 @@ func (s *server) abandonStep(w http.ResponseWriter, r *http.Request) error {
 	})
 }
 
-// StepStatus is GET /api/v1/runs/{run}/steps/{step}/status: what a driver
-// waits on. A step is finished when Open is 0; Done lists the open groups
-// with no active branch left (close them); Active counts the branches
-// still to grow and Leased those a worker holds right now.
-type StepStatus struct {
-	Step   uint64   `json:"step"`
-	Groups int      `json:"groups"`
-	Open   int      `json:"open"`
-	Closed int      `json:"closed"`
-	Done   []uint64 `json:"done"`
-	Active int      `json:"active"`
-	Leased int      `json:"leased"`
-}
+// StepStatus answers GET .../steps/{step}/status (tree.StepStatus).
+type StepStatus = tree.StepStatus
 
 func (s *server) stepStatus(w http.ResponseWriter, r *http.Request) error {
 	step, err := pathID(r, "step")
@@ -241,39 +230,12 @@ func (s *server) stepStatus(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := StepStatus{Step: step, Done: []uint64{}}
-	err = s.db.View(func(tx *store.Tx) error {
-		rt, err := lookupRun(tx, run)
-		if err != nil {
+	var out StepStatus
+	err = s.db.View(func(tx *store.Tx) (err error) {
+		if _, err = lookupRun(tx, run); err != nil {
 			return err
 		}
-		groups, err := rt.Groups(step)
-		if err != nil {
-			return err
-		}
-		for _, g := range groups {
-			out.Groups++
-			if g.Status != store.GroupOpen {
-				out.Closed++
-				continue
-			}
-			out.Open++
-			nodes, err := rt.GroupNodes(g)
-			if err != nil {
-				return err
-			}
-			active := 0
-			for _, n := range nodes {
-				if n.Status == store.NodeActive {
-					active++
-				}
-			}
-			if active == 0 {
-				out.Done = append(out.Done, g.ID)
-			}
-			out.Active += active
-		}
-		out.Leased, err = c.Leased(tx, step)
+		out, err = c.Status(tx, step)
 		return err
 	})
 	if err != nil {

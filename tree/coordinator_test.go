@@ -184,6 +184,16 @@ func TestOpenStepIdempotent(t *testing.T) {
 	if !reflect.DeepEqual(first, second) || len(first) != 3 {
 		t.Fatalf("second open: %+v, first %+v", second, first)
 	}
+	status := func() tree.StepStatus {
+		var st tree.StepStatus
+		if err := db.View(func(tx *store.Tx) (err error) { st, err = c.Status(tx, 1); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	if st := status(); st.Groups != 3 || st.Open != 3 || st.Active != 3*tree.DefaultConfig().B0 || len(st.Done) != 0 || st.Leased != 0 {
+		t.Errorf("status of a fresh step: %+v", st)
+	}
 	err := db.Update(func(tx *store.Tx) error { _, err := c.OpenStep(tx, 1, tasks(2)); return err })
 	if !errors.Is(err, tree.ErrStepExists) {
 		t.Errorf("other tasks: %v, want ErrStepExists", err)
@@ -203,6 +213,9 @@ func TestOpenStepIdempotent(t *testing.T) {
 		return r.PutCheckpoint(store.Checkpoint{Step: 1, URI: "file:///w1"})
 	}); err != nil {
 		t.Fatal(err)
+	}
+	if st := status(); st.Open != 0 || st.Closed != 3 || st.Active != 0 {
+		t.Errorf("status of an abandoned step: %+v", st)
 	}
 	got := dumpRun(t, db, "r")
 	for _, n := range got.Nodes {

@@ -80,21 +80,11 @@ func (e *Engine) drive(ctx context.Context, step uint64) (*StepResult, error) {
 			e.opts.OnInterval(step, wave[0].lease.Interval, n)
 		}
 	}
-	var open int
-	if err := e.db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(e.run)
-		if err != nil {
-			return err
-		}
-		return r.ForEachGroup(step, func(g store.Group) error {
-			if g.Status == store.GroupOpen {
-				open++
-			}
-			return nil
-		})
-	}); err != nil {
+	st, err := e.status(step)
+	if err != nil {
 		return nil, err
 	}
+	open := st.Open
 	if open > 0 {
 		// Every branch is leased elsewhere (another worker of this run).
 		return res, fmt.Errorf("%w: step %d has %d open groups whose branches other workers hold", ErrConflict, step, open)
@@ -106,35 +96,16 @@ func (e *Engine) drive(ctx context.Context, step uint64) (*StepResult, error) {
 // finishedGroups lists the open groups of step without an active branch:
 // a crash between their last interval and their close.
 func (e *Engine) finishedGroups(step uint64) ([]uint64, error) {
-	var out []uint64
-	err := e.db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(e.run)
-		if err != nil {
-			return err
-		}
-		gs, err := r.Groups(step)
-		if err != nil {
-			return err
-		}
-		for _, g := range gs {
-			if g.Status != store.GroupOpen {
-				continue
-			}
-			nodes, err := r.GroupNodes(g)
-			if err != nil {
-				return err
-			}
-			active := false
-			for _, n := range nodes {
-				active = active || n.Status == store.NodeActive
-			}
-			if !active {
-				out = append(out, g.ID)
-			}
-		}
-		return nil
+	st, err := e.status(step)
+	return st.Done, err
+}
+
+func (e *Engine) status(step uint64) (st StepStatus, err error) {
+	err = e.db.View(func(tx *store.Tx) error {
+		st, err = e.coord.Status(tx, step)
+		return err
 	})
-	return out, err
+	return st, err
 }
 
 // wave pairs each lease with its in-memory branch: the one kept from the
