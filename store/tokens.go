@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"sort"
 	"unicode/utf8"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -49,15 +50,25 @@ func (t *TokenIDs) DecodeMsgpack(dec *msgpack.Decoder) error {
 // is not valid UTF-8: msgpack would store it, but every JSON, Parquet and
 // terminal reader downstream would show U+FFFD in its place.
 func validText(fields map[string]string, meta map[string]string) error {
-	for name, v := range fields {
-		if !utf8.ValidString(v) {
+	for _, name := range sortedKeys(fields) {
+		if !utf8.ValidString(fields[name]) {
 			return invalidf("%s is not valid UTF-8", name)
 		}
 	}
-	for k, v := range meta {
-		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+	for _, k := range sortedKeys(meta) {
+		if !utf8.ValidString(k) || !utf8.ValidString(meta[k]) {
 			return invalidf("meta %q is not valid UTF-8", k)
 		}
 	}
 	return nil
+}
+
+// sortedKeys makes validText name the same field whatever the map order.
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

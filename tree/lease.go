@@ -198,18 +198,3 @@ func (c *Coordinator) checkLease(id string, n *store.Node, g *store.Group) (*Lea
 	}
 	return held, nil
 }
-
-// Release drops leases a worker gives back unfinished (it is shutting
-// down), so other workers get the branches at once instead of after the
-// TTL. Unknown ids are ignored.
-func (c *Coordinator) Release(ids ...string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for node, l := range c.leases {
-		for _, id := range ids {
-			if l.ID == id {
-				delete(c.leases, node)
-			}
-		}
-	}
-}

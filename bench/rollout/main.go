@@ -114,7 +114,7 @@ func run(ntasks int, latency time.Duration, reps int, serial bool, dir string) e
 		sync = "NoSync (the engine without the disk)"
 	}
 	fmt.Fprintf(&b, "### Rollout step, LLM-shaped (`go run ./bench/rollout -tasks %d -latency %v -reps %d`)\n\n", ntasks, latency, reps)
-	fmt.Fprintf(&b, "%s, Go %s. One step of %d tasks, B0=4 K=5 M=2 top-2, paths capped at 30 turns, MaxBatch all, 8 workers, %s. The two batched modes alternate repetition by repetition.\n\n", time.Now().UTC().Format("2006-01-02"), strings.TrimPrefix(goVersion(), "go"), ntasks, sync)
+	fmt.Fprintf(&b, "%s, Go %s. One step of %d tasks, B0=4 K=5 M=2 top-2, paths capped at 30 turns, MaxBatch all, 8 workers, %s. The two batched modes alternate repetition by repetition.\n\n", time.Now().UTC().Format("2006-01-02"), strings.TrimPrefix(runtime.Version(), "go"), ntasks, sync)
 	fmt.Fprintln(&b, "| engine | turns | policy calls | largest batch | turns per call | wall (median, min–max) | policy floor (calls × latency) | wall ÷ floor |")
 	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|")
 	runs := make([][]measurement, len(modes))
@@ -168,5 +168,3 @@ func verdict(ok bool) string {
 	}
 	return "not met"
 }
-
-func goVersion() string { return runtime.Version() }
