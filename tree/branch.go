@@ -105,27 +105,6 @@ func branchKeyOf(r *store.RunTx, n store.Node) (uint64, error) {
 	return branchKey(n.Group, ords), nil
 }
 
-// pathTurns walks n's path from its last turn backwards, handing each turn
-// to fn until fn returns false.
-func pathTurnsBackward(r *store.RunTx, id uint64, fn func(store.Turn) bool) error {
-	segs, err := r.Path(id)
-	if err != nil {
-		return err
-	}
-	for si := len(segs) - 1; si >= 0; si-- {
-		for i := segs[si].Count - 1; i >= 0; i-- {
-			t, err := r.Turn(segs[si].Node, i)
-			if err != nil {
-				return err
-			}
-			if !fn(t) {
-				return nil
-			}
-		}
-	}
-	return nil
-}
-
 // repeatRunOf counts identical actions at the end of n's path, looking no
 // further back than limit turns: routing only asks whether the run reached
 // RepeatPrune.
@@ -135,7 +114,7 @@ func repeatRunOf(r *store.RunTx, n store.Node, limit int) (int, error) {
 	}
 	var last string
 	count := 0
-	err := pathTurnsBackward(r, n.ID, func(t store.Turn) bool {
+	err := r.PathBackward(n.ID, func(t store.TurnBrief) bool {
 		if count > 0 && t.Action != last {
 			return false
 		}
@@ -150,7 +129,7 @@ func repeatRunOf(r *store.RunTx, n store.Node, limit int) (int, error) {
 // reward of a leaf whose writer gave none.
 func pathReward(r *store.RunTx, id uint64) (float64, error) {
 	var rewards []float64
-	err := pathTurnsBackward(r, id, func(t store.Turn) bool { rewards = append(rewards, t.Reward); return true })
+	err := r.PathBackward(id, func(t store.TurnBrief) bool { rewards = append(rewards, t.Reward); return true })
 	var sum float64 // from the root down, as a trainer adds them while sampling
 	for i := len(rewards) - 1; i >= 0; i-- {
 		sum += rewards[i]
