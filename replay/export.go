@@ -25,9 +25,11 @@ const (
 	// whole path materialised, for tools that want flat rollouts) and
 	// nodes.jsonl (one line per node with its parent and fork point).
 	JSONL Format = "jsonl"
-	// Parquet writes, per step, nodes, turns, advantages, rubrics and
-	// events tables with typed columns (token ids list<int32>, logprobs
-	// list<float32>), zstd-compressed.
+	// Parquet writes a lake: one folder per table (LakeTables), each
+	// partitioned as <table>/run=<id>/step=<n>/part-<k>.parquet, with
+	// typed columns (token ids list<int32>, logprobs list<float32>),
+	// zstd-compressed. Runs and steps are added to an existing lake; what
+	// is there is never rewritten (see Export).
 	Parquet Format = "parquet"
 	// RL writes, per step, rl.jsonl and rl.parquet: one row per leaf of the
 	// step's closed groups with its training sequence (package batch's rows
@@ -38,14 +40,16 @@ const (
 
 // ExportOptions configure Export.
 type ExportOptions struct {
-	// Out is the folder the run's partition goes into, as
-	// Out/run=<id>/step=<n>/. Required.
+	// Out is the folder the run goes into: for JSONL and RL as
+	// Out/run=<id>/step=<n>/, for Parquet the lake's root. Required.
 	Out string
 	// Format is JSONL or Parquet. Required.
 	Format Format
-	// Force allows a non-empty Out. Only Out/run=<id> is replaced (so many
-	// runs can share one Out, the root of a data lake); anything else in Out
-	// is left alone. Without Force a non-empty Out is ErrOutExists.
+	// Force, for JSONL and RL, allows a non-empty Out: only Out/run=<id>
+	// is replaced, anything else in Out is left alone; without it a
+	// non-empty Out is ErrOutExists. For Parquet, whose lake takes new runs
+	// and steps without it, Force replaces the partitions whose content
+	// differs instead of refusing with ErrLakeConflict.
 	Force bool
 	// Progress, when not nil, gets a progress bar. The caller decides where
 	// one belongs (a terminal, not a pipe); the library never checks.
@@ -81,19 +85,37 @@ type ExportFile struct {
 type ExportResult struct {
 	Run    string       `json:"run"`
 	Format Format       `json:"format"`
-	Dir    string       `json:"dir"` // Out/run=<id>
-	Files  []ExportFile `json:"files"`
+	Dir    string       `json:"dir"`   // Out/run=<id>; for Parquet the lake root
+	Files  []ExportFile `json:"files"` // the files written (for Parquet: added to the lake)
 	// Rows per table over all files.
 	Rows  map[string]int64 `json:"rows"`
 	Bytes int64            `json:"bytes"`
+	// Skipped are the Parquet partitions (<table>/run=<id>/step=<n>) the
+	// lake already held with the same content.
+	Skipped []string `json:"skipped,omitempty"`
+	// HeldBack are the steps of a running run not written because its
+	// trainer may still change them (see Export).
+	HeldBack []uint64 `json:"held_back,omitempty"`
 }
 
-// Export writes the run under opts.Out in Hive-style folders
-// run=<id>/step=<n>/, reading everything inside r's transaction (one
-// consistent snapshot). The files are written into a temporary folder
-// beside the target and renamed into place at the end: on any error,
-// including ctx's cancellation, nothing is left behind and an existing
-// export is untouched.
+// Export writes the run under opts.Out, reading everything inside r's
+// transaction (one consistent snapshot).
+//
+// JSONL and RL go into Hive-style folders run=<id>/step=<n>/, written into a
+// temporary folder beside the target and renamed into place at the end: on
+// any error, including ctx's cancellation, nothing is left behind and an
+// existing export is untouched.
+//
+// Parquet adds the run to the lake at opts.Out (created if absent), one
+// partition <table>/run=<id>/step=<n>/ at a time. A partition the lake
+// already holds with the same bytes is skipped (ExportResult.Skipped); one
+// it holds with other bytes (a different run under the same id, or a step
+// that changed) is ErrLakeConflict, and the lake is left exactly as it was.
+// A running run's steps enter the lake once they are settled: checkpointed
+// (so all their groups are closed) and followed by an event of a later
+// step; the rest are ExportResult.HeldBack. Exporting the same run again as
+// it grows therefore adds only its new steps. Re-exports compare bytes, so
+// they expect the same patrdb version (the writer is deterministic).
 func Export(ctx context.Context, r *store.RunTx, opts ExportOptions) (*ExportResult, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -105,6 +127,9 @@ func Export(ctx context.Context, r *store.RunTx, opts ExportOptions) (*ExportRes
 	// record must be intact and agree with the run's links and event log.
 	if err := r.Verify(); err != nil {
 		return nil, err
+	}
+	if opts.Format == Parquet {
+		return exportLake(ctx, r, opts)
 	}
 	target := filepath.Clean(opts.Out)
 	empty, err := emptyOrAbsent(target)
@@ -146,6 +171,7 @@ func Export(ctx context.Context, r *store.RunTx, opts ExportOptions) (*ExportRes
 	if err != nil {
 		return nil, err
 	}
+	ex.prefix = part + "/"
 	if err := ex.run(); err != nil {
 		return nil, err
 	}
@@ -238,6 +264,7 @@ type exporter struct {
 	r      *store.RunTx
 	opts   ExportOptions
 	dir    string
+	prefix string // put before each file's path, relative to dir, to make it relative to Out
 	sink   sink
 	bar    *progressbar.ProgressBar
 	done   int64
@@ -271,7 +298,7 @@ func newExporter(ctx context.Context, r *store.RunTx, opts ExportOptions, dir st
 	case JSONL:
 		ex.sink = newJSONLSink(dir, r.ID())
 	case Parquet:
-		ex.sink = newParquetSink(dir)
+		ex.sink = newLakeSink(dir, r.ID())
 	case RL:
 		ex.sink = newRLSink(dir, r)
 	}
@@ -397,7 +424,7 @@ func (ex *exporter) finish() error {
 		return err
 	}
 	for i := range files {
-		files[i].Path = "run=" + ex.r.ID() + "/" + files[i].Path
+		files[i].Path = ex.prefix + files[i].Path
 		ex.result.Rows[files[i].Table] += files[i].Rows
 	}
 	ex.result.Files = files

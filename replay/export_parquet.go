@@ -3,153 +3,54 @@ package replay
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/patrdb/patrdb/store"
 )
 
-// Parquet rows. Ids are int64 (Spark has no unsigned 64-bit type); run and
-// step are Hive partition columns, carried by the folder names and not
-// repeated inside the files (the convention of Spark and DuckDB's
-// PARTITION_BY, whose readers add them back).
-
-// NodeRow is a row of the nodes table.
-type NodeRow struct {
-	Group     int64         `parquet:"group"`
-	Node      int64         `parquet:"node"`
-	Parent    int64         `parquet:"parent"` // 0: a root branch
-	Fork      int32         `parquet:"fork"`   // parent's own turns it inherits
-	Base      int32         `parquet:"base"`   // turns inherited from all ancestors
-	Ordinal   int32         `parquet:"ordinal"`
-	Depth     int32         `parquet:"depth"`
-	Status    string        `parquet:"status,dict"`
-	Leaf      bool          `parquet:"leaf"`
-	Turns     int32         `parquet:"turns"` // own turns
-	PathLen   int32         `parquet:"path_len"`
-	Reward    *float64      `parquet:"reward,optional"` // null when the node has none
-	Scores    []ScoreRow    `parquet:"scores,list"`
-	Decisions []DecisionRow `parquet:"decisions,list"`
-	Worker    string        `parquet:"worker,dict"`
-	Attempt   int32         `parquet:"attempt"`
-}
-
-// ScoreRow is one process score of a node.
-type ScoreRow struct {
-	Interval int32   `parquet:"interval"`
-	Turn     int32   `parquet:"turn"`
-	Value    float64 `parquet:"value"`
-}
-
-// DecisionRow is one routing decision of a node.
-type DecisionRow struct {
-	Interval  int32   `parquet:"interval"`
-	Action    string  `parquet:"action"`
-	Score     float64 `parquet:"score"`
-	Reference float64 `parquet:"reference"`
-	Delta     float64 `parquet:"delta"`
-	Rule      string  `parquet:"rule"`
-	Children  int32   `parquet:"children"`
-}
-
-// TurnRow is a row of the turns table: one stored turn (a shared prefix
-// appears once, under the node that stores it).
-type TurnRow struct {
-	Group             int64     `parquet:"group"`
-	Node              int64     `parquet:"node"`
-	Index             int32     `parquet:"index"`    // among the node's own turns
-	Position          int32     `parquet:"position"` // in the path from the root: node base + index
-	Action            string    `parquet:"action,zstd"`
-	ActionTokens      []int32   `parquet:"action_tokens,list"`
-	ActionLogprobs    []float32 `parquet:"action_logprobs,list"`
-	Observation       string    `parquet:"observation,zstd"`
-	ObservationTokens []int32   `parquet:"observation_tokens,list"`
-	Reward            float64   `parquet:"reward"`
-	Done              bool      `parquet:"done"`
-}
-
-// AdvantageRow is a row of the advantages table.
-type AdvantageRow struct {
-	Group             int64   `parquet:"group"`
-	Leaf              int64   `parquet:"leaf"`
-	Outcome           float64 `parquet:"outcome"`
-	RubricScore       float64 `parquet:"rubric_score"`
-	Lambda            float64 `parquet:"lambda"`
-	Total             float64 `parquet:"total"`
-	Mean              float64 `parquet:"mean"`
-	Std               float64 `parquet:"std"`
-	Advantage         float64 `parquet:"advantage"`
-	Rubrics           []int64 `parquet:"rubrics,list"`
-	ZeroVariance      bool    `parquet:"zero_variance"`
-	ZeroVarianceAfter bool    `parquet:"zero_variance_after"`
-}
-
-// RubricRow is a row of the rubrics table: the rubric as it stands at the
-// end of the log, in the partition of the step that created it.
-type RubricRow struct {
-	Rubric         int64   `parquet:"rubric"`
-	Pool           string  `parquet:"pool,dict"`
-	Text           string  `parquet:"text"`
-	Feature        string  `parquet:"feature"`
-	OriginStep     int64   `parquet:"origin_step"`
-	OriginGroup    int64   `parquet:"origin_group"`
-	Anchors        []int64 `parquet:"anchors,list"`
-	Parents        []int64 `parquet:"parents,list"`
-	MergedInto     int64   `parquet:"merged_into"`
-	Support        int32   `parquet:"support"`
-	Variance       float64 `parquet:"variance"`
-	Rho            float64 `parquet:"rho"`
-	Activations    int32   `parquet:"activations"`
-	LastActivation int64   `parquet:"last_activation"` // step; -1 never
-	PairsJudged    int32   `parquet:"pairs_judged"`
-	LastVariance   float64 `parquet:"last_variance"`
-	LowVarStreak   int32   `parquet:"low_var_streak"`
-	GroupsUnlocked int32   `parquet:"groups_unlocked"`
-	N              float64 `parquet:"n"`
-	SumX           float64 `parquet:"sum_x"`
-	SumY           float64 `parquet:"sum_y"`
-	SumXY          float64 `parquet:"sum_xy"`
-	SumXX          float64 `parquet:"sum_xx"`
-	SumYY          float64 `parquet:"sum_yy"`
-	RetireStep     int64   `parquet:"retire_step"`
-	RetireReason   string  `parquet:"retire_reason"`
-}
-
-// EventRow is a row of the events table, in the partition of the step the
-// trainer was in when it was written; EventStep is the step the event
-// itself names (a rubric's creation step, a run's last completed step).
-type EventRow struct {
-	Seq       int64  `parquet:"seq"`
-	Time      int64  `parquet:"time,timestamp(nanosecond)"`
-	Kind      string `parquet:"kind,dict"`
-	EventStep int64  `parquet:"event_step"`
-	Group     int64  `parquet:"group"`
-	Node      int64  `parquet:"node"`
-	Rubric    int64  `parquet:"rubric"`
-	// Payload is the event's msgpack payload as stored; PayloadJSON the same
-	// decoded to JSON (store kinds by their record's json names, other kinds
-	// schema-less), empty when it cannot be rendered.
-	Payload     []byte `parquet:"payload"`
-	PayloadJSON string `parquet:"payload_json"`
-}
-
 // pqTable is one table's current file.
 type pqTable[T any] struct {
-	name    string
-	rgRows  int64 // rows per row group: bounds the writer's memory
-	tf      *tableFile
-	w       *parquet.GenericWriter[T]
-	pending []T
+	name   string
+	rgRows int64 // rows per row group: bounds the writer's memory
+	// lake, when set, places the table's files as
+	// <name>/run=<id>/step=<n>/part-<k>.parquet under the lake root, a new
+	// part once partRows rows are in the current one; unset, a step has one
+	// file, <name>.parquet in the step's folder of the run.
+	lake     *lakePlace
+	partRows int64
+	part     int
+	tf       *tableFile
+	w        *parquet.GenericWriter[T]
+	pending  []T
 }
+
+// lakePlace is where a lake export writes: the root its table folders go
+// into, and the run.
+type lakePlace struct{ root, run string }
 
 func (t *pqTable[T]) at(dir string, step uint64, files *[]ExportFile) error {
 	if t.tf != nil && t.tf.step == step {
-		return nil
+		if t.lake == nil || t.partRows == 0 || t.tf.rows+int64(len(t.pending)) < t.partRows {
+			return nil
+		}
+		t.part++ // the step continues in a new part
+	} else {
+		t.part = 0
 	}
 	if err := t.close(files); err != nil {
 		return err
 	}
-	tf, err := createTable(dir, step, t.name+".parquet")
+	var tf *tableFile
+	var err error
+	if t.lake != nil {
+		tf, err = t.lake.create(t.name, step, t.part)
+	} else {
+		tf, err = createTable(dir, step, t.name+".parquet")
+	}
 	if err != nil {
 		return err
 	}
@@ -157,6 +58,20 @@ func (t *pqTable[T]) at(dir string, step uint64, files *[]ExportFile) error {
 	t.w = parquet.NewGenericWriter[T](tf.f, parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(t.rgRows),
 		parquet.CreatedBy("patrdb", "", ""))
 	return nil
+}
+
+// create opens a part file of one table's partition in the lake layout.
+func (p *lakePlace) create(table string, step uint64, part int) (*tableFile, error) {
+	rel := table + "/run=" + p.run + "/step=" + strconv.FormatUint(step, 10)
+	if err := os.MkdirAll(filepath.Join(p.root, filepath.FromSlash(rel)), 0o755); err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	rel += fmt.Sprintf("/part-%05d.parquet", part)
+	f, err := os.OpenFile(filepath.Join(p.root, filepath.FromSlash(rel)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	return &tableFile{f: f, rel: rel, step: step}, nil
 }
 
 func (t *pqTable[T]) write(rows ...T) error {
@@ -209,56 +124,65 @@ func (t *pqTable[T]) abort() {
 	}
 }
 
-type parquetSink struct {
-	dir     string
+// lakeSink writes the Parquet lake's tables. Groups, nodes, turns and
+// advantages come from the walk over the groups; runs, rubrics and
+// checkpoints from the event log, whose payloads are those records as each
+// event left them.
+type lakeSink struct {
+	place   *lakePlace
+	runs    pqTable[RunRow]
+	groups  pqTable[GroupRow]
+	ckpts   pqTable[CheckpointRow]
 	nodes   pqTable[NodeRow]
 	turns   pqTable[TurnRow]
 	advs    pqTable[AdvantageRow]
 	rubricT pqTable[RubricRow]
 	events  pqTable[EventRow]
 	files   []ExportFile
+	// lastEventStep is the partition of the last event: the step the
+	// trainer was in at the end of the log.
+	lastEventStep uint64
 }
 
-func newParquetSink(dir string) *parquetSink {
-	return &parquetSink{dir: dir,
-		nodes:   pqTable[NodeRow]{name: "nodes", rgRows: 1 << 16},
-		turns:   pqTable[TurnRow]{name: "turns", rgRows: 1 << 12}, // ~6 KB a turn in the swe-like workload
-		advs:    pqTable[AdvantageRow]{name: "advantages", rgRows: 1 << 16},
-		rubricT: pqTable[RubricRow]{name: "rubrics", rgRows: 1 << 16},
-		events:  pqTable[EventRow]{name: "events", rgRows: 1 << 16},
+func newLakeSink(root, run string) *lakeSink {
+	p := &lakePlace{root: root, run: run}
+	return &lakeSink{place: p,
+		runs:    pqTable[RunRow]{name: "runs", rgRows: 1 << 16, lake: p},
+		groups:  pqTable[GroupRow]{name: "groups", rgRows: 1 << 14, lake: p, partRows: 1 << 20},
+		ckpts:   pqTable[CheckpointRow]{name: "checkpoints", rgRows: 1 << 10, lake: p},
+		nodes:   pqTable[NodeRow]{name: "nodes", rgRows: 1 << 16, lake: p, partRows: 1 << 22},
+		turns:   pqTable[TurnRow]{name: "turns", rgRows: 1 << 12, lake: p, partRows: 1 << 16}, // ~6 KB a turn in the swe-like workload: parts of a few hundred MB
+		advs:    pqTable[AdvantageRow]{name: "advantages", rgRows: 1 << 16, lake: p, partRows: 1 << 22},
+		rubricT: pqTable[RubricRow]{name: "rubrics", rgRows: 1 << 16, lake: p},
+		events:  pqTable[EventRow]{name: "events", rgRows: 1 << 16, lake: p, partRows: 1 << 22},
 	}
 }
 
-func (s *parquetSink) wantsLog() bool { return true }
+func (s *lakeSink) wantsLog() bool { return true }
 
-func (s *parquetSink) group(step uint64, g store.Group, nodes []store.Node, turns map[uint64][]store.Turn, advs []store.Advantage) error {
-	if err := s.nodes.at(s.dir, step, &s.files); err != nil {
-		return err
+func (s *lakeSink) group(step uint64, g store.Group, nodes []store.Node, turns map[uint64][]store.Turn, advs []store.Advantage) error {
+	for _, t := range []interface {
+		at(string, uint64, *[]ExportFile) error
+	}{&s.groups, &s.nodes, &s.turns} {
+		if err := t.at("", step, &s.files); err != nil {
+			return err
+		}
 	}
-	if err := s.turns.at(s.dir, step, &s.files); err != nil {
+	err := s.groups.write(GroupRow{ID: int64(g.ID), Task: g.Task, Prompt: g.Prompt, Gold: g.Gold, Roots: int64s(g.Roots),
+		Status: string(g.Status), Interval: int32(g.Interval), Meta: g.Meta, PromptTokens: int32s(g.PromptTokens)})
+	if err != nil {
 		return err
 	}
 	for i := range nodes {
 		n := &nodes[i]
-		row := NodeRow{Group: int64(n.Group), Node: int64(n.ID), Parent: int64(n.Parent), Fork: int32(n.Fork),
-			Base: int32(n.Base), Ordinal: int32(n.Ordinal), Depth: int32(n.Depth), Status: string(n.Status),
-			Leaf: n.Status.Leaf(), Turns: int32(n.Turns), PathLen: int32(n.PathLen()), Reward: rewardOf(n),
-			Worker: n.Worker, Attempt: int32(n.Attempt),
-			Scores: make([]ScoreRow, len(n.Scores)), Decisions: make([]DecisionRow, len(n.Decisions))}
-		for k, sc := range n.Scores {
-			row.Scores[k] = ScoreRow{Interval: int32(sc.Interval), Turn: int32(sc.Turn), Value: sc.Value}
-		}
-		for k, d := range n.Decisions {
-			row.Decisions[k] = DecisionRow{Interval: int32(d.Interval), Action: d.Action, Score: d.Score,
-				Reference: d.Reference, Delta: d.Delta, Rule: d.Rule, Children: int32(d.Children)}
-		}
-		if err := s.nodes.write(row); err != nil {
+		if err := s.nodes.write(nodeRow(n)); err != nil {
 			return err
 		}
 		for k, t := range turns[n.ID] {
 			tr := TurnRow{Group: int64(n.Group), Node: int64(n.ID), Index: int32(k), Position: int32(n.Base + k),
 				Action: t.Action, ActionTokens: int32s(t.ActionTokens), ActionLogprobs: t.ActionLogprobs,
-				Observation: t.Observation, ObservationTokens: int32s(t.ObservationTokens), Reward: t.Reward, Done: t.Done}
+				Observation: t.Observation, ObservationTokens: int32s(t.ObservationTokens), Reward: t.Reward, Done: t.Done,
+				PolicyVersion: int64(t.PolicyVersion)}
 			if err := s.turns.write(tr); err != nil {
 				return err
 			}
@@ -267,7 +191,7 @@ func (s *parquetSink) group(step uint64, g store.Group, nodes []store.Node, turn
 	if len(advs) == 0 {
 		return nil
 	}
-	if err := s.advs.at(s.dir, step, &s.files); err != nil {
+	if err := s.advs.at("", step, &s.files); err != nil {
 		return err
 	}
 	for _, a := range advs {
@@ -281,28 +205,30 @@ func (s *parquetSink) group(step uint64, g store.Group, nodes []store.Node, turn
 	return nil
 }
 
-func (s *parquetSink) rubrics(step uint64, rbs []store.Rubric) error {
-	if err := s.rubricT.at(s.dir, step, &s.files); err != nil {
-		return err
+func nodeRow(n *store.Node) NodeRow {
+	row := NodeRow{ID: int64(n.ID), Group: int64(n.Group), Parent: int64(n.Parent), Fork: int32(n.Fork),
+		Base: int32(n.Base), Ordinal: int32(n.Ordinal), Depth: int32(n.Depth), Status: string(n.Status),
+		Leaf: n.Status.Leaf(), Turns: int32(n.Turns), PathLen: int32(n.PathLen()), Reward: rewardOf(n),
+		Worker: n.Worker, Attempt: int32(n.Attempt), Error: n.Error,
+		MinPolicyVersion: int64(n.MinVersion), MaxPolicyVersion: int64(n.MaxVersion),
+		Scores: make([]ScoreRow, len(n.Scores)), Decisions: make([]DecisionRow, len(n.Decisions))}
+	for k, sc := range n.Scores {
+		row.Scores[k] = ScoreRow{Interval: int32(sc.Interval), Turn: int32(sc.Turn), Value: sc.Value}
 	}
-	for _, rb := range rbs {
-		u := rb.Usage
-		row := RubricRow{Rubric: int64(rb.ID), Pool: string(rb.Pool), Text: rb.Text, Feature: rb.Feature,
-			OriginStep: int64(rb.Origin.Step), OriginGroup: int64(rb.Origin.Group), Anchors: int64s(rb.Origin.Anchors),
-			Parents: int64s(rb.Parents), MergedInto: int64(rb.MergedInto), Support: int32(rb.Support),
-			Variance: rb.Variance, Rho: rb.Rho, Activations: int32(u.Activations), LastActivation: u.LastActivation,
-			PairsJudged: int32(u.PairsJudged), LastVariance: u.LastVariance, LowVarStreak: int32(u.LowVarStreak),
-			GroupsUnlocked: int32(u.GroupsUnlocked), N: u.N, SumX: u.SumX, SumY: u.SumY, SumXY: u.SumXY,
-			SumXX: u.SumXX, SumYY: u.SumYY, RetireStep: int64(rb.RetireStep), RetireReason: rb.RetireReason}
-		if err := s.rubricT.write(row); err != nil {
-			return err
-		}
+	for k, d := range n.Decisions {
+		row.Decisions[k] = DecisionRow{Interval: int32(d.Interval), Action: d.Action, Score: d.Score,
+			Reference: d.Reference, Delta: d.Delta, Rule: d.Rule, Children: int32(d.Children)}
 	}
-	return nil
+	return row
 }
 
-func (s *parquetSink) event(step uint64, e store.Event) error {
-	if err := s.events.at(s.dir, step, &s.files); err != nil {
+// rubrics: the lake keeps every version of a rubric from the event log
+// instead of only the last one, so nothing it wrote ever changes.
+func (s *lakeSink) rubrics(uint64, []store.Rubric) error { return nil }
+
+func (s *lakeSink) event(step uint64, e store.Event) error {
+	s.lastEventStep = step
+	if err := s.events.at("", step, &s.files); err != nil {
 		return err
 	}
 	de, err := Decode(e) // a store kind that does not decode is corruption
@@ -312,7 +238,42 @@ func (s *parquetSink) event(step uint64, e store.Event) error {
 	row := EventRow{Seq: int64(e.Seq), Time: e.Time, Kind: string(e.Kind), EventStep: int64(e.Step),
 		Group: int64(e.Group), Node: int64(e.Node), Rubric: int64(e.Rubric), Payload: e.Payload,
 		PayloadJSON: payloadJSON(de)}
-	return s.events.write(row)
+	if err := s.events.write(row); err != nil {
+		return err
+	}
+	switch rec := de.Record.(type) {
+	case *store.Run:
+		if err := s.runs.at("", step, &s.files); err != nil {
+			return err
+		}
+		return s.runs.write(RunRow{Seq: int64(e.Seq), Status: string(rec.Status), LastStep: int64(rec.LastStep),
+			Config: string(rec.Config), CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt, Meta: rec.Meta})
+	case *store.Rubric:
+		if err := s.rubricT.at("", step, &s.files); err != nil {
+			return err
+		}
+		return s.rubricT.write(rubricRow(e.Seq, rec))
+	case *store.Checkpoint:
+		// A checkpoint is written once, for the step it completes.
+		if err := s.ckpts.at("", rec.Step, &s.files); err != nil {
+			return err
+		}
+		return s.ckpts.write(CheckpointRow{Inline: rec.Inline, URI: rec.URI, Hash: rec.Hash, Meta: rec.Meta, CreatedAt: rec.CreatedAt})
+	}
+	return nil
+}
+
+func rubricRow(seq uint64, rb *store.Rubric) RubricRow {
+	u := rb.Usage
+	return RubricRow{Seq: int64(seq), ID: int64(rb.ID), Pool: string(rb.Pool), Text: rb.Text, Feature: rb.Feature,
+		Origin:  RubricOriginRow{Step: int64(rb.Origin.Step), Group: int64(rb.Origin.Group), Anchors: int64s(rb.Origin.Anchors)},
+		Parents: int64s(rb.Parents), MergedInto: int64(rb.MergedInto), Support: int32(rb.Support),
+		Variance: rb.Variance, Rho: rb.Rho,
+		Usage: RubricUsageRow{Activations: int32(u.Activations), LastActivation: u.LastActivation,
+			PairsJudged: int32(u.PairsJudged), LastVariance: u.LastVariance, LowVarStreak: int32(u.LowVarStreak),
+			GroupsUnlocked: int32(u.GroupsUnlocked), N: u.N, SumX: u.SumX, SumY: u.SumY, SumXY: u.SumXY,
+			SumXX: u.SumXX, SumYY: u.SumYY},
+		CreatedStep: int64(rb.CreatedStep), RetireStep: int64(rb.RetireStep), RetireReason: rb.RetireReason}
 }
 
 // payloadJSON renders an event's payload as JSON: a store kind's record by
@@ -334,22 +295,30 @@ func payloadJSON(e Event) string {
 	return string(b)
 }
 
-func (s *parquetSink) close() ([]ExportFile, error) {
+func (s *lakeSink) tables() []interface {
+	close(*[]ExportFile) error
+	abort()
+} {
+	return []interface {
+		close(*[]ExportFile) error
+		abort()
+	}{&s.runs, &s.groups, &s.ckpts, &s.nodes, &s.turns, &s.advs, &s.rubricT, &s.events}
+}
+
+func (s *lakeSink) close() ([]ExportFile, error) {
 	var first error
-	for _, c := range []func(*[]ExportFile) error{s.nodes.close, s.turns.close, s.advs.close, s.rubricT.close, s.events.close} {
-		if err := c(&s.files); err != nil && first == nil {
+	for _, t := range s.tables() {
+		if err := t.close(&s.files); err != nil && first == nil {
 			first = err
 		}
 	}
 	return s.files, first
 }
 
-func (s *parquetSink) abort() {
-	s.nodes.abort()
-	s.turns.abort()
-	s.advs.abort()
-	s.rubricT.abort()
-	s.events.abort()
+func (s *lakeSink) abort() {
+	for _, t := range s.tables() {
+		t.abort()
+	}
 }
 
 // int32s converts token ids (uint32 in the store) to the list<int32> the

@@ -24,7 +24,7 @@ func TestExportRL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pq := readTable[replay.RLRow](t, out, "rl", "rl")
+	pq := readRunFiles[replay.RLRow](t, out, "rl", "rl.parquet")
 	if len(pq) != spec.steps || res.Rows["rl.jsonl"] == 0 || res.Rows["rl.jsonl"] != res.Rows["rl.parquet"] {
 		t.Fatalf("parquet steps %d, rows %v", len(pq), res.Rows)
 	}
@@ -66,4 +66,11 @@ func TestExportRL(t *testing.T) {
 	if int64(total) != res.Rows["rl.jsonl"] {
 		t.Errorf("%d rows checked, export says %d", total, res.Rows["rl.jsonl"])
 	}
+}
+
+// readRunFiles reads one file of every step folder of a run=/step= export
+// back with parquet-go, by step folder.
+func readRunFiles[T any](t *testing.T, out, run, name string) map[string][]T {
+	t.Helper()
+	return readSteps[T](t, filepath.Join(out, "run="+run, "step=*", name))
 }

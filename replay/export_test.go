@@ -34,10 +34,17 @@ func export(t *testing.T, db *store.DB, run string, opts replay.ExportOptions) (
 	return res, err
 }
 
-// readTable reads every step's file of one table back with parquet-go.
+// readTable reads every step's files of one lake table back with
+// parquet-go, by step folder.
 func readTable[T any](t *testing.T, out, run, table string) map[string][]T {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(out, "run="+run, "step=*", table+".parquet"))
+	return readSteps[T](t, filepath.Join(out, table, "run="+run, "step=*", "part-*.parquet"))
+}
+
+// readSteps reads the Parquet files a glob matches, by step folder.
+func readSteps[T any](t *testing.T, glob string) map[string][]T {
+	t.Helper()
+	files, err := filepath.Glob(glob)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +54,8 @@ func readTable[T any](t *testing.T, out, run, table string) map[string][]T {
 		if err != nil {
 			t.Fatalf("read %s: %v", f, err)
 		}
-		rows[filepath.Base(filepath.Dir(f))] = rs
+		step := filepath.Base(filepath.Dir(f))
+		rows[step] = append(rows[step], rs...)
 	}
 	return rows
 }
@@ -157,11 +165,11 @@ func TestExportParquetRoundTrip(t *testing.T) {
 			if n.Reward != nil {
 				rewardSum += *n.Reward
 			}
-			if got := "step=" + itoa(want.nodeStep[uint64(n.Node)]); got != dir {
-				t.Errorf("node %d in %s, belongs in %s", n.Node, dir, got)
+			if got := "step=" + itoa(want.nodeStep[uint64(n.ID)]); got != dir {
+				t.Errorf("node %d in %s, belongs in %s", n.ID, dir, got)
 			}
 			if len(n.Decisions) != len(n.Scores) {
-				t.Errorf("node %d: %d decisions, %d scores", n.Node, len(n.Decisions), len(n.Scores))
+				t.Errorf("node %d: %d decisions, %d scores", n.ID, len(n.Decisions), len(n.Scores))
 			}
 		}
 	}
@@ -206,18 +214,30 @@ func TestExportParquetRoundTrip(t *testing.T) {
 		t.Errorf("advantages %d sum %v outcome %v; store %d %v %v", nAdv, advSum, outcomeSum, want.advs, want.advSum, want.outcomeSum)
 	}
 
-	nRub := 0
-	for dir, rows := range readTable[replay.RubricRow](t, out, spec.id, "rubrics") {
+	// Rubrics: every version the log holds; the last of each is the
+	// rubric as the store has it.
+	lastRubric := map[int64]replay.RubricRow{}
+	for _, rows := range readTable[replay.RubricRow](t, out, spec.id, "rubrics") {
 		for _, rb := range rows {
-			nRub++
-			if dir != "step="+itoa(uint64(rb.OriginStep)) {
-				t.Errorf("rubric %d created at step %d is in %s", rb.Rubric, rb.OriginStep, dir)
+			if rb.Seq > lastRubric[rb.ID].Seq {
+				lastRubric[rb.ID] = rb
 			}
 		}
 	}
-	if nRub != want.rubrics {
-		t.Errorf("%d rubrics, store %d", nRub, want.rubrics)
+	if len(lastRubric) != want.rubrics {
+		t.Errorf("%d rubrics, store %d", len(lastRubric), want.rubrics)
 	}
+	_ = db.View(func(tx *store.Tx) error {
+		r, _ := tx.Run(spec.id)
+		rbs, _ := r.Rubrics("")
+		for _, rb := range rbs {
+			got := lastRubric[int64(rb.ID)]
+			if got.Pool != string(rb.Pool) || got.Rho != rb.Rho || got.Usage.Activations != int32(rb.Usage.Activations) || got.Origin.Step != int64(rb.Origin.Step) {
+				t.Errorf("rubric %d: lake's last version %+v, store %+v", rb.ID, got, rb)
+			}
+		}
+		return nil
+	})
 
 	seqs := map[int64]bool{}
 	var last uint64
@@ -241,7 +261,7 @@ func TestExportParquetRoundTrip(t *testing.T) {
 	}
 
 	// Typed columns: token ids list<int32>, logprobs list<float32>.
-	f := filepath.Join(out, "run="+spec.id, "step=1", "turns.parquet")
+	f := filepath.Join(out, "turns", "run="+spec.id, "step=1", "part-00000.parquet")
 	fh, err := os.Open(f)
 	if err != nil {
 		t.Fatal(err)
@@ -272,10 +292,10 @@ func TestExportParquetRoundTrip(t *testing.T) {
 			t.Errorf("column %v is %v, want %v", path, k, want)
 		}
 	}
-	// Nothing but the partition is left in the lake.
+	// Nothing but the tables is left in the lake.
 	entries, _ := os.ReadDir(out)
-	if len(entries) != 1 || entries[0].Name() != "run="+spec.id {
-		t.Errorf("lake holds %v", entries)
+	if got := strings.Join(dirNames(entries), ","); got != "advantages,checkpoints,events,groups,nodes,rubrics,runs,turns" {
+		t.Errorf("lake holds %v", got)
 	}
 	if leftovers, _ := filepath.Glob(filepath.Join(filepath.Dir(out), ".*")); len(leftovers) != 0 {
 		t.Errorf("temporary folders left: %v", leftovers)
@@ -441,8 +461,12 @@ func TestExportRefusesAndReplaces(t *testing.T) {
 	before := treeOf(t, base)
 
 	// Non-empty without force: refused, nothing changes.
-	if _, err := export(t, db, "b", replay.ExportOptions{Out: lake, Format: replay.Parquet}); !errors.Is(err, replay.ErrOutExists) {
+	if _, err := export(t, db, "b", replay.ExportOptions{Out: lake, Format: replay.JSONL}); !errors.Is(err, replay.ErrOutExists) {
 		t.Errorf("non-empty out: %v, want ErrOutExists", err)
+	}
+	// A Parquet lake is not mixed into a run=/step= export.
+	if _, err := export(t, db, "b", replay.ExportOptions{Out: lake, Format: replay.Parquet}); !errors.Is(err, replay.ErrLakeLayout) {
+		t.Errorf("parquet into a jsonl export: %v, want ErrLakeLayout", err)
 	}
 	// A file in the way.
 	file := filepath.Join(base, "file")
@@ -468,22 +492,22 @@ func TestExportRefusesAndReplaces(t *testing.T) {
 		t.Errorf("refused exports changed the folder:\n got  %v\n want %v", keys(got), keys(before))
 	}
 
-	// Force: run b joins the lake, run a stays.
-	if _, err := export(t, db, "b", replay.ExportOptions{Out: lake, Format: replay.Parquet, Force: true}); err != nil {
+	// Force: run b joins the folder, run a stays.
+	if _, err := export(t, db, "b", replay.ExportOptions{Out: lake, Format: replay.RL, Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	entries, _ := os.ReadDir(lake)
 	if names := dirNames(entries); strings.Join(names, ",") != "run=a,run=b" {
 		t.Errorf("lake after forced export of b: %v", names)
 	}
-	// Force again over run a, now as Parquet: the JSONL files are gone.
-	if _, err := export(t, db, "a", replay.ExportOptions{Out: lake, Format: replay.Parquet, Force: true}); err != nil {
+	// Force again over run a, now as RL: the JSONL files are gone.
+	if _, err := export(t, db, "a", replay.ExportOptions{Out: lake, Format: replay.RL, Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	if j, _ := filepath.Glob(filepath.Join(lake, "run=a", "step=*", "*.jsonl")); len(j) != 0 {
+	if j, _ := filepath.Glob(filepath.Join(lake, "run=a", "step=*", "nodes.jsonl")); len(j) != 0 {
 		t.Errorf("old export left behind: %v", j)
 	}
-	if p, _ := filepath.Glob(filepath.Join(lake, "run=a", "step=*", "nodes.parquet")); len(p) != a.steps {
+	if p, _ := filepath.Glob(filepath.Join(lake, "run=a", "step=*", "rl.parquet")); len(p) != a.steps {
 		t.Errorf("new export: %v", p)
 	}
 	entries, _ = os.ReadDir(lake)

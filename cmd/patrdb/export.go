@@ -22,27 +22,35 @@ func newExportCommand(app *App) *cobra.Command {
 	f := &exportFlags{}
 	cmd := &cobra.Command{
 		Use:   "export RUN --format jsonl|parquet|rl --out DIR",
-		Short: "Write a run as JSONL, Parquet or RL training rows in Hive-style run=/step= folders",
-		Long: `export writes a run under DIR/run=<id>/step=<n>/ for analysis tools:
+		Short: "Write a run into a Parquet lake, or as JSONL or RL training rows in run=/step= folders",
+		Long: `export writes a run for analysis tools:
 
-  jsonl    trajectories.jsonl: one line per leaf with its whole path
-           materialised (task, prompt, reward, advantage, every turn with its
-           token ids and logprobs), for tools that want flat rollouts;
-           nodes.jsonl: one line per node with its parent and fork point.
-  parquet  nodes, turns, advantages, rubrics and events tables, typed
-           columns (token ids list<int32>, logprobs list<float32>, zstd),
-           readable by DuckDB, Spark and pandas; run and step come from the
-           folder names (hive partitioning), as those engines expect.
-  rl       rl.jsonl and rl.parquet, the same rows in both: one per leaf of
-           the step's closed groups with its training sequence as patrdb
-           batch builds it (input_ids, loss_mask, old_logprobs, advantages,
-           positions), group, leaf, status, reward and advantage (floats).
+  parquet  a lake: one folder per table, DIR/<table>/run=<id>/step=<n>/
+           part-<k>.parquet, for the tables runs, groups, checkpoints,
+           nodes, turns, advantages, rubrics and events (docs/lake.md lists
+           their columns, with DuckDB and pandas recipes). Typed columns
+           (token ids list<int32>, logprobs list<float32>, zstd); run and
+           step come from the folder names (hive partitioning). New runs and
+           new steps are added to an existing lake; what is there is never
+           rewritten: a step already there with the same content is skipped,
+           one with other content refuses the export (the lake stays as it
+           was) unless --force replaces it. A running run's steps are added
+           once checkpointed and followed by the next step; the others are
+           listed as held back.
+  jsonl    DIR/run=<id>/step=<n>/trajectories.jsonl: one line per leaf with
+           its whole path materialised (task, prompt, reward, advantage,
+           every turn with its token ids and logprobs); nodes.jsonl: one line
+           per node with its parent and fork point.
+  rl       DIR/run=<id>/step=<n>/rl.jsonl and rl.parquet, the same rows in
+           both: one per leaf of the step's closed groups with its training
+           sequence as patrdb batch builds it (input_ids, loss_mask,
+           old_logprobs, advantages, positions), group, leaf, status, reward
+           and advantage (floats).
 
-The export is written into a hidden folder beside DIR and renamed into place
-when complete, so an error or an interrupt leaves nothing behind. A DIR that
-exists and is not empty is refused unless --force, which replaces only
-DIR/run=<id> (other runs exported there stay: DIR can be a data lake). A
-progress bar is drawn on stderr when it is a terminal.
+Files are written into a hidden folder and renamed into place when complete,
+so an error or an interrupt leaves no partial file behind. For jsonl and rl a
+DIR that exists and is not empty is refused unless --force, which replaces
+only DIR/run=<id>. A progress bar is drawn on stderr when it is a terminal.
 
 export reads the file itself (every turn of every leaf), not a server: while
 a trainer or patrdb serve owns the file, export a copy of it, or wait until
@@ -55,8 +63,8 @@ the owner stops.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.format, "format", "", "jsonl, parquet or rl (required)")
-	fl.StringVar(&f.out, "out", "", "the folder to write run=<id>/step=<n>/ into (`DIR`, required)")
-	fl.BoolVar(&f.force, "force", false, "write into a non-empty DIR, replacing DIR/run=<id>")
+	fl.StringVar(&f.out, "out", "", "the lake, or the folder to write run=<id>/step=<n>/ into (`DIR`, required)")
+	fl.BoolVar(&f.force, "force", false, "parquet: replace steps the lake holds with other content; jsonl, rl: write into a non-empty DIR, replacing DIR/run=<id>")
 	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"jsonl", "parquet", "rl"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
@@ -65,10 +73,13 @@ the owner stops.`,
 type exportOutput struct {
 	Run    string           `json:"run"`
 	Format string           `json:"format"`
-	Dir    string           `json:"dir"` // DIR/run=<id>
+	Dir    string           `json:"dir"` // DIR/run=<id>; for parquet DIR
 	Files  []exportFileJSON `json:"files"`
 	Rows   map[string]int64 `json:"rows"` // per table
 	Bytes  int64            `json:"bytes"`
+	// Parquet: partitions the lake already held, steps not yet settled.
+	Skipped  []string `json:"skipped,omitempty"`
+	HeldBack []uint64 `json:"held_back,omitempty"`
 }
 
 type exportFileJSON struct {
@@ -124,7 +135,14 @@ func (a *App) export(ctx context.Context, runArg string, f *exportFlags) error {
 		res, err = replay.Export(ctx, r, opts)
 		return err
 	})
+	var conflict *replay.LakeConflictError
 	switch {
+	case errors.As(err, &conflict):
+		return usageErrorf("--out %s holds other content for %s: nothing was written; export into another lake, or use --force to replace those steps", f.out, conflict.List())
+	case errors.Is(err, replay.ErrLakeLayout):
+		return usageErrorf("--out %s holds a run=/step= export, not a lake: export parquet into another folder", f.out)
+	case errors.Is(err, replay.ErrOutExists) && f.format == string(replay.Parquet):
+		return usageErrorf("--out %s is a file: give a folder for the lake", f.out)
 	case errors.Is(err, replay.ErrOutExists):
 		return usageErrorf("--out %s exists and is not empty: use --force to replace run=%s inside it", f.out, id)
 	case errors.Is(err, context.Canceled):
@@ -132,7 +150,8 @@ func (a *App) export(ctx context.Context, runArg string, f *exportFlags) error {
 	case err != nil:
 		return err
 	}
-	out := exportOutput{Run: res.Run, Format: string(res.Format), Dir: res.Dir, Files: []exportFileJSON{}, Rows: res.Rows, Bytes: res.Bytes}
+	out := exportOutput{Run: res.Run, Format: string(res.Format), Dir: res.Dir, Files: []exportFileJSON{}, Rows: res.Rows, Bytes: res.Bytes,
+		Skipped: res.Skipped, HeldBack: res.HeldBack}
 	for _, ef := range res.Files {
 		out.Files = append(out.Files, exportFileJSON{Path: ef.Path, Table: ef.Table, Step: ef.Step, Rows: ef.Rows, Bytes: ef.Bytes})
 	}
@@ -144,11 +163,29 @@ func (a *App) export(ctx context.Context, runArg string, f *exportFlags) error {
 	for _, ef := range out.Files {
 		steps[ef.Step] = true
 	}
-	fmt.Fprintf(w, "exported run %s as %s to %s: %s in %s, %s\n", out.Run, out.Format, out.Dir,
-		plural(len(out.Files), "file", "files"), plural(len(steps), "step folder", "step folders"), fmtBytes(out.Bytes))
+	if res.Format == replay.Parquet {
+		fmt.Fprintf(w, "added run %s to the lake %s: %s in %s, %s\n", out.Run, out.Dir,
+			plural(len(out.Files), "file", "files"), plural(len(steps), "step", "steps"), fmtBytes(out.Bytes))
+		if len(out.Skipped) > 0 {
+			fmt.Fprintf(w, "skipped %s the lake already held\n", plural(len(out.Skipped), "partition", "partitions"))
+		}
+		if n := len(out.HeldBack); n > 0 {
+			held := fmt.Sprintf("step %d", out.HeldBack[0])
+			if n > 1 {
+				held = fmt.Sprintf("steps %d-%d", out.HeldBack[0], out.HeldBack[n-1])
+			}
+			fmt.Fprintf(w, "held back %s: the run is still writing it; export again once its trainer has checkpointed it\n", held)
+		}
+	} else {
+		fmt.Fprintf(w, "exported run %s as %s to %s: %s in %s, %s\n", out.Run, out.Format, out.Dir,
+			plural(len(out.Files), "file", "files"), plural(len(steps), "step folder", "step folders"), fmtBytes(out.Bytes))
+	}
+	if len(out.Files) == 0 {
+		return w.Flush()
+	}
 	t := newTable(w)
 	fmt.Fprintln(t, "TABLE\tROWS")
-	for _, table := range []string{"trajectories", "nodes", "turns", "advantages", "rubrics", "events", "rl.jsonl", "rl.parquet"} {
+	for _, table := range append([]string{"trajectories"}, append(replay.LakeTables, "rl.jsonl", "rl.parquet")...) {
 		if n, ok := out.Rows[table]; ok {
 			fmt.Fprintf(t, "%s\t%d\n", table, n)
 		}

@@ -27,7 +27,7 @@ func TestExportWritesReadableFiles(t *testing.T) {
 	if err := json.Unmarshal([]byte(cli(t, "--db", path, "export", "patr-4x4", "--format", "parquet", "--out", lake, "--json").ok(t).stdout), &out); err != nil {
 		t.Fatal(err)
 	}
-	if out.Dir != filepath.Join(lake, "run=patr-4x4") || len(out.Files) == 0 {
+	if out.Dir != lake || len(out.Files) == 0 {
 		t.Fatalf("export: %+v", out)
 	}
 	turns := 0
@@ -54,16 +54,31 @@ func TestExportWritesReadableFiles(t *testing.T) {
 			stored = r.Turns
 		}
 	}
-	if int64(turns) != out.Rows["turns"] || turns != stored {
-		t.Errorf("turns read back %d, listed %d, stored %d", turns, out.Rows["turns"], stored)
+	// The fixture's run is running at step 2: the lake takes step 1 only.
+	if int64(turns) != out.Rows["turns"] || turns == 0 || turns >= stored || len(out.HeldBack) != 1 || out.HeldBack[0] != 2 {
+		t.Errorf("turns read back %d, listed %d, stored %d; held back %v", turns, out.Rows["turns"], stored, out.HeldBack)
 	}
-	// Another run joins the lake with --force; run patr-4x4 stays.
-	cli(t, "--db", path, "export", "grpo-4x4", "--format", "parquet", "--out", lake).fails(t, 2, "not empty", "--force")
-	cli(t, "--db", path, "export", "grpo-4x4", "--format", "parquet", "--out", lake, "--force").ok(t)
-	entries, _ := os.ReadDir(lake)
+	// Another run joins the lake; run patr-4x4 stays; exporting it again
+	// adds nothing.
+	cli(t, "--db", path, "export", "grpo-4x4", "--format", "parquet", "--out", lake).ok(t)
+	entries, _ := os.ReadDir(filepath.Join(lake, "nodes"))
 	if len(entries) != 2 || entries[0].Name() != "run=grpo-4x4" || entries[1].Name() != "run=patr-4x4" {
 		t.Errorf("lake: %v", entries)
 	}
+	again := cli(t, "--db", path, "export", "patr-4x4", "--format", "parquet", "--out", lake).ok(t).stdout
+	if !strings.Contains(again, "0 files") || !strings.Contains(again, "skipped") {
+		t.Errorf("export again:\n%s", again)
+	}
+	// Other content under the same run id is refused in one line.
+	other := filepath.Join(t.TempDir(), "other")
+	cli(t, "--db", path, "export", "grpo-4x4", "--format", "parquet", "--out", other).ok(t)
+	if err := os.Rename(filepath.Join(other, "nodes", "run=grpo-4x4"), filepath.Join(other, "nodes", "run=patr-4x4")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(lake, "nodes", "run=patr-4x4"), filepath.Join(t.TempDir(), "gone")); err != nil {
+		t.Fatal(err)
+	}
+	cli(t, "--db", path, "export", "patr-4x4", "--format", "parquet", "--out", other).fails(t, 2, "nodes/run=patr-4x4/step=", "--force")
 	if fileHash(t, path) != before {
 		t.Error("export changed the file")
 	}
