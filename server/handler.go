@@ -21,6 +21,7 @@ type server struct {
 	coords  coordinators
 	mux     *http.ServeMux
 	token   [sha256.Size]byte // sha256 of Options.Token, compared in constant time
+	ops     *operations       // routes, metrics, access log
 	soundness
 }
 
@@ -56,6 +57,7 @@ func NewHandler(db *store.DB, opts Options) (http.Handler, error) {
 		s.token = sha256.Sum256([]byte(s.opts.Token))
 	}
 	s.mux = http.NewServeMux()
+	s.ops = newOperations(db, s.opts)
 	s.routes()
 	return s, nil
 }
@@ -65,6 +67,7 @@ func NewHandler(db *store.DB, opts Options) (http.Handler, error) {
 type apiFunc func(w http.ResponseWriter, r *http.Request) error
 
 func (s *server) handle(pattern string, f apiFunc) {
+	s.ops.patterns = append(s.ops.patterns, pattern)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		err := s.soundRequest(r)
 		if err == nil {
@@ -78,6 +81,9 @@ func (s *server) handle(pattern string, f apiFunc) {
 
 func (s *server) routes() {
 	const p = "/api/v1"
+	s.handle("GET "+p+"/{$}", s.index)
+	s.handle("GET "+p+"/openapi.json", s.openAPI)
+	s.handle("GET /metrics", s.metrics)
 	// Reads.
 	s.handle("GET "+p+"/health", s.health)
 	s.handle("GET "+p+"/stats", s.stats)
@@ -116,9 +122,9 @@ func (s *server) routes() {
 	s.mux.Handle("GET /static/", viewerHandler())
 }
 
-// ServeHTTP applies, in order: panic recovery, the Host check, the bearer
+// serveHTTP applies, in order: panic recovery, the Host check, the bearer
 // token, then the route.
-func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	// bbolt reads through an mmap: a fault there is a panic, recovered
 	// below, not the end of the process.
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
@@ -141,7 +147,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("Host %q is not a loopback name; this server answers only on loopback (serve with a token to allow other hosts)", r.Host)))
 		return
 	}
-	if s.opts.Token != "" && strings.HasPrefix(r.URL.Path, "/api/") && r.URL.Path != "/api/v1/health" && !s.authorized(r) {
+	if s.opts.Token != "" && (strings.HasPrefix(r.URL.Path, "/api/") || r.URL.Path == "/metrics") && r.URL.Path != "/api/v1/health" && !s.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="patrdb"`)
 		writeRaw(w, http.StatusUnauthorized, errorJSON(401, "unauthorized", "missing or wrong bearer token (Authorization: Bearer <token>)"))
 		return

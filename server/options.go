@@ -42,6 +42,12 @@ type Options struct {
 	// Clock stamps nothing in the store (the store has its own clock); it
 	// times requests for the log. Nil means time.Now.
 	Clock func() time.Time
+
+	// AccessLog, when not nil, receives one line per request in the Common
+	// Log Format with the seconds taken appended:
+	//   127.0.0.1 - - [01/Dec/2026:17:30:00 +0000] "GET /api/v1/runs HTTP/1.1" 200 512 0.000210
+	// Lines are written whole, one at a time.
+	AccessLog io.Writer
 }
 
 // Defaults of Options.

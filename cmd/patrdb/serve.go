@@ -23,6 +23,7 @@ type serveFlags struct {
 	addr      string
 	tokenFile string
 	readOnly  bool
+	accessLog string
 }
 
 func newServeCommand(app *App) *cobra.Command {
@@ -42,7 +43,12 @@ bytes) and every API request must then carry "Authorization: Bearer TOKEN"
 While it serves, it writes its address to <db>.serve next to the file, so
 other patrdb commands that find the file locked talk to it instead; the
 file is removed when serve stops on SIGINT or SIGTERM. The first line on
-stdout is "serving PATH at URL" (with --json, one JSON object).`,
+stdout is "serving PATH at URL" (with --json, one JSON object).
+
+GET /api/v1/ lists the endpoints and the API version, /api/v1/openapi.json
+is their OpenAPI document, and /metrics has Prometheus metrics (requests
+by route and status, latencies, store figures). --access-log FILE appends
+one Common Log Format line per request to FILE ("-": stderr).`,
 		Args: needArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return app.serve(cmd.Context(), f) },
 	}
@@ -50,6 +56,7 @@ stdout is "serving PATH at URL" (with --json, one JSON object).`,
 	fl.StringVar(&f.addr, "addr", server.DefaultAddr, "listen address host:port (port 0 picks a free one)")
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the bearer token; required for a non-loopback --addr")
 	fl.BoolVar(&f.readOnly, "read-only", false, "open the file read-only and refuse every write endpoint")
+	fl.StringVar(&f.accessLog, "access-log", "", "append one line per request to `FILE` (\"-\": stderr)")
 	return cmd
 }
 
@@ -91,7 +98,20 @@ func (a *App) serve(ctx context.Context, f *serveFlags) error {
 	defer db.Close()
 
 	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	h, err := server.NewHandler(db, server.Options{Token: token, ReadOnly: f.readOnly, Logger: log})
+	opts := server.Options{Token: token, ReadOnly: f.readOnly, Logger: log}
+	switch f.accessLog {
+	case "":
+	case "-":
+		opts.AccessLog = a.stderr
+	default:
+		lf, err := os.OpenFile(f.accessLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return usageErrorf("--access-log: %v", err)
+		}
+		defer lf.Close()
+		opts.AccessLog = lf
+	}
+	h, err := server.NewHandler(db, opts)
 	if err != nil {
 		return usageErrorf("%v", err)
 	}

@@ -278,3 +278,33 @@ func TestServeReadOnly(t *testing.T) {
 	}
 	_ = store.ErrNotFound
 }
+
+// serve --access-log FILE appends one line per request; the index and
+// /metrics answer.
+func TestServeAccessLog(t *testing.T) {
+	path := fixture(t)
+	logFile := filepath.Join(t.TempDir(), "access.log")
+	p := startServe(t, "--db", path, "serve", "--addr", "127.0.0.1:0", "--read-only", "--access-log", logFile)
+	for _, u := range []string{"/api/v1/", "/metrics", "/api/v1/runs"} {
+		resp, err := http.Get(p.url + u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("GET %s: %d", u, resp.StatusCode)
+		}
+	}
+	if code := p.stop(t, syscall.SIGINT); code != 0 {
+		t.Fatalf("exit %d: %s", code, p.stderr)
+	}
+	b, err := os.ReadFile(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], `"GET /api/v1/ HTTP/1.1" 200`) || !strings.Contains(lines[2], `"GET /api/v1/runs HTTP/1.1" 200`) {
+		t.Errorf("access log:\n%s", b)
+	}
+	cli(t, "--db", path, "serve", "--access-log", filepath.Join(logFile, "sub")).fails(t, 2, "--access-log")
+}

@@ -1,0 +1,103 @@
+package server
+
+import (
+	_ "embed"
+	"encoding/json"
+	"net/http"
+	"runtime/debug"
+	"sort"
+	"strings"
+)
+
+// openAPIDoc is the API's OpenAPI document, kept beside the code that
+// serves it; a test holds it to the routes the handler registers.
+//
+//go:embed openapi.json
+var openAPIDoc []byte
+
+// apiDoc is the part of openAPIDoc the index is built from.
+type apiDoc struct {
+	Info struct {
+		Version string `json:"version"`
+	} `json:"info"`
+	Paths map[string]map[string]struct {
+		Summary string `json:"summary"`
+	} `json:"paths"`
+}
+
+var parsedDoc = func() apiDoc {
+	var d apiDoc
+	if err := json.Unmarshal(openAPIDoc, &d); err != nil {
+		panic("server: openapi.json does not parse: " + err.Error()) // a build defect, caught by every test
+	}
+	return d
+}()
+
+// APISpecVersion is the API's version, "<major>.<minor>", from the
+// OpenAPI document: the major number is the /api/v<major> prefix and
+// changes only with a change clients must follow; the minor grows as
+// endpoints are added. Clients compare it with the oldest they can use.
+func APISpecVersion() string { return parsedDoc.Info.Version }
+
+// Endpoint is one entry of the API index.
+type Endpoint struct {
+	Method  string `json:"method"`
+	Path    string `json:"path"`
+	Summary string `json:"summary"`
+}
+
+// Index is the answer of GET /api/v1/.
+type Index struct {
+	API        string     `json:"api"`         // the path version, "v1"
+	APIVersion string     `json:"api_version"` // "<major>.<minor>"
+	Server     string     `json:"server"`      // the patrdb module version
+	OpenAPI    string     `json:"openapi"`     // where the OpenAPI document is
+	Metrics    string     `json:"metrics"`     // where the Prometheus metrics are
+	Endpoints  []Endpoint `json:"endpoints"`
+}
+
+var apiIndex = func() Index {
+	ix := Index{API: APIVersion, APIVersion: APISpecVersion(), Server: moduleVersion(),
+		OpenAPI: "/api/v1/openapi.json", Metrics: "/metrics", Endpoints: []Endpoint{}}
+	for path, ops := range parsedDoc.Paths {
+		for method, op := range ops {
+			ix.Endpoints = append(ix.Endpoints, Endpoint{Method: strings.ToUpper(method), Path: path, Summary: op.Summary})
+		}
+	}
+	sort.Slice(ix.Endpoints, func(i, j int) bool {
+		a, b := ix.Endpoints[i], ix.Endpoints[j]
+		if a.Path != b.Path {
+			return a.Path < b.Path
+		}
+		return a.Method < b.Method
+	})
+	return ix
+}()
+
+// moduleVersion is the version of the patrdb module in this binary
+// ("(devel)" in a build from a work tree).
+func moduleVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	if bi.Main.Path == "github.com/patrdb/patrdb" {
+		return bi.Main.Version
+	}
+	for _, d := range bi.Deps {
+		if d.Path == "github.com/patrdb/patrdb" {
+			return d.Version
+		}
+	}
+	return "unknown"
+}
+
+func (s *server) index(w http.ResponseWriter, _ *http.Request) error {
+	return s.ok(w, apiIndex)
+}
+
+func (s *server) openAPI(w http.ResponseWriter, _ *http.Request) error {
+	w.Header().Set("Content-Type", "application/json")
+	_, err := w.Write(openAPIDoc)
+	return err
+}
