@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import math
 import secrets
+import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .batch import Batch
@@ -19,7 +19,13 @@ from .types import (ActiveRubrics, ConsolidateNeed, InduceNeed, JudgeNeed, Shape
                     Submitted, Task, Trajectory, Turn, from_json)
 
 __all__ = ["Client", "PatrdbError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "Conflict",
-           "ServerError", "new_client_key"]
+           "ServerError", "IncompatibleServer", "new_client_key", "MIN_API_VERSION"]
+
+__version__ = "0.2.0"
+
+# The oldest server API this client can use, (major, minor): the major is
+# the /api/v<major> prefix; a minor adds endpoints (1.1: the /api/v1/ index).
+MIN_API_VERSION = (1, 1)
 
 
 class PatrdbError(Exception):
@@ -59,6 +65,10 @@ class ServerError(PatrdbError):
     """5xx: the server failed; a write may be retried with the same client key."""
 
 
+class IncompatibleServer(Exception):
+    """The server speaks an API version this client cannot use (see ``MIN_API_VERSION``)."""
+
+
 _BY_STATUS = {400: BadRequest, 413: BadRequest, 415: BadRequest, 401: Unauthorized, 403: Forbidden,
               404: NotFound, 405: BadRequest, 409: Conflict}
 
@@ -82,6 +92,19 @@ def _check_finite(x: float, what: str) -> float:
     return x
 
 
+class _Held:
+    """A thread's connection, closed when the thread or the client lets it go
+    (a thread's locals are dropped when it ends)."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: http.client.HTTPConnection):
+        self.conn = conn
+
+    def __del__(self) -> None:
+        self.conn.close()
+
+
 class Client:
     """Talks to one patrdb server.
 
@@ -92,12 +115,67 @@ class Client:
     """
 
     def __init__(self, base_url: str, token: Optional[str] = None, timeout: float = 60.0,
-                 retries: int = 3, backoff: float = 0.2):
+                 retries: int = 3, backoff: float = 0.2, check_version: bool = True):
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
+        u = urllib.parse.urlsplit(self.base_url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ValueError(f"base_url {base_url!r}: want http://host:port or https://host:port")
+        self._https = u.scheme == "https"
+        self._host, self._port, self._prefix = u.hostname, u.port, u.path
+        # One keep-alive connection per thread: http.client connections are
+        # not thread-safe, and a trainer's worker threads share one Client.
+        self._local = threading.local()
+        self._version_lock = threading.Lock()
+        self._api_version: Optional[str] = None if check_version else ""
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Closes the calling thread's connection; another thread's closes when
+        that thread ends or the client is dropped."""
+        self._local.conn = None
+
+    def _connection(self) -> http.client.HTTPConnection:
+        held = getattr(self._local, "conn", None)
+        if held is None:
+            cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+            held = self._local.conn = _Held(cls(self._host, self._port, timeout=self.timeout))
+        return held.conn
+
+    def check_version(self) -> str:
+        """Reads the server's API version from its index (``GET /api/v1/``) and
+        returns it; raises IncompatibleServer when this client cannot use it.
+        The first request of a client calls it once (``check_version=False``
+        turns that off)."""
+        try:
+            _, raw = self.fetch("GET", "/api/v1/", _checked=True)
+        except NotFound:
+            raise IncompatibleServer("the server has no /api/v1/ index, so it predates API versions: "
+                                     f"this client needs API {MIN_API_VERSION[0]}.{MIN_API_VERSION[1]} or newer; "
+                                     "upgrade patrdb") from None
+        version = str(json.loads(raw).get("api_version", ""))
+        try:
+            major, minor = (int(x) for x in version.split(".")[:2])
+        except ValueError:
+            raise IncompatibleServer(f"the server reports API version {version!r}, not <major>.<minor>") from None
+        if major != MIN_API_VERSION[0] or minor < MIN_API_VERSION[1]:
+            raise IncompatibleServer(f"the server speaks API {version}; this client (patrdb-client {__version__}) "
+                                     f"needs {MIN_API_VERSION[0]}.x from {MIN_API_VERSION[0]}.{MIN_API_VERSION[1]} on")
+        self._api_version = version
+        return version
+
+    @property
+    def api_version(self) -> Optional[str]:
+        """The server's API version once checked ("" when checking is off)."""
+        return self._api_version
 
     # ---- transport ----
 
@@ -117,38 +195,58 @@ class Client:
         return status, json.loads(raw) if raw else {}
 
     def fetch(self, method: str, path: str, data: Optional[bytes] = None, query: Optional[Dict[str, Any]] = None,
-              content_type: str = "application/json") -> Tuple[int, bytes]:
+              content_type: str = "application/json", _checked: bool = False) -> Tuple[int, bytes]:
         """Sends one request (retrying per the class rules) and returns (status, body bytes)."""
-        url = self.base_url + path
+        if self._api_version is None and not _checked and path != "/api/v1/health":
+            with self._version_lock:
+                if self._api_version is None:
+                    self.check_version()
+        target = self._prefix + path
         if query:
             q = {k: v for k, v in query.items() if v is not None}
             if q:
-                url += "?" + urllib.parse.urlencode(q)
+                target += "?" + urllib.parse.urlencode(q)
+        headers = {"User-Agent": "patrdb-client/" + __version__, "Accept-Encoding": "identity"}
+        if data is not None and content_type:
+            headers["Content-Type"] = content_type
+        if self.token:
+            headers["Authorization"] = "Bearer " + self.token
         last: Optional[Exception] = None
-        for attempt in range(self.retries + 1):
+        attempt, stale_retried = 0, False
+        while attempt <= self.retries:
             if attempt:
                 time.sleep(self.backoff * (2 ** (attempt - 1)))
-            req = urllib.request.Request(url, data=data, method=method)
-            if data is not None and content_type:
-                req.add_header("Content-Type", content_type)
-            if self.token:
-                req.add_header("Authorization", "Bearer " + self.token)
+            conn = self._connection()
+            reused = conn.sock is not None
             try:
-                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                    return resp.status, resp.read()
-            except urllib.error.HTTPError as e:
-                raw = e.read()
-                try:
-                    eb = json.loads(raw)
-                except ValueError:
-                    eb = {"error": raw.decode(errors="replace").strip(), "code": ""}
-                err = _BY_STATUS.get(e.code, ServerError if e.code >= 500 else PatrdbError)(
-                    e.code, eb.get("code", ""), eb.get("error", ""))
-                if e.code < 500:
-                    raise err from None
-                last = err
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as e:
+                conn.request(method, target, body=data, headers=headers)
+                resp = conn.getresponse()
+                status, raw = resp.status, resp.read()
+                if resp.will_close:
+                    self.close()
+            except (http.client.HTTPException, OSError) as e:
+                self.close()
+                # A kept-alive connection the server closed while idle fails
+                # on first use: try once more at once on a new one.
+                if reused and not stale_retried and isinstance(
+                        e, (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)):
+                    stale_retried = True
+                    continue
                 last = e
+                attempt += 1
+                continue
+            if status < 400:
+                return status, raw
+            try:
+                eb = json.loads(raw)
+            except ValueError:
+                eb = {"error": raw.decode(errors="replace").strip(), "code": ""}
+            err = _BY_STATUS.get(status, ServerError if status >= 500 else PatrdbError)(
+                status, eb.get("code", ""), eb.get("error", ""))
+            if status < 500:
+                raise err from None
+            last = err
+            attempt += 1
         assert last is not None
         raise last
 

@@ -19,7 +19,8 @@ import unittest
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+if os.environ.get("PATRDB_CLIENT_INSTALLED") != "1":  # else test the installed package
+    sys.path.insert(0, os.path.dirname(HERE))
 
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
 
