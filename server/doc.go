@@ -8,6 +8,14 @@
 // an event's payload come as JSON values, byte slices (env_state, inline
 // checkpoints) as base64.
 //
+// # Index, OpenAPI, operations
+//
+//	GET /api/v1/                                    Index: the API version ("<major>.<minor>") and every endpoint
+//	GET /api/v1/openapi.json                        the OpenAPI document (openapi.json beside this file)
+//	GET /metrics                                    Prometheus: requests and latencies by route and code, store figures
+//
+// Options.AccessLog writes one Common Log Format line per request.
+//
 // # Reads
 //
 //	GET /api/v1/health                              Health (open even with a token; the path only with it)
