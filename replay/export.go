@@ -108,14 +108,13 @@ type ExportResult struct {
 //
 // Parquet adds the run to the lake at opts.Out (created if absent), one
 // partition <table>/run=<id>/step=<n>/ at a time. A partition the lake
-// already holds with the same bytes is skipped (ExportResult.Skipped); one
-// it holds with other bytes (a different run under the same id, or a step
+// already holds with the same rows is skipped (ExportResult.Skipped); one
+// it holds with other rows (a different run under the same id, or a step
 // that changed) is ErrLakeConflict, and the lake is left exactly as it was.
 // A running run's steps enter the lake once they are settled: checkpointed
 // (so all their groups are closed) and followed by an event of a later
 // step; the rest are ExportResult.HeldBack. Exporting the same run again as
-// it grows therefore adds only its new steps. Re-exports compare bytes, so
-// they expect the same patrdb version (the writer is deterministic).
+// it grows therefore adds only its new steps.
 func Export(ctx context.Context, r *store.RunTx, opts ExportOptions) (*ExportResult, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err

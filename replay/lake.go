@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/parquet-go/parquet-go"
+
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -22,8 +24,8 @@ var LakeTables = []string{"runs", "groups", "checkpoints", "nodes", "turns", "ad
 // exportLake writes the run into the lake at opts.Out, adding only the
 // partitions (one table's files of one step) the lake does not hold yet.
 // Everything is first written into a hidden folder inside the lake, then
-// compared: a partition already present with the same bytes is skipped, one
-// present with other bytes is a conflict, and any conflict refuses the
+// compared: a partition already present with the same rows is skipped, one
+// present with other rows is a conflict, and any conflict refuses the
 // whole export (unless Force) before the lake is touched. Each new
 // partition then moves in with one rename, so a reader never sees half a
 // partition, and an export cut short leaves whole partitions that the next
@@ -215,7 +217,7 @@ const (
 )
 
 // sameAs compares the partition written under tmp with the lake's: absent,
-// the same files with the same bytes, or different.
+// the same files with the same rows, or different.
 func (p *partition) sameAs(tmp, root string) (partState, error) {
 	have := filepath.Join(root, filepath.FromSlash(p.dir))
 	entries, err := os.ReadDir(have)
@@ -237,9 +239,19 @@ func (p *partition) sameAs(tmp, root string) (partState, error) {
 	return partSame, nil
 }
 
-// sameFile reports whether two files hold the same bytes; a missing b is
-// not the same.
+// sameFile reports whether two Parquet files hold the same rows: the same
+// bytes, or, when another version of the writer encoded them otherwise,
+// the same schema and row values. A missing or unreadable b is not the same.
 func sameFile(a, b string) (bool, error) {
+	same, err := sameBytes(a, b)
+	if same || err != nil {
+		return same, err
+	}
+	return sameRows(a, b)
+}
+
+// sameBytes reports whether two files hold the same bytes.
+func sameBytes(a, b string) (bool, error) {
 	fb, err := os.Open(b)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
@@ -258,6 +270,9 @@ func sameFile(a, b string) (bool, error) {
 	if sa == nil || sb == nil || sa.Size() != sb.Size() {
 		return false, nil
 	}
+	if sa.Size() == 0 {
+		return true, nil
+	}
 	ba, bb := make([]byte, 1<<16), make([]byte, 1<<16)
 	for {
 		na, ea := io.ReadFull(fa, ba)
@@ -275,6 +290,71 @@ func sameFile(a, b string) (bool, error) {
 			return false, fmt.Errorf("export: %w", eb)
 		}
 	}
+}
+
+// sameRows compares two Parquet files row by row.
+func sameRows(a, b string) (bool, error) {
+	fa, err := openParquet(a)
+	if err != nil {
+		return false, fmt.Errorf("export: %w", err)
+	}
+	defer fa.close()
+	fb, err := openParquet(b)
+	if err != nil {
+		return false, nil // a lake file that does not read is not the same
+	}
+	defer fb.close()
+	if !parquet.EqualNodes(fa.Schema(), fb.Schema()) || fa.NumRows() != fb.NumRows() {
+		return false, nil
+	}
+	ra, rb := parquet.NewReader(fa.File), parquet.NewReader(fb.File)
+	defer ra.Close()
+	defer rb.Close()
+	bufA, bufB := make([]parquet.Row, 64), make([]parquet.Row, 64)
+	for {
+		na, ea := ra.ReadRows(bufA)
+		nb, eb := rb.ReadRows(bufB[:na])
+		if na != nb {
+			return false, nil
+		}
+		for i := range na {
+			if !bufA[i].Equal(bufB[i]) {
+				return false, nil
+			}
+		}
+		if ea == io.EOF && (eb == io.EOF || eb == nil) {
+			return true, nil
+		}
+		if ea != nil {
+			return false, fmt.Errorf("export: %w", ea)
+		}
+		if eb != nil && eb != io.EOF {
+			return false, nil
+		}
+	}
+}
+
+type openedParquet struct {
+	*parquet.File
+	f *os.File
+}
+
+func (o openedParquet) close() { _ = o.f.Close() }
+
+func openParquet(path string) (openedParquet, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return openedParquet{}, err
+	}
+	fi, err := f.Stat()
+	if err == nil {
+		var pf *parquet.File
+		if pf, err = parquet.OpenFile(f, fi.Size()); err == nil {
+			return openedParquet{File: pf, f: f}, nil
+		}
+	}
+	_ = f.Close()
+	return openedParquet{}, err
 }
 
 // moveIn renames the partition's folder into the lake, replacing (only
