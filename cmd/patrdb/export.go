@@ -170,11 +170,11 @@ func (a *App) export(ctx context.Context, runArg string, f *exportFlags) error {
 			fmt.Fprintf(w, "skipped %s the lake already held\n", plural(len(out.Skipped), "partition", "partitions"))
 		}
 		if n := len(out.HeldBack); n > 0 {
-			held := fmt.Sprintf("step %d", out.HeldBack[0])
+			held, it := fmt.Sprintf("step %d", out.HeldBack[0]), "it"
 			if n > 1 {
-				held = fmt.Sprintf("steps %d-%d", out.HeldBack[0], out.HeldBack[n-1])
+				held, it = fmt.Sprintf("steps %d-%d", out.HeldBack[0], out.HeldBack[n-1]), "them"
 			}
-			fmt.Fprintf(w, "held back %s: the run is still writing it; export again once its trainer has checkpointed it\n", held)
+			fmt.Fprintf(w, "held back %s: the run is still writing %s; export again once its trainer has checkpointed %s and moved on\n", held, it, it)
 		}
 	} else {
 		fmt.Fprintf(w, "exported run %s as %s to %s: %s in %s, %s\n", out.Run, out.Format, out.Dir,
