@@ -113,9 +113,9 @@ class StepMetrics:
     leaves: int = 0
     success: float = 0.0
     mean_reward: float = 0.0
-    zero_variance: int = 0
+    zero_variance_groups: int = 0
     zero_variance_share: float = 0.0
-    unlocked: int = 0
+    unlocked_groups: int = 0
     pools: Dict[str, int] = field(default_factory=dict)
 
 
@@ -313,7 +313,7 @@ class Checkpoint:
 @dataclass
 class Event:
     seq: int = 0
-    time: int = 0
+    created_at: int = 0  # unix nanoseconds
     kind: str = ""
     step: int = 0
     group: int = 0
@@ -388,7 +388,7 @@ class TurnKey:
 
 @dataclass
 class Lease:
-    """One branch's current interval, handed to one worker until ``expires``:
+    """One branch's current interval, handed to one worker until ``expires_at``:
     sample ``turns`` turns (fewer if the episode ends), then score the branch
     when ``score`` is set, and submit from own-turn index ``from_``."""
     id: str = ""
@@ -405,7 +405,7 @@ class Lease:
     key: TurnKey = field(default_factory=TurnKey)
     task: Task = field(default_factory=Task)
     env_state: Optional[bytes] = None
-    expires: str = ""
+    expires_at: int = 0  # unix nanoseconds
     history: List[Turn] = field(default_factory=list)  # the path so far, root first
 
 
