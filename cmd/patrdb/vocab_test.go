@@ -55,6 +55,7 @@ var vocabDefs = []vocab.Def{
 	vocab.DefOf("TurnKey", tree.TurnKey{}),
 	vocab.DefOf("Lease", server.LeaseGrant{}),
 	vocab.DefOf("LeaseResponse", server.LeaseResponse{}),
+	vocab.DefOf("Submission", tree.Submission{}),
 	vocab.DefOf("SubmitResult", tree.SubmitResult{}),
 	vocab.DefOf("RoutedDecision", tree.RoutedDecision{}),
 	vocab.DefOf("Routing", tree.Routing{}),

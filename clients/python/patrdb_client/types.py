@@ -66,6 +66,7 @@ def from_json(cls: type, data: Dict[str, Any]):
 class Health:
     status: str = ""
     api: str = ""
+    file: str = ""  # identifies the file served, without saying where it lives
     path: str = ""
     read_only: bool = False
 
@@ -103,6 +104,7 @@ class RunSummary:
     events: int = 0
     bytes: int = 0
     buckets: List[BucketSize] = field(default_factory=list)
+    damaged: str = ""  # in the run list only: why the run cannot be read
 
 
 @dataclass
@@ -126,7 +128,6 @@ class Group:
     task: str = ""
     prompt: str = ""
     gold: str = ""
-    prompt_tokens: List[int] = field(default_factory=list)
     roots: List[int] = field(default_factory=list)
     status: str = ""
     interval: int = 0
@@ -172,6 +173,8 @@ class Node:
     worker: str = ""
     attempt: int = 0
     error: str = ""  # why a failed branch failed
+    min_policy_version: int = 0  # the oldest and newest weights that sampled its turns (0: not recorded)
+    max_policy_version: int = 0
 
     @property
     def path_len(self) -> int:
@@ -416,7 +419,7 @@ class Submission:
     the outcome reward of a branch these turns end."""
     lease: str
     node: int
-    from_: int = 0
+    from_: int = field(default=0, metadata={"json": "from"})
     turns: List[Turn] = field(default_factory=list)
     env_state: Optional[bytes] = None
     score: Optional[float] = None
