@@ -50,7 +50,8 @@ func (s *remoteSource) Run(id string) (runReader, error) {
 		var err error
 		if sum, err = s.cl.Run(s.ctx, id); err != nil {
 			if isNotFound(err) {
-				return nil, notFoundErrorf("run %q not found on %s", id, s.cl.Base)
+				ids, _ := s.RunIDs()
+				return nil, notFoundErrorf("run %q not found on %s%s", id, s.cl.Base, runsPresent(ids))
 			}
 			return nil, err
 		}
