@@ -168,7 +168,7 @@ func (s *lakeSink) group(step uint64, g store.Group, nodes []store.Node, turns m
 			return err
 		}
 	}
-	err := s.groups.write(GroupRow{ID: int64(g.ID), Task: g.Task, Prompt: g.Prompt, Gold: g.Gold, Roots: int64s(g.Roots),
+	err := s.groups.write(GroupRow{Group: int64(g.ID), Task: g.Task, Prompt: g.Prompt, Gold: g.Gold, Roots: int64s(g.Roots),
 		Status: string(g.Status), Interval: int32(g.Interval), Meta: g.Meta, PromptTokens: int32s(g.PromptTokens)})
 	if err != nil {
 		return err
@@ -206,7 +206,7 @@ func (s *lakeSink) group(step uint64, g store.Group, nodes []store.Node, turns m
 }
 
 func nodeRow(n *store.Node) NodeRow {
-	row := NodeRow{ID: int64(n.ID), Group: int64(n.Group), Parent: int64(n.Parent), Fork: int32(n.Fork),
+	row := NodeRow{Node: int64(n.ID), Group: int64(n.Group), Parent: int64(n.Parent), Fork: int32(n.Fork),
 		Base: int32(n.Base), Ordinal: int32(n.Ordinal), Depth: int32(n.Depth), Status: string(n.Status),
 		Leaf: n.Status.Leaf(), Turns: int32(n.Turns), PathLen: int32(n.PathLen()), Reward: rewardOf(n),
 		Worker: n.Worker, Attempt: int32(n.Attempt), Error: n.Error,
@@ -235,7 +235,7 @@ func (s *lakeSink) event(step uint64, e store.Event) error {
 	if err != nil {
 		return err
 	}
-	row := EventRow{Seq: int64(e.Seq), Time: e.Time, Kind: string(e.Kind), EventStep: int64(e.Step),
+	row := EventRow{Seq: int64(e.Seq), CreatedAt: e.Time, Kind: string(e.Kind), EventStep: int64(e.Step),
 		Group: int64(e.Group), Node: int64(e.Node), Rubric: int64(e.Rubric), Payload: e.Payload,
 		PayloadJSON: payloadJSON(de)}
 	if err := s.events.write(row); err != nil {
@@ -265,7 +265,7 @@ func (s *lakeSink) event(step uint64, e store.Event) error {
 
 func rubricRow(seq uint64, rb *store.Rubric) RubricRow {
 	u := rb.Usage
-	return RubricRow{Seq: int64(seq), ID: int64(rb.ID), Pool: string(rb.Pool), Text: rb.Text, Feature: rb.Feature,
+	return RubricRow{Seq: int64(seq), Rubric: int64(rb.ID), Pool: string(rb.Pool), Text: rb.Text, Feature: rb.Feature,
 		Origin:  RubricOriginRow{Step: int64(rb.Origin.Step), Group: int64(rb.Origin.Group), Anchors: int64s(rb.Origin.Anchors)},
 		Parents: int64s(rb.Parents), MergedInto: int64(rb.MergedInto), Support: int32(rb.Support),
 		Variance: rb.Variance, Rho: rb.Rho,

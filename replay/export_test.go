@@ -165,11 +165,11 @@ func TestExportParquetRoundTrip(t *testing.T) {
 			if n.Reward != nil {
 				rewardSum += *n.Reward
 			}
-			if got := "step=" + itoa(want.nodeStep[uint64(n.ID)]); got != dir {
-				t.Errorf("node %d in %s, belongs in %s", n.ID, dir, got)
+			if got := "step=" + itoa(want.nodeStep[uint64(n.Node)]); got != dir {
+				t.Errorf("node %d in %s, belongs in %s", n.Node, dir, got)
 			}
 			if len(n.Decisions) != len(n.Scores) {
-				t.Errorf("node %d: %d decisions, %d scores", n.ID, len(n.Decisions), len(n.Scores))
+				t.Errorf("node %d: %d decisions, %d scores", n.Node, len(n.Decisions), len(n.Scores))
 			}
 		}
 	}
@@ -219,8 +219,8 @@ func TestExportParquetRoundTrip(t *testing.T) {
 	lastRubric := map[int64]replay.RubricRow{}
 	for _, rows := range readTable[replay.RubricRow](t, out, spec.id, "rubrics") {
 		for _, rb := range rows {
-			if rb.Seq > lastRubric[rb.ID].Seq {
-				lastRubric[rb.ID] = rb
+			if rb.Seq > lastRubric[rb.Rubric].Seq {
+				lastRubric[rb.Rubric] = rb
 			}
 		}
 	}

@@ -1,8 +1,10 @@
 package replay
 
 // The lake's rows, one type per table. Column names are the json names of
-// the store's records (a record's own id is id, a reference is named for
-// what it points to); ids are int64 (Spark has no unsigned 64-bit type).
+// the store's records, except that a table's own key column is named for
+// the record (node in nodes, group in groups, rubric in rubrics) so joins
+// read turns.node = nodes.node; ids are int64 (Spark has no unsigned
+// 64-bit type).
 // run and step are Hive partition columns, carried by the folder names and
 // not repeated inside the files (the convention of Spark and DuckDB's
 // PARTITION_BY, whose readers add them back). docs/lake.md describes every
@@ -25,7 +27,7 @@ type RunRow struct {
 // GroupRow is a row of the groups table: one task's rollout tree as it
 // stands at the end of its step.
 type GroupRow struct {
-	ID           int64             `parquet:"id"`
+	Group        int64             `parquet:"group"`
 	Task         string            `parquet:"task,dict"`
 	Prompt       string            `parquet:"prompt,zstd"`
 	Gold         string            `parquet:"gold"`
@@ -48,7 +50,7 @@ type CheckpointRow struct {
 
 // NodeRow is a row of the nodes table.
 type NodeRow struct {
-	ID               int64         `parquet:"id"`
+	Node             int64         `parquet:"node"`
 	Group            int64         `parquet:"group"`
 	Parent           int64         `parquet:"parent"` // 0: a root branch
 	Ordinal          int32         `parquet:"ordinal"`
@@ -126,7 +128,7 @@ type AdvantageRow struct {
 // row with the highest seq.
 type RubricRow struct {
 	Seq          int64           `parquet:"seq"`
-	ID           int64           `parquet:"id"`
+	Rubric       int64           `parquet:"rubric"`
 	Pool         string          `parquet:"pool,dict"`
 	Text         string          `parquet:"text"`
 	Feature      string          `parquet:"feature"`
@@ -170,7 +172,7 @@ type RubricUsageRow struct {
 // itself names (a rubric's creation step, a run's last completed step).
 type EventRow struct {
 	Seq       int64  `parquet:"seq"`
-	Time      int64  `parquet:"time,timestamp(nanosecond)"`
+	CreatedAt int64  `parquet:"created_at,timestamp(nanosecond)"`
 	Kind      string `parquet:"kind,dict"`
 	EventStep int64  `parquet:"event_step"`
 	Group     int64  `parquet:"group"`
