@@ -227,7 +227,13 @@ func (p *partition) sameAs(tmp, root string) (partState, error) {
 	if err != nil {
 		return 0, fmt.Errorf("export: %w", err)
 	}
-	if len(entries) != len(p.files) {
+	parts := 0
+	for _, e := range entries { // what readers read; other tools' markers (_SUCCESS, .crc) are not content
+		if strings.HasPrefix(e.Name(), "part-") && strings.HasSuffix(e.Name(), ".parquet") {
+			parts++
+		}
+	}
+	if parts != len(p.files) {
 		return partDiffers, nil
 	}
 	for _, f := range p.files {
