@@ -20,11 +20,7 @@ func (r *RunTx) appendEvent(e Event, val []byte) error {
 	if val != nil {
 		e.Payload = val[headerLen:]
 	}
-	ev, err := encodeValue(&e)
-	if err != nil {
-		return err
-	}
-	return b.Put(u64key(seq), ev)
+	return b.Put(u64key(seq), encodeEvent(&e))
 }
 
 // AppendEvent records an event of a kind defined above the store (rubric

@@ -42,10 +42,7 @@ func (r *RunTx) putGroup(g *Group, kind EventKind) error {
 	if err != nil {
 		return err
 	}
-	val, err := encodeValue(g)
-	if err != nil {
-		return err
-	}
+	val := encodeGroup(g)
 	if err := b.Put(u64key2(g.Step, g.ID), val); err != nil {
 		return err
 	}

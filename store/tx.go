@@ -13,9 +13,9 @@ import (
 type Tx struct {
 	db       *DB
 	btx      *bolt.Tx
-	snapshot uint64 // the committed txid this transaction reads
-	err      error  // first failed write: the transaction will not commit
-	dirty    map[nodeKey]struct{}
+	snapshot uint64                 // the committed txid this transaction reads
+	err      error                  // first failed write: the transaction will not commit
+	dirty    map[nodeKey]*dirtyNode // nodes changed in this write transaction
 	runs     map[string]*RunTx
 	done     bool
 }
@@ -25,7 +25,7 @@ func newTx(db *DB, btx *bolt.Tx) *Tx {
 	tx.snapshot = uint64(btx.ID())
 	if btx.Writable() {
 		tx.snapshot-- // a write transaction reads the last committed state
-		tx.dirty = map[nodeKey]struct{}{}
+		tx.dirty = map[nodeKey]*dirtyNode{}
 	}
 	return tx
 }
@@ -168,11 +168,12 @@ var keyRun = []byte("run")
 // RunTx is a transaction's handle on one run. Valid only for the life of
 // the transaction.
 type RunTx struct {
-	tx   *Tx
-	id   string
-	b    *bolt.Bucket
-	sub  map[string]*bolt.Bucket
-	path string
+	tx    *Tx
+	id    string
+	b     *bolt.Bucket
+	sub   map[string]*bolt.Bucket
+	path  string
+	paths map[string]string // bpath's
 }
 
 func (tx *Tx) bind(id string, b *bolt.Bucket) *RunTx {
@@ -197,7 +198,19 @@ func (r *RunTx) bucket(name string) (*bolt.Bucket, error) {
 	return nil, &CorruptError{Bucket: r.path, Reason: "missing sub-bucket " + name}
 }
 
-func (r *RunTx) bpath(name string) string { return r.path + "/" + name }
+// bpath is a sub-bucket's path, the label of its errors. Built once per
+// transaction and bucket, not per record read.
+func (r *RunTx) bpath(name string) string {
+	if p, ok := r.paths[name]; ok {
+		return p
+	}
+	if r.paths == nil {
+		r.paths = make(map[string]string, 2)
+	}
+	p := r.path + "/" + name
+	r.paths[name] = p
+	return p
+}
 
 // ID is the run's id.
 func (r *RunTx) ID() string { return r.id }
