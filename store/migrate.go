@@ -214,8 +214,8 @@ func copyBucket(from, to *DB, run, name string, edit func(k, v []byte) ([]byte, 
 			}
 			return to.bolt.Update(func(btx *bolt.Tx) error {
 				dst := btx.Bucket(bucketRuns).Bucket([]byte(run)).Bucket([]byte(name))
-				if appendOnly[name] {
-					dst.FillPercent = 1.0
+				if f, ok := fillPercent[name]; ok {
+					dst.FillPercent = f
 				}
 				c := src.Cursor()
 				k, v := c.First()
