@@ -38,8 +38,8 @@ type matrixSize struct {
 // matrixTrees trees per batch make a round (one interval of the batch) of
 // about 60 turns; a step commit holds matrixStep batches (~1,300 turns).
 const (
-	matrixTrees = 3
-	matrixStep  = 8
+	matrixTrees = 2
+	matrixStep  = 3
 )
 
 func matrixSizes(seed uint64, smoke bool) []matrixSize {
@@ -52,7 +52,7 @@ func matrixSizes(seed uint64, smoke bool) []matrixSize {
 	medium.ActionTokens, medium.ObservationTokens, medium.BytesPerToken, medium.PromptBytes = 40, 80, 4, 512
 	llm := shape(workload.SWEConfig(seed))
 	llm.ActionTokens, llm.ObservationTokens, llm.BytesPerToken = 400, 600, 4
-	n := matrixStep
+	n := 2 * matrixStep
 	if smoke {
 		n = 1
 	}

@@ -82,7 +82,7 @@ func (r *RunTx) Events(from uint64, fn func(Event) error) error {
 // *Group for group events, *Rubric, *Advantage, *Checkpoint, *Run, or
 // *TurnsPayload for EvTurns; for custom kinds whatever the writer stored.
 func DecodePayload(e Event, v any) error {
-	if decodeFast(e.Payload, v) { // a *Node or *TurnsPayload in canonical form (records_msgp.go)
+	if decodeFast(e.Payload, v) { // a record with a hand-written decoder, in canonical form (codec_records.go)
 		return nil
 	}
 	if !msgpackFits(e.Payload) {

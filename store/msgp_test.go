@@ -1,6 +1,6 @@
 package store
 
-// The hand-written codecs (msgp.go, records_msgp.go, turn.go) against
+// The hand-written codecs (msgp.go and the codec_*.go files) against
 // msgpack/v5, the codec they replaced: the same bytes out of every encoder,
 // the same record (or ErrCorrupt) out of every decoder, on canonical
 // values, values in the other forms msgpack/v5 accepts, and damaged bytes.

@@ -1,7 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"math"
+	"slices"
+	"strings"
 )
 
 // NodeSpec describes a node to add. Parent 0 adds a root branch of the
@@ -145,13 +148,21 @@ type dirtyNode struct {
 	written bool
 }
 
-// flush writes the dirty nodes' records. Update calls it before commit,
-// and a write transaction's Check before it reads the buckets.
+// flush writes the dirty nodes' records, in key order (bbolt inserts into
+// a page's sorted elements, so new nodes in order append). Update calls it
+// before commit, and a write transaction's Check before it reads the
+// buckets.
 func (tx *Tx) flush() error {
+	todo := make([]*dirtyNode, 0, len(tx.dirty))
 	for _, d := range tx.dirty {
-		if d.written {
-			continue
+		if !d.written {
+			todo = append(todo, d)
 		}
+	}
+	slices.SortFunc(todo, func(a, b *dirtyNode) int {
+		return cmp.Or(strings.Compare(a.r.id, b.r.id), cmp.Compare(a.n.ID, b.n.ID))
+	})
+	for _, d := range todo {
 		if err := d.r.writeNode(d.n, d.val); err != nil {
 			return tx.fail(err)
 		}

@@ -1,10 +1,11 @@
 package store
 
-// Hand-written decoders for the records replay reads by the million:
-// events (RunTx.Events), nodes (the payload of every node event, and every
-// node-cache miss), the payload of every EvTurns event, and advantages (one
-// per row of every training batch). Each one parses only the canonical form the store
-// writes — the record's as_array msgpack, every field present — and leaves
+// Hand-written decoders for the records read by the million: events
+// (RunTx.Events), nodes (the payload of every node event, and every
+// node-cache miss), groups, the payload of every EvTurns event, and
+// advantages (one per row of every training batch); their layouts are in
+// the codec_*.go file of each. Each one parses only the canonical form the
+// store writes — the record's as_array msgpack, every field present — and leaves
 // every other input to msgpack/v5, which then decides exactly as it always
 // did: the other shapes it accepts (nil, an empty array, a map of field
 // names) and the error for damage. So the fast path changes no result, only
