@@ -5,7 +5,8 @@
 //
 // # On disk
 //
-// One bbolt file (format 3), page size PAGE unless created otherwise:
+// One bbolt file (format 3), 4 KiB pages unless created otherwise
+// (Options.PageSize):
 //
 //	meta                      magic "patrdb\0", format version (u64 BE), writer
 //	runs/
