@@ -272,8 +272,7 @@ func whatIfGroup(g store.Group, nodes []store.Node, cfg tree.Config, tot *WhatIf
 		for i, d := range decisions {
 			j := idx[i]
 			rec, c := recorded[j], cf[d.Node]
-			wi := store.Decision{Interval: iv, Action: string(d.Action), Score: d.Score, Reference: d.Reference,
-				Delta: cfg.Delta, Rule: d.Rule, Children: d.Children}
+			wi := d.Record(iv)
 			diff := DecisionDiff{Node: d.Node, Recorded: rec, WhatIf: wi}
 			tot.Decisions++
 			switch {

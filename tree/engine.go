@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/patrdb/patrdb/grpo"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -34,7 +35,7 @@ type Options struct {
 	Scorer      Scorer // required unless Config.NoScoring
 	Shaper      Shaper // optional: rubric shaping of the outcome rewards
 	Commit      CommitMode
-	Eps         float64 // GRPO epsilon; 0 means DefaultEps
+	Eps         float64 // GRPO epsilon; 0 means grpo.DefaultEps
 
 	// MaxBatch caps the requests of one BatchPolicy call (0: every branch
 	// that needs a turn, across all groups of the step).
@@ -99,7 +100,10 @@ func New(db *store.DB, run string, opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("%w: MaxBatch %d and Workers %d must be >= 0", ErrInvalidConfig, opts.MaxBatch, opts.Workers)
 	}
 	if opts.Eps == 0 {
-		opts.Eps = DefaultEps
+		opts.Eps = grpo.DefaultEps
+	}
+	if !grpo.ValidEps(opts.Eps) {
+		return nil, fmt.Errorf("%w: Eps %v, want a finite value >= 0", ErrInvalidConfig, opts.Eps)
 	}
 	if opts.Workers == 0 {
 		opts.Workers = DefaultWorkers
