@@ -141,7 +141,7 @@ func WhatIf(r *store.RunTx, opts WhatIfOptions) (*WhatIfReport, error) {
 	if opts.Base != nil {
 		rep.Base, rep.BaseRecorded = *opts.Base, false
 	} else {
-		rep.Base, rep.BaseRecorded = RecordedConfig(info)
+		rep.Base, rep.BaseRecorded = recordedConfig(info)
 	}
 	if rep.Config, err = opts.Overrides.Apply(rep.Base); err != nil {
 		return nil, err

@@ -2,7 +2,6 @@ package tree
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -127,13 +126,6 @@ func New(db *store.DB, run string, opts Options) (*Engine, error) {
 // of this process, or an HTTP server over the same DB) may lease from it
 // too.
 func (e *Engine) Coordinator() *Coordinator { return e.coord }
-
-// ConfigJSON is how a run records its tree config (store.Run.Config holds
-// a JSON object with a "tree" member).
-func ConfigJSON(c Config) json.RawMessage {
-	b, _ := json.Marshal(c)
-	return b
-}
 
 // GroupResult summarises one closed group.
 type GroupResult struct {
