@@ -225,7 +225,7 @@ func measureTrajectory(path string, budget time.Duration, coldIters int) (trajRe
 type pointResult struct {
 	Nodes      int     `json:"nodes"`
 	CachedNs   float64 `json:"cached_ns"`   // CacheNodes at its default
-	UncachedNs float64 `json:"uncached_ns"` // CacheNodes 0: every read decodes
+	UncachedNs float64 `json:"uncached_ns"` // CacheNodes NoCache: every read decodes
 }
 
 // measurePointReads times RunTx.Node on the store's nodes in a random
@@ -243,7 +243,7 @@ func measurePointReads(path string, budget time.Duration) (pointResult, error) {
 		return res, err
 	}
 	defer cached.Close()
-	uncached, err := open(0)
+	uncached, err := open(store.NoCache)
 	if err != nil {
 		return res, err
 	}

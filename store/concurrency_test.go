@@ -28,7 +28,7 @@ import (
 )
 
 func TestConcurrentReadersSeeSnapshots(t *testing.T) {
-	for _, cache := range []int{0, 7, 16384} {
+	for _, cache := range []int{store.NoCache, 7, 16384} {
 		t.Run(fmt.Sprintf("cache=%d", cache), func(t *testing.T) {
 			testConcurrentReaders(t, cache)
 		})

@@ -99,7 +99,7 @@ func newModelMachine(t *testing.T, rt *rapid.T) *modelMachine {
 	o := storetest.Options()
 	// A tiny LRU evicts constantly, a big one serves everything, none
 	// reads every node from its page.
-	o.CacheNodes = rapid.SampledFrom([]int{0, 3, 1024}).Draw(rt, "cache")
+	o.CacheNodes = rapid.SampledFrom([]int{store.NoCache, 3, 1024}).Draw(rt, "cache")
 	o.PageSize = 4096
 	m := &modelMachine{tb: t, path: filepath.Join(dir, "m.db"), opts: o,
 		groups: map[uint64]*store.Group{}, nodes: map[uint64]*modelNode{},
