@@ -94,8 +94,9 @@ func (a *App) export(ctx context.Context, runArg string, f *exportFlags) error {
 	if err := opts.Validate(); err != nil {
 		return usageErrorf("--format %q: want jsonl, parquet or rl", f.format)
 	}
+	finishBar := func() {}
 	if !a.json && a.isTerminal(a.stderr) {
-		opts.Progress = a.stderr
+		opts.OnProgress, finishBar = progressBar(a.stderr, "export "+id)
 	}
 	db, err := a.openRead()
 	if err != nil {
@@ -108,12 +109,12 @@ func (a *App) export(ctx context.Context, runArg string, f *exportFlags) error {
 	defer stop()
 	if a.pausePoint != nil {
 		paused := false
-		opts.OnProgress = func(int64, int64) {
+		opts.OnProgress = both(opts.OnProgress, func(int64, int64) {
 			if !paused {
 				paused = true
 				a.pause(ctx, "export")
 			}
-		}
+		})
 	}
 	var res *replay.ExportResult
 	err = db.View(func(tx *store.Tx) error {
@@ -124,6 +125,7 @@ func (a *App) export(ctx context.Context, runArg string, f *exportFlags) error {
 		res, err = replay.Export(ctx, r, opts)
 		return err
 	})
+	finishBar()
 	switch {
 	case errors.Is(err, replay.ErrOutExists):
 		return usageErrorf("--out %s exists and is not empty: use --force to replace run=%s inside it", f.out, id)
