@@ -25,6 +25,7 @@ import (
 	"testing"
 
 	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
 )
 
 func TestConcurrentReadersSeeSnapshots(t *testing.T) {
@@ -185,7 +186,7 @@ func readSnapshot(tx *store.Tx) (*snapshot, error) {
 	if s.frontier, err = r.Frontier(); err != nil {
 		return nil, err
 	}
-	raw := tx.Bolt().Bucket([]byte("runs")).Bucket([]byte(r.ID())).Bucket([]byte("nodes"))
+	raw := storetest.BoltTx(tx).Bucket([]byte("runs")).Bucket([]byte(r.ID())).Bucket([]byte("nodes"))
 	byID := map[uint64]store.Node{}
 	c := raw.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {

@@ -173,9 +173,8 @@ func (db *DB) Path() string { return db.path }
 // Options returns a copy of the options the DB was opened with.
 func (db *DB) Options() Options { return db.opts }
 
-// Bolt exposes the underlying bbolt handle for tools that need raw access
-// (compaction, benchmarks). Writing through it bypasses every invariant.
-func (db *DB) Bolt() *bolt.DB { return db.bolt }
+// PageSize is the page size the file was created with.
+func (db *DB) PageSize() int { return db.bolt.Info().PageSize }
 
 // Close releases the file. Transactions must have ended.
 func (db *DB) Close() error {

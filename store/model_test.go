@@ -726,7 +726,7 @@ func (m *modelMachine) Compact(t *rapid.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bolt.Compact(out, m.db.Bolt(), rapid.SampledFrom([]int64{0, 4096}).Draw(t, "txmax")); err != nil {
+	if err := bolt.Compact(out, storetest.Bolt(m.db), rapid.SampledFrom([]int64{0, 4096}).Draw(t, "txmax")); err != nil {
 		t.Fatalf("compact: %v", err)
 	}
 	if err := out.Close(); err != nil {
@@ -1038,7 +1038,7 @@ func dumpDB(t *rapid.T, db *store.DB) []byte {
 			fmt.Fprintf(&buf, "%s %x=%x\n", path, k, v)
 		}
 	}
-	if err := db.Bolt().View(func(tx *bolt.Tx) error {
+	if err := storetest.Bolt(db).View(func(tx *bolt.Tx) error {
 		walk("", tx.Cursor(), tx.Bucket)
 		return nil
 	}); err != nil {

@@ -606,7 +606,7 @@ func TestInitialMmapSize(t *testing.T) {
 
 func TestPageSize(t *testing.T) {
 	pageSize := func(db *store.DB) (ps int) {
-		view(t, db, func(tx *store.Tx) error { ps = tx.Bolt().DB().Info().PageSize; return nil })
+		view(t, db, func(tx *store.Tx) error { ps = storetest.BoltTx(tx).DB().Info().PageSize; return nil })
 		return ps
 	}
 	// nil options are DefaultOptions: 16 KiB pages.
