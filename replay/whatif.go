@@ -103,7 +103,7 @@ type WhatIfTotals struct {
 // WhatIfReport is the result of WhatIf.
 type WhatIfReport struct {
 	Run string `json:"run"`
-	// Base is the config the run routed with (RecordedConfig unless given),
+	// Base is the config the run routed with (tree.RecordedConfig unless given),
 	// BaseRecorded whether it came from the run's record; Config is Base
 	// with the overrides applied.
 	Base         tree.Config      `json:"base"`
@@ -117,7 +117,7 @@ type WhatIfReport struct {
 // WhatIfOptions selects what WhatIf analyses.
 type WhatIfOptions struct {
 	// Base is the config the run routed with; nil reads it from the run
-	// (RecordedConfig).
+	// (tree.RecordedConfig).
 	Base *tree.Config
 	// Overrides change Base into the config to try.
 	Overrides Overrides
