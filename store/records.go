@@ -314,7 +314,7 @@ const (
 type Event struct {
 	_msgpack struct{}  `msgpack:",as_array"`
 	Seq      uint64    `json:"seq"`
-	Time     int64     `json:"time"`
+	Time     int64     `json:"created_at"` // unix nanoseconds
 	Kind     EventKind `json:"kind"`
 	Step     uint64    `json:"step,omitempty"`
 	Group    uint64    `json:"group,omitempty"`
@@ -335,7 +335,7 @@ type TurnsPayload struct {
 	Turns      int      `json:"turns"`
 	MinVersion uint64   `json:"min_policy_version,omitempty"`
 	MaxVersion uint64   `json:"max_policy_version,omitempty"`
-	Seq        uint64   `json:"turn_seq,omitempty"`
+	Seq        uint64   `json:"-"` // where the new turns are stored: not part of the JSON vocabulary
 }
 
 // Apply sets what the payload records on the node it was written for (the
