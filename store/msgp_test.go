@@ -517,6 +517,8 @@ func FuzzMsgpDifferential(f *testing.F) {
 		f.Add(v[headerLen:])
 		v, _ = encodeValue(&Advantage{Step: 1, Group: 2, Leaf: 3, Advantage: -0.5, Rubrics: []uint64{4, 5}, ZeroVariance: true})
 		f.Add(v[headerLen:])
+		g := randGroup(rng)
+		f.Add(encodeGroup(&g)[headerLen:])
 	}
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		compareTurnDecode(t, frameFor(payload))
@@ -524,5 +526,6 @@ func FuzzMsgpDifferential(f *testing.F) {
 		compareRecordDecode[Node](t, payload)
 		compareRecordDecode[TurnsPayload](t, payload)
 		compareRecordDecode[Advantage](t, payload)
+		compareRecordDecode[Group](t, payload)
 	})
 }
