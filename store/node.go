@@ -42,7 +42,7 @@ func (r *RunTx) addNode(spec NodeSpec) (Node, error) {
 	if spec.Ordinal < 0 || spec.Attempt < 0 {
 		return Node{}, invalidf("node ordinal %d / attempt %d is negative", spec.Ordinal, spec.Attempt)
 	}
-	if err := validText(map[string]string{"worker": spec.Worker}, nil); err != nil {
+	if err := validText(nil, "worker", spec.Worker); err != nil {
 		return Node{}, err
 	}
 	n := Node{Step: g.Step, Group: g.ID, Parent: spec.Parent, Fork: spec.Fork, Ordinal: spec.Ordinal,
@@ -393,7 +393,7 @@ func (r *RunTx) FailNode(id uint64, reason string) error {
 		if n.Status != NodeActive {
 			return invalidf("node %d is %s; only an active node fails", id, n.Status)
 		}
-		if err := validText(map[string]string{"error": reason}, nil); err != nil {
+		if err := validText(nil, "error", reason); err != nil {
 			return err
 		}
 		n.Status, n.Error = NodeFailed, reason
