@@ -59,9 +59,6 @@ func exportLake(ctx context.Context, r *store.RunTx, opts ExportOptions) (_ *Exp
 	if err := ex.run(); err != nil {
 		return nil, err
 	}
-	if ex.bar != nil {
-		_ = ex.bar.Finish()
-	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -26,9 +26,9 @@ type DB struct {
 
 	writeMu sync.Mutex // serialises Update so the cache commit protocol sees one writer
 
-	// stampFormat: the file is an older format read as it is; the next
-	// write transaction records FormatVersion (guarded by writeMu).
-	stampFormat bool
+	// format is the file's format version: older ones are read with their
+	// own turn keys and refuse writes (ErrNeedsMigration).
+	format uint64
 
 	// premapped: the file was opened with an initial mapping larger than
 	// itself, so Update sets bbolt's growth step (growStep).
@@ -50,7 +50,7 @@ func growStep(dataSize int64) int {
 }
 
 // Open opens or creates the patrdb file at path. A nil opts means
-// DefaultOptions(). A file written by a newer format is refused with
+// DefaultOptions(), and zero fields of opts their defaults (EnsureDefaults). A file written by a newer format is refused with
 // ErrVersionMismatch and left untouched; a file that is not a patrdb file is
 // refused with ErrNotPatrdb.
 func Open(path string, opts *Options) (*DB, error) {
@@ -60,13 +60,7 @@ func Open(path string, opts *Options) (*DB, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	o := *opts
-	if o.FileMode == 0 {
-		o.FileMode = 0o600
-	}
-	if o.PageSize == 0 {
-		o.PageSize = DefaultOptions().PageSize
-	}
+	o := *opts.EnsureDefaults()
 	if o.ReadOnly {
 		fi, err := os.Stat(path)
 		if err != nil {
@@ -78,7 +72,7 @@ func Open(path string, opts *Options) (*DB, error) {
 		}
 	}
 	bopts := &bolt.Options{
-		Timeout:      o.Timeout,
+		Timeout:      max(o.Timeout, 0), // bbolt's 0 waits forever
 		ReadOnly:     o.ReadOnly,
 		NoSync:       o.NoSync,
 		NoGrowSync:   false,
@@ -90,7 +84,7 @@ func Open(path string, opts *Options) (*DB, error) {
 	// that the mapping plus one growth step could pass, bbolt's check of
 	// the cap and its growth of the file disagree (it checks as if the
 	// mapping followed the file), so such a file is mapped on demand.
-	if !o.ReadOnly && (o.MaxSize == 0 || o.MaxSize >= o.InitialMmapSize+boltAllocSize) {
+	if !o.ReadOnly && o.InitialMmapSize > 0 && (o.MaxSize == 0 || o.MaxSize >= o.InitialMmapSize+boltAllocSize) {
 		bopts.InitialMmapSize = int(o.InitialMmapSize)
 	}
 	if problems := preOpenCheck(path, !o.ReadOnly); len(problems) > 0 {
@@ -102,8 +96,8 @@ func Open(path string, opts *Options) (*DB, error) {
 	}
 	db := &DB{bolt: bdb, path: path, opts: o, log: o.logger(), premapped: bopts.InitialMmapSize > 0}
 	if db.premapped {
-		// For the commits that do not go through Update (a new file's
-		// meta bucket, migrations); Update sets it from then on.
+		// For the commit that does not go through Update (a new file's
+		// meta bucket); Update sets it from then on.
 		bdb.AllocSize = growStep(0)
 		if fi, err := os.Stat(path); err == nil {
 			bdb.AllocSize = growStep(fi.Size())
@@ -158,7 +152,7 @@ func guardOpen(fn func() error) (err error) {
 func mapOpenError(path string, err error) error {
 	switch {
 	case errors.Is(err, berrors.ErrTimeout):
-		return fmt.Errorf("%w: %s is locked by another process; inspect a live run through its serve API (patrdb serve, --server URL) or copy it with compact --out", ErrTimeout, path)
+		return fmt.Errorf("%w: %s is locked by another process", ErrTimeout, path)
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrVersionMismatch):
 		return fmt.Errorf("%w: %s: %v", ErrNotPatrdb, path, err)
 	case errors.Is(err, berrors.ErrChecksum):
@@ -179,9 +173,8 @@ func (db *DB) Path() string { return db.path }
 // Options returns a copy of the options the DB was opened with.
 func (db *DB) Options() Options { return db.opts }
 
-// Bolt exposes the underlying bbolt handle for tools that need raw access
-// (compaction, benchmarks). Writing through it bypasses every invariant.
-func (db *DB) Bolt() *bolt.DB { return db.bolt }
+// PageSize is the page size the file was created with.
+func (db *DB) PageSize() int { return db.bolt.Info().PageSize }
 
 // Close releases the file. Transactions must have ended.
 func (db *DB) Close() error {
@@ -201,6 +194,9 @@ func (db *DB) Update(fn func(*Tx) error) (err error) {
 	}
 	if db.opts.ReadOnly {
 		return ErrReadOnly
+	}
+	if db.format < FormatVersion {
+		return fmt.Errorf("%w: %s has format %d; this build writes only format %d files", ErrNeedsMigration, db.path, db.format, FormatVersion)
 	}
 	db.writeMu.Lock()
 	defer db.writeMu.Unlock()
@@ -222,10 +218,8 @@ func (db *DB) Update(fn func(*Tx) error) (err error) {
 	if tx.err != nil {
 		return tx.err
 	}
-	if db.stampFormat {
-		if err := writeMeta(btx.Bucket(bucketMeta), FormatVersion); err != nil {
-			return err
-		}
+	if err := tx.flush(); err != nil {
+		return err
 	}
 	// The id must be read before Commit: a closed bbolt Tx reports -1, which
 	// would leave the cache's committed txid matching no reader, ever.
@@ -241,7 +235,6 @@ func (db *DB) Update(fn func(*Tx) error) (err error) {
 	if err != nil {
 		return mapTxError(err)
 	}
-	db.stampFormat = false
 	return nil
 }
 

@@ -313,7 +313,7 @@ func tempPath(tb testing.TB, name string) string {
 // doc.go), for tests that inspect or damage the file below the API.
 func rawBucket(tb testing.TB, tx *store.Tx, run, name string) *bolt.Bucket {
 	tb.Helper()
-	b := tx.Bolt().Bucket([]byte("runs")).Bucket([]byte(run)).Bucket([]byte(name))
+	b := storetest.BoltTx(tx).Bucket([]byte("runs")).Bucket([]byte(run)).Bucket([]byte(name))
 	if b == nil {
 		tb.Fatalf("no bucket runs/%s/%s", run, name)
 	}
@@ -333,4 +333,19 @@ func runWithRoot(tx *store.Tx) (*store.RunTx, store.Node, error) {
 	}
 	n, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID})
 	return r, n, err
+}
+
+// turnKeyOf is the key of a node's own turn in the turns bucket.
+func turnKeyOf(tb testing.TB, db *store.DB, run string, node uint64, index int) []byte {
+	tb.Helper()
+	var k []byte
+	view(tb, db, func(tx *store.Tx) error {
+		r, err := tx.Run(run)
+		if err != nil {
+			return err
+		}
+		k, err = store.TurnKey(r, node, index)
+		return err
+	})
+	return k
 }

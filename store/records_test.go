@@ -190,6 +190,7 @@ func TestNodeRoundTrip(t *testing.T) {
 			{Interval: 1, Action: store.ActionExpand, Score: 1, Reference: 1, Delta: 0.5, Rule: "max", Children: 2},
 		},
 		EnvState: []byte("env@4"), Worker: "gpu-3", Attempt: 1,
+		TurnRanges: store.TurnRanges{{Seq: 1, Count: 4}}, // the run's first four turns
 	}
 	wantChild := store.Node{ID: child.ID, Step: 3, Group: added.Group, Parent: added.ID, Ordinal: 1, Fork: 4, Base: 4, Depth: 1,
 		Status: store.NodeTruncated, HasReward: true, Reward: -1}
@@ -223,7 +224,7 @@ func TestNodeRoundTrip(t *testing.T) {
 	// The same reads with the LRU off decode straight from the file.
 	db.Close()
 	o := storetest.Options()
-	o.CacheNodes = 0
+	o.CacheNodes = store.NoCache
 	check("uncached", storetest.OpenPath(t, db.Path(), o))
 }
 
@@ -742,7 +743,7 @@ func TestReopenReadsBackEverything(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for _, cache := range []int{16, 0} {
+	for _, cache := range []int{16, store.NoCache} {
 		o := storetest.Options()
 		o.CacheNodes = cache
 		db2 := storetest.OpenPath(t, path, o)

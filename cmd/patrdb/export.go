@@ -87,8 +87,9 @@ func (a *App) export(ctx context.Context, runArg string, f *exportFlags) (err er
 	if err := opts.Validate(); err != nil {
 		return usageErrorf("--format %q: want jsonl, parquet or rl", f.format)
 	}
+	finishBar := func() {}
 	if !a.json && a.isTerminal(a.stderr) {
-		opts.Progress = a.stderr
+		opts.OnProgress, finishBar = progressBar(a.stderr, "export "+id)
 	}
 	db, err := a.openRead()
 	if err != nil {
@@ -110,12 +111,12 @@ func (a *App) export(ctx context.Context, runArg string, f *exportFlags) (err er
 	defer stop()
 	if a.pausePoint != nil {
 		paused := false
-		opts.OnProgress = func(int64, int64) {
+		opts.OnProgress = both(opts.OnProgress, func(int64, int64) {
 			if !paused {
 				paused = true
 				a.pause(ctx, "export")
 			}
-		}
+		})
 	}
 	var res *replay.ExportResult
 	err = db.View(func(tx *store.Tx) error {
@@ -126,6 +127,7 @@ func (a *App) export(ctx context.Context, runArg string, f *exportFlags) (err er
 		res, err = replay.Export(ctx, r, opts)
 		return err
 	})
+	finishBar()
 	var conflict *replay.LakeConflictError
 	switch {
 	case errors.As(err, &conflict):
