@@ -14,7 +14,10 @@
 //	GET /api/v1/openapi.json                        the OpenAPI document (openapi.json beside this file)
 //	GET /metrics                                    Prometheus: requests and latencies by route and code, store figures
 //
-// Options.AccessLog writes one Common Log Format line per request.
+// Options.AccessLog writes one Common Log Format line per request. A new
+// endpoint goes into openapi.json too (a test holds the document to the
+// registered routes both ways), with info.version's minor number raised so
+// clients can ask for it.
 //
 // # Reads
 //
