@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -57,36 +56,17 @@ func TestDemoStoreShape(t *testing.T) {
 	}
 }
 
-// The viewer in a real browser: the runs list and charts render, the tree
-// of the latest group is drawn, and clicking a node that inherits a prefix
-// shows its turns with the inherited ones marked.
-func TestViewerInChromium(t *testing.T) {
+// page is a headless Chromium tab for one test, with bounded steps.
+type page struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+func newPage(t *testing.T, url string) *page {
+	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Skipf("no browser at %s (apt-get install chromium): %v", chromiumPath, err)
 	}
-	e := newEnv(t, Options{})
-	demoStore(e, "demo", 3, 2)
-
-	// A node with a parent, from the group the page opens by default (the
-	// first group of the last step), and its trajectory as the API has it.
-	var groups struct{ Groups []store.Group }
-	e.get("/api/v1/runs/demo/steps/3/groups", &groups)
-	var tr GroupTree
-	e.get(fmt.Sprintf("/api/v1/runs/demo/groups/%d", groups.Groups[0].ID), &tr)
-	var target store.Node
-	for _, n := range tr.Nodes {
-		if n.Parent != 0 && n.Turns > 0 {
-			target = n
-			break
-		}
-	}
-	if target.ID == 0 {
-		t.Fatal("demo group has no child with turns")
-	}
-	var traj Trajectory
-	e.get(fmt.Sprintf("/api/v1/runs/demo/nodes/%d/trajectory", target.ID), &traj)
-
-	dir := t.TempDir()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath),
 		chromedp.Flag("headless", true),
@@ -97,93 +77,74 @@ func TestViewerInChromium(t *testing.T) {
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(filepath.Join(dir, "profile")),
+		chromedp.UserDataDir(filepath.Join(t.TempDir(), "profile")),
 		chromedp.WindowSize(1400, 1000),
 	}
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	bctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	defer cancel()
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	bctx, cancelB := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
 	// The first action starts the browser and must not run under a timeout
 	// (it would stop the browser); later ones are bounded.
-	if err := chromedp.Do(bctx, chromedp.Navigate(e.srv.URL+"/")); err != nil {
+	if err := chromedp.Do(bctx, chromedp.Navigate(url)); err != nil {
 		t.Fatalf("browser: %v", err)
 	}
-	ctx, cancelT := context.WithTimeout(bctx, 30*time.Second)
-	defer cancelT()
+	ctx, cancelT := context.WithTimeout(bctx, 60*time.Second)
+	t.Cleanup(func() { cancelT(); cancelB(); cancelA() })
+	return &page{t: t, ctx: ctx}
+}
 
-	sel := chromedp.CSS(fmt.Sprintf(`#tree .node[data-node="%d"]`, target.ID))
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatalf("browser: %v", err)
-		}
+func (p *page) do(actions ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	if err := chromedp.Do(p.ctx, actions...); err != nil {
+		p.t.Fatalf("browser: %v", err)
 	}
-	must(chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#runs button[data-run="demo"]`)), chromedp.WaitVisible(sel)))
-	runsText, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#runs`)))
-	must(err)
-	nodes, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#tree .node").length`))
-	must(err)
-	chartPaths, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#charts path.series").length`))
-	must(err)
-	rubricRows, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#rubrics tbody tr[data-pool]").length`))
-	must(err)
-	must(chromedp.Do(ctx, chromedp.Click(sel), chromedp.WaitVisible(chromedp.CSS(`#traj li.own`))))
-	title, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#traj-title`)))
-	must(err)
-	status, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS(`#status`)))
-	must(err)
-	if !strings.Contains(runsText, "demo") {
-		t.Errorf("runs list: %q", runsText)
+}
+
+// wait polls a JavaScript condition until it holds (bounded by p's time).
+func (p *page) wait(cond string) {
+	p.t.Helper()
+	if _, err := chromedp.Run(p.ctx, chromedp.Poll[bool](cond, chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		status, _ := evalJS[string](p, `document.getElementById("status").textContent`)
+		p.t.Fatalf("waiting for %s: %v (status line %q)", cond, err, status)
 	}
-	if nodes != len(tr.Nodes) {
-		t.Errorf("tree draws %d nodes, the group has %d", nodes, len(tr.Nodes))
-	}
-	if chartPaths != 2+2+4 || rubricRows != 3 {
-		t.Errorf("%d chart series, %d rubric rows", chartPaths, rubricRows)
-	}
-	want := fmt.Sprintf("Trajectory of node %d: %d turns, %d inherited", target.ID, len(traj.Turns), traj.Inherited)
-	if title != want || status != "" {
-		t.Errorf("trajectory title %q (status %q), want %q", title, status, want)
-	}
-	// Every turn is listed in order; the inherited prefix is marked and
-	// ends where the node's own turns begin.
-	turns, err := chromedp.Run(ctx, chromedp.Evaluate[[]map[string]string](`Array.from(document.querySelectorAll("#traj-turns li")).map(li => ({
-		cls: li.className, node: li.dataset.node || "", action: (li.querySelector(".act") || {}).textContent || ""}))`))
+}
+
+func evalJS[T any](p *page, expr string) (T, error) {
+	return chromedp.Run(p.ctx, chromedp.Evaluate[T](expr))
+}
+
+func js[T any](p *page, expr string) T {
+	p.t.Helper()
+	v, err := evalJS[T](p, expr)
 	if err != nil {
-		t.Fatal(err)
+		p.t.Fatalf("evaluating %s: %v", expr, err)
 	}
-	var got []string
-	for _, li := range turns {
-		got = append(got, li["cls"]+":"+li["node"]+":"+li["action"])
-	}
-	var expect []string
-	for i, pt := range traj.Turns {
-		if i == traj.Inherited && traj.Inherited > 0 {
-			expect = append(expect, "prefix-end::")
-		}
-		cls := "turn own"
-		if i < traj.Inherited {
-			cls = "turn inherited"
-		}
-		expect = append(expect, fmt.Sprintf("%s:%d:%s", cls, pt.Node, pt.Action))
-	}
-	if strings.Join(got, "\n") != strings.Join(expect, "\n") {
-		t.Errorf("trajectory panel:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(expect, "\n"))
-	}
-	if traj.Inherited == 0 {
-		t.Error("the clicked node inherits nothing: the test does not exercise the prefix marking")
-	}
+	return v
+}
 
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	must(err)
-	shotDir := os.Getenv("PATRDB_ARTIFACTS")
-	if shotDir == "" {
-		shotDir = os.TempDir()
+// shot saves a screenshot of the viewport as docs-ready viewer-NAME.png
+// into $PATRDB_SCREENSHOTS when set (the README shows them), and into
+// $PATRDB_ARTIFACTS for CI otherwise.
+func (p *page) shot(name string) {
+	p.t.Helper()
+	dir := os.Getenv("PATRDB_SCREENSHOTS")
+	if dir == "" {
+		dir = os.Getenv("PATRDB_ARTIFACTS")
 	}
-	shot := filepath.Join(shotDir, "patrdb-viewer.png")
-	if err := os.WriteFile(shot, png, 0o644); err != nil {
-		t.Fatal(err)
+	if dir == "" {
+		return
 	}
-	t.Logf("viewer screenshot: %s (%d bytes)", shot, len(png))
+	png, err := chromedp.Run(p.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	f := filepath.Join(dir, "viewer-"+name+".png")
+	if err := os.WriteFile(f, png, 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Logf("screenshot %s (%d bytes)", f, len(png))
+}
+
+func (p *page) scrollTo(sel string) {
+	p.t.Helper()
+	js[bool](p, fmt.Sprintf(`(document.querySelector(%q).scrollIntoView({block: "start"}), true)`, sel))
 }

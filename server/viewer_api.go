@@ -1,0 +1,116 @@
+package server
+
+import (
+	"errors"
+	"math"
+	"net/http"
+	"strings"
+
+	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/store"
+)
+
+// The viewer's endpoints: each sends one figure set replay computes, so a
+// page needs one request per panel and draws what it gets.
+//
+//	GET /api/v1/runs/{run}/view                    RunView
+//	GET /api/v1/runs/{run}/groups/{group}/view     replay.GroupView
+//	GET /api/v1/runs/{run}/nodes/{node}/view       replay.TrajectoryView
+//	GET /api/v1/runs/{run}/rubrics/page?pool=public,candidate&q=TEXT&sort=rho&offset=0&limit=50
+//	                                               replay.RubricPage
+func (s *server) viewerRoutes(prefix string) {
+	s.handle("GET "+prefix+"/runs/{run}/view", s.runView)
+	s.handle("GET "+prefix+"/runs/{run}/groups/{group}/view", s.viewGroup)
+	s.handle("GET "+prefix+"/runs/{run}/nodes/{node}/view", s.viewTrajectory)
+	s.handle("GET "+prefix+"/runs/{run}/rubrics/page", s.viewRubrics)
+}
+
+// RunView is GET /api/v1/runs/{run}/view: the run record (with its
+// config) and the environment work of each step, for curves against
+// env steps and a side-by-side config.
+type RunView struct {
+	Run   RunJSON          `json:"run"`
+	Steps []replay.StepEnv `json:"steps"`
+}
+
+func (s *server) runView(w http.ResponseWriter, r *http.Request) error {
+	var out RunView
+	err := s.viewRun(r, func(rt *store.RunTx) error {
+		info, err := rt.Info()
+		if err != nil {
+			return err
+		}
+		out.Run = runJSON(info)
+		out.Steps, err = replay.EnvSteps(rt)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return s.ok(w, out)
+}
+
+func (s *server) viewGroup(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "group")
+	if err != nil {
+		return err
+	}
+	var out *replay.GroupView
+	err = s.viewRun(r, func(rt *store.RunTx) error {
+		out, err = replay.ViewGroup(rt, id)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return s.ok(w, out)
+}
+
+func (s *server) viewTrajectory(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "node")
+	if err != nil {
+		return err
+	}
+	var out *replay.TrajectoryView
+	err = s.viewRun(r, func(rt *store.RunTx) error {
+		out, err = replay.ViewTrajectory(rt, id)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return s.ok(w, out)
+}
+
+func (s *server) viewRubrics(w http.ResponseWriter, r *http.Request) error {
+	q := replay.RubricQuery{Text: r.URL.Query().Get("q"), Sort: r.URL.Query().Get("sort")}
+	if p := r.URL.Query().Get("pool"); p != "" {
+		for _, name := range strings.Split(p, ",") {
+			q.Pools = append(q.Pools, store.RubricPool(strings.TrimSpace(name)))
+		}
+	}
+	off, err := queryUint(r, "offset", 0)
+	if err != nil {
+		return err
+	}
+	lim, err := queryUint(r, "limit", 0)
+	if err != nil {
+		return err
+	}
+	if off > math.MaxInt32 || lim > math.MaxInt32 {
+		return badRequest("offset %d, limit %d: too large", off, lim)
+	}
+	q.Offset, q.Limit = int(off), int(lim)
+	var out *replay.RubricPage
+	err = s.viewRun(r, func(rt *store.RunTx) error {
+		out, err = replay.Rubrics(rt, q)
+		return err
+	})
+	if errors.Is(err, replay.ErrViewQuery) {
+		return withStatus(http.StatusBadRequest, "invalid", err)
+	}
+	if err != nil {
+		return err
+	}
+	return s.ok(w, out)
+}
