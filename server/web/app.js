@@ -34,6 +34,19 @@ async function api(path) {
   return body;
 }
 
+// Requests a page load is sure to make start before the run list arrives;
+// take hands such a request's promise to the code that needs it.
+const early = new Map();
+function prefetch(path) { if (!early.has(path)) early.set(path, api(path).catch(e => e)); }
+async function take(path) {
+  const p = early.get(path);
+  if (!p) return api(path);
+  early.delete(path);
+  const v = await p;
+  if (v instanceof Error) throw v;
+  return v;
+}
+
 function askToken(hadOne) {
   const f = $("token-form");
   f.hidden = false;
@@ -101,6 +114,14 @@ function writeURL(replace) {
 
 // ---- runs ----
 async function loadRuns() {
+  const u = readURL();
+  early.clear();
+  if (u.run && !u.compare.length) {
+    prefetch(`/runs/${enc(u.run)}/steps`);
+    prefetch(rubricPath(u.run, 0));
+    if (u.step) prefetch(`/runs/${enc(u.run)}/steps/${u.step}/groups`);
+    if (u.group) prefetch(`/runs/${enc(u.run)}/groups/${u.group}/view`);
+  }
   const [health, data] = await Promise.all([api("/health"), api("/runs")]);
   $("token-form").hidden = true;
   $("file").textContent = health.path || "";
@@ -156,13 +177,14 @@ async function showRun(id, step, group, node) {
   drawRunList();
   $("run-panel").hidden = false;
   if (changed || !state.steps.length) {
-    const [steps, view] = await Promise.all([api(`/runs/${enc(id)}/steps`), api(`/runs/${enc(id)}/view`)]);
+    state.env = null;
+    const rubrics = loadRubrics(0);
+    const steps = await take(`/runs/${enc(id)}/steps`);
     state.steps = steps.steps;
-    state.env = view.steps;
-    drawRunHead(view.run);
-    drawRunCharts();
+    drawRunHead(summaryOf(id).run);
+    await drawRunCharts();
     drawStepSelect();
-    loadRubrics(0);
+    await rubrics;
   }
   const last = state.steps.length ? state.steps[state.steps.length - 1].step : 0;
   await showStep(state.steps.some(s => s.step === step) ? step : last, group, node);
@@ -194,7 +216,7 @@ async function showStep(step, group, node) {
     $("traj").hidden = true;
     return;
   }
-  const data = await api(`/runs/${enc(state.run)}/steps/${step}/groups`);
+  const data = await take(`/runs/${enc(state.run)}/steps/${step}/groups`);
   $("group").replaceChildren(...data.groups.map(g => el("option", { value: g.id, text: `group ${g.id} · ${g.task || "task"} · ${g.status}` })));
   const g = data.groups.find(g => g.id === group) || data.groups[0];
   if (g) await showGroup(g.id, node);
@@ -203,7 +225,7 @@ async function showStep(step, group, node) {
 async function showGroup(id, node) {
   state.group = id;
   $("group").value = id;
-  const view = await api(`/runs/${enc(state.run)}/groups/${id}/view`);
+  const view = await take(`/runs/${enc(state.run)}/groups/${id}/view`);
   drawGroup(view);
   if (node && view.nodes.some(n => n.id === node)) await showNode(node);
   else { state.node = 0; $("traj").hidden = true; }
@@ -236,11 +258,11 @@ async function refresh() {
     drawRunList();
     const sum = summaryOf(state.run);
     if (!state.compare.length && sum.events !== state.events) {
-      const [steps, view] = await Promise.all([api(`/runs/${enc(state.run)}/steps`), api(`/runs/${enc(state.run)}/view`)]);
+      const steps = await api(`/runs/${enc(state.run)}/steps`);
       state.steps = steps.steps;
-      state.env = view.steps;
-      drawRunHead(view.run);
-      drawRunCharts();
+      state.env = null;
+      drawRunHead(sum.run);
+      await drawRunCharts();
       const at = state.step;
       drawStepSelect();
       $("step").value = at;

@@ -9,7 +9,7 @@ function initCharts() {
     s.addEventListener("change", e => {
       xAxis = e.target.value;
       for (const o of document.querySelectorAll("select.xaxis")) o.value = xAxis;
-      if (state.compare.length) guard(showCompare)(); else drawRunCharts();
+      guard(state.compare.length ? showCompare : drawRunCharts)();
     });
   }
   $("compare-close").addEventListener("click", () => {
@@ -22,7 +22,7 @@ function initCharts() {
 // series of one run's figure against the chosen x axis: env steps come
 // from the run's view, the figures from its steps.
 function seriesOf(steps, env, figure, closedOnly) {
-  const envAt = new Map(env.map(e => [e.step, e.env_steps_total]));
+  const envAt = new Map((env || []).map(e => [e.step, e.env_steps_total]));
   return steps.filter(s => !closedOnly || s.closed_groups > 0)
     .map(s => [xAxis === "env" ? (envAt.get(s.step) || 0) : s.step, figure(s)]);
 }
@@ -38,7 +38,14 @@ function chartBox(id, title) {
     el("svg:svg", { id, class: "chart", viewBox: "0 0 360 180", role: "img", "aria-label": title }));
 }
 
-function drawRunCharts() {
+// envSteps fetches a run's env steps per step, needed only once a reader
+// plots against them.
+async function envSteps(id) {
+  return xAxis === "env" ? (await api(`/runs/${enc(id)}/view`)).steps : [];
+}
+
+async function drawRunCharts() {
+  if (xAxis === "env" && !state.env) state.env = await envSteps(state.run);
   const box = $("charts");
   box.replaceChildren(...FIGURES.map(f => chartBox("chart-" + f.id, f.title)), chartBox("chart-pools", "Rubric pools in play (public, candidate)"));
   for (const f of FIGURES) {
@@ -117,8 +124,8 @@ async function showCompare() {
   clearTimeout(liveTimer);
   drawRunList();
   const runs = await Promise.all(state.compare.map(async id => {
-    const [steps, view] = await Promise.all([api(`/runs/${enc(id)}/steps`), api(`/runs/${enc(id)}/view`)]);
-    return { id, steps: steps.steps, env: view.steps, run: view.run };
+    const [steps, env] = await Promise.all([api(`/runs/${enc(id)}/steps`), envSteps(id)]);
+    return { id, steps: steps.steps, env, run: summaryOf(id).run };
   }));
   $("compare-panel").hidden = false;
   $("compare-title").textContent = `Comparing ${runs.map(r => r.id).join(", ")}`;
@@ -163,11 +170,16 @@ function initRubrics() {
   $("rubric-next").addEventListener("click", () => loadRubrics(rubricOffset + RUBRIC_PAGE));
 }
 
-const loadRubrics = guard(async offset => {
+function rubricPath(run, offset) {
   const pools = [...document.querySelectorAll("#rubric-controls input[name=pool]:checked")].map(b => b.value);
   const q = new URLSearchParams({ offset, limit: RUBRIC_PAGE, sort: $("rubric-sort").value, q: $("rubric-q").value });
   if (pools.length) q.set("pool", pools.join(","));
-  const page = await api(`/runs/${enc(state.run)}/rubrics/page?${q}`);
+  return `/runs/${enc(run)}/rubrics/page?${q}`;
+}
+
+const loadRubrics = guard(async offset => {
+  const pools = [...document.querySelectorAll("#rubric-controls input[name=pool]:checked")];
+  const page = await take(rubricPath(state.run, offset));
   rubricOffset = page.offset;
   drawRubrics(page, pools.length === 0);
 });

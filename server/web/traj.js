@@ -46,7 +46,7 @@ function drawTrajectory(t) {
       on: { click: e => { e.preventDefault(); pick.node(p.id); } } },
     `#${p.id} ×${p.count}`, p.status === "pruned" ? el("span", { class: "mark pruned", text: " ✂ pruned" }) : null,
     p.status === "failed" ? el("span", { class: "mark failed", text: " ✖ failed" }) : null),
-  ]));
+  ].filter(Boolean)));
   const out = $("traj-outcome");
   out.replaceChildren();
   const a = t.advantage;
