@@ -107,6 +107,27 @@ func TestViewerTrajectory(t *testing.T) {
 	if s := js[string](p, `document.getElementById("group").value + "/" + document.getElementById("step").value`); s != "3/2" {
 		t.Errorf("after reload the page shows group/step %s, want 3/2", s)
 	}
+
+	// A link straight to a failed node: its row and its path say so.
+	var g1 replay.GroupView
+	e.get("/api/v1/runs/llm/groups/1/view", &g1)
+	var failed replay.TreeNode
+	for _, n := range g1.Nodes {
+		if n.Status == store.NodeFailed {
+			failed = n
+		}
+	}
+	if failed.ID == 0 {
+		t.Fatal("fixture has no failed node")
+	}
+	p.do(chromedp.Navigate(fmt.Sprintf("%s/?run=llm&step=1&group=1&node=%d", e.srv.URL, failed.ID)))
+	p.wait(fmt.Sprintf(`document.getElementById("traj-title").textContent.startsWith("Trajectory of node %d:")`, failed.ID))
+	if m := js[string](p, fmt.Sprintf(`document.querySelector('#tree .row[data-node="%d"] .mark').textContent`, failed.ID)); m != "✖" {
+		t.Errorf("failed node's tree mark %q", m)
+	}
+	if s := js[string](p, `document.getElementById("traj-path").textContent + " | " + document.getElementById("traj-outcome").textContent`); !strings.Contains(s, "✖ failed") || !strings.Contains(s, "error: "+failed.Error) {
+		t.Errorf("failed node's trajectory says %q", s)
+	}
 }
 
 // jsRound is how the page rounds a figure to d decimals.

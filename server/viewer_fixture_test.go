@@ -112,6 +112,7 @@ func fixtureGroup(r *store.RunTx, rng *rand.Rand, spec viewerSpec, step uint64, 
 		count++
 	}
 	var leaves []tree.Leaf
+	failed := false
 	finish := func(n store.Node, status store.NodeStatus, reward float64) error {
 		if err := r.SetReward(n.ID, reward); err != nil {
 			return err
@@ -181,6 +182,13 @@ func fixtureGroup(r *store.RunTx, rng *rand.Rand, spec viewerSpec, step uint64, 
 					}
 					next = append(next, kid)
 					count++
+				}
+			case step == 1 && task == 0 && iv == 0 && !failed:
+				// One branch's policy call fails for good: a failed node
+				// in the tree, which is neither a leaf nor active.
+				failed = true
+				if err := r.FailNode(n.ID, "policy timeout after 120s"); err != nil {
+					return err
 				}
 			default:
 				if err := r.Route(n.ID, store.Decision{Interval: iv, Action: store.ActionSurvive, Score: scores[i], Reference: scores[best], Delta: 0.25, Rule: "middle"}); err != nil {
