@@ -216,7 +216,14 @@ func cmpFloat(a, b float64) int {
 // comparison with another run.
 func TestViewerRunPage(t *testing.T) {
 	e := newEnv(t, Options{})
-	buildViewerRun(t, e.db, "big", viewerSpec{steps: 100, tasks: 32, roots: 4, nodes: 12, children: 2, tokens: 16, obsLines: 4, rubrics: 25, seed: 1})
+	// Under the race detector the server is several times slower: the run
+	// keeps its 100 steps but fewer tasks, and its load time is only
+	// reported (CI times the full run without -race).
+	tasks := 32
+	if raceEnabled {
+		tasks = 4
+	}
+	buildViewerRun(t, e.db, "big", viewerSpec{steps: 100, tasks: tasks, roots: 4, nodes: 12, children: 2, tokens: 16, obsLines: 4, rubrics: 25, seed: 1})
 	buildViewerRun(t, e.db, "small", viewerSpec{steps: 20, tasks: 4, roots: 3, nodes: 10, children: 2, tokens: 4, obsLines: 2, rubrics: 1, seed: 2})
 	var page replay.RubricPage
 	e.get("/api/v1/runs/big/rubrics/page", &page)
@@ -240,10 +247,10 @@ func TestViewerRunPage(t *testing.T) {
 		loads = append(loads, time.Since(start))
 	}
 	slices.Sort(loads)
-	t.Logf("run page of a 100-step × 32-task run: median load %v (fastest %v, slowest %v)", loads[2], loads[0], loads[4])
+	t.Logf("run page of a 100-step × %d-task run: median load %v (fastest %v, slowest %v)", tasks, loads[2], loads[0], loads[4])
 	// A shared machine only ever slows a load down: the fastest load holds
 	// the budget, the slowest a generous bound.
-	if loads[0] > time.Second || loads[4] > 5*time.Second {
+	if !raceEnabled && (loads[0] > time.Second || loads[4] > 5*time.Second) {
 		t.Errorf("run page loads %v: want the fastest under 1s and every one under 5s", loads)
 	}
 	if s := js[string](p, `document.getElementById("step").value + "/" + document.querySelectorAll("#step option").length`); s != "100/100" {
