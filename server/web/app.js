@@ -200,7 +200,7 @@ function drawRunHead(run) {
   $("run-summary").textContent =
     `${run.status} · last completed step ${run.last_step} · ${sum.groups} groups (${sum.open_groups} open) · ` +
     `${sum.nodes} nodes · ${sum.turns} turns stored · ${sum.leaves} leaves · ${sum.frontier} active`;
-  $("run-config-text").textContent = run.config === null ? "(none)" : JSON.stringify(run.config, null, 2);
+  $("run-config-text").textContent = run.config == null ? "(none)" : JSON.stringify(run.config, null, 2);
 }
 
 function drawStepSelect() {
