@@ -17,14 +17,15 @@ type TreeNode struct {
 	Base    int              `json:"base"`
 	Turns   int              `json:"turns"`
 	Status  store.NodeStatus `json:"status"`
-	// Score is the node's last process score; null when never scored.
-	Score *float64 `json:"score"`
+	// LastScore is the value of the node's last process score; null when
+	// never scored.
+	LastScore *float64 `json:"last_score"`
 	// Reward is the outcome reward (null until set); Advantage the leaf's
 	// GRPO advantage once the group closed (null otherwise).
-	Reward    *float64 `json:"reward"`
-	Advantage *float64 `json:"advantage"`
-	Children  int      `json:"children"`
-	Error     string   `json:"error,omitempty"`
+	Reward     *float64 `json:"reward"`
+	Advantage  *float64 `json:"advantage"`
+	ChildCount int      `json:"child_count"`
+	Error      string   `json:"error,omitempty"`
 }
 
 // Range is the least and greatest of some values; both 0 when there were
@@ -50,15 +51,15 @@ func (r *Range) add(x float64) {
 // GroupSummary is what a group's tree holds, for a reader who cannot take
 // in thousands of nodes at once.
 type GroupSummary struct {
-	Nodes        int                      `json:"nodes"`
-	Leaves       int                      `json:"leaves"`
-	ByStatus     map[store.NodeStatus]int `json:"by_status"`
-	MaxDepth     int                      `json:"max_depth"`
-	MaxPath      int                      `json:"max_path"` // longest path, in turns
-	TurnsStored  int                      `json:"turns_stored"`
-	Reward       Range                    `json:"reward"`    // over the leaves with a reward
-	Advantage    Range                    `json:"advantage"` // over the leaves with an advantage
-	ZeroVariance bool                     `json:"zero_variance"`
+	Nodes          int                      `json:"nodes"`
+	Leaves         int                      `json:"leaves"`
+	ByStatus       map[store.NodeStatus]int `json:"by_status"`
+	MaxDepth       int                      `json:"max_depth"`
+	MaxPath        int                      `json:"max_path"` // longest path, in turns
+	TurnsStored    int                      `json:"turns_stored"`
+	RewardRange    Range                    `json:"reward_range"`    // over the leaves with a reward
+	AdvantageRange Range                    `json:"advantage_range"` // over the leaves with an advantage
+	ZeroVariance   bool                     `json:"zero_variance"`
 	// DepthCounts[d] is the number of nodes at depth d.
 	DepthCounts []int `json:"depth_counts"`
 }
@@ -109,9 +110,9 @@ func ViewGroup(r *store.RunTx, id uint64) (*GroupView, error) {
 	var visit func(n store.Node)
 	visit = func(n store.Node) {
 		t := TreeNode{ID: n.ID, Parent: n.Parent, Ordinal: n.Ordinal, Depth: n.Depth, Fork: n.Fork, Base: n.Base,
-			Turns: n.Turns, Status: n.Status, Children: len(kids[n.ID]), Error: n.Error}
+			Turns: n.Turns, Status: n.Status, ChildCount: len(kids[n.ID]), Error: n.Error}
 		if len(n.Scores) > 0 {
-			t.Score = finitePtr(n.Scores[len(n.Scores)-1].Value)
+			t.LastScore = finitePtr(n.Scores[len(n.Scores)-1].Value)
 		}
 		if n.HasReward {
 			t.Reward = finitePtr(n.Reward)
@@ -132,10 +133,10 @@ func ViewGroup(r *store.RunTx, id uint64) (*GroupView, error) {
 		if n.Status.Leaf() {
 			sum.Leaves++
 			if t.Reward != nil {
-				sum.Reward.add(*t.Reward)
+				sum.RewardRange.add(*t.Reward)
 			}
 			if t.Advantage != nil {
-				sum.Advantage.add(*t.Advantage)
+				sum.AdvantageRange.add(*t.Advantage)
 			}
 		}
 		for _, c := range sortByOrdinal(kids[n.ID]) {

@@ -141,7 +141,7 @@ func TestViewGroup(t *testing.T) {
 			for _, c := range v.Summary.DepthCounts {
 				sumDepth += c
 			}
-			if leaves != v.Summary.Leaves || withAdv != len(advs) || v.Summary.Advantage.Count != len(advs) || sumDepth != len(nodes) {
+			if leaves != v.Summary.Leaves || withAdv != len(advs) || v.Summary.AdvantageRange.Count != len(advs) || sumDepth != len(nodes) {
 				t.Fatalf("group %d: %d leaves (summary %d), %d advantages (records %d), depth counts %v", g.ID, leaves, v.Summary.Leaves, withAdv, len(advs), v.Summary.DepthCounts)
 			}
 			return nil

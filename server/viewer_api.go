@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/rubricpool"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -17,7 +18,7 @@ import (
 //	GET /api/v1/runs/{run}/groups/{group}/view     replay.GroupView
 //	GET /api/v1/runs/{run}/nodes/{node}/view       replay.TrajectoryView
 //	GET /api/v1/runs/{run}/rubrics/page?pool=public,candidate&q=TEXT&sort=rho&offset=0&limit=50
-//	                                               replay.RubricPage
+//	                                               RubricPage
 func (s *server) viewerRoutes(prefix string) {
 	s.handle("GET "+prefix+"/runs/{run}/view", s.runView)
 	s.handle("GET "+prefix+"/runs/{run}/groups/{group}/view", s.viewGroup)
@@ -82,6 +83,20 @@ func (s *server) viewTrajectory(w http.ResponseWriter, r *http.Request) error {
 	return s.ok(w, out)
 }
 
+// RubricPage is GET /api/v1/runs/{run}/rubrics/page: replay.RubricPage
+// with each rubric's running correlation (rubricpool.Rho of its usage),
+// null while undefined, next to its admission rho.
+type RubricPage struct {
+	replay.RubricPage
+	Rubrics []RubricRow `json:"rubrics"`
+}
+
+// RubricRow is a rubric and its running correlation with the outcome.
+type RubricRow struct {
+	store.Rubric
+	RunningCorr *float64 `json:"running_corr"`
+}
+
 func (s *server) viewRubrics(w http.ResponseWriter, r *http.Request) error {
 	q := replay.RubricQuery{Text: r.URL.Query().Get("q"), Sort: r.URL.Query().Get("sort")}
 	if p := r.URL.Query().Get("pool"); p != "" {
@@ -112,5 +127,20 @@ func (s *server) viewRubrics(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.ok(w, out)
+	reply := RubricPage{RubricPage: *out, Rubrics: make([]RubricRow, len(out.Rubrics))}
+	for i, rb := range out.Rubrics {
+		reply.Rubrics[i].Rubric = rb
+		if rho, ok := rubricpool.Rho(rb.Usage); ok {
+			reply.Rubrics[i].RunningCorr = finite(rho)
+		}
+	}
+	return s.ok(w, reply)
+}
+
+// finite is x, or nil for a value JSON cannot carry.
+func finite(x float64) *float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return nil
+	}
+	return &x
 }

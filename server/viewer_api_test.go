@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/rubricpool"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -28,10 +29,21 @@ func TestViewerEndpoints(t *testing.T) {
 	if tv.Group.ID != 2 || len(tv.Turns) == 0 || tv.Turns[0].MeanLogprob == nil {
 		t.Fatalf("trajectory view %+v", tv)
 	}
-	var page replay.RubricPage
+	var page RubricPage
 	e.get("/api/v1/runs/v/rubrics/page?pool=retired&limit=2", &page)
 	if page.Limit != 2 || page.Total != page.Pools[store.PoolRetired] || len(page.Rubrics) != min(2, page.Total) {
 		t.Fatalf("rubric page %+v", page)
+	}
+	// Public rubrics with activations carry their running correlation.
+	e.get("/api/v1/runs/v/rubrics/page?pool=public", &page)
+	for _, rb := range page.Rubrics {
+		want, ok := rubricpool.Rho(rb.Usage)
+		if !ok || rb.RunningCorr == nil || *rb.RunningCorr != want {
+			t.Errorf("rubric %d: running_corr %v, want %v (defined %v)", rb.ID, rb.RunningCorr, want, ok)
+		}
+	}
+	if len(page.Rubrics) == 0 {
+		t.Error("no public rubric to check")
 	}
 	for path, want := range map[string]int{
 		"/api/v1/runs/v/rubrics/page?pool=everything": http.StatusBadRequest,

@@ -193,14 +193,14 @@ function drawRubrics(page, noPool) {
   $("rubric-prev").disabled = page.offset === 0;
   $("rubric-next").disabled = end >= page.total;
   if (!page.rubrics.length) {
-    tb.append(el("tr", {}, el("td", { colspan: 11, class: "dim", text: noPool ? "showing public and candidate" : "no rubric matches" })));
+    tb.append(el("tr", {}, el("td", { colspan: 12, class: "dim", text: noPool ? "showing public and candidate" : "no rubric matches" })));
     return;
   }
   for (const r of page.rubrics) {
     const u = r.usage || {};
     tb.append(el("tr", { "data-pool": r.pool, "data-rubric": r.id },
       el("td", { class: "num", text: r.id }), el("td", { text: r.pool }), el("td", { class: "text", text: r.text }),
-      el("td", { class: "num", text: fmt(r.rho, 3) }),
+      el("td", { class: "num", text: fmt(r.rho, 3) }), el("td", { class: "num", text: fmt(r.running_corr, 3) }),
       el("td", { class: "num", text: r.support }), el("td", { class: "num", text: u.activations }),
       el("td", { class: "num", text: u.last_activation >= 0 ? u.last_activation : "–" }),
       el("td", { class: "num", text: u.low_var_streak }), el("td", { class: "num", text: u.pairs_judged }),

@@ -11,7 +11,7 @@ const tree = { view: null, byId: new Map(), kids: new Map(), open: new Set(), fo
 function initTree() {
   $("colour").addEventListener("change", () => drawRows());
   $("find-form").addEventListener("submit", e => { e.preventDefault(); findNode($("find").value.trim()); });
-  $("expand-all").addEventListener("click", () => { for (const n of tree.view.nodes) if (n.children) tree.open.add(n.id); drawRows(); });
+  $("expand-all").addEventListener("click", () => { for (const n of tree.view.nodes) if (n.child_count) tree.open.add(n.id); drawRows(); });
   $("collapse-all").addEventListener("click", () => { tree.open.clear(); drawRows(); });
   $("tree").addEventListener("keydown", treeKey);
   for (const th of document.querySelectorAll("#leaves th")) {
@@ -39,7 +39,7 @@ function drawGroup(view, keep) {
     }
   }
   if (!keep) {
-    tree.open = new Set(view.nodes.length > BIG ? [] : view.nodes.filter(n => n.children).map(n => n.id));
+    tree.open = new Set(view.nodes.length > BIG ? [] : view.nodes.filter(n => n.child_count).map(n => n.id));
     tree.focus = view.nodes.length ? view.nodes[0].id : 0;
   }
   const g = view.group, s = view.summary;
@@ -51,7 +51,7 @@ function drawGroup(view, keep) {
   const statuses = Object.entries(s.by_status).map(([k, v]) => `${v} ${k}`).join(", ");
   $("group-summary").textContent = `${s.nodes} nodes (${statuses}) · ${s.leaves} leaves · depth ${s.max_depth} · ` +
     `longest path ${s.max_path} turns · ${s.turns_stored} turns stored · nodes per depth ${s.depth_counts.join("/")} · ` +
-    `reward ${rangeText(s.reward)} · advantage ${rangeText(s.advantage)}${s.zero_variance ? " · zero variance" : ""}` +
+    `reward ${rangeText(s.reward_range)} · advantage ${rangeText(s.advantage_range)}${s.zero_variance ? " · zero variance" : ""}` +
     (s.nodes > BIG ? ` · large tree: opened at its roots, expand or find a node` : "");
   drawRows();
   drawLeaves();
@@ -69,10 +69,10 @@ function colourOf(n) {
   if (v === null || v === undefined) return "#c9ccd3";
   let t;
   if (by === "advantage") {
-    const r = tree.view.summary.advantage, m = Math.max(Math.abs(r.min), Math.abs(r.max)) || 1;
+    const r = tree.view.summary.advantage_range, m = Math.max(Math.abs(r.min), Math.abs(r.max)) || 1;
     t = 0.5 + v / m / 2;
   } else if (by === "reward") {
-    const r = tree.view.summary.reward;
+    const r = tree.view.summary.reward_range;
     t = r.max > r.min ? (v - r.min) / (r.max - r.min) : (v > 0 ? 1 : 0);
   } else t = v;
   t = Math.max(0, Math.min(1, t));
@@ -106,17 +106,17 @@ function drawRows() {
     const open = tree.open.has(n.id);
     const mark = n.status === "pruned" ? "✂" : n.status === "failed" ? "✖" : n.status === "truncated" ? "…" : "";
     const tip = [`node ${n.id} · ${n.status} · depth ${n.depth}`, `turns ${n.base + 1}–${n.base + n.turns} (fork ${n.fork} of parent ${n.parent || "–"})`,
-      `score ${fmt(n.score)} · reward ${fmt(n.reward)} · advantage ${fmt(n.advantage)}`, n.error ? "error: " + n.error : null].filter(Boolean).join("\n");
+      `score ${fmt(n.last_score)} · reward ${fmt(n.reward)} · advantage ${fmt(n.advantage)}`, n.error ? "error: " + n.error : null].filter(Boolean).join("\n");
     return el("div", { class: "row" + (n.id === state.node ? " sel" : ""), role: "treeitem", "data-node": n.id, "data-status": n.status,
-      "aria-level": n.depth + 1, "aria-expanded": n.children ? String(open) : null, "aria-selected": String(n.id === state.node),
+      "aria-level": n.depth + 1, "aria-expanded": n.child_count ? String(open) : null, "aria-selected": String(n.id === state.node),
       tabindex: n.id === tree.focus ? "0" : "-1", title: tip, on: { click: e => rowClick(e, n) } },
       el("span", { class: "indent", style: null, "data-depth": n.depth }),
-      el("span", { class: "twisty", text: n.children ? (open ? "▾" : "▸") + n.children : "" }),
+      el("span", { class: "twisty", text: n.child_count ? (open ? "▾" : "▸") + n.child_count : "" }),
       el("span", { class: "dot " + n.status, "data-fill": fill || "" }),
       el("span", { class: "nid", text: "#" + n.id }),
       el("span", { class: "mark " + n.status, text: mark }),
       el("span", { class: "bar" }, el("span", { class: "span " + n.status, "data-x": n.base, "data-w": n.turns })),
-      el("span", { class: "figs", text: `${n.score !== null ? "s " + fmt(n.score, 2) : ""}${n.reward !== null ? " r " + fmt(n.reward, 2) : ""}${n.advantage !== null ? " A " + fmt(n.advantage, 2) : ""}` }));
+      el("span", { class: "figs", text: `${n.last_score !== null ? "s " + fmt(n.last_score, 2) : ""}${n.reward !== null ? " r " + fmt(n.reward, 2) : ""}${n.advantage !== null ? " A " + fmt(n.advantage, 2) : ""}` }));
   }));
   // The style-src policy forbids inline style attributes; geometry and
   // colour go in through the CSSOM instead.
@@ -133,7 +133,7 @@ function drawRows() {
 
 function rowClick(e, n) {
   tree.focus = n.id;
-  if (e.target.classList.contains("twisty") && n.children) { toggle(n.id); return; }
+  if (e.target.classList.contains("twisty") && n.child_count) { toggle(n.id); return; }
   pick.node(n.id);
 }
 
@@ -163,10 +163,10 @@ function treeKey(e) {
     case "Home": go(0); break;
     case "End": go(rows.length - 1); break;
     case "ArrowRight":
-      if (n.children && !tree.open.has(n.id)) toggle(n.id, true); else go(i + 1);
+      if (n.child_count && !tree.open.has(n.id)) toggle(n.id, true); else go(i + 1);
       break;
     case "ArrowLeft":
-      if (n.children && tree.open.has(n.id)) toggle(n.id, false);
+      if (n.child_count && tree.open.has(n.id)) toggle(n.id, false);
       else if (n.parent && tree.byId.has(n.parent)) focusRow(n.parent);
       break;
     case "Enter": case " ": pick.node(n.id); break;
