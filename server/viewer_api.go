@@ -14,34 +14,28 @@ import (
 // The viewer's endpoints: each sends one figure set replay computes, so a
 // page needs one request per panel and draws what it gets.
 //
-//	GET /api/v1/runs/{run}/view                    RunView
+//	GET /api/v1/runs/{run}/env-steps               EnvSteps
 //	GET /api/v1/runs/{run}/groups/{group}/view     replay.GroupView
 //	GET /api/v1/runs/{run}/nodes/{node}/view       replay.TrajectoryView
 //	GET /api/v1/runs/{run}/rubrics/page?pool=public,candidate&q=TEXT&sort=rho&offset=0&limit=50
 //	                                               RubricPage
 func (s *server) viewerRoutes(prefix string) {
-	s.handle("GET "+prefix+"/runs/{run}/view", s.runView)
+	s.handle("GET "+prefix+"/runs/{run}/env-steps", s.envSteps)
 	s.handle("GET "+prefix+"/runs/{run}/groups/{group}/view", s.viewGroup)
 	s.handle("GET "+prefix+"/runs/{run}/nodes/{node}/view", s.viewTrajectory)
 	s.handle("GET "+prefix+"/runs/{run}/rubrics/page", s.viewRubrics)
 }
 
-// RunView is GET /api/v1/runs/{run}/view: the run record (with its
-// config) and the environment work of each step, for curves against
-// env steps and a side-by-side config.
-type RunView struct {
-	Run   RunJSON          `json:"run"`
+// EnvSteps is GET /api/v1/runs/{run}/env-steps: the environment work of
+// each step, for curves against env steps.
+type EnvSteps struct {
 	Steps []replay.StepEnv `json:"steps"`
 }
 
-func (s *server) runView(w http.ResponseWriter, r *http.Request) error {
-	var out RunView
+func (s *server) envSteps(w http.ResponseWriter, r *http.Request) error {
+	var out EnvSteps
 	err := s.viewRun(r, func(rt *store.RunTx) error {
-		info, err := rt.Info()
-		if err != nil {
-			return err
-		}
-		out.Run = runJSON(info)
+		var err error
 		out.Steps, err = replay.EnvSteps(rt)
 		return err
 	})

@@ -41,7 +41,7 @@ function chartBox(id, title) {
 // envSteps fetches a run's env steps per step, needed only once a reader
 // plots against them.
 async function envSteps(id) {
-  return xAxis === "env" ? (await api(`/runs/${enc(id)}/view`)).steps : [];
+  return xAxis === "env" ? (await api(`/runs/${enc(id)}/env-steps`)).steps : [];
 }
 
 async function drawRunCharts() {
