@@ -29,6 +29,13 @@
 //	GET /api/v1/runs/{run}/events[?from=SEQ&limit=N]      EventPage (paged; next = following from)
 //	GET /api/v1/runs/{run}/checkpoint[?step=N]      {"checkpoint": Checkpoint}
 //
+// The viewer's reads (viewer_api.go) send figures package replay computes:
+//
+//	GET /api/v1/runs/{run}/env-steps                EnvSteps: turns sampled per step and in total
+//	GET /api/v1/runs/{run}/groups/{group}/view      replay.GroupView: the tree depth-first, its summary
+//	GET /api/v1/runs/{run}/nodes/{node}/view        replay.TrajectoryView: prompt, turns with token figures, scores on the path, advantage
+//	GET /api/v1/runs/{run}/rubrics/page[?pool=P,P&q=TEXT&sort=id|rho|support|activations&offset=N&limit=N]  RubricPage
+//
 // # Writes
 //
 // Every write body carries "client_key". The first answer to a key is kept
