@@ -167,6 +167,8 @@ func TestViewerBigGroup(t *testing.T) {
 	if rows := js[int](p, `document.querySelectorAll("#tree .row").length`); rows <= len(gv.Group.Roots) || rows >= len(gv.Nodes) {
 		t.Errorf("find opened %d rows of %d", rows, len(gv.Nodes))
 	}
+	p.scrollTo("#group-panel")
+	p.shot("tree")
 	// Colour by reward: leaves with different rewards get different colours.
 	p.do(chromedp.Click(chromedp.CSS("#expand-all")))
 	p.wait(fmt.Sprintf(`document.querySelectorAll("#tree .row").length === %d`, len(gv.Nodes)))
@@ -176,8 +178,6 @@ func TestViewerBigGroup(t *testing.T) {
 	if len(colours["0"]) != 1 || len(colours["1"]) != 1 || colours["0"][0] == colours["1"][0] {
 		t.Errorf("colours by reward: %v", colours)
 	}
-	p.scrollTo("#group-panel")
-	p.shot("tree")
 	// The leaf table sorts by advantage and opens a leaf.
 	p.do(chromedp.Click(chromedp.CSS(`#leaves th[data-key="advantage"]`)))
 	advs := js[[]float64](p, `Array.from(document.querySelectorAll("#leaves tbody tr td:nth-child(4)")).map(td => Number(td.textContent))`)
