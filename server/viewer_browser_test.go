@@ -69,6 +69,11 @@ func TestViewerTrajectory(t *testing.T) {
 	if h := js[float64](p, `document.querySelector("#traj details.folded").getBoundingClientRect().height`); h > 30 {
 		t.Errorf("a folded block is %gpx tall", h)
 	}
+	p.do(chromedp.Click(chromedp.CSS("#traj-unfold")))
+	if n := js[int](p, `document.querySelectorAll("#traj details.folded[open]").length`); n != len(tv.Turns) {
+		t.Errorf("unfold all opened %d of %d blocks", n, len(tv.Turns))
+	}
+	p.do(chromedp.Click(chromedp.CSS("#traj-fold")))
 	// The prompt, token counts, logprob strips, the scores along the path.
 	if got := js[string](p, `document.querySelector("#traj li.prompt pre").textContent`); got != tv.Group.Prompt {
 		t.Errorf("prompt %q, want %q", got, tv.Group.Prompt)

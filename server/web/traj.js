@@ -34,9 +34,14 @@ function strip(values) {
   return s;
 }
 
+function foldAll(open) {
+  for (const d of document.querySelectorAll("#traj details.folded")) d.open = open;
+}
+
 function drawTrajectory(t) {
   const n = t.node;
   $("traj").hidden = false;
+  $("traj-own-link").hidden = t.inherited === 0;
   $("traj-title").textContent = `Trajectory of node ${n.id}: ${t.turns.length} turns, ${t.inherited} inherited`;
   $("traj-node").textContent = `${n.status} · depth ${n.depth} · group ${t.group.id} (${t.group.task}) · step ${t.group.step}` +
     (n.worker ? ` · worker ${n.worker}` : "") + (n.attempt ? ` · attempt ${n.attempt}` : "");
@@ -69,7 +74,7 @@ function drawTrajectory(t) {
   }
   const decisionOf = (node, iv) => ((t.path.find(p => p.id === node) || {}).decisions || []).find(d => d.interval === iv);
   t.turns.forEach((turn, i) => {
-    if (i === t.inherited && t.inherited > 0) ol.append(el("li", { class: "prefix-end", text: `inherited prefix ends: ${t.inherited} turns from ancestors, then node ${n.id}'s own` }));
+    if (i === t.inherited && t.inherited > 0) ol.append(el("li", { class: "prefix-end", id: "traj-own", tabindex: "-1", text: `inherited prefix ends: ${t.inherited} turns from ancestors, then node ${n.id}'s own` }));
     const inherited = i < t.inherited;
     const figs = [`${turn.action_token_count} action tokens`, `${turn.observation_token_count} observation tokens`];
     if (turn.mean_logprob !== null) figs.push(`mean logprob ${fmt(turn.mean_logprob, 2)} (min ${fmt(turn.min_logprob, 2)})`);
@@ -89,3 +94,10 @@ function drawTrajectory(t) {
     }
   });
 }
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("traj-unfold").addEventListener("click", () => foldAll(true));
+  $("traj-fold").addEventListener("click", () => foldAll(false));
+  // The fragment is the token's place; jump without touching it.
+  $("traj-own-link").addEventListener("click", e => { e.preventDefault(); const m = $("traj-own"); if (m) { m.scrollIntoView(); m.focus(); } });
+});
