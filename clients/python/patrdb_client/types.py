@@ -66,6 +66,7 @@ def from_json(cls: type, data: Dict[str, Any]):
 class Health:
     status: str = ""
     api: str = ""
+    file: str = ""  # identifies the file served, without saying where it lives
     path: str = ""
     read_only: bool = False
 
@@ -103,6 +104,7 @@ class RunSummary:
     events: int = 0
     bytes: int = 0
     buckets: List[BucketSize] = field(default_factory=list)
+    damaged: str = ""  # in the run list only: why the run cannot be read
 
 
 @dataclass
@@ -113,9 +115,9 @@ class StepMetrics:
     leaves: int = 0
     success: float = 0.0
     mean_reward: float = 0.0
-    zero_variance: int = 0
+    zero_variance_groups: int = 0
     zero_variance_share: float = 0.0
-    unlocked: int = 0
+    unlocked_groups: int = 0
     pools: Dict[str, int] = field(default_factory=dict)
 
 
@@ -126,7 +128,6 @@ class Group:
     task: str = ""
     prompt: str = ""
     gold: str = ""
-    prompt_tokens: List[int] = field(default_factory=list)
     roots: List[int] = field(default_factory=list)
     status: str = ""
     interval: int = 0
@@ -172,6 +173,8 @@ class Node:
     worker: str = ""
     attempt: int = 0
     error: str = ""  # why a failed branch failed
+    min_policy_version: int = 0  # the oldest and newest weights that sampled its turns (0: not recorded)
+    max_policy_version: int = 0
 
     @property
     def path_len(self) -> int:
@@ -313,7 +316,7 @@ class Checkpoint:
 @dataclass
 class Event:
     seq: int = 0
-    time: int = 0
+    created_at: int = 0  # unix nanoseconds
     kind: str = ""
     step: int = 0
     group: int = 0
@@ -388,7 +391,7 @@ class TurnKey:
 
 @dataclass
 class Lease:
-    """One branch's current interval, handed to one worker until ``expires``:
+    """One branch's current interval, handed to one worker until ``expires_at``:
     sample ``turns`` turns (fewer if the episode ends), then score the branch
     when ``score`` is set, and submit from own-turn index ``from_``."""
     id: str = ""
@@ -405,7 +408,7 @@ class Lease:
     key: TurnKey = field(default_factory=TurnKey)
     task: Task = field(default_factory=Task)
     env_state: Optional[bytes] = None
-    expires: str = ""
+    expires_at: int = 0  # unix nanoseconds
     history: List[Turn] = field(default_factory=list)  # the path so far, root first
 
 
@@ -416,7 +419,7 @@ class Submission:
     the outcome reward of a branch these turns end."""
     lease: str
     node: int
-    from_: int = 0
+    from_: int = field(default=0, metadata={"json": "from"})
     turns: List[Turn] = field(default_factory=list)
     env_state: Optional[bytes] = None
     score: Optional[float] = None

@@ -361,7 +361,7 @@ class RubricTest(ServedTest):
         self.assertTrue(all(a.zero_variance and not a.zero_variance_after for a in advs))
         self.assertGreater(advs[0].advantage, 0)
         self.assertLess(advs[-1].advantage, 0)
-        self.assertEqual(self.client.steps("arbor")[1].unlocked, 1)
+        self.assertEqual(self.client.steps("arbor")[1].unlocked_groups, 1)
 
 
 class RestartTest(ServedTest):
