@@ -77,18 +77,14 @@ func (s *server) viewTrajectory(w http.ResponseWriter, r *http.Request) error {
 	return s.ok(w, out)
 }
 
-// RubricPage is GET /api/v1/runs/{run}/rubrics/page: replay.RubricPage
-// with each rubric's running correlation (rubricpool.Rho of its usage),
-// null while undefined, next to its admission rho.
+// RubricPage is GET /api/v1/runs/{run}/rubrics/page: a replay.RubricPage
+// whose rubrics carry their running correlation next to the admission rho.
 type RubricPage struct {
-	replay.RubricPage
-	Rubrics []RubricRow `json:"rubrics"`
-}
-
-// RubricRow is a rubric and its running correlation with the outcome.
-type RubricRow struct {
-	store.Rubric
-	RunningCorr *float64 `json:"running_corr"`
+	Total   int                      `json:"total"` // matches, over every page
+	Offset  int                      `json:"offset"`
+	Limit   int                      `json:"limit"`
+	Pools   map[store.RubricPool]int `json:"pools"` // every pool's size, unfiltered
+	Rubrics []rubricpool.RubricView  `json:"rubrics"`
 }
 
 func (s *server) viewRubrics(w http.ResponseWriter, r *http.Request) error {
@@ -121,20 +117,9 @@ func (s *server) viewRubrics(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	reply := RubricPage{RubricPage: *out, Rubrics: make([]RubricRow, len(out.Rubrics))}
+	reply := RubricPage{Total: out.Total, Offset: out.Offset, Limit: out.Limit, Pools: out.Pools, Rubrics: make([]rubricpool.RubricView, len(out.Rubrics))}
 	for i, rb := range out.Rubrics {
-		reply.Rubrics[i].Rubric = rb
-		if rho, ok := rubricpool.Rho(rb.Usage); ok {
-			reply.Rubrics[i].RunningCorr = finite(rho)
-		}
+		reply.Rubrics[i] = rubricpool.ViewRubric(rb)
 	}
 	return s.ok(w, reply)
-}
-
-// finite is x, or nil for a value JSON cannot carry.
-func finite(x float64) *float64 {
-	if math.IsNaN(x) || math.IsInf(x, 0) {
-		return nil
-	}
-	return &x
 }
