@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,12 +85,41 @@ func newPage(t *testing.T, url string) *page {
 	bctx, cancelB := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
 	// The first action starts the browser and must not run under a timeout
 	// (it would stop the browser); later ones are bounded.
-	if err := chromedp.Do(bctx, chromedp.Navigate(url)); err != nil {
+	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
 		t.Fatalf("browser: %v", err)
 	}
-	ctx, cancelT := context.WithTimeout(bctx, 60*time.Second)
+	ctx, cancelT := context.WithTimeout(bctx, 90*time.Second)
 	t.Cleanup(func() { cancelT(); cancelB(); cancelA() })
-	return &page{t: t, ctx: ctx}
+	// An uncaught exception or a blocked inline style or script (the page's
+	// Content-Security-Policy) fails the test; HTTP errors are the tests'
+	// own business (a 401 before the token, the missing favicon).
+	var mu sync.Mutex
+	var problems []string
+	msgs := chromedp.Console(ctx)
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			if m.IsException() || m.Type == chromedp.ConsoleError && m.Source != "network" {
+				mu.Lock()
+				problems = append(problems, fmt.Sprintf("%s %s (%s:%d)", m.Type, m.Text, m.URL, m.Line))
+				mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range problems {
+			t.Errorf("browser console: %s", p)
+		}
+	})
+	p := &page{t: t, ctx: ctx}
+	if url != "about:blank" {
+		p.do(chromedp.Navigate(url))
+	}
+	return p
 }
 
 func (p *page) do(actions ...chromedp.Action[chromedp.Void]) {
