@@ -310,6 +310,10 @@ func TestViewerRunPage(t *testing.T) {
 	p.shot("compare")
 	p.do(chromedp.Reload())
 	p.wait(`!document.getElementById("compare-panel").hidden && document.querySelectorAll("#compare-charts path.series").length === 6`)
+	// Opening a run from the list leaves the comparison for that run.
+	p.do(chromedp.Click(chromedp.CSS(`#runs button[data-run="small"]`)))
+	p.wait(`document.getElementById("compare-panel").hidden && document.getElementById("run-title").textContent === "run small" &&
+		document.querySelectorAll("#step option").length === 20 && location.search.startsWith("?run=small")`)
 }
 
 // Without the token the page asks for it instead of failing.

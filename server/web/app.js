@@ -165,16 +165,17 @@ async function applyURL(first) {
   if (first) writeURL(true);
 }
 
-async function openRun(id) {
+const openRun = guard(async id => {
   state.compare = [];
   await showRun(id, 0, 0, 0);
   writeURL();
-}
+});
 
 async function showRun(id, step, group, node) {
   const changed = state.run !== id;
   state.run = id;
   drawRunList();
+  $("compare-panel").hidden = true;
   $("run-panel").hidden = false;
   if (changed || !state.steps.length) {
     state.env = null;
