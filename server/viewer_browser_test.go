@@ -172,6 +172,20 @@ func TestViewerBigGroup(t *testing.T) {
 	if rows := js[int](p, `document.querySelectorAll("#tree .row").length`); rows <= len(gv.Group.Roots) || rows >= len(gv.Nodes) {
 		t.Errorf("find opened %d rows of %d", rows, len(gv.Nodes))
 	}
+	// Find by status: the group's failed node, however deep.
+	var failedID uint64
+	for _, n := range gv.Nodes {
+		if n.Status == store.NodeFailed {
+			failedID = n.ID
+		}
+	}
+	clearFind := `(document.getElementById("find").value = "", true)`
+	js[bool](p, clearFind)
+	p.do(chromedp.SendKeys(chromedp.CSS("#find"), "failed\r"))
+	p.wait(fmt.Sprintf(`document.querySelector('#tree .row.sel[data-node="%d"]') !== null`, failedID))
+	js[bool](p, clearFind)
+	p.do(chromedp.SendKeys(chromedp.CSS("#find"), fmt.Sprint(deep.ID)+"\r"))
+	p.wait(fmt.Sprintf(`document.querySelector('#tree .row.sel[data-node="%d"]') !== null`, deep.ID))
 	p.scrollTo("#group-panel")
 	p.shot("tree")
 	// Colour by reward: leaves with different rewards get different colours.

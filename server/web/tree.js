@@ -175,11 +175,21 @@ function treeKey(e) {
   e.preventDefault();
 }
 
-// findNode opens the ancestors of node id and moves to it.
+// findNode opens the ancestors of a node and moves to it: the node with
+// that id, or for a status (failed, pruned, …) the next node in it after
+// the one in focus.
 function findNode(text) {
-  const id = Number(text.replace(/^#/, ""));
-  const n = tree.byId.get(id);
-  if (!n) { setStatus(`node ${text} is not in this group`, true); return; }
+  let n;
+  if (/^#?\d+$/.test(text)) n = tree.byId.get(Number(text.replace(/^#/, "")));
+  else {
+    const all = tree.view.nodes, at = all.findIndex(x => x.id === tree.focus);
+    for (let i = 1; i <= all.length && !n; i++) {
+      const x = all[(at + i) % all.length];
+      if (x.status === text.toLowerCase()) n = x;
+    }
+  }
+  if (!n) { setStatus(`no node ${text} in this group`, true); return; }
+  const id = n.id;
   setStatus("");
   for (let p = tree.byId.get(n.parent); p; p = tree.byId.get(p.parent)) tree.open.add(p.id);
   drawRows();
