@@ -198,7 +198,10 @@ func TestViewerBigGroup(t *testing.T) {
 		t.Errorf("colours by reward: %v", colours)
 	}
 	// The leaf table sorts by advantage and opens a leaf.
-	p.do(chromedp.Click(chromedp.CSS(`#leaves th[data-key="advantage"]`)))
+	if n := js[int](p, `document.querySelectorAll("#leaves tbody tr").length`); n != 200 {
+		t.Errorf("a big group lists %d leaves at first, want the first 200", n)
+	}
+	p.do(chromedp.Click(chromedp.CSS("#leaves-more")), chromedp.Click(chromedp.CSS(`#leaves th[data-key="advantage"]`)))
 	advs := js[[]float64](p, `Array.from(document.querySelectorAll("#leaves tbody tr td:nth-child(4)")).map(td => Number(td.textContent))`)
 	if len(advs) != gv.Summary.Leaves || !slices.IsSortedFunc(advs, func(a, b float64) int { return -cmpFloat(a, b) }) {
 		t.Errorf("%d leaf rows (want %d), sorted by advantage descending: %v", len(advs), gv.Summary.Leaves, advs[:min(8, len(advs))])

@@ -5,7 +5,7 @@
 // only the rows a reader opens. Arrow keys move, Enter opens a trajectory.
 "use strict";
 
-const BIG = 300;
+const BIG = 300, LEAF_ROWS = 200;
 const tree = { view: null, byId: new Map(), kids: new Map(), open: new Set(), focus: 0, sortKey: "reward", sortDesc: true };
 
 function initTree() {
@@ -14,6 +14,7 @@ function initTree() {
   $("expand-all").addEventListener("click", () => { for (const n of tree.view.nodes) if (n.child_count) tree.open.add(n.id); drawRows(); });
   $("collapse-all").addEventListener("click", () => { tree.open.clear(); drawRows(); });
   $("tree").addEventListener("keydown", treeKey);
+  $("leaves-more").addEventListener("click", () => { tree.allLeaves = true; drawLeaves(); });
   for (const th of document.querySelectorAll("#leaves th")) {
     const sortBy = () => {
       const k = th.dataset.key;
@@ -39,6 +40,7 @@ function drawGroup(view, keep) {
     }
   }
   if (!keep) {
+    tree.allLeaves = false;
     tree.open = new Set(view.nodes.length > BIG ? [] : view.nodes.filter(n => n.child_count).map(n => n.id));
     tree.focus = view.nodes.length ? view.nodes[0].id : 0;
   }
@@ -222,7 +224,11 @@ function drawLeaves() {
   for (const th of document.querySelectorAll("#leaves th")) {
     th.setAttribute("aria-sort", th.dataset.key === k ? (tree.sortDesc ? "descending" : "ascending") : "none");
   }
-  document.querySelector("#leaves tbody").replaceChildren(...leaves.map(l => el("tr", {
+  // The best (or worst) rows of a big group first; the rest on request.
+  const shown = tree.allLeaves ? leaves : leaves.slice(0, LEAF_ROWS);
+  $("leaves-more").hidden = shown.length === leaves.length;
+  $("leaves-more").textContent = `show all ${leaves.length} leaves`;
+  document.querySelector("#leaves tbody").replaceChildren(...shown.map(l => el("tr", {
     "data-node": l.id, tabindex: "0", class: l.id === state.node ? "sel" : null,
     on: { click: () => pick.node(l.id), keydown: e => { if (e.key === "Enter") pick.node(l.id); } } },
   el("td", { class: "num", text: "#" + l.id }), el("td", { text: l.status }),
