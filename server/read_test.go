@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/patrdb/patrdb/runconfig"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -56,7 +57,7 @@ func TestReadEndpoints(t *testing.T) {
 		s.ByStatus[store.NodeExpanded] != 1 || s.Turns != 9 || s.Bytes <= 0 || s.Events == 0 {
 		t.Errorf("run summary: %+v", s)
 	}
-	var cfg RunConfig
+	var cfg runconfig.Config
 	if err := json.Unmarshal(s.Run.Config, &cfg); err != nil || cfg.Tree.B0 != 3 || cfg.Tree.Delta != 0.3 || cfg.Rubric.Lambda != 0.1 {
 		t.Errorf("stored config %s: %v", s.Run.Config, err)
 	}
@@ -196,7 +197,7 @@ func TestEventPages(t *testing.T) {
 	first, _ := json.Marshal(all[0].Payload)
 	var run struct {
 		ID     string
-		Config RunConfig
+		Config runconfig.Config
 	}
 	if err := json.Unmarshal(first, &run); err != nil || run.ID != "r1" || run.Config.Tree.B0 != 3 {
 		t.Errorf("run.create payload %s: %v", first, err)
