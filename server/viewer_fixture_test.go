@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patrdb/patrdb/grpo"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/tree"
 )
@@ -199,7 +200,7 @@ func fixtureGroup(r *store.RunTx, rng *rand.Rand, spec viewerSpec, step uint64, 
 		}
 		active = next
 	}
-	for _, a := range tree.Advantages(g, leaves, nil, tree.DefaultEps) {
+	for _, a := range tree.Advantages(g, leaves, nil, grpo.DefaultEps) {
 		if err := r.PutAdvantage(a); err != nil {
 			return err
 		}
