@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -132,7 +133,16 @@ func (p *page) do(actions ...chromedp.Action[chromedp.Void]) {
 // wait polls a JavaScript condition until it holds (bounded by p's time).
 func (p *page) wait(cond string) {
 	p.t.Helper()
-	if _, err := chromedp.Run(p.ctx, chromedp.Poll[bool](cond, chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+	var err error
+	for range 3 {
+		_, err = chromedp.Run(p.ctx, chromedp.Poll[bool](cond, chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(20*time.Second)))
+		// A poll that starts while a navigation swaps the page's script
+		// context loses that context; it is tried again in the new one.
+		if err == nil || !strings.Contains(err.Error(), "Cannot find context") {
+			break
+		}
+	}
+	if err != nil {
 		status, _ := evalJS[string](p, `document.getElementById("status").textContent`)
 		p.t.Fatalf("waiting for %s: %v (status line %q)", cond, err, status)
 	}
