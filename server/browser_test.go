@@ -11,52 +11,10 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/patrdb/patrdb/store"
 )
 
 // chromiumPath is Debian's chromium, which .ci/run installs with apt-get.
 const chromiumPath = "/usr/bin/chromium"
-
-// demoStore fills a run the way a trainer would, through the API: steps of
-// groups whose trees expand, survive and prune, closed with advantages,
-// plus rubrics in every pool.
-func demoStore(e *testEnv, run string, steps, groups int) {
-	e.t.Helper()
-	createRun(e, run, `{"b0":3,"k":2,"m":2,"top_expand":1,"delta":0.1,"max_turns":8}`)
-	for step := 1; step <= steps; step++ {
-		growStep(e, run, uint64(step), fakeTasks(groups), 2)
-	}
-	err := e.db.Update(func(tx *store.Tx) error {
-		rt, _ := tx.Run(run)
-		pub, err := rt.PutRubric(store.Rubric{Pool: store.PoolPublic, Text: "moves toward the goal", CreatedStep: 1, Support: 3, Usage: store.RubricUsage{Activations: 2, LastActivation: 2}})
-		if err != nil {
-			return err
-		}
-		d, err := rt.PutRubric(store.Rubric{Pool: store.PoolCandidate, Text: "avoids holes", CreatedStep: 2})
-		if err != nil {
-			return err
-		}
-		if _, err := rt.MoveRubric(d.ID, store.RubricMove{To: store.PoolMerged, MergedInto: pub.ID}); err != nil {
-			return err
-		}
-		_, err = rt.PutRubric(store.Rubric{Pool: store.PoolCandidate, Text: "does not repeat a move", CreatedStep: 3})
-		return err
-	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-}
-
-func TestDemoStoreShape(t *testing.T) {
-	e := newEnv(t, Options{})
-	demoStore(e, "demo", 2, 2)
-	var s RunSummary
-	e.get("/api/v1/runs/demo", &s)
-	if s.Groups != 4 || s.OpenGroups != 0 || s.ByStatus[store.NodeExpanded] == 0 || s.ByStatus[store.NodePruned] == 0 || s.ByStatus[store.NodeCompleted] == 0 {
-		t.Fatalf("demo store lacks variety: %+v", s)
-	}
-}
 
 // page is a headless Chromium tab for one test, with bounded steps.
 type page struct {
