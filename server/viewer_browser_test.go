@@ -209,6 +209,13 @@ func TestViewerBigGroup(t *testing.T) {
 	first := js[string](p, `document.querySelector("#leaves tbody tr").dataset.node`)
 	p.do(chromedp.Click(chromedp.CSS(`#leaves tbody tr`)))
 	p.wait(fmt.Sprintf(`document.getElementById("traj-title").textContent.startsWith("Trajectory of node %s:")`, first))
+	// The table is one tab stop; ArrowDown and Enter open the next leaf.
+	second := js[string](p, `document.querySelectorAll("#leaves tbody tr")[1].dataset.node`)
+	if n := js[int](p, `document.querySelectorAll('#leaves tbody tr[tabindex="0"]').length`); n != 1 {
+		t.Errorf("%d leaf rows are tab stops, want 1", n)
+	}
+	p.do(chromedp.Focus(chromedp.CSS(`#leaves tbody tr[tabindex="0"]`)), chromedp.KeyEvent(kb.ArrowDown), chromedp.KeyEvent(kb.Enter))
+	p.wait(fmt.Sprintf(`document.getElementById("traj-title").textContent.startsWith("Trajectory of node %s:")`, second))
 	// The keyboard: collapse, focus the first root, open it, step into it,
 	// open the trajectory.
 	p.do(chromedp.Click(chromedp.CSS("#collapse-all")))

@@ -228,9 +228,18 @@ function drawLeaves() {
   const shown = tree.allLeaves ? leaves : leaves.slice(0, LEAF_ROWS);
   $("leaves-more").hidden = shown.length === leaves.length;
   $("leaves-more").textContent = `show all ${leaves.length} leaves`;
-  document.querySelector("#leaves tbody").replaceChildren(...shown.map(l => el("tr", {
-    "data-node": l.id, tabindex: "0", class: l.id === state.node ? "sel" : null,
-    on: { click: () => pick.node(l.id), keydown: e => { if (e.key === "Enter") pick.node(l.id); } } },
+  // One tab stop for the table; arrow keys move between its rows.
+  const move = (e, row) => {
+    const to = e.key === "ArrowDown" ? row.nextElementSibling : e.key === "ArrowUp" ? row.previousElementSibling : null;
+    if (!to) return;
+    e.preventDefault();
+    row.tabIndex = -1;
+    to.tabIndex = 0;
+    to.focus();
+  };
+  document.querySelector("#leaves tbody").replaceChildren(...shown.map((l, i) => el("tr", {
+    "data-node": l.id, tabindex: i ? "-1" : "0", class: l.id === state.node ? "sel" : null,
+    on: { click: () => pick.node(l.id), keydown: e => { if (e.key === "Enter") pick.node(l.id); else move(e, e.currentTarget); } } },
   el("td", { class: "num", text: "#" + l.id }), el("td", { text: l.status }),
   el("td", { class: "num", text: fmt(l.reward) }), el("td", { class: "num", text: fmt(l.advantage) }),
   el("td", { class: "num", text: l.length }))));
