@@ -267,6 +267,7 @@ func TestViewerRunPage(t *testing.T) {
 
 	p := newPage(t, "about:blank")
 	ready := `document.querySelectorAll("#charts path.series").length === 5 && document.querySelectorAll("#tree .row").length > 0 &&
+		document.getElementById("run-summary").textContent !== "" && document.querySelectorAll("#runs button").length === 2 &&
 		document.querySelectorAll("#rubrics tbody tr[data-rubric]").length === 50 && document.getElementById("status").textContent === ""`
 	// A shared machine only ever slows a load down, so the budget holds
 	// when the fastest load meets it; a busy moment earns up to five more

@@ -6,7 +6,7 @@
 "use strict";
 
 const SVGNS = "http://www.w3.org/2000/svg";
-const state = { run: null, runs: [], steps: [], env: [], step: 0, group: 0, node: 0, compare: [], events: 0 };
+const state = { run: null, runs: [], listed: false, steps: [], env: [], step: 0, group: 0, node: 0, compare: [], events: 0 };
 
 // ---- token ----
 // A server started with a token is opened as /#token=...; the fragment never
@@ -122,15 +122,28 @@ async function loadRuns() {
     if (u.step) prefetch(`/runs/${enc(u.run)}/steps/${u.step}/groups`);
     if (u.group) prefetch(`/runs/${enc(u.run)}/groups/${u.group}/view`);
   }
-  const [health, data] = await Promise.all([api("/health"), api("/runs")]);
+  // A link to a run shows it without waiting for the list of runs (a
+  // summary per run): the list fills in the side bar and the run's head.
+  const list = Promise.all([api("/health"), api("/runs")]);
+  const shown = u.run && !u.compare.length ? showRun(u.run, u.step, u.group, u.node).then(() => null, e => e) : null;
+  const [health, data] = await list;
   $("token-form").hidden = true;
   $("file").textContent = health.path || "";
   state.runs = data.runs;
+  state.listed = true;
   drawRunList();
+  const failed = shown ? await shown : true;
+  if (failed === null && state.runs.some(r => r.run.id === u.run)) {
+    drawRunHead(u.run);
+    setLive();
+    writeURL(true);
+    return;
+  }
   await applyURL(true);
 }
 
 function drawRunList() {
+  if (!state.listed) return; // a run shown from a link before the list came
   const ul = $("runs");
   ul.replaceChildren();
   for (const r of state.runs) {
@@ -182,7 +195,7 @@ async function showRun(id, step, group, node) {
     const rubrics = loadRubrics(0);
     const steps = await take(`/runs/${enc(id)}/steps`);
     state.steps = steps.steps;
-    drawRunHead(summaryOf(id).run);
+    drawRunHead(id);
     await drawRunCharts();
     drawStepSelect();
     await rubrics;
@@ -194,14 +207,16 @@ async function showRun(id, step, group, node) {
 
 function summaryOf(id) { return state.runs.find(r => r.run.id === id) || {}; }
 
-function drawRunHead(run) {
-  const sum = summaryOf(run.id);
+// drawRunHead draws what the list of runs says of run id (nothing but its
+// name before the list arrives).
+function drawRunHead(id) {
+  const sum = summaryOf(id), run = sum.run;
   state.events = sum.events || 0;
-  $("run-title").textContent = `run ${run.id}`;
-  $("run-summary").textContent =
+  $("run-title").textContent = `run ${id}`;
+  $("run-summary").textContent = !run ? "" :
     `${run.status} · last completed step ${run.last_step} · ${sum.groups} groups (${sum.open_groups} open) · ` +
     `${sum.nodes} nodes · ${sum.turns} turns stored · ${sum.leaves} leaves · ${sum.frontier} active`;
-  $("run-config-text").textContent = run.config == null ? "(none)" : JSON.stringify(run.config, null, 2);
+  $("run-config-text").textContent = !run || run.config == null ? "(none)" : JSON.stringify(run.config, null, 2);
 }
 
 function drawStepSelect() {
@@ -262,7 +277,7 @@ async function refresh() {
       const steps = await api(`/runs/${enc(state.run)}/steps`);
       state.steps = steps.steps;
       state.env = null;
-      drawRunHead(sum.run);
+      drawRunHead(state.run);
       await drawRunCharts();
       const at = state.step;
       drawStepSelect();
