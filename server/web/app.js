@@ -260,7 +260,7 @@ const pick = {
 let liveTimer = 0;
 function setLive() {
   const sum = summaryOf(state.run);
-  const running = sum.run && (sum.run.status === "running" || sum.open_groups > 0);
+  const running = !state.compare.length && sum.run && (sum.run.status === "running" || sum.open_groups > 0);
   $("live-label").hidden = !running;
   clearTimeout(liveTimer);
   if (running && $("live").checked) liveTimer = setTimeout(refresh, LIVE_MS);
