@@ -70,6 +70,12 @@ func (tx *Tx) Check() []Violation {
 // pages describe it.
 func (tx *Tx) runCheck(quiet bool) (vs []Violation) {
 	c := &checker{tx: tx}
+	if tx.Writable() {
+		if err := tx.flush(); err != nil {
+			c.add(Violation{Bucket: "(file)", Kind: "structure", Detail: err.Error()})
+			return c.vs
+		}
+	}
 	if !c.pages(quiet) {
 		return c.vs
 	}
@@ -157,7 +163,7 @@ func (c *checker) meta() {
 	if string(m.Get(metaMagic)) != string(magicString) {
 		c.add(Violation{Bucket: "meta", Key: metaMagic, Kind: "corrupt", Detail: "bad magic"})
 	}
-	if v := m.Get(metaFormat); len(v) != 8 || (keyU64(v, 0) != FormatVersion && !readableAsIs[keyU64(v, 0)]) {
+	if v := m.Get(metaFormat); len(v) != 8 || (keyU64(v, 0) != c.tx.db.format) {
 		c.add(Violation{Bucket: "meta", Key: metaFormat, Kind: "corrupt", Detail: "format version unreadable or unexpected"})
 	}
 	if !bytes.HasPrefix(m.Get(metaWriter), []byte("patrdb ")) {
@@ -341,13 +347,19 @@ func (c *checker) nodes(r *RunTx, groups map[uint64]Group) map[uint64]*Node {
 
 func (c *checker) turns(r *RunTx, nodes map[uint64]*Node) {
 	path := r.bpath(bTurns)
+	legacy := r.legacyTurns()
 	seen := map[uint64]int{}
+	var top uint64
 	_ = r.sub[bTurns].ForEach(func(k, v []byte) error {
 		if len(k) != 16 {
-			c.inv(path, cloneBytes(k), "key is not node|index")
+			c.inv(path, cloneBytes(k), "key is not seq|node")
 			return nil
 		}
-		id, idx := keyU64(k, 0), keyU64(k, 1)
+		id, at := keyU64(k, 1), keyU64(k, 0) // seq|node
+		if legacy {
+			id, at = at, id // node|index
+		}
+		top = max(top, at)
 		var t Turn
 		if err := decodeTurn(path, k, v, &t); err != nil {
 			c.fromErr(path, err)
@@ -356,18 +368,43 @@ func (c *checker) turns(r *RunTx, nodes map[uint64]*Node) {
 		switch {
 		case !ok:
 			c.inv(path, cloneBytes(k), "turn of unknown node %d", id)
-		case idx >= uint64(n.Turns):
-			c.inv(path, cloneBytes(k), "turn %d past node %d's %d turns", idx, id, n.Turns)
+		case legacy && at >= uint64(n.Turns):
+			c.inv(path, cloneBytes(k), "turn %d past node %d's %d turns", at, id, n.Turns)
+		case !legacy && !inRanges(n.TurnRanges, at):
+			c.inv(path, cloneBytes(k), "turn %d is outside node %d's turn ranges", at, id)
 		default:
 			seen[id]++
 		}
 		return nil
 	})
 	for id, n := range nodes {
+		if !legacy && n.TurnRanges.total() != n.Turns {
+			c.inv(r.bpath(bNodes), u64key(id), "turn ranges hold %d turns, record says %d", n.TurnRanges.total(), n.Turns)
+		}
 		if seen[id] != n.Turns {
 			c.inv(r.bpath(bNodes), u64key(id), "node has %d turns stored, record says %d", seen[id], n.Turns)
 		}
 	}
+	if b := r.sub[bTurns]; !legacy && top > b.Sequence() {
+		c.inv(path, nil, "sequence %d is below turn %d: new turns would overwrite old ones", b.Sequence(), top)
+	}
+}
+
+// inRanges reports whether seq lies in one of rs (which ascend).
+func inRanges(rs TurnRanges, seq uint64) bool {
+	lo, hi := 0, len(rs)
+	for lo < hi {
+		m := (lo + hi) / 2
+		switch {
+		case seq < rs[m].Seq:
+			hi = m
+		case seq >= rs[m].Seq+uint64(rs[m].Count):
+			lo = m + 1
+		default:
+			return true
+		}
+	}
+	return false
 }
 
 func (c *checker) children(r *RunTx, nodes map[uint64]*Node) {
