@@ -184,6 +184,7 @@ func (c *checker) run(id string) {
 			return
 		}
 	}
+	clean := len(c.vs)
 	info, err := r.Info()
 	if err != nil {
 		c.fromErr(r.path, err)
@@ -210,6 +211,9 @@ func (c *checker) run(id string) {
 	c.ids(r, bGroups, 1)
 	c.ids(r, bNodes, 0)
 	c.ids(r, bRubrics, 0)
+	if len(c.vs) == clean {
+		c.counters(r, groups)
+	}
 }
 
 // ids checks that a bucket's sequence covers every id in its keys (the

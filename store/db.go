@@ -222,6 +222,9 @@ func (db *DB) Update(fn func(*Tx) error) (err error) {
 	if tx.err != nil {
 		return tx.err
 	}
+	if err := tx.flushCounts(); err != nil {
+		return err
+	}
 	if db.stampFormat {
 		if err := writeMeta(btx.Bucket(bucketMeta), FormatVersion); err != nil {
 			return err

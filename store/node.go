@@ -88,7 +88,7 @@ func (r *RunTx) addNode(spec NodeSpec) (Node, error) {
 	}
 	if spec.Parent == 0 {
 		g.Roots = append(g.Roots, n.ID)
-		if err := r.putGroup(&g, ""); err != nil {
+		if err := r.putGroup(&g, g.Status, ""); err != nil {
 			return Node{}, err
 		}
 	} else {
@@ -100,15 +100,19 @@ func (r *RunTx) addNode(spec NodeSpec) (Node, error) {
 			return Node{}, err
 		}
 	}
-	if err := r.putNode(&n, EvNodeAdd); err != nil {
+	if err := r.putNode(nil, &n, EvNodeAdd); err != nil {
 		return Node{}, err
 	}
 	return n, nil
 }
 
-// putNode writes n, keeps the frontier equal to the active nodes, and logs
-// kind with the node as payload.
-func (r *RunTx) putNode(n *Node, kind EventKind) error {
+// putNode writes n over old (nil for a new node), keeps the frontier equal
+// to the active nodes and the run's counters to its records, and logs kind
+// with the node as payload.
+func (r *RunTx) putNode(old, n *Node, kind EventKind) error {
+	if err := r.tally(nodeDelta(old, n)); err != nil {
+		return err
+	}
 	nodes, err := r.bucket(bNodes)
 	if err != nil {
 		return err
@@ -251,7 +255,7 @@ func (r *RunTx) mutateNode(id uint64, kind EventKind, fn func(*Node) error) erro
 	if err := fn(&n); err != nil {
 		return r.tx.fail(err)
 	}
-	return r.tx.fail(r.putNode(&n, kind))
+	return r.tx.fail(r.putNode(p, &n, kind))
 }
 
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

@@ -268,7 +268,7 @@ func (r *RunTx) putTurns(p *Node, from, count int, versions [][2]uint64, value f
 		}
 		n.MaxVersion = max(n.MaxVersion, v[1])
 	}
-	if err := r.putNode(&n, ""); err != nil {
+	if err := r.putNode(p, &n, ""); err != nil {
 		return r.tx.fail(err)
 	}
 	pl, err := encodeValue(&TurnsPayload{From: from, Count: count, Turns: n.Turns, MinVersion: n.MinVersion, MaxVersion: n.MaxVersion})

@@ -79,7 +79,7 @@ func (tx *Tx) CreateRun(id string, config []byte, meta map[string]string) (*RunT
 	if err != nil {
 		return nil, tx.fail(err)
 	}
-	for _, name := range subBuckets {
+	for _, name := range append(subBuckets, bCounts, bGroupIDs) {
 		if _, err := b.CreateBucket([]byte(name)); err != nil {
 			return nil, tx.fail(err)
 		}
@@ -173,6 +173,9 @@ type RunTx struct {
 	b    *bolt.Bucket
 	sub  map[string]*bolt.Bucket
 	path string
+	// counts are the run's counters while a write transaction changes
+	// them (counts.go).
+	counts *runCounts
 }
 
 func (tx *Tx) bind(id string, b *bolt.Bucket) *RunTx {
