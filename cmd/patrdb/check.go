@@ -115,18 +115,12 @@ func countChecked(db *store.DB, out *checkOutput) {
 			if err != nil {
 				continue
 			}
-			sizes, err := r.BucketSizes()
+			s, err := r.Summary(store.SummaryOptions{})
 			if err != nil {
 				continue
 			}
-			for _, s := range sizes {
-				switch s.Name {
-				case "nodes":
-					out.Nodes += s.Keys
-				case "events":
-					out.Events += s.Keys
-				}
-			}
+			out.Nodes += s.Nodes
+			out.Events += int(s.Events)
 		}
 		return nil
 	})

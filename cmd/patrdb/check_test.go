@@ -87,11 +87,18 @@ func TestCheckReportsDamagedValue(t *testing.T) {
 	// The other commands meet the damage as an error line, not a crash.
 	// They name the run, the bucket and the next step, and print nothing
 	// of the damaged run.
-	for _, args := range [][]string{{"tree", "patr-4x4", "1"}, {"traj", "patr-4x4", "4"}, {"show", "patr-4x4"}, {"runs"}} {
+	for _, args := range [][]string{{"tree", "patr-4x4", "1"}, {"traj", "patr-4x4", "4"}, {"show", "patr-4x4", "--bytes"}, {"runs", "--bytes"}} {
 		r := cli(t, append([]string{"--db", path}, args...)...)
 		r.fails(t, 2, `run "patr-4x4" in `+path+" is damaged (nodes: key 0000000000000004: CRC32C mismatch", "patrdb check --db "+path)
 		if r.stdout != "" {
 			t.Errorf("%v printed %q", args, r.stdout)
+		}
+	}
+	// Without --bytes, runs and show read the run's counters, not its
+	// nodes: what they print is whole, and the damage is check's to find.
+	for _, args := range [][]string{{"show", "patr-4x4"}, {"runs"}} {
+		if r := cli(t, append([]string{"--db", path}, args...)...); r.code != 0 || !strings.Contains(r.stdout, "patr-4x4") {
+			t.Errorf("%v: exit %d: %s", args, r.code, r.stderr)
 		}
 	}
 	// A run without damage is still shown.
