@@ -78,6 +78,7 @@ func (r *remoteRun) ID() string                                { return r.id }
 func (r *remoteRun) Info() (store.Run, error)                  { return r.sum.Run.Record(), nil }
 func (r *remoteRun) LastSeq() uint64                           { return r.sum.Events }
 func (r *remoteRun) Groups(step uint64) ([]store.Group, error) { return r.cl.Groups(r.ctx, r.id, step) }
+
 // LatestGroup is the last of the run's groups: the API lists them in key
 // order, step|group.
 func (r *remoteRun) LatestGroup() (store.Group, error) {
@@ -91,7 +92,7 @@ func (r *remoteRun) LatestGroup() (store.Group, error) {
 	return all[len(all)-1], nil
 }
 
-func (r *remoteRun) FrontierNodes() ([]store.Node, error)      { return r.cl.Frontier(r.ctx, r.id, 0) }
+func (r *remoteRun) FrontierNodes() ([]store.Node, error) { return r.cl.Frontier(r.ctx, r.id, 0) }
 
 func (r *remoteRun) ForEachGroup(step uint64, fn func(store.Group) error) error {
 	gs, err := r.Groups(step)
