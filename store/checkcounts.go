@@ -2,11 +2,13 @@ package store
 
 import "math"
 
-// counters checks the run's counters and group index against its records.
-// It runs only on a run whose records checked clean: over damaged records
-// the counters would differ too, which says nothing new. A run without
-// counters (written before they existed) has nothing to compare.
-func (c *checker) counters(r *RunTx, groups map[uint64]Group) {
+// counters checks the run's counters and group index against what the
+// walks counted. It runs only on a run whose records checked clean: over
+// damaged records the counters would differ too, which says nothing new. A
+// run without counters (written before they existed) has nothing to
+// compare.
+func (c *checker) counters(rc *runCheck) {
+	r := rc.r
 	cb, ib := r.b.Bucket([]byte(bCounts)), r.b.Bucket([]byte(bGroupIDs))
 	switch {
 	case cb == nil && ib == nil:
@@ -23,15 +25,15 @@ func (c *checker) counters(r *RunTx, groups map[uint64]Group) {
 			return nil
 		}
 		id, step := keyU64(k, 0), keyU64(k, 1)
-		if g, ok := groups[id]; !ok || g.Step != step {
+		if r.sub[bGroups].Get(u64key2(step, id)) == nil {
 			c.inv(r.bpath(bGroupIDs), cloneBytes(k), "index says group %d is at step %d; the groups say otherwise", id, step)
 			return nil
 		}
 		indexed++
 		return nil
 	})
-	if indexed != len(groups) {
-		c.inv(r.bpath(bGroupIDs), nil, "index lists %d of the %d groups", indexed, len(groups))
+	if indexed != rc.groups {
+		c.inv(r.bpath(bGroupIDs), nil, "index lists %d of the %d groups", indexed, rc.groups)
 	}
 	before := len(c.vs)
 	stored := map[uint64]*counts{}
@@ -51,12 +53,7 @@ func (c *checker) counters(r *RunTx, groups map[uint64]Group) {
 	if len(c.vs) != before {
 		return
 	}
-	walked, err := r.walkCounts(nil)
-	if err != nil {
-		c.fromErr(r.path, err)
-		return
-	}
-	c.sameCounts(r, stored, walked)
+	c.sameCounts(r, stored, rc.tally.totals())
 }
 
 // sameCounts reports every step whose stored counters differ from the

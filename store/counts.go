@@ -255,7 +255,7 @@ func (r *RunTx) Recount() error {
 }
 
 func (r *RunTx) recount() error {
-	byStep, err := r.walkCounts(nil)
+	byStep, err := r.walkCounts()
 	if err != nil {
 		return err
 	}
@@ -315,24 +315,57 @@ func (tx *Tx) flushCounts() error {
 	return nil
 }
 
-// walkCounts computes the counters from the records: every group, node and
-// first advantage of a group. each, when set, sees every node as it is
-// counted (Check uses it to look at the nodes once).
-func (r *RunTx) walkCounts(each func(*Node)) (map[uint64]*counts, error) {
-	byStep := map[uint64]*counts{0: new(counts)}
-	at := func(step uint64) *counts {
-		c := byStep[step]
-		if c == nil {
-			c = new(counts)
-			byStep[step] = c
-		}
-		return c
+// tallier counts records as a walk meets them: groups, nodes, and the
+// advantages in key order (a group counts by its first).
+type tallier struct {
+	byStep  map[uint64]*counts
+	lastAdv []byte // step|group of the last advantage seen
+}
+
+func newTallier() *tallier { return &tallier{byStep: map[uint64]*counts{}} }
+
+func (t *tallier) at(step uint64) *counts {
+	c := t.byStep[step]
+	if c == nil {
+		c = new(counts)
+		t.byStep[step] = c
 	}
-	err := r.ForEachGroup(0, func(g Group) error {
-		at(g.Step).group(g.Status, 1)
-		return nil
-	})
-	if err != nil {
+	return c
+}
+
+func (t *tallier) group(g *Group) { t.at(g.Step).group(g.Status, 1) }
+func (t *tallier) node(n *Node)   { t.at(n.Step).node(n, 1) }
+
+// first reports whether an advantage key (24 bytes) is its group's first.
+func (t *tallier) first(k []byte) bool {
+	if t.lastAdv != nil && bytes.Equal(k[:16], t.lastAdv) {
+		return false
+	}
+	t.lastAdv = append(t.lastAdv[:0], k[:16]...)
+	return true
+}
+
+func (t *tallier) adv(a *Advantage) {
+	if a.ZeroVariance {
+		t.at(a.Step).ZeroVariance++
+	}
+}
+
+// totals adds every step into step 0 and returns the counts by step.
+func (t *tallier) totals() map[uint64]*counts {
+	total := new(counts)
+	for _, c := range t.byStep {
+		total.add(c)
+	}
+	t.byStep[0] = total
+	return t.byStep
+}
+
+// walkCounts computes the counters from the records: every group, node and
+// first advantage of a group.
+func (r *RunTx) walkCounts() (map[uint64]*counts, error) {
+	t := newTallier()
+	if err := r.ForEachGroup(0, func(g Group) error { t.group(&g); return nil }); err != nil {
 		return nil, err
 	}
 	nodes, err := r.bucket(bNodes)
@@ -344,10 +377,7 @@ func (r *RunTx) walkCounts(each func(*Node)) (map[uint64]*counts, error) {
 		if err := decodeValue(r.bpath(bNodes), k, v, &n); err != nil {
 			return err
 		}
-		at(n.Step).node(&n, 1)
-		if each != nil {
-			each(&n)
-		}
+		t.node(&n)
 		return nil
 	})
 	if err != nil {
@@ -357,30 +387,21 @@ func (r *RunTx) walkCounts(each func(*Node)) (map[uint64]*counts, error) {
 	if err != nil {
 		return nil, err
 	}
-	var last []byte
 	c := adv.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		if len(k) != 24 {
 			return nil, &CorruptError{Bucket: r.bpath(bAdv), Key: cloneBytes(k), Reason: "advantage key is not step|group|leaf"}
 		}
-		if last != nil && bytes.Equal(k[:16], last) {
+		if !t.first(k) {
 			continue
 		}
-		last = append(last[:0], k[:16]...)
 		var a Advantage
 		if err := decodeValue(r.bpath(bAdv), k, v, &a); err != nil {
 			return nil, err
 		}
-		if a.ZeroVariance {
-			at(keyU64(k, 0)).ZeroVariance++
-		}
+		t.adv(&a)
 	}
-	for step, s := range byStep {
-		if step != 0 {
-			byStep[0].add(s)
-		}
-	}
-	return byStep, nil
+	return t.totals(), nil
 }
 
 // storedCounts calls fn with the run's counters in step order (0, the

@@ -91,7 +91,7 @@ func (r *RunTx) Summary(o SummaryOptions) (RunSummary, error) {
 	}
 	if !ok {
 		s.Walked = true
-		byStep, err := r.walkCounts(nil)
+		byStep, err := r.walkCounts()
 		if err != nil {
 			return s, err
 		}

@@ -54,7 +54,9 @@ func (a *App) check() error {
 		return err
 	}
 	defer db.Close()
-	vs, err := db.Check()
+	report, clearLine := a.checkProgress()
+	vs, err := db.CheckWith(store.CheckOptions{Progress: report})
+	clearLine()
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/patrdb/patrdb/store"
 )
 
 func TestCheckGolden(t *testing.T) {
@@ -181,5 +183,25 @@ func TestCheckNewerFormat(t *testing.T) {
 	cli(t, "--db", path, "show", "patr-4x4").fails(t, 2, "format 99")
 	if fileHash(t, path) != before {
 		t.Error("a newer file was modified")
+	}
+}
+
+func TestCheckProgressLine(t *testing.T) {
+	for _, c := range []struct {
+		p    store.CheckProgress
+		want string
+	}{
+		{store.CheckProgress{Phase: "pages"}, "checking: pages"},
+		{store.CheckProgress{Run: "r1", Phase: "nodes", Done: 250, Total: 1000}, "checking run r1: nodes 250 of 1000 (25%)"},
+		{store.CheckProgress{Run: "r1", Phase: "turns", Done: 4096}, "checking run r1: turns 4096"},
+	} {
+		if got := progressLine(c.p); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.p, got, c.want)
+		}
+	}
+	// Not a terminal: no progress at all, so pipes and golden files see
+	// only the result.
+	if report, _ := (&App{stderr: &strings.Builder{}}).checkProgress(); report != nil {
+		t.Error("progress reported to a non-terminal")
 	}
 }
