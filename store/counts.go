@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"fmt"
+	"strings"
 )
 
 // Per-run counters. Every write of a node, group or advantage record calls
@@ -432,6 +433,13 @@ func (r *RunTx) storedCounts(fn func(step uint64, c *counts) error) (ok bool, er
 }
 
 func (c *counts) String() string {
-	return fmt.Sprintf("%d groups (%d open), %d nodes %v, %d turns, %d materialised, %d rewarded, %d zero-variance groups",
-		c.Groups, c.OpenGroups, c.nodes(), c.ByStatus, c.Turns, c.Materialised, c.Rewarded, c.ZeroVariance)
+	var by strings.Builder
+	for i, st := range statusOrder {
+		if i > 0 {
+			by.WriteByte(' ')
+		}
+		fmt.Fprintf(&by, "%s=%d", st, c.ByStatus[i])
+	}
+	return fmt.Sprintf("%d groups (%d open), %d nodes (%s), %d turns, %d materialised, %d rewarded (sum %g), %d zero-variance groups",
+		c.Groups, c.OpenGroups, c.nodes(), by.String(), c.Turns, c.Materialised, c.Rewarded, c.RewardSum, c.ZeroVariance)
 }
