@@ -138,18 +138,7 @@ func timeCLI(exe, path string, reps int, args ...string) ([]float64, error) {
 		}
 		return time.Since(t0).Seconds(), nil
 	}
-	if _, err := run(); err != nil {
-		return nil, err
-	}
-	var xs []float64
-	for range reps {
-		x, err := run()
-		if err != nil {
-			return nil, err
-		}
-		xs = append(xs, x)
-	}
-	return xs, nil
+	return warmReps(reps, run)
 }
 
 // timeLatest is `tree RUN latest` without the command's whole-run check:
@@ -183,12 +172,18 @@ func timeLatest(path string, reps int) ([]float64, error) {
 		}
 		return time.Since(t0).Seconds(), err
 	}
-	if _, err := once(); err != nil {
+	return warmReps(reps, once)
+}
+
+// warmReps runs fn once to warm the caches, then reps times, and returns
+// what each of those returned.
+func warmReps(reps int, fn func() (float64, error)) ([]float64, error) {
+	if _, err := fn(); err != nil {
 		return nil, err
 	}
-	var xs []float64
+	xs := make([]float64, 0, reps)
 	for range reps {
-		x, err := once()
+		x, err := fn()
 		if err != nil {
 			return nil, err
 		}
