@@ -66,8 +66,8 @@ type StepStats struct {
 	// outcome rewards had zero variance (no GRPO signal) before rubric
 	// shaping and after it, and those shaping made informative.
 	AdvGroups      int `json:"adv_groups"`
-	ZeroVarBefore  int `json:"zero_var_before"`
-	ZeroVarAfter   int `json:"zero_var_after"`
+	ZeroVarBefore  int `json:"zero_variance_groups"`
+	ZeroVarAfter   int `json:"zero_variance_after_groups"`
 	UnlockedGroups int `json:"unlocked_groups"`
 	// Policy versions of the turns sampled (0 when the writer recorded
 	// none), and the staleness of the oldest: the run's newest version

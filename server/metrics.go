@@ -17,9 +17,9 @@ type StepMetrics struct {
 	// FrozenLake goal, a passing SWE patch); MeanReward their mean outcome.
 	Success           float64 `json:"success"`
 	MeanReward        float64 `json:"mean_reward"`
-	ZeroVariance      int     `json:"zero_variance"`       // closed groups whose outcome rewards were all equal
-	ZeroVarianceShare float64 `json:"zero_variance_share"` // ZeroVariance / ClosedGroups
-	Unlocked          int     `json:"unlocked"`            // of those, groups rubric shaping made informative
+	ZeroVariance      int     `json:"zero_variance_groups"` // closed groups whose outcome rewards were all equal
+	ZeroVarianceShare float64 `json:"zero_variance_share"`  // ZeroVariance / ClosedGroups
+	Unlocked          int     `json:"unlocked_groups"`      // of those, groups rubric shaping made informative
 	// Pools counts the rubrics of each pool as the step ended: after the
 	// last event logged before the next step's first group opened.
 	Pools map[store.RubricPool]int `json:"pools"`

@@ -427,7 +427,7 @@ func (s *server) getEvents(w http.ResponseWriter, r *http.Request) error {
 				out.Next = e.Seq
 				return full
 			}
-			out.Events = append(out.Events, eventJSON(e))
+			out.Events = append(out.Events, EventView(e))
 			return nil
 		})
 		if err == full {

@@ -46,7 +46,8 @@ type EventJSON struct {
 	Payload any `json:"payload,omitempty"`
 }
 
-func eventJSON(e store.Event) EventJSON {
+// EventView is e as the events endpoint shows it.
+func EventView(e store.Event) EventJSON {
 	out := EventJSON{Event: e}
 	if len(e.Payload) == 0 {
 		return out

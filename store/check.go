@@ -223,9 +223,7 @@ func (c *checker) run(id string) {
 	c.ids(r, bGroups, 1)
 	c.ids(r, bNodes, 0)
 	c.ids(r, bRubrics, 0)
-	if len(c.vs) == clean {
-		c.counters(rc)
-	}
+	c.counters(rc, len(c.vs) == clean)
 }
 
 // runCheck is what the checks of one run share. Memory stays bounded

@@ -2,12 +2,12 @@ package store
 
 import "math"
 
-// counters checks the run's counters and group index against what the
-// walks counted. It runs only on a run whose records checked clean: over
-// damaged records the counters would differ too, which says nothing new. A
-// run without counters (written before they existed) has nothing to
-// compare.
-func (c *checker) counters(rc *runCheck) {
+// counters checks that the run's counters decode and, when its records
+// checked clean (compare), that they and the group index agree with what
+// the walks counted: over damaged records the counters would differ too,
+// which says nothing new. A run without counters (written before they
+// existed) has nothing to compare.
+func (c *checker) counters(rc *runCheck, compare bool) {
 	r := rc.r
 	cb, ib := r.b.Bucket([]byte(bCounts)), r.b.Bucket([]byte(bGroupIDs))
 	switch {
@@ -15,6 +15,24 @@ func (c *checker) counters(rc *runCheck) {
 		return
 	case cb == nil || ib == nil:
 		c.add(Violation{Bucket: r.path, Kind: "structure", Detail: "counters and group index must both exist or neither"})
+		return
+	}
+	before := len(c.vs)
+	stored := map[uint64]*counts{}
+	_ = cb.ForEach(func(k, v []byte) error {
+		if len(k) != 8 {
+			c.inv(r.bpath(bCounts), cloneBytes(k), "key is not a step")
+			return nil
+		}
+		cs := new(counts)
+		if err := decodeValue(r.bpath(bCounts), k, v, cs); err != nil {
+			c.fromErr(r.bpath(bCounts), err)
+			return nil
+		}
+		stored[keyU64(k, 0)] = cs
+		return nil
+	})
+	if !compare {
 		return
 	}
 	// The group index names exactly the groups.
@@ -35,21 +53,6 @@ func (c *checker) counters(rc *runCheck) {
 	if indexed != rc.groups {
 		c.inv(r.bpath(bGroupIDs), nil, "index lists %d of the %d groups", indexed, rc.groups)
 	}
-	before := len(c.vs)
-	stored := map[uint64]*counts{}
-	_ = cb.ForEach(func(k, v []byte) error {
-		if len(k) != 8 {
-			c.inv(r.bpath(bCounts), cloneBytes(k), "key is not a step")
-			return nil
-		}
-		cs := new(counts)
-		if err := decodeValue(r.bpath(bCounts), k, v, cs); err != nil {
-			c.fromErr(r.bpath(bCounts), err)
-			return nil
-		}
-		stored[keyU64(k, 0)] = cs
-		return nil
-	})
 	if len(c.vs) != before {
 		return
 	}

@@ -310,7 +310,7 @@ const (
 type Event struct {
 	_msgpack struct{}  `msgpack:",as_array"`
 	Seq      uint64    `json:"seq"`
-	Time     int64     `json:"time"`
+	Time     int64     `json:"created_at"` // unix nanoseconds
 	Kind     EventKind `json:"kind"`
 	Step     uint64    `json:"step,omitempty"`
 	Group    uint64    `json:"group,omitempty"`

@@ -13,21 +13,21 @@ import (
 // score the branch, and submit. A branch whose K turns are already stored
 // comes back with Turns 0 and Score set (its worker died before scoring).
 type Lease struct {
-	ID       string    `json:"id"`
-	Worker   string    `json:"worker"`
-	Node     uint64    `json:"node"`
-	Group    uint64    `json:"group"`
-	Step     uint64    `json:"step"`
-	Interval int       `json:"interval"`
-	Attempt  int       `json:"attempt"`
-	From     int       `json:"from"`     // own-turn index of the first turn to submit (the node's stored turns)
-	PathLen  int       `json:"path_len"` // turns on the path from the root so far
-	Turns    int       `json:"turns"`    // turns to sample in this interval (K minus those stored, capped by MaxTurns)
-	Score    bool      `json:"score"`    // a process score is due after them, unless the episode ends
-	Key      TurnKey   `json:"key"`      // the TurnKey of the first turn; Index and Path advance by one per turn
-	Task     Task      `json:"task"`
-	EnvState []byte    `json:"env_state,omitempty"` // the node's env-state reference (Env.Restore)
-	Expires  time.Time `json:"expires"`
+	ID        string  `json:"id"`
+	Worker    string  `json:"worker"`
+	Node      uint64  `json:"node"`
+	Group     uint64  `json:"group"`
+	Step      uint64  `json:"step"`
+	Interval  int     `json:"interval"`
+	Attempt   int     `json:"attempt"`
+	From      int     `json:"from"`     // own-turn index of the first turn to submit (the node's stored turns)
+	PathLen   int     `json:"path_len"` // turns on the path from the root so far
+	Turns     int     `json:"turns"`    // turns to sample in this interval (K minus those stored, capped by MaxTurns)
+	Score     bool    `json:"score"`    // a process score is due after them, unless the episode ends
+	Key       TurnKey `json:"key"`      // the TurnKey of the first turn; Index and Path advance by one per turn
+	Task      Task    `json:"task"`
+	EnvState  []byte  `json:"env_state,omitempty"` // the node's env-state reference (Env.Restore)
+	ExpiresAt int64   `json:"expires_at"`          // unix nanoseconds
 
 	ttl time.Duration
 }
@@ -78,8 +78,10 @@ func (c *Coordinator) Lease(req LeaseRequest, then func(tx *store.Tx, leases []L
 const LeaseGrace = 5 * time.Second
 
 // regrantable reports whether a new lease may replace l at now.
+func (l *Lease) expires() time.Time { return time.Unix(0, l.ExpiresAt) }
+
 func (l *Lease) regrantable(now time.Time) bool {
-	return !now.Before(l.Expires.Add(min(LeaseGrace, l.ttl/10)))
+	return !now.Before(l.expires().Add(min(LeaseGrace, l.ttl/10)))
 }
 
 func (c *Coordinator) grant(tx *store.Tx, req LeaseRequest) ([]Lease, error) {
@@ -172,7 +174,7 @@ func (c *Coordinator) grant(tx *store.Tx, req LeaseRequest) ([]Lease, error) {
 			Score: !c.cfg.NoScoring && (c.cfg.MaxTurns == 0 || start+c.cfg.K < c.cfg.MaxTurns),
 			Key: TurnKey{Seed: c.cfg.Seed, Step: g.Step, Group: g.ID, Node: n.ID, Branch: key,
 				Index: n.Turns, Path: n.PathLen(), Attempt: n.Attempt},
-			Task: TaskOf(g), EnvState: n.EnvState, Expires: now.Add(ttl), ttl: ttl,
+			Task: TaskOf(g), EnvState: n.EnvState, ExpiresAt: now.Add(ttl).UnixNano(), ttl: ttl,
 		}
 		c.leases[n.ID] = &l
 		out = append(out, l)
@@ -189,8 +191,8 @@ func (c *Coordinator) checkLease(id string, n *store.Node, g *store.Group) (*Lea
 	switch {
 	case held == nil || held.ID != id:
 		return nil, fmt.Errorf("%w: lease %q is not node %d's current lease (it expired and was handed on, or the coordinator restarted): lease again", ErrLeaseLost, id, n.ID)
-	case !c.opts.Now().Before(held.Expires):
-		return nil, fmt.Errorf("%w: lease %q of node %d expired at %s: lease again", ErrLeaseLost, id, n.ID, held.Expires.Format(time.RFC3339))
+	case !c.opts.Now().Before(held.expires()):
+		return nil, fmt.Errorf("%w: lease %q of node %d expired at %s: lease again", ErrLeaseLost, id, n.ID, held.expires().Format(time.RFC3339))
 	case n.Status != store.NodeActive:
 		return nil, fmt.Errorf("%w: node %d is %s", ErrBranchEnded, n.ID, n.Status)
 	case !held.current(n, g):

@@ -11,7 +11,7 @@ func (c *Coordinator) Leased(tx *store.Tx, step uint64) (int, error) {
 	c.mu.Lock()
 	held := make([]Lease, 0, len(c.leases))
 	for _, l := range c.leases {
-		if (step == 0 || l.Step == step) && now.Before(l.Expires) {
+		if (step == 0 || l.Step == step) && now.Before(l.expires()) {
 			held = append(held, *l)
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -63,7 +64,8 @@ func (a *App) lookupVerified(tx *store.Tx, id string, verify func(string) error)
 	}
 	r, err := tx.Run(id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, notFoundErrorf("run %q not found in %s", id, a.dbPath)
+		ids, _ := tx.RunIDs()
+		return nil, notFoundErrorf("run %q not found in %s%s", id, a.dbPath, runsPresent(ids))
 	}
 	return r, err
 }
@@ -119,3 +121,16 @@ func (a *App) completeRuns(cmd *cobra.Command, args []string, _ string) ([]strin
 }
 
 func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
+
+// runsPresent names the runs a not-found run could have been: all of them,
+// or the first few and how many more.
+func runsPresent(ids []string) string {
+	const most = 8
+	switch {
+	case len(ids) == 0:
+		return " (it holds no runs)"
+	case len(ids) > most:
+		return fmt.Sprintf(" (runs: %s and %d more; patrdb runs lists them)", strings.Join(ids[:most], ", "), len(ids)-most)
+	}
+	return " (runs: " + strings.Join(ids, ", ") + ")"
+}

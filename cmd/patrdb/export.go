@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -61,25 +64,7 @@ the owner stops.`,
 	return cmd
 }
 
-// exportOutput is `export --json`.
-type exportOutput struct {
-	Run    string           `json:"run"`
-	Format string           `json:"format"`
-	Dir    string           `json:"dir"` // DIR/run=<id>
-	Files  []exportFileJSON `json:"files"`
-	Rows   map[string]int64 `json:"rows"` // per table
-	Bytes  int64            `json:"bytes"`
-}
-
-type exportFileJSON struct {
-	Path  string `json:"path"` // relative to DIR
-	Table string `json:"table"`
-	Step  uint64 `json:"step"`
-	Rows  int64  `json:"rows"`
-	Bytes int64  `json:"bytes"`
-}
-
-func (a *App) export(ctx context.Context, runArg string, f *exportFlags) error {
+func (a *App) export(ctx context.Context, runArg string, f *exportFlags) (err error) {
 	id, err := parseRunID(runArg)
 	if err != nil {
 		return err
@@ -102,6 +87,15 @@ func (a *App) export(ctx context.Context, runArg string, f *exportFlags) error {
 		return err
 	}
 	defer db.Close()
+	made, err := makeDirs(f.out)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil && made != "" {
+			os.RemoveAll(made) // only folders this export created, so a failure leaves no trace
+		}
+	}()
 	// A stop signal cancels the export, which then removes its temporary
 	// folder instead of leaving half a partition behind.
 	ctx, stop := onStop(ctx, nil)
@@ -132,10 +126,7 @@ func (a *App) export(ctx context.Context, runArg string, f *exportFlags) error {
 	case err != nil:
 		return err
 	}
-	out := exportOutput{Run: res.Run, Format: string(res.Format), Dir: res.Dir, Files: []exportFileJSON{}, Rows: res.Rows, Bytes: res.Bytes}
-	for _, ef := range res.Files {
-		out.Files = append(out.Files, exportFileJSON{Path: ef.Path, Table: ef.Table, Step: ef.Step, Rows: ef.Rows, Bytes: ef.Bytes})
-	}
+	out := res
 	if a.json {
 		return a.printJSON(out)
 	}
@@ -155,4 +146,25 @@ func (a *App) export(ctx context.Context, runArg string, f *exportFlags) error {
 	}
 	t.Flush()
 	return w.Flush()
+}
+
+// makeDirs creates dir and any missing parents, and returns the topmost
+// folder it created ("" when dir existed).
+func makeDirs(dir string) (string, error) {
+	top := ""
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		top = d
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("--out %s: %w", dir, err)
+	}
+	return top, nil
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,7 +25,7 @@ func TestExportWritesReadableFiles(t *testing.T) {
 	path := fixture(t)
 	before := fileHash(t, path)
 	lake := filepath.Join(t.TempDir(), "lake")
-	var out exportOutput
+	var out replay.ExportResult
 	if err := json.Unmarshal([]byte(cli(t, "--db", path, "export", "patr-4x4", "--format", "parquet", "--out", lake, "--json").ok(t).stdout), &out); err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +103,7 @@ func TestExportBadInput(t *testing.T) {
 func TestExportRL(t *testing.T) {
 	path := fixture(t)
 	lake := filepath.Join(t.TempDir(), "lake")
-	var out exportOutput
+	var out replay.ExportResult
 	if err := json.Unmarshal([]byte(cli(t, "--db", path, "export", "patr-4x4", "--format", "rl", "--out", lake, "--json").ok(t).stdout), &out); err != nil {
 		t.Fatal(err)
 	}
@@ -115,5 +117,21 @@ func TestExportRL(t *testing.T) {
 	text := cli(t, "--db", path, "export", "patr-4x4", "--format", "rl", "--out", lake, "--force").ok(t).stdout
 	if !strings.Contains(text, "rl.parquet") {
 		t.Errorf("text output lists no rl table:\n%s", text)
+	}
+}
+
+// --out may name folders that do not exist yet; export creates them, and a
+// failed export removes the ones it created.
+func TestExportCreatesOut(t *testing.T) {
+	path := fixture(t)
+	dir := t.TempDir()
+	lake := filepath.Join(dir, "a", "b", "lake")
+	cli(t, "--db", path, "export", "patr-4x4", "--format", "jsonl", "--out", lake).ok(t)
+	if _, err := os.Stat(filepath.Join(lake, "run=patr-4x4")); err != nil {
+		t.Fatalf("export into a missing folder: %v", err)
+	}
+	cli(t, "--db", path, "export", "nope", "--format", "jsonl", "--out", filepath.Join(dir, "c", "d")).fails(t, 1, `run "nope" not found`)
+	if _, err := os.Stat(filepath.Join(dir, "c")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a failed export left the folder it created: %v", err)
 	}
 }

@@ -23,24 +23,11 @@ continues from — with their step, group, depth, turns and last process score.`
 	return cmd
 }
 
-// frontierOutput is `frontier --json`.
+// frontierOutput is `frontier --json`: the active nodes as the store and
+// the API hold them.
 type frontierOutput struct {
-	Run   string         `json:"run"`
-	Nodes []frontierNode `json:"nodes"`
-}
-
-type frontierNode struct {
-	Node      uint64   `json:"node"`
-	Step      uint64   `json:"step"`
-	Group     uint64   `json:"group"`
-	Parent    uint64   `json:"parent"`
-	Depth     int      `json:"depth"`
-	Turns     int      `json:"turns"`      // own turns
-	PathTurns int      `json:"path_turns"` // inherited + own
-	LastScore *float64 `json:"last_score"` // null if never scored
-	Interval  *int     `json:"interval"`   // interval of the last score
-	Attempt   int      `json:"attempt"`
-	Worker    string   `json:"worker"`
+	Run   string       `json:"run"`
+	Nodes []store.Node `json:"nodes"`
 }
 
 func (a *App) frontier(rf *remoteFlags, runArg string) error {
@@ -48,22 +35,11 @@ func (a *App) frontier(rf *remoteFlags, runArg string) error {
 	if err != nil {
 		return err
 	}
-	out := frontierOutput{Run: id, Nodes: []frontierNode{}}
+	out := frontierOutput{Run: id}
 	err = a.readRun(rf, id, func(r runReader) error {
 		nodes, err := r.FrontierNodes()
-		if err != nil {
-			return err
-		}
-		for _, n := range nodes {
-			f := frontierNode{Node: n.ID, Step: n.Step, Group: n.Group, Parent: n.Parent, Depth: n.Depth,
-				Turns: n.Turns, PathTurns: n.PathLen(), Attempt: n.Attempt, Worker: n.Worker}
-			if last, ok := lastScore(n); ok {
-				v, i := last.Value, last.Interval
-				f.LastScore, f.Interval = &v, &i
-			}
-			out.Nodes = append(out.Nodes, f)
-		}
-		return nil
+		out.Nodes = nonNil(nodes)
+		return err
 	})
 	if err != nil {
 		return err
@@ -80,14 +56,14 @@ func (a *App) frontier(rf *remoteFlags, runArg string) error {
 	fmt.Fprintln(t, "NODE\tSTEP\tGROUP\tPARENT\tDEPTH\tTURNS\tPATH TURNS\tLAST SCORE\tATTEMPT")
 	for _, n := range out.Nodes {
 		score := "-"
-		if n.LastScore != nil {
-			score = fmt.Sprintf("%s (i%d)", fmtScore(*n.LastScore), *n.Interval)
+		if last, ok := lastScore(n); ok {
+			score = fmt.Sprintf("%s (i%d)", fmtScore(last.Value), last.Interval)
 		}
 		parent := "-"
 		if n.Parent != 0 {
 			parent = fmt.Sprint(n.Parent)
 		}
-		fmt.Fprintf(t, "%d\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%d\n", n.Node, n.Step, n.Group, parent, n.Depth, n.Turns, n.PathTurns, score, n.Attempt)
+		fmt.Fprintf(t, "%d\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%d\n", n.ID, n.Step, n.Group, parent, n.Depth, n.Turns, n.PathLen(), score, n.Attempt)
 	}
 	if err := t.Flush(); err != nil {
 		return err

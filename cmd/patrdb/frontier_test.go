@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/patrdb/patrdb/store"
 )
 
 // frontierGoldens are the golden cases of frontier; remote_test.go runs them
@@ -29,19 +31,19 @@ func TestFrontierIsTheActiveNodes(t *testing.T) {
 	var walk func([]treeNode)
 	walk = func(ns []treeNode) {
 		for _, n := range ns {
-			if n.Status == "active" {
-				active[n.Node] = true
+			if n.Status == store.NodeActive {
+				active[n.ID] = true
 			}
 			walk(n.Children)
 		}
 	}
-	walk(tr.Groups[0].Roots)
+	walk(tr.Groups[0].Tree)
 	if len(out.Nodes) != len(active) {
 		t.Fatalf("frontier has %d nodes, the open tree %d active", len(out.Nodes), len(active))
 	}
 	for _, n := range out.Nodes {
-		if !active[n.Node] {
-			t.Errorf("frontier lists %d, which is not active", n.Node)
+		if !active[n.ID] {
+			t.Errorf("frontier lists %d, which is not active", n.ID)
 		}
 	}
 	var empty frontierOutput

@@ -79,16 +79,11 @@ type replayOutput struct {
 	State  replayStateJSON   `json:"state"`
 }
 
+// replayEventJSON is one event of `replay --json`: the event as the API's
+// events endpoint shows it, with what it did in words.
 type replayEventJSON struct {
-	Seq     uint64          `json:"seq"`
-	Time    string          `json:"time"`
-	Kind    string          `json:"kind"`
-	Step    uint64          `json:"step"`
-	Group   uint64          `json:"group"`
-	Node    uint64          `json:"node"`
-	Rubric  uint64          `json:"rubric"`
-	Summary string          `json:"summary"`
-	Payload json.RawMessage `json:"payload"` // the record after the event (see README), null when none
+	server.EventJSON
+	Summary string `json:"summary"`
 }
 
 // replayStateJSON is the run after event Seq.
@@ -115,54 +110,6 @@ type openTreeJSON struct {
 	Nodes    int    `json:"nodes"`
 	Active   int    `json:"active"`
 }
-
-// Payload shapes of the store's event kinds, CLI-owned.
-type (
-	runPayload struct {
-		Status   string `json:"status"`
-		LastStep uint64 `json:"last_step"`
-	}
-	groupPayload struct {
-		Group    uint64   `json:"group"`
-		Step     uint64   `json:"step"`
-		Task     string   `json:"task"`
-		Status   string   `json:"status"`
-		Interval int      `json:"interval"`
-		Roots    []uint64 `json:"roots"`
-	}
-	nodePayload struct {
-		Node      uint64         `json:"node"`
-		Parent    uint64         `json:"parent"`
-		Fork      int            `json:"fork"`
-		Ordinal   int            `json:"ordinal"`
-		Status    string         `json:"status"`
-		Turns     int            `json:"turns"`
-		Scores    []scoreJSON    `json:"scores"`
-		Decisions []decisionJSON `json:"decisions"`
-		Reward    *float64       `json:"reward"`
-		Attempt   int            `json:"attempt"`
-	}
-	turnsPayload struct {
-		From  int `json:"from"`
-		Count int `json:"count"`
-		Turns int `json:"turns"` // own turns after the write
-	}
-	advPayload struct {
-		Leaf              uint64  `json:"leaf"`
-		Outcome           float64 `json:"outcome"`
-		RubricScore       float64 `json:"rubric_score"`
-		Total             float64 `json:"total"`
-		Advantage         float64 `json:"advantage"`
-		ZeroVariance      bool    `json:"zero_variance"`
-		ZeroVarianceAfter bool    `json:"zero_variance_after"`
-	}
-	ckptPayload struct {
-		Step        uint64 `json:"step"`
-		InlineBytes int    `json:"inline_bytes"`
-		URI         string `json:"uri"`
-		Hash        string `json:"hash"`
-	}
-)
 
 func parseSeq(flag, s string) (uint64, error) {
 	if s == "" {
@@ -232,15 +179,13 @@ func (a *App) replayLog(rf *remoteFlags, runArg string, f *replayFlags) error {
 			if e.Seq < from {
 				return nil
 			}
-			payload := eventPayload(e)
+			view := eventView(e)
 			if !a.json {
 				fmt.Fprintf(w, "%*d  %-24s  %-14s %5s %5s %6s %6s  %s\n", seqWidth, e.Seq, fmtTime(e.Time), e.Kind, idOrDash(e.Step),
-					idOrDash(e.Group), idOrDash(e.Node), idOrDash(e.Rubric), eventSummary(e, payload))
+					idOrDash(e.Group), idOrDash(e.Node), idOrDash(e.Rubric), eventSummary(e, view))
 				return nil
 			}
-			ev := replayEventJSON{Seq: e.Seq, Time: jsonTime(e.Time), Kind: string(e.Kind), Step: e.Step, Group: e.Group,
-				Node: e.Node, Rubric: e.Rubric, Summary: eventSummary(e, payload), Payload: payload}
-			b, err := json.MarshalIndent(ev, "    ", "  ")
+			b, err := json.MarshalIndent(replayEventJSON{EventJSON: view, Summary: eventSummary(e, view)}, "    ", "  ")
 			if err != nil {
 				return err
 			}
@@ -366,8 +311,8 @@ func idList(ids []uint64) string {
 	return s
 }
 
-// eventSummary is one event in words; payload is eventPayload(e).
-func eventSummary(e logEvent, payload json.RawMessage) string {
+// eventSummary is one event in words; view is eventView(e).
+func eventSummary(e logEvent, view server.EventJSON) string {
 	switch rec := e.Record.(type) {
 	case *store.Run:
 		if e.Kind == store.EvRunCreate {
@@ -416,6 +361,10 @@ func eventSummary(e logEvent, payload json.RawMessage) string {
 		return fmt.Sprintf("checkpoint of step %d: %s inline", rec.Step, fmtBytes(int64(len(rec.Inline))))
 	}
 	// A kind defined above the store: its payload, as far as it fits.
+	payload, err := json.Marshal(view.Payload)
+	if err != nil {
+		payload = []byte("null")
+	}
 	if e.Kind == server.KindReply {
 		var rp struct {
 			Op     string `json:"op"`
@@ -450,7 +399,7 @@ func nodeSummary(kind store.EventKind, n *store.Node) string {
 					d = x
 				}
 			}
-			return fmt.Sprintf("i%d %s", d.Interval, decisionText(toDecisionJSON(d)))
+			return fmt.Sprintf("i%d %s", d.Interval, decisionText(d))
 		}
 	case store.EvNodeReward:
 		return "reward " + fmtNum(n.Reward)
@@ -460,151 +409,13 @@ func nodeSummary(kind store.EventKind, n *store.Node) string {
 	return "status " + string(n.Status)
 }
 
-func toDecisionJSON(d store.Decision) decisionJSON {
-	return decisionJSON{Interval: d.Interval, Action: d.Action, Score: d.Score, Reference: d.Reference, Delta: d.Delta, Rule: d.Rule, Children: d.Children}
-}
-
-// eventPayload renders an event's record in the CLI's own field names;
-// an event of a kind defined above the store is shown schema-less, as the
-// server shows it (so the output is the same from the file and through a
-// server).
-func eventPayload(e logEvent) json.RawMessage {
-	var v any
-	switch rec := e.Record.(type) {
-	case *store.Run:
-		v = runPayload{Status: string(rec.Status), LastStep: rec.LastStep}
-	case *store.Group:
-		v = groupPayload{Group: rec.ID, Step: rec.Step, Task: rec.Task, Status: string(rec.Status), Interval: rec.Interval, Roots: nonNil(rec.Roots)}
-	case *store.Node:
-		p := nodePayload{Node: rec.ID, Parent: rec.Parent, Fork: rec.Fork, Ordinal: rec.Ordinal, Status: string(rec.Status),
-			Turns: rec.Turns, Scores: []scoreJSON{}, Decisions: []decisionJSON{}, Attempt: rec.Attempt}
-		for _, s := range rec.Scores {
-			p.Scores = append(p.Scores, scoreJSON{Interval: s.Interval, Turn: s.Turn, Value: s.Value})
-		}
-		for _, d := range rec.Decisions {
-			p.Decisions = append(p.Decisions, toDecisionJSON(d))
-		}
-		if rec.HasReward {
-			r := rec.Reward
-			p.Reward = &r
-		}
-		v = p
-	case *store.TurnsPayload:
-		v = turnsPayload{From: rec.From, Count: rec.Count, Turns: rec.Turns}
-	case *store.Advantage:
-		v = advPayload{Leaf: rec.Leaf, Outcome: rec.Outcome, RubricScore: rec.RubricScore, Total: rec.Total,
-			Advantage: rec.Advantage, ZeroVariance: rec.ZeroVariance, ZeroVarianceAfter: rec.ZeroVarianceAfter}
-	case *store.Rubric:
-		v = toRubricJSON(*rec)
-	case *store.Checkpoint:
-		v = ckptPayload{Step: rec.Step, InlineBytes: len(rec.Inline), URI: rec.URI, Hash: rec.Hash}
-	default:
-		if e.generic != nil {
-			v = json.RawMessage(e.generic) // from a server: already decoded
-			break
-		}
-		if e.Kind == server.KindReply {
-			var rp serverReply
-			if store.DecodePayload(e.Event.Event, &rp) != nil {
-				return json.RawMessage("null")
-			}
-			v = replyJSON{Key: rp.Key, Op: rp.Op, Status: rp.Status, Body: rawJSON(rp.Body)}
-			break
-		}
-		g, err := e.Generic()
-		if err != nil || g == nil {
-			return json.RawMessage("null")
-		}
-		v = g
+// eventView is the event as the API's events endpoint shows it: from the
+// file, decoded as the server decodes it; from a server, as it sent it.
+func eventView(e logEvent) server.EventJSON {
+	if e.sent != nil {
+		return server.EventJSON{Event: e.Event.Event, Payload: e.sent}
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return json.RawMessage("null")
-	}
-	return b
-}
-
-// serverReply is the payload of the events in which patrdb serve keeps the
-// first answer to each write (server.KindReply): the server's own encoding,
-// mirrored here so the file shows it as the server's events endpoint does
-// (replyJSON). remote_test.go compares the two on a run written through the
-// API.
-type serverReply struct {
-	_msgpack    struct{} `msgpack:",as_array"`
-	Key         string
-	Op          string
-	Fingerprint []byte
-	Status      int
-	Body        []byte
-}
-
-// replyJSON is how the server's events endpoint shows a reply event.
-type replyJSON struct {
-	Key    string          `json:"client_key"`
-	Op     string          `json:"op"`
-	Status int             `json:"status"`
-	Body   json.RawMessage `json:"body"`
-}
-
-// whatIfOutput is `replay --what-if --json`.
-type whatIfOutput struct {
-	Run          string           `json:"run"`
-	WhatIf       string           `json:"what_if"` // the overrides, canonical
-	BaseRecorded bool             `json:"base_recorded"`
-	Base         treeConfigJSON   `json:"base"`
-	Config       treeConfigJSON   `json:"config"`
-	Intervals    []whatIfInterval `json:"intervals"` // only those with a differing decision
-	Totals       whatIfTotals     `json:"totals"`
-}
-
-type treeConfigJSON struct {
-	Delta     float64 `json:"delta"`
-	M         int     `json:"m"`
-	Top       int     `json:"top"`
-	Rule      string  `json:"rule"`
-	MaxActive int     `json:"max_active"`
-}
-
-type whatIfInterval struct {
-	Step       uint64       `json:"step"`
-	Group      uint64       `json:"group"`
-	Interval   int          `json:"interval"`
-	Recorded   int          `json:"recorded"`
-	Routed     int          `json:"routed"`
-	Partial    bool         `json:"partial"`
-	Unobserved int          `json:"unobserved"`
-	Diffs      []whatIfDiff `json:"diffs"`
-}
-
-type whatIfDiff struct {
-	Node       uint64       `json:"node"`
-	Change     string       `json:"change"` // pruned-earlier, expanded-instead, survived-instead, children, rule
-	Recorded   decisionJSON `json:"recorded"`
-	WhatIf     decisionJSON `json:"what_if"`
-	Unobserved int          `json:"unobserved"`
-}
-
-type whatIfTotals struct {
-	Groups           int `json:"groups"`
-	Intervals        int `json:"intervals"`
-	DiffIntervals    int `json:"diff_intervals"`
-	PartialIntervals int `json:"partial_intervals"`
-	Decisions        int `json:"decisions"`
-	Differ           int `json:"differ"`
-	PrunedEarlier    int `json:"pruned_earlier"`
-	ExpandedInstead  int `json:"expanded_instead"`
-	SurvivedInstead  int `json:"survived_instead"`
-	Children         int `json:"children"`
-	RuleOnly         int `json:"rule_only"`
-	NodesRecorded    int `json:"nodes_recorded"`
-	NodesReached     int `json:"nodes_reached"`
-	Unobserved       int `json:"unobserved"`
-	EnvStepsRecorded int `json:"env_steps_recorded"`
-	EnvSteps         int `json:"env_steps"`
-}
-
-func toTreeConfigJSON(c tree.Config) treeConfigJSON {
-	return treeConfigJSON{Delta: c.Delta, M: c.M, Top: c.TopExpand, Rule: string(c.PruneRule), MaxActive: c.MaxActive}
+	return server.EventView(e.Event.Event)
 }
 
 func (a *App) replayWhatIf(rf *remoteFlags, runArg string, f *replayFlags) error {
@@ -639,24 +450,13 @@ func (a *App) replayWhatIf(rf *remoteFlags, runArg string, f *replayFlags) error
 	if err != nil {
 		return err
 	}
-	t := rep.Totals
-	out := whatIfOutput{Run: id, WhatIf: rep.Overrides, BaseRecorded: rep.BaseRecorded, Base: toTreeConfigJSON(rep.Base),
-		Config: toTreeConfigJSON(rep.Config), Intervals: []whatIfInterval{},
-		Totals: whatIfTotals{Groups: t.Groups, Intervals: t.Intervals, DiffIntervals: t.DiffIntervals, PartialIntervals: t.PartialIntervals,
-			Decisions: t.Decisions, Differ: t.Differ, PrunedEarlier: t.PrunedEarlier, ExpandedInstead: t.ExpandedInstead,
-			SurvivedInstead: t.SurvivedInstead, Children: t.Children, RuleOnly: t.RuleOnly, NodesRecorded: t.NodesRecorded,
-			NodesReached: t.NodesReached, Unobserved: t.Unobserved, EnvStepsRecorded: t.EnvStepsRecorded, EnvSteps: t.EnvSteps}}
+	// Only the intervals where a decision differs are worth printing.
+	out := *rep
+	out.Intervals = []replay.IntervalReport{}
 	for _, iv := range rep.Intervals {
-		if len(iv.Diffs) == 0 {
-			continue
+		if len(iv.Diffs) > 0 {
+			out.Intervals = append(out.Intervals, iv)
 		}
-		wi := whatIfInterval{Step: iv.Step, Group: iv.Group, Interval: iv.Interval, Recorded: iv.Recorded, Routed: iv.Routed,
-			Partial: iv.Partial, Unobserved: iv.Unobserved, Diffs: []whatIfDiff{}}
-		for _, d := range iv.Diffs {
-			wi.Diffs = append(wi.Diffs, whatIfDiff{Node: d.Node, Change: string(d.Change), Recorded: toDecisionJSON(d.Recorded),
-				WhatIf: toDecisionJSON(d.WhatIf), Unobserved: d.Unobserved})
-		}
-		out.Intervals = append(out.Intervals, wi)
 	}
 	if a.json {
 		return a.printJSON(out)
@@ -673,12 +473,12 @@ func orAny(s string) string {
 	return s
 }
 
-func configText(c treeConfigJSON) string {
-	return fmt.Sprintf("delta %s, m %d, top %d, rule %s, max_active %d", fmtNum(c.Delta), c.M, c.Top, c.Rule, c.MaxActive)
+func configText(c tree.Config) string {
+	return fmt.Sprintf("delta %s, m %d, top %d, rule %s, max_active %d", fmtNum(c.Delta), c.M, c.TopExpand, c.PruneRule, c.MaxActive)
 }
 
-func writeWhatIf(w io.Writer, o whatIfOutput) {
-	what := o.WhatIf
+func writeWhatIf(w io.Writer, o replay.WhatIfReport) {
+	what := o.Overrides
 	if what == "" {
 		what = "(no change)"
 	}

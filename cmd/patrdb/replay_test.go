@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -39,7 +40,7 @@ func TestReplayStateAtEnd(t *testing.T) {
 	}
 	var want []uint64
 	for _, n := range fr.Nodes {
-		want = append(want, n.Node)
+		want = append(want, n.ID)
 	}
 	if !equalUint64s(out.State.Frontier, want) {
 		t.Errorf("replayed frontier %v, frontier command %v", out.State.Frontier, want)
@@ -61,7 +62,7 @@ func TestReplayStateAtEnd(t *testing.T) {
 		t.Errorf("--from 4 --until 10: %d events from %d, state at %d", len(out.Events), out.Events[0].Seq, out.State.Seq)
 	}
 	for _, e := range out.Events {
-		if e.Summary == "" || len(e.Payload) == 0 || string(e.Payload) == "null" {
+		if e.Summary == "" || e.Payload == nil {
 			t.Errorf("event %d (%s): summary %q payload %s", e.Seq, e.Kind, e.Summary, e.Payload)
 		}
 	}
@@ -109,7 +110,7 @@ func equalCounts(a, b map[string]int) bool {
 func TestReplayWhatIfReproducesDemo(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "demo.db")
 	cli(t, "--db", db, "demo", "--steps", "3", "--batch", "3", "--seed", "5").ok(t)
-	var rep whatIfOutput
+	var rep replay.WhatIfReport
 	if err := json.Unmarshal([]byte(cli(t, "--db", db, "replay", "demo", "--what-if", "", "--json").ok(t).stdout), &rep); err != nil {
 		t.Fatal(err)
 	}

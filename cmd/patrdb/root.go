@@ -146,7 +146,7 @@ func runEnv(args []string, e env) (code int) {
 	} else if cmd != nil {
 		// cobra's own complaint (unknown flag or command, bad flag value):
 		// point at the help of the command the user was typing.
-		err = fmt.Errorf("%w (see '%s --help')", err, cmd.CommandPath())
+		err = fmt.Errorf("%w%s (see '%s --help')", err, suggest(cmd, err), cmd.CommandPath())
 	}
 	fmt.Fprintln(e.stderr, errorLine(err))
 	return exitCode(err)
@@ -199,7 +199,12 @@ Exit status: 0 success, 1 not found or check failed, 2 usage or I/O error.`,
 		newExportCommand(app),
 		newPlotCommand(app),
 		newBatchCommand(app),
+		newVersionCommand(app),
 	)
+	root.Version = versionText()
+	root.SetVersionTemplate("{{.Version}}\n")
+	// Unknown commands get one line from run(), not cobra's list.
+	root.DisableSuggestions = true
 	// cobra adds `completion` lazily; add it now so it can be made strict:
 	// `completion tcsh` is a usage error (exit 2), not a help page and exit 0.
 	root.InitDefaultCompletionCmd()
@@ -208,6 +213,7 @@ Exit status: 0 success, 1 not found or check failed, 2 usage or I/O error.`,
 			c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 		}
 	}
+	organiseHelp(root)
 	tagCommandErrors(root)
 	return root
 }

@@ -39,66 +39,39 @@ drafts it absorbed, with where each was induced.` + remoteHelp,
 type rubricsOutput struct {
 	Run     string       `json:"run"`
 	Pool    string       `json:"pool"`
-	Rubrics []rubricJSON `json:"rubrics"`
+	Rubrics []rubricView `json:"rubrics"`
 }
 
 // lineageOutput is `rubrics --lineage ID --json`.
 type lineageOutput struct {
 	Run    string       `json:"run"`
-	Rubric rubricJSON   `json:"rubric"`
-	Drafts []rubricJSON `json:"drafts"`
+	Rubric rubricView   `json:"rubric"`
+	Drafts []rubricView `json:"drafts"`
 }
 
-type rubricJSON struct {
-	ID                uint64     `json:"id"`
-	Pool              string     `json:"pool"`
-	Text              string     `json:"text"`
-	Feature           string     `json:"feature"`
-	Support           int        `json:"support"`
-	Activations       int        `json:"activations"`
-	Rho               *float64   `json:"rho"`             // running Pearson correlation with the outcome; null while undefined
-	LowVarStreak      int        `json:"low_var_streak"`  // consecutive low-variance activations
-	LastActivation    *int64     `json:"last_activation"` // step; null if never activated
-	PairsJudged       int        `json:"pairs_judged"`
-	GroupsUnlocked    int        `json:"groups_unlocked"`
-	LastVariance      float64    `json:"last_variance"`
-	AdmissionVariance float64    `json:"admission_variance"`
-	AdmissionRho      float64    `json:"admission_rho"`
-	Origin            originJSON `json:"origin"`
-	Parents           []uint64   `json:"parents"`
-	MergedInto        uint64     `json:"merged_into"`
-	CreatedStep       uint64     `json:"created_step"`
-	RetireStep        uint64     `json:"retire_step"`
-	RetireReason      string     `json:"retire_reason"`
+// rubricView is a rubric as the store holds it (rho is its admission
+// correlation) with its running correlation with the outcome, computed from
+// the stored sums.
+type rubricView struct {
+	store.Rubric
+	RunningCorr *float64 `json:"running_corr"` // null while undefined
 }
 
-type originJSON struct {
-	Step    uint64   `json:"step"`
-	Group   uint64   `json:"group"`
-	Anchors []uint64 `json:"anchors"`
+func viewRubric(rb store.Rubric) rubricView {
+	v := rubricView{Rubric: rb}
+	if c, ok := rubricpool.Rho(rb.Usage); ok {
+		v.RunningCorr = &c
+	}
+	return v
 }
 
-func toRubricJSON(rb store.Rubric) rubricJSON {
-	u := rb.Usage
-	out := rubricJSON{
-		ID: rb.ID, Pool: string(rb.Pool), Text: rb.Text, Feature: rb.Feature, Support: rb.Support,
-		Activations: u.Activations, LowVarStreak: u.LowVarStreak, PairsJudged: u.PairsJudged,
-		GroupsUnlocked: u.GroupsUnlocked, LastVariance: u.LastVariance,
-		AdmissionVariance: rb.Variance, AdmissionRho: rb.Rho,
-		Origin:  originJSON{Step: rb.Origin.Step, Group: rb.Origin.Group, Anchors: nonNil(rb.Origin.Anchors)},
-		Parents: nonNil(rb.Parents), MergedInto: rb.MergedInto, CreatedStep: rb.CreatedStep,
-		RetireStep: rb.RetireStep, RetireReason: rb.RetireReason,
+// lastActive is a rubric's last activation step; steps start at 1, so 0
+// (an unset usage record) means never, like -1.
+func lastActive(r rubricView) string {
+	if r.Usage.LastActivation <= 0 {
+		return "never"
 	}
-	corr := rubricpool.Corr{N: u.N, SumX: u.SumX, SumY: u.SumY, SumXY: u.SumXY, SumXX: u.SumXX, SumYY: u.SumYY}
-	if rho, ok := corr.Rho(); ok {
-		out.Rho = &rho
-	}
-	// Steps start at 1, so 0 (an unset usage record) means never, like -1.
-	if u.LastActivation > 0 {
-		la := u.LastActivation
-		out.LastActivation = &la
-	}
-	return out
+	return fmt.Sprintf("step %d", r.Usage.LastActivation)
 }
 
 func (a *App) rubrics(rf *remoteFlags, runArg, poolArg, lineageArg string) error {
@@ -130,9 +103,9 @@ func (a *App) rubrics(rf *remoteFlags, runArg, poolArg, lineageArg string) error
 		if err != nil {
 			return err
 		}
-		list = rubricsOutput{Run: id, Pool: poolArg, Rubrics: []rubricJSON{}}
+		list = rubricsOutput{Run: id, Pool: poolArg, Rubrics: []rubricView{}}
 		for _, rb := range rbs {
-			list.Rubrics = append(list.Rubrics, toRubricJSON(rb))
+			list.Rubrics = append(list.Rubrics, viewRubric(rb))
 		}
 		return nil
 	})
@@ -163,7 +136,7 @@ func rubricLineage(r runReader, id uint64) (lineageOutput, error) {
 		}
 		return lineageOutput{}, err
 	}
-	out := lineageOutput{Run: r.ID(), Rubric: toRubricJSON(rb), Drafts: []rubricJSON{}}
+	out := lineageOutput{Run: r.ID(), Rubric: viewRubric(rb), Drafts: []rubricView{}}
 	ids := map[uint64]bool{}
 	for _, p := range rb.Parents {
 		ids[p] = true
@@ -174,7 +147,7 @@ func rubricLineage(r runReader, id uint64) (lineageOutput, error) {
 	}
 	for _, d := range all {
 		if d.MergedInto == id || ids[d.ID] {
-			out.Drafts = append(out.Drafts, toRubricJSON(d))
+			out.Drafts = append(out.Drafts, viewRubric(d))
 		}
 	}
 	sort.Slice(out.Drafts, func(i, j int) bool { return out.Drafts[i].ID < out.Drafts[j].ID })
@@ -191,17 +164,17 @@ func writeRubricTable(w io.Writer, o rubricsOutput) {
 		return
 	}
 	t := newTable(w)
-	fmt.Fprintln(t, "ID\tPOOL\tSUPPORT\tACTIVATIONS\tRHO\tSTREAK\tLAST ACTIVE\tUNLOCKED\tRETIRED\tTEXT")
-	counts := map[string]int{}
+	fmt.Fprintln(t, "ID\tPOOL\tSUPPORT\tACTIVATIONS\tCORR\tSTREAK\tLAST ACTIVE\tUNLOCKED\tRETIRED\tTEXT")
+	counts := map[store.RubricPool]int{}
 	for _, r := range o.Rubrics {
 		counts[r.Pool]++
-		fmt.Fprintf(t, "%d\t%s\t%d\t%d\t%s\t%d\t%s\t%d\t%s\t%s\n", r.ID, r.Pool, r.Support, r.Activations,
-			optNum(r.Rho), r.LowVarStreak, optStep(r.LastActivation), r.GroupsUnlocked, retired(r), truncate(r.Text, 60))
+		fmt.Fprintf(t, "%d\t%s\t%d\t%d\t%s\t%d\t%s\t%d\t%s\t%s\n", r.ID, r.Pool, r.Support, r.Usage.Activations,
+			optNum(r.RunningCorr), r.Usage.LowVarStreak, lastActive(r), r.Usage.GroupsUnlocked, retired(r), truncate(r.Text, 60))
 	}
 	t.Flush()
 	var parts []string
 	for _, p := range rubricPools {
-		if c := counts[string(p)]; c > 0 {
+		if c := counts[p]; c > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", c, p))
 		}
 	}
@@ -216,8 +189,8 @@ func writeLineage(w io.Writer, o lineageOutput) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "  text         %s\n", oneLineText(r.Text))
-	fmt.Fprintf(w, "  usage        %s · rho %s · streak %d · last active %s · %s unlocked\n",
-		plural(r.Activations, "activation", "activations"), optNum(r.Rho), r.LowVarStreak, optStep(r.LastActivation), plural(r.GroupsUnlocked, "group", "groups"))
+	fmt.Fprintf(w, "  usage        %s · corr %s · streak %d · last active %s · %s unlocked\n",
+		plural(r.Usage.Activations, "activation", "activations"), optNum(r.RunningCorr), r.Usage.LowVarStreak, lastActive(r), plural(r.Usage.GroupsUnlocked, "group", "groups"))
 	if r.RetireStep != 0 || r.RetireReason != "" {
 		fmt.Fprintf(w, "  retired      %s\n", retired(r))
 	}
@@ -238,7 +211,7 @@ func writeLineage(w io.Writer, o lineageOutput) {
 			an = "-"
 		}
 		fmt.Fprintf(t, "  %d\t%s\t%d\t%d\t%s\t%d\t%s\t%s\t%s\n", d.ID, d.Pool, d.Origin.Step, d.Origin.Group, an, d.Support,
-			fmtNum(d.AdmissionVariance), fmtNum(d.AdmissionRho), oneLineText(d.Text))
+			fmtNum(d.Variance), fmtNum(d.Rho), oneLineText(d.Text))
 	}
 	t.Flush()
 }
@@ -250,14 +223,7 @@ func optNum(x *float64) string {
 	return fmtNum(*x)
 }
 
-func optStep(s *int64) string {
-	if s == nil {
-		return "never"
-	}
-	return fmt.Sprintf("step %d", *s)
-}
-
-func retired(r rubricJSON) string {
+func retired(r rubricView) string {
 	if r.RetireStep == 0 && r.RetireReason == "" {
 		return "-"
 	}

@@ -27,7 +27,7 @@ func TestRubricsPools(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, r := range out.Rubrics {
-			if r.Pool != pool {
+			if string(r.Pool) != pool {
 				t.Errorf("--pool %s listed rubric %d of pool %s", pool, r.ID, r.Pool)
 			}
 		}
@@ -46,8 +46,8 @@ func TestRubricsPools(t *testing.T) {
 	if lin.Rubric.ID != 4 || len(lin.Drafts) != 2 || lin.Drafts[0].MergedInto != 4 || lin.Drafts[1].MergedInto != 4 {
 		t.Errorf("lineage of 4 = %+v", lin)
 	}
-	if lin.Rubric.Rho == nil || *lin.Rubric.Rho <= 0 {
-		t.Errorf("rubric 4 has no running correlation: %v", lin.Rubric.Rho)
+	if lin.Rubric.RunningCorr == nil || *lin.Rubric.RunningCorr <= 0 {
+		t.Errorf("rubric 4 has no running correlation: %v", lin.Rubric.RunningCorr)
 	}
 }
 

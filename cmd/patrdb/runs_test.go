@@ -195,3 +195,31 @@ func TestRunsWithoutCounters(t *testing.T) {
 		t.Error("reading a file without counters changed it")
 	}
 }
+
+// A damaged counter is damage like any other: runs and show refuse the run
+// in one line naming it, check lists it, and the file is left as it was.
+func TestRunsDamagedCounters(t *testing.T) {
+	path := copyFixture(t)
+	rawUpdate(t, path, func(tx *bolt.Tx) error {
+		b := runBucket(tx, "patr-4x4", "counts")
+		v := append([]byte(nil), b.Get(u64(0))...)
+		v[len(v)-1] ^= 0xff // the payload no longer matches its CRC
+		return b.Put(u64(0), v)
+	})
+	before := fileHash(t, path)
+	for _, args := range [][]string{{"runs"}, {"show", "patr-4x4"}} {
+		r := cli(t, append([]string{"--db", path}, args...)...)
+		r.fails(t, 2, `run "patr-4x4"`, "damaged", "counts", "patrdb check --db "+path)
+		if r.stdout != "" {
+			t.Errorf("%v printed %q", args, r.stdout)
+		}
+	}
+	r := cli(t, "--db", path, "check")
+	r.fails(t, 1, "check failed")
+	if !strings.Contains(r.stdout, "corrupt: runs/patr-4x4/counts key 0000000000000000: CRC32C mismatch") {
+		t.Errorf("check stdout %q", r.stdout)
+	}
+	if fileHash(t, path) != before {
+		t.Error("reading damaged counters changed the file")
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 
 	"github.com/patrdb/patrdb/replay"
@@ -70,10 +71,10 @@ type runReader interface {
 // logEvent is one event of a run's log as the replay command prints it.
 type logEvent struct {
 	replay.Event
-	// generic is the payload of a kind defined above the store as JSON,
-	// when the event came from a server (which sends payloads decoded);
-	// from the file it is nil and the msgpack payload is decoded instead.
-	generic []byte
+	// sent is the payload as a server sent it (decoded to JSON), when the
+	// event came from one; from the file it is nil and the msgpack payload
+	// is decoded instead.
+	sent json.RawMessage
 }
 
 // read calls fn with the source a read command should use: the server named

@@ -52,7 +52,8 @@ func (s *remoteSource) Run(id string) (runReader, error) {
 		var err error
 		if sum, err = s.cl.Run(s.ctx, id); err != nil {
 			if isNotFound(err) {
-				return nil, notFoundErrorf("run %q not found on %s", id, s.cl.Base)
+				ids, _ := s.RunIDs()
+				return nil, notFoundErrorf("run %q not found on %s%s", id, s.cl.Base, runsPresent(ids))
 			}
 			return nil, err
 		}
@@ -215,7 +216,7 @@ const eventPageSize = 1000
 // integers (times in nanoseconds) through float64.
 type remoteEvent struct {
 	Seq     uint64          `json:"seq"`
-	Time    int64           `json:"time"`
+	Time    int64           `json:"created_at"`
 	Kind    store.EventKind `json:"kind"`
 	Step    uint64          `json:"step"`
 	Group   uint64          `json:"group"`
@@ -301,10 +302,10 @@ func (r *remoteRun) getJSON(path string, out any) error {
 func decodeRemoteEvent(re remoteEvent) (logEvent, error) {
 	e := logEvent{Event: replay.Event{Event: store.Event{Seq: re.Seq, Time: re.Time, Kind: re.Kind,
 		Step: re.Step, Group: re.Group, Node: re.Node, Rubric: re.Rubric}}}
+	if len(re.Payload) > 0 && string(re.Payload) != "null" {
+		e.sent = re.Payload
+	}
 	if !replay.StoreKind(re.Kind) {
-		if len(re.Payload) > 0 && string(re.Payload) != "null" {
-			e.generic = re.Payload
-		}
 		return e, nil
 	}
 	bad := func(err error) (logEvent, error) {

@@ -44,105 +44,7 @@ of the run's buckets occupies.` + remoteHelp,
 
 // statsOutput is `stats --json`: every run, or the one asked for.
 type statsOutput struct {
-	Runs []runStatsJSON `json:"runs"`
-}
-
-type runStatsJSON struct {
-	Run     string          `json:"run"`
-	Events  uint64          `json:"events"`
-	Bytes   int64           `json:"bytes"`
-	Total   stepStatsJSON   `json:"total"`
-	Steps   []stepStatsJSON `json:"steps"`
-	Pools   []poolSizesJSON `json:"pools"`
-	Buckets []bucketJSON    `json:"buckets"`
-}
-
-type stepStatsJSON struct {
-	Step              uint64         `json:"step"` // 0 in total
-	Groups            int            `json:"groups"`
-	Nodes             int            `json:"nodes"`
-	Leaves            int            `json:"leaves"`
-	Active            int            `json:"active"`
-	Failed            int            `json:"failed"`
-	TurnsStored       int            `json:"turns_stored"`
-	TurnsMaterialised int            `json:"turns_materialised"`
-	PrefixSharing     float64        `json:"prefix_sharing"` // materialised / stored
-	Expansions        int            `json:"expansions"`
-	Prunes            int            `json:"prunes"`
-	Survivals         int            `json:"survivals"`
-	PrunesByRule      map[string]int `json:"prunes_by_rule"`
-	LeavesPerGroup    float64        `json:"leaves_per_group"`
-	MinLeaves         int            `json:"min_leaves"`
-	MaxLeaves         int            `json:"max_leaves"`
-	Completed         leafStatsJSON  `json:"completed"`
-	Pruned            leafStatsJSON  `json:"pruned"`
-	Truncated         leafStatsJSON  `json:"truncated"`
-	AdvGroups         int            `json:"adv_groups"`
-	ZeroVarBefore     int            `json:"zero_variance_before"`
-	ZeroVarAfter      int            `json:"zero_variance_after"`
-	Unlocked          int            `json:"unlocked_groups"`
-	MinPolicyVersion  uint64         `json:"min_policy_version"`
-	MaxPolicyVersion  uint64         `json:"max_policy_version"`
-	MaxStaleness      uint64         `json:"max_staleness"` // newest version in the run − this step's oldest
-}
-
-type leafStatsJSON struct {
-	Count      int      `json:"count"`
-	Rewarded   int      `json:"rewarded"`
-	MeanReward *float64 `json:"mean_reward"` // over the rewarded ones; null when none
-}
-
-type poolSizesJSON struct {
-	Step      uint64 `json:"step"`
-	Candidate int    `json:"candidate"`
-	Public    int    `json:"public"`
-	Retired   int    `json:"retired"`
-	Merged    int    `json:"merged"`
-}
-
-type bucketJSON struct {
-	Name  string `json:"name"`
-	Keys  int    `json:"keys"`
-	Bytes int64  `json:"bytes"` // pages allocated
-	Used  int64  `json:"used"`  // bytes in use within them
-}
-
-func toLeafStats(l replay.LeafStats) leafStatsJSON {
-	out := leafStatsJSON{Count: l.Count, Rewarded: l.Rewarded}
-	if l.Rewarded > 0 {
-		m := l.MeanReward
-		out.MeanReward = &m
-	}
-	return out
-}
-
-func toStepStats(s replay.StepStats) stepStatsJSON {
-	out := stepStatsJSON{Step: s.Step, Groups: s.Groups, Nodes: s.Nodes, Leaves: s.Leaves, Active: s.Active, Failed: s.Failed,
-		TurnsStored: s.TurnsStored, TurnsMaterialised: s.TurnsMaterialised, PrefixSharing: s.PrefixSharing,
-		Expansions: s.Expansions, Prunes: s.Prunes, Survivals: s.Survivals, PrunesByRule: map[string]int{},
-		LeavesPerGroup: s.LeavesPerGroup, MinLeaves: s.MinLeaves, MaxLeaves: s.MaxLeaves,
-		Completed: toLeafStats(s.Completed), Pruned: toLeafStats(s.Pruned), Truncated: toLeafStats(s.Truncated),
-		AdvGroups: s.AdvGroups, ZeroVarBefore: s.ZeroVarBefore, ZeroVarAfter: s.ZeroVarAfter, Unlocked: s.UnlockedGroups,
-		MinPolicyVersion: s.MinPolicyVersion, MaxPolicyVersion: s.MaxPolicyVersion, MaxStaleness: s.MaxStaleness}
-	for k, v := range s.PrunesByRule {
-		out.PrunesByRule[k] = v
-	}
-	return out
-}
-
-func toRunStats(rs *replay.RunStats) runStatsJSON {
-	out := runStatsJSON{Run: rs.Run, Events: rs.Events, Bytes: rs.Bytes, Total: toStepStats(rs.Total),
-		Steps: []stepStatsJSON{}, Pools: []poolSizesJSON{}, Buckets: []bucketJSON{}}
-	for _, s := range rs.Steps {
-		out.Steps = append(out.Steps, toStepStats(s))
-	}
-	for _, p := range rs.Pools {
-		out.Pools = append(out.Pools, poolSizesJSON{Step: p.Step, Candidate: p.Candidate, Public: p.Public, Retired: p.Retired, Merged: p.Merged})
-	}
-	for _, b := range rs.Buckets {
-		out.Buckets = append(out.Buckets, bucketJSON{Name: b.Name, Keys: b.Keys, Bytes: b.Bytes, Used: b.Used})
-	}
-	return out
+	Runs []*replay.RunStats `json:"runs"`
 }
 
 func (a *App) stats(rf *remoteFlags, runArg string) error {
@@ -153,7 +55,7 @@ func (a *App) stats(rf *remoteFlags, runArg string) error {
 			return err
 		}
 	}
-	out := statsOutput{Runs: []runStatsJSON{}}
+	out := statsOutput{Runs: []*replay.RunStats{}}
 	err := a.read(rf, func(src source) error {
 		ids := []string{id}
 		if id == "" {
@@ -171,7 +73,7 @@ func (a *App) stats(rf *remoteFlags, runArg string) error {
 			if err != nil {
 				return err
 			}
-			out.Runs = append(out.Runs, toRunStats(rs))
+			out.Runs = append(out.Runs, rs)
 		}
 		return nil
 	})
@@ -190,21 +92,21 @@ func (a *App) stats(rf *remoteFlags, runArg string) error {
 	return w.Flush()
 }
 
-func sharing(s stepStatsJSON) string {
+func sharing(s replay.StepStats) string {
 	if s.TurnsStored == 0 || s.Leaves == 0 {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f×", s.PrefixSharing)
 }
 
-func meanOrDash(l leafStatsJSON) string {
-	if l.MeanReward == nil {
+func meanOrDash(l replay.LeafStats) string {
+	if l.Rewarded == 0 {
 		return "-"
 	}
-	return fmtNum(*l.MeanReward)
+	return fmtNum(l.MeanReward)
 }
 
-func writeStatsTable(w io.Writer, runs []runStatsJSON) {
+func writeStatsTable(w io.Writer, runs []*replay.RunStats) {
 	if len(runs) == 0 {
 		fmt.Fprintln(w, "no runs")
 		return
@@ -219,7 +121,7 @@ func writeStatsTable(w io.Writer, runs []runStatsJSON) {
 	t.Flush()
 }
 
-func writeRunStats(w io.Writer, r runStatsJSON) {
+func writeRunStats(w io.Writer, r *replay.RunStats) {
 	s := r.Total
 	fmt.Fprintf(w, "run %s: %s, %s, %s, %s, %s, %s\n", r.Run, plural(len(r.Steps), "step", "steps"), plural(s.Groups, "group", "groups"),
 		plural(s.Nodes, "node", "nodes"), plural(s.Leaves, "leaf", "leaves"), plural(int(r.Events), "event", "events"), fmtBytes(r.Bytes))
@@ -229,7 +131,7 @@ func writeRunStats(w io.Writer, r runStatsJSON) {
 	fmt.Fprintf(w, "  leaves per group %s (min %d, max %d)\n", fmtNum(s.LeavesPerGroup), s.MinLeaves, s.MaxLeaves)
 	fmt.Fprintf(w, "  completed leaves %d, mean reward %s; pruned %d, mean reward %s; truncated %d, mean reward %s\n",
 		s.Completed.Count, meanOrDash(s.Completed), s.Pruned.Count, meanOrDash(s.Pruned), s.Truncated.Count, meanOrDash(s.Truncated))
-	fmt.Fprintf(w, "  zero variance    %d of %d groups before rubric shaping, %d after (%d unlocked)\n", s.ZeroVarBefore, s.AdvGroups, s.ZeroVarAfter, s.Unlocked)
+	fmt.Fprintf(w, "  zero variance    %d of %d groups before rubric shaping, %d after (%d unlocked)\n", s.ZeroVarBefore, s.AdvGroups, s.ZeroVarAfter, s.UnlockedGroups)
 	if s.Active > 0 || s.Failed > 0 {
 		fmt.Fprintf(w, "  in flight        %d active, %d failed nodes\n", s.Active, s.Failed)
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/patrdb/patrdb/replay"
 )
 
 // statsGoldens are the golden cases of stats; remote_test.go runs them
@@ -39,13 +41,13 @@ func TestStatsAgreeWithOtherCommands(t *testing.T) {
 	}
 	// patr-4x4, step 1 group 1: leaves 2 (path 4), 3 (2), 4 (6), 5 (3);
 	// group 2: 6 (5), 7 (3). Materialised 23 turns.
-	var p runStatsJSON
+	var p *replay.RunStats
 	for _, r := range st.Runs {
 		if r.Run == "patr-4x4" {
 			p = r
 		}
 	}
-	if len(p.Steps) != 2 || p.Steps[0].TurnsMaterialised != 23 || p.Steps[0].Leaves != 6 || p.Steps[0].ZeroVarBefore != 1 || p.Steps[0].Unlocked != 1 {
+	if p == nil || len(p.Steps) != 2 || p.Steps[0].TurnsMaterialised != 23 || p.Steps[0].Leaves != 6 || p.Steps[0].ZeroVarBefore != 1 || p.Steps[0].UnlockedGroups != 1 {
 		t.Errorf("patr-4x4 step 1: %+v", p.Steps[0])
 	}
 	cli(t, "--db", path, "stats", "nope").fails(t, 1, `run "nope" not found`)

@@ -7,6 +7,9 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/patrdb/patrdb/server"
+	"github.com/patrdb/patrdb/store"
 )
 
 func newTrajCommand(app *App) *cobra.Command {
@@ -26,40 +29,12 @@ turns begin. --json adds the token ids and logprobs.` + remoteHelp,
 	return cmd
 }
 
-// trajOutput is `traj --json`.
+// trajOutput is `traj --json`: the API's trajectory reply (the node, the
+// turns it inherits, each path node's share and every turn in path order),
+// with the run it belongs to.
 type trajOutput struct {
-	Run       string        `json:"run"`
-	Node      uint64        `json:"node"`
-	Group     uint64        `json:"group"`
-	Step      uint64        `json:"step"`
-	Status    string        `json:"status"`
-	ForkTurn  int           `json:"fork_turn"`  // turns inherited from ancestors
-	PathTurns int           `json:"path_turns"` // all turns, inherited and own
-	Reward    *float64      `json:"reward"`
-	Segments  []segmentJSON `json:"segments"`
-	Turns     []trajTurn    `json:"turns"`
-}
-
-// segmentJSON is one node's contribution to the trajectory: its own turns
-// 0..count-1, placed from path turn from_turn on.
-type segmentJSON struct {
-	Node     uint64 `json:"node"`
-	Count    int    `json:"count"`
-	FromTurn int    `json:"from_turn"`
-}
-
-type trajTurn struct {
-	Turn              int       `json:"turn"`  // position in the trajectory, from 0
-	Node              uint64    `json:"node"`  // the node that stores it
-	Index             int       `json:"index"` // its index among that node's own turns
-	Inherited         bool      `json:"inherited"`
-	Action            string    `json:"action"`
-	ActionTokens      []uint32  `json:"action_tokens"`
-	ActionLogprobs    []float32 `json:"action_logprobs"`
-	Observation       string    `json:"observation"`
-	ObservationTokens []uint32  `json:"observation_tokens"`
-	Reward            float64   `json:"reward"`
-	Done              bool      `json:"done"`
+	Run string `json:"run"`
+	server.Trajectory
 }
 
 func (a *App) traj(rf *remoteFlags, runArg, nodeArg string) error {
@@ -85,25 +60,8 @@ func (a *App) traj(rf *remoteFlags, runArg, nodeArg string) error {
 		if err != nil {
 			return err
 		}
-		out = trajOutput{Run: id, Node: n.ID, Group: n.Group, Step: n.Step, Status: string(n.Status),
-			ForkTurn: n.Base, PathTurns: n.PathLen(), Segments: []segmentJSON{}, Turns: []trajTurn{}}
-		if n.HasReward {
-			rw := n.Reward
-			out.Reward = &rw
-		}
-		from := 0
-		for _, s := range segs {
-			out.Segments = append(out.Segments, segmentJSON{Node: s.Node, Count: s.Count, FromTurn: from})
-			from += s.Count
-		}
-		for i, t := range turns {
-			out.Turns = append(out.Turns, trajTurn{
-				Turn: i, Node: t.Node, Index: t.Index, Inherited: t.Node != nodeID,
-				Action: t.Action, ActionTokens: nonNil(t.ActionTokens), ActionLogprobs: nonNil(t.ActionLogprobs),
-				Observation: t.Observation, ObservationTokens: nonNil(t.ObservationTokens),
-				Reward: t.Reward, Done: t.Done,
-			})
-		}
+		out = trajOutput{Run: id, Trajectory: server.Trajectory{Node: n, Inherited: n.Base,
+			Segments: nonNil(segs), Turns: nonNil(turns)}}
 		return nil
 	})
 	if err != nil {
@@ -125,29 +83,32 @@ func nonNil[T any](s []T) []T {
 }
 
 func (a *App) writeTraj(w io.Writer, o trajOutput) {
+	n := o.Node
 	head := fmt.Sprintf("run %s · node %d · group %d · step %d · %s · %s",
-		o.Run, o.Node, o.Group, o.Step, a.paint(statusColor(o.Status), o.Status), plural(o.PathTurns, "turn", "turns"))
-	if o.ForkTurn > 0 {
-		head += fmt.Sprintf(" (%d inherited)", o.ForkTurn)
+		o.Run, n.ID, n.Group, n.Step, a.paint(statusColor(string(n.Status)), string(n.Status)), plural(n.PathLen(), "turn", "turns"))
+	if n.Base > 0 {
+		head += fmt.Sprintf(" (%d inherited)", n.Base)
 	}
-	if o.Reward != nil {
-		head += " · reward " + fmtNum(*o.Reward)
+	if n.HasReward {
+		head += " · reward " + fmtNum(n.Reward)
 	}
 	fmt.Fprintln(w, head)
 	path := make([]string, len(o.Segments))
+	from := 0
 	for i, s := range o.Segments {
-		path[i] = fmt.Sprintf("node %d %s", s.Node, turnRange(s.FromTurn, s.Count))
+		path[i] = fmt.Sprintf("node %d %s", s.Node, turnRange(from, s.Count))
+		from += s.Count
 	}
 	fmt.Fprintf(w, "path: %s\n", strings.Join(path, " → "))
 
-	t := 0
+	t, from := 0, 0
 	for i, s := range o.Segments {
 		if i > 0 {
 			prev := o.Segments[i-1].Node
-			fmt.Fprintln(w, a.paint(ansiDim, fmt.Sprintf("──── prefix from node %d ends at turn %d · node %d's own turns begin ────", prev, s.FromTurn, s.Node)))
+			fmt.Fprintln(w, a.paint(ansiDim, fmt.Sprintf("──── prefix from node %d ends at turn %d · node %d's own turns begin ────", prev, from, s.Node)))
 		}
-		for ; t < len(o.Turns) && t < s.FromTurn+s.Count; t++ {
-			writeTurn(w, o.Turns[t])
+		for from += s.Count; t < len(o.Turns) && t < from; t++ {
+			writeTurn(w, t, o.Turns[t])
 		}
 	}
 }
@@ -164,8 +125,9 @@ func turnRange(from, count int) string {
 	return fmt.Sprintf("turns %d-%d", from, from+count-1)
 }
 
-func writeTurn(w io.Writer, t trajTurn) {
-	head := fmt.Sprintf("turn %d · node %d #%d · reward %s · action %s", t.Turn, t.Node, t.Index, fmtNum(t.Reward),
+// writeTurn prints the turn at path position pos.
+func writeTurn(w io.Writer, pos int, t store.PathTurn) {
+	head := fmt.Sprintf("turn %d · node %d #%d · reward %s · action %s", pos, t.Node, t.Index, fmtNum(t.Reward),
 		plural(len(t.ActionTokens), "token", "tokens"))
 	if len(t.ActionLogprobs) > 0 {
 		sum := 0.0

@@ -35,17 +35,17 @@ func TestTrajMatchesStore(t *testing.T) {
 		}
 		err = db.View(func(tx *store.Tx) error {
 			r, _ := tx.Run("patr-4x4")
-			want, err := r.Trajectory(out.Node)
+			want, err := r.Trajectory(out.Node.ID)
 			if err != nil {
 				return err
 			}
-			if len(out.Turns) != len(want) || out.PathTurns != len(want) {
+			if len(out.Turns) != len(want) || out.Node.PathLen() != len(want) {
 				t.Fatalf("node %s: %d turns, store has %d", node, len(out.Turns), len(want))
 			}
 			for i, w := range want {
 				g := out.Turns[i]
 				if g.Action != w.Action || g.Observation != w.Observation || g.Node != w.Node || g.Index != w.Index ||
-					len(g.ActionLogprobs) != len(w.ActionLogprobs) || g.ActionTokens[0] != w.ActionTokens[0] || g.Inherited != (w.Node != out.Node) {
+					len(g.ActionLogprobs) != len(w.ActionLogprobs) || g.ActionTokens[0] != w.ActionTokens[0] || (i < out.Inherited) != (w.Node != out.Node.ID) {
 					t.Errorf("node %s turn %d: %+v, store %+v", node, i, g, w)
 				}
 			}

@@ -50,63 +50,33 @@ type treeOutput struct {
 	Groups []groupTree `json:"groups"`
 }
 
+// groupTree is one group as the store holds it, its leaves' advantage
+// records, and its nodes nested under their parents.
 type groupTree struct {
-	Group             uint64     `json:"group"`
-	Step              uint64     `json:"step"`
-	Task              string     `json:"task"`
-	Prompt            string     `json:"prompt"`
-	Status            string     `json:"status"`
-	Interval          int        `json:"interval"` // intervals fully committed
-	Nodes             int        `json:"nodes"`
-	Leaves            int        `json:"leaves"`
-	Mean              *float64   `json:"mean"` // of the leaves' totals, from the advantage records; null before they exist
-	Std               *float64   `json:"std"`
-	ZeroVariance      *bool      `json:"zero_variance"`       // of the outcome rewards, before rubric shaping
-	ZeroVarianceAfter *bool      `json:"zero_variance_after"` // of the shaped totals
-	Roots             []treeNode `json:"roots"`
+	Group      store.Group       `json:"group"`
+	Advantages []store.Advantage `json:"advantages"` // one per leaf once the group is closed; empty before
+	Tree       []treeNode        `json:"tree"`       // the root branches, in Group.Roots order
+
+	nodes, leaves int
+	adv           map[uint64]store.Advantage // by leaf
 }
 
+// treeNode is a node with its children, ordered by ordinal.
 type treeNode struct {
-	Node      uint64         `json:"node"`
-	Parent    uint64         `json:"parent"`
-	Ordinal   int            `json:"ordinal"`
-	Fork      int            `json:"fork"`       // own turns of the parent it inherits
-	ForkTurn  int            `json:"fork_turn"`  // turns inherited from the root: where it branches off
-	Depth     int            `json:"depth"`      // 0 for a root branch
-	Status    string         `json:"status"`     // active, expanded, completed, pruned, truncated, failed
-	Survived  bool           `json:"survived"`   // routed "survive" at least once
-	Turns     int            `json:"turns"`      // own turns
-	PathTurns int            `json:"path_turns"` // fork_turn + turns
-	Scores    []scoreJSON    `json:"scores"`
-	Decisions []decisionJSON `json:"decisions"`
-	Reward    *float64       `json:"reward"`    // outcome reward; null when none is recorded
-	Advantage *leafAdvJSON   `json:"advantage"` // null for non-leaves and before the group closes
-	Attempt   int            `json:"attempt"`   // retries after a failed policy, env or scorer call
-	Error     string         `json:"error,omitempty"`
-	Children  []treeNode     `json:"children"`
+	store.Node
+	Children []treeNode `json:"children"`
+
+	adv *store.Advantage // the leaf's advantage record, once the group is closed
 }
 
-type scoreJSON struct {
-	Interval int     `json:"interval"`
-	Turn     int     `json:"turn"` // path length when scored
-	Value    float64 `json:"value"`
-}
-
-type decisionJSON struct {
-	Interval  int     `json:"interval"`
-	Action    string  `json:"action"` // expand, survive or prune
-	Score     float64 `json:"score"`
-	Reference float64 `json:"reference"`
-	Delta     float64 `json:"delta"`
-	Rule      string  `json:"rule"` // max, median, repeat, top, width-cap, survive
-	Children  int     `json:"children"`
-}
-
-type leafAdvJSON struct {
-	Outcome     float64 `json:"outcome"`
-	RubricScore float64 `json:"rubric_score"`
-	Total       float64 `json:"total"`
-	Advantage   float64 `json:"advantage"`
+// survived is whether routing kept the node ("survive") at least once.
+func (n treeNode) survived() bool {
+	for _, d := range n.Decisions {
+		if d.Action == store.ActionSurvive {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *App) tree(rf *remoteFlags, runArg, groupArg, format string) error {
@@ -221,7 +191,7 @@ func (sp groupSpec) resolve(r runReader) ([]store.Group, error) {
 // buildGroupTree reads a group's nodes and advantages into the nested form
 // every output format renders from.
 func buildGroupTree(r runReader, g store.Group) (groupTree, error) {
-	gt := groupTree{Group: g.ID, Step: g.Step, Task: g.Task, Prompt: g.Prompt, Status: string(g.Status), Interval: g.Interval, Roots: []treeNode{}}
+	gt := groupTree{Group: g, Tree: []treeNode{}, adv: map[uint64]store.Advantage{}}
 	nodes, err := r.GroupNodes(g)
 	if err != nil {
 		return gt, err
@@ -230,46 +200,23 @@ func buildGroupTree(r runReader, g store.Group) (groupTree, error) {
 	if err != nil {
 		return gt, err
 	}
-	byLeaf := map[uint64]store.Advantage{}
+	gt.Advantages = nonNil(advs)
 	for _, ad := range advs {
-		byLeaf[ad.Leaf] = ad
-	}
-	if len(advs) > 0 {
-		f := advs[0]
-		gt.Mean, gt.Std, gt.ZeroVariance, gt.ZeroVarianceAfter = &f.Mean, &f.Std, &f.ZeroVariance, &f.ZeroVarianceAfter
+		gt.adv[ad.Leaf] = ad
 	}
 	kids := map[uint64][]store.Node{}
 	for _, n := range nodes {
 		kids[n.Parent] = append(kids[n.Parent], n)
 		if n.Status.Leaf() {
-			gt.Leaves++
+			gt.leaves++
 		}
 	}
-	gt.Nodes = len(nodes)
+	gt.nodes = len(nodes)
 	var build func(n store.Node) treeNode
 	build = func(n store.Node) treeNode {
-		t := treeNode{
-			Node: n.ID, Parent: n.Parent, Ordinal: n.Ordinal, Fork: n.Fork, ForkTurn: n.Base, Depth: n.Depth,
-			Status: string(n.Status), Turns: n.Turns, PathTurns: n.PathLen(),
-			Scores: []scoreJSON{}, Decisions: []decisionJSON{}, Children: []treeNode{},
-			Attempt: n.Attempt, Error: n.Error,
-		}
-		for _, s := range n.Scores {
-			t.Scores = append(t.Scores, scoreJSON{Interval: s.Interval, Turn: s.Turn, Value: s.Value})
-		}
-		for _, d := range n.Decisions {
-			t.Decisions = append(t.Decisions, decisionJSON{Interval: d.Interval, Action: d.Action, Score: d.Score,
-				Reference: d.Reference, Delta: d.Delta, Rule: d.Rule, Children: d.Children})
-			if d.Action == store.ActionSurvive {
-				t.Survived = true
-			}
-		}
-		if n.HasReward {
-			rw := n.Reward
-			t.Reward = &rw
-		}
-		if ad, ok := byLeaf[n.ID]; ok {
-			t.Advantage = &leafAdvJSON{Outcome: ad.Outcome, RubricScore: ad.RubricScore, Total: ad.Total, Advantage: ad.Advantage}
+		t := treeNode{Node: n, Children: []treeNode{}}
+		if ad, ok := gt.adv[n.ID]; ok {
+			t.adv = &ad
 		}
 		cs := kids[n.ID]
 		sort.Slice(cs, func(i, j int) bool {
@@ -289,7 +236,7 @@ func buildGroupTree(r runReader, g store.Group) (groupTree, error) {
 	}
 	for _, id := range g.Roots {
 		if n, ok := roots[id]; ok {
-			gt.Roots = append(gt.Roots, build(n))
+			gt.Tree = append(gt.Tree, build(n))
 		}
 	}
 	return gt, nil
@@ -298,10 +245,10 @@ func buildGroupTree(r runReader, g store.Group) (groupTree, error) {
 // statusLabel is the status a person reads: a completed node that was
 // routed "survive" on the way is survived→completed.
 func statusLabel(n treeNode) string {
-	if n.Status == string(store.NodeCompleted) && n.Survived {
+	if n.Status == store.NodeCompleted && n.survived() {
 		return "survived→completed"
 	}
-	return n.Status
+	return string(n.Status)
 }
 
 // statusColor is the ANSI colour of a status in text output.
@@ -323,8 +270,8 @@ func statusColor(status string) string {
 
 func (a *App) writeTreeText(w io.Writer, g groupTree) {
 	head := fmt.Sprintf("group %d · step %d · task %s · %s · interval %d · %s, %s",
-		g.Group, g.Step, strconv.Quote(g.Task), g.Status, g.Interval, plural(g.Nodes, "node", "nodes"), plural(g.Leaves, "leaf", "leaves"))
-	if g.Mean != nil {
+		g.Group.ID, g.Group.Step, strconv.Quote(g.Group.Task), g.Group.Status, g.Group.Interval, plural(g.nodes, "node", "nodes"), plural(g.leaves, "leaf", "leaves"))
+	if len(g.Advantages) > 0 {
 		head += " · " + baselineText(g)
 	}
 	fmt.Fprintln(w, head)
@@ -339,17 +286,19 @@ func (a *App) writeTreeText(w io.Writer, g groupTree) {
 			walk(n.Children, prefix+next)
 		}
 	}
-	walk(g.Roots, "")
+	walk(g.Tree, "")
 }
 
 // baselineText describes the group's advantage baseline: the mean and std
 // of the (shaped) rewards, and whether the outcomes alone had no variance.
+// Every advantage record of a group carries the same group figures.
 func baselineText(g groupTree) string {
-	s := fmt.Sprintf("mean %s std %s", fmtNum(*g.Mean), fmtNum(*g.Std))
+	f := g.Advantages[0]
+	s := fmt.Sprintf("mean %s std %s", fmtNum(f.Mean), fmtNum(f.Std))
 	switch {
-	case *g.ZeroVariance && *g.ZeroVarianceAfter:
+	case f.ZeroVariance && f.ZeroVarianceAfter:
 		s += " (zero variance)"
-	case *g.ZeroVariance:
+	case f.ZeroVariance:
 		s += " (zero-variance outcomes, unlocked by rubric shaping)"
 	}
 	return s
@@ -357,24 +306,24 @@ func baselineText(g groupTree) string {
 
 // nodeLine is one node in the text tree.
 func (a *App) nodeLine(n treeNode) string {
-	parts := []string{a.paint(statusColor(n.Status), fmt.Sprintf("%d %s", n.Node, statusLabel(n)))}
+	parts := []string{a.paint(statusColor(string(n.Status)), fmt.Sprintf("%d %s", n.ID, statusLabel(n)))}
 	if n.Depth > 0 {
-		parts = append(parts, fmt.Sprintf("fork@%d", n.ForkTurn))
+		parts = append(parts, fmt.Sprintf("fork@%d", n.Base))
 	}
 	parts = append(parts, plural(n.Turns, "turn", "turns"))
 	parts = append(parts, intervalNotes(n)...)
-	if n.Reward != nil {
-		parts = append(parts, "reward "+fmtNum(*n.Reward))
+	if n.HasReward {
+		parts = append(parts, "reward "+fmtNum(n.Reward))
 	}
-	if n.Advantage != nil {
-		parts = append(parts, "adv "+fmtSigned(n.Advantage.Advantage))
+	if n.adv != nil {
+		parts = append(parts, "adv "+fmtSigned(n.adv.Advantage))
 	}
 	if n.Attempt > 0 {
 		parts = append(parts, plural(n.Attempt, "retry", "retries"))
 	}
 	if n.Error != "" {
 		label := "error: "
-		if store.NodeStatus(n.Status) != store.NodeFailed {
+		if n.Status != store.NodeFailed {
 			label = "last error: "
 		}
 		parts = append(parts, label+n.Error)
@@ -387,7 +336,7 @@ func (a *App) nodeLine(n treeNode) string {
 func intervalNotes(n treeNode) []string {
 	type iv struct {
 		score    *float64
-		decision *decisionJSON
+		decision *store.Decision
 	}
 	byInterval := map[int]*iv{}
 	var order []int
@@ -422,7 +371,7 @@ func intervalNotes(n treeNode) []string {
 	return out
 }
 
-func decisionText(d decisionJSON) string {
+func decisionText(d store.Decision) string {
 	switch d.Action {
 	case store.ActionExpand:
 		if d.Children > 0 {
@@ -474,35 +423,35 @@ func writeDot(w io.Writer, out treeOutput) {
 	fmt.Fprintln(w, `  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10];`)
 	fmt.Fprintln(w, `  edge [fontname="Helvetica", fontsize=9];`)
 	for _, g := range out.Groups {
-		gid := fmt.Sprintf("g%d", g.Group)
-		label := fmt.Sprintf("group %d · step %d\n%s\n%s · %s", g.Group, g.Step, g.Task, g.Status, plural(g.Leaves, "leaf", "leaves"))
-		if g.Mean != nil {
+		gid := fmt.Sprintf("g%d", g.Group.ID)
+		label := fmt.Sprintf("group %d · step %d\n%s\n%s · %s", g.Group.ID, g.Group.Step, g.Group.Task, g.Group.Status, plural(g.leaves, "leaf", "leaves"))
+		if len(g.Advantages) > 0 {
 			label += "\n" + baselineText(g)
 		}
 		fmt.Fprintf(w, "  %s [label=%s, shape=box, style=filled, fillcolor=\"#eeeeee\"];\n", gid, dotQuote(label))
 		var walk func(parent string, nodes []treeNode)
 		walk = func(parent string, nodes []treeNode) {
 			for _, n := range nodes {
-				nid := fmt.Sprintf("n%d", n.Node)
-				lines := []string{fmt.Sprintf("%d %s", n.Node, statusLabel(n)), plural(n.Turns, "turn", "turns")}
+				nid := fmt.Sprintf("n%d", n.ID)
+				lines := []string{fmt.Sprintf("%d %s", n.ID, statusLabel(n)), plural(n.Turns, "turn", "turns")}
 				lines = append(lines, intervalNotes(n)...)
-				if n.Reward != nil {
-					leaf := "reward " + fmtNum(*n.Reward)
-					if n.Advantage != nil {
-						leaf += " · adv " + fmtSigned(n.Advantage.Advantage)
+				if n.HasReward {
+					leaf := "reward " + fmtNum(n.Reward)
+					if n.adv != nil {
+						leaf += " · adv " + fmtSigned(n.adv.Advantage)
 					}
 					lines = append(lines, leaf)
 				}
-				fmt.Fprintf(w, "  %s [label=%s, fillcolor=%s];\n", nid, dotQuote(strings.Join(lines, "\n")), dotQuote(dotFill(n.Status)))
+				fmt.Fprintf(w, "  %s [label=%s, fillcolor=%s];\n", nid, dotQuote(strings.Join(lines, "\n")), dotQuote(dotFill(string(n.Status))))
 				if n.Depth == 0 {
 					fmt.Fprintf(w, "  %s -> %s;\n", parent, nid)
 				} else {
-					fmt.Fprintf(w, "  %s -> %s [label=%s];\n", parent, nid, dotQuote(fmt.Sprintf("fork@%d", n.ForkTurn)))
+					fmt.Fprintf(w, "  %s -> %s [label=%s];\n", parent, nid, dotQuote(fmt.Sprintf("fork@%d", n.Base)))
 				}
 				walk(nid, n.Children)
 			}
 		}
-		walk(gid, g.Roots)
+		walk(gid, g.Tree)
 	}
 	fmt.Fprintln(w, "}")
 }

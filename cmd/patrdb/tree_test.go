@@ -52,29 +52,33 @@ func TestTreeJSONStructure(t *testing.T) {
 	}
 	for _, g := range out.Groups {
 		seen := map[uint64]bool{}
+		adv := map[uint64]float64{}
+		for _, ad := range g.Advantages {
+			adv[ad.Leaf] = ad.Outcome
+		}
 		leaves := 0
 		var walk func(parent uint64, depth int, nodes []treeNode)
 		walk = func(parent uint64, depth int, nodes []treeNode) {
 			for _, n := range nodes {
-				if seen[n.Node] {
-					t.Errorf("group %d: node %d twice", g.Group, n.Node)
+				if seen[n.ID] {
+					t.Errorf("group %d: node %d twice", g.Group.ID, n.ID)
 				}
-				seen[n.Node] = true
-				if n.Parent != parent || n.Depth != depth {
-					t.Errorf("node %d: parent %d depth %d under %d at depth %d", n.Node, n.Parent, n.Depth, parent, depth)
+				seen[n.ID] = true
+				if n.Parent != parent || n.Depth != depth || n.Group != g.Group.ID {
+					t.Errorf("node %d: parent %d depth %d group %d under %d at depth %d", n.ID, n.Parent, n.Depth, n.Group, parent, depth)
 				}
-				if n.Advantage != nil {
+				if outcome, ok := adv[n.ID]; ok {
 					leaves++
-					if n.Reward == nil || *n.Reward != n.Advantage.Outcome {
-						t.Errorf("node %d: reward %v, advantage outcome %v", n.Node, n.Reward, n.Advantage.Outcome)
+					if !n.HasReward || n.Reward != outcome {
+						t.Errorf("node %d: reward %v, advantage outcome %v", n.ID, n.Reward, outcome)
 					}
 				}
-				walk(n.Node, depth+1, n.Children)
+				walk(n.ID, depth+1, n.Children)
 			}
 		}
-		walk(0, 0, g.Roots)
-		if len(seen) != g.Nodes || leaves != g.Leaves {
-			t.Errorf("group %d: %d nodes / %d leaves in the tree, header says %d / %d", g.Group, len(seen), leaves, g.Nodes, g.Leaves)
+		walk(0, 0, g.Tree)
+		if len(seen) == 0 || leaves != len(g.Advantages) {
+			t.Errorf("group %d: %d nodes, %d of %d advantage records found on leaves of the tree", g.Group.ID, len(seen), leaves, len(g.Advantages))
 		}
 	}
 }

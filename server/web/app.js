@@ -159,7 +159,7 @@ function drawCharts(steps) {
   ]);
   lineChart(document.getElementById("chart-zv"), [
     { name: "zero-variance share", color: "#d0453a", points: closed.map(s => [s.step, s.zero_variance_share]) },
-    { name: "unlocked share", color: "#8a63d2", points: closed.map(s => [s.step, s.zero_variance ? s.unlocked / s.closed_groups : 0]) },
+    { name: "unlocked share", color: "#8a63d2", points: closed.map(s => [s.step, s.zero_variance_groups ? s.unlocked_groups / s.closed_groups : 0]) },
   ], 1);
   const colors = { candidate: "#d89b22", public: "#2e9d57", retired: "#888", merged: "#8a63d2" };
   lineChart(document.getElementById("chart-pools"), Object.keys(colors).map(p => (

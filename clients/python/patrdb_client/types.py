@@ -66,6 +66,7 @@ def from_json(cls: type, data: Dict[str, Any]):
 class Health:
     status: str = ""
     api: str = ""
+    file: str = ""  # identifies the file served, without saying where it lives
     path: str = ""
     read_only: bool = False
 
@@ -90,19 +91,44 @@ class BucketSize:
 
 
 @dataclass
+class StepSummary:
+    step: int = 0
+    groups: int = 0
+    open_groups: int = 0
+    nodes: int = 0
+    leaves: int = 0
+    rewarded: int = 0
+    mean_reward: Optional[float] = None  # over the rewarded leaves; None when none
+    zero_variance_groups: int = 0
+
+
+@dataclass
 class RunSummary:
+    """A run's record and its figures, read from the run's counters.
+    ``steps`` (``steps=True``) and ``bytes``/``buckets`` (``buckets=True``,
+    a walk of every page of the run) only when asked for."""
     run: Run = field(default_factory=Run)
+    status: str = ""
+    last_step: int = 0
     groups: int = 0
     open_groups: int = 0
     open_step: int = 0
     nodes: int = 0
-    turns: int = 0
+    by_status: Dict[str, int] = field(default_factory=dict)
     leaves: int = 0
     frontier: int = 0
-    by_status: Dict[str, int] = field(default_factory=dict)
+    turns: int = 0
+    turns_materialised: int = 0
+    prefix_sharing: float = 0.0
+    rewarded: int = 0
+    mean_reward: Optional[float] = None
+    zero_variance_groups: int = 0
     events: int = 0
+    steps: List[StepSummary] = field(default_factory=list)
+    walked: bool = False  # the run has no counters: the figures were counted by reading every node
     bytes: int = 0
     buckets: List[BucketSize] = field(default_factory=list)
+    damaged: str = ""  # in the run list only: why the run cannot be read
 
 
 @dataclass
@@ -113,9 +139,9 @@ class StepMetrics:
     leaves: int = 0
     success: float = 0.0
     mean_reward: float = 0.0
-    zero_variance: int = 0
+    zero_variance_groups: int = 0
     zero_variance_share: float = 0.0
-    unlocked: int = 0
+    unlocked_groups: int = 0
     pools: Dict[str, int] = field(default_factory=dict)
 
 
@@ -126,7 +152,6 @@ class Group:
     task: str = ""
     prompt: str = ""
     gold: str = ""
-    prompt_tokens: List[int] = field(default_factory=list)
     roots: List[int] = field(default_factory=list)
     status: str = ""
     interval: int = 0
@@ -172,6 +197,8 @@ class Node:
     worker: str = ""
     attempt: int = 0
     error: str = ""  # why a failed branch failed
+    min_policy_version: int = 0  # the oldest and newest weights that sampled its turns (0: not recorded)
+    max_policy_version: int = 0
 
     @property
     def path_len(self) -> int:
@@ -313,7 +340,7 @@ class Checkpoint:
 @dataclass
 class Event:
     seq: int = 0
-    time: int = 0
+    created_at: int = 0  # unix nanoseconds
     kind: str = ""
     step: int = 0
     group: int = 0
@@ -388,7 +415,7 @@ class TurnKey:
 
 @dataclass
 class Lease:
-    """One branch's current interval, handed to one worker until ``expires``:
+    """One branch's current interval, handed to one worker until ``expires_at``:
     sample ``turns`` turns (fewer if the episode ends), then score the branch
     when ``score`` is set, and submit from own-turn index ``from_``."""
     id: str = ""
@@ -405,7 +432,7 @@ class Lease:
     key: TurnKey = field(default_factory=TurnKey)
     task: Task = field(default_factory=Task)
     env_state: Optional[bytes] = None
-    expires: str = ""
+    expires_at: int = 0  # unix nanoseconds
     history: List[Turn] = field(default_factory=list)  # the path so far, root first
 
 
@@ -416,7 +443,7 @@ class Submission:
     the outcome reward of a branch these turns end."""
     lease: str
     node: int
-    from_: int = 0
+    from_: int = field(default=0, metadata={"json": "from"})
     turns: List[Turn] = field(default_factory=list)
     env_state: Optional[bytes] = None
     score: Optional[float] = None

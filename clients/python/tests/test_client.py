@@ -172,6 +172,13 @@ class WholeStepTest(ServedTest):
         self.assertEqual(self.client.health().status, "ok")
         self.assertEqual([s.run.id for s in self.client.runs()], ["r1"])
         self.assertEqual(self.client.run("r1").run.config["tree"]["b0"], 3)
+        summary = self.client.run("r1")
+        self.assertEqual((summary.steps, summary.bytes, summary.walked), ([], 0, False))
+        summary = self.client.run("r1", steps=True, buckets=True)
+        self.assertEqual(summary.steps[0].step, 1)
+        self.assertEqual(summary.steps[0].groups, summary.groups)
+        self.assertEqual(summary.bytes, sum(b.bytes for b in summary.buckets))
+        self.assertGreater(summary.bytes, 0)
         self.assertEqual(self.client.steps("r1")[0].closed_groups, 2)
         self.assertEqual(self.client.groups("r1", 1)[0].task, "task-0")
         self.assertEqual(self.client.frontier("r1"), [])
@@ -361,7 +368,7 @@ class RubricTest(ServedTest):
         self.assertTrue(all(a.zero_variance and not a.zero_variance_after for a in advs))
         self.assertGreater(advs[0].advantage, 0)
         self.assertLess(advs[-1].advantage, 0)
-        self.assertEqual(self.client.steps("arbor")[1].unlocked, 1)
+        self.assertEqual(self.client.steps("arbor")[1].unlocked_groups, 1)
 
 
 class RestartTest(ServedTest):

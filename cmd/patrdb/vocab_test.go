@@ -1,0 +1,238 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/patrdb/patrdb/internal/vocab"
+	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/server"
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/tree"
+)
+
+// schemaPath is the vocabulary's machine-readable form; docs/json.md
+// describes it for people.
+const schemaPath = "../../docs/json-schema.json"
+
+// vocabDefs are the objects of the vocabulary: the library's records and
+// results, the HTTP API's replies (named as the Python client names them)
+// and each command's --json document (cli.<command>).
+var vocabDefs = []vocab.Def{
+	// Records, as the store holds them and every interface shows them.
+	vocab.DefOf("Run", server.RunJSON{}),
+	vocab.DefOf("Group", store.Group{}),
+	vocab.DefOf("Node", store.Node{}),
+	vocab.DefOf("Score", store.Score{}),
+	vocab.DefOf("Decision", store.Decision{}),
+	vocab.DefOf("Turn", store.Turn{}),
+	vocab.DefOf("PathTurn", store.PathTurn{}),
+	vocab.DefOf("Segment", store.Segment{}),
+	vocab.DefOf("Advantage", store.Advantage{}),
+	vocab.DefOf("Rubric", store.Rubric{}),
+	vocab.DefOf("RubricOrigin", store.RubricOrigin{}),
+	vocab.DefOf("RubricUsage", store.RubricUsage{}),
+	vocab.DefOf("Checkpoint", store.Checkpoint{}),
+	vocab.DefOf("Event", server.EventJSON{}),
+	vocab.DefOf("BucketSize", store.BucketSize{}),
+	vocab.DefOf("TurnsPayload", store.TurnsPayload{}),
+	// HTTP API replies.
+	vocab.DefOf("Health", server.Health{}),
+	vocab.DefOf("RunSummary", server.RunSummary{}),
+	vocab.DefOf("StepMetrics", server.StepMetrics{}),
+	vocab.DefOf("GroupTree", server.GroupTree{}),
+	vocab.DefOf("NodeInfo", server.NodeInfo{}),
+	vocab.DefOf("Trajectory", server.Trajectory{}),
+	vocab.DefOf("EventPage", server.EventPage{}),
+	vocab.DefOf("RunStats", server.RunStats{}),
+	vocab.DefOf("Stats", server.Stats{}),
+	vocab.DefOf("Task", tree.Task{}),
+	vocab.DefOf("TurnKey", tree.TurnKey{}),
+	vocab.DefOf("Lease", server.LeaseGrant{}),
+	vocab.DefOf("LeaseResponse", server.LeaseResponse{}),
+	vocab.DefOf("Submission", tree.Submission{}),
+	vocab.DefOf("SubmitResult", tree.SubmitResult{}),
+	vocab.DefOf("RoutedDecision", tree.RoutedDecision{}),
+	vocab.DefOf("Routing", tree.Routing{}),
+	vocab.DefOf("Submitted", tree.Submitted{}),
+	vocab.DefOf("OpenStepResult", server.OpenStepResponse{}),
+	vocab.DefOf("StepStatus", tree.StepStatus{}),
+	vocab.DefOf("CloseGroupResult", server.CloseGroupResponse{}),
+	vocab.DefOf("CreateRunResult", server.CreateRunResponse{}),
+	vocab.DefOf("CheckpointResult", server.CheckpointResponse{}),
+	vocab.DefOf("ActiveRubrics", server.ActiveRubrics{}),
+	vocab.DefOf("JudgeNeed", server.JudgeNeed{}),
+	vocab.DefOf("InduceNeed", server.InduceNeed{}),
+	vocab.DefOf("ConsolidateNeed", server.ConsolidateNeed{}),
+	vocab.DefOf("ShapeNeeds", server.ShapeNeeds{}),
+	vocab.DefOf("LeafScore", server.LeafScore{}),
+	vocab.DefOf("ShapeResult", server.ShapeResponse{}),
+	// Library results the CLI prints as they are.
+	vocab.DefOf("StepStats", replay.StepStats{}),
+	vocab.DefOf("LeafStats", replay.LeafStats{}),
+	vocab.DefOf("PoolSizes", replay.PoolSizes{}),
+	vocab.DefOf("ReplayRunStats", replay.RunStats{}),
+	vocab.DefOf("WhatIfReport", replay.WhatIfReport{}),
+	vocab.DefOf("TreeConfig", tree.Config{}),
+	vocab.DefOf("ExportResult", replay.ExportResult{}),
+	vocab.DefOf("Violation", store.Violation{}),
+	// The commands' --json documents.
+	vocab.DefOf("cli.adv", advOutput{}),
+	vocab.DefOf("cli.batch", batchOutput{}),
+	vocab.DefOf("cli.check", checkOutput{}),
+	vocab.DefOf("cli.compact", compactOutput{}),
+	vocab.DefOf("cli.demo", demoOutput{}),
+	vocab.DefOf("cli.frontier", frontierOutput{}),
+	vocab.DefOf("cli.plot", plotOutput{}),
+	vocab.DefOf("cli.replay", replayOutput{}),
+	vocab.DefOf("cli.rubrics", rubricsOutput{}),
+	vocab.DefOf("cli.rubrics_lineage", lineageOutput{}),
+	vocab.DefOf("cli.runs", runsOutput{}),
+	vocab.DefOf("cli.serve", serveStarted{}),
+	vocab.DefOf("cli.show", showOutput{}),
+	vocab.DefOf("cli.stats", statsOutput{}),
+	vocab.DefOf("cli.traj", trajOutput{}),
+	vocab.DefOf("cli.tree", treeOutput{}),
+	vocab.DefOf("cli.RubricView", rubricView{}),
+	vocab.DefOf("cli.GroupTree", groupTree{}),
+	vocab.DefOf("cli.TreeNode", treeNode{}),
+	vocab.DefOf("cli.ReplayEvent", replayEventJSON{}),
+}
+
+// cliPrefix names the command's own objects cli.<Type>.
+var cliPrefix = map[string]string{"github.com/patrdb/patrdb/cmd/patrdb": "cli"}
+
+// jsonGoldens names the schema object of each --json golden file.
+var jsonGoldens = map[string]string{
+	"adv_json": "cli.adv", "check_json": "cli.check", "compact_json": "cli.compact",
+	"export_jsonl_json": "ExportResult", "frontier_json": "cli.frontier", "replay_json": "cli.replay",
+	"replay_whatif_json": "WhatIfReport", "rubrics_json": "cli.rubrics", "rubrics_lineage_json": "cli.rubrics_lineage",
+	"runs_json": "cli.runs", "show_json": "cli.show", "stats_json": "cli.stats", "traj_json": "cli.traj", "tree_json": "cli.tree",
+}
+
+func vocabSchema(t *testing.T) []byte {
+	t.Helper()
+	doc, err := vocab.Schema("https://patrdb.dev/schema/json-schema.json", vocabDefs, cliPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := vocab.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// The committed schema is what the types say: a renamed, added or dropped
+// field fails here until the schema (and docs/json.md) are updated with
+// go test -update, so no interface changes its vocabulary unreviewed.
+func TestSchemaIsCurrent(t *testing.T) {
+	got := vocabSchema(t)
+	if *update {
+		if err := os.WriteFile(schemaPath, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(schemaPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(want, got) {
+		t.Errorf("%s differs from the types (go test -update rewrites it; then update docs/json.md):\n%s", schemaPath, firstDiff(string(want), string(got)))
+	}
+}
+
+// Every --json golden is valid against its object: no field the schema
+// lacks, none it requires missing, every value of its type.
+func TestJSONGoldensMatchSchema(t *testing.T) {
+	v, err := vocab.Load(schemaPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob("testdata/*_json.golden")
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".golden")
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		def, ok := jsonGoldens[name]
+		if !ok && strings.HasPrefix(name, "check_corrupt_") {
+			// stdout, then what the command said on stderr
+			def, ok = "cli.check", true
+			b, _, _ = bytes.Cut(b, []byte("--- stderr\n"))
+			if len(b) == 0 {
+				continue // the file could not be opened: nothing on stdout
+			}
+		}
+		if !ok {
+			t.Errorf("%s: no schema object named for it in jsonGoldens", f)
+			continue
+		}
+		if err := v.Validate(def, b); err != nil {
+			t.Errorf("%s against %s: %v", f, def, err)
+		}
+	}
+}
+
+// The vocabulary's rules, checked over every object: times are integer
+// Unix nanoseconds named *_at; a statistic has one name and one meaning.
+func TestVocabularyRules(t *testing.T) {
+	doc, err := vocab.Schema("x", vocabDefs, cliPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs := doc["$defs"].(map[string]any)
+	names := make([]string, 0, len(defs))
+	for n := range defs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	// Outputs another change is moving to the vocabulary.
+	pending := map[string]bool{"cli.show.created_at": true, "cli.show.updated_at": true, "cli.checkpointJSON.created_at": true}
+	rubric := defs["Rubric"].(map[string]any)["properties"].(map[string]any)
+	retired := map[string]string{
+		"time": "created_at", "fork_turn": "base", "path_turns": "base + turns",
+		"zero_var_before": "zero_variance_groups", "admission_rho": "rho",
+	}
+	for _, n := range names {
+		props, _ := defs[n].(map[string]any)["properties"].(map[string]any)
+		for p, s := range props {
+			where := fmt.Sprintf("%s.%s", n, p)
+			if to, ok := retired[p]; ok {
+				t.Errorf("%s: the vocabulary says %s", where, to)
+			}
+			if strings.HasSuffix(p, "_at") && !isInteger(s) && !pending[where] {
+				t.Errorf("%s: a time is integer Unix nanoseconds, the schema says %v", where, s)
+			}
+			if strings.Contains(p, "time") || strings.HasSuffix(p, "expires") {
+				t.Errorf("%s: a time field ends in _at", where)
+			}
+			if p == "rho" && !hasAll(props, rubric) {
+				t.Errorf("%s: rho is a rubric's admission correlation; name another correlation for what it is", where)
+			}
+		}
+	}
+}
+
+// hasAll reports whether props holds every property of want: an object
+// that extends a record (a rubric with figures of its own) keeps its names.
+func hasAll(props, want map[string]any) bool {
+	for p := range want {
+		if _, ok := props[p]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func isInteger(s any) bool {
+	m, _ := s.(map[string]any)
+	return m["type"] == "integer"
+}
