@@ -218,7 +218,7 @@ func TestErrors(t *testing.T) {
 	}
 	// A damaged turn value is ErrCorrupt, never a batch.
 	flip := func() {
-		err := db.Bolt().Update(func(tx *bolt.Tx) error {
+		err := storetest.Bolt(db).Update(func(tx *bolt.Tx) error {
 			b := tx.Bucket([]byte("runs")).Bucket([]byte("llm")).Bucket([]byte("turns"))
 			k, v := b.Cursor().First()
 			v = bytes.Clone(v)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
 )
 
 // timeLoop calls fn until budget has elapsed and at least minN calls were
@@ -127,7 +128,7 @@ func findLeaf(db *store.DB) (leaf uint64, turns, size int, err error) {
 		if err != nil {
 			return err
 		}
-		tb := tx.Bolt().Bucket([]byte("runs")).Bucket([]byte(benchRun)).Bucket([]byte("turns"))
+		tb := storetest.BoltTx(tx).Bucket([]byte("runs")).Bucket([]byte(benchRun)).Bucket([]byte("turns"))
 		for _, s := range segs {
 			for i := range s.Count {
 				v := tb.Get(u64pair(s.Node, uint64(i)))
@@ -225,7 +226,7 @@ func measureTrajectory(path string, budget time.Duration, coldIters int) (trajRe
 type pointResult struct {
 	Nodes      int     `json:"nodes"`
 	CachedNs   float64 `json:"cached_ns"`   // CacheNodes at its default
-	UncachedNs float64 `json:"uncached_ns"` // CacheNodes 0: every read decodes
+	UncachedNs float64 `json:"uncached_ns"` // CacheNodes NoCache: every read decodes
 }
 
 // measurePointReads times RunTx.Node on the store's nodes in a random
@@ -243,7 +244,7 @@ func measurePointReads(path string, budget time.Duration) (pointResult, error) {
 		return res, err
 	}
 	defer cached.Close()
-	uncached, err := open(0)
+	uncached, err := open(store.NoCache)
 	if err != nil {
 		return res, err
 	}
@@ -258,7 +259,7 @@ func measurePointReads(path string, budget time.Duration) (pointResult, error) {
 			if err != nil {
 				return err
 			}
-			n := int(ctx.Bolt().Bucket([]byte("runs")).Bucket([]byte(benchRun)).Bucket([]byte("nodes")).Sequence())
+			n := int(storetest.BoltTx(ctx).Bucket([]byte("runs")).Bucket([]byte(benchRun)).Bucket([]byte("nodes")).Sequence())
 			if n == 0 {
 				return fmt.Errorf("bench: no nodes")
 			}
@@ -314,7 +315,7 @@ func measureReplay(path string) (replayResult, error) {
 		var n, sum int
 		var el time.Duration
 		err := db.View(func(tx *store.Tx) error {
-			b := tx.Bolt().Bucket([]byte("runs")).Bucket([]byte(benchRun)).Bucket([]byte("events"))
+			b := storetest.BoltTx(tx).Bucket([]byte("runs")).Bucket([]byte(benchRun)).Bucket([]byte("events"))
 			t0 := time.Now()
 			c := b.Cursor()
 			for k, v := c.First(); k != nil; k, v = c.Next() {

@@ -197,7 +197,7 @@ func (res *results) figures() []figure {
 	pu := res.series(func(r repResult) float64 { return r.Point.UncachedNs })
 	figs = append(figs, figure{
 		name:     "point read of a node (RunTx.Node), LRU vs no LRU",
-		measured: "CacheNodes default: " + spread(pc, fmtDur), anchor: "CacheNodes 0: " + spread(pu, fmtDur),
+		measured: "CacheNodes default: " + spread(pc, fmtDur), anchor: "no node cache: " + spread(pu, fmtDur),
 		ratios: ratio(pc, pu),
 	})
 	rp := res.series(func(r repResult) float64 { return r.Replay.replayPerSec() })

@@ -21,6 +21,7 @@ import (
 
 	"github.com/patrdb/patrdb/bench/workload"
 	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
 )
 
 // results is everything one invocation measured.
@@ -256,7 +257,7 @@ func verify(work string, batches []workload.Batch, res *results) (string, error)
 		if err != nil {
 			return err
 		}
-		run := tx.Bolt().Bucket([]byte("runs")).Bucket([]byte(benchRun))
+		run := storetest.BoltTx(tx).Bucket([]byte("runs")).Bucket([]byte(benchRun))
 		if n := run.Bucket([]byte("turns")).Stats().KeyN; n != want.Turns {
 			return fmt.Errorf("patrdb holds %d turns, the workload wrote %d", n, want.Turns)
 		}
@@ -274,7 +275,7 @@ func verify(work string, batches []workload.Batch, res *results) (string, error)
 			return err
 		}
 		res.highWater = tx.Size()
-		res.freeBytes = int64(db.Bolt().Stats().FreePageN) * int64(db.Bolt().Info().PageSize)
+		res.freeBytes = int64(storetest.Bolt(db).Stats().FreePageN) * int64(storetest.Bolt(db).Info().PageSize)
 		p, err := r.Trajectory(leaf)
 		for _, t := range p {
 			traj = append(traj, t.Turn)
@@ -448,8 +449,8 @@ func sameTurnsAndNodes(ref *store.DB, path string) error {
 	if len(vs) > 0 {
 		return fmt.Errorf("Check: %d violations, first: %v", len(vs), vs[0])
 	}
-	return ref.Bolt().View(func(rtx *bolt.Tx) error {
-		return db.Bolt().View(func(tx *bolt.Tx) error {
+	return storetest.Bolt(ref).View(func(rtx *bolt.Tx) error {
+		return storetest.Bolt(db).View(func(tx *bolt.Tx) error {
 			for _, name := range []string{"turns", "nodes"} {
 				a := rtx.Bucket([]byte("runs")).Bucket([]byte(benchRun)).Bucket([]byte(name))
 				b := tx.Bucket([]byte("runs")).Bucket([]byte(benchRun)).Bucket([]byte(name))

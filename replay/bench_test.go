@@ -33,7 +33,7 @@ func benchRun(b *testing.B) (*store.DB, string, uint64) {
 // boltWalk is the anchor: a bare bbolt cursor over runs/<id>/events,
 // touching each value and decoding nothing.
 func boltWalk(db *store.DB, run string) (n int, err error) {
-	err = db.Bolt().View(func(tx *bolt.Tx) error {
+	err = storetest.Bolt(db).View(func(tx *bolt.Tx) error {
 		c := tx.Bucket([]byte("runs")).Bucket([]byte(run)).Bucket([]byte("events")).Cursor()
 		sum := 0
 		for k, v := c.First(); k != nil; k, v = c.Next() {

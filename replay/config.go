@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -135,37 +134,14 @@ func (o Overrides) String() string {
 	return strings.Join(parts, ",")
 }
 
-// RecordedConfig returns the tree config a run recorded: store.Run.Config
-// is a JSON object whose "tree" member holds a tree.Config. Its member
-// names are matched ignoring case, "_" and "-", so both the Go field names
-// tree.ConfigJSON writes ("TopExpand", "PruneRule") and snake_case
-// ("top_expand", "prune_rule") are read; unknown members are ignored, and
-// members the object lacks keep tree.DefaultConfig's values. ok is false,
-// and the defaults are returned, when the run recorded no usable tree
-// config (an empty or non-JSON Config, no "tree" object, or a member of the
-// wrong type): the config is opaque to the store, so its absence is not
-// damage.
-func RecordedConfig(info store.Run) (cfg tree.Config, ok bool) {
-	def := tree.DefaultConfig()
-	var outer map[string]json.RawMessage
-	if len(info.Config) == 0 || json.Unmarshal(info.Config, &outer) != nil {
-		return def, false
-	}
-	var members map[string]json.RawMessage
-	if raw, found := outer["tree"]; !found || json.Unmarshal(raw, &members) != nil || members == nil {
-		return def, false
-	}
-	cfg = def
-	fields := map[string]any{
-		"b0": &cfg.B0, "k": &cfg.K, "m": &cfg.M, "topexpand": &cfg.TopExpand, "delta": &cfg.Delta,
-		"prunerule": &cfg.PruneRule, "repeatprune": &cfg.RepeatPrune, "maxturns": &cfg.MaxTurns,
-		"maxactive": &cfg.MaxActive, "seed": &cfg.Seed, "noscoring": &cfg.NoScoring,
-	}
-	for k, raw := range members {
-		norm := strings.NewReplacer("_", "", "-", "").Replace(strings.ToLower(k))
-		if dst, known := fields[norm]; known && json.Unmarshal(raw, dst) != nil {
-			return def, false
-		}
+// recordedConfig is the tree config a run recorded (tree.RecordedConfig),
+// or tree.DefaultConfig and false when it recorded none or one that does
+// not parse: the run's config is opaque to the store, so replay analyses
+// against the defaults, and the report says so, rather than refuse.
+func recordedConfig(info store.Run) (tree.Config, bool) {
+	cfg, ok, err := tree.RecordedConfig(info)
+	if err != nil || !ok {
+		return tree.DefaultConfig(), false
 	}
 	return cfg, true
 }

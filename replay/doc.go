@@ -52,8 +52,9 @@
 // therefore reproduces every recorded decision exactly.
 //
 // The base config is read from store.Run.Config, a JSON object whose "tree"
-// member is a tree.Config (tree.ConfigJSON); a run that recorded none is
-// analysed against tree.DefaultConfig, and the report says so.
+// member is a tree.Config (package runconfig; tree.ConfigJSON writes one
+// with only that member); a run that recorded none, or one that does not
+// parse, is analysed against tree.DefaultConfig, and the report says so.
 //
 // # Statistics and export
 //

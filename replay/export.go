@@ -10,9 +10,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"time"
-
-	"github.com/schollz/progressbar/v3"
 
 	"github.com/patrdb/patrdb/store"
 )
@@ -47,11 +44,10 @@ type ExportOptions struct {
 	// runs can share one Out, the root of a data lake); anything else in Out
 	// is left alone. Without Force a non-empty Out is ErrOutExists.
 	Force bool
-	// Progress, when not nil, gets a progress bar. The caller decides where
-	// one belongs (a terminal, not a pipe); the library never checks.
-	Progress io.Writer
 	// OnProgress, when not nil, is called as work completes with the units
-	// done so far and the total (groups + rubrics + events).
+	// done so far and the total (groups + rubrics + events), on the
+	// exporting goroutine; a caller draws a progress bar from it if it
+	// wants one.
 	OnProgress func(done, total int64)
 }
 
@@ -149,9 +145,6 @@ func Export(ctx context.Context, r *store.RunTx, opts ExportOptions) (*ExportRes
 	if err := ex.run(); err != nil {
 		return nil, err
 	}
-	if ex.bar != nil {
-		_ = ex.bar.Finish()
-	}
 
 	final := filepath.Join(target, part)
 	if empty {
@@ -239,7 +232,6 @@ type exporter struct {
 	opts   ExportOptions
 	dir    string
 	sink   sink
-	bar    *progressbar.ProgressBar
 	done   int64
 	total  int64
 	result ExportResult
@@ -279,23 +271,11 @@ func newExporter(ctx context.Context, r *store.RunTx, opts ExportOptions, dir st
 	if ex.sink.wantsLog() {
 		ex.total += int64(len(rbs)) + int64(r.LastSeq())
 	}
-	if opts.Progress != nil {
-		ex.bar = progressbar.NewOptions64(ex.total,
-			progressbar.OptionSetWriter(opts.Progress),
-			progressbar.OptionSetDescription("export "+r.ID()),
-			progressbar.OptionShowCount(),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionClearOnFinish(),
-		)
-	}
 	return ex, nil
 }
 
 func (ex *exporter) progress(n int64) {
 	ex.done += n
-	if ex.bar != nil {
-		_ = ex.bar.Set64(ex.done)
-	}
 	if ex.opts.OnProgress != nil {
 		ex.opts.OnProgress(ex.done, ex.total)
 	}

@@ -2,7 +2,6 @@ package replay_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -532,14 +531,15 @@ func TestExportCancelLeavesNothing(t *testing.T) {
 	out := filepath.Join(base, "out")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var progress bytes.Buffer
+	var calls int
 	err := db.View(func(tx *store.Tx) error {
 		r, err := tx.Run(spec.id)
 		if err != nil {
 			return err
 		}
-		_, err = replay.Export(ctx, r, replay.ExportOptions{Out: out, Format: replay.Parquet, Progress: &progress,
+		_, err = replay.Export(ctx, r, replay.ExportOptions{Out: out, Format: replay.Parquet,
 			OnProgress: func(done, total int64) {
+				calls++
 				if done > total/2 {
 					cancel()
 				}
@@ -552,7 +552,7 @@ func TestExportCancelLeavesNothing(t *testing.T) {
 	if entries, _ := os.ReadDir(base); len(entries) != 0 {
 		t.Errorf("cancelled export left %v", dirNames(entries))
 	}
-	if !strings.Contains(progress.String(), "export c") {
-		t.Errorf("no progress bar drawn on the given writer: %q", progress.String())
+	if calls == 0 {
+		t.Error("OnProgress was never called")
 	}
 }

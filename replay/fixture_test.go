@@ -54,9 +54,9 @@ type branchState struct {
 }
 
 // createRun creates spec's run, recording its tree config the way a
-// trainer does (tree.ConfigJSON under "tree").
+// trainer does (the tree config under "tree", beside its own members).
 func createRun(tx *store.Tx, spec runSpec) (*store.RunTx, error) {
-	conf, err := json.Marshal(map[string]any{"tree": tree.ConfigJSON(spec.cfg), "trainer": "fixture"})
+	conf, err := json.Marshal(map[string]any{"tree": spec.cfg, "trainer": "fixture"})
 	if err != nil {
 		return nil, err
 	}

@@ -173,23 +173,9 @@ func Stats(r *store.RunTx) (*RunStats, error) {
 		return nil, err
 	}
 	rs := sb.Finish()
-	var pt PoolTracker
-	err = r.Events(1, func(e store.Event) error {
-		var rb *store.Rubric
-		switch e.Kind {
-		case store.EvRubricPut, store.EvRubricUpdate, store.EvRubricMove:
-			rb = new(store.Rubric)
-			if err := store.DecodePayload(e, rb); err != nil {
-				return err
-			}
-		}
-		pt.Observe(e.Step, rb)
-		return nil
-	})
-	if err != nil {
+	if rs.Pools, err = PoolHistory(r); err != nil {
 		return nil, err
 	}
-	rs.Pools = pt.Sizes()
 	if rs.Buckets, err = r.BucketSizes(); err != nil {
 		return nil, err
 	}
@@ -296,11 +282,7 @@ func groupStats(nodes []store.Node, advs []store.Advantage) StepStats {
 	s.MinLeaves, s.MaxLeaves = s.Leaves, s.Leaves
 	if len(advs) > 0 {
 		s.AdvGroups = 1
-		before, after := false, false
-		for _, a := range advs {
-			before = before || a.ZeroVariance
-			after = after || a.ZeroVarianceAfter
-		}
+		before, after := ZeroVariance(advs)
 		if before {
 			s.ZeroVarBefore = 1
 		}
@@ -314,10 +296,46 @@ func groupStats(nodes []store.Node, advs []store.Advantage) StepStats {
 	return s
 }
 
+// ZeroVariance reports, from one group's advantage records, whether its
+// outcome rewards had zero variance (before rubric shaping) and whether its
+// shaped totals did (after). A group is unlocked when before && !after.
+func ZeroVariance(advs []store.Advantage) (before, after bool) {
+	for _, a := range advs {
+		before = before || a.ZeroVariance
+		after = after || a.ZeroVarianceAfter
+	}
+	return before, after
+}
+
+// PoolHistory walks run r's event log once and returns the rubric pool
+// sizes at the end of every step, by PoolTracker's step rule.
+func PoolHistory(r *store.RunTx) ([]PoolSizes, error) {
+	var pt PoolTracker
+	err := r.Events(1, func(e store.Event) error {
+		var rb *store.Rubric
+		switch e.Kind {
+		case store.EvRubricPut, store.EvRubricUpdate, store.EvRubricMove:
+			rb = new(store.Rubric)
+			if err := store.DecodePayload(e, rb); err != nil {
+				return err
+			}
+		}
+		pt.Observe(e.Step, rb)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return pt.Sizes(), nil
+}
+
 // PoolTracker follows each rubric's pool through the event log and records
 // the pool sizes at the end of every step. The step an event belongs to is
-// the highest step any event so far carried, so a run event stamped with
-// the last completed step never runs ahead of the step the trainer is in.
+// the highest step any event so far carried: a rubric written for step s+1
+// before s+1's first group opened (a trainer proposing rubrics as the step
+// begins) is not part of step s's pools, and an event stamped with an
+// earlier step (a late write for the last completed step) never takes the
+// tracker back.
 type PoolTracker struct {
 	pool  map[uint64]store.RubricPool
 	step  uint64

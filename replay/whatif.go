@@ -103,7 +103,7 @@ type WhatIfTotals struct {
 // WhatIfReport is the result of WhatIf.
 type WhatIfReport struct {
 	Run string `json:"run"`
-	// Base is the config the run routed with (RecordedConfig unless given),
+	// Base is the config the run routed with (tree.RecordedConfig unless given),
 	// BaseRecorded whether it came from the run's record; Config is Base
 	// with the overrides applied.
 	Base         tree.Config      `json:"base"`
@@ -117,7 +117,7 @@ type WhatIfReport struct {
 // WhatIfOptions selects what WhatIf analyses.
 type WhatIfOptions struct {
 	// Base is the config the run routed with; nil reads it from the run
-	// (RecordedConfig).
+	// (tree.RecordedConfig).
 	Base *tree.Config
 	// Overrides change Base into the config to try.
 	Overrides Overrides
@@ -141,7 +141,7 @@ func WhatIf(r *store.RunTx, opts WhatIfOptions) (*WhatIfReport, error) {
 	if opts.Base != nil {
 		rep.Base, rep.BaseRecorded = *opts.Base, false
 	} else {
-		rep.Base, rep.BaseRecorded = RecordedConfig(info)
+		rep.Base, rep.BaseRecorded = recordedConfig(info)
 	}
 	if rep.Config, err = opts.Overrides.Apply(rep.Base); err != nil {
 		return nil, err
@@ -272,8 +272,7 @@ func whatIfGroup(g store.Group, nodes []store.Node, cfg tree.Config, tot *WhatIf
 		for i, d := range decisions {
 			j := idx[i]
 			rec, c := recorded[j], cf[d.Node]
-			wi := store.Decision{Interval: iv, Action: string(d.Action), Score: d.Score, Reference: d.Reference,
-				Delta: cfg.Delta, Rule: d.Rule, Children: d.Children}
+			wi := d.Record(iv)
 			diff := DecisionDiff{Node: d.Node, Recorded: rec, WhatIf: wi}
 			tot.Decisions++
 			switch {

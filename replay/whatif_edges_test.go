@@ -41,7 +41,7 @@ func TestWhatIfErrors(t *testing.T) {
 	db, _ := handTree(t)
 	put := func(bucket string, key []byte, val []byte) func(tx *store.Tx) {
 		return func(tx *store.Tx) {
-			b := tx.Bolt().Bucket([]byte("runs")).Bucket([]byte("hand"))
+			b := storetest.BoltTx(tx).Bucket([]byte("runs")).Bucket([]byte("hand"))
 			if bucket != "" {
 				b = b.Bucket([]byte(bucket))
 			}
@@ -60,7 +60,7 @@ func TestWhatIfErrors(t *testing.T) {
 		{"run record damaged", put("", []byte("run"), []byte{1, 0, 0, 0, 0, 0xc1}), replay.WhatIfOptions{}, store.ErrCorrupt},
 		{"node record damaged", put("nodes", []byte{0, 0, 0, 0, 0, 0, 0, 3}, []byte{1, 0, 0, 0, 0, 0xc1}), replay.WhatIfOptions{}, store.ErrCorrupt},
 		{"group record damaged", func(tx *store.Tx) {
-			c := tx.Bolt().Bucket([]byte("runs")).Bucket([]byte("hand")).Bucket([]byte("groups")).Cursor()
+			c := storetest.BoltTx(tx).Bucket([]byte("runs")).Bucket([]byte("hand")).Bucket([]byte("groups")).Cursor()
 			k, _ := c.First()
 			put("groups", append([]byte(nil), k...), []byte{1, 0, 0, 0, 0, 0xc1})(tx)
 		}, replay.WhatIfOptions{}, store.ErrCorrupt},

@@ -1,6 +1,7 @@
 package replay_test
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"testing"
@@ -349,6 +350,10 @@ func TestParseWhatIf(t *testing.T) {
 	}
 }
 
+// TestRecordedConfig: the base of a what-if is the tree config the run
+// recorded, as every writer records it; a run whose config has no tree
+// member, or one that does not parse, is analysed against the defaults and
+// the report says the base was not recorded.
 func TestRecordedConfig(t *testing.T) {
 	cfg := tree.DefaultConfig()
 	cfg.Delta, cfg.M = 0.25, 3
@@ -357,7 +362,8 @@ func TestRecordedConfig(t *testing.T) {
 		ok   bool
 		want tree.Config
 	}{
-		{`{"tree":` + string(tree.ConfigJSON(cfg)) + `,"lr":0.1}`, true, cfg},
+		{string(tree.ConfigJSON(cfg)), true, cfg},
+		{`{"tree":` + mustJSON(t, cfg) + `,"lr":0.1}`, true, cfg},
 		{`{"tree":{"Delta":0.25,"M":3}}`, true, cfg}, // missing members keep the defaults
 		{`{"tree":{"delta":0.25,"m":3,"top_expand":2,"prune_rule":"max","other":1}}`, true, cfg},
 		{`{"tree":{"delta":"wide"}}`, false, tree.DefaultConfig()},
@@ -366,11 +372,32 @@ func TestRecordedConfig(t *testing.T) {
 		{`{"lr":0.1}`, false, tree.DefaultConfig()},
 		{`{"tree":"max"}`, false, tree.DefaultConfig()},
 	} {
-		got, ok := replay.RecordedConfig(store.Run{Config: []byte(c.conf)})
-		if ok != c.ok || got != c.want {
-			t.Errorf("RecordedConfig(%s) = %+v, %v; want %+v, %v", c.conf, got, ok, c.want, c.ok)
+		db := storetest.Open(t)
+		var rep *replay.WhatIfReport
+		err := db.Update(func(tx *store.Tx) error {
+			r, err := tx.CreateRun("r", []byte(c.conf), nil)
+			if err != nil {
+				return err
+			}
+			rep, err = replay.WhatIf(r, replay.WhatIfOptions{})
+			return err
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", c.conf, err)
+		}
+		if rep.BaseRecorded != c.ok || rep.Base != c.want {
+			t.Errorf("config %s: base %+v recorded %v; want %+v, %v", c.conf, rep.Base, rep.BaseRecorded, c.want, c.ok)
 		}
 	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func TestWhatIfSelection(t *testing.T) {

@@ -7,38 +7,39 @@ import (
 )
 
 // Config holds the ARBOR knobs. The defaults are the values docs/methods.md
-// fixes; several come from secondary notes on the paper, which is why they are
-// exposed rather than hard-coded.
+// fixes; several come from secondary notes on the paper, which is why they
+// are exposed rather than hard-coded. Its json names are how a run records
+// it: the "rubric" member of store.Run.Config (package runconfig).
 type Config struct {
 	// VarMin is δ_v: a draft whose scores over its group have population
 	// variance below this does not separate the group and is not admitted; an
 	// activation below it extends a public rubric's low-variance streak.
-	VarMin float64
+	VarMin float64 `json:"var_min"`
 	// RhoMin is ρ_min: the Pearson correlation with F1 a draft needs for
 	// admission, and the running correlation below which a public rubric
 	// retires (once it has MinActivations).
-	RhoMin float64
+	RhoMin float64 `json:"rho_min"`
 	// ConsolidateAt is K_consol: the candidate-pool size that triggers
 	// consolidation into public rubrics.
-	ConsolidateAt int
+	ConsolidateAt int `json:"consolidate_at"`
 	// RetireStreak is k: a rubric retires as mastered when its low-variance
 	// streak exceeds it. The streak counts consecutive groups the rubric
 	// scored with win-rate variance below VarMin (a group it separates
 	// resets it), so with many groups per step it can pass k within a step.
-	RetireStreak int
+	RetireStreak int `json:"retire_streak"`
 	// MinActivations guards the correlation-based retirement: a rubric is not
 	// judged on its correlation before it has been activated this many times,
 	// because a handful of groups gives a noisy estimate.
-	MinActivations int
+	MinActivations int `json:"min_activations"`
 	// Active is the number of public rubrics activated per step.
-	Active int
+	Active int `json:"active"`
 	// Lambda is λ in R = R_base + λ·score.
-	Lambda float64
+	Lambda float64 `json:"lambda"`
 	// DedupJaccard is the word-3-shingle Jaccard similarity at or above which
 	// two rubric texts are near-duplicates.
-	DedupJaccard float64
+	DedupJaccard float64 `json:"dedup_jaccard"`
 	// Seed drives the A/B order randomisation of pairwise judging.
-	Seed int64
+	Seed int64 `json:"seed"`
 }
 
 // DefaultConfig returns the defaults of docs/methods.md with MinActivations 3

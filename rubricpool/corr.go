@@ -117,29 +117,4 @@ func Pearson(xs, ys []float64) (float64, bool) {
 	return rhoFrom(sxx, syy, sxy, qx, qy)
 }
 
-// Variance is the population variance (divisor n) of xs, computed in two
-// passes; 0 for an empty slice. Admission compares it with VarMin: it is a
-// property of the group as scored, not an estimate of a wider population,
-// hence no Bessel correction.
-func Variance(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	m := mean(xs)
-	var s float64
-	for _, x := range xs {
-		d := x - m
-		s += d * d
-	}
-	return s / float64(len(xs))
-}
-
-func mean(xs []float64) float64 {
-	var s float64
-	for _, x := range xs {
-		s += x
-	}
-	return s / float64(len(xs))
-}
-
 func isFinite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

@@ -90,13 +90,6 @@ func TestCorrConstantLongRun(t *testing.T) {
 	if r, ok := c.Rho(); ok {
 		t.Fatalf("constant x gave Rho %v", r)
 	}
-	xs := make([]float64, 1000)
-	for i := range xs {
-		xs[i] = 0.1
-	}
-	if v := Variance(xs); v > 1e-25 {
-		t.Fatalf("Variance of constant = %v", v)
-	}
 }
 
 func TestCorrAddAllPanicsOnMismatch(t *testing.T) {
@@ -150,26 +143,6 @@ func TestCorrRunningMatchesTwoPass(t *testing.T) {
 			t.Fatalf("merged %v,%v two-pass %v,%v", mr, mok, want, wok)
 		}
 	})
-}
-
-func TestVariance(t *testing.T) {
-	tests := []struct {
-		xs   []float64
-		want float64
-	}{
-		{nil, 0},
-		{[]float64{5}, 0},
-		{[]float64{0, 1}, 0.25},
-		{[]float64{1, 2, 3, 4}, 1.25},
-		{[]float64{0, 0, 1, 1}, 0.25},
-		// The VarMin boundary: 0.4/0.6 around 0.5 → 0.01.
-		{[]float64{0.4, 0.6}, 0.01},
-	}
-	for _, tt := range tests {
-		if got := Variance(tt.xs); math.Abs(got-tt.want) > 1e-15 {
-			t.Errorf("Variance(%v) = %v, want %v", tt.xs, got, tt.want)
-		}
-	}
 }
 
 // Perfectly correlated data must give exactly ±1, not 0.9999999999999998:

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/patrdb/patrdb/grpo"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -311,8 +312,8 @@ func commitGroup(tx *store.Tx, res *GroupResult, trajs []Trajectory) error {
 	for i, x := range trajs {
 		base[i] = x.Reward
 	}
-	total := Shape(base, res.Scores, res.Lambda)
-	a := GRPO(total, 1e-6)
+	total := grpo.Shape(base, res.Scores, res.Lambda)
+	a := grpo.Advantages(total, 1e-6)
 	for i, x := range trajs {
 		if err := r.PutAdvantage(store.Advantage{
 			Step: res.Step, Group: res.Group, Leaf: x.Node, Outcome: x.Reward, RubricScore: res.Scores[i],

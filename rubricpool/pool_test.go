@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patrdb/patrdb/grpo"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -276,7 +277,7 @@ func TestAdmissionThresholds(t *testing.T) {
 	// (n1,n2) (n2,n3) (n3,n4) (n1,n4) in reward order; x wins: n1>n2,
 	// n3>n2, n4>n3, n4>n1 → win rates n1 1/2, n2 0, n3 1/2, n4 1.
 	wr := []float64{0.5, 0, 0.5, 1}
-	v := Variance(wr)
+	v := grpo.Variance(wr)
 	rho, _ := Pearson(wr, []float64{0.1, 0.4, 0.6, 0.9})
 	up := func(x float64) float64 { return math.Nextafter(x, 2) }
 	cases := []struct {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/patrdb/patrdb/grpo"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -216,7 +217,7 @@ func (pr *preparer) judgeGroup(rb store.Rubric, key uint64) (judged, error) {
 		j.verdicts = append(j.verdicts, Verdict{A: pr.nodes[a], B: pr.nodes[b], Result: out, Swapped: swapped})
 	}
 	j.winRates = WinRates(len(pr.trajs), j.judgements)
-	j.variance = Variance(j.winRates)
+	j.variance = grpo.Variance(j.winRates)
 	return j, nil
 }
 
@@ -233,7 +234,7 @@ func (pr *preparer) score() error {
 	cfg, res := pr.p.cfg, pr.res
 	n := len(pr.trajs)
 	res.Scores = make([]float64, n)
-	res.ZeroVariance = GRPO(pr.rewards, 0).ZeroVariance
+	res.ZeroVariance = grpo.Advantages(pr.rewards, 0).ZeroVariance
 	res.ZeroVarianceAfter = res.ZeroVariance
 	var active []*store.Rubric
 	for _, rb := range pr.m.inPool(store.PoolPublic) {
@@ -256,7 +257,7 @@ func (pr *preparer) score() error {
 	}
 	res.Scores = GroupScore(n, perRubric)
 	res.Lambda = cfg.Lambda
-	res.ZeroVarianceAfter = GRPO(Shape(pr.rewards, res.Scores, cfg.Lambda), 0).ZeroVariance
+	res.ZeroVarianceAfter = grpo.Advantages(grpo.Shape(pr.rewards, res.Scores, cfg.Lambda), 0).ZeroVariance
 	res.Unlocked = res.ZeroVariance && !res.ZeroVarianceAfter
 
 	for k, rb := range active {
@@ -272,7 +273,7 @@ func (pr *preparer) score() error {
 		c := UsageCorr(*u)
 		c.AddAll(j.winRates, pr.outcomes)
 		setCorr(u, c)
-		credited := res.Unlocked && !GRPO(j.winRates, 0).ZeroVariance
+		credited := res.Unlocked && !grpo.Advantages(j.winRates, 0).ZeroVariance
 		if credited {
 			u.GroupsUnlocked++
 		}

@@ -2,7 +2,8 @@ package rubricpool
 
 import (
 	"fmt"
-	"math"
+
+	"github.com/patrdb/patrdb/grpo"
 )
 
 // Outcome is a pairwise judge's verdict on the pair (A, B) as the Judgement
@@ -126,7 +127,7 @@ func Centre(xs []float64) []float64 {
 	if len(xs) == 0 {
 		return out
 	}
-	m := mean(xs)
+	m := grpo.Mean(xs)
 	for i, x := range xs {
 		out[i] = x - m
 	}
@@ -155,66 +156,4 @@ func GroupScore(n int, perRubric [][]float64) []float64 {
 		avg[i] /= float64(len(perRubric))
 	}
 	return Centre(avg)
-}
-
-// Shape returns R_i = base_i + lambda·rubricScore_i, in a new slice.
-// rubricScore should already be centred (GroupScore does that). It panics
-// when the slices differ in length.
-func Shape(base, rubricScore []float64, lambda float64) []float64 {
-	if len(base) != len(rubricScore) {
-		panic(fmt.Sprintf("rubricpool: Shape: %d base rewards, %d rubric scores", len(base), len(rubricScore)))
-	}
-	out := make([]float64, len(base))
-	for i := range base {
-		out[i] = base[i] + lambda*rubricScore[i]
-	}
-	return out
-}
-
-// Advantages are the group-relative advantages of one group and the
-// statistics they were computed from, kept so the store can record why each
-// trajectory got its advantage.
-type Advantages struct {
-	Mean, Std float64
-	Adv       []float64
-	// ZeroVariance marks a group whose rewards are all equal: it carries no
-	// gradient, every Adv is exactly 0. These are the groups ARBOR's shaping
-	// is meant to unlock, so callers count them.
-	ZeroVariance bool
-}
-
-// zeroStdTol is the standard deviation, relative to the rewards' magnitude
-// (at least 1), under which a group counts as having equal rewards: the mean
-// of n equal floats is not always exactly that float, and the resulting
-// ~1e-17 spread divided by a small eps would turn rounding into advantages.
-const zeroStdTol = 1e-12
-
-// GRPO computes A_i = (r_i − mean)/(std + eps) with the population standard
-// deviation. A group with std ≤ 1e-12·max(1, max|r|) (including an empty
-// group) is ZeroVariance and every advantage is exactly 0. eps must be a
-// finite value ≥ 0; GRPO panics otherwise, since a negative eps can divide by
-// zero. NaN rewards give NaN advantages.
-func GRPO(rewards []float64, eps float64) Advantages {
-	if !(eps >= 0) || math.IsInf(eps, 0) {
-		panic(fmt.Sprintf("rubricpool: GRPO: eps = %v, want a finite value >= 0", eps))
-	}
-	a := Advantages{Adv: make([]float64, len(rewards))}
-	if len(rewards) == 0 {
-		a.ZeroVariance = true
-		return a
-	}
-	a.Mean = mean(rewards)
-	a.Std = math.Sqrt(Variance(rewards))
-	scale := 1.0
-	for _, r := range rewards {
-		scale = max(scale, math.Abs(r))
-	}
-	if a.Std <= zeroStdTol*scale {
-		a.ZeroVariance = true
-		return a
-	}
-	for i, r := range rewards {
-		a.Adv[i] = (r - a.Mean) / (a.Std + eps)
-	}
-	return a
 }

@@ -1,7 +1,6 @@
 package rubricpool
 
 import (
-	"math"
 	"slices"
 	"testing"
 )
@@ -138,7 +137,7 @@ func TestCentre(t *testing.T) {
 	}
 }
 
-func TestGroupScoreAndShape(t *testing.T) {
+func TestGroupScore(t *testing.T) {
 	// Two active rubrics over a group of four.
 	per := [][]float64{
 		{0.75, 0.5, 0, 0.75},
@@ -149,23 +148,13 @@ func TestGroupScoreAndShape(t *testing.T) {
 	if want := []float64{0, 0, -0.25, 0.25}; !slices.Equal(score, want) {
 		t.Fatalf("GroupScore = %v, want %v", score, want)
 	}
-	// The case ARBOR exists for: equal base rewards become distinguishable.
-	base := []float64{1, 1, 1, 1}
-	r := Shape(base, score, 0.1)
-	if want := []float64{1, 1, 0.975, 1.025}; !slices.Equal(r, want) {
-		t.Fatalf("Shape = %v, want %v", r, want)
-	}
 	if got := GroupScore(3, nil); !slices.Equal(got, []float64{0, 0, 0}) {
 		t.Errorf("GroupScore with no rubric = %v", got)
 	}
-	if got := Shape([]float64{0.5, -1}, []float64{0.3, -0.3}, 0); !slices.Equal(got, []float64{0.5, -1}) {
-		t.Errorf("Shape with lambda 0 = %v", got)
-	}
 }
 
-func TestShapeAndGroupScorePanicOnMismatch(t *testing.T) {
+func TestGroupScorePanicsOnMismatch(t *testing.T) {
 	for name, f := range map[string]func(){
-		"Shape":      func() { Shape([]float64{1}, []float64{1, 2}, 0.1) },
 		"GroupScore": func() { GroupScore(2, [][]float64{{1, 2}, {1}}) },
 	} {
 		func() {
@@ -175,69 +164,6 @@ func TestShapeAndGroupScorePanicOnMismatch(t *testing.T) {
 				}
 			}()
 			f()
-		}()
-	}
-}
-
-func TestGRPO(t *testing.T) {
-	tests := []struct {
-		name      string
-		rewards   []float64
-		eps       float64
-		mean, std float64
-		adv       []float64
-		zero      bool
-	}{
-		{"empty", nil, 1e-6, 0, 0, []float64{}, true},
-		{"single", []float64{0.7}, 1e-6, 0.7, 0, []float64{0}, true},
-		{"all equal", []float64{1, 1, 1}, 1e-6, 1, 0, []float64{0, 0, 0}, true},
-		// Mean of three 0.1s is not exactly 0.1; rounding must not become
-		// an advantage.
-		{"all equal inexact", []float64{0.1, 0.1, 0.1}, 0, 0.1, 0, []float64{0, 0, 0}, true},
-		// Mean 0.5, population std 0.5.
-		{"two", []float64{0, 1}, 0, 0.5, 0.5, []float64{-1, 1}, false},
-		// Mean 2.5, population std √1.25.
-		{"four", []float64{1, 2, 3, 4}, 0, 2.5, math.Sqrt(1.25), []float64{
-			-1.5 / math.Sqrt(1.25), -0.5 / math.Sqrt(1.25), 0.5 / math.Sqrt(1.25), 1.5 / math.Sqrt(1.25),
-		}, false},
-		// eps enters the denominator: (±0.5)/(0.5+0.5).
-		{"eps", []float64{0, 1}, 0.5, 0.5, 0.5, []float64{-0.5, 0.5}, false},
-		{"invalid format rewards", []float64{-1, 1}, 0, 0, 1, []float64{-1, 1}, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			a := GRPO(tt.rewards, tt.eps)
-			if a.ZeroVariance != tt.zero || math.Abs(a.Mean-tt.mean) > 1e-15 || math.Abs(a.Std-tt.std) > 1e-15 {
-				t.Fatalf("GRPO = %+v, want mean %v std %v zero %v", a, tt.mean, tt.std, tt.zero)
-			}
-			if len(a.Adv) != len(tt.adv) {
-				t.Fatalf("Adv = %v, want %v", a.Adv, tt.adv)
-			}
-			for i := range a.Adv {
-				if math.Abs(a.Adv[i]-tt.adv[i]) > 1e-12 {
-					t.Fatalf("Adv = %v, want %v", a.Adv, tt.adv)
-				}
-			}
-			if tt.zero {
-				for _, x := range a.Adv {
-					if x != 0 {
-						t.Fatalf("zero-variance group has advantage %v", x)
-					}
-				}
-			}
-		})
-	}
-}
-
-func TestGRPOPanicsOnBadEps(t *testing.T) {
-	for _, eps := range []float64{-1e-9, math.NaN(), math.Inf(1)} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("no panic for eps %v", eps)
-				}
-			}()
-			GRPO([]float64{0, 1}, eps)
 		}()
 	}
 }

@@ -12,20 +12,37 @@ import (
 // DefaultAddr is where `patrdb serve` listens unless told otherwise.
 const DefaultAddr = "127.0.0.1:7878"
 
-// IsLoopback reports whether a listen address (host:port) binds only to this
-// machine's loopback interface. An empty host ("":7878, which binds every
-// interface) is not loopback, and neither is a name other than localhost:
-// what a name resolves to can change.
-func IsLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
+// loopbackName is the one loopback rule, for listen addresses and Host
+// headers alike: host (without a port; IPv6 brackets allowed) is
+// "localhost" or a loopback IP literal. Any other name is not loopback,
+// subdomains of localhost included: what a name resolves to can change, so
+// a listener bound to it may face the network and a Host header naming it
+// may come from a page whose DNS was rebound to this machine.
+func loopbackName(host string) bool {
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// IsLoopback reports whether a listen address (host:port) binds only to this
+// machine's loopback interface. An empty host ("":7878, which binds every
+// interface) is not loopback.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	return err == nil && loopbackName(host)
+}
+
+// loopbackHost reports whether a Host header (port optional) names this
+// machine's loopback.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	return loopbackName(host)
 }
 
 // CheckBind enforces the rule for exposing a store: loopback addresses may

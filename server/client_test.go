@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/patrdb/patrdb/runconfig"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/tree"
 )
@@ -16,7 +17,7 @@ func TestGoClient(t *testing.T) {
 	if err != nil || run.ID != "g" {
 		t.Fatalf("create: %+v %v", run, err)
 	}
-	var cfg RunConfig
+	var cfg runconfig.Config
 	if err := jsonUnmarshal(run.Record().Config, &cfg); err != nil || cfg.Tree.B0 != 2 {
 		t.Fatalf("record config %s: %v", run.Record().Config, err)
 	}

@@ -116,7 +116,7 @@ func scoreShaping(c *tree.Coordinator, tx *store.Tx, g store.Group, scores map[u
 	if err != nil {
 		return nil, err
 	}
-	shaping := &tree.Shaping{Lambda: cfg.Rubric.Lambda, Rubrics: req.Rubrics}
+	shaping := &tree.Shaping{Lambda: cfg.RubricOrDefault().Lambda, Rubrics: req.Rubrics}
 	if req.Lambda != nil {
 		shaping.Lambda = *req.Lambda
 	}

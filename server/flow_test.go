@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/patrdb/patrdb/grpo"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/tree"
 )
@@ -205,7 +206,8 @@ func TestPaTRGroupOverHTTP(t *testing.T) {
 	// Leaves in id order: r0 (pruned, 1), r2 (pruned, 1), kid0 (1: path
 	// a, c, k0), kid1 (truncated, 1.25).
 	rewards := []float64{1, 1, 1, 1.25}
-	adv, mean, std, zv := tree.GRPOAdvantages(rewards, tree.DefaultEps)
+	ref := grpo.Advantages(rewards, grpo.DefaultEps)
+	adv, mean, std, zv := ref.Adv, ref.Mean, ref.Std, ref.ZeroVariance
 	leaves := []uint64{r[0], r[2], kids[0], kids[1]}
 	for i, a := range cg.Advantages {
 		if a.Leaf != leaves[i] || a.Outcome != rewards[i] || math.Abs(a.Advantage-adv[i]) > 1e-12 || a.Mean != mean || a.Std != std || a.ZeroVariance != zv {
@@ -264,7 +266,7 @@ func TestCloseWithRubricScores(t *testing.T) {
 	for i := range base {
 		total[i] = base[i] + 0.2*scores[i]
 	}
-	adv, _, _, _ := tree.GRPOAdvantages(total, tree.DefaultEps)
+	adv := grpo.Advantages(total, grpo.DefaultEps).Adv
 	for i, a := range cg.Advantages {
 		if a.Lambda != 0.2 || a.RubricScore != scores[i] || math.Abs(a.Total-total[i]) > 1e-12 || math.Abs(a.Advantage-adv[i]) > 1e-12 {
 			t.Errorf("advantage %d: %+v, want total %v adv %v", i, a, total[i], adv[i])

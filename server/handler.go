@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
-	"net"
 	"net/http"
 	"runtime/debug"
 	"strings"
@@ -159,20 +158,6 @@ func (s *server) authorized(r *http.Request) bool {
 	}
 	got := sha256.Sum256([]byte(strings.TrimSpace(h[len(prefix):])))
 	return subtle.ConstantTimeCompare(got[:], s.token[:]) == 1
-}
-
-// loopbackHost reports whether a Host header names this machine's loopback.
-func loopbackHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // fail answers err as one line of JSON with the status classify gives it.

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patrdb/patrdb/runconfig"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 	"github.com/patrdb/patrdb/tree"
@@ -326,7 +327,7 @@ func killRound(t *testing.T, bin, self, python, script string, tasks int) (worke
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cfg RunConfig
+	var cfg runconfig.Config
 	if err := json.Unmarshal(sum.Run.Config, &cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 
+	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -20,8 +21,9 @@ type StepMetrics struct {
 	ZeroVariance      int     `json:"zero_variance_groups"` // closed groups whose outcome rewards were all equal
 	ZeroVarianceShare float64 `json:"zero_variance_share"`  // ZeroVariance / ClosedGroups
 	Unlocked          int     `json:"unlocked_groups"`      // of those, groups rubric shaping made informative
-	// Pools counts the rubrics of each pool as the step ended: after the
-	// last event logged before the next step's first group opened.
+	// Pools counts the rubrics of each pool as the step ended
+	// (replay.PoolTracker's rule: an event belongs to the highest step any
+	// event so far carried).
 	Pools map[store.RubricPool]int `json:"pools"`
 }
 
@@ -67,26 +69,30 @@ func stepMetrics(r *store.RunTx) ([]StepMetrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	type groupKey struct{ step, group uint64 }
-	seen := map[groupKey]bool{}
 	wins := map[uint64]int{}
 	sums := map[uint64]float64{}
-	for _, a := range advs {
-		m := get(a.Step)
-		m.Leaves++
-		sums[a.Step] += a.Outcome
-		if a.Outcome > 0 {
-			wins[a.Step]++
+	// Advantages come grouped (by step, then group), so each group's
+	// records are one run of the slice.
+	for i := 0; i < len(advs); {
+		j := i
+		for j < len(advs) && advs[j].Step == advs[i].Step && advs[j].Group == advs[i].Group {
+			j++
 		}
-		if k := (groupKey{a.Step, a.Group}); !seen[k] {
-			seen[k] = true
-			if a.ZeroVariance {
-				m.ZeroVariance++
-				if !a.ZeroVarianceAfter {
-					m.Unlocked++
-				}
+		m := get(advs[i].Step)
+		for _, a := range advs[i:j] {
+			m.Leaves++
+			sums[a.Step] += a.Outcome
+			if a.Outcome > 0 {
+				wins[a.Step]++
 			}
 		}
+		if before, after := replay.ZeroVariance(advs[i:j]); before {
+			m.ZeroVariance++
+			if !after {
+				m.Unlocked++
+			}
+		}
+		i = j
 	}
 	pools, err := poolsByStep(r)
 	if err != nil {
@@ -116,38 +122,14 @@ func stepMetrics(r *store.RunTx) ([]StepMetrics, error) {
 	return out, nil
 }
 
-// poolsByStep replays the rubric events of the log: the pool counts as
-// each step ended. A step begins with its first group.open event.
+// poolsByStep is replay.PoolHistory by step: the pool counts as each step
+// ended.
 func poolsByStep(r *store.RunTx) (map[uint64]map[store.RubricPool]int, error) {
-	out := map[uint64]map[store.RubricPool]int{}
-	pool := map[uint64]store.RubricPool{}
-	var cur uint64
-	snapshot := func() {
-		if cur == 0 {
-			return
-		}
-		c := map[store.RubricPool]int{}
-		for _, p := range pool {
-			c[p]++
-		}
-		out[cur] = c
+	sizes, err := replay.PoolHistory(r)
+	out := make(map[uint64]map[store.RubricPool]int, len(sizes))
+	for _, ps := range sizes {
+		out[ps.Step] = map[store.RubricPool]int{store.PoolCandidate: ps.Candidate, store.PoolPublic: ps.Public,
+			store.PoolRetired: ps.Retired, store.PoolMerged: ps.Merged}
 	}
-	err := r.Events(1, func(e store.Event) error {
-		switch e.Kind {
-		case store.EvGroupOpen:
-			if e.Step > cur {
-				snapshot()
-				cur = e.Step
-			}
-		case store.EvRubricPut, store.EvRubricUpdate, store.EvRubricMove:
-			var rb store.Rubric
-			if err := store.DecodePayload(e, &rb); err != nil {
-				return err
-			}
-			pool[rb.ID] = rb.Pool
-		}
-		return nil
-	})
-	snapshot()
 	return out, err
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/patrdb/patrdb/runconfig"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -67,7 +68,7 @@ func TestReadEndpoints(t *testing.T) {
 	if sized.Bytes <= 0 || sized.Bytes != sum || len(sized.Steps) != 2 || sized.Steps[0].Step != 1 || sized.Steps[1].OpenGroups != 1 {
 		t.Errorf("?buckets=true&steps=true: bytes %d over %+v, steps %+v", sized.Bytes, sized.Buckets, sized.Steps)
 	}
-	var cfg RunConfig
+	var cfg runconfig.Config
 	if err := json.Unmarshal(s.Run.Config, &cfg); err != nil || cfg.Tree.B0 != 3 || cfg.Tree.Delta != 0.3 || cfg.Rubric.Lambda != 0.1 {
 		t.Errorf("stored config %s: %v", s.Run.Config, err)
 	}
@@ -207,7 +208,7 @@ func TestEventPages(t *testing.T) {
 	first, _ := json.Marshal(all[0].Payload)
 	var run struct {
 		ID     string
-		Config RunConfig
+		Config runconfig.Config
 	}
 	if err := json.Unmarshal(first, &run); err != nil || run.ID != "r1" || run.Config.Tree.B0 != 3 {
 		t.Errorf("run.create payload %s: %v", first, err)

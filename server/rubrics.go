@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/patrdb/patrdb/rubricpool"
+	"github.com/patrdb/patrdb/runconfig"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/tree"
 )
@@ -263,8 +264,8 @@ func gatherShape(c *tree.Coordinator, tx *store.Tx, g store.Group, ans ShapeAnsw
 // remaps); inside the write transaction of a close it is safe, as no other
 // writer can be waiting. GroupResult.Apply checks the pool did not change
 // between Prepare's read and the write.
-func (s *server) prepare(run string, cfg RunConfig, g store.Group, p *prepared) error {
-	pool, err := rubricpool.New(s.db, run, cfg.Rubric.Pool(), p.k, p.k, p.k, s.opts.Logger)
+func (s *server) prepare(run string, cfg runconfig.Config, g store.Group, p *prepared) error {
+	pool, err := rubricpool.New(s.db, run, cfg.RubricOrDefault(), p.k, p.k, p.k, s.opts.Logger)
 	if err != nil {
 		return err
 	}
@@ -323,7 +324,7 @@ func (s *server) shapeGroup(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var p prepared
-	var cfg RunConfig
+	var cfg runconfig.Config
 	var g store.Group
 	err = s.db.View(func(tx *store.Tx) error {
 		rt, err := lookupRun(tx, run)
@@ -428,7 +429,7 @@ func (s *server) activate(w http.ResponseWriter, r *http.Request) error {
 	// before the recorded answer; a repeated request still gets the first
 	// answer even once later steps have begun.
 	var beginErr error
-	var cfg RunConfig
+	var cfg runconfig.Config
 	err := s.db.View(func(tx *store.Tx) error {
 		rt, err := lookupRun(tx, run)
 		if err != nil {
@@ -441,7 +442,7 @@ func (s *server) activate(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if !s.opts.ReadOnly {
-		pool, err := rubricpool.New(s.db, run, cfg.Rubric.Pool(), noLLM{}, noLLM{}, noLLM{}, s.opts.Logger)
+		pool, err := rubricpool.New(s.db, run, cfg.RubricOrDefault(), noLLM{}, noLLM{}, noLLM{}, s.opts.Logger)
 		if err != nil {
 			return err
 		}

@@ -116,12 +116,36 @@ func TestBearerToken(t *testing.T) {
 	}
 }
 
+// TestOneLoopbackRule: a listen address and a Host header are loopback by
+// the same rule: localhost or a loopback IP, never another name (not even a
+// subdomain of localhost, whose resolution is up to the resolver).
+func TestOneLoopbackRule(t *testing.T) {
+	for host, want := range map[string]bool{
+		"127.0.0.1": true, "127.3.4.5": true, "localhost": true, "LocalHost": true, "[::1]": true, "[::ffff:127.0.0.1]": true,
+		"app.localhost": false, "localhost.": false, "10.0.0.1": false, "0.0.0.0": false, "[::]": false, "": false,
+		"evil.example": false, "127.0.0.1.nip.io": false,
+	} {
+		if got := IsLoopback(host + ":7878"); got != want {
+			t.Errorf("IsLoopback(%q) = %t, want %t", host+":7878", got, want)
+		}
+		if got := loopbackHost(host + ":7878"); got != want {
+			t.Errorf("loopbackHost(%q) = %t, want %t", host+":7878", got, want)
+		}
+		if got := loopbackHost(host); got != want && host != "" {
+			t.Errorf("loopbackHost(%q) = %t, want %t", host, got, want)
+		}
+	}
+	if IsLoopback("127.0.0.1") {
+		t.Error("IsLoopback accepts an address without a port")
+	}
+}
+
 // Without a token only loopback Host headers are answered: a page on
 // another site that rebinds its name to 127.0.0.1 gets 403.
 func TestHostCheck(t *testing.T) {
 	e := newEnv(t, Options{})
 	for host, want := range map[string]int{
-		"127.0.0.1:7878": 200, "localhost:7878": 200, "[::1]:7878": 200, "app.localhost": 200,
+		"127.0.0.1:7878": 200, "localhost:7878": 200, "[::1]:7878": 200, "[::1]": 200, "localhost": 200, "app.localhost:7878": 403,
 		"evil.example:7878": 403, "10.0.0.1:7878": 403, "127.0.0.1.nip.io": 403,
 	} {
 		req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/api/v1/runs", nil)

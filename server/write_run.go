@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/patrdb/patrdb/runconfig"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -32,21 +33,17 @@ func (s *server) createRun(w http.ResponseWriter, r *http.Request) error {
 	if !store.ValidRunID(req.ID) {
 		return badRequest("id %q: a run id is 1-128 bytes of [A-Za-z0-9._-]", req.ID)
 	}
-	cfg := DefaultRunConfig()
+	cfg := runconfig.Default()
 	if err := overlay(req.Tree, &cfg.Tree, "tree"); err != nil {
 		return err
 	}
-	if err := overlay(req.Rubric, &cfg.Rubric, "rubric"); err != nil {
+	if err := overlay(req.Rubric, cfg.Rubric, "rubric"); err != nil {
 		return err
 	}
 	if err := cfg.Validate(); err != nil {
 		return badRequest("%v", err)
 	}
-	raw, err := marshal(cfg)
-	if err != nil {
-		return err
-	}
-	raw = bytes.TrimSpace(raw)
+	raw := cfg.JSON()
 	return s.write(w, r, req.ID, &req, func(tx *store.Tx) (int, any, error) {
 		rt, err := tx.CreateRun(req.ID, raw, req.Meta)
 		if err != nil {

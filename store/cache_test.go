@@ -329,7 +329,7 @@ func TestCacheKeepsOldSnapshots(t *testing.T) {
 }
 
 func TestCacheStatsCountHits(t *testing.T) {
-	for _, size := range []int{16384, 0} {
+	for _, size := range []int{16384, store.NoCache} {
 		t.Run(fmt.Sprintf("cache %d", size), func(t *testing.T) {
 			o := storetest.Options()
 			o.CacheNodes = size
@@ -378,7 +378,7 @@ func TestCacheStatsCountHits(t *testing.T) {
 				traj()
 			}
 			s := db.CacheStats()
-			if size == 0 {
+			if size == store.NoCache {
 				if s.Hits != 0 || s.Len != 0 {
 					t.Errorf("disabled cache reports %+v", s)
 				}

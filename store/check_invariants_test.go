@@ -49,7 +49,7 @@ func checkAfter(t *testing.T, db *store.DB, damage func(t *testing.T, tx *bolt.T
 	t.Helper()
 	var vs []store.Violation
 	err := db.Update(func(tx *store.Tx) error {
-		damage(t, tx.Bolt())
+		damage(t, storetest.BoltTx(tx))
 		vs = tx.Check()
 		return errRollback
 	})

@@ -82,7 +82,7 @@ func (tx *Tx) VerifyMetas() error {
 }
 
 // VerifyFile walks every page of the snapshot's b-trees, as a copy of the
-// whole file (bbolt's Compact) reads them.
+// whole file (Compact) reads them.
 func (tx *Tx) VerifyFile() error { return tx.verifyPages(nil) }
 
 func (tx *Tx) verifyPages(descend func(string) bool) error {

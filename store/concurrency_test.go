@@ -25,10 +25,11 @@ import (
 	"testing"
 
 	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
 )
 
 func TestConcurrentReadersSeeSnapshots(t *testing.T) {
-	for _, cache := range []int{0, 7, 16384} {
+	for _, cache := range []int{store.NoCache, 7, 16384} {
 		t.Run(fmt.Sprintf("cache=%d", cache), func(t *testing.T) {
 			testConcurrentReaders(t, cache)
 		})
@@ -185,7 +186,7 @@ func readSnapshot(tx *store.Tx) (*snapshot, error) {
 	if s.frontier, err = r.Frontier(); err != nil {
 		return nil, err
 	}
-	raw := tx.Bolt().Bucket([]byte("runs")).Bucket([]byte(r.ID())).Bucket([]byte("nodes"))
+	raw := storetest.BoltTx(tx).Bucket([]byte("runs")).Bucket([]byte(r.ID())).Bucket([]byte("nodes"))
 	byID := map[uint64]store.Node{}
 	c := raw.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {

@@ -45,6 +45,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
 )
 
 // ---------------------------------------------------------------------------
@@ -1002,7 +1003,7 @@ func (ep *crashEpoch) verify(k int, acks []uint64, stats *crashStats) uint64 {
 		}
 		ep.refC = i
 	}
-	if err := diffStores(db.Bolt(), ep.ref.Bolt()); err != nil {
+	if err := diffStores(storetest.Bolt(db), storetest.Bolt(ep.ref)); err != nil {
 		t.Fatalf("child %d: the file differs from the replay of transactions 1..%d: %v", k, c, err)
 	}
 	stats.committed += int(c - prev)
@@ -1071,7 +1072,7 @@ func TestCrashReverify(t *testing.T) {
 			t.Fatalf("replay %d: %v", i, err)
 		}
 	}
-	if err := diffStores(db.Bolt(), ref.Bolt()); err != nil {
+	if err := diffStores(storetest.Bolt(db), storetest.Bolt(ref)); err != nil {
 		t.Errorf("file differs from the replay: %v", err)
 	}
 }

@@ -50,7 +50,7 @@ func growStep(dataSize int64) int {
 }
 
 // Open opens or creates the patrdb file at path. A nil opts means
-// DefaultOptions(). A file written by a newer format is refused with
+// DefaultOptions(), and zero fields of opts their defaults (EnsureDefaults). A file written by a newer format is refused with
 // ErrVersionMismatch and left untouched; a file that is not a patrdb file is
 // refused with ErrNotPatrdb.
 func Open(path string, opts *Options) (*DB, error) {
@@ -60,13 +60,7 @@ func Open(path string, opts *Options) (*DB, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	o := *opts
-	if o.FileMode == 0 {
-		o.FileMode = 0o600
-	}
-	if o.PageSize == 0 {
-		o.PageSize = DefaultOptions().PageSize
-	}
+	o := *opts.EnsureDefaults()
 	if o.ReadOnly {
 		fi, err := os.Stat(path)
 		if err != nil {
@@ -78,7 +72,7 @@ func Open(path string, opts *Options) (*DB, error) {
 		}
 	}
 	bopts := &bolt.Options{
-		Timeout:      o.Timeout,
+		Timeout:      max(o.Timeout, 0), // bbolt's 0 waits forever
 		ReadOnly:     o.ReadOnly,
 		NoSync:       o.NoSync,
 		NoGrowSync:   false,
@@ -90,7 +84,7 @@ func Open(path string, opts *Options) (*DB, error) {
 	// that the mapping plus one growth step could pass, bbolt's check of
 	// the cap and its growth of the file disagree (it checks as if the
 	// mapping followed the file), so such a file is mapped on demand.
-	if !o.ReadOnly && (o.MaxSize == 0 || o.MaxSize >= o.InitialMmapSize+boltAllocSize) {
+	if !o.ReadOnly && o.InitialMmapSize > 0 && (o.MaxSize == 0 || o.MaxSize >= o.InitialMmapSize+boltAllocSize) {
 		bopts.InitialMmapSize = int(o.InitialMmapSize)
 	}
 	if problems := preOpenCheck(path, !o.ReadOnly); len(problems) > 0 {
@@ -158,7 +152,7 @@ func guardOpen(fn func() error) (err error) {
 func mapOpenError(path string, err error) error {
 	switch {
 	case errors.Is(err, berrors.ErrTimeout):
-		return fmt.Errorf("%w: %s is locked by another process; inspect a live run through its serve API (patrdb serve, --server URL) or copy it with compact --out", ErrTimeout, path)
+		return fmt.Errorf("%w: %s is locked by another process", ErrTimeout, path)
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrVersionMismatch):
 		return fmt.Errorf("%w: %s: %v", ErrNotPatrdb, path, err)
 	case errors.Is(err, berrors.ErrChecksum):
@@ -179,9 +173,8 @@ func (db *DB) Path() string { return db.path }
 // Options returns a copy of the options the DB was opened with.
 func (db *DB) Options() Options { return db.opts }
 
-// Bolt exposes the underlying bbolt handle for tools that need raw access
-// (compaction, benchmarks). Writing through it bypasses every invariant.
-func (db *DB) Bolt() *bolt.DB { return db.bolt }
+// PageSize is the page size the file was created with.
+func (db *DB) PageSize() int { return db.bolt.Info().PageSize }
 
 // Close releases the file. Transactions must have ended.
 func (db *DB) Close() error {

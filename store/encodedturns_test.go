@@ -31,7 +31,7 @@ func boltContents(tb testing.TB, db *store.DB) map[string]string {
 			return nil
 		})
 	}
-	err := db.Bolt().View(func(tx *bolt.Tx) error {
+	err := storetest.Bolt(db).View(func(tx *bolt.Tx) error {
 		return tx.ForEach(func(name []byte, b *bolt.Bucket) error { return walk(string(name), b) })
 	})
 	if err != nil {

@@ -27,6 +27,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
 )
 
 // workloadFile writes transactions 1..txs of the workload with the given
@@ -169,8 +170,8 @@ func testMaxSizeMidTransaction(t *testing.T) {
 
 // diffRun compares one run's buckets of two files byte for byte.
 func diffRun(a, b *store.DB, run string) error {
-	return a.Bolt().View(func(ta *bolt.Tx) error {
-		return b.Bolt().View(func(tb *bolt.Tx) error {
+	return storetest.Bolt(a).View(func(ta *bolt.Tx) error {
+		return storetest.Bolt(b).View(func(tb *bolt.Tx) error {
 			ra := ta.Bucket([]byte("runs")).Bucket([]byte(run))
 			rb := tb.Bucket([]byte("runs")).Bucket([]byte(run))
 			if ra == nil || rb == nil {
@@ -197,7 +198,7 @@ func dumpRaw(t *testing.T, db *store.DB) []byte {
 			fmt.Fprintf(&buf, "%s %x=%x\n", path, k, v)
 		}
 	}
-	if err := db.Bolt().View(func(tx *bolt.Tx) error {
+	if err := storetest.Bolt(db).View(func(tx *bolt.Tx) error {
 		walk("", tx.Cursor(), tx.Bucket)
 		return nil
 	}); err != nil {

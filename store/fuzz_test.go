@@ -31,6 +31,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
 )
 
 var castagnoliTable = crc32.MakeTable(crc32.Castagnoli)
@@ -354,7 +355,7 @@ func writeFuzzSeeds(t *testing.T) {
 	}
 	seen := map[string]int{}
 	kindOf := map[string]string{"groups": "group", "nodes": "node", "adv": "advantage", "rubrics": "rubric", "ckpt": "checkpoint", "events": "event"}
-	err = db.Bolt().View(func(tx *bolt.Tx) error {
+	err = storetest.Bolt(db).View(func(tx *bolt.Tx) error {
 		r := tx.Bucket([]byte("runs")).Bucket([]byte("run-0001"))
 		add := func(kind string, v []byte) {
 			if seen[kind] >= 3 {

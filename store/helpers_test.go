@@ -313,7 +313,7 @@ func tempPath(tb testing.TB, name string) string {
 // doc.go), for tests that inspect or damage the file below the API.
 func rawBucket(tb testing.TB, tx *store.Tx, run, name string) *bolt.Bucket {
 	tb.Helper()
-	b := tx.Bolt().Bucket([]byte("runs")).Bucket([]byte(run)).Bucket([]byte(name))
+	b := storetest.BoltTx(tx).Bucket([]byte("runs")).Bucket([]byte(run)).Bucket([]byte(name))
 	if b == nil {
 		tb.Fatalf("no bucket runs/%s/%s", run, name)
 	}

@@ -99,7 +99,7 @@ func newModelMachine(t *testing.T, rt *rapid.T) *modelMachine {
 	o := storetest.Options()
 	// A tiny LRU evicts constantly, a big one serves everything, none
 	// reads every node from its page.
-	o.CacheNodes = rapid.SampledFrom([]int{0, 3, 1024}).Draw(rt, "cache")
+	o.CacheNodes = rapid.SampledFrom([]int{store.NoCache, 3, 1024}).Draw(rt, "cache")
 	o.PageSize = 4096
 	m := &modelMachine{tb: t, path: filepath.Join(dir, "m.db"), opts: o,
 		groups: map[uint64]*store.Group{}, nodes: map[uint64]*modelNode{},
@@ -726,7 +726,7 @@ func (m *modelMachine) Compact(t *rapid.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bolt.Compact(out, m.db.Bolt(), rapid.SampledFrom([]int64{0, 4096}).Draw(t, "txmax")); err != nil {
+	if err := bolt.Compact(out, storetest.Bolt(m.db), rapid.SampledFrom([]int64{0, 4096}).Draw(t, "txmax")); err != nil {
 		t.Fatalf("compact: %v", err)
 	}
 	if err := out.Close(); err != nil {
@@ -1038,7 +1038,7 @@ func dumpDB(t *rapid.T, db *store.DB) []byte {
 			fmt.Fprintf(&buf, "%s %x=%x\n", path, k, v)
 		}
 	}
-	if err := db.Bolt().View(func(tx *bolt.Tx) error {
+	if err := storetest.Bolt(db).View(func(tx *bolt.Tx) error {
 		walk("", tx.Cursor(), tx.Bucket)
 		return nil
 	}); err != nil {

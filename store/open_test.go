@@ -402,6 +402,55 @@ func TestMaxSize(t *testing.T) {
 	}
 }
 
+// TestOptionsZeroValueIsDefault: a zero field means its default, so a
+// caller who sets only ReadOnly gets the default lock timeout (a locked
+// file fails with ErrTimeout instead of hanging) and the node cache.
+func TestOptionsZeroValueIsDefault(t *testing.T) {
+	if got, want := (&store.Options{}).EnsureDefaults(), store.DefaultOptions(); !reflect.DeepEqual(got, want) {
+		t.Errorf("EnsureDefaults of the zero value = %v, want %v", got, want)
+	}
+	if got := (*store.Options)(nil).EnsureDefaults(); !reflect.DeepEqual(got, store.DefaultOptions()) {
+		t.Errorf("EnsureDefaults(nil) = %v", got)
+	}
+	off := &store.Options{Timeout: store.WaitForever, CacheNodes: store.NoCache, InitialMmapSize: store.MapOnDemand, PageSize: 4096, FileMode: 0o640}
+	if got := off.EnsureDefaults(); !reflect.DeepEqual(got, off) || got == off {
+		t.Errorf("EnsureDefaults changed set fields or returned its receiver: %v", got)
+	}
+
+	path := tempPath(t, "patr.db")
+	w := storetest.OpenPath(t, path, storetest.Options())
+	update(t, w, func(tx *store.Tx) error { _, err := tx.CreateRun("r", nil, nil); return err })
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		db, err := store.Open(path, &store.Options{ReadOnly: true})
+		if err == nil {
+			db.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, store.ErrTimeout) {
+			t.Fatalf("read-only open of a file locked for writing: %v, want ErrTimeout", err)
+		}
+		if d := time.Since(start); d < store.DefaultOptions().Timeout/2 {
+			t.Errorf("gave up after %v, before the default timeout", d)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("read-only open with zero options waits forever on a locked file")
+	}
+	w.Close()
+	db, err := store.Open(path, &store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if got := db.Options(); got.CacheNodes != store.DefaultOptions().CacheNodes || got.Timeout != store.DefaultOptions().Timeout || !got.ReadOnly {
+		t.Errorf("opened with %v, want the defaults with ReadOnly", &got)
+	}
+}
+
 func TestOptionsValidate(t *testing.T) {
 	if err := store.DefaultOptions().Validate(); err != nil {
 		t.Fatalf("DefaultOptions: %v", err)
@@ -416,6 +465,9 @@ func TestOptionsValidate(t *testing.T) {
 		func(o *store.Options) { o.InitialMmapSize = 0 },
 		func(o *store.Options) { o.InitialMmapSize = 1 << 20 },
 		func(o *store.Options) { o.InitialMmapSize, o.MaxSize = 1<<30, 1<<20 }, // capped by MaxSize
+		func(o *store.Options) { o.Timeout = store.WaitForever },
+		func(o *store.Options) { o.CacheNodes = store.NoCache },
+		func(o *store.Options) { o.InitialMmapSize = store.MapOnDemand },
 	}
 	for i, set := range ok {
 		o := store.DefaultOptions()
@@ -425,15 +477,12 @@ func TestOptionsValidate(t *testing.T) {
 		}
 	}
 	bad := map[string]func(*store.Options){
-		"negative timeout":    func(o *store.Options) { o.Timeout = -time.Second },
 		"negative max size":   func(o *store.Options) { o.MaxSize = -1 },
-		"negative cache":      func(o *store.Options) { o.CacheNodes = -5 },
 		"negative page size":  func(o *store.Options) { o.PageSize = -16384 },
 		"odd page size":       func(o *store.Options) { o.PageSize = 5000 },
 		"page size not pow2":  func(o *store.Options) { o.PageSize = 12288 },
 		"page size too small": func(o *store.Options) { o.PageSize = 512 },
 		"page size too large": func(o *store.Options) { o.PageSize = 2 << 20 },
-		"negative mmap size":  func(o *store.Options) { o.InitialMmapSize = -1 },
 		"mmap size too large": func(o *store.Options) { o.InitialMmapSize = math.MaxInt64 },
 	}
 	for name, set := range bad {
@@ -483,7 +532,7 @@ func TestInitialMmapSize(t *testing.T) {
 	for _, c := range []struct {
 		mmap    int64
 		blocked bool
-	}{{64 << 20, false}, {0, true}} {
+	}{{64 << 20, false}, {store.MapOnDemand, true}} {
 		t.Run(fmt.Sprintf("InitialMmapSize=%d", c.mmap), func(t *testing.T) {
 			o := storetest.Options()
 			o.InitialMmapSize = c.mmap
@@ -557,7 +606,7 @@ func TestInitialMmapSize(t *testing.T) {
 
 func TestPageSize(t *testing.T) {
 	pageSize := func(db *store.DB) (ps int) {
-		view(t, db, func(tx *store.Tx) error { ps = tx.Bolt().DB().Info().PageSize; return nil })
+		view(t, db, func(tx *store.Tx) error { ps = storetest.BoltTx(tx).DB().Info().PageSize; return nil })
 		return ps
 	}
 	// nil options are DefaultOptions: 16 KiB pages.

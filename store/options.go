@@ -15,11 +15,14 @@ import (
 // platforms (256 TiB), what an int holds on 32-bit ones.
 const maxMmapSize = min(1<<48-1, math.MaxInt)
 
-// Options configure Open. The zero value is not the default: start from
-// DefaultOptions and change fields, or pass nil to Open.
+// Options configure Open. A zero field means its default (EnsureDefaults),
+// so &Options{ReadOnly: true} opens like DefaultOptions with ReadOnly set;
+// the features a zero would otherwise switch off are switched off with a
+// negative value (WaitForever, NoCache, MapOnDemand).
 type Options struct {
 	// Timeout is how long Open waits for another process to release the
-	// file lock before failing with ErrTimeout. Zero waits forever.
+	// file lock before failing with ErrTimeout. Zero means the default (1s);
+	// a negative value (WaitForever) waits for as long as it takes.
 	Timeout time.Duration
 
 	// ReadOnly opens the file with a shared lock; write transactions fail
@@ -37,11 +40,12 @@ type Options struct {
 	MaxSize int64
 
 	// CacheNodes is the capacity of the LRU of decoded node records that
-	// serves trajectory materialisation and point reads. Zero disables it.
+	// serves trajectory materialisation and point reads. Zero means the
+	// default (16384); a negative value (NoCache) disables it.
 	CacheNodes int
 
-	// PageSize is the page size used when the file is created; ignored for an
-	// existing file. 16 KiB halves the page waste of ~2 KB values compared
+	// PageSize is the page size used when the file is created (zero: the
+	// default, 16 KiB); ignored for an existing file. 16 KiB halves the page waste of ~2 KB values compared
 	// with 4 KiB pages (measured: about twice the insert speed).
 	PageSize int
 
@@ -54,9 +58,10 @@ type Options struct {
 	// address space only: pages are read in as they are touched, and the
 	// file still grows as data is written (except on Windows, where bbolt
 	// sizes the file to the mapping, so the default there is 0). Beyond
-	// the mapping bbolt remaps by doubling, then in 1 GiB steps. Zero maps
-	// the file as it grows, as does a MaxSize below InitialMmapSize + 16
-	// MiB (so that the cap holds exactly). Ignored when ReadOnly.
+	// the mapping bbolt remaps by doubling, then in 1 GiB steps. Zero means
+	// the default; a negative value (MapOnDemand) maps the file as it
+	// grows, as does a MaxSize below InitialMmapSize + 16 MiB (so that the
+	// cap holds exactly). Ignored when ReadOnly.
 	InitialMmapSize int64
 
 	// Logger receives open, migration and check messages. Nil discards them.
@@ -66,8 +71,42 @@ type Options struct {
 	// make files byte-reproducible.
 	Clock func() time.Time
 
-	// FileMode is the permission of a newly created file.
+	// FileMode is the permission of a newly created file (zero: 0600).
 	FileMode os.FileMode
+}
+
+// The negative values that switch off what a zero field would default.
+const (
+	WaitForever time.Duration = -1 // Timeout: wait for the lock forever
+	NoCache                   = -1 // CacheNodes: no node cache
+	MapOnDemand int64         = -1 // InitialMmapSize: map the file as it grows
+)
+
+// EnsureDefaults returns a copy of o with every zero field that has a
+// default set to it; nil gives DefaultOptions. Open applies it, so callers
+// need not.
+func (o *Options) EnsureDefaults() *Options {
+	d := DefaultOptions()
+	if o == nil {
+		return d
+	}
+	c := *o
+	if c.Timeout == 0 {
+		c.Timeout = d.Timeout
+	}
+	if c.CacheNodes == 0 {
+		c.CacheNodes = d.CacheNodes
+	}
+	if c.PageSize == 0 {
+		c.PageSize = d.PageSize
+	}
+	if c.InitialMmapSize == 0 {
+		c.InitialMmapSize = d.InitialMmapSize
+	}
+	if c.FileMode == 0 {
+		c.FileMode = d.FileMode
+	}
+	return &c
 }
 
 // DefaultOptions returns the options used when Open is given nil.
@@ -94,16 +133,10 @@ func defaultInitialMmapSize() int64 {
 // Validate reports the first option that makes no sense.
 func (o *Options) Validate() error {
 	switch {
-	case o.Timeout < 0:
-		return invalidf("options: Timeout %v is negative", o.Timeout)
 	case o.MaxSize < 0:
 		return invalidf("options: MaxSize %d is negative", o.MaxSize)
-	case o.CacheNodes < 0:
-		return invalidf("options: CacheNodes %d is negative", o.CacheNodes)
 	case o.PageSize != 0 && (o.PageSize < 1024 || o.PageSize > 1<<20 || o.PageSize&(o.PageSize-1) != 0):
 		return invalidf("options: PageSize %d must be a power of two between 1 KiB and 1 MiB", o.PageSize)
-	case o.InitialMmapSize < 0:
-		return invalidf("options: InitialMmapSize %d is negative", o.InitialMmapSize)
 	case o.InitialMmapSize > maxMmapSize:
 		return invalidf("options: InitialMmapSize %d exceeds the %d bytes this platform can map", o.InitialMmapSize, int64(maxMmapSize))
 	}

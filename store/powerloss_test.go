@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
 )
 
 // fileOp is one recorded operation that matters to the file's bytes.
@@ -267,7 +268,7 @@ func (v *powerVerifier) verify(durable []byte, ops []fileOp, acked uint64, how s
 		v.refC = i
 	}
 	if c == v.refC {
-		if err := diffStores(db.Bolt(), v.ref.Bolt()); err != nil {
+		if err := diffStores(storetest.Bolt(db), storetest.Bolt(v.ref)); err != nil {
 			fail("differs from the replay of transactions 1..%d: %v", c, err)
 		}
 		v.compared++

@@ -223,7 +223,7 @@ func TestNodeRoundTrip(t *testing.T) {
 	// The same reads with the LRU off decode straight from the file.
 	db.Close()
 	o := storetest.Options()
-	o.CacheNodes = 0
+	o.CacheNodes = store.NoCache
 	check("uncached", storetest.OpenPath(t, db.Path(), o))
 }
 
@@ -742,7 +742,7 @@ func TestReopenReadsBackEverything(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for _, cache := range []int{16, 0} {
+	for _, cache := range []int{16, store.NoCache} {
 		o := storetest.Options()
 		o.CacheNodes = cache
 		db2 := storetest.OpenPath(t, path, o)

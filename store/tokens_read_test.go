@@ -75,7 +75,7 @@ func TestViewTurns(t *testing.T) {
 	}
 	// Checked on several goroutines, a damaged value is still found.
 	defer store.SetParallelCheckMin(1)()
-	err = db.Bolt().Update(func(tx *bolt.Tx) error {
+	err = storetest.Bolt(db).Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket([]byte("runs")).Bucket([]byte("r")).Bucket([]byte("turns"))
 		k, v := b.Cursor().Last()
 		v = slices.Clone(v)

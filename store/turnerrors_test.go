@@ -56,7 +56,7 @@ func TestTurnsWithoutTurnsBucket(t *testing.T) {
 	db := storetest.OpenPath(t, goodFile(t), syncOptions())
 	f := readFixture(t, db)
 	err := db.Update(func(tx *store.Tx) error {
-		if err := tx.Bolt().Bucket([]byte("runs")).Bucket([]byte("r1")).DeleteBucket([]byte("turns")); err != nil {
+		if err := storetest.BoltTx(tx).Bucket([]byte("runs")).Bucket([]byte("r1")).DeleteBucket([]byte("turns")); err != nil {
 			t.Fatal(err)
 		}
 		r, err := tx.Run("r1")

@@ -36,9 +36,6 @@ func (tx *Tx) Writable() bool { return tx.btx.Writable() }
 // Size is the file size as this transaction sees it.
 func (tx *Tx) Size() int64 { return tx.btx.Size() }
 
-// Bolt exposes the underlying bbolt transaction for read-only inspection.
-func (tx *Tx) Bolt() *bolt.Tx { return tx.btx }
-
 // fail records the first write error; Update will not commit after it.
 func (tx *Tx) fail(err error) error {
 	if err != nil && tx.err == nil && tx.Writable() {

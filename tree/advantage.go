@@ -1,36 +1,40 @@
 package tree
 
-import "math"
+import (
+	"github.com/patrdb/patrdb/grpo"
+	"github.com/patrdb/patrdb/store"
+)
 
-// DefaultEps keeps advantages finite when a group's rewards barely differ.
-const DefaultEps = 1e-6
-
-// GRPOAdvantages returns A_i = (r_i − mean)/(std + eps) with the population
-// std, and whether the rewards had zero variance (then every A_i is 0).
-func GRPOAdvantages(rewards []float64, eps float64) (adv []float64, mean, std float64, zeroVar bool) {
-	n := float64(len(rewards))
-	adv = make([]float64, len(rewards))
-	if len(rewards) == 0 {
-		return adv, 0, 0, true
+// Advantages computes a group's advantage records: GRPO (package grpo) over
+// the outcome rewards, or over R = R_base + λ·score when a shaping is given.
+// The zero-variance flags are taken before and after shaping. eps must be
+// valid for grpo.Advantages.
+func Advantages(g store.Group, leaves []Leaf, shaping *Shaping, eps float64) []store.Advantage {
+	base := make([]float64, len(leaves))
+	for i, l := range leaves {
+		base[i] = l.Reward
 	}
-	for _, r := range rewards {
-		mean += r
+	before := grpo.Advantages(base, eps)
+	total := base
+	var lambda float64
+	var rubrics []uint64
+	if shaping != nil {
+		lambda, rubrics = shaping.Lambda, shaping.Rubrics
+		total = grpo.Shape(base, shaping.Scores, lambda)
 	}
-	mean /= n
-	var ss float64
-	for _, r := range rewards {
-		ss += (r - mean) * (r - mean)
+	after := before
+	if shaping != nil {
+		after = grpo.Advantages(total, eps)
 	}
-	std = math.Sqrt(ss / n)
-	scale := 1.0
-	for _, r := range rewards {
-		scale = math.Max(scale, math.Abs(r))
+	out := make([]store.Advantage, len(leaves))
+	for i, l := range leaves {
+		var score float64
+		if shaping != nil {
+			score = shaping.Scores[i]
+		}
+		out[i] = store.Advantage{Step: g.Step, Group: g.ID, Leaf: l.Node.ID, Outcome: base[i], RubricScore: score,
+			Lambda: lambda, Total: total[i], Mean: after.Mean, Std: after.Std, Advantage: after.Adv[i], Rubrics: rubrics,
+			ZeroVariance: before.ZeroVariance, ZeroVarianceAfter: after.ZeroVariance}
 	}
-	if std <= 1e-12*scale {
-		return adv, mean, 0, true
-	}
-	for i, r := range rewards {
-		adv[i] = (r - mean) / (std + eps)
-	}
-	return adv, mean, std, false
+	return out
 }

@@ -4,115 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"reflect"
 	"testing"
 
+	"github.com/patrdb/patrdb/grpo"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 	"github.com/patrdb/patrdb/tree"
 )
-
-func TestGRPOAdvantages(t *testing.T) {
-	const eps = 1e-6
-	tests := []struct {
-		name     string
-		rewards  []float64
-		mean     float64
-		std      float64
-		zero     bool
-		wantAdvs []float64
-	}{
-		// mean .5, population std .5: ±.5/.500001.
-		{"binary", []float64{1, 0, 0, 1}, 0.5, 0.5, false, []float64{0.5 / (0.5 + eps), -0.5 / (0.5 + eps), -0.5 / (0.5 + eps), 0.5 / (0.5 + eps)}},
-		// mean 1, deviations -1, 0, 2, 2, -3: std sqrt(18/5).
-		{"spread", []float64{0, 1, 3, 3, -2}, 1, math.Sqrt(18.0 / 5), false, nil},
-		{"all equal", []float64{0.25, 0.25, 0.25}, 0.25, 0, true, []float64{0, 0, 0}},
-		{"all equal large", []float64{1e6, 1e6}, 1e6, 0, true, []float64{0, 0}},
-		{"single", []float64{1}, 1, 0, true, []float64{0}},
-		{"empty", nil, 0, 0, true, []float64{}},
-	}
-	for _, tc := range tests {
-		adv, mean, std, zero := tree.GRPOAdvantages(tc.rewards, eps)
-		want := tc.wantAdvs
-		if want == nil {
-			want = make([]float64, len(tc.rewards))
-			for i, r := range tc.rewards {
-				want[i] = (r - tc.mean) / (tc.std + eps)
-			}
-		}
-		if !near(mean, tc.mean) || !near(std, tc.std) || zero != tc.zero || len(adv) != len(want) {
-			t.Errorf("%s: mean %v std %v zero %t (%d advs), want %v %v %t (%d)", tc.name, mean, std, zero, len(adv), tc.mean, tc.std, tc.zero, len(want))
-			continue
-		}
-		for i := range want {
-			if !near(adv[i], want[i]) {
-				t.Errorf("%s: A_%d = %v, want %v", tc.name, i, adv[i], want[i])
-			}
-		}
-	}
-}
-
-// TestGRPOAdvantagesNearConstant: the zero-variance cut is relative to the
-// rewards' magnitude (floored at 1), at 1e-12 of it: rounding noise on a
-// constant group is zero variance, a real spread of 1e-9 is signal. A
-// zero-variance group reports std 0, whatever rounding left.
-func TestGRPOAdvantagesNearConstant(t *testing.T) {
-	const eps = 1e-6
-	tests := []struct {
-		name    string
-		rewards []float64
-		zero    bool
-		std     float64 // for informative groups
-	}{
-		{"one ulp-scale step above 1", []float64{1, 1 + 1e-13}, true, 0},
-		{"spread of 1e-9 at 0", []float64{0, 1e-9}, false, 5e-10},
-		{"spread of 1e-9 around 0.5", []float64{0.5, 0.5, 0.5 + 1e-9}, false, math.Sqrt(2) / 3 * 1e-9},
-		// The tolerance scales with |r|: 1e-7 apart at −1e6 is rounding
-		// noise (and a variance formula that cancels large squares would
-		// turn it into a spread of 1e-2).
-		{"rounding noise at -1e6", []float64{-1e6, -1e6 + 1e-7}, true, 0},
-		{"spread of 1e-3 at -1e6", []float64{-1e6, -1e6 + 1e-3}, false, 5e-4},
-		// ... but never below 1e-12 absolute: tiny rewards are not rescaled.
-		{"tiny rewards", []float64{1e-13, 2e-13}, true, 0},
-		// Exactly at the tolerance (std 1e-12 with scale 1) is zero variance.
-		{"std exactly at the tolerance", []float64{0, 2e-12}, true, 0},
-	}
-	for _, tc := range tests {
-		adv, mean, std, zero := tree.GRPOAdvantages(tc.rewards, eps)
-		var sum float64
-		for _, r := range tc.rewards {
-			sum += r
-		}
-		if wantMean := sum / float64(len(tc.rewards)); mean != wantMean {
-			t.Errorf("%s: mean %v, want %v", tc.name, mean, wantMean)
-		}
-		if zero != tc.zero || len(adv) != len(tc.rewards) {
-			t.Errorf("%s: zero variance %t (%d advantages), want %t", tc.name, zero, len(adv), tc.zero)
-			continue
-		}
-		if zero {
-			if std != 0 {
-				t.Errorf("%s: zero-variance group reports std %v, want 0", tc.name, std)
-			}
-			for i, a := range adv {
-				if a != 0 {
-					t.Errorf("%s: A_%d = %v in a zero-variance group", tc.name, i, a)
-				}
-			}
-			continue
-		}
-		if math.Abs(std-tc.std) > 1e-6*tc.std {
-			t.Errorf("%s: std %v, want %v", tc.name, std, tc.std)
-		}
-		for i, r := range tc.rewards {
-			want := (r - mean) / (std + eps)
-			if a := adv[i]; a != want || a == 0 {
-				t.Errorf("%s: A_%d = %v, want %v", tc.name, i, a, want)
-			}
-		}
-	}
-}
 
 // TestAdvantagesShaping: with a shaping, advantages are GRPO over
 // R = R_base + λ·score; the zero-variance flag before shaping is about the
@@ -121,9 +20,9 @@ func TestAdvantagesShaping(t *testing.T) {
 	g := store.Group{ID: 3, Step: 2}
 	leaves := []tree.Leaf{{Node: store.Node{ID: 4}, Reward: 1}, {Node: store.Node{ID: 6}, Reward: 1}, {Node: store.Node{ID: 9}, Reward: 1}}
 	sh := &tree.Shaping{Scores: []float64{-0.5, 0, 0.5}, Lambda: 0.1, Rubrics: []uint64{2, 5}}
-	got := tree.Advantages(g, leaves, sh, tree.DefaultEps)
+	got := tree.Advantages(g, leaves, sh, grpo.DefaultEps)
 	totals := []float64{0.95, 1, 1.05}
-	adv, mean, std := grpo(totals, tree.DefaultEps)
+	adv, mean, std := refGRPO(totals, grpo.DefaultEps)
 	for i, a := range got {
 		want := store.Advantage{Step: 2, Group: 3, Leaf: leaves[i].Node.ID, Outcome: 1, RubricScore: sh.Scores[i], Lambda: 0.1,
 			Total: a.Total, Mean: a.Mean, Std: a.Std, Advantage: a.Advantage, Rubrics: []uint64{2, 5}, ZeroVariance: true}
@@ -135,7 +34,7 @@ func TestAdvantagesShaping(t *testing.T) {
 	// Shaping that cancels the spread of the base rewards: informative
 	// before, zero-variance after.
 	leaves[0].Reward, leaves[2].Reward = 1.05, 0.95
-	got = tree.Advantages(g, leaves, sh, tree.DefaultEps)
+	got = tree.Advantages(g, leaves, sh, grpo.DefaultEps)
 	for _, a := range got {
 		if a.ZeroVariance || !a.ZeroVarianceAfter || a.Advantage != 0 || a.Std != 0 {
 			t.Errorf("cancelling shaping: %+v, want informative before, zero-variance after, advantage 0", a)
@@ -143,7 +42,7 @@ func TestAdvantagesShaping(t *testing.T) {
 	}
 
 	// No shaping: plain GRPO, both flags on the base rewards.
-	got = tree.Advantages(g, leaves, nil, tree.DefaultEps)
+	got = tree.Advantages(g, leaves, nil, grpo.DefaultEps)
 	for i, a := range got {
 		if a.Lambda != 0 || a.RubricScore != 0 || a.Rubrics != nil || a.Total != leaves[i].Reward || a.ZeroVariance || a.ZeroVarianceAfter {
 			t.Errorf("no shaping: %+v", a)
@@ -238,7 +137,7 @@ func TestShaperAdvantages(t *testing.T) {
 				zeroTotal = zeroTotal && totals[i] == totals[0]
 			}
 			cov[fmt.Sprintf("step %d before %t after %t", g.Step, zeroBase, zeroTotal)]++
-			adv, mean, std := grpo(totals, tree.DefaultEps)
+			adv, mean, std := refGRPO(totals, grpo.DefaultEps)
 			advs, err := r.Advantages(g.Step, g.ID)
 			if err != nil {
 				return err

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/patrdb/patrdb/grpo"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -52,7 +53,10 @@ func (c *Coordinator) Leaves(tx *store.Tx, step, group uint64, withTurns bool) (
 // the group's close. A closed group is ErrConflict.
 func (c *Coordinator) Close(tx *store.Tx, step, group uint64, shaping *Shaping, eps float64) (GroupResult, error) {
 	if eps == 0 {
-		eps = DefaultEps
+		eps = grpo.DefaultEps
+	}
+	if !grpo.ValidEps(eps) {
+		return GroupResult{}, fmt.Errorf("%w: GRPO eps %v, want a finite value >= 0", ErrInvalidConfig, eps)
 	}
 	g, leaves, err := c.Leaves(tx, step, group, false)
 	if err != nil {
@@ -130,36 +134,4 @@ func (c *Coordinator) Abandon(tx *store.Tx, step uint64, reason string) error {
 	}
 	_, err = r.AppendEvent(EvStepAbandon, step, 0, 0, 0, map[string]string{"reason": reason})
 	return err
-}
-
-// Advantages computes a group's advantage records: GRPO over the outcome
-// rewards, or over R = R_base + λ·score when a shaping is given. The
-// zero-variance flags are taken before and after shaping.
-func Advantages(g store.Group, leaves []Leaf, shaping *Shaping, eps float64) []store.Advantage {
-	base := make([]float64, len(leaves))
-	for i, l := range leaves {
-		base[i] = l.Reward
-	}
-	_, _, _, zvBefore := GRPOAdvantages(base, eps)
-	total := append([]float64(nil), base...)
-	var lambda float64
-	var rubrics []uint64
-	if shaping != nil {
-		lambda, rubrics = shaping.Lambda, shaping.Rubrics
-		for i := range total {
-			total[i] += lambda * shaping.Scores[i]
-		}
-	}
-	adv, mean, std, zvAfter := GRPOAdvantages(total, eps)
-	out := make([]store.Advantage, len(leaves))
-	for i, l := range leaves {
-		var score float64
-		if shaping != nil {
-			score = shaping.Scores[i]
-		}
-		out[i] = store.Advantage{Step: g.Step, Group: g.ID, Leaf: l.Node.ID, Outcome: base[i], RubricScore: score,
-			Lambda: lambda, Total: total[i], Mean: mean, Std: std, Advantage: adv[i], Rubrics: rubrics,
-			ZeroVariance: zvBefore, ZeroVarianceAfter: zvAfter}
-	}
-	return out
 }

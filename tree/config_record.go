@@ -15,6 +15,19 @@ import (
 // run (the rubric buffer's config, a trainer's own settings) and are kept
 // as they are.
 
+// ConfigJSON is a run config (store.Run.Config) that records c and nothing
+// else: {"tree": c}. Package runconfig writes both the tree and the rubric
+// members.
+func ConfigJSON(c Config) json.RawMessage {
+	b, err := json.Marshal(struct {
+		Tree Config `json:"tree"`
+	}{c})
+	if err != nil { // plain numbers and strings: cannot fail
+		panic(err)
+	}
+	return b
+}
+
 // RecordedConfig returns the tree config a run recorded; ok is false when
 // the run has none. A config member that does not parse is ErrInvalid.
 func RecordedConfig(run store.Run) (cfg Config, ok bool, err error) {

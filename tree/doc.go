@@ -12,6 +12,11 @@
 // reads nothing but its arguments, replay re-runs it on stored scores and
 // what-if analysis re-runs it under another Config.
 //
+// A Decision's Action is one of the store's action words (Expand is
+// store.ActionExpand, ...), and Decision.Record is the one conversion to
+// the stored store.Decision, used by the coordinator, replay's what-if and
+// the benchmarks alike.
+//
 // # The protocol
 //
 // A Coordinator owns every other rule of a run's rollouts and is the only
@@ -22,7 +27,7 @@
 //	Submit     the worker's turns, env state and score — or its failure
 //	           → when every active branch of a group is scored, the group is routed
 //	             (decisions, pruned rewards, children forked at the parent's last turn)
-//	Close      GRPO advantages over the leaves (rubric shaping optional), group closed
+//	Close      GRPO advantages over the leaves (package grpo; rubric shaping optional), group closed
 //	Abandon    give up a step on record, so a checkpoint can complete it
 //
 // Intervals are exactly K turns per branch (fewer only where the episode
@@ -60,7 +65,9 @@
 // step's active branches, rebuilds their histories from the store,
 // restores their environments (from the node's env state, or by replaying
 // the history) and continues without redoing a committed turn. A run
-// records its tree config when it is first driven; New and NewCoordinator
+// records its tree config, the "tree" member of store.Run.Config (package
+// runconfig; ConfigJSON writes a config with only that member), when it is
+// first driven; New and NewCoordinator
 // refuse a different one with ErrConfigMismatch naming the fields, unless
 // AllowConfigChange says the change is deliberate. Policies and
 // environments draw their randomness from the TurnKey — keyed by

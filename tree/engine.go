@@ -2,12 +2,12 @@ package tree
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 
+	"github.com/patrdb/patrdb/grpo"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -34,7 +34,7 @@ type Options struct {
 	Scorer      Scorer // required unless Config.NoScoring
 	Shaper      Shaper // optional: rubric shaping of the outcome rewards
 	Commit      CommitMode
-	Eps         float64 // GRPO epsilon; 0 means DefaultEps
+	Eps         float64 // GRPO epsilon; 0 means grpo.DefaultEps
 
 	// MaxBatch caps the requests of one BatchPolicy call (0: every branch
 	// that needs a turn, across all groups of the step).
@@ -99,7 +99,10 @@ func New(db *store.DB, run string, opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("%w: MaxBatch %d and Workers %d must be >= 0", ErrInvalidConfig, opts.MaxBatch, opts.Workers)
 	}
 	if opts.Eps == 0 {
-		opts.Eps = DefaultEps
+		opts.Eps = grpo.DefaultEps
+	}
+	if !grpo.ValidEps(opts.Eps) {
+		return nil, fmt.Errorf("%w: Eps %v, want a finite value >= 0", ErrInvalidConfig, opts.Eps)
 	}
 	if opts.Workers == 0 {
 		opts.Workers = DefaultWorkers
@@ -123,13 +126,6 @@ func New(db *store.DB, run string, opts Options) (*Engine, error) {
 // of this process, or an HTTP server over the same DB) may lease from it
 // too.
 func (e *Engine) Coordinator() *Coordinator { return e.coord }
-
-// ConfigJSON is how a run records its tree config (store.Run.Config holds
-// a JSON object with a "tree" member).
-func ConfigJSON(c Config) json.RawMessage {
-	b, _ := json.Marshal(c)
-	return b
-}
 
 // GroupResult summarises one closed group.
 type GroupResult struct {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patrdb/patrdb/grpo"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 	"github.com/patrdb/patrdb/tree"
@@ -206,7 +207,7 @@ func testRolloutScripted(t *testing.T, mode tree.CommitMode) {
 	// Advantages over the six leaves, computed here from the rewards above.
 	leaves := []uint64{2, 3, 4, 5, 7, 8}
 	rewards := []float64{0.25, 0.5, 1, 1, 0, 1}
-	adv, mean, std := grpo(rewards, tree.DefaultEps)
+	adv, mean, std := refGRPO(rewards, grpo.DefaultEps)
 	if len(got.Adv) != len(leaves) {
 		t.Fatalf("%d advantage records, want %d", len(got.Adv), len(leaves))
 	}
@@ -495,7 +496,7 @@ func checkGroup(t *testing.T, r *store.RunTx, cfg tree.Config, g store.Group, no
 	if err != nil {
 		t.Fatal(err)
 	}
-	adv, mean, std := grpo(rewards, tree.DefaultEps)
+	adv, mean, std := refGRPO(rewards, grpo.DefaultEps)
 	zero := true
 	for _, x := range rewards {
 		zero = zero && x == rewards[0]

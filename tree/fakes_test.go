@@ -435,9 +435,9 @@ func diffDump(got, want runDump) string {
 	return "differs"
 }
 
-// grpo computes A_i = (r_i − mean)/(std + eps) with the population std, the
+// refGRPO computes A_i = (r_i − mean)/(std + eps) with the population std, the
 // reference the engine's records are compared against.
-func grpo(rs []float64, eps float64) (adv []float64, mean, std float64) {
+func refGRPO(rs []float64, eps float64) (adv []float64, mean, std float64) {
 	for _, r := range rs {
 		mean += r
 	}

@@ -3,19 +3,23 @@ package tree
 import (
 	"math"
 	"sort"
+
+	"github.com/patrdb/patrdb/store"
 )
 
-// Action is what routing does with one active branch.
+// Action is what routing does with one active branch. Its values are the
+// store's action words (store.ActionExpand …), so a stored decision and a
+// routed one compare equal.
 type Action string
 
 const (
 	// Expand replaces the branch by Children new branches forked at its last
 	// turn; the parent itself stops being active.
-	Expand Action = "expand"
+	Expand Action = store.ActionExpand
 	// Survive keeps the branch active for the next interval.
-	Survive Action = "survive"
+	Survive Action = store.ActionSurvive
 	// Prune ends the branch; it stays in the group as a leaf (a negative).
-	Prune Action = "prune"
+	Prune Action = store.ActionPrune
 )
 
 // Values of Decision.Rule. They are stored with every decision so that a
@@ -46,6 +50,14 @@ type Decision struct {
 	Rule      string  `json:"rule"`               // one of the Rule* constants
 	Children  int     `json:"children,omitempty"` // number of children for Expand (M, or fewer under the width cap); 0 otherwise
 	Rank      int     `json:"rank"`               // 0-based rank by score desc then node id asc
+}
+
+// Record is d as the store keeps it, routed at the end of interval; the
+// node id and rank are not stored (the node is the record's key, the rank
+// follows from the group's scores).
+func (d Decision) Record(interval int) store.Decision {
+	return store.Decision{Interval: interval, Action: string(d.Action), Score: d.Score, Reference: d.Reference,
+		Delta: d.Delta, Rule: d.Rule, Children: d.Children}
 }
 
 // Route decides, for every branch of one group, whether it is expanded,

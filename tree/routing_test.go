@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patrdb/patrdb/store"
 	"pgregory.net/rapid"
 )
 
@@ -584,4 +585,21 @@ func TestRouteProperties(t *testing.T) {
 			t.Fatalf("active after %d exceeds MaxActive %d", ActiveAfter(got), cfg.MaxActive)
 		}
 	})
+}
+
+// TestDecisionRecord: what the store keeps of a routing decision is every
+// routed value but the node (the record's key) and the rank, under the
+// store's action words, so stats and what-if read stored and re-routed
+// decisions alike.
+func TestDecisionRecord(t *testing.T) {
+	d := Decision{Node: 9, Action: Expand, Score: 0.75, Reference: 0.8, Delta: 0.5, Rule: RuleTop, Children: 3, Rank: 1}
+	want := store.Decision{Interval: 4, Action: store.ActionExpand, Score: 0.75, Reference: 0.8, Delta: 0.5, Rule: RuleTop, Children: 3}
+	if got := d.Record(4); !reflect.DeepEqual(got, want) {
+		t.Errorf("Record = %+v, want %+v", got, want)
+	}
+	for a, s := range map[Action]string{Expand: store.ActionExpand, Survive: store.ActionSurvive, Prune: store.ActionPrune} {
+		if got := (Decision{Action: a}).Record(0).Action; got != s {
+			t.Errorf("%s recorded as %q, want %q", a, got, s)
+		}
+	}
 }

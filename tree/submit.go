@@ -283,8 +283,7 @@ func (c *Coordinator) route(r *store.RunTx, g store.Group, active []store.Node) 
 	}
 	for i, d := range Route(branches, c.cfg) {
 		n := active[i]
-		if err := r.Route(n.ID, store.Decision{Interval: g.Interval, Action: string(d.Action), Score: d.Score,
-			Reference: d.Reference, Delta: d.Delta, Rule: d.Rule, Children: d.Children}); err != nil {
+		if err := r.Route(n.ID, d.Record(g.Interval)); err != nil {
 			return nil, err
 		}
 		rd := RoutedDecision{Decision: d}

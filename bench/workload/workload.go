@@ -387,9 +387,7 @@ func (s *sim) run() [][]Op {
 			}
 			for i, d := range tree.Route(branches, cfg.Tree) {
 				n := still[i]
-				ops = append(ops, Op{Kind: OpRoute, Tree: s.tree, Step: s.step, Node: n.local, Decision: store.Decision{
-					Interval: iv, Action: string(d.Action), Score: d.Score, Reference: d.Reference,
-					Delta: d.Delta, Rule: d.Rule, Children: d.Children}})
+				ops = append(ops, Op{Kind: OpRoute, Tree: s.tree, Step: s.step, Node: n.local, Decision: d.Record(iv)})
 				switch d.Action {
 				case tree.Prune:
 					n.status, n.reward = store.NodePruned, 0

@@ -1,45 +1,39 @@
 package main
 
 import (
-	"fmt"
-	"os"
-	"time"
-
-	"golang.org/x/term"
-
 	"github.com/patrdb/patrdb/store"
 )
 
-// checkProgress renders a check's progress as one line rewritten in place
-// on stderr, when stderr is a terminal; otherwise it is nil and the check
+// checkProgress draws a check's progress on stderr when it is a terminal,
+// one bar per part of each run (a part whose size is not known ahead
+// counts up without a total); otherwise report is nil and the check
 // reports nothing as it goes.
 func (a *App) checkProgress() (report func(store.CheckProgress), done func()) {
-	f, ok := a.stderr.(*os.File)
-	if !ok || !term.IsTerminal(int(f.Fd())) {
+	if a.json || !a.isTerminal(a.stderr) {
 		return nil, func() {}
 	}
-	var last time.Time
+	var label string
+	update, finish := func(int64, int64) {}, func() {}
 	report = func(p store.CheckProgress) {
-		if now := time.Now(); now.Sub(last) >= 100*time.Millisecond || p.Done == 0 {
-			last = now
-			fmt.Fprintf(f, "\r\033[K%s", progressLine(p))
+		if l := progressLabel(p); l != label {
+			finish()
+			label = l
+			update, finish = progressBar(a.stderr, l)
 		}
+		total := p.Total
+		if total <= 0 {
+			total = -1 // a spinner with a count
+		}
+		update(p.Done, total)
 	}
-	return report, func() { fmt.Fprint(f, "\r\033[K") }
+	return report, func() { finish() }
 }
 
-// progressLine is a check's progress in words: "checking run r1: nodes
-// 120000 of 1000438 (12%)".
-func progressLine(p store.CheckProgress) string {
-	where := "checking"
-	if p.Run != "" {
-		where += " run " + p.Run
+// progressLabel names the part of a check in progress: "check run r1:
+// nodes".
+func progressLabel(p store.CheckProgress) string {
+	if p.Run == "" {
+		return "check: " + p.Phase
 	}
-	switch {
-	case p.Total > 0:
-		return fmt.Sprintf("%s: %s %d of %d (%d%%)", where, p.Phase, p.Done, p.Total, min(100, p.Done*100/p.Total))
-	case p.Done > 0:
-		return fmt.Sprintf("%s: %s %d", where, p.Phase, p.Done)
-	}
-	return fmt.Sprintf("%s: %s", where, p.Phase)
+	return "check run " + p.Run + ": " + p.Phase
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/binary"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -186,22 +187,36 @@ func TestCheckNewerFormat(t *testing.T) {
 	}
 }
 
-func TestCheckProgressLine(t *testing.T) {
+func TestCheckProgressLabel(t *testing.T) {
 	for _, c := range []struct {
 		p    store.CheckProgress
 		want string
 	}{
-		{store.CheckProgress{Phase: "pages"}, "checking: pages"},
-		{store.CheckProgress{Run: "r1", Phase: "nodes", Done: 250, Total: 1000}, "checking run r1: nodes 250 of 1000 (25%)"},
-		{store.CheckProgress{Run: "r1", Phase: "turns", Done: 4096}, "checking run r1: turns 4096"},
+		{store.CheckProgress{Phase: "pages"}, "check: pages"},
+		{store.CheckProgress{Run: "r1", Phase: "nodes", Done: 250, Total: 1000}, "check run r1: nodes"},
 	} {
-		if got := progressLine(c.p); got != c.want {
+		if got := progressLabel(c.p); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.p, got, c.want)
 		}
 	}
 	// Not a terminal: no progress at all, so pipes and golden files see
 	// only the result.
-	if report, _ := (&App{stderr: &strings.Builder{}}).checkProgress(); report != nil {
+	app := &App{stderr: &strings.Builder{}, isTerminal: func(io.Writer) bool { return false }}
+	if report, _ := app.checkProgress(); report != nil {
 		t.Error("progress reported to a non-terminal")
+	}
+	// A terminal: a bar per part, cleared at the end.
+	var term strings.Builder
+	app = &App{stderr: &term, isTerminal: func(io.Writer) bool { return true }}
+	report, done := app.checkProgress()
+	if report == nil {
+		t.Fatal("no progress on a terminal")
+	}
+	report(store.CheckProgress{Run: "r1", Phase: "nodes", Total: 10})
+	report(store.CheckProgress{Run: "r1", Phase: "nodes", Done: 5, Total: 10})
+	report(store.CheckProgress{Run: "r1", Phase: "log"})
+	done()
+	if !strings.Contains(term.String(), "check run r1: nodes") || !strings.Contains(term.String(), "check run r1: log") {
+		t.Errorf("terminal got %q", term.String())
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -168,4 +169,15 @@ func TestCompactRefusesToOverwrite(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "x.db")); err == nil {
 		t.Error("compact of a missing file created --out")
 	}
+}
+
+// TestCompactProgressOnlyOnATerminal: store.Compact's progress is drawn as
+// a bar on a terminal's stderr, and nothing is written to a pipe.
+func TestCompactProgressOnlyOnATerminal(t *testing.T) {
+	path := fixture(t)
+	r := cliEnv(t, testEnv{terminal: true}, "--db", path, "compact", "--out", filepath.Join(t.TempDir(), "a.db"))
+	if r.code != 0 || !strings.Contains(r.stderr, "compact") {
+		t.Errorf("terminal: exit %d, stderr %q; want a progress bar", r.code, r.stderr)
+	}
+	cli(t, "--db", path, "compact", "--out", filepath.Join(t.TempDir(), "b.db")).ok(t) // ok: nothing on stderr
 }

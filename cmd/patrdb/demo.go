@@ -182,7 +182,10 @@ const maxBudgetSteps = 1 << 20
 // number of env steps it plays.
 func (a *App) demoOne(ctx context.Context, db *store.DB, f *demoFlags, mode string, seed int64, run string, budget int, progress io.Writer) (demoRow, error) {
 	cfg := frozenlake.DefaultTrainConfig(mode)
-	cfg.Steps, cfg.Batch, cfg.Seed, cfg.Map, cfg.Slippery, cfg.Rubrics = f.steps, f.batch, seed, f.mapName, f.slippery, f.rubrics
+	cfg.Steps, cfg.Batch, cfg.Seed, cfg.Map, cfg.Slippery = f.steps, f.batch, seed, f.mapName, f.slippery
+	if f.rubrics {
+		cfg.EnableRubrics()
+	}
 	cfg.Tree.Seed = seed
 	cfg.Discount = f.discount
 	cfg.EnvStepBudget = f.budget

@@ -79,8 +79,9 @@ func (a *App) export(ctx context.Context, runArg string, f *exportFlags) (err er
 	if err := opts.Validate(); err != nil {
 		return usageErrorf("--format %q: want jsonl, parquet or rl", f.format)
 	}
+	finishBar := func() {}
 	if !a.json && a.isTerminal(a.stderr) {
-		opts.Progress = a.stderr
+		opts.OnProgress, finishBar = progressBar(a.stderr, "export "+id)
 	}
 	db, err := a.openRead()
 	if err != nil {
@@ -102,12 +103,12 @@ func (a *App) export(ctx context.Context, runArg string, f *exportFlags) (err er
 	defer stop()
 	if a.pausePoint != nil {
 		paused := false
-		opts.OnProgress = func(int64, int64) {
+		opts.OnProgress = both(opts.OnProgress, func(int64, int64) {
 			if !paused {
 				paused = true
 				a.pause(ctx, "export")
 			}
-		}
+		})
 	}
 	var res *replay.ExportResult
 	err = db.View(func(tx *store.Tx) error {
@@ -118,6 +119,7 @@ func (a *App) export(ctx context.Context, runArg string, f *exportFlags) (err er
 		res, err = replay.Export(ctx, r, opts)
 		return err
 	})
+	finishBar()
 	switch {
 	case errors.Is(err, replay.ErrOutExists):
 		return usageErrorf("--out %s exists and is not empty: use --force to replace run=%s inside it", f.out, id)

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/patrdb/patrdb/grpo"
 	"github.com/patrdb/patrdb/rubricpool"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
@@ -98,9 +99,9 @@ func buildFixtureOpts(tb testing.TB, path string, opts *store.Options) {
 	closeGroup := func(r *store.RunTx, step, group uint64, leaves []uint64, outcome, rubric []float64) {
 		tb.Helper()
 		const lambda = 0.1
-		before := rubricpool.GRPO(outcome, 1e-6)
-		totals := rubricpool.Shape(outcome, rubric, lambda)
-		after := rubricpool.GRPO(totals, 1e-6)
+		before := grpo.Advantages(outcome, 1e-6)
+		totals := grpo.Shape(outcome, rubric, lambda)
+		after := grpo.Advantages(totals, 1e-6)
 		for i, leaf := range leaves {
 			must(r.PutAdvantage(store.Advantage{
 				Step: step, Group: group, Leaf: leaf, Outcome: outcome[i], RubricScore: rubric[i], Lambda: lambda,
@@ -254,7 +255,7 @@ func buildFixtureOpts(tb testing.TB, path string, opts *store.Options) {
 		must(r.AppendTurns(b, 0, turn("right", "at 5 (H)", 0, true)))
 		finish(r, a, store.NodeCompleted, 1)
 		finish(r, b, store.NodeCompleted, 0)
-		res := rubricpool.GRPO([]float64{1, 0}, 1e-6)
+		res := grpo.Advantages([]float64{1, 0}, 1e-6)
 		for i, leaf := range []uint64{a, b} {
 			must(r.PutAdvantage(store.Advantage{Step: 1, Group: g.ID, Leaf: leaf, Outcome: float64(1 - i), Total: float64(1 - i),
 				Mean: res.Mean, Std: res.Std, Advantage: res.Adv[i]}))

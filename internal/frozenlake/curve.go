@@ -31,7 +31,7 @@ type Curve struct {
 // Label names the training setup of the run, the same for every seed of
 // it: mode, plus "+rubrics" when the rubric buffer shaped the rewards.
 func (c *Curve) Label() string {
-	if c.Config.Rubrics {
+	if c.Config.Rubric != nil {
 		return c.Config.Mode + "+rubrics"
 	}
 	return c.Config.Mode

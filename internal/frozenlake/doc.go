@@ -15,6 +15,12 @@
 //   - [Policy.Sample] takes its uniform the same way, and [Policy.Update]
 //     depends only on its arguments.
 //
+// The environment pieces (env.go, policy.go, scorer.go, features.go) use
+// only the standard library; the trainer and its adapters import store,
+// tree, rubricpool and runconfig, since they write the run through them
+// (its config is a runconfig.Config with the trainer's own members beside
+// it, so every reader of run configs reads the demo's).
+//
 // The package keeps no global mutable state. agent.go adapts these pieces
 // to the tree driver's Policy/Env/Scorer interfaces, and the trainer runs
 // PaTR or plain GRPO on them with every rollout in the store. Two choices

@@ -139,11 +139,13 @@ type rubricShaper struct {
 	m    Map
 }
 
-// RubricShaper builds the ARBOR shaper for a demo run with the default
-// rubric configuration seeded from the run's seed.
+// RubricShaper builds the ARBOR shaper for a demo run with the rubric
+// configuration it recorded (EnableRubrics' defaults when it has none).
 func RubricShaper(db *store.DB, run string, cfg TrainConfig, m Map) (tree.Shaper, error) {
-	rc := rubricpool.DefaultConfig()
-	rc.Seed = cfg.Seed
+	if cfg.Rubric == nil {
+		cfg.EnableRubrics()
+	}
+	rc := *cfg.Rubric
 	pool, err := rubricpool.New(db, run, rc, FeatureInducer{m}, FeatureConsolidator{}, FeatureJudge{m}, nil)
 	if err != nil {
 		return nil, err

@@ -8,26 +8,30 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/patrdb/patrdb/rubricpool"
+	"github.com/patrdb/patrdb/runconfig"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/tree"
 )
 
 // TrainConfig is the demo trainer's configuration, stored in the run's
-// config so a resume continues with the same settings.
+// config so a resume continues with the same settings. The run config
+// (runconfig.Config: the "tree" member and, with rubric shaping on, the
+// "rubric" member) is embedded, so any reader of run configs reads the
+// demo's; the other members are the trainer's own.
 type TrainConfig struct {
-	Run          string      `json:"run"`
-	Mode         string      `json:"mode"` // "patr" or "grpo"
-	Steps        int         `json:"steps"`
-	Batch        int         `json:"batch"` // tasks (groups) per step
-	Seed         int64       `json:"seed"`
-	Map          string      `json:"map"`
-	Slippery     bool        `json:"slippery"`
-	Rubrics      bool        `json:"rubrics"`
-	Tree         tree.Config `json:"tree"`
-	LR           float64     `json:"lr"`
-	ClipEps      float64     `json:"clip_eps"`
-	Epochs       int         `json:"epochs"`
-	EvalEpisodes int         `json:"eval_episodes"`
+	runconfig.Config
+	Run          string  `json:"run"`
+	Mode         string  `json:"mode"` // "patr" or "grpo"
+	Steps        int     `json:"steps"`
+	Batch        int     `json:"batch"` // tasks (groups) per step
+	Seed         int64   `json:"seed"`
+	Map          string  `json:"map"`
+	Slippery     bool    `json:"slippery"`
+	LR           float64 `json:"lr"`
+	ClipEps      float64 `json:"clip_eps"`
+	Epochs       int     `json:"epochs"`
+	EvalEpisodes int     `json:"eval_episodes"`
 	// EnvStepBudget is how many env steps the run may play (0: no
 	// budget): the environment refuses moves beyond it (see Played), so the
 	// run plays exactly this many unless Steps ends it first.
@@ -68,7 +72,15 @@ func (c *TrainConfig) Validate() error {
 	if _, err := MapByName(c.Map); err != nil {
 		return fmt.Errorf("%w: %v", store.ErrInvalid, err)
 	}
-	return c.Tree.Validate()
+	return c.Config.Validate()
+}
+
+// EnableRubrics turns rubric shaping on with rubricpool's defaults, its
+// pairwise-judging order seeded from the run's seed.
+func (c *TrainConfig) EnableRubrics() {
+	rc := rubricpool.DefaultConfig()
+	rc.Seed = c.Seed
+	c.Rubric = &rc
 }
 
 // StepReport is what one training step did.
@@ -243,6 +255,9 @@ func (t *Trainer) loadForResume() (uint64, error) {
 		if err := json.Unmarshal(info.Config, &stored); err != nil {
 			return fmt.Errorf("%w: run %q config: %v", store.ErrInvalid, t.cfg.Run, err)
 		}
+		if stored.Config, _, err = runconfig.Of(info); err != nil {
+			return err
+		}
 		last = info.LastStep
 		if last == 0 {
 			return nil
@@ -291,7 +306,7 @@ func (t *Trainer) initEngine() error {
 		Env:     &TreeEnv{Map: t.m, Slippery: t.cfg.Slippery, Discount: t.cfg.Discount, Budget: t.budget},
 		Scorer:  &TreeScorer{Map: t.m},
 	}
-	if t.cfg.Rubrics && t.ShaperFor != nil {
+	if t.cfg.Rubric != nil && t.ShaperFor != nil {
 		sh, err := t.ShaperFor(t.db, t.cfg.Run, t.cfg, t.m)
 		if err != nil {
 			return err

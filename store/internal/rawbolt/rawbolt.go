@@ -1,0 +1,15 @@
+// Package rawbolt hands the bbolt handles under a store.DB or store.Tx to
+// package storetest, for tests and benchmarks that must look beneath the
+// store (damage a page, diff two files byte for byte, count free pages),
+// without making them part of store's API. Package store sets the hooks
+// when it is initialised.
+package rawbolt
+
+import bolt "go.etcd.io/bbolt"
+
+var (
+	// DB returns the *bolt.DB under a *store.DB.
+	DB func(db any) *bolt.DB
+	// Tx returns the *bolt.Tx under a *store.Tx.
+	Tx func(tx any) *bolt.Tx
+)

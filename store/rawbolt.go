@@ -1,0 +1,14 @@
+package store
+
+import (
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/patrdb/patrdb/store/internal/rawbolt"
+)
+
+// The bbolt handles reach tests and benchmarks only through storetest:
+// writing through them bypasses every invariant of the store.
+func init() {
+	rawbolt.DB = func(db any) *bolt.DB { return db.(*DB).bolt }
+	rawbolt.Tx = func(tx any) *bolt.Tx { return tx.(*Tx).btx }
+}
