@@ -193,7 +193,8 @@ func (rd *reader) addGroup(g store.Group, advOf map[uint64]float64) error {
 }
 
 // view takes every needed turn's token arrays, node by node in id order
-// (turn keys are node|index, so the cursor walks forward).
+// (turns are numbered as they are appended, a node's after its parent's,
+// so the cursor walks mostly forward).
 func (rd *reader) view() error {
 	segs := make([]store.Segment, 0, len(rd.need))
 	for id, n := range rd.need {

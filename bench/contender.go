@@ -31,6 +31,11 @@ const (
 	cBolt      = "raw bbolt"
 	cSQLite    = "SQLite"
 	cJSONL     = "JSONL"
+
+	// The append matrix's anchors (matrix.go).
+	cBoltInside = "raw bbolt, append order, encoded inside"
+	cBoltAhead  = "raw bbolt, append order, encoded ahead"
+	cFloor      = "disk floor"
 )
 
 var contenderNames = []string{cPatrdb, cPatrdbEnc, cBolt, cSQLite, cJSONL}
@@ -47,6 +52,12 @@ func newContender(name string) (contender, error) {
 		return &sqliteC{}, nil
 	case cJSONL:
 		return &jsonlC{}, nil
+	case cBoltInside:
+		return &boltC{appendOrder: true, encodeInside: true}, nil
+	case cBoltAhead:
+		return &boltC{appendOrder: true}, nil
+	case cFloor:
+		return &floorC{}, nil
 	}
 	return nil, fmt.Errorf("bench: unknown contender %q", name)
 }
@@ -64,6 +75,12 @@ func fileName(name string) string {
 		return "sqlite.db"
 	case cJSONL:
 		return "dump.jsonl"
+	case cBoltInside:
+		return "rawbolt-inside.db"
+	case cBoltAhead:
+		return "rawbolt-ahead.db"
+	case cFloor:
+		return "floor.bin"
 	}
 	return "unknown"
 }

@@ -124,20 +124,18 @@ func findLeaf(db *store.DB) (leaf uint64, turns, size int, err error) {
 		if best < 0 {
 			return fmt.Errorf("bench: no leaf in the store")
 		}
-		segs, err := r.Path(leaf)
+		// The bytes its turns take in the file: each one's framed value.
+		path, err := r.Trajectory(leaf)
 		if err != nil {
 			return err
 		}
-		tb := storetest.BoltTx(tx).Bucket([]byte("runs")).Bucket([]byte(benchRun)).Bucket([]byte("turns"))
-		for _, s := range segs {
-			for i := range s.Count {
-				v := tb.Get(u64pair(s.Node, uint64(i)))
-				if v == nil {
-					return fmt.Errorf("bench: turn %d of node %d missing", i, s.Node)
-				}
-				size += len(v)
-				turns++
+		for i := range path {
+			v, err := store.EncodeTurn(&path[i].Turn)
+			if err != nil {
+				return err
 			}
+			size += len(v)
+			turns++
 		}
 		return nil
 	})

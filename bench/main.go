@@ -40,6 +40,9 @@ type config struct {
 	RSS         bool          // measure peak RSS in child processes
 	Profile     bool          // CPU-profile the patrdb hot paths after the repetitions
 	Smoke       bool
+	Matrix      bool // only the append matrix (matrix.go)
+	PageSize    int  // of the patrdb and raw bbolt stores; 0: patrdb's default
+	MatrixSizes []string
 	Command     string // the command line, recorded in RESULTS.md
 	Log         io.Writer
 }
@@ -83,6 +86,9 @@ func parseConfig(args []string, root string, log io.Writer) (config, error) {
 	results := fs.String("results", def.Results, `RESULTS.md to rewrite ("" to leave it alone)`)
 	rss := fs.Bool("rss", def.RSS, "measure peak RSS of each contender in a child process")
 	prof := fs.Bool("profile", def.Profile, "CPU-profile the patrdb hot paths after the repetitions")
+	pageSize := fs.Int("page-size", 0, "page size of the patrdb and raw bbolt stores (0: patrdb's default)")
+	matrixSizes := fs.String("matrix-sizes", "tiny,1kb,10kb", "turn sizes of the append matrix, comma-separated")
+	matrix := fs.Bool("matrix", false, "only the append matrix (three turn sizes, round and step commits, against raw bbolt, the disk floor, SQLite and JSONL), printed as markdown")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -129,6 +135,7 @@ func parseConfig(args []string, root string, log io.Writer) (config, error) {
 	if perr != nil {
 		return config{}, perr
 	}
+	c.Matrix, c.PageSize, c.MatrixSizes = *matrix, *pageSize, strings.Split(*matrixSizes, ",")
 	c.Command = strings.TrimSpace("go run ./bench " + strings.Join(args, " "))
 	c.Log = log
 	return c, c.validate()
@@ -209,6 +216,13 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
+	}
+	if cfg.Matrix {
+		if err := runMatrix(cfg, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	res, err := run(cfg)
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"hash/crc32"
 	"slices"
@@ -27,15 +28,54 @@ type boltC struct {
 	db    *bolt.DB
 	path  string
 	nodes map[uint64]*store.Node // mirror of the node records, kept by prepare
+	seq   uint64                 // appendOrder: the last turn number handed out
 
-	noSync bool // for the CPU-only go test benchmarks; the runner keeps fsync on
+	noSync   bool // for the CPU-only go test benchmarks; the runner keeps fsync on
+	pageSize int  // 0: patrdb's default
+
+	// appendOrder keys turns by a sequence number in the order they are
+	// appended (the layout that suits bbolt best: every Put lands at the
+	// end of the b-tree), in a bucket of their own beside the nodes'.
+	appendOrder bool
+	// encodeInside leaves the turn and node values to be encoded inside
+	// the timed transaction, as patrdb's AppendTurns does.
+	encodeInside bool
 }
 
-var rawBucket = []byte("data")
+var (
+	rawBucket      = []byte("data")
+	rawTurnsBucket = []byte("turns")
+)
 
-type kv struct{ k, v []byte }
+// kv is one Put: v, or when v is nil (encodeInside) the encoding of t or
+// n; turn says it goes to the turns bucket (appendOrder).
+type kv struct {
+	k, v []byte
+	t    *store.Turn
+	n    *store.Node
+	turn bool
+}
 
-func (b *boltC) name() string    { return cBolt }
+// value is the bytes to Put.
+func (e *kv) value() ([]byte, error) {
+	switch {
+	case e.v != nil:
+		return e.v, nil
+	case e.t != nil:
+		return store.EncodeTurn(e.t)
+	}
+	return frame(e.n)
+}
+
+func (b *boltC) name() string {
+	switch {
+	case b.appendOrder && b.encodeInside:
+		return cBoltInside
+	case b.appendOrder:
+		return cBoltAhead
+	}
+	return cBolt
+}
 func (b *boltC) files() []string { return []string{b.path} }
 
 func (b *boltC) open(path string) error {
@@ -44,7 +84,7 @@ func (b *boltC) open(path string) error {
 	}
 	def := store.DefaultOptions()
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
-		PageSize:        def.PageSize,
+		PageSize:        cmp.Or(b.pageSize, def.PageSize),
 		InitialMmapSize: int(def.InitialMmapSize),
 		FreelistType:    bolt.FreelistMapType,
 		NoSync:          b.noSync,
@@ -52,8 +92,11 @@ func (b *boltC) open(path string) error {
 	if err != nil {
 		return err
 	}
-	b.db, b.path, b.nodes = db, path, map[uint64]*store.Node{}
+	b.db, b.path, b.nodes, b.seq = db, path, map[uint64]*store.Node{}, 0
 	return db.Update(func(tx *bolt.Tx) error {
+		if _, err := tx.CreateBucket(rawTurnsBucket); err != nil {
+			return err
+		}
 		_, err := tx.CreateBucket(rawBucket)
 		return err
 	})
@@ -75,11 +118,20 @@ func (b *boltC) prepare(txn []workload.Op) (any, error) {
 			b.nodes[op.Node] = n
 		case workload.OpTurns:
 			for j := range op.Turns {
-				v, err := store.EncodeTurn(&op.Turns[j])
-				if err != nil {
-					return nil, err
+				k := u64pair(op.Node, uint64(op.From+j))
+				if b.appendOrder {
+					b.seq++
+					k = u64pair(b.seq, 0)[:8]
 				}
-				out = append(out, kv{u64pair(op.Node, uint64(op.From+j)), v})
+				e := kv{k: k, t: &op.Turns[j], turn: b.appendOrder}
+				if !b.encodeInside {
+					v, err := e.value()
+					if err != nil {
+						return nil, err
+					}
+					e.v, e.t = v, nil
+				}
+				out = append(out, e)
 			}
 			n.Turns = max(n.Turns, op.From+len(op.Turns))
 		case workload.OpStatus:
@@ -107,11 +159,16 @@ func (b *boltC) prepare(txn []workload.Op) (any, error) {
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		v, err := frame(b.nodes[id])
-		if err != nil {
-			return nil, err
+		if b.encodeInside {
+			n := *b.nodes[id]
+			out = append(out, kv{k: u64pair(id, 0)[:8], n: &n})
+		} else {
+			v, err := frame(b.nodes[id])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, kv{k: u64pair(id, 0)[:8], v: v})
 		}
-		out = append(out, kv{u64pair(id, 0)[:8], v})
 		if b.nodes[id].Status != store.NodeActive && b.nodes[id].Status != store.NodeExpanded {
 			delete(b.nodes, id) // a leaf is never written again
 		}
@@ -122,10 +179,18 @@ func (b *boltC) prepare(txn []workload.Op) (any, error) {
 func (b *boltC) apply(prepared any) error {
 	kvs := prepared.([]kv)
 	return b.db.Update(func(tx *bolt.Tx) error {
-		bk := tx.Bucket(rawBucket)
-		bk.FillPercent = 1.0
+		bk, turns := tx.Bucket(rawBucket), tx.Bucket(rawTurnsBucket)
+		bk.FillPercent, turns.FillPercent = 1.0, 1.0
 		for _, e := range kvs {
-			if err := bk.Put(e.k, e.v); err != nil {
+			v, err := e.value()
+			if err != nil {
+				return err
+			}
+			dst := bk
+			if e.turn {
+				dst = turns
+			}
+			if err := dst.Put(e.k, v); err != nil {
 				return err
 			}
 		}

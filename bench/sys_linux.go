@@ -112,3 +112,7 @@ func settle(dir string) {
 	}
 	syscall.Sync()
 }
+
+// datasync makes a file's written data durable (fdatasync: the data and
+// the size, not the times).
+func datasync(f *os.File) error { return syscall.Fdatasync(int(f.Fd())) }

@@ -31,3 +31,6 @@ func kernel() string   { return runtime.GOOS }
 func allocatedBytes(fi os.FileInfo) int64 { return fi.Size() }
 
 func settle(string) {}
+
+// datasync makes a file's written data durable.
+func datasync(f *os.File) error { return f.Sync() }

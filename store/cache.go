@@ -25,7 +25,7 @@ type nodeCache struct {
 	mu        sync.Mutex
 	lru       *simplelru.LRU[nodeKey, cacheEntry]
 	committed uint64
-	pending   map[nodeKey]struct{}
+	pending   map[nodeKey]*dirtyNode
 	hits      uint64
 	misses    uint64
 }
@@ -90,7 +90,7 @@ func (c *nodeCache) setCommitted(txid uint64) {
 	c.mu.Unlock()
 }
 
-func (c *nodeCache) beginCommit(dirty map[nodeKey]struct{}) {
+func (c *nodeCache) beginCommit(dirty map[nodeKey]*dirtyNode) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.pending = dirty

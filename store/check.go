@@ -80,6 +80,12 @@ func (tx *Tx) CheckWith(o CheckOptions) []Violation {
 // pages describe it.
 func (tx *Tx) runCheck(quiet bool, o CheckOptions) (vs []Violation) {
 	c := &checker{tx: tx, opts: o}
+	if tx.Writable() {
+		if err := tx.flush(); err != nil {
+			c.add(Violation{Bucket: "(file)", Kind: "structure", Detail: err.Error()})
+			return c.vs
+		}
+	}
 	if !c.pages(quiet) {
 		return c.vs
 	}
@@ -174,7 +180,7 @@ func (c *checker) meta() {
 	if string(m.Get(metaMagic)) != string(magicString) {
 		c.add(Violation{Bucket: "meta", Key: metaMagic, Kind: "corrupt", Detail: "bad magic"})
 	}
-	if v := m.Get(metaFormat); len(v) != 8 || (keyU64(v, 0) != FormatVersion && !readableAsIs[keyU64(v, 0)]) {
+	if v := m.Get(metaFormat); len(v) != 8 || (keyU64(v, 0) != c.tx.db.format) {
 		c.add(Violation{Bucket: "meta", Key: metaFormat, Kind: "corrupt", Detail: "format version unreadable or unexpected"})
 	}
 	if !bytes.HasPrefix(m.Get(metaWriter), []byte("patrdb ")) {
@@ -418,75 +424,120 @@ func (c *checker) nodes(rc *runCheck) {
 }
 
 // turns checks the turns bucket against the node records: every turn
-// decodes, belongs to a node and lies within its turn count, and each node
-// has exactly as many turns as its record says. Both buckets are keyed by
-// node id first, so one pass over each, side by side, sees every node's
-// turns together.
+// decodes and belongs to a node whose turns include it (its turn ranges;
+// in a file of format 2 or older, keyed node|index, its turn count), and
+// each node has exactly as many turns stored as its record says. Memory
+// stays bounded: the turns are walked in key order with a few hundred
+// recent nodes cached, then the nodes in key order, each counting its own
+// turns by seeking to them.
 func (c *checker) turns(r *RunTx) {
 	path := r.bpath(bTurns)
-	nodes := r.sub[bNodes].Cursor()
-	nk, nv := nodes.First()
-	// advance moves the nodes cursor up to id (past every node with all),
-	// reporting the nodes passed whose record expects turns; cur becomes
-	// the node at id, whose turns seen counts.
-	var cur *Node // the node whose turns are being counted
-	seen := 0
-	finish := func() {
-		if cur != nil && seen != cur.Turns {
-			c.inv(r.bpath(bNodes), u64key(cur.ID), "node has %d turns stored, record says %d", seen, cur.Turns)
+	legacy := r.legacyTurns()
+	turns := r.sub[bTurns]
+	recent := map[uint64]*Node{}
+	owner := func(id uint64) *Node {
+		if n, ok := recent[id]; ok {
+			return n
 		}
-		cur, seen = nil, 0
-	}
-	advance := func(id uint64, all bool) {
-		for ; nk != nil; nk, nv = nodes.Next() {
-			if len(nk) != 8 {
-				continue
-			}
-			if !all && keyU64(nk, 0) > id {
-				break
-			}
-			var n Node
-			if decodeValue(r.bpath(bNodes), nk, nv, &n) != nil || n.ID != keyU64(nk, 0) {
-				continue // reported by the nodes walk
-			}
-			if !all && n.ID == id {
-				cur = &n
-				continue
-			}
-			if n.Turns != 0 {
-				c.inv(r.bpath(bNodes), u64key(n.ID), "node has 0 turns stored, record says %d", n.Turns)
+		var n *Node
+		raw := r.sub[bNodes].Get(u64key(id))
+		if raw != nil {
+			n = new(Node)
+			if decodeValue(r.bpath(bNodes), u64key(id), raw, n) != nil || n.ID != id {
+				n = nil // reported by the nodes walk
 			}
 		}
+		if len(recent) >= maxGroupCache {
+			clear(recent)
+		}
+		recent[id] = n
+		return n
 	}
-	curID := uint64(0)
-	_ = r.sub[bTurns].ForEach(func(k, v []byte) error {
+	var top uint64
+	_ = turns.ForEach(func(k, v []byte) error {
 		c.progress(r, "turns", 1)
 		if len(k) != 16 {
-			c.inv(path, cloneBytes(k), "key is not node|index")
+			c.inv(path, cloneBytes(k), "key is not seq|node")
 			return nil
 		}
-		id, idx := keyU64(k, 0), keyU64(k, 1)
+		id, at := keyU64(k, 1), keyU64(k, 0) // seq|node
+		if legacy {
+			id, at = at, id // node|index
+		}
+		top = max(top, at)
 		var t Turn
 		if err := decodeTurn(path, k, v, &t); err != nil {
 			c.fromErr(path, err)
 		}
-		if id != curID || curID == 0 {
-			finish()
-			curID = id
-			advance(id, false)
-		}
+		n := owner(id)
 		switch {
-		case cur == nil:
+		case n == nil:
 			c.inv(path, cloneBytes(k), "turn of unknown node %d", id)
-		case idx >= uint64(cur.Turns):
-			c.inv(path, cloneBytes(k), "turn %d past node %d's %d turns", idx, id, cur.Turns)
-		default:
-			seen++
+		case legacy && at >= uint64(n.Turns):
+			c.inv(path, cloneBytes(k), "turn %d past node %d's %d turns", at, id, n.Turns)
+		case !legacy && !inRanges(n.TurnRanges, at):
+			c.inv(path, cloneBytes(k), "turn %d is outside node %d's turn ranges", at, id)
 		}
 		return nil
 	})
-	finish()
-	advance(0, true)
+	_ = r.sub[bNodes].ForEach(func(k, v []byte) error {
+		var n Node
+		if len(k) != 8 || decodeValue(r.bpath(bNodes), k, v, &n) != nil || n.ID != keyU64(k, 0) {
+			return nil // reported by the nodes walk
+		}
+		if !legacy && n.TurnRanges.total() != n.Turns {
+			c.inv(r.bpath(bNodes), cloneBytes(k), "turn ranges hold %d turns, record says %d", n.TurnRanges.total(), n.Turns)
+		}
+		if seen := storedTurns(turns, &n, legacy); seen != n.Turns {
+			c.inv(r.bpath(bNodes), cloneBytes(k), "node has %d turns stored, record says %d", seen, n.Turns)
+		}
+		return nil
+	})
+	if !legacy && top > turns.Sequence() {
+		c.inv(path, nil, "sequence %d is below turn %d: new turns would overwrite old ones", turns.Sequence(), top)
+	}
+}
+
+// storedTurns counts the turns stored for n that its record accounts for:
+// keys node|index below its count (legacy), or keys seq|node inside its
+// turn ranges.
+func storedTurns(turns *bolt.Bucket, n *Node, legacy bool) int {
+	cur := turns.Cursor()
+	seen := 0
+	if legacy {
+		for k, _ := cur.Seek(u64key(n.ID)); k != nil && len(k) == 16 && keyU64(k, 0) == n.ID; k, _ = cur.Next() {
+			if keyU64(k, 1) < uint64(n.Turns) {
+				seen++
+			}
+		}
+		return seen
+	}
+	for _, rg := range n.TurnRanges {
+		end := rg.Seq + uint64(rg.Count)
+		for k, _ := cur.Seek(u64key(rg.Seq)); k != nil && len(k) >= 8 && keyU64(k, 0) < end; k, _ = cur.Next() {
+			if len(k) == 16 && keyU64(k, 1) == n.ID {
+				seen++
+			}
+		}
+	}
+	return seen
+}
+
+// inRanges reports whether seq lies in one of rs (which ascend).
+func inRanges(rs TurnRanges, seq uint64) bool {
+	lo, hi := 0, len(rs)
+	for lo < hi {
+		m := (lo + hi) / 2
+		switch {
+		case seq < rs[m].Seq:
+			hi = m
+		case seq >= rs[m].Seq+uint64(rs[m].Count):
+			lo = m + 1
+		default:
+			return true
+		}
+	}
+	return false
 }
 
 func (c *checker) children(r *RunTx) {

@@ -250,9 +250,11 @@ func TestCheckInvariants(t *testing.T) {
 	both := func(a, b func(*testing.T, *bolt.Tx)) func(*testing.T, *bolt.Tx) {
 		return func(t *testing.T, tx *bolt.Tx) { a(t, tx); b(t, tx) }
 	}
+	xKey, aKey := turnKeyOf(t, db, "r1", f.X, 0), turnKeyOf(t, db, "r1", f.A, 0)
+	xSeq, aSeq := binary.BigEndian.Uint64(xKey), binary.BigEndian.Uint64(aKey)
 	var turnX func(*testing.T) []byte = func(t *testing.T) []byte {
 		var v []byte
-		_ = db.View(func(tx *store.Tx) error { v = bytes.Clone(rawBucket(t, tx, "r1", "turns").Get(k2(f.X, 0))); return nil })
+		_ = db.View(func(tx *store.Tx) error { v = bytes.Clone(rawBucket(t, tx, "r1", "turns").Get(xKey)); return nil })
 		return v
 	}
 	g1 := k2(fixtureStep, f.G1.ID)
@@ -286,9 +288,9 @@ func TestCheckInvariants(t *testing.T) {
 			inv("nodes", beKey(f.X), fmt.Sprintf("root branch not listed in group %d", f.G2.ID))}},
 		{"node record damaged", flip("nodes", beKey(f.X)), []wantV{crc("nodes", beKey(f.X)),
 			inv("groups", g2, fmt.Sprintf("root %d does not exist", f.X)),
-			inv("turns", k2(f.X, 0), fmt.Sprintf("turn of unknown node %d", f.X)),
+			inv("turns", xKey, fmt.Sprintf("turn of unknown node %d", f.X)),
 			inv("frontier", beKey(f.X), fmt.Sprintf("frontier lists unknown node %d", f.X))}},
-		{"turn damaged", flip("turns", k2(f.X, 0)), []wantV{crc("turns", k2(f.X, 0))}},
+		{"turn damaged", flip("turns", xKey), []wantV{crc("turns", xKey)}},
 		{"advantage damaged", flip("adv", advP), []wantV{crc("adv", advP)}},
 		{"rubric damaged", flip("rubrics", beKey(f.RCand1)), []wantV{crc("rubrics", beKey(f.RCand1))}},
 		{"checkpoint damaged", flip("ckpt", beKey(2)), []wantV{crc("ckpt", beKey(2))}},
@@ -393,14 +395,28 @@ func TestCheckInvariants(t *testing.T) {
 			[]wantV{inv("nodes", beKey(f.B), fmt.Sprintf("parent %d is in another group", f.A))}},
 
 		// Turns.
-		{"turn stored at index == Turns", put("turns", k2(f.X, 1), turnX),
-			[]wantV{inv("turns", k2(f.X, 1), fmt.Sprintf("turn 1 past node %d's 1 turns", f.X))}},
-		{"turn of an unknown node", put("turns", k2(99, 0), turnX),
-			[]wantV{inv("turns", k2(99, 0), "turn of unknown node 99")}},
-		{"turn key not node|index", put("turns", beKey(f.X), turnX),
-			[]wantV{inv("turns", beKey(f.X), "key is not node|index")}},
+		{"turn stored outside the node's ranges", put("turns", k2(aSeq, f.X), turnX),
+			[]wantV{inv("turns", k2(aSeq, f.X), fmt.Sprintf("turn %d is outside node %d's turn ranges", aSeq, f.X))}},
+		{"turn of an unknown node", put("turns", k2(xSeq, 99), turnX),
+			[]wantV{inv("turns", k2(xSeq, 99), "turn of unknown node 99")}},
+		{"turn key not seq|node", put("turns", beKey(f.X), turnX),
+			[]wantV{inv("turns", beKey(f.X), "key is not seq|node")}},
+		{"turn sequence below the last turn", setSeq("turns", xSeq-1),
+			[]wantV{inv("turns", nil, fmt.Sprintf("sequence %d is below turn %d", xSeq-1, xSeq))}},
+		{"turn ranges that miss the node's turn", node(f.X, func(n *store.Node) {
+			if len(n.TurnRanges) > 0 { // the record's, not node.add's payload
+				n.TurnRanges[0].Seq = aSeq
+			}
+		}),
+			[]wantV{inv("turns", xKey, fmt.Sprintf("turn %d is outside node %d's turn ranges", xSeq, f.X)),
+				inv("nodes", beKey(f.X), "node has 0 turns stored, record says 1"), logDiffers("nodes", beKey(f.X))}},
+		{"turn ranges that hold fewer turns than recorded", node(f.X, func(n *store.Node) { n.TurnRanges = nil }),
+			[]wantV{inv("turns", xKey, fmt.Sprintf("turn %d is outside node %d's turn ranges", xSeq, f.X)),
+				inv("nodes", beKey(f.X), "turn ranges hold 0 turns, record says 1"),
+				inv("nodes", beKey(f.X), "node has 0 turns stored, record says 1"), logDiffers("nodes", beKey(f.X))}},
 		{"node with fewer turns stored than recorded", node(f.X, func(n *store.Node) { n.Turns = 2 }),
-			[]wantV{inv("nodes", beKey(f.X), "node has 1 turns stored, record says 2"), logDiffers("nodes", beKey(f.X))}},
+			[]wantV{inv("nodes", beKey(f.X), "turn ranges hold 1 turns, record says 2"),
+				inv("nodes", beKey(f.X), "node has 1 turns stored, record says 2"), logDiffers("nodes", beKey(f.X))}},
 
 		// Children index.
 		{"children index value not empty", put("children", k2(f.A, f.B), raw([]byte{1})),

@@ -82,6 +82,7 @@ func TestCheckFindsDamage(t *testing.T) {
 		f.A, f.P, f.C, f.F, f.B = nodes[0].ID, nodes[1].ID, nodes[2].ID, nodes[3].ID, nodes[4].ID
 		return nil
 	})
+	a0, b1 := turnKeyOf(t, db, "r1", f.A, 0), turnKeyOf(t, db, "r1", f.B, 1)
 	db.Close()
 
 	const run = "runs/r1/"
@@ -157,7 +158,7 @@ func TestCheckFindsDamage(t *testing.T) {
 		{
 			name: "missing turn",
 			damage: func(t *testing.T, tx *bolt.Tx) {
-				if err := runBucket(tx, "r1", "turns").Delete(append(beKey(f.B), beKey(1)...)); err != nil {
+				if err := runBucket(tx, "r1", "turns").Delete(b1); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -168,14 +169,14 @@ func TestCheckFindsDamage(t *testing.T) {
 			name: "flipped byte in a turn",
 			damage: func(t *testing.T, tx *bolt.Tx) {
 				b := runBucket(tx, "r1", "turns")
-				k := append(beKey(f.A), beKey(0)...)
+				k := a0
 				v := bytes.Clone(b.Get(k))
 				v[10] ^= 0x01
 				if err := b.Put(k, v); err != nil {
 					t.Fatal(err)
 				}
 			},
-			kind: "corrupt", bucket: run + "turns", key: append(beKey(f.A), beKey(0)...), detail: "CRC",
+			kind: "corrupt", bucket: run + "turns", key: a0, detail: "CRC",
 			api: func(r *store.RunTx) error { _, err := r.Trajectory(f.B); return err }, // B inherits A's turn 0
 		},
 		{

@@ -33,11 +33,11 @@ type logged struct {
 	groupsMissing, advMissing *idSet
 }
 
-// pendingTurns is the last turns event of a node whose last full event is
-// not met yet.
+// pendingTurns are the turns events of a node after its last full event,
+// newest first (each extends the node's turn ranges, so all of them apply).
 type pendingTurns struct {
-	seq uint64
-	p   TurnsPayload
+	seq uint64 // the newest
+	ps  []TurnsPayload
 }
 
 func (c *checker) logMatches(r *RunTx) {
@@ -99,9 +99,6 @@ func (c *checker) logMatches(r *RunTx) {
 			if seen.nodes.has(e.Node) {
 				continue
 			}
-			if _, ok := turns[e.Node]; ok {
-				continue
-			}
 			rec = new(TurnsPayload)
 		case EvAdvantage:
 			rec = new(Advantage)
@@ -145,13 +142,20 @@ func (c *checker) logMatches(r *RunTx) {
 			seen.nodes.add(x.ID)
 			last := e.Seq
 			if t, ok := turns[x.ID]; ok {
-				t.p.Apply(x)
+				for i := len(t.ps) - 1; i >= 0; i-- {
+					t.ps[i].Apply(x)
+				}
 				last = t.seq
 				delete(turns, x.ID)
 			}
 			compare(bNodes, u64key(x.ID), last, x)
 		case *TurnsPayload:
-			turns[e.Node] = pendingTurns{e.Seq, *x}
+			t, ok := turns[e.Node]
+			if !ok {
+				t.seq = e.Seq
+			}
+			t.ps = append(t.ps, *x)
+			turns[e.Node] = t
 		case *Advantage:
 			if seen.adv.has(x.Leaf) {
 				continue

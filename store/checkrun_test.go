@@ -124,6 +124,7 @@ func TestVerifyMetas(t *testing.T) {
 		t.Fatal(err)
 	}
 	update(t, db, func(tx *store.Tx) error { _, err := tx.CreateRun("a", nil, nil); return err })
+	pageSize := int64(db.Options().PageSize)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ func TestVerifyMetas(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The txid of meta page 1, inside the checksummed part.
-	if _, err := f.WriteAt([]byte{0xff}, 16384+16+48); err != nil {
+	if _, err := f.WriteAt([]byte{0xff}, pageSize+16+48); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()

@@ -57,8 +57,8 @@ func decodeValue(bucket string, key, raw []byte, v any) error {
 	if err != nil {
 		return err
 	}
-	// Events, nodes, advantages and EvTurns payloads in canonical form
-	// (records_msgp.go): their decoders check every length as they read, so
+	// Events, nodes, groups, advantages and EvTurns payloads in canonical form
+	// (codec_records.go): their decoders check every length as they read, so
 	// they need no msgpackFits walk first.
 	if decodeFast(payload, v) {
 		return nil

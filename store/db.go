@@ -26,9 +26,9 @@ type DB struct {
 
 	writeMu sync.Mutex // serialises Update so the cache commit protocol sees one writer
 
-	// stampFormat: the file is an older format read as it is; the next
-	// write transaction records FormatVersion (guarded by writeMu).
-	stampFormat bool
+	// format is the file's format version: older ones are read with their
+	// own turn keys and refuse writes (ErrNeedsMigration).
+	format uint64
 
 	// premapped: the file was opened with an initial mapping larger than
 	// itself, so Update sets bbolt's growth step (growStep).
@@ -96,8 +96,8 @@ func Open(path string, opts *Options) (*DB, error) {
 	}
 	db := &DB{bolt: bdb, path: path, opts: o, log: o.logger(), premapped: bopts.InitialMmapSize > 0}
 	if db.premapped {
-		// For the commits that do not go through Update (a new file's
-		// meta bucket, migrations); Update sets it from then on.
+		// For the commit that does not go through Update (a new file's
+		// meta bucket); Update sets it from then on.
 		bdb.AllocSize = growStep(0)
 		if fi, err := os.Stat(path); err == nil {
 			bdb.AllocSize = growStep(fi.Size())
@@ -195,6 +195,9 @@ func (db *DB) Update(fn func(*Tx) error) (err error) {
 	if db.opts.ReadOnly {
 		return ErrReadOnly
 	}
+	if db.format < FormatVersion {
+		return fmt.Errorf("%w: %s has format %d; this build writes only format %d files", ErrNeedsMigration, db.path, db.format, FormatVersion)
+	}
 	db.writeMu.Lock()
 	defer db.writeMu.Unlock()
 	btx, err := db.bolt.Begin(true)
@@ -215,13 +218,8 @@ func (db *DB) Update(fn func(*Tx) error) (err error) {
 	if tx.err != nil {
 		return tx.err
 	}
-	if err := tx.flushCounts(); err != nil {
+	if err := tx.flush(); err != nil {
 		return err
-	}
-	if db.stampFormat {
-		if err := writeMeta(btx.Bucket(bucketMeta), FormatVersion); err != nil {
-			return err
-		}
 	}
 	// The id must be read before Commit: a closed bbolt Tx reports -1, which
 	// would leave the cache's committed txid matching no reader, ever.
@@ -237,7 +235,6 @@ func (db *DB) Update(fn func(*Tx) error) (err error) {
 	if err != nil {
 		return mapTxError(err)
 	}
-	db.stampFormat = false
 	return nil
 }
 

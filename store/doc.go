@@ -5,7 +5,8 @@
 //
 // # On disk
 //
-// One bbolt file, page size 16 KiB unless created otherwise:
+// One bbolt file (format 3), 4 KiB pages unless created otherwise
+// (Options.PageSize):
 //
 //	meta                      magic "patrdb\0", format version (u64 BE), writer
 //	runs/
@@ -13,7 +14,7 @@
 //	    run                   Run record
 //	    groups/  step|group   Group        (u64 BE keys, so cursors walk in order)
 //	    nodes/   node         Node         (no turns: prefix sharing)
-//	    turns/   node|index   Turn         (index = position among the node's own turns)
+//	    turns/   seq|node     Turn         (seq: the run's turn sequence, in append order)
 //	    children/parent|child (empty)      index of the parent pointers
 //	    frontier/node         (empty)      exactly the active nodes
 //	    adv/     step|group|leaf Advantage
@@ -31,24 +32,48 @@
 // write transaction (or RunTx.Recount) builds both. Check compares them with
 // the records.
 //
-// Ids (groups, nodes, rubrics, event seqs) come from the sequence of the
-// bucket that holds them, so they are allocated in the same transaction that
-// writes the record and never reused.
+// Ids (groups, nodes, rubrics, event seqs, turn seqs) come from the
+// sequence of the bucket that holds them, so they are allocated in the
+// same transaction that writes the record and never reused.
+//
+// Every hot bucket grows at its end. A turn is numbered when it is
+// appended, however many branches grow at once, and its node records
+// where its own turns are as a short list of ranges of those numbers
+// (Node.TurnRanges: one per commit that appended to it). A turn rewritten
+// after a crash keeps its number, so it is overwritten, never duplicated.
+// Buckets written in key order pack their pages full (bbolt FillPercent
+// 1.0): a page behind the end is never written again. Node records grow
+// as their branch is scored and routed, so node pages are split three
+// quarters full, leaving room for that growth instead of splitting again
+// (the measurements are in bench/RESULTS.md).
+//
+// Formats 1 and 2 keyed turns node|index, which scattered concurrent
+// branches' appends over the b-tree and left its pages a third full. This
+// build opens and reads them as they are, but refuses to write to them
+// (ErrNeedsMigration); Migrate copies one into a new format-3 file.
+//
+// # Records
 //
 // Every value is framed:
 //
 //	+--------+------------------+-------------------------------+
 //	| format | CRC32C (BE, 4 B) | msgpack payload               |
-//	| 1 byte | of the payload   | (array-encoded struct)        |
+//	| 1 byte | of the payload   | (an array of the fields)      |
 //	+--------+------------------+-------------------------------+
 //
-// A turn's payload is an 8-element array — action, action token ids, action
-// logprobs, observation, observation token ids, reward, done, policy
-// version (a 9-byte uint64) — whose token ids and logprobs are bin blobs of
-// packed little-endian 32-bit words; a group's prompt token ids are packed
-// the same way. Records only ever grow at their end: format 1 wrote turns
-// of 7 elements, nodes of 17 and groups of 9, and this build reads both
-// (a format-1 file is read as it is; its first write stamps format 2).
+// The payload is a msgpack array of the record's fields, and the field
+// order is the format: records only ever grow at their end, and a reader
+// takes the shorter arrays of older formats with the missing fields at
+// their zero values. The codecs live in the codec_*.go files, and
+// codec_golden_test.go pins the bytes of every record kind. A turn is an
+// 8-element array — action, action token ids, action logprobs,
+// observation, observation token ids, reward, done, policy version (a
+// 9-byte uint64) — whose token ids and logprobs are bin blobs of packed
+// little-endian 32-bit words; a group's prompt token ids are packed the
+// same way. A node is 21 fields, the last its turn ranges packed as
+// uvarint pairs (gap from the previous range's end, count). Format 1
+// wrote turns of 7 elements, nodes of 17 and groups of 9; format 2 nodes
+// of 20.
 //
 // Every turn keeps one rule (RunTx.AppendTurns and EncodeTurns refuse the
 // rest with ErrInvalid): text is valid UTF-8, the reward is finite, and

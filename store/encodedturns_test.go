@@ -176,7 +176,11 @@ func TestEncodeTurnsValidates(t *testing.T) {
 		}
 		one := textTurn("one")
 		want, _ := store.EncodeTurn(&one)
-		if got := rawBucket(t, tx, "r", "turns").Get(append(u64(n.ID), u64(0)...)); !bytes.Equal(got, want) {
+		k, err := store.TurnKey(r, n.ID, 0)
+		if err != nil {
+			return err
+		}
+		if got := rawBucket(t, tx, "r", "turns").Get(k); !bytes.Equal(got, want) {
 			t.Errorf("stored %x, EncodeTurn gives %x", got, want)
 		}
 		return nil

@@ -30,6 +30,11 @@ var (
 	// build understands. The file is left untouched.
 	ErrVersionMismatch = errors.New("patrdb: unsupported format version")
 
+	// ErrNeedsMigration: the file is an older format this build reads but
+	// does not write; a migrated copy (Migrate) takes writes. The file is
+	// left untouched.
+	ErrNeedsMigration = errors.New("patrdb: file needs migrating to the current format")
+
 	// ErrNotPatrdb: the file is a bbolt file (or not even that) without the
 	// patrdb meta bucket.
 	ErrNotPatrdb = errors.New("patrdb: not a patrdb file")

@@ -20,11 +20,7 @@ func (r *RunTx) appendEvent(e Event, val []byte) error {
 	if val != nil {
 		e.Payload = val[headerLen:]
 	}
-	ev, err := encodeValue(&e)
-	if err != nil {
-		return err
-	}
-	return b.Put(u64key(seq), ev)
+	return b.Put(u64key(seq), encodeEvent(&e))
 }
 
 // AppendEvent records an event of a kind defined above the store (rubric
@@ -86,7 +82,7 @@ func (r *RunTx) Events(from uint64, fn func(Event) error) error {
 // *Group for group events, *Rubric, *Advantage, *Checkpoint, *Run, or
 // *TurnsPayload for EvTurns; for custom kinds whatever the writer stored.
 func DecodePayload(e Event, v any) error {
-	if decodeFast(e.Payload, v) { // a *Node or *TurnsPayload in canonical form (records_msgp.go)
+	if decodeFast(e.Payload, v) { // a record with a hand-written decoder, in canonical form (codec_records.go)
 		return nil
 	}
 	if !msgpackFits(e.Payload) {

@@ -49,3 +49,16 @@ func SetParallelCheckMin(n int) (restore func()) {
 	parallelCheckMin = n
 	return func() { parallelCheckMin = old }
 }
+
+// TurnKey is the key under which node id's own turn index is stored.
+func TurnKey(r *RunTx, id uint64, index int) ([]byte, error) {
+	n, err := r.nodeRef(id)
+	if err != nil {
+		return nil, err
+	}
+	spans, err := r.turnSpans(n, index, 1)
+	if err != nil || len(spans) == 0 {
+		return nil, notFoundf("turn %d of node %d", index, id)
+	}
+	return r.spanKey(id, spans[0], 0), nil
+}

@@ -8,16 +8,19 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// FormatVersion is the on-disk format this build writes. Open migrates
-// older formats in one transaction and refuses newer ones.
+// FormatVersion is the on-disk format this build writes.
 //
-// Format 2 added fields at the end of three records — a turn's policy
-// version, a node's error, a group's prompt token ids — so an older build
-// refuses a format-2 file instead of calling its turns damaged. The decoders
-// read both shapes, so format 1 needs no rewriting: Open reads it as it is
-// and writes nothing, and the first write transaction stamps the file
-// format 2 (the moment it may first hold a format-2 record).
-const FormatVersion = 2
+// Format 2 appended fields to three records — a turn's policy version, a
+// node's error, a group's prompt token ids. Format 3 changed where turns
+// live: they are keyed by a per-run sequence in the order they were
+// appended (seq|node), and a node lists its own turns as ranges of that
+// sequence, so every hot bucket grows at its end (doc.go). Older formats
+// open and read as they are; writing to one is ErrNeedsMigration, and
+// Migrate copies it into a new file of this format.
+const FormatVersion = 3
+
+// readableFormats are the older formats this build reads (not writes).
+var readableFormats = map[uint64]bool{1: true, 2: true}
 
 // Version is the patrdb release that wrote a file, recorded in meta.
 const Version = "0.1.0"
@@ -32,19 +35,11 @@ var (
 	magicString = []byte("patrdb\x00")
 )
 
-// migrations[v] upgrades a file from format v to v+1 inside one
-// transaction. Empty: every older format is readableAsIs.
-var migrations = map[uint64]func(*bolt.Tx) error{}
-
-// readableAsIs are older formats whose records this build's decoders read
-// unchanged: no migration, the version is stamped by the next write.
-var readableAsIs = map[uint64]bool{1: true}
-
-// initFormat creates the meta bucket in a new file, checks it in an existing
-// one, and migrates old formats. It writes nothing unless the file is new or
-// needs a migration, so a refused file keeps its bytes.
+// initFormat creates the meta bucket in a new file and checks it in an
+// existing one. It writes nothing unless the file is new, so a refused or
+// older file keeps its bytes.
 func (db *DB) initFormat() error {
-	var format uint64
+	var format uint64 = FormatVersion
 	var fresh bool
 	err := db.bolt.View(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
@@ -70,6 +65,7 @@ func (db *DB) initFormat() error {
 	if err != nil {
 		return err
 	}
+	db.format = format
 	switch {
 	case fresh && db.opts.ReadOnly:
 		return fmt.Errorf("%w: %s is empty", ErrNotPatrdb, db.path)
@@ -88,26 +84,8 @@ func (db *DB) initFormat() error {
 		return fmt.Errorf("%w: %s has format %d, this build reads up to %d", ErrVersionMismatch, db.path, format, FormatVersion)
 	case format == 0:
 		return &CorruptError{Bucket: "meta", Key: metaFormat, Reason: "format version 0"}
-	case format < FormatVersion && readableAsIs[format]:
-		db.stampFormat = true
-		return nil
-	case format < FormatVersion:
-		if db.opts.ReadOnly {
-			return fmt.Errorf("%w: %s has format %d and needs a migration; open it writable once", ErrVersionMismatch, db.path, format)
-		}
-		return db.bolt.Update(func(tx *bolt.Tx) error {
-			for v := format; v < FormatVersion; v++ {
-				m, ok := migrations[v]
-				if !ok {
-					return fmt.Errorf("%w: no migration from format %d", ErrVersionMismatch, v)
-				}
-				if err := m(tx); err != nil {
-					return fmt.Errorf("patrdb: migrating format %d: %w", v, err)
-				}
-				db.log.Info("patrdb: migrated", "from", v, "to", v+1)
-			}
-			return writeMeta(tx.Bucket(bucketMeta), FormatVersion)
-		})
+	case format < FormatVersion && !readableFormats[format]:
+		return fmt.Errorf("%w: %s has format %d, which this build no longer reads", ErrVersionMismatch, db.path, format)
 	}
 	return nil
 }

@@ -2,11 +2,16 @@ package store_test
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
 	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -28,104 +33,199 @@ func fileFormat(t *testing.T, path string) uint64 {
 	return v
 }
 
-// TestFormat1ReadAsIs: a format-1 file (the committed fuzz base, written
-// before format 2) opens read-only and writable without a byte changing,
-// reads back with the fields format 2 added at their zero values, checks
-// clean, and is stamped format 2 by its first write, which then reads both
-// shapes side by side.
-func TestFormat1ReadAsIs(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "v1.db")
-	copyFile(t, "testdata/fuzz/FuzzFile-base.db", path)
-	if got := fileFormat(t, path); got != 1 {
-		t.Fatalf("fixture has format %d, want 1", got)
-	}
-	before := fileDigest(t, path)
-	var run string
-	for _, ro := range []bool{true, false} {
-		db, err := store.Open(path, &store.Options{ReadOnly: ro, Timeout: time.Second})
-		if err != nil {
-			t.Fatalf("read-only %t: %v", ro, err)
-		}
-		vs, err := db.Check()
-		if err != nil || len(vs) > 0 {
-			t.Fatalf("read-only %t: check %v %v", ro, vs, err)
-		}
-		if err := db.View(func(tx *store.Tx) error {
-			ids, err := tx.RunIDs()
-			if err != nil || len(ids) == 0 {
-				t.Fatalf("runs %v %v", ids, err)
+// olderFormats are committed files of the formats before this one: the
+// fuzz base as it was written before format 2, and a small run written by
+// format 2 (policy versions, prompt tokens, a failed node's error, turns
+// appended by two branches in turn and one rewritten).
+var olderFormats = []struct {
+	path   string
+	format uint64
+}{{"testdata/format1.db", 1}, {"testdata/format2.db", 2}}
+
+// TestOlderFormatsReadOnly: an older file opens read-only and writable
+// without a byte changing, reads back and checks clean, and refuses a
+// write with ErrNeedsMigration, still without a byte changing.
+func TestOlderFormatsReadOnly(t *testing.T) {
+	for _, f := range olderFormats {
+		t.Run(fmt.Sprint(f.format), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "old.db")
+			copyFile(t, f.path, path)
+			if got := fileFormat(t, path); got != f.format {
+				t.Fatalf("fixture has format %d, want %d", got, f.format)
 			}
-			run = ids[0]
-			r, _ := tx.Run(run)
-			gs, err := r.Groups(1)
-			if err != nil || len(gs) == 0 {
-				t.Fatalf("groups of step 1: %v %v", gs, err)
-			}
-			tr, err := r.Trajectory(gs[0].Roots[0])
-			if err != nil {
-				t.Fatalf("trajectory: %v", err)
-			}
-			for _, pt := range tr {
-				if pt.PolicyVersion != 0 {
-					t.Errorf("a format-1 turn read policy version %d", pt.PolicyVersion)
+			before := fileDigest(t, path)
+			for _, ro := range []bool{true, false} {
+				db, err := store.Open(path, &store.Options{ReadOnly: ro, Timeout: time.Second})
+				if err != nil {
+					t.Fatalf("read-only %t: %v", ro, err)
+				}
+				vs, err := db.Check()
+				if err != nil || len(vs) > 0 {
+					t.Fatalf("read-only %t: check %v %v", ro, vs, err)
+				}
+				var run string
+				view(t, db, func(tx *store.Tx) error {
+					ids, err := tx.RunIDs()
+					if err != nil || len(ids) == 0 {
+						t.Fatalf("runs %v %v", ids, err)
+					}
+					run = ids[0]
+					return nil
+				})
+				d := dumpRun(t, db, run)
+				turns := 0
+				for _, tr := range d.Traj {
+					turns += len(tr)
+				}
+				if len(d.Nodes) == 0 || turns == 0 {
+					t.Fatalf("read %d nodes and %d path turns", len(d.Nodes), turns)
+				}
+				if !ro {
+					err := db.Update(func(tx *store.Tx) error {
+						_, err := tx.CreateRun("new", nil, nil)
+						return err
+					})
+					if !errors.Is(err, store.ErrNeedsMigration) {
+						t.Errorf("a write to a format-%d file: %v, want ErrNeedsMigration", f.format, err)
+					}
+				}
+				if err := db.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if fileDigest(t, path) != before {
+					t.Fatalf("read-only %t: opening a format-%d file changed it", ro, f.format)
 				}
 			}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if err := db.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if fileDigest(t, path) != before {
-			t.Fatalf("read-only %t: opening a format-1 file changed it", ro)
-		}
+		})
 	}
+}
 
-	db, err := store.Open(path, &store.Options{Timeout: time.Second})
+// TestMigrate: Migrate copies an older file into a new one of this format
+// that reads back the same records, checks clean and takes writes; the
+// source keeps its bytes.
+func TestMigrate(t *testing.T) {
+	for _, f := range olderFormats {
+		t.Run(fmt.Sprint(f.format), func(t *testing.T) {
+			dir := t.TempDir()
+			src, dst := filepath.Join(dir, "old.db"), filepath.Join(dir, "new.db")
+			copyFile(t, f.path, src)
+			before := fileDigest(t, src)
+			res, err := store.Migrate(src, dst, syncOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.From != f.format || res.To != store.FormatVersion || res.Runs == 0 || res.Nodes == 0 || res.Turns == 0 {
+				t.Errorf("result %+v", res)
+			}
+			if fileDigest(t, src) != before {
+				t.Fatal("Migrate changed its source")
+			}
+			if got := fileFormat(t, dst); got != store.FormatVersion {
+				t.Fatalf("the copy has format %d", got)
+			}
+			old := storetest.OpenPath(t, src, &store.Options{ReadOnly: true, Timeout: time.Second})
+			db := storetest.OpenPath(t, dst, syncOptions())
+			var runs []string
+			view(t, old, func(tx *store.Tx) (err error) { runs, err = tx.RunIDs(); return err })
+			for _, run := range runs {
+				// The copy carries counters: its summary equals the
+				// source's, counted without walking.
+				var was, is store.RunSummary
+				inRun(t, old, false, run, func(r *store.RunTx) (err error) { was, err = r.Summary(store.SummaryOptions{Steps: true}); return })
+				inRun(t, db, false, run, func(r *store.RunTx) (err error) { is, err = r.Summary(store.SummaryOptions{Steps: true}); return })
+				if !was.Walked || is.Walked {
+					t.Errorf("run %s: walked before %v, after %v", run, was.Walked, is.Walked)
+				}
+				was.Walked = false
+				if !reflect.DeepEqual(was, is) {
+					t.Errorf("run %s: summary\n%+v\nafter migrating\n%+v", run, is, was)
+				}
+				want, got := dumpRun(t, old, run), dumpRun(t, db, run)
+				for _, d := range []*runDump{&want, &got} {
+					for i := range d.Nodes {
+						d.Nodes[i].TurnRanges = nil
+					}
+					if len(d.Events) != len(want.Events) {
+						t.Fatalf("run %s: %d events, want %d", run, len(got.Events), len(want.Events))
+					}
+					for i := range d.Events {
+						d.Events[i].Payload = nil // node and turn payloads gained their ranges
+					}
+				}
+				if !reflect.DeepEqual(want, got) {
+					t.Errorf("run %s reads back differently after Migrate", run)
+				}
+			}
+			if vs, err := db.Check(); err != nil || len(vs) > 0 {
+				t.Fatalf("check of the copy: %v %v", vs, err)
+			}
+			// The copy takes writes: turns for every active node.
+			update(t, db, func(tx *store.Tx) error {
+				r, err := tx.Run(runs[0])
+				if err != nil {
+					return err
+				}
+				ids, err := r.Frontier()
+				if err != nil || len(ids) == 0 {
+					t.Fatalf("frontier %v %v", ids, err)
+				}
+				for _, id := range ids {
+					n, err := r.Node(id)
+					if err != nil {
+						return err
+					}
+					if err := r.AppendTurns(id, n.Turns, textTurns("m", 2)...); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if vs, err := db.Check(); err != nil || len(vs) > 0 {
+				t.Fatalf("check after writing to the copy: %v %v", vs, err)
+			}
+			if _, err := store.Migrate(src, dst, nil); !errors.Is(err, store.ErrExists) {
+				t.Errorf("Migrate onto an existing file: %v, want ErrExists", err)
+			}
+			db.Close()
+			other := filepath.Join(dir, "again.db")
+			if _, err := store.Migrate(dst, other, nil); !errors.Is(err, store.ErrInvalid) {
+				t.Errorf("Migrate of a current file: %v, want ErrInvalid", err)
+			}
+			if _, err := os.Stat(other); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("a refused Migrate left %s: %v", other, err)
+			}
+		})
+	}
+}
+
+// TestMigrateRefusesDamage: a source that does not decode is not copied,
+// and no half-written destination is left behind.
+func TestMigrateRefusesDamage(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "old.db"), filepath.Join(dir, "new.db")
+	copyFile(t, "testdata/format1.db", src)
+	bdb, err := bolt.Open(src, 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var g store.Group
-	if err := db.Update(func(tx *store.Tx) error {
-		r, err := tx.Run(run)
-		if err != nil {
-			return err
-		}
-		if g, err = r.OpenGroup(store.GroupSpec{Step: 99, Task: "v2", PromptTokens: []uint32{1, 2, 70000}}); err != nil {
-			return err
-		}
-		n, err := r.AddNode(store.NodeSpec{Step: 99, Group: g.ID})
-		if err != nil {
-			return err
-		}
-		return r.AppendTurns(n.ID, 0, store.Turn{Action: "a", ActionTokens: []uint32{5}, ActionLogprobs: []float32{-0.5}, PolicyVersion: 3})
+	if err := bdb.Update(func(tx *bolt.Tx) error {
+		var nodes *bolt.Bucket
+		_ = tx.Bucket([]byte("runs")).ForEachBucket(func(k []byte) error {
+			nodes = tx.Bucket([]byte("runs")).Bucket(k).Bucket([]byte("nodes"))
+			return nil
+		})
+		k, v := nodes.Cursor().First()
+		v = append([]byte(nil), v...)
+		v[len(v)-1] ^= 0x40
+		return nodes.Put(k, v)
 	}); err != nil {
 		t.Fatal(err)
 	}
-	vs, err := db.Check()
-	if err != nil || len(vs) > 0 {
-		t.Fatalf("check after the first write: %v %v", vs, err)
+	bdb.Close()
+	if _, err := store.Migrate(src, dst, nil); !errors.Is(err, store.ErrCorrupt) {
+		t.Errorf("Migrate of a damaged file: %v, want ErrCorrupt", err)
 	}
-	if err := db.View(func(tx *store.Tx) error {
-		r, _ := tx.Run(run)
-		got, err := r.GroupAt(99, g.ID)
-		if err != nil {
-			return err
-		}
-		if len(got.PromptTokens) != 3 || got.PromptTokens[2] != 70000 {
-			t.Errorf("prompt tokens read back as %v", got.PromptTokens)
-		}
-		tr, err := r.Trajectory(got.Roots[0])
-		if err != nil || len(tr) != 1 || tr[0].PolicyVersion != 3 {
-			t.Errorf("format-2 turn read back as %+v, %v", tr, err)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
-	if got := fileFormat(t, path); got != store.FormatVersion {
-		t.Errorf("after a write the file has format %d, want %d", got, store.FormatVersion)
+	if _, err := os.Stat(dst); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a failed Migrate left %s: %v", dst, err)
 	}
 }

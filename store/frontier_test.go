@@ -224,7 +224,7 @@ func TestRewritesReplace(t *testing.T) {
 		keys := 0
 		c := rawBucket(t, tx, f.Run, "turns").Cursor()
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
-			if binary.BigEndian.Uint64(k) == node {
+			if binary.BigEndian.Uint64(k[8:]) == node { // seq|node
 				keys++
 			}
 		}

@@ -19,7 +19,7 @@ func (r *RunTx) OpenGroup(spec GroupSpec) (Group, error) {
 	if spec.Step == 0 {
 		return Group{}, r.tx.fail(invalidf("group step 0: steps start at 1"))
 	}
-	if err := validText(map[string]string{"task": spec.Task, "prompt": spec.Prompt, "gold": spec.Gold}, spec.Meta); err != nil {
+	if err := validText(spec.Meta, "gold", spec.Gold, "prompt", spec.Prompt, "task", spec.Task); err != nil {
 		return Group{}, r.tx.fail(err)
 	}
 	b, err := r.bucket(bGroups)
@@ -48,10 +48,7 @@ func (r *RunTx) putGroup(g *Group, was GroupStatus, kind EventKind) error {
 	if err := r.tally(groupDelta(was, g)); err != nil {
 		return err
 	}
-	val, err := encodeValue(g)
-	if err != nil {
-		return err
-	}
+	val := encodeGroup(g)
 	if err := b.Put(u64key2(g.Step, g.ID), val); err != nil {
 		return err
 	}

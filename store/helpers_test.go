@@ -334,3 +334,18 @@ func runWithRoot(tx *store.Tx) (*store.RunTx, store.Node, error) {
 	n, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID})
 	return r, n, err
 }
+
+// turnKeyOf is the key of a node's own turn in the turns bucket.
+func turnKeyOf(tb testing.TB, db *store.DB, run string, node uint64, index int) []byte {
+	tb.Helper()
+	var k []byte
+	view(tb, db, func(tx *store.Tx) error {
+		r, err := tx.Run(run)
+		if err != nil {
+			return err
+		}
+		k, err = store.TurnKey(r, node, index)
+		return err
+	})
+	return k
+}

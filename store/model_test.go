@@ -51,6 +51,7 @@ type modelMachine struct {
 	adv       map[[3]uint64]store.Advantage
 	rubrics   map[uint64]store.Rubric
 	nodeSeq   uint64
+	turnSeq   uint64 // the run's turn sequence: new turns are numbered in append order
 	groupSeq  uint64
 	rubricSeq uint64
 	events    []store.EventKind
@@ -371,6 +372,11 @@ func (m *modelMachine) AppendTurns(t *rapid.T) {
 		return
 	}
 	m.ok(t, "AppendTurns", func(r *store.RunTx) error { return r.AppendTurns(id, from, turns...) })
+	var seq uint64
+	if fresh := from + len(turns) - len(n.turns); fresh > 0 {
+		seq = m.turnSeq + 1
+		m.turnSeq += uint64(fresh)
+	}
 	for i, tu := range turns {
 		if from+i < len(n.turns) {
 			n.turns[from+i] = tu
@@ -379,7 +385,7 @@ func (m *modelMachine) AppendTurns(t *rapid.T) {
 		}
 	}
 	n.n.Turns = len(n.turns)
-	m.event(store.EvTurns, store.TurnsPayload{From: from, Count: len(turns), Turns: n.n.Turns})
+	m.event(store.EvTurns, store.TurnsPayload{From: from, Count: len(turns), Turns: n.n.Turns, Seq: seq})
 }
 
 func (m *modelMachine) Score(t *rapid.T) {
@@ -811,6 +817,13 @@ func (m *modelMachine) compareNodes(t *rapid.T, r *store.RunTx) {
 		if !reflect.DeepEqual(normNode(got), normNode(mn.n)) {
 			t.Fatalf("node %d:\n got %+v\nwant %+v", id, got, mn.n)
 		}
+		held := 0
+		for _, rg := range got.TurnRanges {
+			held += rg.Count
+		}
+		if held != got.Turns {
+			t.Fatalf("node %d: turn ranges %v hold %d turns, record says %d", id, got.TurnRanges, held, got.Turns)
+		}
 		turns, err := r.Turns(id)
 		if err != nil {
 			t.Fatalf("turns of %d: %v", id, err)
@@ -956,6 +969,7 @@ func normNode(n store.Node) store.Node {
 	if len(n.EnvState) == 0 {
 		n.EnvState = nil
 	}
+	n.TurnRanges = nil // where the turns are stored; compareNodes checks they hold Turns
 	return n
 }
 

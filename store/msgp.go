@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"math"
 )
 
@@ -286,4 +287,82 @@ func appendBool(b []byte, x bool) []byte {
 		return append(b, 0xc3)
 	}
 	return append(b, 0xc2)
+}
+
+// appendUint writes x in its shortest form (msgpack/v5's EncodeUint with
+// compact ints, which the reflective encoder uses for every record).
+func appendUint(b []byte, x uint64) []byte {
+	switch {
+	case x <= math.MaxInt8:
+		return append(b, byte(x))
+	case x <= math.MaxUint8:
+		return append(b, 0xcc, byte(x))
+	case x <= math.MaxUint16:
+		return append(b, 0xcd, byte(x>>8), byte(x))
+	case x <= math.MaxUint32:
+		return append(b, 0xce, byte(x>>24), byte(x>>16), byte(x>>8), byte(x))
+	}
+	return appendUint64(b, x)
+}
+
+// appendInt writes x in its shortest form (EncodeInt with compact ints).
+func appendInt(b []byte, x int64) []byte {
+	switch {
+	case x >= 0:
+		return appendUint(b, uint64(x))
+	case x >= -32:
+		return append(b, byte(x))
+	case x >= math.MinInt8:
+		return append(b, 0xd0, byte(x))
+	case x >= math.MinInt16:
+		return append(b, 0xd1, byte(x>>8), byte(x))
+	case x >= math.MinInt32:
+		return append(b, 0xd2, byte(x>>24), byte(x>>16), byte(x>>8), byte(x))
+	}
+	return binary.BigEndian.AppendUint64(append(b, 0xd3), uint64(x))
+}
+
+// appendBin writes a []byte field: nil as msgpack nil.
+func appendBin(b, x []byte) []byte {
+	if x == nil {
+		return append(b, 0xc0)
+	}
+	return append(appendBinHeader(b, len(x)), x...)
+}
+
+// appendMapLen writes a map header.
+func appendMapLen(b []byte, n int) []byte {
+	switch {
+	case n < 16:
+		return append(b, 0x80|byte(n))
+	case n <= math.MaxUint16:
+		return append(b, 0xde, byte(n>>8), byte(n))
+	}
+	return append(b, 0xdf, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+}
+
+// mapLen reads a map header; nil is -1.
+func (m *msgpReader) mapLen() int {
+	switch c := m.code(); {
+	case m.err != nil:
+	case c == 0xc0:
+		return -1
+	case c >= 0x80 && c <= 0x8f:
+		return int(c & 0x0f)
+	case c == 0xde:
+		return int(m.be(2))
+	case c == 0xdf:
+		return int(m.be(4))
+	default:
+		m.failCode(c, "a map")
+	}
+	return 0
+}
+
+// frame turns a payload appended after headerLen reserved bytes into a
+// framed value: the format byte and the payload's CRC.
+func frame(out []byte) []byte {
+	out[0] = valueFormatV1
+	binary.BigEndian.PutUint32(out[1:5], crc32.Checksum(out[headerLen:], castagnoli))
+	return out
 }

@@ -1,6 +1,6 @@
 package store
 
-// The hand-written codecs (msgp.go, records_msgp.go, turn.go) against
+// The hand-written codecs (msgp.go and the codec_*.go files) against
 // msgpack/v5, the codec they replaced: the same bytes out of every encoder,
 // the same record (or ErrCorrupt) out of every decoder, on canonical
 // values, values in the other forms msgpack/v5 accepts, and damaged bytes.
@@ -517,6 +517,8 @@ func FuzzMsgpDifferential(f *testing.F) {
 		f.Add(v[headerLen:])
 		v, _ = encodeValue(&Advantage{Step: 1, Group: 2, Leaf: 3, Advantage: -0.5, Rubrics: []uint64{4, 5}, ZeroVariance: true})
 		f.Add(v[headerLen:])
+		g := randGroup(rng)
+		f.Add(encodeGroup(&g)[headerLen:])
 	}
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		compareTurnDecode(t, frameFor(payload))
@@ -524,5 +526,6 @@ func FuzzMsgpDifferential(f *testing.F) {
 		compareRecordDecode[Node](t, payload)
 		compareRecordDecode[TurnsPayload](t, payload)
 		compareRecordDecode[Advantage](t, payload)
+		compareRecordDecode[Group](t, payload)
 	})
 }

@@ -1,7 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"math"
+	"slices"
+	"strings"
 )
 
 // NodeSpec describes a node to add. Parent 0 adds a root branch of the
@@ -39,7 +42,7 @@ func (r *RunTx) addNode(spec NodeSpec) (Node, error) {
 	if spec.Ordinal < 0 || spec.Attempt < 0 {
 		return Node{}, invalidf("node ordinal %d / attempt %d is negative", spec.Ordinal, spec.Attempt)
 	}
-	if err := validText(map[string]string{"worker": spec.Worker}, nil); err != nil {
+	if err := validText(nil, "worker", spec.Worker); err != nil {
 		return Node{}, err
 	}
 	n := Node{Step: g.Step, Group: g.ID, Parent: spec.Parent, Fork: spec.Fork, Ordinal: spec.Ordinal,
@@ -106,42 +109,82 @@ func (r *RunTx) addNode(spec NodeSpec) (Node, error) {
 	return n, nil
 }
 
-// putNode writes n over old (nil for a new node), keeps the frontier equal
-// to the active nodes and the run's counters to its records, and logs kind
-// with the node as payload.
-func (r *RunTx) putNode(old, n *Node, kind EventKind) error {
-	if err := r.tally(nodeDelta(old, n)); err != nil {
+// putNode is the one way a node record changes: prev is the node before
+// the mutation (nil for a new node), n after it (never modified later). n
+// joins the transaction's dirty set, whose records are written once each,
+// just before commit (Tx.flush, through writeNode); the frontier is kept
+// equal to the active nodes, and kind is logged with the record as its
+// payload.
+func (r *RunTx) putNode(prev, n *Node, kind EventKind) error {
+	if err := r.tally(nodeDelta(prev, n)); err != nil {
 		return err
 	}
+	if wasActive := prev != nil && prev.Status == NodeActive; wasActive != (n.Status == NodeActive) {
+		frontier, err := r.bucket(bFrontier)
+		if err != nil {
+			return err
+		}
+		if wasActive {
+			err = frontier.Delete(u64key(n.ID))
+		} else {
+			err = frontier.Put(u64key(n.ID), []byte{})
+		}
+		if err != nil {
+			return err
+		}
+	}
+	d := &dirtyNode{r: r, n: n}
+	r.tx.dirty[nodeKey{r.id, n.ID}] = d
+	if kind == "" {
+		return nil
+	}
+	d.val = encodeNode(n)
+	return r.appendEvent(Event{Kind: kind, Step: n.Step, Group: n.Group, Node: n.ID}, d.val)
+}
+
+// dirtyNode is a node record changed in this transaction and not yet
+// written: val is its encoding when an event already made it.
+type dirtyNode struct {
+	r       *RunTx
+	n       *Node
+	val     []byte
+	written bool
+}
+
+// flush writes the dirty nodes' records, in key order (bbolt inserts into
+// a page's sorted elements, so new nodes in order append). Update calls it
+// before commit, and a write transaction's Check before it reads the
+// buckets.
+func (tx *Tx) flush() error {
+	todo := make([]*dirtyNode, 0, len(tx.dirty))
+	for _, d := range tx.dirty {
+		if !d.written {
+			todo = append(todo, d)
+		}
+	}
+	slices.SortFunc(todo, func(a, b *dirtyNode) int {
+		return cmp.Or(strings.Compare(a.r.id, b.r.id), cmp.Compare(a.n.ID, b.n.ID))
+	})
+	for _, d := range todo {
+		if err := d.r.writeNode(d.n, d.val); err != nil {
+			return tx.fail(err)
+		}
+		d.written = true
+	}
+	return tx.flushCounts()
+}
+
+// writeNode puts a node's record (val: its encoding, when known) into the
+// nodes bucket: every node record written goes through here.
+func (r *RunTx) writeNode(n *Node, val []byte) error {
 	nodes, err := r.bucket(bNodes)
 	if err != nil {
 		return err
 	}
-	frontier, err := r.bucket(bFrontier)
-	if err != nil {
-		return err
+	if val == nil {
+		val = encodeNode(n)
 	}
-	val, err := encodeValue(n)
-	if err != nil {
-		return err
-	}
-	key := u64key(n.ID)
-	if err := nodes.Put(key, val); err != nil {
-		return err
-	}
-	if n.Status == NodeActive {
-		err = frontier.Put(key, []byte{})
-	} else {
-		err = frontier.Delete(key)
-	}
-	if err != nil {
-		return err
-	}
-	r.tx.dirty[nodeKey{r.id, n.ID}] = struct{}{}
-	if kind == "" {
-		return nil
-	}
-	return r.appendEvent(Event{Kind: kind, Step: n.Step, Group: n.Group, Node: n.ID}, val)
+	return nodes.Put(u64key(n.ID), val)
 }
 
 // Node returns a node's record, through the LRU when possible.
@@ -157,11 +200,11 @@ func (r *RunTx) Node(id uint64) (Node, error) {
 // offered to it. Callers inside the package must not mutate it.
 func (r *RunTx) nodeRef(id uint64) (*Node, error) {
 	k := nodeKey{r.id, id}
-	_, dirty := r.tx.dirty[k]
-	if !dirty {
-		if n, ok := r.tx.db.cache.get(k, r.tx.snapshot); ok {
-			return n, nil
-		}
+	if d, ok := r.tx.dirty[k]; ok {
+		return d.n, nil
+	}
+	if n, ok := r.tx.db.cache.get(k, r.tx.snapshot); ok {
+		return n, nil
 	}
 	nodes, err := r.bucket(bNodes)
 	if err != nil {
@@ -179,9 +222,7 @@ func (r *RunTx) nodeRef(id uint64) (*Node, error) {
 	if n.ID != id {
 		return nil, &CorruptError{Bucket: r.bpath(bNodes), Key: key, Reason: "record id does not match its key"}
 	}
-	if !dirty {
-		r.tx.db.cache.put(k, r.tx.snapshot, n)
-	}
+	r.tx.db.cache.put(k, r.tx.snapshot, n)
 	return n, nil
 }
 
@@ -190,6 +231,7 @@ func (n *Node) clone() Node {
 	c.Scores = append([]Score(nil), n.Scores...)
 	c.Decisions = append([]Decision(nil), n.Decisions...)
 	c.EnvState = cloneBytes(n.EnvState)
+	c.TurnRanges = append(TurnRanges(nil), n.TurnRanges...)
 	return c
 }
 
@@ -354,7 +396,7 @@ func (r *RunTx) FailNode(id uint64, reason string) error {
 		if n.Status != NodeActive {
 			return invalidf("node %d is %s; only an active node fails", id, n.Status)
 		}
-		if err := validText(map[string]string{"error": reason}, nil); err != nil {
+		if err := validText(nil, "error", reason); err != nil {
 			return err
 		}
 		n.Status, n.Error = NodeFailed, reason

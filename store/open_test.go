@@ -609,10 +609,10 @@ func TestPageSize(t *testing.T) {
 		view(t, db, func(tx *store.Tx) error { ps = storetest.BoltTx(tx).DB().Info().PageSize; return nil })
 		return ps
 	}
-	// nil options are DefaultOptions: 16 KiB pages.
+	// nil options are DefaultOptions: 4 KiB pages.
 	def := storetest.OpenPath(t, tempPath(t, "default.db"), nil)
-	if got := pageSize(def); got != 16<<10 {
-		t.Errorf("default page size %d, want 16384", got)
+	if got := pageSize(def); got != 4<<10 {
+		t.Errorf("default page size %d, want 4096", got)
 	}
 	if def.Options().CacheNodes != store.DefaultOptions().CacheNodes || def.Options().Timeout != store.DefaultOptions().Timeout {
 		t.Errorf("nil options opened with %+v", def.Options())

@@ -1,11 +1,14 @@
 package store_test
 
-// A node's turns are read with one cursor seek from node|0; the cursor then
-// stands on whatever key follows. When the node's own turns are missing,
-// that key belongs to the next node (or is malformed, or there is none),
-// and the read must be ErrCorrupt, never the next node's turns.
+// A node's turns are read with one cursor seek per range of its turns; the
+// cursor then stands on whatever key follows. When the node's own turns
+// are missing, that key belongs to another node's turn (or is malformed,
+// or there is none), and the read must be ErrCorrupt, never the other
+// node's turns.
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"testing"
 
@@ -17,6 +20,17 @@ import (
 func TestReadTurnsMissing(t *testing.T) {
 	db := storetest.OpenPath(t, goodFile(t), syncOptions())
 	f := readFixture(t, db)
+	key := map[[2]uint64][]byte{}
+	for _, n := range []struct {
+		id    uint64
+		turns int
+	}{{f.A, 3}, {f.X, 1}} {
+		for i := range n.turns {
+			key[[2]uint64{n.id, uint64(i)}] = turnKeyOf(t, db, "r1", n.id, i)
+		}
+	}
+	k2 := func(id, i uint64) []byte { return key[[2]uint64{id, i}] }
+	k3 := func(id, i, extra uint64) []byte { return binary.BigEndian.AppendUint64(bytes.Clone(k2(id, i)), extra) }
 	del := func(keys ...[]byte) func(*bolt.Bucket) error {
 		return func(b *bolt.Bucket) error {
 			for _, k := range keys {
@@ -34,7 +48,7 @@ func TestReadTurnsMissing(t *testing.T) {
 		missing []byte // the key the error names
 		reason  string // "" for "turn missing"
 	}{
-		// A's turns 0..2 are followed by B's turn 0.
+		// A's turns 0..2 are followed by other nodes' turns.
 		{"first turn missing", f.A, del(k2(f.A, 0)), k2(f.A, 0), ""},
 		{"middle turn missing", f.A, del(k2(f.A, 1)), k2(f.A, 1), ""},
 		{"all turns missing, the next node's follow", f.A, del(k2(f.A, 0), k2(f.A, 1), k2(f.A, 2)), k2(f.A, 0), ""},
@@ -42,7 +56,7 @@ func TestReadTurnsMissing(t *testing.T) {
 		// X has the largest id: nothing follows its turns.
 		{"only turn of the last node missing", f.X, del(k2(f.X, 0)), k2(f.X, 0), ""},
 		// A 24-byte key right where X's turn 0 should be, holding a valid
-		// turn: its first 16 bytes read as X|0.
+		// turn: its first 16 bytes read as X's turn 0's key.
 		{"malformed key in the turn's place", f.X, func(b *bolt.Bucket) error {
 			v := append([]byte(nil), b.Get(k2(f.X, 0))...)
 			if err := b.Delete(k2(f.X, 0)); err != nil {

@@ -144,6 +144,10 @@ type Node struct {
 	// without reading a turn (format 2 on).
 	MinVersion uint64 `json:"min_policy_version,omitempty"`
 	MaxVersion uint64 `json:"max_policy_version,omitempty"`
+	// TurnRanges say where the node's own turns are stored (format 3 on;
+	// nil in older files, whose turns are keyed by node and index). A
+	// storage detail, not part of the JSON vocabulary.
+	TurnRanges TurnRanges `json:"-"`
 }
 
 // PathLen is the number of turns from the root to the node's last turn.
@@ -321,7 +325,9 @@ type Event struct {
 
 // TurnsPayload is the payload of an EvTurns event: the range of own-turn
 // indexes written, and the node's turn count and policy-version range
-// after the write (format 2 added the versions; format 1 wrote 3 fields).
+// after the write (format 2 added the versions; format 1 wrote 3 fields),
+// and the turn sequence number of the first turn past the node's old count
+// (format 3; 0 when the write only rewrote turns, or in older files).
 type TurnsPayload struct {
 	_msgpack   struct{} `msgpack:",as_array"`
 	From       int      `json:"from"`
@@ -329,9 +335,14 @@ type TurnsPayload struct {
 	Turns      int      `json:"turns"`
 	MinVersion uint64   `json:"min_policy_version,omitempty"`
 	MaxVersion uint64   `json:"max_policy_version,omitempty"`
+	Seq        uint64   `json:"-"` // where the new turns are stored: not part of the JSON vocabulary
 }
 
-// Apply sets what the payload records on the node it was written for.
+// Apply sets what the payload records on the node it was written for (the
+// node as it was before the write).
 func (p *TurnsPayload) Apply(n *Node) {
+	if p.Seq != 0 && p.Turns > n.Turns {
+		n.TurnRanges = append(TurnRanges(nil), n.TurnRanges...).extend(p.Seq, p.Turns-n.Turns)
+	}
 	n.Turns, n.MinVersion, n.MaxVersion = p.Turns, p.MinVersion, p.MaxVersion
 }

@@ -190,6 +190,7 @@ func TestNodeRoundTrip(t *testing.T) {
 			{Interval: 1, Action: store.ActionExpand, Score: 1, Reference: 1, Delta: 0.5, Rule: "max", Children: 2},
 		},
 		EnvState: []byte("env@4"), Worker: "gpu-3", Attempt: 1,
+		TurnRanges: store.TurnRanges{{Seq: 1, Count: 4}}, // the run's first four turns
 	}
 	wantChild := store.Node{ID: child.ID, Step: 3, Group: added.Group, Parent: added.ID, Ordinal: 1, Fork: 4, Base: 4, Depth: 1,
 		Status: store.NodeTruncated, HasReward: true, Reward: -1}

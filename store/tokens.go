@@ -46,14 +46,23 @@ func (t *TokenIDs) DecodeMsgpack(dec *msgpack.Decoder) error {
 	return nil
 }
 
-// validText reports the first named text field, or meta key or value, that
-// is not valid UTF-8: msgpack would store it, but every JSON, Parquet and
-// terminal reader downstream would show U+FFFD in its place.
-func validText(fields map[string]string, meta map[string]string) error {
-	for _, name := range sortedKeys(fields) {
-		if !utf8.ValidString(fields[name]) {
-			return invalidf("%s is not valid UTF-8", name)
+// validText reports the first named text field (fields are name, value
+// pairs, in the order given), or meta key or value, that is not valid
+// UTF-8: msgpack would store it, but every JSON, Parquet and terminal
+// reader downstream would show U+FFFD in its place. The labels are built
+// only when something is invalid.
+func validText(meta map[string]string, fields ...string) error {
+	for i := 0; i+1 < len(fields); i += 2 {
+		if !utf8.ValidString(fields[i+1]) {
+			return invalidf("%s is not valid UTF-8", fields[i])
 		}
+	}
+	valid := true
+	for k, v := range meta {
+		valid = valid && utf8.ValidString(k) && utf8.ValidString(v)
+	}
+	if valid {
+		return nil
 	}
 	for _, k := range sortedKeys(meta) {
 		if !utf8.ValidString(k) || !utf8.ValidString(meta[k]) {
@@ -63,7 +72,7 @@ func validText(fields map[string]string, meta map[string]string) error {
 	return nil
 }
 
-// sortedKeys makes validText name the same field whatever the map order.
+// sortedKeys makes validText name the same meta key whatever the map order.
 func sortedKeys(m map[string]string) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {

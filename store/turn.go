@@ -1,134 +1,8 @@
 package store
 
 import (
-	"encoding/binary"
 	"fmt"
-	"hash/crc32"
-	"math"
-	"unicode/utf8"
 )
-
-// Turns are the bulk of a file (hundreds of tokens each), so they skip
-// reflection: a fixed msgpack array written and read field by field
-// (msgp.go), token arrays as bin blobs of little-endian words. Format 1
-// wrote 7 fields; format 2 adds the policy version as an eighth, and a
-// 7-field turn reads as version 0.
-const (
-	turnFields   = 8
-	turnFieldsV1 = 7
-)
-
-// turnSize is the exact length of t's framed value.
-func turnSize(t *Turn) int {
-	na, nl, no := 4*len(t.ActionTokens), 4*len(t.ActionLogprobs), 4*len(t.ObservationTokens)
-	return headerLen + 1 +
-		strHeaderLen(len(t.Action)) + len(t.Action) +
-		binHeaderLen(na) + na + binHeaderLen(nl) + nl +
-		strHeaderLen(len(t.Observation)) + len(t.Observation) +
-		binHeaderLen(no) + no +
-		9 + 1 + 9 // float64 reward, bool done, uint64 policy version
-}
-
-// encodeTurn frames t into one allocation of exactly its size: the token
-// arrays are copied once, straight into the value bbolt will hold.
-func encodeTurn(t *Turn) ([]byte, error) {
-	out := make([]byte, headerLen, turnSize(t))
-	out[0] = valueFormatV1
-	out = appendArrayLen(out, turnFields)
-	out = appendStr(out, t.Action)
-	out = packU32(appendBinHeader(out, 4*len(t.ActionTokens)), t.ActionTokens)
-	out = packF32(appendBinHeader(out, 4*len(t.ActionLogprobs)), t.ActionLogprobs)
-	out = appendStr(out, t.Observation)
-	out = packU32(appendBinHeader(out, 4*len(t.ObservationTokens)), t.ObservationTokens)
-	out = appendFloat64(out, t.Reward)
-	out = appendBool(out, t.Done)
-	out = appendUint64(out, t.PolicyVersion)
-	binary.BigEndian.PutUint32(out[1:5], crc32.Checksum(out[headerLen:], castagnoli))
-	return out, nil
-}
-
-// decodeTurn parses a framed turn straight from raw (which may be a page
-// of the mmap): strings and token arrays are copied out once each. Bytes
-// after the last field are ignored, as msgpack/v5 ignored them.
-func decodeTurn(bucket string, key, raw []byte, t *Turn) error {
-	payload, err := checkCRC(bucket, key, raw)
-	if err != nil {
-		return err
-	}
-	bad := func(what string, err error) error {
-		if err != nil {
-			what += ": " + err.Error()
-		}
-		return &CorruptError{Bucket: bucket, Key: cloneBytes(key), Reason: "turn: " + what}
-	}
-	m := msgpReader{b: payload}
-	fields := m.arrayLen()
-	if m.err != nil || (fields != turnFields && fields != turnFieldsV1) {
-		return bad("not a 7- or 8-field array", m.err)
-	}
-	var ok bool
-	if t.Action = m.str(); m.err != nil {
-		return bad("action", m.err)
-	}
-	blob, _ := m.bytes()
-	if m.err != nil {
-		return bad("action tokens", m.err)
-	}
-	if t.ActionTokens, ok = unpackU32(blob); !ok {
-		return bad("action tokens length not a multiple of 4", nil)
-	}
-	if blob, _ = m.bytes(); m.err != nil {
-		return bad("action logprobs", m.err)
-	}
-	if t.ActionLogprobs, ok = unpackF32(blob); !ok {
-		return bad("action logprobs length not a multiple of 4", nil)
-	}
-	if t.Observation = m.str(); m.err != nil {
-		return bad("observation", m.err)
-	}
-	if blob, _ = m.bytes(); m.err != nil {
-		return bad("observation tokens", m.err)
-	}
-	if t.ObservationTokens, ok = unpackU32(blob); !ok {
-		return bad("observation tokens length not a multiple of 4", nil)
-	}
-	if t.Reward = m.float64(); m.err != nil {
-		return bad("reward", m.err)
-	}
-	if t.Done = m.bool(); m.err != nil {
-		return bad("done", m.err)
-	}
-	t.PolicyVersion = 0
-	if fields == turnFields {
-		if t.PolicyVersion = m.uint64(); m.err != nil {
-			return bad("policy version", m.err)
-		}
-	}
-	return nil
-}
-
-// validTurn is the rule every stored turn keeps: text is valid UTF-8 (a
-// JSON or Parquet reader would otherwise get U+FFFD in its place), the
-// reward is finite, and the logprobs, when given, are one finite value
-// <= 0 per action token (a trainer computes importance ratios from them).
-func validTurn(t *Turn) error {
-	switch {
-	case !utf8.ValidString(t.Action):
-		return invalidf("action text is not valid UTF-8")
-	case !utf8.ValidString(t.Observation):
-		return invalidf("observation text is not valid UTF-8")
-	case !finite(t.Reward):
-		return invalidf("reward %v is not finite", t.Reward)
-	case len(t.ActionLogprobs) != 0 && len(t.ActionLogprobs) != len(t.ActionTokens):
-		return invalidf("%d action logprobs for %d action tokens (give one per token, or none)", len(t.ActionLogprobs), len(t.ActionTokens))
-	}
-	for i, lp := range t.ActionLogprobs {
-		if !(lp <= 0) || math.IsInf(float64(lp), -1) {
-			return invalidf("action logprob %d is %v; want a finite value <= 0", i, lp)
-		}
-	}
-	return nil
-}
 
 // EncodeTurn and DecodeTurn expose the turn codec for benchmarks and fuzz
 // tests; the framing and CRC are included.
@@ -239,25 +113,50 @@ func (r *RunTx) turnTarget(id uint64, from int) (*Node, error) {
 }
 
 // putTurns writes count turn values (value(i) is the framed turn at index
-// from+i) under node p, then its record and the EvTurns event. The values
-// must stay unmodified until the transaction ends: bbolt keeps them.
+// from+i) under node p, then its record and the EvTurns event. Turns that
+// rewrite stored ones keep their keys; new ones take the next numbers of
+// the run's turn sequence, so they land at the end of the bucket. The
+// values must stay unmodified until the transaction ends: bbolt keeps them.
 func (r *RunTx) putTurns(p *Node, from, count int, versions [][2]uint64, value func(int) ([]byte, error)) error {
 	b, err := r.bucket(bTurns)
 	if err != nil {
 		return r.tx.fail(err)
 	}
-	for i := range count {
+	over := min(count, p.Turns-from)
+	spans, err := r.turnSpans(p, from, over)
+	if err != nil {
+		return r.tx.fail(err)
+	}
+	i := 0
+	put := func(k []byte) error {
 		val, err := value(i)
-		if err != nil {
-			return r.tx.fail(err)
+		if err == nil {
+			err = b.Put(k, val)
 		}
-		if err := b.Put(turnKey(p.ID, from+i), val); err != nil {
-			return r.tx.fail(err)
+		i++
+		return err
+	}
+	for _, s := range spans {
+		for j := range s.count {
+			if err := put(r.spanKey(p.ID, s, j)); err != nil {
+				return r.tx.fail(err)
+			}
 		}
 	}
 	n := p.clone()
-	if end := from + count; end > n.Turns {
-		n.Turns = end
+	var seq uint64
+	if fresh := count - over; fresh > 0 {
+		seq = b.Sequence() + 1
+		if err := b.SetSequence(seq + uint64(fresh) - 1); err != nil {
+			return r.tx.fail(err)
+		}
+		for j := range fresh {
+			if err := put(u64key2(seq+uint64(j), p.ID)); err != nil {
+				return r.tx.fail(err)
+			}
+		}
+		n.TurnRanges = n.TurnRanges.extend(seq, fresh)
+		n.Turns = from + count
 	}
 	for _, v := range versions {
 		if v[0] == 0 {
@@ -271,10 +170,7 @@ func (r *RunTx) putTurns(p *Node, from, count int, versions [][2]uint64, value f
 	if err := r.putNode(p, &n, ""); err != nil {
 		return r.tx.fail(err)
 	}
-	pl, err := encodeValue(&TurnsPayload{From: from, Count: count, Turns: n.Turns, MinVersion: n.MinVersion, MaxVersion: n.MaxVersion})
-	if err != nil {
-		return r.tx.fail(err)
-	}
+	pl := encodeTurnsPayload(&TurnsPayload{From: from, Count: count, Turns: n.Turns, MinVersion: n.MinVersion, MaxVersion: n.MaxVersion, Seq: seq})
 	return r.tx.fail(r.appendEvent(Event{Kind: EvTurns, Step: n.Step, Group: n.Group, Node: p.ID}, pl))
 }
 
@@ -296,13 +192,21 @@ func (r *RunTx) Turn(id uint64, index int) (Turn, error) {
 	if err != nil {
 		return t, err
 	}
-	if index < 0 {
-		return t, notFoundf("turn %d of node %d", index, id)
+	n, err := r.nodeRef(id)
+	if err != nil {
+		return t, err
 	}
-	k := turnKey(id, index)
+	if index < 0 || index >= n.Turns {
+		return t, notFoundf("turn %d of node %d of run %q", index, id, r.id)
+	}
+	spans, err := r.turnSpans(n, index, 1)
+	if err != nil {
+		return t, err
+	}
+	k := r.spanKey(id, spans[0], 0)
 	raw := b.Get(k)
 	if raw == nil {
-		return t, notFoundf("turn %d of node %d of run %q", index, id, r.id)
+		return t, &CorruptError{Bucket: r.bpath(bTurns), Key: k, Reason: "turn missing"}
 	}
 	err = decodeTurn(r.bpath(bTurns), k, raw, &t)
 	return t, err
@@ -322,7 +226,7 @@ func (r *RunTx) readTurns(id uint64, count int, fn func(int, Turn)) error {
 }
 
 // walkTurns calls fn with the key and raw value of each of the first
-// count own turns of a node, with one cursor seek.
+// count own turns of a node, one cursor seek per range of its turns.
 func (r *RunTx) walkTurns(id uint64, count int, fn func(i int, path string, k, v []byte) error) error {
 	if count == 0 {
 		return nil
@@ -331,18 +235,30 @@ func (r *RunTx) walkTurns(id uint64, count int, fn func(i int, path string, k, v
 	if err != nil {
 		return err
 	}
+	n, err := r.nodeRef(id)
+	if err != nil {
+		return err
+	}
+	spans, err := r.turnSpans(n, 0, count)
+	if err != nil {
+		return err
+	}
 	path := r.bpath(bTurns)
 	c := b.Cursor()
-	k, v := c.Seek(turnKey(id, 0))
-	for i := 0; i < count; i++ {
-		if i > 0 {
-			k, v = c.Next()
-		}
-		if k == nil || len(k) != 16 || keyU64(k, 0) != id || keyU64(k, 1) != uint64(i) {
-			return &CorruptError{Bucket: path, Key: turnKey(id, i), Reason: "turn missing"}
-		}
-		if err := fn(i, path, k, v); err != nil {
-			return err
+	i := 0
+	for _, s := range spans {
+		k, v := c.Seek(r.spanKey(id, s, 0))
+		for j := range s.count {
+			if j > 0 {
+				k, v = c.Next()
+			}
+			if !r.isSpanKey(k, id, s, j) {
+				return &CorruptError{Bucket: path, Key: r.spanKey(id, s, j), Reason: "turn missing"}
+			}
+			if err := fn(i, path, k, v); err != nil {
+				return err
+			}
+			i++
 		}
 	}
 	return nil

@@ -25,18 +25,28 @@ func (r *RunTx) PathBackward(id uint64, fn func(TurnBrief) bool) error {
 	}
 	path := r.bpath(bTurns)
 	for si := len(segs) - 1; si >= 0; si-- {
-		for i := segs[si].count - 1; i >= 0; i-- {
-			k := turnKey(segs[si].node, i)
-			raw := b.Get(k)
-			if raw == nil {
-				return &CorruptError{Bucket: path, Key: k, Reason: "turn missing"}
-			}
-			t, err := decodeTurnBrief(path, k, raw)
-			if err != nil {
-				return err
-			}
-			if !fn(t) {
-				return nil
+		n, err := r.nodeRef(segs[si].node)
+		if err != nil {
+			return err
+		}
+		spans, err := r.turnSpans(n, 0, segs[si].count)
+		if err != nil {
+			return err
+		}
+		for sp := len(spans) - 1; sp >= 0; sp-- {
+			for j := spans[sp].count - 1; j >= 0; j-- {
+				k := r.spanKey(n.ID, spans[sp], j)
+				raw := b.Get(k)
+				if raw == nil {
+					return &CorruptError{Bucket: path, Key: k, Reason: "turn missing"}
+				}
+				t, err := decodeTurnBrief(path, k, raw)
+				if err != nil {
+					return err
+				}
+				if !fn(t) {
+					return nil
+				}
 			}
 		}
 	}

@@ -38,7 +38,7 @@ func TestPathBackward(t *testing.T) {
 		}
 		return nil
 	})
-	k := append(u64(f.A), u64(0)...)
+	k := turnKeyOf(t, db, f.Run, f.A, 0)
 	var orig []byte
 	update(t, db, func(tx *store.Tx) error {
 		b := rawBucket(t, tx, f.Run, "turns")

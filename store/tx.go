@@ -13,9 +13,9 @@ import (
 type Tx struct {
 	db       *DB
 	btx      *bolt.Tx
-	snapshot uint64 // the committed txid this transaction reads
-	err      error  // first failed write: the transaction will not commit
-	dirty    map[nodeKey]struct{}
+	snapshot uint64                 // the committed txid this transaction reads
+	err      error                  // first failed write: the transaction will not commit
+	dirty    map[nodeKey]*dirtyNode // nodes changed in this write transaction
 	runs     map[string]*RunTx
 	done     bool
 }
@@ -25,7 +25,7 @@ func newTx(db *DB, btx *bolt.Tx) *Tx {
 	tx.snapshot = uint64(btx.ID())
 	if btx.Writable() {
 		tx.snapshot-- // a write transaction reads the last committed state
-		tx.dirty = map[nodeKey]struct{}{}
+		tx.dirty = map[nodeKey]*dirtyNode{}
 	}
 	return tx
 }
@@ -155,9 +155,20 @@ const (
 
 var subBuckets = []string{bGroups, bNodes, bTurns, bChildren, bFrontier, bAdv, bRubrics, bCkpt, bEvents}
 
-// appendOnly buckets get FillPercent 1.0: their keys arrive in ascending
-// order, so half-empty pages after a split would never fill again.
-var appendOnly = map[string]bool{bGroups: true, bNodes: true, bTurns: true, bChildren: true, bAdv: true, bCkpt: true, bEvents: true}
+// fillPercent is each sub-bucket's bbolt FillPercent: how full a page is
+// left when a commit splits it. Turns, events, groups, advantages and
+// checkpoints grow at their end (format 3 numbers turns in append order),
+// so they are packed full: a page behind the end is never written again.
+// Node records are rewritten as their branch is scored and routed, which
+// grows them; a full page would split on the next growth into a full page
+// and a nearly empty one, so node pages keep a quarter free for it.
+// Children keys (parent|child) land near the end, not at it. Measured
+// after demo --map 8x8 --steps 30 (bench/RESULTS.md): nodes at 1.0 used
+// 27% of their pages, at 0.75 77%, at 0.9 57%; children 27% at 1.0, 92%
+// at 0.9.
+var fillPercent = map[string]float64{
+	bGroups: 1, bNodes: 0.75, bTurns: 1, bChildren: 0.9, bAdv: 1, bCkpt: 1, bEvents: 1,
+}
 
 // keyRun is the key of the run record inside the run's bucket.
 var keyRun = []byte("run")
@@ -165,11 +176,12 @@ var keyRun = []byte("run")
 // RunTx is a transaction's handle on one run. Valid only for the life of
 // the transaction.
 type RunTx struct {
-	tx   *Tx
-	id   string
-	b    *bolt.Bucket
-	sub  map[string]*bolt.Bucket
-	path string
+	tx    *Tx
+	id    string
+	b     *bolt.Bucket
+	sub   map[string]*bolt.Bucket
+	path  string
+	paths map[string]string // bpath's
 	// counts are the run's counters while a write transaction changes
 	// them (counts.go).
 	counts *runCounts
@@ -179,8 +191,8 @@ func (tx *Tx) bind(id string, b *bolt.Bucket) *RunTx {
 	r := &RunTx{tx: tx, id: id, b: b, sub: make(map[string]*bolt.Bucket, len(subBuckets)), path: "runs/" + id}
 	for _, name := range subBuckets {
 		sb := b.Bucket([]byte(name))
-		if sb != nil && tx.Writable() && appendOnly[name] {
-			sb.FillPercent = 1.0
+		if f, ok := fillPercent[name]; ok && sb != nil && tx.Writable() {
+			sb.FillPercent = f
 		}
 		r.sub[name] = sb
 	}
@@ -197,7 +209,19 @@ func (r *RunTx) bucket(name string) (*bolt.Bucket, error) {
 	return nil, &CorruptError{Bucket: r.path, Reason: "missing sub-bucket " + name}
 }
 
-func (r *RunTx) bpath(name string) string { return r.path + "/" + name }
+// bpath is a sub-bucket's path, the label of its errors. Built once per
+// transaction and bucket, not per record read.
+func (r *RunTx) bpath(name string) string {
+	if p, ok := r.paths[name]; ok {
+		return p
+	}
+	if r.paths == nil {
+		r.paths = make(map[string]string, 2)
+	}
+	p := r.path + "/" + name
+	r.paths[name] = p
+	return p
+}
 
 // ID is the run's id.
 func (r *RunTx) ID() string { return r.id }

@@ -39,6 +39,10 @@ type Coordinator struct {
 	instance string // lease id prefix: ids of an earlier instance never match
 	seq      uint64
 	leases   map[uint64]*Lease // node → its current lease
+	// granted is the newest snapshot a grant was judged on: a grant on an
+	// older one could overwrite a current lease with one for a state the
+	// branch has left.
+	granted uint64
 }
 
 // CoordinatorOptions tune a Coordinator. The zero value means the defaults.

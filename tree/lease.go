@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -52,24 +53,36 @@ func (l *Lease) current(n *store.Node, g *store.Group) bool {
 // leased, or whose lease expired (a grace period past its expiry, see
 // LeaseGrace) or is no longer current. Branches come in step, group and node
 // order. A lease is not a write: Lease reads the store in a snapshot of its
-// own, taken while it holds the coordinator's lease table, so no grant is
-// ever judged on a snapshot older than the one an earlier grant saw. then,
-// when not nil, runs in that same snapshot with the grants (to read the
-// leased branches' histories, say) after the table is released.
+// own, and no grant is ever judged on a snapshot older than the one an
+// earlier grant saw (a snapshot that lost that race is retaken), so a lease
+// never describes a state its branch has already left. then, when not nil,
+// runs in that same snapshot with the grants (to read the leased branches'
+// histories, say) after the table is released.
 func (c *Coordinator) Lease(req LeaseRequest, then func(tx *store.Tx, leases []Lease) error) ([]Lease, error) {
-	var out []Lease
-	err := c.db.View(func(tx *store.Tx) error {
-		var err error
-		if out, err = c.grant(tx, req); err != nil || then == nil {
-			return err
+	for {
+		var out []Lease
+		err := c.db.View(func(tx *store.Tx) error {
+			var err error
+			if out, err = c.grant(tx, req); err != nil || then == nil {
+				return err
+			}
+			return then(tx, out)
+		})
+		if errors.Is(err, errStaleSnapshot) {
+			continue
 		}
-		return then(tx, out)
-	})
-	if err != nil {
-		return nil, err
+		if err != nil {
+			return nil, err
+		}
+		return out, nil
 	}
-	return out, nil
 }
+
+// errStaleSnapshot: another grant was judged on a newer snapshot than this
+// one; Lease takes a fresh one. The snapshot is taken before the table's
+// lock (taking it under the lock could deadlock with a writer remapping the
+// file while a reader waits for the table), so the order is checked instead.
+var errStaleSnapshot = errors.New("tree: lease snapshot older than an earlier grant's")
 
 // LeaseGrace is how long past its expiry a lease still blocks a new grant
 // of its branch (a tenth of its TTL when that is shorter): a submit
@@ -87,6 +100,10 @@ func (l *Lease) regrantable(now time.Time) bool {
 func (c *Coordinator) grant(tx *store.Tx, req LeaseRequest) ([]Lease, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if tx.Snapshot() < c.granted {
+		return nil, errStaleSnapshot
+	}
+	c.granted = tx.Snapshot()
 	if req.Max < 0 {
 		return nil, fmt.Errorf("%w: max %d is negative", store.ErrInvalid, req.Max)
 	}

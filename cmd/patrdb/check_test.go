@@ -129,7 +129,7 @@ func TestCheckDamagedMetaPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Both meta pages: flip a byte of the txid, which the meta checksum covers.
-	for _, page := range []int64{0, 16384} {
+	for _, page := range []int64{0, int64(store.DefaultOptions().PageSize)} {
 		b := make([]byte, 1)
 		off := page + 16 + 48
 		if _, err := f.ReadAt(b, off); err != nil {

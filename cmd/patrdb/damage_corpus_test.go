@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/patrdb/patrdb/store"
 )
 
 // damageKinds are the ways TestRandomDamage breaks a copy of a file.
@@ -79,7 +81,7 @@ func TestRandomDamage(t *testing.T) {
 	}
 	sources := []source{
 		{copyTo(t, filepath.Join(damagedDir, "base.db"), filepath.Join(dir, "base.db")), damagedPageSize},
-		{fixture(t), 16384},
+		{fixture(t), store.DefaultOptions().PageSize},
 	}
 	counts := map[string]int{}
 	for si, src := range sources {

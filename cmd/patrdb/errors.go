@@ -88,6 +88,9 @@ func (a *App) explain(err error) error {
 	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, store.ErrFull) {
 		return &codeError{exitUsage, fmt.Errorf("%s: the disk or the file's size cap is full: free space (patrdb compact --out writes a smaller copy), or write elsewhere", errorText(err))}
 	}
+	if errors.Is(err, store.ErrNeedsMigration) {
+		return &codeError{exitUsage, fmt.Errorf("%s: copy it into the current format with patrdb migrate %s NEW.db, then use the copy", errorText(err), a.dbPath)}
+	}
 	return a.damaged(err)
 }
 

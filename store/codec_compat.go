@@ -11,18 +11,14 @@ import (
 // field order, and msgpack/v5 refuses an array whose length differs from
 // the struct's field count, so their decoders are written out to read both
 // shapes. (Nodes and turns have hand-written decoders that do the same.)
-const (
-	groupFields   = 10 // format 2: PromptTokens appended
-	groupFieldsV1 = 9
-)
 
 var (
 	_ msgpack.CustomDecoder = (*Group)(nil)
 	_ msgpack.CustomDecoder = (*TurnsPayload)(nil)
 )
 
-// DecodeMsgpack reads a turns payload of format 1 (from, count, turns) or
-// 2 (and the policy-version range).
+// DecodeMsgpack reads a turns payload of format 1 (from, count, turns), 2
+// (and the policy-version range) or 3 (and the turn sequence number).
 func (p *TurnsPayload) DecodeMsgpack(dec *msgpack.Decoder) error {
 	n, err := dec.DecodeArrayLen()
 	if err != nil {
@@ -32,10 +28,10 @@ func (p *TurnsPayload) DecodeMsgpack(dec *msgpack.Decoder) error {
 	if n == -1 {
 		return nil
 	}
-	if n != turnsPayloadFields && n != turnsPayloadFieldsV1 {
-		return fmt.Errorf("turns payload has %d fields, want %d or %d", n, turnsPayloadFieldsV1, turnsPayloadFields)
+	if n != turnsPayloadFields && n != turnsPayloadFieldsV2 && n != turnsPayloadFieldsV1 {
+		return fmt.Errorf("turns payload has %d fields, want %d, %d or %d", n, turnsPayloadFieldsV1, turnsPayloadFieldsV2, turnsPayloadFields)
 	}
-	fields := []any{&p.From, &p.Count, &p.Turns, &p.MinVersion, &p.MaxVersion}
+	fields := []any{&p.From, &p.Count, &p.Turns, &p.MinVersion, &p.MaxVersion, &p.Seq}
 	for _, f := range fields[:n] {
 		if err := dec.Decode(f); err != nil {
 			return err

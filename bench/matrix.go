@@ -1,0 +1,205 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/patrdb/patrdb/bench/workload"
+	"github.com/patrdb/patrdb/store"
+)
+
+// The append matrix: turn appends through patrdb's public API against
+// anchors that store the same bytes with the same commits — raw bbolt in
+// its best key order (turns numbered in append order), with the values
+// encoded inside the transaction or ahead of it; the disk floor (one
+// pwrite + fdatasync of those bytes per commit); SQLite (WAL,
+// synchronous=FULL); and a JSONL full-trajectory dump fsynced per commit —
+// at three turn sizes and two commit sizes. Every contender takes each
+// transaction in turn (the order rotating), fsync on, so a burst of load
+// elsewhere on the machine falls on all alike; each figure is the median
+// over repetitions of a ratio taken within one repetition.
+
+var matrixContenders = []string{cPatrdb, cPatrdbEnc, cBoltInside, cBoltAhead, cFloor, cSQLite, cJSONL}
+
+// matrixSize is one turn size: its workload and how many batches of
+// matrixTrees trees one repetition writes.
+type matrixSize struct {
+	name    string
+	flag    string // its name in -matrix-sizes
+	cfg     workload.Config
+	batches int
+}
+
+// matrixTrees trees per batch make a round (one interval of the batch) of
+// about 60 turns; a step commit holds matrixStep batches (~1,300 turns).
+const (
+	matrixTrees = 2
+	matrixStep  = 3
+)
+
+func matrixSizes(seed uint64, smoke bool) []matrixSize {
+	shape := func(c workload.Config) workload.Config {
+		c.Trees, c.Tree.K, c.Tree.MaxTurns = matrixTrees, 5, 40
+		return c
+	}
+	tiny := shape(workload.FrozenLakeConfig(seed))
+	medium := shape(workload.SWEConfig(seed))
+	medium.ActionTokens, medium.ObservationTokens, medium.BytesPerToken, medium.PromptBytes = 40, 80, 4, 512
+	llm := shape(workload.SWEConfig(seed))
+	llm.ActionTokens, llm.ObservationTokens, llm.BytesPerToken = 400, 600, 4
+	n := 2 * matrixStep
+	if smoke {
+		n = 1
+	}
+	return []matrixSize{{"tiny", "tiny", tiny, 4 * n}, {"~1 KB", "1kb", medium, 2 * n}, {"~10 KB", "10kb", llm, n}}
+}
+
+// matrixCell is one (turn size, commit size) of one repetition.
+type matrixCell struct {
+	size, commit string
+	txns, turns  int
+	turnBytes    int64
+	res          map[string]appendResult
+}
+
+// runMatrix measures every cell reps times and writes the markdown report
+// to w.
+func runMatrix(cfg config, w io.Writer) error {
+	var cells [][]matrixCell // [cell][rep]
+	for _, sz := range matrixSizes(cfg.Seed, cfg.Smoke) {
+		if !slices.Contains(cfg.MatrixSizes, sz.flag) {
+			continue
+		}
+		gen, err := workload.NewGenerator(sz.cfg)
+		if err != nil {
+			return err
+		}
+		var batches []workload.Batch
+		for range sz.batches {
+			batches = append(batches, gen.Next())
+		}
+		step := workload.Batch{}
+		for _, b := range batches {
+			step.Stats.Add(b.Stats)
+		}
+		for i := 0; i < len(batches); i += matrixStep {
+			var txn []workload.Op
+			for _, b := range batches[i:min(i+matrixStep, len(batches))] {
+				for _, t := range b.Txns {
+					txn = append(txn, t...)
+				}
+			}
+			step.Txns = append(step.Txns, txn)
+		}
+		for _, commit := range []struct {
+			name    string
+			batches []workload.Batch
+		}{{"round", batches}, {"step", []workload.Batch{step}}} {
+			var reps []matrixCell
+			for rep := range cfg.Reps {
+				cell, err := runMatrixCell(cfg, sz.name, commit.name, commit.batches, rep)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cfg.Log, "matrix %s %s rep %d: patrdb %.0f turns/s, raw bbolt %.0f, floor %.0f\n", sz.name, commit.name, rep+1,
+					cell.res[cPatrdb].turnsPerSec(), cell.res[cBoltInside].turnsPerSec(), cell.res[cFloor].turnsPerSec())
+				reps = append(reps, cell)
+			}
+			cells = append(cells, reps)
+		}
+	}
+	return writeMatrix(w, cfg, cells)
+}
+
+func runMatrixCell(cfg config, size, commit string, batches []workload.Batch, rep int) (matrixCell, error) {
+	dir := filepath.Join(cfg.Out, "matrix")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return matrixCell{}, err
+	}
+	cs := make([]contender, len(matrixContenders))
+	paths := make([]string, len(matrixContenders))
+	for i, name := range matrixContenders {
+		c, err := newContender(name)
+		if err != nil {
+			return matrixCell{}, err
+		}
+		if cfg.PageSize != 0 {
+			switch c := c.(type) {
+			case *patrdbC:
+				c.opts = store.DefaultOptions()
+				c.opts.PageSize = cfg.PageSize
+			case *boltC:
+				c.pageSize = cfg.PageSize
+			}
+		}
+		cs[i], paths[i] = c, filepath.Join(dir, fileName(name))
+	}
+	res, err := runAppendAll(cs, paths, batches, rep)
+	if err != nil {
+		return matrixCell{}, err
+	}
+	cell := matrixCell{size: size, commit: commit, res: map[string]appendResult{}}
+	for i, name := range matrixContenders {
+		cell.res[name] = res[i]
+	}
+	for _, b := range batches {
+		cell.txns += len(b.Txns)
+		cell.turns += b.Stats.Turns
+		cell.turnBytes += b.Stats.TurnBytes
+	}
+	for _, p := range paths {
+		_ = removeStore(p)
+	}
+	return cell, nil
+}
+
+// ratioStat is the median and range over repetitions of f(rep).
+func ratioStat(reps []matrixCell, f func(matrixCell) float64) string {
+	xs := make([]float64, len(reps))
+	for i, c := range reps {
+		xs[i] = f(c)
+	}
+	slices.Sort(xs)
+	if len(xs) == 1 {
+		return fmt.Sprintf("%.2f×", xs[0])
+	}
+	return fmt.Sprintf("%.2f× (%.2f–%.2f)", xs[len(xs)/2], xs[0], xs[len(xs)-1])
+}
+
+func speed(a, b string) func(matrixCell) float64 {
+	return func(c matrixCell) float64 { return c.res[a].turnsPerSec() / c.res[b].turnsPerSec() }
+}
+
+func writeMatrix(w io.Writer, cfg config, cells [][]matrixCell) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Command: `%s` (page size %d KiB; %d repetitions; medians with min–max of per-repetition ratios).\n\n",
+		cfg.Command, cmp.Or(cfg.PageSize, store.DefaultOptions().PageSize)>>10, cfg.Reps)
+	b.WriteString("| turns | commit | turns/commit | patrdb turns/s | ÷ raw bbolt, encoded inside | encoded ahead ÷ raw bbolt, encoded ahead | ÷ disk floor | ÷ SQLite | ÷ JSONL |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	for _, reps := range cells {
+		c := reps[0]
+		tps := make([]float64, len(reps))
+		for i, r := range reps {
+			tps[i] = r.res[cPatrdb].turnsPerSec()
+		}
+		slices.Sort(tps)
+		fmt.Fprintf(&b, "| %s | %s | %d | %.0f | %s | %s | %s | %s | %s |\n", c.size, c.commit, c.turns/max(c.txns, 1), tps[len(tps)/2],
+			ratioStat(reps, speed(cPatrdb, cBoltInside)), ratioStat(reps, speed(cPatrdbEnc, cBoltAhead)),
+			ratioStat(reps, speed(cPatrdb, cFloor)), ratioStat(reps, speed(cPatrdb, cSQLite)), ratioStat(reps, speed(cPatrdb, cJSONL)))
+	}
+	b.WriteString("\nBytes on disk (allocated blocks after close) per byte of turn payload (text + 4 bytes per token id and logprob):\n\n")
+	b.WriteString("| turns | commit | payload | patrdb ÷ payload | patrdb ÷ JSONL | raw bbolt ÷ payload | SQLite ÷ payload |\n|---|---|---|---|---|---|---|\n")
+	for _, reps := range cells {
+		c := reps[len(reps)-1]
+		disk := func(name string) float64 { return float64(c.res[name].Disk) }
+		fmt.Fprintf(&b, "| %s | %s | %.1f MB | %.2f× | %.2f× | %.2f× | %.2f× |\n", c.size, c.commit, float64(c.turnBytes)/1e6,
+			disk(cPatrdb)/float64(c.turnBytes), disk(cPatrdb)/disk(cJSONL), disk(cBoltInside)/float64(c.turnBytes), disk(cSQLite)/float64(c.turnBytes))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -1,0 +1,130 @@
+package store
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"math"
+	"unicode/utf8"
+)
+
+// Turns are the bulk of a file (hundreds of tokens each), so they skip
+// reflection: a fixed msgpack array written and read field by field
+// (msgp.go), token arrays as bin blobs of little-endian words. Format 1
+// wrote 7 fields; format 2 adds the policy version as an eighth, and a
+// 7-field turn reads as version 0.
+const (
+	turnFields   = 8
+	turnFieldsV1 = 7
+)
+
+// turnSize is the exact length of t's framed value.
+func turnSize(t *Turn) int {
+	na, nl, no := 4*len(t.ActionTokens), 4*len(t.ActionLogprobs), 4*len(t.ObservationTokens)
+	return headerLen + 1 +
+		strHeaderLen(len(t.Action)) + len(t.Action) +
+		binHeaderLen(na) + na + binHeaderLen(nl) + nl +
+		strHeaderLen(len(t.Observation)) + len(t.Observation) +
+		binHeaderLen(no) + no +
+		9 + 1 + 9 // float64 reward, bool done, uint64 policy version
+}
+
+// encodeTurn frames t into one allocation of exactly its size: the token
+// arrays are copied once, straight into the value bbolt will hold.
+func encodeTurn(t *Turn) ([]byte, error) {
+	out := make([]byte, headerLen, turnSize(t))
+	out[0] = valueFormatV1
+	out = appendArrayLen(out, turnFields)
+	out = appendStr(out, t.Action)
+	out = packU32(appendBinHeader(out, 4*len(t.ActionTokens)), t.ActionTokens)
+	out = packF32(appendBinHeader(out, 4*len(t.ActionLogprobs)), t.ActionLogprobs)
+	out = appendStr(out, t.Observation)
+	out = packU32(appendBinHeader(out, 4*len(t.ObservationTokens)), t.ObservationTokens)
+	out = appendFloat64(out, t.Reward)
+	out = appendBool(out, t.Done)
+	out = appendUint64(out, t.PolicyVersion)
+	binary.BigEndian.PutUint32(out[1:5], crc32.Checksum(out[headerLen:], castagnoli))
+	return out, nil
+}
+
+// decodeTurn parses a framed turn straight from raw (which may be a page
+// of the mmap): strings and token arrays are copied out once each. Bytes
+// after the last field are ignored, as msgpack/v5 ignored them.
+func decodeTurn(bucket string, key, raw []byte, t *Turn) error {
+	payload, err := checkCRC(bucket, key, raw)
+	if err != nil {
+		return err
+	}
+	bad := func(what string, err error) error {
+		if err != nil {
+			what += ": " + err.Error()
+		}
+		return &CorruptError{Bucket: bucket, Key: cloneBytes(key), Reason: "turn: " + what}
+	}
+	m := msgpReader{b: payload}
+	fields := m.arrayLen()
+	if m.err != nil || (fields != turnFields && fields != turnFieldsV1) {
+		return bad("not a 7- or 8-field array", m.err)
+	}
+	var ok bool
+	if t.Action = m.str(); m.err != nil {
+		return bad("action", m.err)
+	}
+	blob, _ := m.bytes()
+	if m.err != nil {
+		return bad("action tokens", m.err)
+	}
+	if t.ActionTokens, ok = unpackU32(blob); !ok {
+		return bad("action tokens length not a multiple of 4", nil)
+	}
+	if blob, _ = m.bytes(); m.err != nil {
+		return bad("action logprobs", m.err)
+	}
+	if t.ActionLogprobs, ok = unpackF32(blob); !ok {
+		return bad("action logprobs length not a multiple of 4", nil)
+	}
+	if t.Observation = m.str(); m.err != nil {
+		return bad("observation", m.err)
+	}
+	if blob, _ = m.bytes(); m.err != nil {
+		return bad("observation tokens", m.err)
+	}
+	if t.ObservationTokens, ok = unpackU32(blob); !ok {
+		return bad("observation tokens length not a multiple of 4", nil)
+	}
+	if t.Reward = m.float64(); m.err != nil {
+		return bad("reward", m.err)
+	}
+	if t.Done = m.bool(); m.err != nil {
+		return bad("done", m.err)
+	}
+	t.PolicyVersion = 0
+	if fields == turnFields {
+		if t.PolicyVersion = m.uint64(); m.err != nil {
+			return bad("policy version", m.err)
+		}
+	}
+	return nil
+}
+
+// validTurn is the rule every stored turn keeps: text is valid UTF-8 (a
+// JSON or Parquet reader would otherwise get U+FFFD in its place), the
+// reward is finite, and the logprobs, when given, are one finite value
+// <= 0 per action token (a trainer computes importance ratios from them).
+func validTurn(t *Turn) error {
+	switch {
+	case !utf8.ValidString(t.Action):
+		return invalidf("action text is not valid UTF-8")
+	case !utf8.ValidString(t.Observation):
+		return invalidf("observation text is not valid UTF-8")
+	case !finite(t.Reward):
+		return invalidf("reward %v is not finite", t.Reward)
+	case len(t.ActionLogprobs) != 0 && len(t.ActionLogprobs) != len(t.ActionTokens):
+		return invalidf("%d action logprobs for %d action tokens (give one per token, or none)", len(t.ActionLogprobs), len(t.ActionTokens))
+	}
+	for i, lp := range t.ActionLogprobs {
+		if !(lp <= 0) || math.IsInf(float64(lp), -1) {
+			return invalidf("action logprob %d is %v; want a finite value <= 0", i, lp)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,78 @@
+package tree
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
+)
+
+// TestGrantRefusesOlderSnapshot: a grant judged on a snapshot older than
+// an earlier grant's would see a branch where it was an interval ago, and
+// hand out (over the current holder's lease) work the branch has done.
+// Four workers hit this under load; here one snapshot is held open across
+// a lease, a submit that routes the group, and a second lease.
+func TestGrantRefusesOlderSnapshot(t *testing.T) {
+	db := storetest.Open(t)
+	cfg := DefaultConfig()
+	cfg.B0, cfg.K, cfg.MaxTurns = 1, 2, 10
+	if err := db.Update(func(tx *store.Tx) error {
+		_, err := tx.CreateRun("r", ConfigJSON(cfg), nil)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewCoordinator(db, "r", &cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *store.Tx) error {
+		_, err := c.OpenStep(tx, 1, []Task{{ID: "t", Prompt: "p"}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	old := make(chan *store.Tx)
+	release := make(chan struct{})
+	viewDone := make(chan error)
+	go func() {
+		viewDone <- db.View(func(tx *store.Tx) error {
+			old <- tx
+			<-release
+			_, err := c.grant(tx, LeaseRequest{Worker: "late", Step: 1})
+			return err
+		})
+	}()
+	<-old // a snapshot of the step as opened
+
+	ls, err := c.Lease(LeaseRequest{Worker: "w", Step: 1}, nil)
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("lease: %v %v", ls, err)
+	}
+	score := 0.5
+	turns := []store.Turn{{Action: "a", Observation: "o"}, {Action: "b", Observation: "o"}}
+	if err := db.Update(func(tx *store.Tx) error {
+		_, err := c.Submit(tx, []Submission{{Lease: ls[0].ID, Node: ls[0].Node, Turns: turns, Score: &score}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	next, err := c.Lease(LeaseRequest{Worker: "w2", Step: 1}, nil)
+	if err != nil || len(next) == 0 {
+		t.Fatalf("lease after routing: %v %v", next, err)
+	}
+
+	close(release)
+	if err := <-viewDone; !errors.Is(err, errStaleSnapshot) {
+		t.Fatalf("grant on the snapshot from before the submit: %v, want errStaleSnapshot", err)
+	}
+	// The current holder's lease is untouched.
+	c.mu.Lock()
+	held := c.leases[next[0].Node]
+	c.mu.Unlock()
+	if held == nil || held.ID != next[0].ID {
+		t.Fatalf("lease of node %d is %+v, want %s", next[0].Node, held, next[0].ID)
+	}
+}
