@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/patrdb/patrdb/store/internal/pagewalk"
 )
 
 // Violation is one problem Check found.
@@ -28,7 +30,7 @@ func (v Violation) String() string {
 const maxViolations = 1000
 
 // Check verifies the whole file: both meta pages, bbolt's page structure
-// (walked with bounds first, pagewalk.go), every value's CRC and decoding,
+// (walked with bounds first, internal/pagewalk), every value's CRC and decoding,
 // and the data model's invariants (parents exist and precede their
 // children, fork points in range, depth and base consistent, the children
 // index equals the parent pointers, the frontier equals the active nodes,
@@ -110,7 +112,7 @@ func (tx *Tx) runCheck(quiet bool, o CheckOptions) (vs []Violation) {
 	return c.vs
 }
 
-// pages walks the snapshot's pages from the file with bounds (pagewalk.go)
+// pages walks the snapshot's pages from the file with bounds (internal/pagewalk)
 // before bbolt's check or a cursor trusts them, and reports whether the
 // b-trees are sound; if not, the rest of the check would loop or crash on
 // them and is skipped. A damaged meta page is reported too when quiet. A
@@ -126,7 +128,7 @@ func (c *checker) pages(quiet bool) bool {
 	var metas []string
 	pages := []string{"the page walk did not finish"}
 	c.guard("(file)", func() {
-		metas, pages = walkFile(tx.db.path, tx.btx.DB().Info().PageSize, uint64(tx.btx.ID()),
+		metas, pages = pagewalk.File(tx.db.path, tx.btx.DB().Info().PageSize, uint64(tx.btx.ID()),
 			uint64(tx.btx.Cursor().Bucket().Root()), nil, quiet)
 	})
 	for _, p := range append(metas, pages...) {

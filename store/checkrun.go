@@ -5,6 +5,8 @@ import (
 	"math"
 	"os"
 	"strings"
+
+	"github.com/patrdb/patrdb/store/internal/pagewalk"
 )
 
 // Guards for readers of a file that has not been checked. bbolt trusts its
@@ -73,9 +75,9 @@ func (tx *Tx) VerifyMetas() error {
 		return err
 	}
 	defer f.Close()
-	for _, m := range readMetas(f, tx.btx.DB().Info().PageSize) {
-		if m.err != "" {
-			return &CorruptError{Bucket: "(file)", Reason: m.fallback()}
+	for _, m := range pagewalk.ReadMetas(f, tx.btx.DB().Info().PageSize) {
+		if m.Err != "" {
+			return &CorruptError{Bucket: "(file)", Reason: m.Fallback()}
 		}
 	}
 	return nil
@@ -94,16 +96,16 @@ func (tx *Tx) verifyPages(descend func(string) bool) error {
 	// reads for every page it has not touched. The freelist is not walked
 	// (no txid matches): readers do not follow it, and a commit running
 	// alongside may replace it.
-	_, w := walkPages(tx.db.path, tx.btx.DB().Info().PageSize, math.MaxUint64,
+	_, w := pagewalk.Walk(tx.db.path, tx.btx.DB().Info().PageSize, math.MaxUint64,
 		uint64(tx.btx.Cursor().Bucket().Root()), descend, false)
-	if len(w.problems) == 0 {
+	if len(w.Problems) == 0 {
 		return nil
 	}
-	reason := w.firstMsg
-	if n := len(w.problems) - 1; n > 0 {
+	reason := w.FirstMsg
+	if n := len(w.Problems) - 1; n > 0 {
 		reason += fmt.Sprintf(" (and %d more)", n)
 	}
-	bucket := w.firstPath
+	bucket := w.FirstPath
 	if bucket == "" {
 		bucket = "(file)"
 	}
