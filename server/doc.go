@@ -12,8 +12,8 @@
 //
 //	GET /api/v1/health                              Health (open even with a token; the path only with it)
 //	GET /api/v1/stats[?run=ID]                      Stats: bytes per bucket, turns stored vs materialised
-//	GET /api/v1/runs                                {"runs": [RunSummary]} (a damaged run: its id and "damaged")
-//	GET /api/v1/runs/{run}                          RunSummary
+//	GET /api/v1/runs[?steps=&buckets=]              {"runs": [RunSummary]} (a damaged run: its id and "damaged")
+//	GET /api/v1/runs/{run}[?steps=&buckets=]        RunSummary (from the run's counters; buckets=true walks its pages)
 //	GET /api/v1/runs/{run}/steps                    {"steps": [StepMetrics]} (the viewer's charts)
 //	GET /api/v1/runs/{run}/steps/{step}/groups      {"step", "groups": [Group]}
 //	GET /api/v1/runs/{run}/steps/{step}/status      StepStatus: open, done (to close) and closed groups, active and leased branches
