@@ -202,6 +202,13 @@ func main() {
 	if name := os.Getenv(childEnv); name != "" {
 		os.Exit(childMain(name))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "bigfile" {
+		if err := bigfileMain(os.Args[2:], moduleRoot(), os.Stderr); err != nil && err != flag.ErrHelp {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	cfg, err := parseConfig(os.Args[1:], moduleRoot(), os.Stderr)
 	if err == flag.ErrHelp {
 		os.Exit(0)

@@ -43,3 +43,7 @@ var (
 	// replays.
 	ErrLog = errors.New("replay: event log does not replay")
 )
+
+// ErrViewQuery: a viewer query is out of range (a page offset or limit, an
+// unknown pool or sort key).
+var ErrViewQuery = errors.New("replay: bad viewer query")

@@ -161,6 +161,8 @@ func TestBadReads(t *testing.T) {
 		{"/api/v1/runs/r1/advantages?group=1", 400},
 		{"/api/v1/runs/r1/events?limit=0", 400},
 		{"/api/v1/runs/r1/events?limit=100000", 400},
+		{"/api/v1/runs/r1?buckets=maybe", 400},
+		{"/api/v1/runs?steps=2", 400},
 		{"/api/v1/runs/r1/events?from=-1", 400},
 		{"/api/v1/runs/r1/checkpoint", 404},
 		{"/api/v1/stats?run=nope", 404},

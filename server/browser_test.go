@@ -6,87 +6,27 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/patrdb/patrdb/store"
 )
 
 // chromiumPath is Debian's chromium, which .ci/run installs with apt-get.
 const chromiumPath = "/usr/bin/chromium"
 
-// demoStore fills a run the way a trainer would, through the API: steps of
-// groups whose trees expand, survive and prune, closed with advantages,
-// plus rubrics in every pool.
-func demoStore(e *testEnv, run string, steps, groups int) {
-	e.t.Helper()
-	createRun(e, run, `{"b0":3,"k":2,"m":2,"top_expand":1,"delta":0.1,"max_turns":8}`)
-	for step := 1; step <= steps; step++ {
-		growStep(e, run, uint64(step), fakeTasks(groups), 2)
-	}
-	err := e.db.Update(func(tx *store.Tx) error {
-		rt, _ := tx.Run(run)
-		pub, err := rt.PutRubric(store.Rubric{Pool: store.PoolPublic, Text: "moves toward the goal", CreatedStep: 1, Support: 3, Usage: store.RubricUsage{Activations: 2, LastActivation: 2}})
-		if err != nil {
-			return err
-		}
-		d, err := rt.PutRubric(store.Rubric{Pool: store.PoolCandidate, Text: "avoids holes", CreatedStep: 2})
-		if err != nil {
-			return err
-		}
-		if _, err := rt.MoveRubric(d.ID, store.RubricMove{To: store.PoolMerged, MergedInto: pub.ID}); err != nil {
-			return err
-		}
-		_, err = rt.PutRubric(store.Rubric{Pool: store.PoolCandidate, Text: "does not repeat a move", CreatedStep: 3})
-		return err
-	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
+// page is a headless Chromium tab for one test, with bounded steps.
+type page struct {
+	t   *testing.T
+	ctx context.Context
 }
 
-func TestDemoStoreShape(t *testing.T) {
-	e := newEnv(t, Options{})
-	demoStore(e, "demo", 2, 2)
-	var s RunSummary
-	e.get("/api/v1/runs/demo", &s)
-	if s.Groups != 4 || s.OpenGroups != 0 || s.ByStatus[store.NodeExpanded] == 0 || s.ByStatus[store.NodePruned] == 0 || s.ByStatus[store.NodeCompleted] == 0 {
-		t.Fatalf("demo store lacks variety: %+v", s)
-	}
-}
-
-// The viewer in a real browser: the runs list and charts render, the tree
-// of the latest group is drawn, and clicking a node that inherits a prefix
-// shows its turns with the inherited ones marked.
-func TestViewerInChromium(t *testing.T) {
+func newPage(t *testing.T, url string) *page {
+	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Skipf("no browser at %s (apt-get install chromium): %v", chromiumPath, err)
 	}
-	e := newEnv(t, Options{})
-	demoStore(e, "demo", 3, 2)
-
-	// A node with a parent, from the group the page opens by default (the
-	// first group of the last step), and its trajectory as the API has it.
-	var groups struct{ Groups []store.Group }
-	e.get("/api/v1/runs/demo/steps/3/groups", &groups)
-	var tr GroupTree
-	e.get(fmt.Sprintf("/api/v1/runs/demo/groups/%d", groups.Groups[0].ID), &tr)
-	var target store.Node
-	for _, n := range tr.Nodes {
-		if n.Parent != 0 && n.Turns > 0 {
-			target = n
-			break
-		}
-	}
-	if target.ID == 0 {
-		t.Fatal("demo group has no child with turns")
-	}
-	var traj Trajectory
-	e.get(fmt.Sprintf("/api/v1/runs/demo/nodes/%d/trajectory", target.ID), &traj)
-
-	dir := t.TempDir()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath),
 		chromedp.Flag("headless", true),
@@ -97,93 +37,112 @@ func TestViewerInChromium(t *testing.T) {
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(filepath.Join(dir, "profile")),
+		chromedp.UserDataDir(filepath.Join(t.TempDir(), "profile")),
 		chromedp.WindowSize(1400, 1000),
 	}
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	bctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	defer cancel()
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	bctx, cancelB := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
 	// The first action starts the browser and must not run under a timeout
 	// (it would stop the browser); later ones are bounded.
-	if err := chromedp.Do(bctx, chromedp.Navigate(e.srv.URL+"/")); err != nil {
+	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
 		t.Fatalf("browser: %v", err)
 	}
-	ctx, cancelT := context.WithTimeout(bctx, 30*time.Second)
-	defer cancelT()
+	ctx, cancelT := context.WithTimeout(bctx, 90*time.Second)
+	t.Cleanup(func() { cancelT(); cancelB(); cancelA() })
+	// An uncaught exception or a blocked inline style or script (the page's
+	// Content-Security-Policy) fails the test; HTTP errors are the tests'
+	// own business (a 401 before the token, the missing favicon).
+	var mu sync.Mutex
+	var problems []string
+	msgs := chromedp.Console(ctx)
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			if m.IsException() || m.Type == chromedp.ConsoleError && m.Source != "network" {
+				mu.Lock()
+				problems = append(problems, fmt.Sprintf("%s %s (%s:%d)", m.Type, m.Text, m.URL, m.Line))
+				mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range problems {
+			t.Errorf("browser console: %s", p)
+		}
+	})
+	p := &page{t: t, ctx: ctx}
+	if url != "about:blank" {
+		p.do(chromedp.Navigate(url))
+	}
+	return p
+}
 
-	sel := chromedp.CSS(fmt.Sprintf(`#tree .node[data-node="%d"]`, target.ID))
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatalf("browser: %v", err)
+func (p *page) do(actions ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	if err := chromedp.Do(p.ctx, actions...); err != nil {
+		p.t.Fatalf("browser: %v", err)
+	}
+}
+
+// wait polls a JavaScript condition until it holds (bounded by p's time).
+func (p *page) wait(cond string) {
+	p.t.Helper()
+	var err error
+	for range 3 {
+		_, err = chromedp.Run(p.ctx, chromedp.Poll[bool](cond, chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(20*time.Second)))
+		// A poll that starts while a navigation swaps the page's script
+		// context loses that context; it is tried again in the new one.
+		if err == nil || !strings.Contains(err.Error(), "Cannot find context") {
+			break
 		}
 	}
-	must(chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#runs button[data-run="demo"]`)), chromedp.WaitVisible(sel)))
-	runsText, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#runs`)))
-	must(err)
-	nodes, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#tree .node").length`))
-	must(err)
-	chartPaths, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#charts path.series").length`))
-	must(err)
-	rubricRows, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#rubrics tbody tr[data-pool]").length`))
-	must(err)
-	must(chromedp.Do(ctx, chromedp.Click(sel), chromedp.WaitVisible(chromedp.CSS(`#traj li.own`))))
-	title, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#traj-title`)))
-	must(err)
-	status, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS(`#status`)))
-	must(err)
-	if !strings.Contains(runsText, "demo") {
-		t.Errorf("runs list: %q", runsText)
-	}
-	if nodes != len(tr.Nodes) {
-		t.Errorf("tree draws %d nodes, the group has %d", nodes, len(tr.Nodes))
-	}
-	if chartPaths != 2+2+4 || rubricRows != 3 {
-		t.Errorf("%d chart series, %d rubric rows", chartPaths, rubricRows)
-	}
-	want := fmt.Sprintf("Trajectory of node %d: %d turns, %d inherited", target.ID, len(traj.Turns), traj.Inherited)
-	if title != want || status != "" {
-		t.Errorf("trajectory title %q (status %q), want %q", title, status, want)
-	}
-	// Every turn is listed in order; the inherited prefix is marked and
-	// ends where the node's own turns begin.
-	turns, err := chromedp.Run(ctx, chromedp.Evaluate[[]map[string]string](`Array.from(document.querySelectorAll("#traj-turns li")).map(li => ({
-		cls: li.className, node: li.dataset.node || "", action: (li.querySelector(".act") || {}).textContent || ""}))`))
 	if err != nil {
-		t.Fatal(err)
+		status, _ := evalJS[string](p, `document.getElementById("status").textContent`)
+		p.t.Fatalf("waiting for %s: %v (status line %q)", cond, err, status)
 	}
-	var got []string
-	for _, li := range turns {
-		got = append(got, li["cls"]+":"+li["node"]+":"+li["action"])
-	}
-	var expect []string
-	for i, pt := range traj.Turns {
-		if i == traj.Inherited && traj.Inherited > 0 {
-			expect = append(expect, "prefix-end::")
-		}
-		cls := "turn own"
-		if i < traj.Inherited {
-			cls = "turn inherited"
-		}
-		expect = append(expect, fmt.Sprintf("%s:%d:%s", cls, pt.Node, pt.Action))
-	}
-	if strings.Join(got, "\n") != strings.Join(expect, "\n") {
-		t.Errorf("trajectory panel:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(expect, "\n"))
-	}
-	if traj.Inherited == 0 {
-		t.Error("the clicked node inherits nothing: the test does not exercise the prefix marking")
-	}
+}
 
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	must(err)
-	shotDir := os.Getenv("PATRDB_ARTIFACTS")
-	if shotDir == "" {
-		shotDir = os.TempDir()
+func evalJS[T any](p *page, expr string) (T, error) {
+	return chromedp.Run(p.ctx, chromedp.Evaluate[T](expr))
+}
+
+func js[T any](p *page, expr string) T {
+	p.t.Helper()
+	v, err := evalJS[T](p, expr)
+	if err != nil {
+		p.t.Fatalf("evaluating %s: %v", expr, err)
 	}
-	shot := filepath.Join(shotDir, "patrdb-viewer.png")
-	if err := os.WriteFile(shot, png, 0o644); err != nil {
-		t.Fatal(err)
+	return v
+}
+
+// shot saves a screenshot of the viewport as docs-ready viewer-NAME.png
+// into $PATRDB_SCREENSHOTS when set (the README shows them), and into
+// $PATRDB_ARTIFACTS for CI otherwise.
+func (p *page) shot(name string) {
+	p.t.Helper()
+	dir := os.Getenv("PATRDB_SCREENSHOTS")
+	if dir == "" {
+		dir = os.Getenv("PATRDB_ARTIFACTS")
 	}
-	t.Logf("viewer screenshot: %s (%d bytes)", shot, len(png))
+	if dir == "" {
+		return
+	}
+	png, err := chromedp.Run(p.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	f := filepath.Join(dir, "viewer-"+name+".png")
+	if err := os.WriteFile(f, png, 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Logf("screenshot %s (%d bytes)", f, len(png))
+}
+
+func (p *page) scrollTo(sel string) {
+	p.t.Helper()
+	js[bool](p, fmt.Sprintf(`(document.querySelector(%q).scrollIntoView({block: "start"}), true)`, sel))
 }

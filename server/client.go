@@ -168,16 +168,41 @@ func (c *Client) Health(ctx context.Context) (Health, error) {
 
 // Runs is GET /api/v1/runs.
 func (c *Client) Runs(ctx context.Context) ([]RunSummary, error) {
+	return c.RunsWith(ctx, store.SummaryOptions{})
+}
+
+// RunsWith is GET /api/v1/runs with what o asks for beyond the totals.
+func (c *Client) RunsWith(ctx context.Context, o store.SummaryOptions) ([]RunSummary, error) {
 	var out struct {
 		Runs []RunSummary `json:"runs"`
 	}
-	return out.Runs, c.do(ctx, http.MethodGet, "/api/v1/runs", nil, &out)
+	return out.Runs, c.do(ctx, http.MethodGet, "/api/v1/runs"+summaryQuery(o), nil, &out)
 }
 
 // Run is GET /api/v1/runs/{run}.
 func (c *Client) Run(ctx context.Context, run string) (RunSummary, error) {
+	return c.RunWith(ctx, run, store.SummaryOptions{})
+}
+
+// RunWith is GET /api/v1/runs/{run} with what o asks for beyond the
+// totals.
+func (c *Client) RunWith(ctx context.Context, run string, o store.SummaryOptions) (RunSummary, error) {
 	var out RunSummary
-	return out, c.do(ctx, http.MethodGet, runPath(run), nil, &out)
+	return out, c.do(ctx, http.MethodGet, runPath(run)+summaryQuery(o), nil, &out)
+}
+
+func summaryQuery(o store.SummaryOptions) string {
+	q := url.Values{}
+	if o.Steps {
+		q.Set("steps", "true")
+	}
+	if o.Buckets {
+		q.Set("buckets", "true")
+	}
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
 }
 
 // Steps is GET /api/v1/runs/{run}/steps.

@@ -23,8 +23,8 @@
 //
 //	GET /api/v1/health                              Health (open even with a token; the path only with it)
 //	GET /api/v1/stats[?run=ID]                      Stats: bytes per bucket, turns stored vs materialised
-//	GET /api/v1/runs                                {"runs": [RunSummary]} (a damaged run: its id and "damaged")
-//	GET /api/v1/runs/{run}                          RunSummary
+//	GET /api/v1/runs[?steps=&buckets=]              {"runs": [RunSummary]} (a damaged run: its id and "damaged")
+//	GET /api/v1/runs/{run}[?steps=&buckets=]        RunSummary (from the run's counters; buckets=true walks its pages)
 //	GET /api/v1/runs/{run}/steps                    {"steps": [StepMetrics]} (the viewer's charts)
 //	GET /api/v1/runs/{run}/steps/{step}/groups      {"step", "groups": [Group]}
 //	GET /api/v1/runs/{run}/steps/{step}/status      StepStatus: open, done (to close) and closed groups, active and leased branches
@@ -39,6 +39,13 @@
 //	GET /api/v1/runs/{run}/advantages[?step=N[&group=G]]  {"advantages": [Advantage]}
 //	GET /api/v1/runs/{run}/events[?from=SEQ&limit=N]      EventPage (paged; next = following from)
 //	GET /api/v1/runs/{run}/checkpoint[?step=N]      {"checkpoint": Checkpoint}
+//
+// The viewer's reads (viewer_api.go) send figures package replay computes:
+//
+//	GET /api/v1/runs/{run}/env-steps                EnvSteps: turns sampled per step and in total
+//	GET /api/v1/runs/{run}/groups/{group}/view      replay.GroupView: the tree depth-first, its summary
+//	GET /api/v1/runs/{run}/nodes/{node}/view        replay.TrajectoryView: prompt, turns with token figures, scores on the path, advantage
+//	GET /api/v1/runs/{run}/rubrics/page[?pool=P,P&q=TEXT&sort=id|rho|support|activations&offset=N&limit=N]  RubricPage
 //
 // # Writes
 //

@@ -102,6 +102,7 @@ func (s *server) routes() {
 	s.handle("GET "+p+"/runs/{run}/advantages", s.getAdvantages)
 	s.handle("GET "+p+"/runs/{run}/events", s.getEvents)
 	s.handle("GET "+p+"/runs/{run}/checkpoint", s.getCheckpoint)
+	s.viewerRoutes(p)
 	// Writes.
 	s.handle("POST "+p+"/runs", s.createRun)
 	s.handle("POST "+p+"/runs/{run}/status", s.setRunStatus)

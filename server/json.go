@@ -170,6 +170,19 @@ func queryUint(r *http.Request, name string, def uint64) (uint64, error) {
 	return v, nil
 }
 
+// queryBool reads an optional boolean query parameter (false when absent).
+func queryBool(r *http.Request, name string) (bool, error) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return false, nil
+	}
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, badRequest("query %s=%q: want true or false", name, s)
+	}
+	return v, nil
+}
+
 // pathID reads a positive integer path segment.
 func pathID(r *http.Request, name string) (uint64, error) {
 	s := r.PathValue(name)

@@ -24,20 +24,13 @@ type Health struct {
 	ReadOnly bool   `json:"read_only"`
 }
 
-// RunSummary is GET /api/v1/runs/{run} and one entry of GET /api/v1/runs.
+// RunSummary is GET /api/v1/runs/{run} and one entry of GET /api/v1/runs:
+// the run's record and the store's summary of it (its run field is the
+// record here, not the id). ?steps=true adds a row per step; ?buckets=true
+// adds the bytes per bucket, which walks every page of the run.
 type RunSummary struct {
-	Run        RunJSON                  `json:"run"`
-	Groups     int                      `json:"groups"`
-	OpenGroups int                      `json:"open_groups"`
-	OpenStep   uint64                   `json:"open_step"` // latest step with an open group; 0 when none
-	Nodes      int                      `json:"nodes"`
-	Turns      int                      `json:"turns"` // turn records stored (each once)
-	Leaves     int                      `json:"leaves"`
-	Frontier   int                      `json:"frontier"`
-	ByStatus   map[store.NodeStatus]int `json:"by_status"`
-	Events     uint64                   `json:"events"` // last event sequence number
-	Bytes      int64                    `json:"bytes"`  // sum of the run's bucket sizes
-	Buckets    []store.BucketSize       `json:"buckets"`
+	Run RunJSON `json:"run"`
+	store.RunSummary
 	// Damaged, in the run list only, says why the run cannot be read (its
 	// own endpoints answer 500 "damaged"); every other field is then zero
 	// but the run's id.
@@ -141,11 +134,15 @@ func (s *server) health(w http.ResponseWriter, r *http.Request) error {
 	return s.ok(w, h)
 }
 
-func (s *server) listRuns(w http.ResponseWriter, _ *http.Request) error {
+func (s *server) listRuns(w http.ResponseWriter, req *http.Request) error {
+	opts, err := summaryOptions(req)
+	if err != nil {
+		return err
+	}
 	out := struct {
 		Runs []RunSummary `json:"runs"`
 	}{Runs: []RunSummary{}}
-	err := s.db.View(func(tx *store.Tx) error {
+	err = s.db.View(func(tx *store.Tx) error {
 		ids, err := tx.RunIDs()
 		if err != nil {
 			return err
@@ -164,7 +161,7 @@ func (s *server) listRuns(w http.ResponseWriter, _ *http.Request) error {
 			if err != nil {
 				return err
 			}
-			sum, err := summarize(r)
+			sum, err := summarize(r, opts)
 			if err != nil {
 				return err
 			}
@@ -179,10 +176,14 @@ func (s *server) listRuns(w http.ResponseWriter, _ *http.Request) error {
 }
 
 func (s *server) getRun(w http.ResponseWriter, r *http.Request) error {
+	opts, err := summaryOptions(r)
+	if err != nil {
+		return err
+	}
 	var out RunSummary
-	err := s.viewRun(r, func(rt *store.RunTx) error {
+	err = s.viewRun(r, func(rt *store.RunTx) error {
 		var err error
-		out, err = summarize(rt)
+		out, err = summarize(rt, opts)
 		return err
 	})
 	if err != nil {
@@ -191,49 +192,24 @@ func (s *server) getRun(w http.ResponseWriter, r *http.Request) error {
 	return s.ok(w, out)
 }
 
-// summarize visits each group's nodes once (through the node cache): its
-// cost grows with the run's node count, not its turns.
-func summarize(r *store.RunTx) (RunSummary, error) {
-	sum := RunSummary{ByStatus: map[store.NodeStatus]int{}}
+// summaryOptions reads ?steps= and ?buckets=.
+func summaryOptions(r *http.Request) (store.SummaryOptions, error) {
+	var o store.SummaryOptions
+	var err error
+	if o.Steps, err = queryBool(r, "steps"); err != nil {
+		return o, err
+	}
+	o.Buckets, err = queryBool(r, "buckets")
+	return o, err
+}
+
+func summarize(r *store.RunTx, o store.SummaryOptions) (RunSummary, error) {
 	info, err := r.Info()
 	if err != nil {
-		return sum, err
+		return RunSummary{}, err
 	}
-	sum.Run = runJSON(info)
-	if sum.Buckets, err = r.BucketSizes(); err != nil {
-		return sum, err
-	}
-	for _, b := range sum.Buckets {
-		sum.Bytes += b.Bytes
-		switch b.Name {
-		case "nodes":
-			sum.Nodes = b.Keys
-		case "turns":
-			sum.Turns = b.Keys
-		case "frontier":
-			sum.Frontier = b.Keys
-		}
-	}
-	err = r.ForEachGroup(0, func(g store.Group) error {
-		sum.Groups++
-		if g.Status == store.GroupOpen {
-			sum.OpenGroups++
-			sum.OpenStep = max(sum.OpenStep, g.Step)
-		}
-		nodes, err := r.GroupNodes(g)
-		if err != nil {
-			return err
-		}
-		for _, n := range nodes {
-			sum.ByStatus[n.Status]++
-			if n.Status.Leaf() {
-				sum.Leaves++
-			}
-		}
-		return nil
-	})
-	sum.Events = r.LastSeq()
-	return sum, err
+	sum, err := r.Summary(o)
+	return RunSummary{Run: runJSON(info), RunSummary: sum}, err
 }
 
 func (s *server) stepGroups(w http.ResponseWriter, r *http.Request) error {
@@ -528,34 +504,10 @@ func (s *server) stats(w http.ResponseWriter, r *http.Request) error {
 }
 
 func runStats(r *store.RunTx) (RunStats, error) {
-	st := RunStats{Run: r.ID(), Events: r.LastSeq()}
-	var err error
-	if st.Buckets, err = r.BucketSizes(); err != nil {
-		return st, err
-	}
-	for _, b := range st.Buckets {
-		st.Bytes += b.Bytes
-	}
-	err = r.ForEachGroup(0, func(g store.Group) error {
-		st.Groups++
-		nodes, err := r.GroupNodes(g)
-		if err != nil {
-			return err
-		}
-		for _, n := range nodes {
-			st.Nodes++
-			st.TurnsStored += n.Turns
-			if n.Status.Leaf() {
-				st.Leaves++
-				st.TurnsMaterialised += n.PathLen()
-			}
-		}
-		return nil
-	})
-	if st.TurnsStored > 0 {
-		st.PrefixSharing = float64(st.TurnsMaterialised) / float64(st.TurnsStored)
-	}
-	return st, err
+	sum, err := r.Summary(store.SummaryOptions{Buckets: true})
+	return RunStats{Run: sum.Run, Groups: sum.Groups, Nodes: sum.Nodes, Leaves: sum.Leaves,
+		TurnsStored: sum.Turns, TurnsMaterialised: sum.TurnsMaterialised, PrefixSharing: sum.PrefixSharing,
+		Events: sum.Events, Bytes: sum.Bytes, Buckets: sum.Buckets}, err
 }
 
 // sortedIDs returns the keys of m in ascending order.

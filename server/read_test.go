@@ -54,8 +54,19 @@ func TestReadEndpoints(t *testing.T) {
 	}
 	s := runs.Runs[0]
 	if s.Run.ID != "r1" || s.Run.LastStep != 1 || s.Groups != 2 || s.OpenGroups != 1 || s.OpenStep != 2 || s.Nodes != 8 || s.Leaves != 4 || s.Frontier != 3 ||
-		s.ByStatus[store.NodeExpanded] != 1 || s.Turns != 9 || s.Bytes <= 0 || s.Events == 0 {
+		s.ByStatus[store.NodeExpanded] != 1 || s.Turns != 9 || s.Bytes != 0 || s.Buckets != nil || s.Events == 0 {
 		t.Errorf("run summary: %+v", s)
+	}
+	// The bytes per bucket and the steps only when asked for: the bytes
+	// walk every page of the run.
+	var sized RunSummary
+	e.get("/api/v1/runs/r1?buckets=true&steps=true", &sized)
+	var sum int64
+	for _, b := range sized.Buckets {
+		sum += b.Bytes
+	}
+	if sized.Bytes <= 0 || sized.Bytes != sum || len(sized.Steps) != 2 || sized.Steps[0].Step != 1 || sized.Steps[1].OpenGroups != 1 {
+		t.Errorf("?buckets=true&steps=true: bytes %d over %+v, steps %+v", sized.Bytes, sized.Buckets, sized.Steps)
 	}
 	var cfg runconfig.Config
 	if err := json.Unmarshal(s.Run.Config, &cfg); err != nil || cfg.Tree.B0 != 3 || cfg.Tree.Delta != 0.3 || cfg.Rubric.Lambda != 0.1 {

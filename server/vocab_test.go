@@ -72,4 +72,8 @@ func TestRepliesMatchSchema(t *testing.T) {
 	list("/api/v1/runs/r1/advantages", "advantages", "Advantage")
 	get("/api/v1/runs/r1/events", "EventPage")
 	get("/api/v1/runs/r1/steps/2/status", "StepStatus")
+	get("/api/v1/runs/r1/env-steps", "EnvSteps")
+	get(fmt.Sprintf("/api/v1/runs/r1/groups/%d/view", gid), "GroupView")
+	get(fmt.Sprintf("/api/v1/runs/r1/nodes/%d/view", roots[0]), "TrajectoryView")
+	get("/api/v1/runs/r1/rubrics/page?pool=candidate,public,retired,merged", "RubricPage")
 }

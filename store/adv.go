@@ -40,6 +40,13 @@ func (r *RunTx) putAdvantage(a *Advantage) error {
 	if err != nil {
 		return err
 	}
+	d, err := r.advDelta(a)
+	if err != nil {
+		return err
+	}
+	if err := r.tally(d); err != nil {
+		return err
+	}
 	if err := b.Put(u64key3(a.Step, a.Group, a.Leaf), val); err != nil {
 		return err
 	}

@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/patrdb/patrdb/store/internal/pagewalk"
 )
 
 // Violation is one problem Check found.
@@ -26,7 +30,7 @@ func (v Violation) String() string {
 const maxViolations = 1000
 
 // Check verifies the whole file: both meta pages, bbolt's page structure
-// (walked with bounds first, pagewalk.go), every value's CRC and decoding,
+// (walked with bounds first, internal/pagewalk), every value's CRC and decoding,
 // and the data model's invariants (parents exist and precede their
 // children, fork points in range, depth and base consistent, the children
 // index equals the parent pointers, the frontier equals the active nodes,
@@ -40,11 +44,16 @@ const maxViolations = 1000
 // freelist, which must describe the snapshot being checked, and the meta
 // pages must not be rewritten while they are compared. So do not call it
 // inside an Update function; use Tx.Check there.
-func (db *DB) Check() (vs []Violation, err error) {
+func (db *DB) Check() (vs []Violation, err error) { return db.CheckWith(CheckOptions{}) }
+
+// CheckWith is Check with options (progress reporting). Its memory stays
+// bounded whatever the file's size: records are read one at a time, and
+// what the check remembers across them is a bit per id.
+func (db *DB) CheckWith(o CheckOptions) (vs []Violation, err error) {
 	db.writeMu.Lock()
 	defer db.writeMu.Unlock()
 	err = db.View(func(tx *Tx) error {
-		vs = tx.runCheck(true)
+		vs = tx.runCheck(true, o)
 		return nil
 	})
 	return vs, err
@@ -54,22 +63,25 @@ func (db *DB) Check() (vs []Violation, err error) {
 // read-only transaction of a writable DB, the free-page accounting and the
 // meta-page comparison need the snapshot to be the latest commit and no
 // write in progress; otherwise they are skipped (DB.Check waits instead).
-func (tx *Tx) Check() []Violation {
+func (tx *Tx) Check() []Violation { return tx.CheckWith(CheckOptions{}) }
+
+// CheckWith is Tx.Check with options (progress reporting).
+func (tx *Tx) CheckWith(o CheckOptions) []Violation {
 	if tx.Writable() || tx.db.opts.ReadOnly {
-		return tx.runCheck(true)
+		return tx.runCheck(true, o)
 	}
 	if !tx.db.writeMu.TryLock() {
-		return tx.runCheck(false)
+		return tx.runCheck(false, o)
 	}
 	defer tx.db.writeMu.Unlock()
-	return tx.runCheck(tx.snapshot == tx.db.cache.latest())
+	return tx.runCheck(tx.snapshot == tx.db.cache.latest(), o)
 }
 
 // runCheck runs the checks; quiet says no commit has happened since the
 // snapshot and none can start, so bbolt's page accounting and the meta
 // pages describe it.
-func (tx *Tx) runCheck(quiet bool) (vs []Violation) {
-	c := &checker{tx: tx}
+func (tx *Tx) runCheck(quiet bool, o CheckOptions) (vs []Violation) {
+	c := &checker{tx: tx, opts: o}
 	if tx.Writable() {
 		if err := tx.flush(); err != nil {
 			c.add(Violation{Bucket: "(file)", Kind: "structure", Detail: err.Error()})
@@ -100,7 +112,7 @@ func (tx *Tx) runCheck(quiet bool) (vs []Violation) {
 	return c.vs
 }
 
-// pages walks the snapshot's pages from the file with bounds (pagewalk.go)
+// pages walks the snapshot's pages from the file with bounds (internal/pagewalk)
 // before bbolt's check or a cursor trusts them, and reports whether the
 // b-trees are sound; if not, the rest of the check would loop or crash on
 // them and is skipped. A damaged meta page is reported too when quiet. A
@@ -110,10 +122,13 @@ func (c *checker) pages(quiet bool) bool {
 	if tx.Writable() {
 		return true
 	}
+	if c.opts.Progress != nil {
+		c.opts.Progress(CheckProgress{Phase: "pages"})
+	}
 	var metas []string
 	pages := []string{"the page walk did not finish"}
 	c.guard("(file)", func() {
-		metas, pages = walkFile(tx.db.path, tx.btx.DB().Info().PageSize, uint64(tx.btx.ID()),
+		metas, pages = pagewalk.File(tx.db.path, tx.btx.DB().Info().PageSize, uint64(tx.btx.ID()),
 			uint64(tx.btx.Cursor().Bucket().Root()), nil, quiet)
 	})
 	for _, p := range append(metas, pages...) {
@@ -123,8 +138,12 @@ func (c *checker) pages(quiet bool) bool {
 }
 
 type checker struct {
-	tx *Tx
-	vs []Violation
+	tx   *Tx
+	vs   []Violation
+	opts CheckOptions
+	// the progress being counted (checkprogress.go)
+	runID, phase string
+	done         int64
 }
 
 func (c *checker) add(v Violation) {
@@ -190,25 +209,21 @@ func (c *checker) run(id string) {
 			return
 		}
 	}
+	clean := len(c.vs)
 	info, err := r.Info()
 	if err != nil {
 		c.fromErr(r.path, err)
 	} else if info.ID != id {
 		c.inv(r.path, keyRun, "run record says id %q", info.ID)
 	}
-	groups := c.groups(r)
-	for _, g := range groups {
-		// A checkpoint completes its step; an open group left behind has
-		// active branches that no resume will ever continue.
-		if g.Status == GroupOpen && g.Step <= info.LastStep {
-			c.inv(r.bpath(bGroups), u64key2(g.Step, g.ID), "open group in completed step %d: its active branches are orphaned", g.Step)
-		}
-	}
-	nodes := c.nodes(r, groups)
-	c.turns(r, nodes)
-	c.children(r, nodes)
-	c.frontier(r, nodes)
-	c.advantages(r, nodes)
+	rc := &runCheck{r: r, tally: newTallier(), groupIDs: newIDSet(r.sub[bGroups].Sequence()),
+		roots: newIDSet(r.sub[bNodes].Sequence()), groupCache: map[uint64]*groupInfo{}}
+	c.groups(rc, info.LastStep)
+	c.nodes(rc)
+	c.turns(r)
+	c.children(r)
+	c.frontier(r)
+	c.advantages(rc)
 	c.rubrics(r)
 	c.checkpoints(r)
 	c.events(r)
@@ -216,64 +231,131 @@ func (c *checker) run(id string) {
 	c.ids(r, bGroups, 1)
 	c.ids(r, bNodes, 0)
 	c.ids(r, bRubrics, 0)
+	c.counters(rc, len(c.vs) == clean)
 }
 
-// ids checks that a bucket's sequence covers every id in its keys (the
-// idAt-th u64 of the key): a sequence below an existing id would hand that
-// id to a new record, which would overwrite the old one.
-func (c *checker) ids(r *RunTx, name string, idAt int) {
-	b := r.sub[name]
-	var top uint64
-	if idAt == 0 {
-		if k, _ := b.Cursor().Last(); len(k) == 8 {
-			top = keyU64(k, 0)
+// runCheck is what the checks of one run share. Memory stays bounded
+// whatever the run's size: records are read one at a time through cursors
+// and point lookups, a few recent groups are cached, and sets of ids are
+// bitsets (one bit per id the sequence handed out).
+type runCheck struct {
+	r          *RunTx
+	tally      *tallier
+	groups     int // group records read
+	groupIDs   *idSet
+	roots      *idSet                // every node some group lists as a root
+	groupCache map[uint64]*groupInfo // by id: the groups of recent nodes
+}
+
+// groupInfo is what the node checks need of a group.
+type groupInfo struct {
+	step   uint64
+	status GroupStatus
+}
+
+// maxGroupCache bounds runCheck.groupCache; nodes come in id order, which
+// follows their groups closely, so a few hundred entries hit nearly always.
+const maxGroupCache = 512
+
+// group returns the group a node names by (step, id), or nil when no group
+// has that key.
+func (rc *runCheck) group(step, id uint64) *groupInfo {
+	if g := rc.groupCache[id]; g != nil && g.step == step {
+		return g
+	}
+	raw := rc.r.sub[bGroups].Get(u64key2(step, id))
+	if raw == nil {
+		return nil
+	}
+	var g Group
+	if decodeValue(rc.r.bpath(bGroups), u64key2(step, id), raw, &g) != nil || g.ID != id || g.Step != step {
+		return nil // reported by the groups walk
+	}
+	gi := newGroupInfo(&g)
+	if len(rc.groupCache) >= maxGroupCache {
+		clear(rc.groupCache)
+	}
+	rc.groupCache[id] = gi
+	return gi
+}
+
+func newGroupInfo(g *Group) *groupInfo { return &groupInfo{step: g.Step, status: g.Status} }
+
+// groupByID finds a group whose record says id, wherever it is stored
+// (a scan: only for a node whose group is not under its own key).
+func (rc *runCheck) groupByID(id uint64) *groupInfo {
+	var found *groupInfo
+	_ = rc.r.sub[bGroups].ForEach(func(k, v []byte) error {
+		var g Group
+		if len(k) == 16 && decodeValue(rc.r.bpath(bGroups), k, v, &g) == nil && g.ID == id {
+			found = newGroupInfo(&g)
+			return errStop
 		}
-	} else {
-		_ = b.ForEach(func(k, _ []byte) error {
-			if len(k) == (idAt+1)*8 {
-				top = max(top, keyU64(k, idAt))
-			}
-			return nil
-		})
-	}
-	if top > b.Sequence() {
-		c.inv(r.bpath(name), nil, "sequence %d is below id %d: new records would overwrite old ones", b.Sequence(), top)
-	}
+		return nil
+	})
+	return found
 }
 
-func (c *checker) inv(bucket string, key []byte, format string, args ...any) {
-	c.add(Violation{Bucket: bucket, Key: key, Kind: "invariant", Detail: fmt.Sprintf(format, args...)})
+// node reads a node record for a cross-check; nil when it is missing or
+// does not decode (the nodes walk reports that).
+func (rc *runCheck) node(id uint64) *Node {
+	raw := rc.r.sub[bNodes].Get(u64key(id))
+	if raw == nil {
+		return nil
+	}
+	n := new(Node)
+	if decodeValue(rc.r.bpath(bNodes), u64key(id), raw, n) != nil || n.ID != id {
+		return nil
+	}
+	return n
 }
 
-func (c *checker) groups(r *RunTx) map[uint64]Group {
-	out := map[uint64]Group{}
-	b := r.sub[bGroups]
-	_ = b.ForEach(func(k, v []byte) error {
+func (c *checker) groups(rc *runCheck, lastStep uint64) {
+	r := rc.r
+	path := r.bpath(bGroups)
+	_ = r.sub[bGroups].ForEach(func(k, v []byte) error {
+		c.progress(r, "groups", 1)
 		var g Group
 		if len(k) != 16 {
-			c.inv(r.bpath(bGroups), cloneBytes(k), "key is not step|group")
+			c.inv(path, cloneBytes(k), "key is not step|group")
 			return nil
 		}
-		if err := decodeValue(r.bpath(bGroups), k, v, &g); err != nil {
-			c.fromErr(r.bpath(bGroups), err)
+		if err := decodeValue(path, k, v, &g); err != nil {
+			c.fromErr(path, err)
 			return nil
 		}
 		if g.Step != keyU64(k, 0) || g.ID != keyU64(k, 1) {
-			c.inv(r.bpath(bGroups), cloneBytes(k), "record says step %d group %d", g.Step, g.ID)
+			c.inv(path, cloneBytes(k), "record says step %d group %d", g.Step, g.ID)
 		}
-		if _, dup := out[g.ID]; dup {
-			c.inv(r.bpath(bGroups), cloneBytes(k), "group id %d appears twice", g.ID)
+		if rc.groupIDs.has(g.ID) {
+			c.inv(path, cloneBytes(k), "group id %d appears twice", g.ID)
 		}
-		out[g.ID] = g
+		rc.groupIDs.add(g.ID)
+		rc.groups++
+		rc.tally.group(&g)
+		// A checkpoint completes its step; an open group left behind has
+		// active branches that no resume will ever continue.
+		if g.Status == GroupOpen && g.Step <= lastStep {
+			c.inv(path, u64key2(g.Step, g.ID), "open group in completed step %d: its active branches are orphaned", g.Step)
+		}
+		for _, id := range g.Roots {
+			rc.roots.add(id)
+			if n := rc.node(id); n == nil {
+				c.inv(path, u64key2(g.Step, g.ID), "root %d does not exist", id)
+			} else if n.Parent != 0 || n.Group != g.ID {
+				c.inv(path, u64key2(g.Step, g.ID), "root %d is not a root of this group", id)
+			}
+		}
 		return nil
 	})
-	return out
 }
 
-func (c *checker) nodes(r *RunTx, groups map[uint64]Group) map[uint64]*Node {
-	out := map[uint64]*Node{}
+func (c *checker) nodes(rc *runCheck) {
+	r := rc.r
 	path := r.bpath(bNodes)
+	children, frontier := r.sub[bChildren], r.sub[bFrontier]
 	_ = r.sub[bNodes].ForEach(func(k, v []byte) error {
+		c.progress(r, "nodes", 1)
 		if len(k) != 8 {
 			c.inv(path, cloneBytes(k), "key is not a node id")
 			return nil
@@ -283,32 +365,23 @@ func (c *checker) nodes(r *RunTx, groups map[uint64]Group) map[uint64]*Node {
 			c.fromErr(path, err)
 			return nil
 		}
-		if n.ID != keyU64(k, 0) {
+		id := keyU64(k, 0)
+		key := u64key(id)
+		if n.ID != id {
+			// Which record is this? Its links speak for another node.
 			c.inv(path, cloneBytes(k), "record id %d does not match key", n.ID)
+			return nil
 		}
-		out[n.ID] = n
-		return nil
-	})
-	roots := map[uint64]bool{}
-	for _, g := range groups {
-		for _, id := range g.Roots {
-			roots[id] = true
-			if n, ok := out[id]; !ok {
-				c.inv(r.bpath(bGroups), u64key2(g.Step, g.ID), "root %d does not exist", id)
-			} else if n.Parent != 0 || n.Group != g.ID {
-				c.inv(r.bpath(bGroups), u64key2(g.Step, g.ID), "root %d is not a root of this group", id)
+		rc.tally.node(n)
+		g := rc.group(n.Step, n.Group)
+		if g == nil {
+			if g = rc.groupByID(n.Group); g != nil {
+				c.inv(path, key, "step %d differs from its group's %d", n.Step, g.step)
+			} else {
+				c.inv(path, key, "group %d does not exist", n.Group)
 			}
 		}
-	}
-	for id, n := range out {
-		key := u64key(id)
-		g, ok := groups[n.Group]
-		switch {
-		case !ok:
-			c.inv(path, key, "group %d does not exist", n.Group)
-		case g.Step != n.Step:
-			c.inv(path, key, "step %d differs from its group's %d", n.Step, g.Step)
-		case g.Status == GroupClosed && n.Status == NodeActive:
+		if g != nil && g.status == GroupClosed && n.Status == NodeActive {
 			c.inv(path, key, "active in closed group %d", n.Group)
 		}
 		if !n.Status.Valid() {
@@ -319,18 +392,21 @@ func (c *checker) nodes(r *RunTx, groups map[uint64]Group) map[uint64]*Node {
 				c.inv(path, key, "score %v outside [0,1]", s.Value)
 			}
 		}
+		if n.Status == NodeActive && !hasKey(frontier, key) {
+			c.inv(path, key, "active node missing from the frontier")
+		}
 		if n.Parent == 0 {
 			if n.Fork != 0 || n.Base != 0 || n.Depth != 0 {
 				c.inv(path, key, "root with fork %d base %d depth %d", n.Fork, n.Base, n.Depth)
 			}
-			if !roots[id] {
+			if !rc.roots.has(id) {
 				c.inv(path, key, "root branch not listed in group %d", n.Group)
 			}
-			continue
+			return nil
 		}
-		p, ok := out[n.Parent]
+		p := rc.node(n.Parent)
 		switch {
-		case !ok:
+		case p == nil:
 			c.inv(path, key, "parent %d does not exist", n.Parent)
 		case n.Parent >= id:
 			c.inv(path, key, "parent %d does not precede it (cycle?)", n.Parent)
@@ -340,17 +416,48 @@ func (c *checker) nodes(r *RunTx, groups map[uint64]Group) map[uint64]*Node {
 			c.inv(path, key, "depth %d / base %d inconsistent with parent %d", n.Depth, n.Base, p.ID)
 		case p.Group != n.Group:
 			c.inv(path, key, "parent %d is in another group", p.ID)
+		case !hasKey(children, u64key2(n.Parent, id)):
+			// Only for a node whose parent checked sound: otherwise the
+			// index entry under its true parent is the one that disagrees.
+			c.inv(path, key, "missing from the children index of %d", n.Parent)
 		}
-	}
-	return out
+		return nil
+	})
 }
 
-func (c *checker) turns(r *RunTx, nodes map[uint64]*Node) {
+// turns checks the turns bucket against the node records: every turn
+// decodes and belongs to a node whose turns include it (its turn ranges;
+// in a file of format 2 or older, keyed node|index, its turn count), and
+// each node has exactly as many turns stored as its record says. Memory
+// stays bounded: the turns are walked in key order with a few hundred
+// recent nodes cached, then the nodes in key order, each counting its own
+// turns by seeking to them.
+func (c *checker) turns(r *RunTx) {
 	path := r.bpath(bTurns)
 	legacy := r.legacyTurns()
-	seen := map[uint64]int{}
+	turns := r.sub[bTurns]
+	recent := map[uint64]*Node{}
+	owner := func(id uint64) *Node {
+		if n, ok := recent[id]; ok {
+			return n
+		}
+		var n *Node
+		raw := r.sub[bNodes].Get(u64key(id))
+		if raw != nil {
+			n = new(Node)
+			if decodeValue(r.bpath(bNodes), u64key(id), raw, n) != nil || n.ID != id {
+				n = nil // reported by the nodes walk
+			}
+		}
+		if len(recent) >= maxGroupCache {
+			clear(recent)
+		}
+		recent[id] = n
+		return n
+	}
 	var top uint64
-	_ = r.sub[bTurns].ForEach(func(k, v []byte) error {
+	_ = turns.ForEach(func(k, v []byte) error {
+		c.progress(r, "turns", 1)
 		if len(k) != 16 {
 			c.inv(path, cloneBytes(k), "key is not seq|node")
 			return nil
@@ -364,30 +471,58 @@ func (c *checker) turns(r *RunTx, nodes map[uint64]*Node) {
 		if err := decodeTurn(path, k, v, &t); err != nil {
 			c.fromErr(path, err)
 		}
-		n, ok := nodes[id]
+		n := owner(id)
 		switch {
-		case !ok:
+		case n == nil:
 			c.inv(path, cloneBytes(k), "turn of unknown node %d", id)
 		case legacy && at >= uint64(n.Turns):
 			c.inv(path, cloneBytes(k), "turn %d past node %d's %d turns", at, id, n.Turns)
 		case !legacy && !inRanges(n.TurnRanges, at):
 			c.inv(path, cloneBytes(k), "turn %d is outside node %d's turn ranges", at, id)
-		default:
-			seen[id]++
 		}
 		return nil
 	})
-	for id, n := range nodes {
+	_ = r.sub[bNodes].ForEach(func(k, v []byte) error {
+		var n Node
+		if len(k) != 8 || decodeValue(r.bpath(bNodes), k, v, &n) != nil || n.ID != keyU64(k, 0) {
+			return nil // reported by the nodes walk
+		}
 		if !legacy && n.TurnRanges.total() != n.Turns {
-			c.inv(r.bpath(bNodes), u64key(id), "turn ranges hold %d turns, record says %d", n.TurnRanges.total(), n.Turns)
+			c.inv(r.bpath(bNodes), cloneBytes(k), "turn ranges hold %d turns, record says %d", n.TurnRanges.total(), n.Turns)
 		}
-		if seen[id] != n.Turns {
-			c.inv(r.bpath(bNodes), u64key(id), "node has %d turns stored, record says %d", seen[id], n.Turns)
+		if seen := storedTurns(turns, &n, legacy); seen != n.Turns {
+			c.inv(r.bpath(bNodes), cloneBytes(k), "node has %d turns stored, record says %d", seen, n.Turns)
+		}
+		return nil
+	})
+	if !legacy && top > turns.Sequence() {
+		c.inv(path, nil, "sequence %d is below turn %d: new turns would overwrite old ones", turns.Sequence(), top)
+	}
+}
+
+// storedTurns counts the turns stored for n that its record accounts for:
+// keys node|index below its count (legacy), or keys seq|node inside its
+// turn ranges.
+func storedTurns(turns *bolt.Bucket, n *Node, legacy bool) int {
+	cur := turns.Cursor()
+	seen := 0
+	if legacy {
+		for k, _ := cur.Seek(u64key(n.ID)); k != nil && len(k) == 16 && keyU64(k, 0) == n.ID; k, _ = cur.Next() {
+			if keyU64(k, 1) < uint64(n.Turns) {
+				seen++
+			}
+		}
+		return seen
+	}
+	for _, rg := range n.TurnRanges {
+		end := rg.Seq + uint64(rg.Count)
+		for k, _ := cur.Seek(u64key(rg.Seq)); k != nil && len(k) >= 8 && keyU64(k, 0) < end; k, _ = cur.Next() {
+			if len(k) == 16 && keyU64(k, 1) == n.ID {
+				seen++
+			}
 		}
 	}
-	if b := r.sub[bTurns]; !legacy && top > b.Sequence() {
-		c.inv(path, nil, "sequence %d is below turn %d: new turns would overwrite old ones", b.Sequence(), top)
-	}
+	return seen
 }
 
 // inRanges reports whether seq lies in one of rs (which ascend).
@@ -407,10 +542,11 @@ func inRanges(rs TurnRanges, seq uint64) bool {
 	return false
 }
 
-func (c *checker) children(r *RunTx, nodes map[uint64]*Node) {
+func (c *checker) children(r *RunTx) {
 	path := r.bpath(bChildren)
-	indexed := map[uint64]bool{}
+	nodes := r.sub[bNodes]
 	_ = r.sub[bChildren].ForEach(func(k, v []byte) error {
+		c.progress(r, "children", 1)
 		if len(v) != 0 {
 			c.add(Violation{Bucket: path, Key: cloneBytes(k), Kind: "corrupt", Detail: "index value is not empty"})
 		}
@@ -419,22 +555,18 @@ func (c *checker) children(r *RunTx, nodes map[uint64]*Node) {
 			return nil
 		}
 		p, ch := keyU64(k, 0), keyU64(k, 1)
-		if n, ok := nodes[ch]; !ok || n.Parent != p {
+		raw := nodes.Get(u64key(ch))
+		var n Node
+		if raw == nil || decodeValue(r.bpath(bNodes), u64key(ch), raw, &n) != nil || n.Parent != p {
 			c.inv(path, cloneBytes(k), "index says %d is a child of %d; the node says otherwise", ch, p)
 		}
-		indexed[ch] = true
 		return nil
 	})
-	for id, n := range nodes {
-		if n.Parent != 0 && !indexed[id] {
-			c.inv(r.bpath(bNodes), u64key(id), "missing from the children index of %d", n.Parent)
-		}
-	}
 }
 
-func (c *checker) frontier(r *RunTx, nodes map[uint64]*Node) {
+func (c *checker) frontier(r *RunTx) {
 	path := r.bpath(bFrontier)
-	in := map[uint64]bool{}
+	nodes := r.sub[bNodes]
 	_ = r.sub[bFrontier].ForEach(func(k, v []byte) error {
 		if len(v) != 0 {
 			c.add(Violation{Bucket: path, Key: cloneBytes(k), Kind: "corrupt", Detail: "index value is not empty"})
@@ -444,24 +576,25 @@ func (c *checker) frontier(r *RunTx, nodes map[uint64]*Node) {
 			return nil
 		}
 		id := keyU64(k, 0)
-		in[id] = true
-		if n, ok := nodes[id]; !ok {
+		raw := nodes.Get(k)
+		var n Node
+		switch {
+		case raw == nil:
 			c.inv(path, cloneBytes(k), "frontier lists unknown node %d", id)
-		} else if n.Status != NodeActive {
+		case decodeValue(r.bpath(bNodes), k, raw, &n) != nil || n.ID != id:
+			c.inv(path, cloneBytes(k), "frontier lists unknown node %d", id)
+		case n.Status != NodeActive:
 			c.inv(path, cloneBytes(k), "frontier lists node %d, which is %s", id, n.Status)
 		}
 		return nil
 	})
-	for id, n := range nodes {
-		if n.Status == NodeActive && !in[id] {
-			c.inv(r.bpath(bNodes), u64key(id), "active node missing from the frontier")
-		}
-	}
 }
 
-func (c *checker) advantages(r *RunTx, nodes map[uint64]*Node) {
+func (c *checker) advantages(rc *runCheck) {
+	r := rc.r
 	path := r.bpath(bAdv)
 	_ = r.sub[bAdv].ForEach(func(k, v []byte) error {
+		c.progress(r, "advantages", 1)
 		if len(k) != 24 {
 			c.inv(path, cloneBytes(k), "key is not step|group|leaf")
 			return nil
@@ -471,11 +604,14 @@ func (c *checker) advantages(r *RunTx, nodes map[uint64]*Node) {
 			c.fromErr(path, err)
 			return nil
 		}
-		n, ok := nodes[a.Leaf]
+		if rc.tally.first(k) {
+			rc.tally.adv(&a)
+		}
+		n := rc.node(a.Leaf)
 		switch {
 		case a.Step != keyU64(k, 0) || a.Group != keyU64(k, 1) || a.Leaf != keyU64(k, 2):
 			c.inv(path, cloneBytes(k), "record does not match its key")
-		case !ok:
+		case n == nil:
 			c.inv(path, cloneBytes(k), "leaf %d does not exist", a.Leaf)
 		case n.Group != a.Group || !n.Status.Leaf():
 			c.inv(path, cloneBytes(k), "node %d is not a leaf of group %d", a.Leaf, a.Group)
@@ -531,6 +667,7 @@ func (c *checker) events(r *RunTx) {
 	want := uint64(1)
 	b := r.sub[bEvents]
 	_ = b.ForEach(func(k, v []byte) error {
+		c.progress(r, "events", 1)
 		var e Event
 		if err := decodeValue(path, k, v, &e); err != nil {
 			c.fromErr(path, err)
@@ -548,4 +685,38 @@ func (c *checker) events(r *RunTx) {
 	if want-1 != b.Sequence() {
 		c.inv(path, nil, "last event is %d but the sequence is at %d", want-1, b.Sequence())
 	}
+}
+
+// hasKey reports whether b holds key (index buckets store empty values,
+// which Get does not tell from a missing key).
+func hasKey(b *bolt.Bucket, key []byte) bool {
+	k, _ := b.Cursor().Seek(key)
+	return bytes.Equal(k, key)
+}
+
+// ids checks that a bucket's sequence covers every id in its keys (the
+// idAt-th u64 of the key): a sequence below an existing id would hand that
+// id to a new record, which would overwrite the old one.
+func (c *checker) ids(r *RunTx, name string, idAt int) {
+	b := r.sub[name]
+	var top uint64
+	if idAt == 0 {
+		if k, _ := b.Cursor().Last(); len(k) == 8 {
+			top = keyU64(k, 0)
+		}
+	} else {
+		_ = b.ForEach(func(k, _ []byte) error {
+			if len(k) == (idAt+1)*8 {
+				top = max(top, keyU64(k, idAt))
+			}
+			return nil
+		})
+	}
+	if top > b.Sequence() {
+		c.inv(r.bpath(name), nil, "sequence %d is below id %d: new records would overwrite old ones", b.Sequence(), top)
+	}
+}
+
+func (c *checker) inv(bucket string, key []byte, format string, args ...any) {
+	c.add(Violation{Bucket: bucket, Key: key, Kind: "invariant", Detail: fmt.Sprintf(format, args...)})
 }

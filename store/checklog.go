@@ -1,8 +1,10 @@
 package store
 
 import (
+	"bytes"
+	"fmt"
 	"reflect"
-	"sort"
+	"slices"
 )
 
 // The log cross-check. Every mutation of the store's own kinds logs the
@@ -15,38 +17,88 @@ import (
 // advantage, a rubric or a checkpoint. It also catches a record written
 // without its event.
 
-type logKey struct {
-	bucket string
-	key    string
+// The log is walked backwards, so the first event met for a record is the
+// last that wrote it: the record is compared with it there, by a point
+// read, and a bit per id remembers it was met. What the walk keeps besides
+// is bounded by the records written since their last full event (turn
+// counts of growing nodes, roots added to open groups), not by the run.
+
+// logged remembers, per bucket, the ids whose last event was met.
+type logged struct {
+	run                                bool
+	groups, nodes, adv, rubrics, ckpts *idSet
+	// The ids whose last event wrote a key that holds no record: a record
+	// of theirs elsewhere is not the logged one (groups and advantages,
+	// whose key holds more than their id).
+	groupsMissing, advMissing *idSet
 }
 
-type logRecord struct {
-	seq uint64 // the last event that wrote it
-	rec any
+// pendingTurns are the turns events of a node after its last full event,
+// newest first (each extends the node's turn ranges, so all of them apply).
+type pendingTurns struct {
+	seq uint64 // the newest
+	ps  []TurnsPayload
 }
 
 func (c *checker) logMatches(r *RunTx) {
-	want := map[logKey]*logRecord{}
-	set := func(bucket string, key []byte, seq uint64, rec any) {
-		want[logKey{bucket, string(key)}] = &logRecord{seq, rec}
-	}
 	path := r.bpath(bEvents)
+	seq := func(name string) uint64 { return r.sub[name].Sequence() }
+	seen := logged{groups: newIDSet(seq(bGroups)), nodes: newIDSet(seq(bNodes)), adv: newIDSet(seq(bNodes)),
+		rubrics: newIDSet(seq(bRubrics)), ckpts: newIDSet(1 << 12),
+		groupsMissing: newIDSet(seq(bGroups)), advMissing: newIDSet(seq(bNodes))}
+	turns := map[uint64]pendingTurns{}
+	roots := map[string][]uint64{} // group key → roots added after its last event, newest first
+	var found []Violation
+	inv := func(bucket string, key []byte, format string, args ...any) {
+		if len(found) < maxViolations {
+			found = append(found, Violation{Bucket: bucket, Key: key, Kind: "invariant", Detail: fmt.Sprintf(format, args...)})
+		}
+	}
+	// compare checks the record at key in bucket b (the run's bucket when
+	// name is "") against want, last written by event seq.
+	compare := func(name string, key []byte, seq uint64, want any) (exists bool) {
+		b, bpath := r.b, r.path
+		if name != "" {
+			b, bpath = r.sub[name], r.bpath(name)
+		}
+		raw := b.Get(key)
+		if raw == nil {
+			inv(bpath, cloneBytes(key), "record missing: event %d wrote it", seq)
+			return false
+		}
+		got := reflect.New(reflect.TypeOf(want).Elem()).Interface()
+		if decodeValue(bpath, key, raw, got) != nil {
+			return true // reported by the bucket's own check
+		}
+		if !reflect.DeepEqual(got, want) {
+			inv(bpath, cloneBytes(key), "record differs from the event log (last written by event %d)", seq)
+		}
+		return true
+	}
 	clean := true
-	_ = r.sub[bEvents].ForEach(func(k, v []byte) error {
+	cur := r.sub[bEvents].Cursor()
+	for k, v := cur.Last(); k != nil; k, v = cur.Prev() {
+		c.progress(r, "log", 1)
 		var e Event
 		if decodeValue(path, k, v, &e) != nil {
 			clean = false // reported by events()
-			return nil
+			continue
 		}
 		var rec any
 		switch e.Kind {
 		case EvRunCreate, EvRunStatus:
+			if seen.run {
+				continue
+			}
 			rec = new(Run)
 		case EvGroupOpen, EvGroupUpdate, EvGroupClose:
 			rec = new(Group)
 		case EvNodeAdd, EvNodeScore, EvNodeRoute, EvNodeStatus, EvNodeReward, EvNodeEnvState:
 			rec = new(Node)
 		case EvTurns:
+			if seen.nodes.has(e.Node) {
+				continue
+			}
 			rec = new(TurnsPayload)
 		case EvAdvantage:
 			rec = new(Advantage)
@@ -55,91 +107,171 @@ func (c *checker) logMatches(r *RunTx) {
 		case EvCheckpoint:
 			rec = new(Checkpoint)
 		default:
-			return nil // a kind defined above the store
+			continue // a kind defined above the store
 		}
 		if err := DecodePayload(e, rec); err != nil {
-			c.inv(path, cloneBytes(k), "%s payload does not decode: %v", e.Kind, err)
+			inv(path, cloneBytes(k), "%s payload does not decode: %v", e.Kind, err)
 			clean = false
-			return nil
+			continue
 		}
 		switch x := rec.(type) {
 		case *Run:
-			set("", keyRun, e.Seq, x)
+			seen.run = true
+			compare("", keyRun, e.Seq, x)
 		case *Group:
-			set(bGroups, u64key2(x.Step, x.ID), e.Seq, x)
+			gk := string(u64key2(x.Step, x.ID))
+			if seen.groups.has(x.ID) {
+				continue
+			}
+			seen.groups.add(x.ID)
+			for i := len(roots[gk]) - 1; i >= 0; i-- {
+				x.Roots = append(x.Roots, roots[gk][i])
+			}
+			delete(roots, gk)
+			if !compare(bGroups, []byte(gk), e.Seq, x) {
+				seen.groupsMissing.add(x.ID)
+			}
 		case *Node:
-			set(bNodes, u64key(x.ID), e.Seq, x)
-			if e.Kind == EvNodeAdd && x.Parent == 0 {
-				if g, ok := want[logKey{bGroups, string(u64key2(x.Step, x.Group))}]; ok {
-					g.rec.(*Group).Roots = append(g.rec.(*Group).Roots, x.ID)
+			if e.Kind == EvNodeAdd && x.Parent == 0 && !seen.groups.has(x.Group) {
+				gk := string(u64key2(x.Step, x.Group))
+				roots[gk] = append(roots[gk], x.ID)
+			}
+			if seen.nodes.has(x.ID) {
+				continue
+			}
+			seen.nodes.add(x.ID)
+			last := e.Seq
+			if t, ok := turns[x.ID]; ok {
+				for i := len(t.ps) - 1; i >= 0; i-- {
+					t.ps[i].Apply(x)
 				}
+				last = t.seq
+				delete(turns, x.ID)
 			}
+			compare(bNodes, u64key(x.ID), last, x)
 		case *TurnsPayload:
-			if n, ok := want[logKey{bNodes, string(u64key(e.Node))}]; ok {
-				x.Apply(n.rec.(*Node))
-				n.seq = e.Seq
+			t, ok := turns[e.Node]
+			if !ok {
+				t.seq = e.Seq
 			}
+			t.ps = append(t.ps, *x)
+			turns[e.Node] = t
 		case *Advantage:
-			set(bAdv, u64key3(x.Step, x.Group, x.Leaf), e.Seq, x)
+			if seen.adv.has(x.Leaf) {
+				continue
+			}
+			seen.adv.add(x.Leaf)
+			if !compare(bAdv, u64key3(x.Step, x.Group, x.Leaf), e.Seq, x) {
+				seen.advMissing.add(x.Leaf)
+			}
 		case *Rubric:
-			set(bRubrics, u64key(x.ID), e.Seq, x)
+			if seen.rubrics.has(x.ID) {
+				continue
+			}
+			seen.rubrics.add(x.ID)
+			compare(bRubrics, u64key(x.ID), e.Seq, x)
 		case *Checkpoint:
-			set(bCkpt, u64key(x.Step), e.Seq, x)
+			if seen.ckpts.has(x.Step) {
+				continue
+			}
+			seen.ckpts.add(x.Step)
+			compare(bCkpt, u64key(x.Step), e.Seq, x)
 		}
-		return nil
-	})
+	}
 	if !clean {
 		return // a damaged log rebuilds nothing reliable
 	}
-	compare := func(bucket, bpath string, k, v []byte, rec any) {
-		lr, ok := want[logKey{bucket, string(k)}]
-		if !ok {
-			c.inv(bpath, cloneBytes(k), "record is not in the event log")
-			return
-		}
-		delete(want, logKey{bucket, string(k)})
-		if decodeValue(bpath, k, v, rec) != nil {
-			return // reported by the bucket's own check
-		}
-		if !reflect.DeepEqual(rec, lr.rec) {
-			c.inv(bpath, cloneBytes(k), "record differs from the event log (last written by event %d)", lr.seq)
-		}
+	for _, v := range found {
+		c.add(v)
 	}
-	if v := r.b.Get(keyRun); v != nil {
-		compare("", r.path, keyRun, v, new(Run))
+	// Every record was written by an event.
+	if r.b.Get(keyRun) != nil && !seen.run {
+		c.inv(r.path, keyRun, "record is not in the event log")
 	}
-	for _, name := range []string{bGroups, bNodes, bAdv, bRubrics, bCkpt} {
-		_ = r.sub[name].ForEach(func(k, v []byte) error {
-			var rec any
-			switch name {
-			case bGroups:
-				rec = new(Group)
-			case bNodes:
-				rec = new(Node)
-			case bAdv:
-				rec = new(Advantage)
-			case bRubrics:
-				rec = new(Rubric)
-			case bCkpt:
-				rec = new(Checkpoint)
+	unlogged := func(name string, keyLen, idAt int, ids, missing *idSet) {
+		var dups []uint64 // ids with more than one record: only one can be the logged one
+		if missing != nil {
+			dups = c.duplicateIDs(r, name, keyLen, idAt)
+		}
+		var suspects [][]byte
+		_ = r.sub[name].ForEach(func(k, _ []byte) error {
+			switch {
+			case len(k) != keyLen || !ids.has(keyU64(k, idAt)):
+			case missing != nil && missing.has(keyU64(k, idAt)):
+			case slices.Contains(dups, keyU64(k, idAt)):
+				suspects = append(suspects, cloneBytes(k))
+				return nil
+			default:
+				return nil
 			}
-			compare(name, r.bpath(name), k, v, rec)
+			c.inv(r.bpath(name), cloneBytes(k), "record is not in the event log")
 			return nil
 		})
-	}
-	missing := make([]logKey, 0, len(want))
-	for k := range want {
-		missing = append(missing, k)
-	}
-	sort.Slice(missing, func(i, j int) bool {
-		a, b := missing[i], missing[j]
-		return a.bucket < b.bucket || (a.bucket == b.bucket && a.key < b.key)
-	})
-	for _, k := range missing {
-		bpath := r.path
-		if k.bucket != "" {
-			bpath = r.bpath(k.bucket)
+		if len(suspects) == 0 {
+			return
 		}
-		c.inv(bpath, []byte(k.key), "record missing: event %d wrote it", want[k].seq)
+		logged := c.loggedKeys(r, name, dups)
+		for _, k := range suspects {
+			if !bytes.Equal(logged[keyU64(k, idAt)], k) {
+				c.inv(r.bpath(name), k, "record is not in the event log")
+			}
+		}
 	}
+	unlogged(bGroups, 16, 1, seen.groups, seen.groupsMissing)
+	unlogged(bNodes, 8, 0, seen.nodes, nil)
+	unlogged(bAdv, 24, 2, seen.adv, seen.advMissing)
+	unlogged(bRubrics, 8, 0, seen.rubrics, nil)
+	unlogged(bCkpt, 8, 0, seen.ckpts, nil)
+}
+
+// maxDuplicateIDs bounds the ids duplicateIDs returns: more than that many
+// is a file too damaged for the detail to matter.
+const maxDuplicateIDs = 1 << 10
+
+// duplicateIDs lists the ids (the idAt-th u64 of the key) that more than
+// one record of bucket name has.
+func (c *checker) duplicateIDs(r *RunTx, name string, keyLen, idAt int) []uint64 {
+	once := newIDSet(r.sub[bNodes].Sequence() + r.sub[bGroups].Sequence())
+	var dups []uint64
+	_ = r.sub[name].ForEach(func(k, _ []byte) error {
+		if len(k) != keyLen {
+			return nil
+		}
+		id := keyU64(k, idAt)
+		if once.has(id) {
+			if len(dups) < maxDuplicateIDs && !slices.Contains(dups, id) {
+				dups = append(dups, id)
+			}
+			return nil
+		}
+		once.add(id)
+		return nil
+	})
+	return dups
+}
+
+// loggedKeys returns the key the last event of each of ids wrote in bucket
+// name (groups or advantages), walking the log backwards once more.
+func (c *checker) loggedKeys(r *RunTx, name string, ids []uint64) map[uint64][]byte {
+	out := map[uint64][]byte{}
+	cur := r.sub[bEvents].Cursor()
+	for k, v := cur.Last(); k != nil && len(out) < len(ids); k, v = cur.Prev() {
+		var e Event
+		if decodeValue(r.bpath(bEvents), k, v, &e) != nil {
+			continue
+		}
+		switch {
+		case name == bGroups && (e.Kind == EvGroupOpen || e.Kind == EvGroupUpdate || e.Kind == EvGroupClose):
+			var g Group
+			if DecodePayload(e, &g) == nil && slices.Contains(ids, g.ID) && out[g.ID] == nil {
+				out[g.ID] = u64key2(g.Step, g.ID)
+			}
+		case name == bAdv && e.Kind == EvAdvantage:
+			var a Advantage
+			if DecodePayload(e, &a) == nil && slices.Contains(ids, a.Leaf) && out[a.Leaf] == nil {
+				out[a.Leaf] = u64key3(a.Step, a.Group, a.Leaf)
+			}
+		}
+	}
+	return out
 }

@@ -5,6 +5,8 @@ import (
 	"math"
 	"os"
 	"strings"
+
+	"github.com/patrdb/patrdb/store/internal/pagewalk"
 )
 
 // Guards for readers of a file that has not been checked. bbolt trusts its
@@ -34,6 +36,31 @@ func (tx *Tx) VerifyRun(id string) error {
 	})
 }
 
+// VerifySummary walks, with bounds, the pages a run's summary and the
+// small records beside it read (the run record, its counters and group
+// index, rubrics and checkpoints), so that RunTx.Summary, Rubrics and
+// Checkpoint terminate on a file nobody has checked. A run without counters
+// is summarised by reading its records, so then it is VerifyRun. It costs
+// time in proportion to those small buckets, not to the run.
+func (tx *Tx) VerifySummary(id string) error {
+	prefix := string(bucketRuns) + "/" + id
+	small := map[string]bool{prefix: true}
+	for _, name := range []string{bCounts, bGroupIDs, bRubrics, bCkpt} {
+		small[prefix+"/"+name] = true
+	}
+	err := tx.verifyPages(func(p string) bool {
+		return p == "meta" || p == string(bucketRuns) || small[p]
+	})
+	if err != nil {
+		return err
+	}
+	run := tx.btx.Bucket(bucketRuns).Bucket([]byte(id))
+	if run != nil && (run.Bucket([]byte(bCounts)) == nil || run.Bucket([]byte(bGroupIDs)) == nil) {
+		return tx.VerifyRun(id)
+	}
+	return nil
+}
+
 // VerifyMetas reports a damaged meta page on a read-only DB as a
 // *CorruptError. bbolt then reads the other one, the commit before the
 // last: what a reader sees may be older than what was acknowledged. On a
@@ -48,9 +75,9 @@ func (tx *Tx) VerifyMetas() error {
 		return err
 	}
 	defer f.Close()
-	for _, m := range readMetas(f, tx.btx.DB().Info().PageSize) {
-		if m.err != "" {
-			return &CorruptError{Bucket: "(file)", Reason: m.fallback()}
+	for _, m := range pagewalk.ReadMetas(f, tx.btx.DB().Info().PageSize) {
+		if m.Err != "" {
+			return &CorruptError{Bucket: "(file)", Reason: m.Fallback()}
 		}
 	}
 	return nil
@@ -69,16 +96,16 @@ func (tx *Tx) verifyPages(descend func(string) bool) error {
 	// reads for every page it has not touched. The freelist is not walked
 	// (no txid matches): readers do not follow it, and a commit running
 	// alongside may replace it.
-	_, w := walkPages(tx.db.path, tx.btx.DB().Info().PageSize, math.MaxUint64,
+	_, w := pagewalk.Walk(tx.db.path, tx.btx.DB().Info().PageSize, math.MaxUint64,
 		uint64(tx.btx.Cursor().Bucket().Root()), descend, false)
-	if len(w.problems) == 0 {
+	if len(w.Problems) == 0 {
 		return nil
 	}
-	reason := w.firstMsg
-	if n := len(w.problems) - 1; n > 0 {
+	reason := w.FirstMsg
+	if n := len(w.Problems) - 1; n > 0 {
 		reason += fmt.Sprintf(" (and %d more)", n)
 	}
-	bucket := w.firstPath
+	bucket := w.FirstPath
 	if bucket == "" {
 		bucket = "(file)"
 	}

@@ -12,6 +12,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/patrdb/patrdb/store/internal/pagewalk"
 )
 
 // DB is an open patrdb file. It is safe for concurrent use: any number of
@@ -87,7 +89,7 @@ func Open(path string, opts *Options) (*DB, error) {
 	if !o.ReadOnly && o.InitialMmapSize > 0 && (o.MaxSize == 0 || o.MaxSize >= o.InitialMmapSize+boltAllocSize) {
 		bopts.InitialMmapSize = int(o.InitialMmapSize)
 	}
-	if problems := preOpenCheck(path, !o.ReadOnly); len(problems) > 0 {
+	if problems := pagewalk.PreOpen(path, !o.ReadOnly); len(problems) > 0 {
 		return nil, &CorruptError{Bucket: "(file)", Reason: strings.Join(problems, "; ")}
 	}
 	bdb, err := openBolt(path, o.FileMode, bopts)
@@ -108,7 +110,7 @@ func Open(path string, opts *Options) (*DB, error) {
 		// The pages Open reads next (root bucket, meta bucket) are walked
 		// with bounds first; the runs are Check's business.
 		onlyMeta := func(p string) bool { return p == string(bucketMeta) }
-		if _, problems := walkFile(path, bdb.Info().PageSize, 0, 0, onlyMeta, false); len(problems) > 0 {
+		if _, problems := pagewalk.File(path, bdb.Info().PageSize, 0, 0, onlyMeta, false); len(problems) > 0 {
 			return &CorruptError{Bucket: "(file)", Reason: strings.Join(problems, "; ")}
 		}
 		if err := db.initFormat(); err != nil {

@@ -21,6 +21,16 @@
 //	    rubrics/ rubric       Rubric
 //	    ckpt/    step         Checkpoint
 //	    events/  seq          Event        one per mutation, seq = 1, 2, 3, ...
+//	    counts/  step         counters     the run's figures (key 0) and each step's
+//	    groupids/group|step   (empty)      finds a group's key from its id
+//
+// The counters (nodes by status, leaves, turns, groups open and closed,
+// rewards, zero-variance groups) are kept by every write of a node, group
+// or advantage in its own transaction, so RunTx.Summary reads a few small
+// records instead of walking the run. A run written before they existed has
+// neither bucket: it is summarised by reading its records, and its next
+// write transaction (or RunTx.Recount) builds both. Check compares them with
+// the records.
 //
 // Ids (groups, nodes, rubrics, event seqs, turn seqs) come from the
 // sequence of the bucket that holds them, so they are allocated in the

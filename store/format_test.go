@@ -128,6 +128,18 @@ func TestMigrate(t *testing.T) {
 			var runs []string
 			view(t, old, func(tx *store.Tx) (err error) { runs, err = tx.RunIDs(); return err })
 			for _, run := range runs {
+				// The copy carries counters: its summary equals the
+				// source's, counted without walking.
+				var was, is store.RunSummary
+				inRun(t, old, false, run, func(r *store.RunTx) (err error) { was, err = r.Summary(store.SummaryOptions{Steps: true}); return })
+				inRun(t, db, false, run, func(r *store.RunTx) (err error) { is, err = r.Summary(store.SummaryOptions{Steps: true}); return })
+				if !was.Walked || is.Walked {
+					t.Errorf("run %s: walked before %v, after %v", run, was.Walked, is.Walked)
+				}
+				was.Walked = false
+				if !reflect.DeepEqual(was, is) {
+					t.Errorf("run %s: summary\n%+v\nafter migrating\n%+v", run, is, was)
+				}
 				want, got := dumpRun(t, old, run), dumpRun(t, db, run)
 				for _, d := range []*runDump{&want, &got} {
 					for i := range d.Nodes {

@@ -34,12 +34,18 @@ func (r *RunTx) OpenGroup(spec GroupSpec) (Group, error) {
 	if spec.PromptTokens != nil {
 		g.PromptTokens = append(TokenIDs{}, spec.PromptTokens...)
 	}
-	return g, r.tx.fail(r.putGroup(&g, EvGroupOpen))
+	return g, r.tx.fail(r.putGroup(&g, "", EvGroupOpen))
 }
 
-func (r *RunTx) putGroup(g *Group, kind EventKind) error {
+// putGroup writes g, which was in status was ("" for a new group), keeps
+// the run's counters and group index to its records, and logs kind with the
+// group as payload.
+func (r *RunTx) putGroup(g *Group, was GroupStatus, kind EventKind) error {
 	b, err := r.bucket(bGroups)
 	if err != nil {
+		return err
+	}
+	if err := r.tally(groupDelta(was, g)); err != nil {
 		return err
 	}
 	val := encodeGroup(g)
@@ -68,9 +74,17 @@ func (r *RunTx) GroupAt(step, id uint64) (Group, error) {
 	return g, err
 }
 
-// Group finds a group by id alone (a scan of the groups bucket; groups are
-// few next to nodes and turns).
+// Group finds a group by id alone, through the run's group index (a run
+// written before the index existed is scanned).
 func (r *RunTx) Group(id uint64) (Group, error) {
+	if ids := r.b.Bucket([]byte(bGroupIDs)); ids != nil {
+		prefix := u64key(id)
+		k, _ := ids.Cursor().Seek(prefix)
+		if k == nil || len(k) != 16 || keyU64(k, 0) != id {
+			return Group{}, notFoundf("group %d of run %q", id, r.id)
+		}
+		return r.GroupAt(keyU64(k, 1), id)
+	}
 	var found *Group
 	err := r.ForEachGroup(0, func(g Group) error {
 		if g.ID == id {
@@ -118,6 +132,24 @@ func (r *RunTx) ForEachGroup(step uint64, fn func(Group) error) error {
 		}
 	}
 	return nil
+}
+
+// LatestGroup returns the newest group: the highest id of the latest step.
+func (r *RunTx) LatestGroup() (Group, error) {
+	var g Group
+	b, err := r.bucket(bGroups)
+	if err != nil {
+		return g, err
+	}
+	k, v := b.Cursor().Last()
+	if k == nil {
+		return g, notFoundf("groups of run %q", r.id)
+	}
+	if len(k) != 16 {
+		return g, &CorruptError{Bucket: r.bpath(bGroups), Key: cloneBytes(k), Reason: "group key is not 16 bytes"}
+	}
+	err = decodeValue(r.bpath(bGroups), k, v, &g)
+	return g, err
 }
 
 // ForEachGroupDesc calls fn for every group from the newest step down (and
@@ -169,7 +201,7 @@ func (r *RunTx) SetGroupInterval(step, id uint64, interval int) error {
 		return r.tx.fail(invalidf("group %d interval %d goes back from %d", id, interval, g.Interval))
 	}
 	g.Interval = interval
-	return r.tx.fail(r.putGroup(&g, EvGroupUpdate))
+	return r.tx.fail(r.putGroup(&g, g.Status, EvGroupUpdate))
 }
 
 // CloseGroup closes an open group. Every node of the group must have left
@@ -195,7 +227,7 @@ func (r *RunTx) CloseGroup(step, id uint64) error {
 		}
 	}
 	g.Status = GroupClosed
-	return r.tx.fail(r.putGroup(&g, EvGroupClose))
+	return r.tx.fail(r.putGroup(&g, GroupOpen, EvGroupClose))
 }
 
 // GroupNodes returns every node of g, roots first, then breadth-first.

@@ -192,8 +192,20 @@ func migrateRun(from, to *DB, id string, res *MigrateResult) error {
 			return err
 		}
 	}
-	return to.bolt.Update(func(btx *bolt.Tx) error {
+	err = to.bolt.Update(func(btx *bolt.Tx) error {
 		return btx.Bucket(bucketRuns).Bucket([]byte(id)).Bucket([]byte(bTurns)).SetSequence(seq)
+	})
+	if err != nil {
+		return err
+	}
+	// The run's counters and group index, which older files lack, from the
+	// records just copied.
+	return to.Update(func(tx *Tx) error {
+		r, err := tx.Run(id)
+		if err != nil {
+			return err
+		}
+		return r.Recount()
 	})
 }
 

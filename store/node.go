@@ -91,7 +91,7 @@ func (r *RunTx) addNode(spec NodeSpec) (Node, error) {
 	}
 	if spec.Parent == 0 {
 		g.Roots = append(g.Roots, n.ID)
-		if err := r.putGroup(&g, ""); err != nil {
+		if err := r.putGroup(&g, g.Status, ""); err != nil {
 			return Node{}, err
 		}
 	} else {
@@ -116,6 +116,9 @@ func (r *RunTx) addNode(spec NodeSpec) (Node, error) {
 // equal to the active nodes, and kind is logged with the record as its
 // payload.
 func (r *RunTx) putNode(prev, n *Node, kind EventKind) error {
+	if err := r.tally(nodeDelta(prev, n)); err != nil {
+		return err
+	}
 	if wasActive := prev != nil && prev.Status == NodeActive; wasActive != (n.Status == NodeActive) {
 		frontier, err := r.bucket(bFrontier)
 		if err != nil {
@@ -168,7 +171,7 @@ func (tx *Tx) flush() error {
 		}
 		d.written = true
 	}
-	return nil
+	return tx.flushCounts()
 }
 
 // writeNode puts a node's record (val: its encoding, when known) into the

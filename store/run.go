@@ -71,10 +71,13 @@ type BucketSize struct {
 func (r *RunTx) BucketSizes() ([]BucketSize, error) {
 	out := make([]BucketSize, 0, len(subBuckets))
 	pageSize := int64(r.tx.btx.DB().Info().PageSize)
-	for _, name := range subBuckets {
-		b, err := r.bucket(name)
-		if err != nil {
-			return nil, err
+	for _, name := range append(subBuckets, bCounts, bGroupIDs) {
+		b := r.b.Bucket([]byte(name))
+		if b == nil {
+			if name == bCounts || name == bGroupIDs {
+				continue // a run written before the counters
+			}
+			return nil, &CorruptError{Bucket: r.path, Reason: "missing sub-bucket " + name}
 		}
 		s := b.Stats()
 		out = append(out, BucketSize{

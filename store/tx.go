@@ -76,7 +76,7 @@ func (tx *Tx) CreateRun(id string, config []byte, meta map[string]string) (*RunT
 	if err != nil {
 		return nil, tx.fail(err)
 	}
-	for _, name := range subBuckets {
+	for _, name := range append(subBuckets, bCounts, bGroupIDs) {
 		if _, err := b.CreateBucket([]byte(name)); err != nil {
 			return nil, tx.fail(err)
 		}
@@ -182,6 +182,9 @@ type RunTx struct {
 	sub   map[string]*bolt.Bucket
 	path  string
 	paths map[string]string // bpath's
+	// counts are the run's counters while a write transaction changes
+	// them (counts.go).
+	counts *runCounts
 }
 
 func (tx *Tx) bind(id string, b *bolt.Bucket) *RunTx {

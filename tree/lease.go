@@ -30,7 +30,8 @@ type Lease struct {
 	EnvState  []byte  `json:"env_state,omitempty"` // the node's env-state reference (Env.Restore)
 	ExpiresAt int64   `json:"expires_at"`          // unix nanoseconds
 
-	ttl time.Duration
+	ttl      time.Duration
+	snapshot uint64 // the store snapshot the grant was judged on
 }
 
 // LeaseRequest asks for up to Max branches (0: every branch available).
@@ -191,7 +192,7 @@ func (c *Coordinator) grant(tx *store.Tx, req LeaseRequest) ([]Lease, error) {
 			Score: !c.cfg.NoScoring && (c.cfg.MaxTurns == 0 || start+c.cfg.K < c.cfg.MaxTurns),
 			Key: TurnKey{Seed: c.cfg.Seed, Step: g.Step, Group: g.ID, Node: n.ID, Branch: key,
 				Index: n.Turns, Path: n.PathLen(), Attempt: n.Attempt},
-			Task: TaskOf(g), EnvState: n.EnvState, ExpiresAt: now.Add(ttl).UnixNano(), ttl: ttl,
+			Task: TaskOf(g), EnvState: n.EnvState, ExpiresAt: now.Add(ttl).UnixNano(), ttl: ttl, snapshot: tx.Snapshot(),
 		}
 		c.leases[n.ID] = &l
 		out = append(out, l)

@@ -76,3 +76,55 @@ func TestGrantRefusesOlderSnapshot(t *testing.T) {
 		t.Fatalf("lease of node %d is %+v, want %s", next[0].Node, held, next[0].ID)
 	}
 }
+
+// TestLeasedOnAnOlderSnapshot: a step's status read in a snapshot taken
+// before branches were leased — or even created — counts them as held
+// instead of failing to find them (a worker asking for the status got a
+// 404 for a node created after its snapshot).
+func TestLeasedOnAnOlderSnapshot(t *testing.T) {
+	db := storetest.Open(t)
+	cfg := DefaultConfig()
+	cfg.B0, cfg.K, cfg.MaxTurns = 3, 2, 10
+	if err := db.Update(func(tx *store.Tx) error {
+		_, err := tx.CreateRun("r", ConfigJSON(cfg), nil)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewCoordinator(db, "r", &cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := make(chan struct{})
+	release := make(chan struct{})
+	type result struct {
+		n   int
+		err error
+	}
+	got := make(chan result)
+	go func() {
+		var res result
+		res.err = db.View(func(tx *store.Tx) error {
+			close(old)
+			<-release
+			res.n, res.err = c.Leased(tx, 1)
+			return res.err
+		})
+		got <- res
+	}()
+	<-old // a snapshot from before the step has any branch
+	if err := db.Update(func(tx *store.Tx) error {
+		_, err := c.OpenStep(tx, 1, []Task{{ID: "t", Prompt: "p"}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := c.Lease(LeaseRequest{Worker: "w", Step: 1}, nil)
+	if err != nil || len(ls) != 3 {
+		t.Fatalf("lease: %v %v", ls, err)
+	}
+	close(release)
+	if res := <-got; res.err != nil || res.n != 3 {
+		t.Fatalf("Leased on the older snapshot = %d, %v; want 3 held", res.n, res.err)
+	}
+}

@@ -22,6 +22,13 @@ func (c *Coordinator) Leased(tx *store.Tx, step uint64) (int, error) {
 	}
 	count := 0
 	for i := range held {
+		if held[i].snapshot > tx.Snapshot() {
+			// Granted on a newer state than tx sees (its branch may not
+			// even exist in tx): current then, and only a grant or a
+			// submit, never a reader, moves a lease on.
+			count++
+			continue
+		}
 		n, err := r.Node(held[i].Node)
 		if err != nil {
 			return 0, err

@@ -50,10 +50,16 @@ func parseRunID(s string) (string, error) {
 // send bbolt into a loop), so it is safe on any file; a command that prints
 // the run's records uses soundRun.
 func (a *App) lookupRun(tx *store.Tx, id string) (*store.RunTx, error) {
+	return a.lookupVerified(tx, id, tx.VerifyRun)
+}
+
+// lookupVerified is lookupRun with the page check verify (tx.VerifyRun or
+// a narrower one) in place of VerifyRun.
+func (a *App) lookupVerified(tx *store.Tx, id string, verify func(string) error) (*store.RunTx, error) {
 	if err := tx.VerifyMetas(); err != nil {
 		return nil, a.damaged(err)
 	}
-	if err := tx.VerifyRun(id); err != nil {
+	if err := verify(id); err != nil {
 		return nil, a.damaged(err)
 	}
 	r, err := tx.Run(id)

@@ -54,7 +54,9 @@ func (a *App) check() error {
 		return err
 	}
 	defer db.Close()
-	vs, err := db.Check()
+	report, clearLine := a.checkProgress()
+	vs, err := db.CheckWith(store.CheckOptions{Progress: report})
+	clearLine()
 	if err != nil {
 		return err
 	}
@@ -115,18 +117,12 @@ func countChecked(db *store.DB, out *checkOutput) {
 			if err != nil {
 				continue
 			}
-			sizes, err := r.BucketSizes()
+			s, err := r.Summary(store.SummaryOptions{})
 			if err != nil {
 				continue
 			}
-			for _, s := range sizes {
-				switch s.Name {
-				case "nodes":
-					out.Nodes += s.Keys
-				case "events":
-					out.Events += s.Keys
-				}
-			}
+			out.Nodes += s.Nodes
+			out.Events += int(s.Events)
 		}
 		return nil
 	})

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/binary"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,11 +90,18 @@ func TestCheckReportsDamagedValue(t *testing.T) {
 	// The other commands meet the damage as an error line, not a crash.
 	// They name the run, the bucket and the next step, and print nothing
 	// of the damaged run.
-	for _, args := range [][]string{{"tree", "patr-4x4", "1"}, {"traj", "patr-4x4", "4"}, {"show", "patr-4x4"}, {"runs"}} {
+	for _, args := range [][]string{{"tree", "patr-4x4", "1"}, {"traj", "patr-4x4", "4"}, {"show", "patr-4x4", "--bytes"}, {"runs", "--bytes"}} {
 		r := cli(t, append([]string{"--db", path}, args...)...)
 		r.fails(t, 2, `run "patr-4x4" in `+path+" is damaged (nodes: key 0000000000000004: CRC32C mismatch", "patrdb check --db "+path)
 		if r.stdout != "" {
 			t.Errorf("%v printed %q", args, r.stdout)
+		}
+	}
+	// Without --bytes, runs and show read the run's counters, not its
+	// nodes: what they print is whole, and the damage is check's to find.
+	for _, args := range [][]string{{"show", "patr-4x4"}, {"runs"}} {
+		if r := cli(t, append([]string{"--db", path}, args...)...); r.code != 0 || !strings.Contains(r.stdout, "patr-4x4") {
+			t.Errorf("%v: exit %d: %s", args, r.code, r.stderr)
 		}
 	}
 	// A run without damage is still shown.
@@ -176,5 +184,39 @@ func TestCheckNewerFormat(t *testing.T) {
 	cli(t, "--db", path, "show", "patr-4x4").fails(t, 2, "format 99")
 	if fileHash(t, path) != before {
 		t.Error("a newer file was modified")
+	}
+}
+
+func TestCheckProgressLabel(t *testing.T) {
+	for _, c := range []struct {
+		p    store.CheckProgress
+		want string
+	}{
+		{store.CheckProgress{Phase: "pages"}, "check: pages"},
+		{store.CheckProgress{Run: "r1", Phase: "nodes", Done: 250, Total: 1000}, "check run r1: nodes"},
+	} {
+		if got := progressLabel(c.p); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.p, got, c.want)
+		}
+	}
+	// Not a terminal: no progress at all, so pipes and golden files see
+	// only the result.
+	app := &App{stderr: &strings.Builder{}, isTerminal: func(io.Writer) bool { return false }}
+	if report, _ := app.checkProgress(); report != nil {
+		t.Error("progress reported to a non-terminal")
+	}
+	// A terminal: a bar per part, cleared at the end.
+	var term strings.Builder
+	app = &App{stderr: &term, isTerminal: func(io.Writer) bool { return true }}
+	report, done := app.checkProgress()
+	if report == nil {
+		t.Fatal("no progress on a terminal")
+	}
+	report(store.CheckProgress{Run: "r1", Phase: "nodes", Total: 10})
+	report(store.CheckProgress{Run: "r1", Phase: "nodes", Done: 5, Total: 10})
+	report(store.CheckProgress{Run: "r1", Phase: "log"})
+	done()
+	if !strings.Contains(term.String(), "check run r1: nodes") || !strings.Contains(term.String(), "check run r1: log") {
+		t.Errorf("terminal got %q", term.String())
 	}
 }

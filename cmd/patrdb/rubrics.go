@@ -37,37 +37,21 @@ drafts it absorbed, with where each was induced.` + remoteHelp,
 
 // rubricsOutput is `rubrics --json`.
 type rubricsOutput struct {
-	Run     string       `json:"run"`
-	Pool    string       `json:"pool"`
-	Rubrics []rubricView `json:"rubrics"`
+	Run     string                  `json:"run"`
+	Pool    string                  `json:"pool"`
+	Rubrics []rubricpool.RubricView `json:"rubrics"`
 }
 
 // lineageOutput is `rubrics --lineage ID --json`.
 type lineageOutput struct {
-	Run    string       `json:"run"`
-	Rubric rubricView   `json:"rubric"`
-	Drafts []rubricView `json:"drafts"`
-}
-
-// rubricView is a rubric as the store holds it (rho is its admission
-// correlation) with its running correlation with the outcome, computed from
-// the stored sums.
-type rubricView struct {
-	store.Rubric
-	RunningCorr *float64 `json:"running_corr"` // null while undefined
-}
-
-func viewRubric(rb store.Rubric) rubricView {
-	v := rubricView{Rubric: rb}
-	if c, ok := rubricpool.Rho(rb.Usage); ok {
-		v.RunningCorr = &c
-	}
-	return v
+	Run    string                  `json:"run"`
+	Rubric rubricpool.RubricView   `json:"rubric"`
+	Drafts []rubricpool.RubricView `json:"drafts"`
 }
 
 // lastActive is a rubric's last activation step; steps start at 1, so 0
 // (an unset usage record) means never, like -1.
-func lastActive(r rubricView) string {
+func lastActive(r rubricpool.RubricView) string {
 	if r.Usage.LastActivation <= 0 {
 		return "never"
 	}
@@ -103,9 +87,9 @@ func (a *App) rubrics(rf *remoteFlags, runArg, poolArg, lineageArg string) error
 		if err != nil {
 			return err
 		}
-		list = rubricsOutput{Run: id, Pool: poolArg, Rubrics: []rubricView{}}
+		list = rubricsOutput{Run: id, Pool: poolArg, Rubrics: []rubricpool.RubricView{}}
 		for _, rb := range rbs {
-			list.Rubrics = append(list.Rubrics, viewRubric(rb))
+			list.Rubrics = append(list.Rubrics, rubricpool.ViewRubric(rb))
 		}
 		return nil
 	})
@@ -136,7 +120,7 @@ func rubricLineage(r runReader, id uint64) (lineageOutput, error) {
 		}
 		return lineageOutput{}, err
 	}
-	out := lineageOutput{Run: r.ID(), Rubric: viewRubric(rb), Drafts: []rubricView{}}
+	out := lineageOutput{Run: r.ID(), Rubric: rubricpool.ViewRubric(rb), Drafts: []rubricpool.RubricView{}}
 	ids := map[uint64]bool{}
 	for _, p := range rb.Parents {
 		ids[p] = true
@@ -147,7 +131,7 @@ func rubricLineage(r runReader, id uint64) (lineageOutput, error) {
 	}
 	for _, d := range all {
 		if d.MergedInto == id || ids[d.ID] {
-			out.Drafts = append(out.Drafts, viewRubric(d))
+			out.Drafts = append(out.Drafts, rubricpool.ViewRubric(d))
 		}
 	}
 	sort.Slice(out.Drafts, func(i, j int) bool { return out.Drafts[i].ID < out.Drafts[j].ID })
@@ -223,7 +207,7 @@ func optNum(x *float64) string {
 	return fmtNum(*x)
 }
 
-func retired(r rubricView) string {
+func retired(r rubricpool.RubricView) string {
 	if r.RetireStep == 0 && r.RetireReason == "" {
 		return "-"
 	}

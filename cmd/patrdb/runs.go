@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -12,35 +14,26 @@ import (
 func newRunsCommand(app *App) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "runs",
-		Short: "One row per run: status, steps, groups, nodes, turns, leaves, bytes",
-		Long: `runs lists every run in the file: its status, the last completed step,
-how many groups (rollout trees), nodes, stored turns and leaves it holds, and
-the bytes its buckets occupy on disk.` + remoteHelp,
+		Short: "One row per run: status, steps, groups, nodes, turns, leaves (--bytes: bytes)",
+		Long: `runs lists every run in the file: its status, the last completed step, and
+how many groups (rollout trees), nodes, stored turns and leaves it holds,
+read from the run's counters. --bytes adds the bytes its buckets occupy on
+disk, which reads every page of the run.` + remoteHelp,
 		Args: needArgs(),
 	}
 	rf := addRemoteFlags(app, cmd)
-	cmd.RunE = func(*cobra.Command, []string) error { return app.runs(rf) }
+	bytes := cmd.Flags().Bool("bytes", false, "add the bytes each run's buckets occupy (reads every page of the file)")
+	cmd.RunE = func(*cobra.Command, []string) error { return app.runs(rf, *bytes) }
 	return cmd
 }
 
-// runRow is one run in `runs --json`.
-type runRow struct {
-	Run    string `json:"run"`
-	Status string `json:"status"`
-	Steps  uint64 `json:"steps"` // last completed step
-	Groups int    `json:"groups"`
-	Nodes  int    `json:"nodes"`
-	Turns  int    `json:"turns"` // turns stored (each once, however many trajectories share it)
-	Leaves int    `json:"leaves"`
-	Bytes  int64  `json:"bytes"` // sum of the run's bucket sizes
-}
-
+// runsOutput is `runs --json`.
 type runsOutput struct {
-	Runs []runRow `json:"runs"`
+	Runs []store.RunSummary `json:"runs"`
 }
 
-func (a *App) runs(rf *remoteFlags) error {
-	out := runsOutput{Runs: []runRow{}}
+func (a *App) runs(rf *remoteFlags, withBytes bool) error {
+	out := runsOutput{Runs: []store.RunSummary{}}
 	where := a.dbPath
 	err := a.read(rf, func(src source) error {
 		where = src.where()
@@ -49,18 +42,15 @@ func (a *App) runs(rf *remoteFlags) error {
 			return err
 		}
 		for _, id := range ids {
-			r, err := src.Run(id)
+			r, err := src.summaryRun(id, withBytes)
 			if err != nil {
 				return err
 			}
-			s, err := r.summary()
+			s, err := r.Summary(store.SummaryOptions{Buckets: withBytes})
 			if err != nil {
 				return err
 			}
-			out.Runs = append(out.Runs, runRow{
-				Run: id, Status: string(s.info.Status), Steps: s.info.LastStep,
-				Groups: s.groups, Nodes: s.nodes, Turns: s.turns, Leaves: s.leaves, Bytes: s.bytes,
-			})
+			out.Runs = append(out.Runs, s)
 		}
 		return nil
 	})
@@ -76,68 +66,39 @@ func (a *App) runs(rf *remoteFlags) error {
 		return w.Flush()
 	}
 	t := newTable(w)
-	fmt.Fprintln(t, "RUN\tSTATUS\tSTEPS\tGROUPS\tNODES\tTURNS\tLEAVES\tBYTES")
+	head := "RUN\tSTATUS\tSTEPS\tGROUPS\tNODES\tTURNS\tLEAVES"
+	if withBytes {
+		head += "\tBYTES"
+	}
+	fmt.Fprintln(t, head)
+	var walked []string
 	for _, r := range out.Runs {
-		fmt.Fprintf(t, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", r.Run, r.Status, r.Steps, r.Groups, r.Nodes, r.Turns, r.Leaves, r.Bytes)
+		fmt.Fprintf(t, "%s\t%s\t%d\t%d\t%d\t%d\t%d", r.Run, r.Status, r.LastStep, r.Groups, r.Nodes, r.Turns, r.Leaves)
+		if withBytes {
+			fmt.Fprintf(t, "\t%d", r.Bytes)
+		}
+		fmt.Fprintln(t)
+		if r.Walked {
+			walked = append(walked, r.Run)
+		}
 	}
 	if err := t.Flush(); err != nil {
 		return err
 	}
+	printWalked(w, walked)
 	return w.Flush()
 }
 
-// runSummary is what runs and show report about one run.
-type runSummary struct {
-	info       store.Run
-	groups     int
-	openGroups int
-	nodes      int // node records stored
-	turns      int // turn records stored
-	leaves     int
-	byStatus   map[store.NodeStatus]int
-	events     uint64
-	bytes      int64 // sum of the run's bucket sizes
-	sizes      []store.BucketSize
-}
-
-// summarize reads a run's record, its bucket sizes and every node's status.
-// It visits each group's nodes once (through the node cache), so it costs
-// time proportional to the run's node count, not its turns.
-func summarize(r *store.RunTx) (runSummary, error) {
-	s := runSummary{byStatus: map[store.NodeStatus]int{}}
-	var err error
-	if s.info, err = r.Info(); err != nil {
-		return s, err
+// printWalked notes the runs whose figures were counted by reading every
+// node: they were written before runs kept counters.
+func printWalked(w io.Writer, runs []string) {
+	switch len(runs) {
+	case 0:
+		return
+	case 1:
+		fmt.Fprintf(w, "\nrun %s has", runs[0])
+	default:
+		fmt.Fprintf(w, "\nruns %s have", strings.Join(runs, ", "))
 	}
-	if s.sizes, err = r.BucketSizes(); err != nil {
-		return s, err
-	}
-	for _, b := range s.sizes {
-		s.bytes += b.Bytes
-		switch b.Name {
-		case "nodes":
-			s.nodes = b.Keys
-		case "turns":
-			s.turns = b.Keys
-		}
-	}
-	err = r.ForEachGroup(0, func(g store.Group) error {
-		s.groups++
-		if g.Status == store.GroupOpen {
-			s.openGroups++
-		}
-		nodes, err := r.GroupNodes(g)
-		if err != nil {
-			return err
-		}
-		for _, n := range nodes {
-			s.byStatus[n.Status]++
-			if n.Status.Leaf() {
-				s.leaves++
-			}
-		}
-		return nil
-	})
-	s.events = r.LastSeq()
-	return s, err
+	fmt.Fprintln(w, " no counters (written by an older patrdb), so every node was read to count them; the next write to the run stores them")
 }

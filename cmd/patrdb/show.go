@@ -18,17 +18,19 @@ import (
 func newShowCommand(app *App) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show RUN",
-		Short: "A run's config, status, step progress, counts and on-disk size",
+		Short: "A run's config, status, step progress and counts (--bytes: on-disk size)",
 		Long: `show prints one run: its status and step progress (the last completed step
 and what the step in progress has done so far), how many groups, nodes (by
-status), leaves, turns, rubrics (by pool) and events it holds, the bytes its
-buckets occupy, its latest trainer checkpoint, a table of its steps, and its
-configuration.` + remoteHelp,
+status), leaves, turns, rubrics (by pool) and events it holds, its latest
+trainer checkpoint, a table of its steps, and its configuration. The
+figures come from the run's counters; --bytes adds the bytes its buckets
+occupy, which reads every page of the run.` + remoteHelp,
 		Args:              needArgs("RUN"),
 		ValidArgsFunction: app.completeRuns,
 	}
 	rf := addRemoteFlags(app, cmd)
-	cmd.RunE = func(_ *cobra.Command, args []string) error { return app.show(rf, args[0]) }
+	bytes := cmd.Flags().Bool("bytes", false, "add the bytes the run's buckets occupy (reads every page of the run)")
+	cmd.RunE = func(_ *cobra.Command, args []string) error { return app.show(rf, args[0], *bytes) }
 	return cmd
 }
 
@@ -38,25 +40,16 @@ var (
 	rubricPools  = []store.RubricPool{store.PoolCandidate, store.PoolPublic, store.PoolRetired, store.PoolMerged}
 )
 
-// showOutput is `show --json`.
+// showOutput is `show --json`: the store's summary of the run (with the
+// steps below instead of its own) and the run's record, rubrics and
+// checkpoint.
 type showOutput struct {
-	Run           string            `json:"run"`
-	Status        string            `json:"status"`
-	LastStep      uint64            `json:"last_step"`
+	store.RunSummary
 	CreatedAt     string            `json:"created_at"`
 	UpdatedAt     string            `json:"updated_at"`
 	Meta          map[string]string `json:"meta"`
 	Config        json.RawMessage   `json:"config"`
-	Groups        int               `json:"groups"`
-	OpenGroups    int               `json:"open_groups"`
-	Nodes         int               `json:"nodes"`
-	NodesByStatus map[string]int    `json:"nodes_by_status"`
-	Leaves        int               `json:"leaves"`
-	Frontier      int               `json:"frontier"`
-	Turns         int               `json:"turns"`
 	RubricsByPool map[string]int    `json:"rubrics_by_pool"`
-	Events        uint64            `json:"events"`
-	Bytes         int64             `json:"bytes"`
 	Checkpoint    *checkpointJSON   `json:"checkpoint"`
 	Steps         []stepRow         `json:"steps"`
 }
@@ -70,29 +63,25 @@ type checkpointJSON struct {
 	Meta        map[string]string `json:"meta"`
 }
 
-// stepRow summarises one step of a run.
+// stepRow is one step of a run: the store's figures and whether the step
+// has a checkpoint.
 type stepRow struct {
-	Step               uint64   `json:"step"`
-	Groups             int      `json:"groups"`
-	OpenGroups         int      `json:"open_groups"`
-	Nodes              int      `json:"nodes"`
-	Leaves             int      `json:"leaves"`
-	MeanReward         *float64 `json:"mean_reward"` // over leaves with a reward; null when none has one
-	ZeroVarianceGroups int      `json:"zero_variance_groups"`
-	Checkpoint         bool     `json:"checkpoint"`
-
-	rewardSum float64
-	rewarded  int
+	store.StepSummary
+	Checkpoint bool `json:"checkpoint"`
 }
 
-func (a *App) show(rf *remoteFlags, arg string) error {
+func (a *App) show(rf *remoteFlags, arg string, withBytes bool) error {
 	id, err := parseRunID(arg)
 	if err != nil {
 		return err
 	}
 	var out showOutput
-	err = a.readRun(rf, id, func(r runReader) error {
-		out, err = showRun(r)
+	err = a.read(rf, func(src source) error {
+		r, err := src.summaryRun(id, withBytes)
+		if err != nil {
+			return err
+		}
+		out, err = showRun(r, withBytes)
 		return err
 	})
 	if err != nil {
@@ -106,24 +95,22 @@ func (a *App) show(rf *remoteFlags, arg string) error {
 	return w.Flush()
 }
 
-func showRun(r runReader) (showOutput, error) {
-	s, err := r.summary()
+func showRun(r runReader, withBytes bool) (showOutput, error) {
+	info, err := r.Info()
+	if err != nil {
+		return showOutput{}, err
+	}
+	s, err := r.Summary(store.SummaryOptions{Steps: true, Buckets: withBytes})
 	if err != nil {
 		return showOutput{}, err
 	}
 	out := showOutput{
-		Run: s.info.ID, Status: string(s.info.Status), LastStep: s.info.LastStep,
-		CreatedAt: jsonTime(s.info.CreatedAt), UpdatedAt: jsonTime(s.info.UpdatedAt),
-		Meta: s.info.Meta, Config: rawJSON(s.info.Config),
-		Groups: s.groups, OpenGroups: s.openGroups, Nodes: s.nodes, Leaves: s.leaves,
-		Frontier: s.byStatus[store.NodeActive], Turns: s.turns, Events: s.events, Bytes: s.bytes,
-		NodesByStatus: map[string]int{}, RubricsByPool: map[string]int{}, Steps: []stepRow{},
+		RunSummary: s, CreatedAt: jsonTime(info.CreatedAt), UpdatedAt: jsonTime(info.UpdatedAt),
+		Meta: info.Meta, Config: rawJSON(info.Config), RubricsByPool: map[string]int{}, Steps: []stepRow{},
 	}
+	out.RunSummary.Steps = nil
 	if out.Meta == nil {
 		out.Meta = map[string]string{}
-	}
-	for _, st := range nodeStatuses {
-		out.NodesByStatus[string(st)] = s.byStatus[st]
 	}
 	rubrics, err := r.Rubrics("")
 	if err != nil {
@@ -146,67 +133,16 @@ func showRun(r runReader) (showOutput, error) {
 	case !errors.Is(err, store.ErrNotFound):
 		return out, err
 	}
-	out.Steps, err = stepRows(r)
-	return out, err
-}
-
-// stepRows aggregates groups, nodes, rewards and advantages per step.
-func stepRows(r runReader) ([]stepRow, error) {
-	byStep := map[uint64]*stepRow{}
-	var steps []uint64
-	err := r.ForEachGroup(0, func(g store.Group) error {
-		row := byStep[g.Step]
-		if row == nil {
-			row = &stepRow{Step: g.Step}
-			byStep[g.Step] = row
-			steps = append(steps, g.Step)
-		}
-		row.Groups++
-		if g.Status == store.GroupOpen {
-			row.OpenGroups++
-		}
-		nodes, err := r.GroupNodes(g)
-		if err != nil {
-			return err
-		}
-		for _, n := range nodes {
-			row.Nodes++
-			if n.Status.Leaf() {
-				row.Leaves++
-				if n.HasReward {
-					row.rewardSum += n.Reward
-					row.rewarded++
-				}
-			}
-		}
-		adv, err := r.Advantages(g.Step, g.ID)
-		if err != nil {
-			return err
-		}
-		if len(adv) > 0 && adv[0].ZeroVariance {
-			row.ZeroVarianceGroups++
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	sort.Slice(steps, func(i, j int) bool { return steps[i] < steps[j] })
-	out := make([]stepRow, 0, len(steps))
-	for _, st := range steps {
-		row := byStep[st]
-		if row.rewarded > 0 {
-			m := row.rewardSum / float64(row.rewarded)
-			row.MeanReward = &m
-		}
-		ck, err := r.Checkpoint(st)
+	for _, st := range s.Steps {
+		row := stepRow{StepSummary: st}
+		ck, err := r.Checkpoint(st.Step)
 		switch {
 		case err == nil:
-			row.Checkpoint = ck.Step == st
+			row.Checkpoint = ck.Step == st.Step
 		case !errors.Is(err, store.ErrNotFound):
-			return nil, err
+			return out, err
 		}
-		out = append(out, *row)
+		out.Steps = append(out.Steps, row)
 	}
 	return out, nil
 }
@@ -233,7 +169,7 @@ func printShow(w io.Writer, o showOutput) {
 	fmt.Fprintf(t, "groups\t%d (%d open)\n", o.Groups, o.OpenGroups)
 	var parts []string
 	for _, st := range nodeStatuses {
-		if c := o.NodesByStatus[string(st)]; c > 0 {
+		if c := o.ByStatus[st]; c > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", c, st))
 		}
 	}
@@ -247,7 +183,9 @@ func printShow(w io.Writer, o showOutput) {
 	}
 	fmt.Fprintf(t, "rubrics\t%s\n", strings.Join(parts, ", "))
 	fmt.Fprintf(t, "events\t%d\n", o.Events)
-	fmt.Fprintf(t, "bytes\t%d (%s) in the run's buckets\n", o.Bytes, fmtBytes(o.Bytes))
+	if o.Buckets != nil {
+		fmt.Fprintf(t, "bytes\t%d (%s) in the run's buckets\n", o.Bytes, fmtBytes(o.Bytes))
+	}
 	if c := o.Checkpoint; c != nil {
 		where := fmt.Sprintf("%d B inline", c.InlineBytes)
 		if c.URI != "" {
@@ -261,6 +199,9 @@ func printShow(w io.Writer, o showOutput) {
 		fmt.Fprintf(t, "checkpoint\tnone\n")
 	}
 	t.Flush()
+	if o.Walked {
+		printWalked(w, []string{o.Run})
+	}
 
 	if len(o.Steps) > 0 {
 		fmt.Fprintln(w)
@@ -297,7 +238,7 @@ func stepProgress(o showOutput) string {
 	for _, row := range o.Steps {
 		if row.Step > o.LastStep {
 			state := "in progress"
-			if o.Status != string(store.RunRunning) {
+			if o.Status != store.RunRunning {
 				state = "not completed"
 			}
 			s += fmt.Sprintf("; step %d %s: %d of %d groups closed, %d active nodes",

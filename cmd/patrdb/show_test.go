@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/patrdb/patrdb/store"
 )
 
 // showGoldens are the golden cases of show; remote_test.go runs them
@@ -11,6 +13,7 @@ var showGoldens = []goldenCase{
 	{name: "show", args: []string{"show", "patr-4x4"}},
 	{name: "show_json", args: []string{"show", "patr-4x4", "--json"}},
 	{name: "show_grpo", args: []string{"show", "grpo-4x4"}},
+	{name: "show_bytes", args: []string{"show", "patr-4x4", "--bytes"}},
 }
 
 func TestShowGolden(t *testing.T) { checkGoldens(t, showGoldens) }
@@ -28,11 +31,14 @@ func TestShowProgress(t *testing.T) {
 		t.Errorf("checkpoint = %+v", out.Checkpoint)
 	}
 	total := 0
-	for _, c := range out.NodesByStatus {
+	for _, c := range out.ByStatus {
 		total += c
 	}
-	if total != out.Nodes || out.NodesByStatus["active"] != out.Frontier || out.Frontier != 4 {
-		t.Errorf("nodes %d by status %v, frontier %d", out.Nodes, out.NodesByStatus, out.Frontier)
+	if total != out.Nodes || out.ByStatus[store.NodeActive] != out.Frontier || out.Frontier != 4 {
+		t.Errorf("nodes %d by status %v, frontier %d", out.Nodes, out.ByStatus, out.Frontier)
+	}
+	if out.Buckets != nil || out.Bytes != 0 {
+		t.Errorf("bytes without --bytes: %d %v", out.Bytes, out.Buckets)
 	}
 	var cfg map[string]any
 	if err := json.Unmarshal(out.Config, &cfg); err != nil || cfg["tree"] == nil {

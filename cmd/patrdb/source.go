@@ -33,6 +33,10 @@ type source interface {
 	// Run returns a reader of one run, or a not-found error naming the run
 	// and where it was looked for.
 	Run(id string) (runReader, error)
+	// summaryRun is Run for a command that reads only the run's summary,
+	// rubrics and checkpoints (withBytes: and its bucket sizes): from the
+	// file it checks just what those read, not the whole run.
+	summaryRun(id string, withBytes bool) (runReader, error)
 }
 
 // runReader is what the read commands need of one run.
@@ -40,10 +44,11 @@ type runReader interface {
 	ID() string
 	Info() (store.Run, error)
 	LastSeq() uint64
-	BucketSizes() ([]store.BucketSize, error)
+	Summary(o store.SummaryOptions) (store.RunSummary, error)
 	ForEachGroup(step uint64, fn func(store.Group) error) error
 	Groups(step uint64) ([]store.Group, error)
 	Group(id uint64) (store.Group, error)
+	LatestGroup() (store.Group, error)
 	GroupNodes(g store.Group) ([]store.Node, error)
 	Node(id uint64) (store.Node, error)
 	Path(id uint64) ([]store.Segment, error)
@@ -54,8 +59,6 @@ type runReader interface {
 	Advantages(step, group uint64) ([]store.Advantage, error)
 	Checkpoint(step uint64) (store.Checkpoint, error)
 
-	// summary is what runs and show report about the run.
-	summary() (runSummary, error)
 	// events calls fn for every event with from <= Seq <= to (both
 	// within 1..LastSeq), in order, each decoded by its kind.
 	events(from, to uint64, fn func(logEvent) error) error
@@ -134,11 +137,20 @@ func (s *fileSource) Run(id string) (runReader, error) {
 	return fileRun{r}, nil
 }
 
+func (s *fileSource) summaryRun(id string, withBytes bool) (runReader, error) {
+	if withBytes {
+		return s.Run(id) // the bytes walk every page of the run
+	}
+	r, err := s.app.lookupVerified(s.tx, id, s.tx.VerifySummary)
+	if err != nil {
+		return nil, err
+	}
+	return fileRun{r}, nil
+}
+
 // fileRun is a run of the file: the store's own handle plus what the
 // commands compute from it.
 type fileRun struct{ *store.RunTx }
-
-func (r fileRun) summary() (runSummary, error) { return summarize(r.RunTx) }
 
 func (r fileRun) events(from, to uint64, fn func(logEvent) error) error {
 	return replay.Iterate(r.RunTx, from, to, func(e replay.Event) error { return fn(logEvent{Event: e}) })

@@ -41,6 +41,8 @@ func (s *remoteSource) RunIDs() ([]string, error) {
 	return ids, nil
 }
 
+func (s *remoteSource) summaryRun(id string, _ bool) (runReader, error) { return s.Run(id) }
+
 func (s *remoteSource) Run(id string) (runReader, error) {
 	sum, ok := s.runs[id]
 	if sum.Damaged != "" {
@@ -61,7 +63,7 @@ func (s *remoteSource) Run(id string) (runReader, error) {
 }
 
 // remoteRun is one run read through the API. It keeps the run's summary
-// from when it was looked up (LastSeq, BucketSizes and Info come from it)
+// from when it was looked up (LastSeq and Info come from it)
 // and the group trees and trajectories it fetched, which answer more than
 // one method each.
 type remoteRun struct {
@@ -76,9 +78,22 @@ type remoteRun struct {
 func (r *remoteRun) ID() string                                { return r.id }
 func (r *remoteRun) Info() (store.Run, error)                  { return r.sum.Run.Record(), nil }
 func (r *remoteRun) LastSeq() uint64                           { return r.sum.Events }
-func (r *remoteRun) BucketSizes() ([]store.BucketSize, error)  { return r.sum.Buckets, nil }
 func (r *remoteRun) Groups(step uint64) ([]store.Group, error) { return r.cl.Groups(r.ctx, r.id, step) }
-func (r *remoteRun) FrontierNodes() ([]store.Node, error)      { return r.cl.Frontier(r.ctx, r.id, 0) }
+
+// LatestGroup is the last of the run's groups: the API lists them in key
+// order, step|group.
+func (r *remoteRun) LatestGroup() (store.Group, error) {
+	all, err := r.Groups(0)
+	if err != nil {
+		return store.Group{}, err
+	}
+	if len(all) == 0 {
+		return store.Group{}, fmt.Errorf("groups of run %q: %w", r.id, store.ErrNotFound)
+	}
+	return all[len(all)-1], nil
+}
+
+func (r *remoteRun) FrontierNodes() ([]store.Node, error) { return r.cl.Frontier(r.ctx, r.id, 0) }
 
 func (r *remoteRun) ForEachGroup(step uint64, fn func(store.Group) error) error {
 	gs, err := r.Groups(step)
@@ -171,16 +186,20 @@ func (r *remoteRun) Checkpoint(step uint64) (store.Checkpoint, error) {
 	return r.cl.Checkpoint(r.ctx, r.id, step)
 }
 
-// summary maps the server's RunSummary, which the server computes exactly
-// as summarize does, one to one.
-func (r *remoteRun) summary() (runSummary, error) {
+// Summary is the summary the run was looked up with, or, when o asks for
+// more than the totals, the server's answer to that.
+func (r *remoteRun) Summary(o store.SummaryOptions) (store.RunSummary, error) {
 	s := r.sum
-	out := runSummary{info: s.Run.Record(), groups: s.Groups, openGroups: s.OpenGroups, nodes: s.Nodes, turns: s.Turns,
-		leaves: s.Leaves, byStatus: s.ByStatus, events: s.Events, bytes: s.Bytes, sizes: s.Buckets}
-	if out.byStatus == nil {
-		out.byStatus = map[store.NodeStatus]int{}
+	if o != (store.SummaryOptions{}) {
+		var err error
+		if s, err = r.cl.RunWith(r.ctx, r.id, o); err != nil {
+			return store.RunSummary{}, err
+		}
 	}
-	return out, nil
+	// The API's run field is the run's record, which hides the summary's
+	// own (its id).
+	s.RunSummary.Run = r.id
+	return s.RunSummary, nil
 }
 
 func (r *remoteRun) whatIf(replay.WhatIfOptions) (*replay.WhatIfReport, error) {
@@ -359,10 +378,11 @@ func (r *remoteRun) stats() (*replay.RunStats, error) {
 		sb.AddGroup(g, nodes, advs[key{g.Step, g.ID}])
 	}
 	rs := sb.Finish()
-	rs.Buckets = r.sum.Buckets
-	for _, b := range rs.Buckets {
-		rs.Bytes += b.Bytes
+	sum, err := r.Summary(store.SummaryOptions{Buckets: true})
+	if err != nil {
+		return nil, err
 	}
+	rs.Buckets, rs.Bytes = sum.Buckets, sum.Bytes
 	if rs.Pools, err = poolHistory(r); err != nil {
 		return nil, err
 	}

@@ -27,7 +27,7 @@ func TestStatsAgreeWithOtherCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	var runs runsOutput
-	if err := json.Unmarshal([]byte(cli(t, "--db", path, "runs", "--json").ok(t).stdout), &runs); err != nil {
+	if err := json.Unmarshal([]byte(cli(t, "--db", path, "runs", "--json", "--bytes").ok(t).stdout), &runs); err != nil {
 		t.Fatal(err)
 	}
 	if len(st.Runs) != len(runs.Runs) {

@@ -160,15 +160,14 @@ func parseGroupSpec(s string) (groupSpec, error) {
 func (sp groupSpec) resolve(r runReader) ([]store.Group, error) {
 	switch {
 	case sp.latest:
-		all, err := r.Groups(0)
+		g, err := r.LatestGroup()
+		if isNotFound(err) {
+			return nil, notFoundErrorf("run %q has no groups", r.ID())
+		}
 		if err != nil {
 			return nil, err
 		}
-		if len(all) == 0 {
-			return nil, notFoundErrorf("run %q has no groups", r.ID())
-		}
-		// Keys are step|group, so the last one is the newest step's newest group.
-		return all[len(all)-1:], nil
+		return []store.Group{g}, nil
 	case sp.step != 0:
 		gs, err := r.Groups(sp.step)
 		if err != nil {

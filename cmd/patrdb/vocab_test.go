@@ -11,6 +11,7 @@ import (
 
 	"github.com/patrdb/patrdb/internal/vocab"
 	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/rubricpool"
 	"github.com/patrdb/patrdb/server"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/tree"
@@ -72,6 +73,12 @@ var vocabDefs = []vocab.Def{
 	vocab.DefOf("ShapeNeeds", server.ShapeNeeds{}),
 	vocab.DefOf("LeafScore", server.LeafScore{}),
 	vocab.DefOf("ShapeResult", server.ShapeResponse{}),
+	// The viewer's replies.
+	vocab.DefOf("EnvSteps", server.EnvSteps{}),
+	vocab.DefOf("GroupView", replay.GroupView{}),
+	vocab.DefOf("TrajectoryView", replay.TrajectoryView{}),
+	vocab.DefOf("RubricPage", server.RubricPage{}),
+	vocab.DefOf("RubricView", rubricpool.RubricView{}),
 	// Library results the CLI prints as they are.
 	vocab.DefOf("StepStats", replay.StepStats{}),
 	vocab.DefOf("LeafStats", replay.LeafStats{}),
@@ -98,7 +105,6 @@ var vocabDefs = []vocab.Def{
 	vocab.DefOf("cli.stats", statsOutput{}),
 	vocab.DefOf("cli.traj", trajOutput{}),
 	vocab.DefOf("cli.tree", treeOutput{}),
-	vocab.DefOf("cli.RubricView", rubricView{}),
 	vocab.DefOf("cli.GroupTree", groupTree{}),
 	vocab.DefOf("cli.TreeNode", treeNode{}),
 	vocab.DefOf("cli.ReplayEvent", replayEventJSON{}),

@@ -267,11 +267,15 @@ class Client:
     def health(self) -> Health:
         return from_json(Health, self._get("/api/v1/health"))
 
-    def runs(self) -> List[RunSummary]:
-        return [from_json(RunSummary, r) for r in self._get("/api/v1/runs")["runs"]]
+    def runs(self, steps: bool = False, buckets: bool = False) -> List[RunSummary]:
+        """Every run's summary, from its counters; ``steps`` adds a row per
+        step, ``buckets`` the bytes per bucket (a walk of every page)."""
+        q = _summary_query(steps, buckets)
+        return [from_json(RunSummary, r) for r in self._get("/api/v1/runs", **q)["runs"]]
 
-    def run(self, run: str) -> RunSummary:
-        return from_json(RunSummary, self._get(self._run(run)))
+    def run(self, run: str, steps: bool = False, buckets: bool = False) -> RunSummary:
+        """One run's summary (see ``runs``)."""
+        return from_json(RunSummary, self._get(self._run(run), **_summary_query(steps, buckets)))
 
     def steps(self, run: str) -> List[StepMetrics]:
         """Per-step metrics: success, mean reward, zero-variance share, rubric pool sizes."""
@@ -480,3 +484,7 @@ class Client:
                     raise ValueError("the pool asks for a consolidation: give a consolidate callback")
                 answers["consolidation"] = list(consolidate(res.needs.consolidate))
         raise RuntimeError(f"shaping of group {group} did not complete in {max_rounds} rounds")
+
+
+def _summary_query(steps: bool, buckets: bool) -> Dict[str, Any]:
+    return {"steps": "true" if steps else None, "buckets": "true" if buckets else None}

@@ -91,17 +91,41 @@ class BucketSize:
 
 
 @dataclass
+class StepSummary:
+    step: int = 0
+    groups: int = 0
+    open_groups: int = 0
+    nodes: int = 0
+    leaves: int = 0
+    rewarded: int = 0
+    mean_reward: Optional[float] = None  # over the rewarded leaves; None when none
+    zero_variance_groups: int = 0
+
+
+@dataclass
 class RunSummary:
+    """A run's record and its figures, read from the run's counters.
+    ``steps`` (``steps=True``) and ``bytes``/``buckets`` (``buckets=True``,
+    a walk of every page of the run) only when asked for."""
     run: Run = field(default_factory=Run)
+    status: str = ""
+    last_step: int = 0
     groups: int = 0
     open_groups: int = 0
     open_step: int = 0
     nodes: int = 0
-    turns: int = 0
+    by_status: Dict[str, int] = field(default_factory=dict)
     leaves: int = 0
     frontier: int = 0
-    by_status: Dict[str, int] = field(default_factory=dict)
+    turns: int = 0
+    turns_materialised: int = 0
+    prefix_sharing: float = 0.0
+    rewarded: int = 0
+    mean_reward: Optional[float] = None
+    zero_variance_groups: int = 0
     events: int = 0
+    steps: List[StepSummary] = field(default_factory=list)
+    walked: bool = False  # the run has no counters: the figures were counted by reading every node
     bytes: int = 0
     buckets: List[BucketSize] = field(default_factory=list)
     damaged: str = ""  # in the run list only: why the run cannot be read

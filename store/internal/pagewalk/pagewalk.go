@@ -1,14 +1,4 @@
-package store
-
-import (
-	"encoding/binary"
-	"fmt"
-	"hash/fnv"
-	"io"
-	"os"
-)
-
-// A guarded walk over bbolt's page structure, read from the file with
+// Package pagewalk is a guarded walk over bbolt's page structure, read from the file with
 // explicit bounds. bbolt trusts its pages: a damaged page header sends its
 // own Check into a loop of up to 2^32 steps (the overflow count), a cycle of
 // branch pages into unbounded recursion (a fatal stack overflow that recover
@@ -27,6 +17,18 @@ import (
 // 0 and 1: magic, version, page size, flags (u32 each), root bucket (16 B),
 // freelist, high-water mark, txid (u64 each), then an FNV-1a checksum of
 // the preceding 56 bytes.
+//
+// It is the store's second reader of the file, kept apart so bbolt's byte
+// layout is read in one place; only package store imports it.
+package pagewalk
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+)
 
 const (
 	boltHeaderSize   = 16
@@ -44,27 +46,27 @@ const (
 
 var ne = binary.NativeEndian
 
-// boltMeta is a decoded meta page.
-type boltMeta struct {
+// Meta is a decoded meta page.
+type Meta struct {
 	page     int
 	pageSize uint32
 	root     uint64
 	freelist uint64
 	hwm      uint64 // high-water mark: pages below it are in use or free
 	txid     uint64
-	err      string // why the page is invalid; empty when valid
+	Err      string // why the page is invalid; empty when valid
 }
 
-// readMetas decodes the two meta pages; pageSize locates the second.
-func readMetas(f io.ReaderAt, pageSize int) [2]boltMeta {
-	return [2]boltMeta{readMeta(f, 0, 0), readMeta(f, 1, int64(pageSize))}
+// ReadMetas decodes the two meta pages; pageSize locates the second.
+func ReadMetas(f io.ReaderAt, pageSize int) [2]Meta {
+	return [2]Meta{readMeta(f, 0, 0), readMeta(f, 1, int64(pageSize))}
 }
 
-func readMeta(f io.ReaderAt, page int, off int64) boltMeta {
-	m := boltMeta{page: page}
+func readMeta(f io.ReaderAt, page int, off int64) Meta {
+	m := Meta{page: page}
 	buf := make([]byte, boltHeaderSize+64)
 	if _, err := f.ReadAt(buf, off); err != nil {
-		m.err = "unreadable: " + err.Error()
+		m.Err = "unreadable: " + err.Error()
 		return m
 	}
 	b := buf[boltHeaderSize:]
@@ -77,48 +79,48 @@ func readMeta(f io.ReaderAt, page int, off int64) boltMeta {
 	h.Write(b[:56])
 	switch {
 	case ne.Uint32(b[0:]) != boltMagic:
-		m.err = "bad magic"
+		m.Err = "bad magic"
 	case ne.Uint32(b[4:]) != boltVersion:
-		m.err = "unknown bbolt version"
+		m.Err = "unknown bbolt version"
 	case h.Sum64() != ne.Uint64(b[56:]):
-		m.err = "checksum mismatch"
+		m.Err = "checksum mismatch"
 	case m.root >= m.hwm || (m.freelist != boltNoFreelist && m.freelist >= m.hwm):
-		m.err = "root or freelist page above the high-water mark"
+		m.Err = "root or freelist page above the high-water mark"
 	}
 	return m
 }
 
-// fallback describes a damaged meta page.
-func (m boltMeta) fallback() string {
-	return fmt.Sprintf("meta page %d: %s (bbolt falls back to the other meta page, so the last commit may be lost)", m.page, m.err)
+// Fallback describes a damaged meta page.
+func (m Meta) Fallback() string {
+	return fmt.Sprintf("meta page %d: %s (bbolt falls back to the other meta page, so the last commit may be lost)", m.page, m.Err)
 }
 
-// current returns the meta bbolt uses: the valid one with the higher txid.
-func current(ms [2]boltMeta) (boltMeta, bool) {
+// Current returns the meta bbolt uses: the valid one with the higher txid.
+func Current(ms [2]Meta) (Meta, bool) {
 	a, b := ms[0], ms[1]
 	if b.txid > a.txid {
 		a, b = b, a
 	}
 	switch {
-	case a.err == "":
+	case a.Err == "":
 		return a, true
-	case b.err == "":
+	case b.Err == "":
 		return b, true
 	}
-	return boltMeta{}, false
+	return Meta{}, false
 }
 
-// pageWalker checks pages read from the file. It never recurses on data
+// Walker checks pages read from the file. It never recurses on data
 // read from the file beyond maxTreeDepth and reads each page at most once.
-type pageWalker struct {
+type Walker struct {
 	f        io.ReaderAt
 	size     int64
 	pageSize int
 	hwm      uint64
 	seen     map[uint64]bool
-	problems []string
+	Problems []string
 	// firstPath and firstMsg are the first problem, split at its bucket.
-	firstPath, firstMsg string
+	FirstPath, FirstMsg string
 	// descend says whether to walk into the sub-bucket at path; nil walks
 	// everything.
 	descend func(path string) bool
@@ -128,21 +130,21 @@ const maxPageProblems = 100
 
 // at records a problem in the bucket at path ("" for the file as a whole).
 // The first one is also kept apart, for callers that report one line.
-func (w *pageWalker) at(path, format string, args ...any) {
+func (w *Walker) at(path, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
-	if len(w.problems) == 0 {
-		w.firstPath, w.firstMsg = path, msg
+	if len(w.Problems) == 0 {
+		w.FirstPath, w.FirstMsg = path, msg
 	}
 	if path != "" {
 		msg = path + ": " + msg
 	}
-	if len(w.problems) < maxPageProblems {
-		w.problems = append(w.problems, msg)
+	if len(w.Problems) < maxPageProblems {
+		w.Problems = append(w.Problems, msg)
 	}
 }
 
 // page reads page id and its overflow pages after checking the header.
-func (w *pageWalker) page(id uint64, want uint16, path string) []byte {
+func (w *Walker) page(id uint64, want uint16, path string) []byte {
 	ps := uint64(w.pageSize)
 	switch {
 	case id < 2 || id >= w.hwm:
@@ -188,7 +190,7 @@ func (w *pageWalker) page(id uint64, want uint16, path string) []byte {
 }
 
 // freelist checks the freelist page: its ids must fit in its pages.
-func (w *pageWalker) freelist(id uint64) {
+func (w *Walker) freelist(id uint64) {
 	if id == boltNoFreelist {
 		return
 	}
@@ -210,13 +212,13 @@ func (w *pageWalker) freelist(id uint64) {
 }
 
 // tree walks the b-tree rooted at page root.
-func (w *pageWalker) tree(root uint64, path string, depth int) {
+func (w *Walker) tree(root uint64, path string, depth int) {
 	type item struct {
 		id    uint64
 		depth int
 	}
 	stack := []item{{root, depth}}
-	for len(stack) > 0 && len(w.problems) < maxPageProblems {
+	for len(stack) > 0 && len(w.Problems) < maxPageProblems {
 		it := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		if it.depth > maxTreeDepth {
@@ -250,7 +252,7 @@ func (w *pageWalker) tree(root uint64, path string, depth int) {
 
 // leaf checks the elements of a leaf page (or an inline bucket's page) and
 // walks the buckets it holds.
-func (w *pageWalker) leaf(buf []byte, path string, depth int) {
+func (w *Walker) leaf(buf []byte, path string, depth int) {
 	count := int(ne.Uint16(buf[10:]))
 	if boltHeaderSize+count*boltElemSize > len(buf) {
 		w.at(path, "leaf page %d holds %d elements, more than fit", ne.Uint64(buf), count)
@@ -297,22 +299,22 @@ func (w *pageWalker) leaf(buf []byte, path string, depth int) {
 	}
 }
 
-// walkFile checks the file's meta pages, freelist and b-trees. A reader
+// File checks the file's meta pages, freelist and b-trees. A reader
 // passes its snapshot's txid and root page; txid 0 walks what bbolt would
 // open. descend limits which buckets are walked (nil: all). With
 // reportMetas, a damaged meta page is reported in metas even when the other
 // one is good; only a caller that keeps commits out may ask, as a meta page
 // being written reads torn. Problems with the pages a reader would follow
 // are in pages.
-func walkFile(path string, pageSize int, txid, root uint64, descend func(string) bool, reportMetas bool) (metas, pages []string) {
-	metas, w := walkPages(path, pageSize, txid, root, descend, reportMetas)
-	return metas, w.problems
+func File(path string, pageSize int, txid, root uint64, descend func(string) bool, reportMetas bool) (metas, pages []string) {
+	metas, w := Walk(path, pageSize, txid, root, descend, reportMetas)
+	return metas, w.Problems
 }
 
-// walkPages is walkFile returning the walker, which keeps the first
+// Walk is File returning the walker, which keeps the first
 // problem apart.
-func walkPages(path string, pageSize int, txid, root uint64, descend func(string) bool, reportMetas bool) (metas []string, w *pageWalker) {
-	w = &pageWalker{seen: map[uint64]bool{}, descend: descend}
+func Walk(path string, pageSize int, txid, root uint64, descend func(string) bool, reportMetas bool) (metas []string, w *Walker) {
+	w = &Walker{seen: map[uint64]bool{}, descend: descend}
 	f, err := os.Open(path)
 	if err != nil {
 		w.at("", "%v", err)
@@ -324,18 +326,18 @@ func walkPages(path string, pageSize int, txid, root uint64, descend func(string
 		w.at("", "%v", err)
 		return nil, w
 	}
-	ms := readMetas(f, pageSize)
+	ms := ReadMetas(f, pageSize)
 	if reportMetas {
 		for _, m := range ms {
-			if m.err != "" {
-				metas = append(metas, m.fallback())
+			if m.Err != "" {
+				metas = append(metas, m.Fallback())
 			}
 		}
 	}
 	// The newest valid meta bounds the pages (the high-water mark never
 	// goes down); the snapshot's own meta, if it is that one, names its
 	// freelist.
-	m, ok := current(ms)
+	m, ok := Current(ms)
 	if !ok {
 		w.at("", "no valid meta page")
 		return metas, w
@@ -351,7 +353,7 @@ func walkPages(path string, pageSize int, txid, root uint64, descend func(string
 	return metas, w
 }
 
-// preOpenCheck looks, before bbolt maps the file, at what bbolt.Open
+// PreOpen looks, before bbolt maps the file, at what bbolt.Open
 // trusts without bounds: that the file reaches the high-water mark of the
 // meta it will pick (a truncated file faults on the first read past its
 // end) and, when freelist is set (a writable open loads it at once), that
@@ -359,7 +361,7 @@ func walkPages(path string, pageSize int, txid, root uint64, descend func(string
 // allocate any size). It runs before bbolt takes the file lock, so a live
 // writer in another process may move the pages under it: damage counts
 // only if the meta pages did not change while it looked.
-func preOpenCheck(path string, freelist bool) []string {
+func PreOpen(path string, freelist bool) []string {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil // bbolt reports it
@@ -372,30 +374,30 @@ func preOpenCheck(path string, freelist bool) []string {
 	// The page size, found the way bbolt finds it: from the first valid
 	// meta page (the second sits at one page size, 1 KiB to 16 MiB).
 	ps := 0
-	if m := readMeta(f, 0, 0); m.err == "" {
+	if m := readMeta(f, 0, 0); m.Err == "" {
 		ps = int(m.pageSize)
 	}
 	for i := 0; ps == 0 && i <= 14 && int64(1024<<i) < fi.Size()-1024; i++ {
-		if m := readMeta(f, 1, int64(1024<<i)); m.err == "" && int(m.pageSize) == 1024<<i {
+		if m := readMeta(f, 1, int64(1024<<i)); m.Err == "" && int(m.pageSize) == 1024<<i {
 			ps = 1024 << i
 		}
 	}
 	if ps < boltHeaderSize+64 {
 		return nil // no valid meta page: bbolt refuses the file itself
 	}
-	ms := readMetas(f, ps)
-	m, ok := current(ms)
+	ms := ReadMetas(f, ps)
+	m, ok := Current(ms)
 	if !ok {
 		return nil
 	}
-	w := &pageWalker{f: f, size: fi.Size(), pageSize: ps, hwm: m.hwm, seen: map[uint64]bool{}}
+	w := &Walker{f: f, size: fi.Size(), pageSize: ps, hwm: m.hwm, seen: map[uint64]bool{}}
 	if uint64(fi.Size()) < m.hwm*uint64(ps) {
 		w.at("", "the file is %d bytes but its pages reach %d: it was truncated", fi.Size(), m.hwm*uint64(ps))
 	} else if freelist {
 		w.freelist(m.freelist)
 	}
-	if len(w.problems) == 0 || readMetas(f, ps) != ms {
+	if len(w.Problems) == 0 || ReadMetas(f, ps) != ms {
 		return nil
 	}
-	return w.problems
+	return w.Problems
 }

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/patrdb/patrdb/store"
+)
+
+// bigfileMain is `go run ./bench bigfile`: it builds (or reuses) the cached
+// resume stores and times, on the largest, what a user runs against a big
+// file: `patrdb runs`, `show`, `tree RUN latest` and `check` (with its peak
+// anonymous memory), plus resume (open + frontier) against the smallest.
+// It prints a Markdown section for RESULTS.md.
+func bigfileMain(args []string, root string, log io.Writer) error {
+	fs := flag.NewFlagSet("bench bigfile", flag.ContinueOnError)
+	fs.SetOutput(log)
+	sizes := fs.String("sizes", "10000,1000000", "node counts of the stores, comma-separated (smallest is the resume anchor, largest is measured)")
+	out := fs.String("out", filepath.Join(root, "bench", "out"), "work directory (cached stores, the patrdb binary)")
+	trees := fs.Int("trees", 64, "trees per batch")
+	seed := fs.Uint64("seed", 1, "workload seed")
+	reps := fs.Int("reps", 7, "repetitions of runs, show, tree latest and resume")
+	checkReps := fs.Int("check-reps", 3, "repetitions of check")
+	treeCLI := fs.Bool("tree-cli", true, "also time the tree command end to end once (it checks the whole run first)")
+	buildOnly := fs.Bool("build-only", false, "build the stores and stop")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ns, err := parseInts(*sizes)
+	if err != nil {
+		return err
+	}
+	if len(ns) < 2 {
+		return fmt.Errorf("bench bigfile: -sizes needs an anchor and a big size")
+	}
+	var infos []resumeInfo
+	for _, n := range ns {
+		info, err := resumeStore(*out, n, *seed, *trees, log)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(log, "store %d: %s (%d nodes, %.0f MB)\n", n, info.Path, info.Nodes, float64(info.Bytes)/1e6)
+		infos = append(infos, info)
+	}
+	if *buildOnly {
+		return nil
+	}
+	exe := filepath.Join(*out, "patrdb")
+	build := exec.Command("go", "build", "-o", exe, "./cmd/patrdb")
+	build.Dir, build.Stdout, build.Stderr = root, log, log
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("building patrdb: %w", err)
+	}
+	big, small := infos[len(infos)-1], infos[0]
+	w := bufio.NewWriter(os.Stdout)
+	defer w.Flush()
+	fmt.Fprintf(w, "Store: %s nodes, %s events, %.2f GB (frozenlake, built in %.0f s with NoSync); anchor %d nodes.\n\n",
+		fmtCount(big.Nodes), fmtCount(int(big.Events)), float64(big.Bytes)/1e9, big.BuildSec, small.Nodes)
+	fmt.Fprintln(w, "| what | median | min–max | reps | target |")
+	fmt.Fprintln(w, "|---|---|---|---|---|")
+	cli := func(name, target string, args ...string) error {
+		fmt.Fprintf(log, "timing patrdb %s...\n", strings.Join(args, " "))
+		xs, err := timeCLI(exe, big.Path, *reps, args...)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "| `patrdb %s`, warm | %s | %s–%s | %d | %s |\n", name, fmtSec(median(xs)), fmtSec(slices.Min(xs)), fmtSec(slices.Max(xs)), len(xs), target)
+		return nil
+	}
+	if err := cli("runs", "≤ 50 ms", "runs"); err != nil {
+		return err
+	}
+	if err := cli("show "+benchRun, "≤ 50 ms", "show", benchRun); err != nil {
+		return err
+	}
+	lib, err := timeLatest(big.Path, *reps)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "| `tree latest` in the library (open, LatestGroup, GroupNodes, Advantages), warm | %s | %s–%s | %d | ≤ 10 ms |\n",
+		fmtSec(median(lib)), fmtSec(slices.Min(lib)), fmtSec(slices.Max(lib)), len(lib))
+	if *treeCLI {
+		fmt.Fprintf(log, "timing patrdb tree %s latest...\n", benchRun)
+		xs, err := timeCLI(exe, big.Path, 1, "tree", benchRun, "latest")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "| `patrdb tree %s latest` end to end (checks the whole run before printing), warm | %s | — | 1 | ≤ 10 ms |\n", benchRun, fmtSec(xs[0]))
+	}
+	var walls []float64
+	var anon, hwm []int64
+	for i := range *checkReps {
+		fmt.Fprintf(log, "check %d/%d...\n", i+1, *checkReps)
+		wall, a, h, err := checkRSS(exe, big.Path)
+		if err != nil {
+			return err
+		}
+		walls, anon, hwm = append(walls, wall), append(anon, a), append(hwm, h)
+	}
+	fmt.Fprintf(w, "| `patrdb check` wall, warm | %s | %s–%s | %d | — |\n", fmtSec(median(walls)), fmtSec(slices.Min(walls)), fmtSec(slices.Max(walls)), len(walls))
+	fmt.Fprintf(w, "| `patrdb check` peak anonymous memory (RssAnon, sampled every 20 ms) | %.1f MB | %.1f–%.1f MB | %d | ≤ 300 MB |\n",
+		medianInt(anon)/1e3, float64(slices.Min(anon))/1e3, float64(slices.Max(anon))/1e3, len(anon))
+	fmt.Fprintf(w, "| `patrdb check` peak RSS with the mapped file (VmHWM) | %.0f MB | %.0f–%.0f MB | %d | — |\n",
+		medianInt(hwm)/1e3, float64(slices.Min(hwm))/1e3, float64(slices.Max(hwm))/1e3, len(hwm))
+	var ratios, bigNs, smallNs []float64
+	for range *reps {
+		rs, err := measureResumeAll([]string{small.Path, big.Path}, 30, 0)
+		if err != nil {
+			return err
+		}
+		smallNs, bigNs = append(smallNs, rs[0].WarmNs), append(bigNs, rs[1].WarmNs)
+		ratios = append(ratios, rs[1].WarmNs/rs[0].WarmNs)
+	}
+	fmt.Fprintf(w, "| resume (open + frontier nodes + their groups), %s ÷ %s nodes, warm | %.2f× (%s vs %s) | %.2f×–%.2f× | %d × 30 | ≤ 1.2× |\n",
+		fmtCount(big.Nodes), fmtCount(small.Nodes), median(ratios), fmtDur(median(bigNs)), fmtDur(median(smallNs)),
+		slices.Min(ratios), slices.Max(ratios), len(ratios))
+	return nil
+}
+
+// timeCLI runs patrdb --db path args... once to warm the page cache, then
+// reps times, and returns each run's wall time in seconds.
+func timeCLI(exe, path string, reps int, args ...string) ([]float64, error) {
+	run := func() (float64, error) {
+		cmd := exec.Command(exe, append([]string{"--db", path}, args...)...)
+		t0 := time.Now()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return 0, fmt.Errorf("patrdb %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return time.Since(t0).Seconds(), nil
+	}
+	return warmReps(reps, run)
+}
+
+// timeLatest is `tree RUN latest` without the command's whole-run check:
+// open read-only, the newest group by cursor, its nodes and advantages.
+func timeLatest(path string, reps int) ([]float64, error) {
+	once := func() (float64, error) {
+		t0 := time.Now()
+		o := store.DefaultOptions()
+		o.ReadOnly = true
+		db, err := store.Open(path, o)
+		if err != nil {
+			return 0, err
+		}
+		err = db.View(func(tx *store.Tx) error {
+			r, err := tx.Run(benchRun)
+			if err != nil {
+				return err
+			}
+			g, err := r.LatestGroup()
+			if err != nil {
+				return err
+			}
+			if _, err := r.GroupNodes(g); err != nil {
+				return err
+			}
+			_, err = r.Advantages(g.Step, g.ID)
+			return err
+		})
+		if cerr := db.Close(); err == nil {
+			err = cerr
+		}
+		return time.Since(t0).Seconds(), err
+	}
+	return warmReps(reps, once)
+}
+
+// warmReps runs fn once to warm the caches, then reps times, and returns
+// what each of those returned.
+func warmReps(reps int, fn func() (float64, error)) ([]float64, error) {
+	if _, err := fn(); err != nil {
+		return nil, err
+	}
+	xs := make([]float64, 0, reps)
+	for range reps {
+		x, err := fn()
+		if err != nil {
+			return nil, err
+		}
+		xs = append(xs, x)
+	}
+	return xs, nil
+}
+
+// checkRSS runs patrdb check on path and samples the child's RssAnon and
+// VmHWM (kB) from /proc every 20 ms; it returns the wall time in seconds
+// and the peaks in kB.
+func checkRSS(exe, path string) (wall float64, anon, hwm int64, err error) {
+	cmd := exec.Command(exe, "--db", path, "check")
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, 0, 0, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	status := fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				return 0, 0, 0, fmt.Errorf("patrdb check: %w", err)
+			}
+			return time.Since(t0).Seconds(), anon, hwm, nil
+		case <-tick.C:
+			a, h := procKB(status, "RssAnon:"), procKB(status, "VmHWM:")
+			anon, hwm = max(anon, a), max(hwm, h)
+		}
+	}
+}
+
+// procKB reads a "Name:  123 kB" field of a /proc status file (0 when it
+// cannot).
+func procKB(path, field string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, field); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+func medianInt(xs []int64) float64 {
+	f := make([]float64, len(xs))
+	for i, x := range xs {
+		f[i] = float64(x)
+	}
+	return median(f)
+}
+
+func fmtCount(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// fmtSec formats seconds.
+func fmtSec(sec float64) string { return fmtDur(sec * 1e9) }

@@ -1,0 +1,254 @@
+package store_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
+	bolt "go.etcd.io/bbolt"
+)
+
+func summary(t *testing.T, db *store.DB, o store.SummaryOptions) store.RunSummary {
+	t.Helper()
+	var s store.RunSummary
+	inRun(t, db, false, "r1", func(r *store.RunTx) (err error) { s, err = r.Summary(o); return })
+	return s
+}
+
+func ptr(x float64) *float64 { return &x }
+
+// fixtureSummary is what buildFixture's run holds, counted by hand.
+func fixtureSummary(lastSeq uint64) store.RunSummary {
+	return store.RunSummary{
+		Run: "r1", Status: store.RunRunning, LastStep: 2, Groups: 2, OpenGroups: 2, OpenStep: fixtureStep,
+		Nodes: 6, Leaves: 2, Frontier: 2, Turns: 9, TurnsMaterialised: 3, PrefixSharing: 3.0 / 9,
+		Rewarded: 2, MeanReward: ptr(0.5), Events: lastSeq,
+		ByStatus: map[store.NodeStatus]int{store.NodeActive: 2, store.NodeExpanded: 1, store.NodeCompleted: 1,
+			store.NodePruned: 1, store.NodeTruncated: 0, store.NodeFailed: 1},
+		Steps: []store.StepSummary{{Step: fixtureStep, Groups: 2, OpenGroups: 2, Nodes: 6, Leaves: 2, Rewarded: 2, MeanReward: ptr(0.5)}},
+	}
+}
+
+// dropCounters makes the file at path look written before the counters
+// existed.
+func dropCounters(t *testing.T, path string) {
+	rawUpdate(t, path, func(tx *bolt.Tx) error {
+		run := tx.Bucket([]byte("runs")).Bucket([]byte("r1"))
+		for _, name := range []string{"counts", "groupids"} {
+			if err := run.DeleteBucket([]byte(name)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func TestSummaryFromCounters(t *testing.T) {
+	db := storetest.Open(t)
+	buildFixture(t, db)
+	var seq uint64
+	inRun(t, db, false, "r1", func(r *store.RunTx) error { seq = r.LastSeq(); return nil })
+	got := summary(t, db, store.SummaryOptions{Steps: true})
+	if want := fixtureSummary(seq); !reflect.DeepEqual(got, want) {
+		t.Fatalf("summary\n got %+v\nwant %+v", got, want)
+	}
+	if got := summary(t, db, store.SummaryOptions{}); got.Steps != nil || got.Buckets != nil || got.Bytes != 0 {
+		t.Errorf("steps and buckets without asking: %+v", got)
+	}
+	withBytes := summary(t, db, store.SummaryOptions{Buckets: true})
+	var sum int64
+	for _, b := range withBytes.Buckets {
+		sum += b.Bytes
+	}
+	if len(withBytes.Buckets) == 0 || withBytes.Bytes != sum || sum == 0 {
+		t.Errorf("bytes %d over buckets %+v", withBytes.Bytes, withBytes.Buckets)
+	}
+}
+
+// TestSummaryInsideTheWrite: a summary read in the transaction that
+// changed the counters sees the change before it is committed.
+func TestSummaryInsideTheWrite(t *testing.T) {
+	db := storetest.Open(t)
+	f := buildFixture(t, db)
+	inRun(t, db, true, "r1", func(r *store.RunTx) error {
+		if err := r.SetNodeStatus(f.X, store.NodeTruncated); err != nil {
+			return err
+		}
+		s, err := r.Summary(store.SummaryOptions{})
+		if err != nil {
+			return err
+		}
+		if s.ByStatus[store.NodeTruncated] != 1 || s.Leaves != 3 || s.Frontier != 1 || s.TurnsMaterialised != 4 {
+			t.Errorf("inside the write: %+v", s)
+		}
+		return nil
+	})
+}
+
+// TestSummaryWithoutCounters: a file written before the counters is read
+// as it is (walked, and said so), untouched; its first write counts it.
+func TestSummaryWithoutCounters(t *testing.T) {
+	path := goodFile(t)
+	dropCounters(t, path)
+	before := fileDigest(t, path)
+	ro := storetest.Options()
+	ro.ReadOnly = true
+	rdb := storetest.OpenPath(t, path, ro)
+	f := readFixture(t, rdb)
+	var seq uint64
+	inRun(t, rdb, false, "r1", func(r *store.RunTx) error { seq = r.LastSeq(); return nil })
+	got := summary(t, rdb, store.SummaryOptions{Steps: true})
+	want := fixtureSummary(seq)
+	want.Walked = true
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("walked summary\n got %+v\nwant %+v", got, want)
+	}
+	inRun(t, rdb, false, "r1", func(r *store.RunTx) error {
+		g, err := r.Group(f.G2.ID)
+		if err != nil || g.ID != f.G2.ID || g.Task != "t2" {
+			t.Errorf("Group(%d) without the index: %+v %v", f.G2.ID, g, err)
+		}
+		if _, err := r.Group(999); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Group(999): %v, want ErrNotFound", err)
+		}
+		return nil
+	})
+	storetest.MustCheckClose(t, rdb)
+	if fileDigest(t, path) != before {
+		t.Fatal("reading a file without counters changed it")
+	}
+
+	db := storetest.OpenPath(t, path, storetest.Options())
+	inRun(t, db, true, "r1", func(r *store.RunTx) error { return r.SetNodeStatus(f.X, store.NodeTruncated) })
+	got = summary(t, db, store.SummaryOptions{Steps: true})
+	if got.Walked || got.ByStatus[store.NodeTruncated] != 1 || got.Leaves != 3 || got.Nodes != 6 || got.Groups != 2 {
+		t.Errorf("after the first write: %+v", got)
+	}
+	inRun(t, db, false, "r1", func(r *store.RunTx) error {
+		g, err := r.Group(f.G1.ID)
+		if err != nil || g.ID != f.G1.ID {
+			t.Errorf("Group(%d) through the rebuilt index: %+v %v", f.G1.ID, g, err)
+		}
+		return nil
+	})
+}
+
+// TestCheckComparesCounters: Check recomputes the counters and the group
+// index from the records and names the step that differs; Recount mends
+// them.
+func TestCheckComparesCounters(t *testing.T) {
+	good := goodFile(t)
+	cases := []struct {
+		name   string
+		damage func(t *testing.T, tx *bolt.Tx)
+		want   []wantV
+	}{
+		{"a step's nodes off by one", func(t *testing.T, tx *bolt.Tx) {
+			b := runBucket(tx, "r1", "counts")
+			for _, step := range []uint64{0, fixtureStep} {
+				raw := b.Get(beKey(step))
+				var c []any
+				unframeRecord(t, raw, &c)
+				c[3].([]any)[0] = int64(5) // active nodes
+				mustPut(t, b, beKey(step), frameRecord(t, c))
+			}
+		}, []wantV{inv("counts", beKey(0), "the records say"), inv("counts", beKey(fixtureStep), "the records say")}},
+		{"a step with no records", func(t *testing.T, tx *bolt.Tx) {
+			b := runBucket(tx, "r1", "counts")
+			raw := b.Get(beKey(fixtureStep))
+			mustPut(t, b, beKey(7), append([]byte(nil), raw...))
+		}, []wantV{inv("counts", beKey(7), "no records")}},
+		{"a group missing from the index", func(t *testing.T, tx *bolt.Tx) {
+			b := runBucket(tx, "r1", "groupids")
+			k, _ := b.Cursor().First()
+			if err := b.Delete(k); err != nil {
+				t.Fatal(err)
+			}
+		}, []wantV{inv("groupids", nil, "lists 1 of the 2 groups")}},
+		{"an index entry at the wrong step", func(t *testing.T, tx *bolt.Tx) {
+			b := runBucket(tx, "r1", "groupids")
+			k, _ := b.Cursor().First()
+			id := binary.BigEndian.Uint64(k)
+			if err := b.Delete(k); err != nil {
+				t.Fatal(err)
+			}
+			mustPut(t, b, k2(id, 9), nil)
+		}, []wantV{inv("groupids", nil, "lists 1 of the 2"), inv("groupids", nil, "at step 9")}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := tempPath(t, "counts.db")
+			copyFile(t, good, path)
+			rawUpdate(t, path, func(tx *bolt.Tx) error { c.damage(t, tx); return nil })
+			db, err := store.Open(path, storetest.Options())
+			if err != nil {
+				t.Fatal(err)
+			}
+			vs, err := db.Check()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := sameCounterViolations(vs, c.want); diff != "" {
+				t.Error(diff)
+			}
+			inRun(t, db, true, "r1", func(r *store.RunTx) error { return r.Recount() })
+			if vs, err := db.Check(); err != nil || len(vs) != 0 {
+				t.Errorf("after Recount: %v %v", vs, err)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// sameCounterViolations is sameViolations where a key of nil in want
+// matches any key (an index entry's key depends on the fixture's ids).
+func sameCounterViolations(got []store.Violation, want []wantV) string {
+	var fixed []wantV
+	for _, w := range want {
+		if w.key == nil {
+			for _, v := range got {
+				if v.Bucket == "runs/r1/"+w.bucket && strings.Contains(v.Detail, w.detail) {
+					w.key = v.Key
+					break
+				}
+			}
+		}
+		fixed = append(fixed, w)
+	}
+	return sameViolations("runs/r1/", got, fixed)
+}
+
+// TestZeroVarianceGroups: a group counts once, by its first leaf's
+// advantage, however often its advantages are rewritten.
+func TestZeroVarianceGroups(t *testing.T) {
+	db := storetest.Open(t)
+	f := buildFixture(t, db)
+	zv := func(want int) {
+		t.Helper()
+		if got := summary(t, db, store.SummaryOptions{}).ZeroVarianceGroups; got != want {
+			t.Errorf("zero-variance groups %d, want %d", got, want)
+		}
+	}
+	put := func(leaf uint64, zero bool) {
+		t.Helper()
+		inRun(t, db, true, "r1", func(r *store.RunTx) error {
+			return r.PutAdvantage(store.Advantage{Step: fixtureStep, Group: f.G1.ID, Leaf: leaf, Mean: 0.5, ZeroVariance: zero})
+		})
+	}
+	zv(0)
+	first, second := min(f.P, f.C), max(f.P, f.C)
+	put(second, true) // not the group's first record: the first says no
+	zv(0)
+	put(first, true)
+	zv(1)
+	put(first, true) // rewritten alike
+	zv(1)
+	put(first, false)
+	zv(0)
+}
