@@ -8,15 +8,13 @@ import (
 	"github.com/patrdb/patrdb/store/storetest"
 )
 
-// TestGrantRefusesOlderSnapshot: a grant judged on a snapshot older than
-// an earlier grant's would see a branch where it was an interval ago, and
-// hand out (over the current holder's lease) work the branch has done.
-// Four workers hit this under load; here one snapshot is held open across
-// a lease, a submit that routes the group, and a second lease.
-func TestGrantRefusesOlderSnapshot(t *testing.T) {
+// orderCoordinator is a coordinator over a fresh run of b0 branches per
+// task, K=2.
+func orderCoordinator(t *testing.T, b0 int) (*store.DB, *Coordinator) {
+	t.Helper()
 	db := storetest.Open(t)
 	cfg := DefaultConfig()
-	cfg.B0, cfg.K, cfg.MaxTurns = 1, 2, 10
+	cfg.B0, cfg.K, cfg.MaxTurns = b0, 2, 10
 	if err := db.Update(func(tx *store.Tx) error {
 		_, err := tx.CreateRun("r", ConfigJSON(cfg), nil)
 		return err
@@ -27,6 +25,16 @@ func TestGrantRefusesOlderSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return db, c
+}
+
+// TestGrantRefusesOlderSnapshot: a grant judged on a snapshot older than
+// an earlier grant's would see a branch where it was an interval ago, and
+// hand out (over the current holder's lease) work the branch has done.
+// Four workers hit this under load; here one snapshot is held open across
+// a lease, a submit that routes the group, and a second lease.
+func TestGrantRefusesOlderSnapshot(t *testing.T) {
+	db, c := orderCoordinator(t, 1)
 	if err := db.Update(func(tx *store.Tx) error {
 		_, err := c.OpenStep(tx, 1, []Task{{ID: "t", Prompt: "p"}})
 		return err
@@ -82,19 +90,7 @@ func TestGrantRefusesOlderSnapshot(t *testing.T) {
 // instead of failing to find them (a worker asking for the status got a
 // 404 for a node created after its snapshot).
 func TestLeasedOnAnOlderSnapshot(t *testing.T) {
-	db := storetest.Open(t)
-	cfg := DefaultConfig()
-	cfg.B0, cfg.K, cfg.MaxTurns = 3, 2, 10
-	if err := db.Update(func(tx *store.Tx) error {
-		_, err := tx.CreateRun("r", ConfigJSON(cfg), nil)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := NewCoordinator(db, "r", &cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, c := orderCoordinator(t, 3)
 	old := make(chan struct{})
 	release := make(chan struct{})
 	type result struct {
