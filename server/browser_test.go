@@ -53,7 +53,7 @@ func newPage(t *testing.T, url string) *page {
 	// Content-Security-Policy) fails the test; HTTP errors are the tests'
 	// own business (a 401 before the token, the missing favicon).
 	var mu sync.Mutex
-	var problems []string
+	var problems, network []string
 	msgs := chromedp.Console(ctx)
 	go func() {
 		for m, err := range msgs {
@@ -64,6 +64,10 @@ func newPage(t *testing.T, url string) *page {
 				mu.Lock()
 				problems = append(problems, fmt.Sprintf("%s %s (%s:%d)", m.Type, m.Text, m.URL, m.Line))
 				mu.Unlock()
+			} else if m.Source == "network" && !strings.HasSuffix(m.URL, "/favicon.ico") {
+				mu.Lock()
+				network = append(network, fmt.Sprintf("%s (%s)", m.Text, m.URL))
+				mu.Unlock()
 			}
 		}
 	}()
@@ -72,6 +76,13 @@ func newPage(t *testing.T, url string) *page {
 		defer mu.Unlock()
 		for _, p := range problems {
 			t.Errorf("browser console: %s", p)
+		}
+		// A failed request is not a failure by itself (a 401 before the
+		// token), but when a wait then fails the log names it.
+		if t.Failed() {
+			for _, n := range network {
+				t.Logf("browser network: %s", n)
+			}
 		}
 	})
 	p := &page{t: t, ctx: ctx}

@@ -242,19 +242,28 @@ func testDemoCrashResume(t *testing.T, iters, steps int, flags ...string) {
 	t.Logf("crash seed %d, uninterrupted demo took %v", seed, full)
 	rng = rand.New(rand.NewSource(seed))
 	killed := 0
+	// Delays are drawn from how long a child takes. The in-process
+	// reference is only a first guess: a child pays process start-up on
+	// top, and on a shared machine the reference may have run in a busy
+	// moment and the children in a quiet one, so a child that finishes
+	// before its kill bounds the later delays by its own time.
+	span := full + 100*time.Millisecond
 	for i := 0; i < iters; i++ {
 		path := filepath.Join(dir, fmt.Sprintf("crash-%d.db", i))
-		// The child pays process start-up on top of the demo itself.
-		delay := time.Duration(rng.Int63n(int64(full) + int64(100*time.Millisecond)))
+		delay := time.Duration(rng.Int63n(int64(span)))
 		cmd := exec.Command(os.Args[0], "-test.run=^TestDemoCrashChild$")
 		cmd.Env = append(os.Environ(), "PATRDB_DEMO_CHILD="+strings.Join(demoArgs(path, flags...), "\x1f"))
+		began := time.Now()
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
 		select {
-		case <-done:
+		case err := <-done:
+			if err == nil {
+				span = min(span, time.Since(began))
+			}
 		case <-time.After(delay):
 			_ = cmd.Process.Kill()
 			<-done
