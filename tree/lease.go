@@ -91,9 +91,9 @@ var errStaleSnapshot = errors.New("tree: lease snapshot older than an earlier gr
 // lease must see what it wrote.
 const LeaseGrace = 5 * time.Second
 
-// regrantable reports whether a new lease may replace l at now.
 func (l *Lease) expires() time.Time { return time.Unix(0, l.ExpiresAt) }
 
+// regrantable reports whether a new lease may replace l at now.
 func (l *Lease) regrantable(now time.Time) bool {
 	return !now.Before(l.expires().Add(min(LeaseGrace, l.ttl/10)))
 }
