@@ -7,25 +7,9 @@ import (
 	"github.com/patrdb/patrdb/store"
 )
 
-// StepMetrics is one step of GET /api/v1/runs/{run}/steps: what the
-// viewer's charts plot.
-type StepMetrics struct {
-	Step         uint64 `json:"step"`
-	Groups       int    `json:"groups"`
-	ClosedGroups int    `json:"closed_groups"`
-	Leaves       int    `json:"leaves"` // leaves with an advantage record (closed groups)
-	// Success is the share of those leaves whose outcome reward is > 0 (a
-	// FrozenLake goal, a passing SWE patch); MeanReward their mean outcome.
-	Success           float64 `json:"success"`
-	MeanReward        float64 `json:"mean_reward"`
-	ZeroVariance      int     `json:"zero_variance_groups"` // closed groups whose outcome rewards were all equal
-	ZeroVarianceShare float64 `json:"zero_variance_share"`  // ZeroVariance / ClosedGroups
-	Unlocked          int     `json:"unlocked_groups"`      // of those, groups rubric shaping made informative
-	// Pools counts the rubrics of each pool as the step ended
-	// (replay.PoolTracker's rule: an event belongs to the highest step any
-	// event so far carried).
-	Pools map[store.RubricPool]int `json:"pools"`
-}
+// StepMetrics is one step of GET /api/v1/runs/{run}/steps, computed by
+// replay.StepFigures.
+type StepMetrics = replay.StepMetrics
 
 func (s *server) stepMetrics(w http.ResponseWriter, r *http.Request) error {
 	out := struct {
@@ -33,103 +17,11 @@ func (s *server) stepMetrics(w http.ResponseWriter, r *http.Request) error {
 	}{Steps: []StepMetrics{}}
 	err := s.viewRun(r, func(rt *store.RunTx) error {
 		var err error
-		out.Steps, err = stepMetrics(rt)
+		out.Steps, err = replay.StepFigures(rt)
 		return err
 	})
 	if err != nil {
 		return err
 	}
 	return s.ok(w, out)
-}
-
-// stepMetrics reads the groups, the advantages and (for the pool sizes) the
-// event log once each.
-func stepMetrics(r *store.RunTx) ([]StepMetrics, error) {
-	byStep := map[uint64]*StepMetrics{}
-	get := func(step uint64) *StepMetrics {
-		m := byStep[step]
-		if m == nil {
-			m = &StepMetrics{Step: step}
-			byStep[step] = m
-		}
-		return m
-	}
-	err := r.ForEachGroup(0, func(g store.Group) error {
-		m := get(g.Step)
-		m.Groups++
-		if g.Status == store.GroupClosed {
-			m.ClosedGroups++
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	advs, err := r.Advantages(0, 0)
-	if err != nil {
-		return nil, err
-	}
-	wins := map[uint64]int{}
-	sums := map[uint64]float64{}
-	// Advantages come grouped (by step, then group), so each group's
-	// records are one run of the slice.
-	for i := 0; i < len(advs); {
-		j := i
-		for j < len(advs) && advs[j].Step == advs[i].Step && advs[j].Group == advs[i].Group {
-			j++
-		}
-		m := get(advs[i].Step)
-		for _, a := range advs[i:j] {
-			m.Leaves++
-			sums[a.Step] += a.Outcome
-			if a.Outcome > 0 {
-				wins[a.Step]++
-			}
-		}
-		if before, after := replay.ZeroVariance(advs[i:j]); before {
-			m.ZeroVariance++
-			if !after {
-				m.Unlocked++
-			}
-		}
-		i = j
-	}
-	pools, err := poolsByStep(r)
-	if err != nil {
-		return nil, err
-	}
-	steps := sortedIDs(byStep)
-	out := make([]StepMetrics, 0, len(steps))
-	last := map[store.RubricPool]int{}
-	for _, st := range steps {
-		m := byStep[st]
-		if m.Leaves > 0 {
-			m.Success = float64(wins[st]) / float64(m.Leaves)
-			m.MeanReward = sums[st] / float64(m.Leaves)
-		}
-		if m.ClosedGroups > 0 {
-			m.ZeroVarianceShare = float64(m.ZeroVariance) / float64(m.ClosedGroups)
-		}
-		if p, ok := pools[st]; ok {
-			last = p
-		}
-		m.Pools = map[store.RubricPool]int{}
-		for _, pool := range []store.RubricPool{store.PoolCandidate, store.PoolPublic, store.PoolRetired, store.PoolMerged} {
-			m.Pools[pool] = last[pool]
-		}
-		out = append(out, *m)
-	}
-	return out, nil
-}
-
-// poolsByStep is replay.PoolHistory by step: the pool counts as each step
-// ended.
-func poolsByStep(r *store.RunTx) (map[uint64]map[store.RubricPool]int, error) {
-	sizes, err := replay.PoolHistory(r)
-	out := make(map[uint64]map[store.RubricPool]int, len(sizes))
-	for _, ps := range sizes {
-		out[ps.Step] = map[store.RubricPool]int{store.PoolCandidate: ps.Candidate, store.PoolPublic: ps.Public,
-			store.PoolRetired: ps.Retired, store.PoolMerged: ps.Merged}
-	}
-	return out, err
 }

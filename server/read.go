@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"os"
-	"sort"
 
 	"github.com/patrdb/patrdb/store"
 )
@@ -508,14 +507,4 @@ func runStats(r *store.RunTx) (RunStats, error) {
 	return RunStats{Run: sum.Run, Groups: sum.Groups, Nodes: sum.Nodes, Leaves: sum.Leaves,
 		TurnsStored: sum.Turns, TurnsMaterialised: sum.TurnsMaterialised, PrefixSharing: sum.PrefixSharing,
 		Events: sum.Events, Bytes: sum.Bytes, Buckets: sum.Buckets}, err
-}
-
-// sortedIDs returns the keys of m in ascending order.
-func sortedIDs[V any](m map[uint64]V) []uint64 {
-	out := make([]uint64, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
 }
