@@ -168,16 +168,29 @@ func (cr *CheckedRun) indexedGroup(rc *runCheck, id uint64) *groupInfo {
 	return rc.group(keyU64(k, 1), id)
 }
 
-// checkGroup checks the group record at step|id (the group's roots
-// exist and are its roots), once.
+// checkGroup checks the group record at step|id and its roots' records,
+// once.
 func (cr *CheckedRun) checkGroup(step, id uint64) {
 	k := u64key2(step, id)
 	if !cr.once(bGroups, k) {
 		return
 	}
-	if v := cr.rc.get(bGroups, k); v != nil {
-		cr.c.group(cr.rc, k, v)
+	v := cr.rc.get(bGroups, k)
+	if v == nil {
+		return
 	}
+	var g Group
+	if decodeValue(cr.r.bpath(bGroups), k, v, &g) == nil && g.Step == step && g.ID == id {
+		// The roots first: a damaged root record is then named as such,
+		// not as a root the group lists in vain.
+		for _, root := range g.Roots {
+			cr.rc.roots.add(root)
+		}
+		for _, root := range g.Roots {
+			cr.checkNode(root)
+		}
+	}
+	cr.c.group(cr.rc, k, v)
 }
 
 // checkNode checks node id's record, its group's and its stored turns,

@@ -177,7 +177,9 @@ func (w *Walker) read(id uint64, want uint16, path string) []byte {
 		w.at(path, "page %d lies past the end of the file (%d bytes)", id, w.size)
 		return nil
 	}
-	hdr := make([]byte, boltHeaderSize)
+	// The page itself in one read; its overflow, if its header claims
+	// any that fit, in a second.
+	hdr := make([]byte, ps)
 	if _, err := w.f.ReadAt(hdr, int64(id*ps)); err != nil {
 		w.at(path, "page %d: %v", id, err)
 		return nil
@@ -194,8 +196,12 @@ func (w *Walker) read(id uint64, want uint16, path string) []byte {
 		w.at(path, "page %d claims %d overflow pages, past the end of the data", id, overflow)
 		return nil
 	}
+	if overflow == 0 {
+		return hdr
+	}
 	buf := make([]byte, (overflow+1)*ps)
-	if _, err := w.f.ReadAt(buf, int64(id*ps)); err != nil {
+	copy(buf, hdr)
+	if _, err := w.f.ReadAt(buf[ps:], int64((id+1)*ps)); err != nil {
 		w.at(path, "page %d: %v", id, err)
 		return nil
 	}
