@@ -20,9 +20,10 @@ import (
 // It costs time in proportion to what is read, not to the run.
 //
 // What a narrow read cannot see, the whole-run check does: a record that
-// vanished whole with nothing read pointing at it (an index entry lost
-// with its page's count), and a record that disagrees with the event log.
-// Sound runs that check once, for readers of the whole run.
+// vanished whole with nothing read pointing at it (an index entry gone
+// from a page that is still well-formed), and a record that disagrees
+// with the event log. Sound runs that check once, for readers of the
+// whole run.
 //
 // A CheckedRun is for a read transaction and lives as long as it.
 type CheckedRun struct {
