@@ -446,6 +446,30 @@ func (cr *CheckedRun) FrontierNodes() ([]Node, error) {
 	}, cr.r.FrontierNodes)
 }
 
+// checkSmall checks every record of a small bucket of the run (rubrics,
+// checkpoints) with check, once: its records refer to each other (a
+// merged rubric to the one it merged into), and there are few.
+func (cr *CheckedRun) checkSmall(name string, check func(*RunTx)) {
+	if cr.once(name, nil) && cr.reach(name, nil, nil) {
+		check(cr.r)
+	}
+}
+
+// Rubrics is RunTx.Rubrics, checked: every rubric of the run.
+func (cr *CheckedRun) Rubrics(pool RubricPool) ([]Rubric, error) {
+	return checked(cr, func() { cr.checkSmall(bRubrics, cr.c.rubrics) }, func() ([]Rubric, error) { return cr.r.Rubrics(pool) })
+}
+
+// Rubric is RunTx.Rubric, checked: every rubric of the run.
+func (cr *CheckedRun) Rubric(id uint64) (Rubric, error) {
+	return checked(cr, func() { cr.checkSmall(bRubrics, cr.c.rubrics) }, func() (Rubric, error) { return cr.r.Rubric(id) })
+}
+
+// Checkpoint is RunTx.Checkpoint, checked: every checkpoint of the run.
+func (cr *CheckedRun) Checkpoint(step uint64) (Checkpoint, error) {
+	return checked(cr, func() { cr.checkSmall(bCkpt, cr.c.checkpoints) }, func() (Checkpoint, error) { return cr.r.Checkpoint(step) })
+}
+
 // Sound checks the whole run once (RunTx.Verify) and then hands out the
 // run's plain handle, for reads that have no narrow check (the event log,
 // replay, stats, exports).

@@ -8,11 +8,12 @@ import (
 )
 
 // checkedRun is a run of the file read through store.CheckedRun: a read
-// of a group, a node, a trajectory or the frontier checks the pages and
-// records it touches, so `tree RUN latest` on a run of a million nodes
-// costs what the group costs; damage elsewhere in the run does not stop
-// it. Everything else (the event log, stats, summaries, rubrics, every
-// advantage of the run) is read after the whole run checked clean, once.
+// of a group, a node, a trajectory, the frontier, the rubrics or a
+// checkpoint checks the pages and records it touches, so `tree RUN
+// latest` on a run of a million nodes costs what the group costs; damage
+// elsewhere in the run does not stop it. Everything else (the event log,
+// stats, summaries, every advantage of the run) is read after the whole
+// run checked clean, once.
 // Either way a damaged read is one "damaged" error, never partial output.
 type checkedRun struct {
 	app *App
@@ -80,15 +81,15 @@ func (r checkedRun) ForEachGroup(step uint64, fn func(store.Group) error) error 
 }
 
 func (r checkedRun) Rubrics(pool store.RubricPool) ([]store.Rubric, error) {
-	return soundThen(r, func(f fileRun) ([]store.Rubric, error) { return f.Rubrics(pool) })
+	return damagedOr(r.app, func() ([]store.Rubric, error) { return r.c.Rubrics(pool) })
 }
 
 func (r checkedRun) Rubric(id uint64) (store.Rubric, error) {
-	return soundThen(r, func(f fileRun) (store.Rubric, error) { return f.Rubric(id) })
+	return damagedOr(r.app, func() (store.Rubric, error) { return r.c.Rubric(id) })
 }
 
 func (r checkedRun) Checkpoint(step uint64) (store.Checkpoint, error) {
-	return soundThen(r, func(f fileRun) (store.Checkpoint, error) { return f.Checkpoint(step) })
+	return damagedOr(r.app, func() (store.Checkpoint, error) { return r.c.Checkpoint(step) })
 }
 
 func (r checkedRun) events(from, to uint64, fn func(logEvent) error) error {
