@@ -167,4 +167,3 @@ func valueAt(t *testing.T, path, run, name string, key []byte) int {
 }
 
 func u64be(x uint64) []byte { return binary.BigEndian.AppendUint64(nil, x) }
-
