@@ -341,3 +341,44 @@ func TestCheckedRunFailsOnlyOnWhatItReads(t *testing.T) {
 		})
 	}
 }
+
+// What a checked read costs follows what it reads, not the run: reading
+// the latest group (and a leaf's trajectory) of a run three times as
+// large checks about as many pages.
+func TestCheckedRunCostFollowsTheRead(t *testing.T) {
+	pages := func(steps int) (checked int, total int64) {
+		f := buildCheckedFile(t, steps)
+		db := openReadOnly(t, f.path)
+		defer db.Close()
+		view(t, db, func(tx *store.Tx) error {
+			c, err := tx.CheckedRun("r")
+			if err != nil {
+				return err
+			}
+			g, err := c.LatestGroup()
+			if err != nil {
+				return err
+			}
+			if _, err := c.GroupNodes(g); err != nil {
+				return err
+			}
+			if _, err := c.Advantages(g.Step, g.ID); err != nil {
+				return err
+			}
+			_, err = c.Trajectory(f.leaf)
+			checked = store.CheckedPages(c)
+			return err
+		})
+		fi, err := os.Stat(f.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return checked, fi.Size() / checkedPageSize
+	}
+	small, smallTotal := pages(10)
+	big, bigTotal := pages(30)
+	t.Logf("10 steps: %d of %d pages checked; 30 steps: %d of %d", small, smallTotal, big, bigTotal)
+	if big > small+small/2 || big*4 > int(bigTotal) {
+		t.Errorf("checked %d pages at 10 steps (of %d), %d at 30 (of %d): want about the same, a small share", small, smallTotal, big, bigTotal)
+	}
+}

@@ -101,6 +101,9 @@ func (p *Paths) Close() {
 	p.f = nil
 }
 
+// Pages is how many pages the walks have checked so far.
+func (p *Paths) Pages() int { return len(p.pages) }
+
 // OK reports whether no walk found a problem.
 func (p *Paths) OK() bool { return len(p.Problems) == 0 }
 
