@@ -79,6 +79,22 @@ func (r *RunTx) Advantages(step, group uint64) ([]Advantage, error) {
 	return out, nil
 }
 
+// LastAdvantage returns the advantage record with the highest key, one of
+// the newest step that has any; ErrNotFound when the run has none.
+func (r *RunTx) LastAdvantage() (Advantage, error) {
+	var a Advantage
+	b, err := r.bucket(bAdv)
+	if err != nil {
+		return a, err
+	}
+	k, v := b.Cursor().Last()
+	if k == nil {
+		return a, notFoundf("advantages of run %q", r.id)
+	}
+	err = decodeValue(r.bpath(bAdv), k, v, &a)
+	return a, err
+}
+
 // advPrefix is the key prefix of the advantage records of a step (0:
 // every step) and group (0: every group of the step).
 func advPrefix(step, group uint64) []byte {

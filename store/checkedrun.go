@@ -400,6 +400,19 @@ func (cr *CheckedRun) Advantages(step, group uint64) ([]Advantage, error) {
 		func() ([]Advantage, error) { return cr.r.Advantages(step, group) })
 }
 
+// LastAdvantage is RunTx.LastAdvantage, checked.
+func (cr *CheckedRun) LastAdvantage() (Advantage, error) {
+	return checked(cr, func() { cr.paths.Last(cr.buckets[bAdv]) }, func() (Advantage, error) {
+		a, err := cr.r.LastAdvantage()
+		if k := u64key3(a.Step, a.Group, a.Leaf); err == nil && cr.once(bAdv, k) {
+			if v := cr.rc.get(bAdv, k); v != nil {
+				cr.c.advantage(cr.rc, k, v) // before checked returns it
+			}
+		}
+		return a, err
+	})
+}
+
 // Node is RunTx.Node, checked (with its group and turns).
 func (cr *CheckedRun) Node(id uint64) (Node, error) {
 	return checked(cr, func() { cr.checkNode(id) }, func() (Node, error) { return cr.r.Node(id) })

@@ -57,6 +57,7 @@ type runReader interface {
 	Rubrics(pool store.RubricPool) ([]store.Rubric, error)
 	Rubric(id uint64) (store.Rubric, error)
 	Advantages(step, group uint64) ([]store.Advantage, error)
+	LastAdvantage() (store.Advantage, error)
 	Checkpoint(step uint64) (store.Checkpoint, error)
 
 	// events calls fn for every event with from <= Seq <= to (both
