@@ -57,7 +57,9 @@ func (r checkedRun) Advantages(step, group uint64) ([]store.Advantage, error) {
 	return damagedOr(r.app, func() ([]store.Advantage, error) { return r.c.Advantages(step, group) })
 }
 
-func (r checkedRun) LastAdvantage() (store.Advantage, error) { return damagedOr(r.app, r.c.LastAdvantage) }
+func (r checkedRun) LastAdvantage() (store.Advantage, error) {
+	return damagedOr(r.app, r.c.LastAdvantage)
+}
 
 func (r checkedRun) Node(id uint64) (store.Node, error) {
 	return damagedOr(r.app, func() (store.Node, error) { return r.c.Node(id) })
