@@ -2,6 +2,7 @@ package replay
 
 import (
 	"slices"
+	"sync"
 
 	"github.com/patrdb/patrdb/store"
 )
@@ -26,9 +27,31 @@ type StepMetrics struct {
 	Pools map[store.RubricPool]int `json:"pools"`
 }
 
-// StepFigures computes every step's StepMetrics, reading the groups, the
-// advantages and (for the pool sizes) the event log once each.
+// StepFigures computes every step's StepMetrics: the groups from the run's
+// per-step counters, the leaves from the advantage records, the pool sizes
+// from the event log.
 func StepFigures(r *store.RunTx) ([]StepMetrics, error) {
+	return new(StepFollower).Figures(r)
+}
+
+// StepFollower is StepFigures for a process that asks for one run's
+// figures again and again (the server, while a viewer refreshes a live
+// run every few seconds): it keeps its place in the event log, so each
+// call reads only the events written since the one before, not the whole
+// log. It is safe for concurrent use; keep one per run.
+type StepFollower struct {
+	mu    sync.Mutex
+	run   string
+	pools PoolTracker
+	next  uint64 // the first event not observed yet; 0 before the first call
+}
+
+// Figures is StepFigures(r), reading only the events new to the follower.
+func (f *StepFollower) Figures(r *store.RunTx) ([]StepMetrics, error) {
+	pools, err := f.poolSizes(r)
+	if err != nil {
+		return nil, err
+	}
 	byStep := map[uint64]*StepMetrics{}
 	get := func(step uint64) *StepMetrics {
 		m := byStep[step]
@@ -38,16 +61,13 @@ func StepFigures(r *store.RunTx) ([]StepMetrics, error) {
 		}
 		return m
 	}
-	err := r.ForEachGroup(0, func(g store.Group) error {
-		m := get(g.Step)
-		m.Groups++
-		if g.Status == store.GroupClosed {
-			m.ClosedGroups++
-		}
-		return nil
-	})
+	sum, err := r.Summary(store.SummaryOptions{Steps: true})
 	if err != nil {
 		return nil, err
+	}
+	for _, st := range sum.Steps {
+		m := get(st.Step)
+		m.Groups, m.ClosedGroups = st.Groups, st.Groups-st.OpenGroups
 	}
 	advs, err := r.Advantages(0, 0)
 	if err != nil {
@@ -78,10 +98,6 @@ func StepFigures(r *store.RunTx) ([]StepMetrics, error) {
 		}
 		i = j
 	}
-	pools, err := poolsByStep(r)
-	if err != nil {
-		return nil, err
-	}
 	steps := make([]uint64, 0, len(byStep))
 	for st := range byStep {
 		steps = append(steps, st)
@@ -110,14 +126,38 @@ func StepFigures(r *store.RunTx) ([]StepMetrics, error) {
 	return out, nil
 }
 
-// poolsByStep is PoolHistory by step: the pool counts as each step
-// ended.
-func poolsByStep(r *store.RunTx) (map[uint64]map[store.RubricPool]int, error) {
-	sizes, err := PoolHistory(r)
+// poolSizes brings the follower's pool tracker up to r's last event and
+// returns the pool counts as each step ended, by step.
+func (f *StepFollower) poolSizes(r *store.RunTx) (map[uint64]map[store.RubricPool]int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var sizes []PoolSizes
+	if f.next != 0 && f.run == r.ID() && r.LastSeq() >= f.next-1 {
+		next, err := f.pools.observeEvents(r, f.next)
+		if err != nil {
+			f.next = 0 // start again from the first event next time
+			return nil, err
+		}
+		f.next = next
+		sizes = f.pools.SizesSoFar()
+	} else {
+		// The first call, or a reader older than the follower's place (a
+		// request that began before the previous one): read from the
+		// start; only a reader as new as the follower moves it on.
+		var pt PoolTracker
+		next, err := pt.observeEvents(r, 1)
+		if err != nil {
+			return nil, err
+		}
+		if f.next == 0 || f.run != r.ID() {
+			f.run, f.pools, f.next = r.ID(), pt, next
+		}
+		sizes = pt.SizesSoFar()
+	}
 	out := make(map[uint64]map[store.RubricPool]int, len(sizes))
 	for _, ps := range sizes {
 		out[ps.Step] = map[store.RubricPool]int{store.PoolCandidate: ps.Candidate, store.PoolPublic: ps.Public,
 			store.PoolRetired: ps.Retired, store.PoolMerged: ps.Merged}
 	}
-	return out, err
+	return out, nil
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"sync"
 
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
@@ -11,13 +12,22 @@ import (
 // replay.StepFigures.
 type StepMetrics = replay.StepMetrics
 
+// stepFollowers keeps a replay.StepFollower per run, so the viewer's live
+// refresh of a run reads only the events written since its last refresh.
+type stepFollowers struct{ byRun sync.Map } // run id → *replay.StepFollower
+
+func (f *stepFollowers) of(run string) *replay.StepFollower {
+	v, _ := f.byRun.LoadOrStore(run, new(replay.StepFollower))
+	return v.(*replay.StepFollower)
+}
+
 func (s *server) stepMetrics(w http.ResponseWriter, r *http.Request) error {
 	out := struct {
 		Steps []StepMetrics `json:"steps"`
 	}{Steps: []StepMetrics{}}
 	err := s.viewRun(r, func(rt *store.RunTx) error {
 		var err error
-		out.Steps, err = replay.StepFigures(rt)
+		out.Steps, err = s.steps.of(rt.ID()).Figures(rt)
 		return err
 	})
 	if err != nil {
