@@ -7,10 +7,6 @@ import (
 	"github.com/patrdb/patrdb/store"
 )
 
-// StepMetrics is one step of GET /api/v1/runs/{run}/steps, computed by
-// replay.StepFigures.
-type StepMetrics = replay.StepMetrics
-
 func (s *server) stepMetrics(w http.ResponseWriter, r *http.Request) error {
 	out := struct {
 		Steps []StepMetrics `json:"steps"`
