@@ -54,9 +54,9 @@ func StepFigures(r *store.RunTx) ([]StepMetrics, error) {
 				wins[a.Step]++
 			}
 		}
-		if before, after := ZeroVariance(advs[i:j]); before {
+		if f := GroupFlags(advs[i:j]); f.ZeroVariance {
 			m.ZeroVariance++
-			if !after {
+			if f.Unlocked() {
 				m.Unlocked++
 			}
 		}

@@ -336,7 +336,7 @@ func eventSummary(e logEvent, view api.EventJSON) string {
 		zv := ""
 		if rec.ZeroVariance {
 			zv = ", zero variance"
-			if !rec.ZeroVarianceAfter {
+			if rec.Unlocked() {
 				zv += " (unlocked by rubrics)"
 			}
 		}
