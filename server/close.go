@@ -8,14 +8,12 @@ import (
 )
 
 func (s *server) closeGroup(w http.ResponseWriter, r *http.Request) error {
-	gid, err := pathID(r, "group")
+	var req CloseGroupRequest
+	c, gid, err := s.rolloutRequest(w, r, "group", &req)
 	if err != nil {
 		return err
 	}
-	var req CloseGroupRequest
-	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &req); err != nil {
-		return err
-	}
+	run := c.Run()
 	scores := map[uint64]float64{}
 	for i, ls := range req.RubricScores {
 		switch {
@@ -39,11 +37,6 @@ func (s *server) closeGroup(w http.ResponseWriter, r *http.Request) error {
 	}
 	if req.Pool != nil && len(req.RubricScores) > 0 {
 		return badRequest("give rubric_scores or pool, not both")
-	}
-	run := r.PathValue("run")
-	c, err := s.coordinator(run)
-	if err != nil {
-		return err
 	}
 	return s.write(w, r, run, &req, func(tx *store.Tx) (int, any, error) {
 		rt, err := tx.Run(run)

@@ -21,17 +21,14 @@ import (
 
 func (s *server) openStep(w http.ResponseWriter, r *http.Request) error {
 	var req OpenStepRequest
-	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &req); err != nil {
+	c, _, err := s.rolloutRequest(w, r, "", &req)
+	if err != nil {
 		return err
 	}
 	if len(req.Tasks) == 0 {
 		return badRequest("tasks is empty: a step needs at least one task")
 	}
-	run := r.PathValue("run")
-	c, err := s.coordinator(run)
-	if err != nil {
-		return err
-	}
+	run := c.Run()
 	want := c.Config()
 	if err := overlay(req.Tree, &want, "tree"); err != nil {
 		return err
@@ -50,7 +47,8 @@ const MaxLeaseTTL = 24 * time.Hour
 
 func (s *server) lease(w http.ResponseWriter, r *http.Request) error {
 	var req LeaseRequest
-	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &req); err != nil {
+	c, _, err := s.rolloutRequest(w, r, "", &req)
+	if err != nil {
 		return err
 	}
 	if s.opts.ReadOnly {
@@ -60,11 +58,7 @@ func (s *server) lease(w http.ResponseWriter, r *http.Request) error {
 	if req.TTLMs < 0 || ttl > MaxLeaseTTL {
 		return badRequest("ttl_ms %d: want 0 (the default) up to %d", req.TTLMs, MaxLeaseTTL.Milliseconds())
 	}
-	run := r.PathValue("run")
-	c, err := s.coordinator(run)
-	if err != nil {
-		return err
-	}
+	run := c.Run()
 	out := LeaseResponse{Leases: []LeaseGrant{}}
 	_, err = c.Lease(tree.LeaseRequest{Worker: req.Worker, Max: req.Max, Step: req.Step, TTL: ttl}, func(tx *store.Tx, leases []tree.Lease) error {
 		rt, err := tx.Run(run)
@@ -95,7 +89,8 @@ func (s *server) lease(w http.ResponseWriter, r *http.Request) error {
 
 func (s *server) submitWork(w http.ResponseWriter, r *http.Request) error {
 	var req SubmitRequest
-	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &req); err != nil {
+	c, _, err := s.rolloutRequest(w, r, "", &req)
+	if err != nil {
 		return err
 	}
 	if len(req.Submissions) == 0 {
@@ -115,31 +110,19 @@ func (s *server) submitWork(w http.ResponseWriter, r *http.Request) error {
 		}
 		subs[i].Encoded = enc
 	}
-	run := r.PathValue("run")
-	c, err := s.coordinator(run)
-	if err != nil {
-		return err
-	}
-	return s.write(w, r, run, &req, func(tx *store.Tx) (int, any, error) {
+	return s.write(w, r, c.Run(), &req, func(tx *store.Tx) (int, any, error) {
 		out, err := c.Submit(tx, subs)
 		return http.StatusOK, out, err
 	})
 }
 
 func (s *server) abandonStep(w http.ResponseWriter, r *http.Request) error {
-	step, err := pathID(r, "step")
-	if err != nil {
-		return err
-	}
 	var req AbandonRequest
-	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &req); err != nil {
-		return err
-	}
-	run := r.PathValue("run")
-	c, err := s.coordinator(run)
+	c, step, err := s.rolloutRequest(w, r, "step", &req)
 	if err != nil {
 		return err
 	}
+	run := c.Run()
 	return s.write(w, r, run, &req, func(tx *store.Tx) (int, any, error) {
 		if err := c.Abandon(tx, step, req.Reason); err != nil {
 			return 0, nil, err
@@ -154,15 +137,11 @@ func (s *server) abandonStep(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *server) stepStatus(w http.ResponseWriter, r *http.Request) error {
-	step, err := pathID(r, "step")
+	c, step, err := s.rolloutRequest(w, r, "step", nil)
 	if err != nil {
 		return err
 	}
-	run := r.PathValue("run")
-	c, err := s.coordinator(run)
-	if err != nil {
-		return err
-	}
+	run := c.Run()
 	var out StepStatus
 	err = s.db.View(func(tx *store.Tx) (err error) {
 		if _, err = lookupRun(tx, run); err != nil {

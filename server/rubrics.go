@@ -215,19 +215,12 @@ func (p prepared) response() ShapeResponse {
 }
 
 func (s *server) shapeGroup(w http.ResponseWriter, r *http.Request) error {
-	gid, err := pathID(r, "group")
-	if err != nil {
-		return err
-	}
 	var req ShapeRequest
-	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &req); err != nil {
-		return err
-	}
-	run := r.PathValue("run")
-	c, err := s.coordinator(run)
+	c, gid, err := s.rolloutRequest(w, r, "group", &req)
 	if err != nil {
 		return err
 	}
+	run := c.Run()
 	var p prepared
 	var cfg runconfig.Config
 	var g store.Group
