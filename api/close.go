@@ -19,7 +19,7 @@ type CloseGroupRequest struct {
 	Lambda       *float64    `json:"lambda,omitempty"`
 	Rubrics      []uint64    `json:"rubrics,omitempty"` // the rubric ids the scores came from
 	// Pool, instead of RubricScores, shapes the group with the run's rubric
-	// buffer: the answers the .../shape exchange gathered (rubrics.go).
+	// buffer: the answers the .../shape exchange gathered.
 	Pool *ShapeAnswers `json:"pool,omitempty"`
 }
 

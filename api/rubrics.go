@@ -1,8 +1,6 @@
 package api
 
-import (
-	"github.com/patrdb/patrdb/store"
-)
+import "github.com/patrdb/patrdb/store"
 
 // JudgeAnswer is a judge's verdict on a pair as it was shown: A first.
 // Rubric names an active rubric; Draft (its text) a draft being admitted.

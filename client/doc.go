@@ -32,9 +32,10 @@
 // answer back, byte for byte, without writing again. So a Client retries
 // any request — reads and writes alike — up to Retries more times, after
 // Backoff doubled per attempt, when the server did not answer or answered
-// 5xx, always with the same body and key. A 4xx is never retried. A caller
-// that retries a write itself must reuse the request value (its key is
-// set in place on the first send) or set ClientKey itself; a new key is a
+// 5xx, always with the same body and key. A 4xx is never retried. The
+// methods take requests by value, so a request sent with an empty key gets
+// a fresh one on every call: a caller that retries a write itself sets
+// ClientKey once (NewKey) and sends the same key again, or the retry is a
 // new write. Leases carry no key (a lease writes nothing): asking again
 // hands out other branches.
 //
