@@ -8,7 +8,9 @@ import (
 
 // A program that imports client builds none of the server side: not the
 // server (and its embedded viewer), not the tree or rubric libraries, not
-// replay.
+// replay. Package store does come in (and bbolt with it): the bodies carry
+// its record types (store.Node, store.Turn, ...), which it defines beside
+// their codecs.
 func TestClientBuildsWithoutTheServer(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").Output()
 	if err != nil {
