@@ -284,29 +284,32 @@ func groupStats(nodes []store.Node, advs []store.Advantage) StepStats {
 	s.MinLeaves, s.MaxLeaves = s.Leaves, s.Leaves
 	if len(advs) > 0 {
 		s.AdvGroups = 1
-		before, after := ZeroVariance(advs)
-		if before {
+		f := GroupFlags(advs)
+		if f.ZeroVariance {
 			s.ZeroVarBefore = 1
 		}
-		if after {
+		if f.ZeroVarianceAfter {
 			s.ZeroVarAfter = 1
 		}
-		if before && !after {
+		if f.Unlocked() {
 			s.UnlockedGroups = 1
 		}
 	}
 	return s
 }
 
-// ZeroVariance reports, from one group's advantage records, whether its
-// outcome rewards had zero variance (before rubric shaping) and whether its
-// shaped totals did (after). A group is unlocked when before && !after.
-func ZeroVariance(advs []store.Advantage) (before, after bool) {
+// GroupFlags is one group's zero-variance flags as its advantage records
+// carry them: a record with only ZeroVariance (of the outcome rewards,
+// before rubric shaping) and ZeroVarianceAfter (of the shaped totals) set,
+// each true when any record says so; its Unlocked says whether shaping
+// unlocked the group.
+func GroupFlags(advs []store.Advantage) store.Advantage {
+	var f store.Advantage
 	for _, a := range advs {
-		before = before || a.ZeroVariance
-		after = after || a.ZeroVarianceAfter
+		f.ZeroVariance = f.ZeroVariance || a.ZeroVariance
+		f.ZeroVarianceAfter = f.ZeroVarianceAfter || a.ZeroVarianceAfter
 	}
-	return before, after
+	return f
 }
 
 // PoolHistory walks run r's event log once and returns the rubric pool

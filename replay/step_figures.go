@@ -4,28 +4,12 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/store"
 )
 
-// StepMetrics are one step's outcome figures, the points of a run's
-// learning curves (the viewer's charts, GET /api/v1/runs/{run}/steps).
-type StepMetrics struct {
-	Step         uint64 `json:"step"`
-	Groups       int    `json:"groups"`
-	ClosedGroups int    `json:"closed_groups"`
-	Leaves       int    `json:"leaves"` // leaves with an advantage record (closed groups)
-	// Success is the share of those leaves whose outcome reward is > 0 (a
-	// FrozenLake goal, a passing SWE patch); MeanReward their mean outcome.
-	Success           float64 `json:"success"`
-	MeanReward        float64 `json:"mean_reward"`
-	ZeroVariance      int     `json:"zero_variance_groups"` // closed groups whose outcome rewards were all equal
-	ZeroVarianceShare float64 `json:"zero_variance_share"`  // ZeroVariance / ClosedGroups
-	Unlocked          int     `json:"unlocked_groups"`      // of those, groups rubric shaping made informative
-	// Pools counts the rubrics of each pool as the step ended
-	// (PoolTracker's rule: an event belongs to the highest step any event
-	// so far carried).
-	Pools map[store.RubricPool]int `json:"pools"`
-}
+// StepMetrics is package api's: the server serves it as it is.
+type StepMetrics = api.StepMetrics
 
 // StepFigures computes every step's StepMetrics: the groups from the run's
 // per-step counters, the leaves from the advantage records, the pool sizes
@@ -90,9 +74,9 @@ func (f *StepFollower) Figures(r *store.RunTx) ([]StepMetrics, error) {
 				wins[a.Step]++
 			}
 		}
-		if before, after := ZeroVariance(advs[i:j]); before {
+		if flags := GroupFlags(advs[i:j]); flags.ZeroVariance {
 			m.ZeroVariance++
-			if !after {
+			if flags.Unlocked() {
 				m.Unlocked++
 			}
 		}

@@ -8,10 +8,6 @@ import (
 	"github.com/patrdb/patrdb/store"
 )
 
-// StepMetrics is one step of GET /api/v1/runs/{run}/steps, computed by
-// replay.StepFigures.
-type StepMetrics = replay.StepMetrics
-
 // stepFollowers keeps a replay.StepFollower per run, so the viewer's live
 // refresh of a run reads only the events written since its last refresh.
 type stepFollowers struct{ byRun sync.Map } // run id → *replay.StepFollower
