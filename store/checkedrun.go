@@ -400,6 +400,12 @@ func (cr *CheckedRun) Advantages(step, group uint64) ([]Advantage, error) {
 		func() ([]Advantage, error) { return cr.r.Advantages(step, group) })
 }
 
+// Children is RunTx.Children, checked: the node's entries in the children
+// index and the children they name.
+func (cr *CheckedRun) Children(id uint64) ([]uint64, error) {
+	return checked(cr, func() { cr.checkChildren(id) }, func() ([]uint64, error) { return cr.r.Children(id) })
+}
+
 // LastAdvantage is RunTx.LastAdvantage, checked.
 func (cr *CheckedRun) LastAdvantage() (Advantage, error) {
 	return checked(cr, func() { cr.paths.Last(cr.buckets[bAdv]) }, func() (Advantage, error) {

@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
 )
 
 // checkedFile is a run of many groups on 1 KiB pages (so each bucket is a
@@ -230,29 +230,6 @@ func damagedCopy(t *testing.T, src string, fn func(b []byte)) string {
 	return dst
 }
 
-// rawValue is the stored bytes of key in the run's bucket name and where
-// they lie in the file.
-func rawValue(t *testing.T, path, name string, key []byte) (val []byte, at int) {
-	t.Helper()
-	bdb, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bdb.Close()
-	_ = bdb.View(func(tx *bolt.Tx) error {
-		val = bytes.Clone(tx.Bucket([]byte("runs")).Bucket([]byte("r")).Bucket([]byte(name)).Get(key))
-		return nil
-	})
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if val == nil || bytes.Count(b, val) != 1 {
-		t.Fatalf("%s key %x: value not found once in the file", name, key)
-	}
-	return val, bytes.Index(b, val)
-}
-
 // A sound file reads the same through CheckedRun as through the plain
 // handle.
 func TestCheckedRunReadsWhatThePlainReadsRead(t *testing.T) {
@@ -276,8 +253,8 @@ func TestCheckedRunReadsWhatThePlainReadsRead(t *testing.T) {
 func TestCheckedRunFailsOnlyOnWhatItReads(t *testing.T) {
 	f := buildCheckedFile(t, 12)
 	want := readPlain(t, f.path, f.leaf)
-	_, nodeAt := rawValue(t, f.path, "nodes", u64(f.leaf))
-	_, firstAt := rawValue(t, f.path, "nodes", u64(f.firstOne))
+	nodeAt := storetest.ValueAt(t, f.path, "r", "nodes", u64(f.leaf))
+	firstAt := storetest.ValueAt(t, f.path, "r", "nodes", u64(f.firstOne))
 	turnKey := func(node uint64) []byte {
 		var n store.Node
 		db := openReadOnly(t, f.path)
@@ -286,8 +263,8 @@ func TestCheckedRunFailsOnlyOnWhatItReads(t *testing.T) {
 		k := u64(n.TurnRanges[0].Seq)
 		return append(k, u64(node)...)
 	}
-	_, turnAt := rawValue(t, f.path, "turns", turnKey(f.leaf))
-	_, firstTurnAt := rawValue(t, f.path, "turns", turnKey(f.firstOne))
+	turnAt := storetest.ValueAt(t, f.path, "r", "turns", turnKey(f.leaf))
+	firstTurnAt := storetest.ValueAt(t, f.path, "r", "turns", turnKey(f.firstOne))
 	page := func(at int) int { return at / checkedPageSize * checkedPageSize }
 	nodesRoot := func() int {
 		bdb, err := bolt.Open(f.path, 0o600, &bolt.Options{ReadOnly: true})

@@ -1,16 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
 )
 
 // `tree RUN latest` checks what it reads, not the whole run: damage to a
@@ -40,9 +38,9 @@ func TestTreeLatestChecksWhatItReads(t *testing.T) {
 	if len(latest.nodes) < 2 || leaf.ID == 0 {
 		t.Fatalf("fixture: the latest group has %d nodes, none with turns", len(latest.nodes))
 	}
-	leafAt := valueAt(t, base, run, "nodes", u64be(leaf.ID))
-	turnAt := valueAt(t, base, run, "turns", turnKey)
-	firstAt := valueAt(t, base, run, "nodes", u64be(first.nodes[0].ID))
+	leafAt := storetest.ValueAt(t, base, run, "nodes", u64be(leaf.ID))
+	turnAt := storetest.ValueAt(t, base, run, "turns", turnKey)
+	firstAt := storetest.ValueAt(t, base, run, "nodes", u64be(first.nodes[0].ID))
 	page := func(at int) int { return at / damagedPageSize * damagedPageSize }
 	firstStep := []string{"tree", run, "step:" + strconv.FormatUint(first.step, 10)}
 
@@ -140,30 +138,6 @@ func treeGroups(t *testing.T, path, run string) (latest, first treeGroup) {
 		t.Fatalf("fixture: the latest group is at step %d, the first step's too", latest.step)
 	}
 	return latest, first
-}
-
-// valueAt is where the stored value of key in the run's bucket name lies
-// in the file (it must occur there once).
-func valueAt(t *testing.T, path, run, name string, key []byte) int {
-	t.Helper()
-	bdb, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var val []byte
-	_ = bdb.View(func(tx *bolt.Tx) error {
-		val = bytes.Clone(tx.Bucket([]byte("runs")).Bucket([]byte(run)).Bucket([]byte(name)).Get(key))
-		return nil
-	})
-	_ = bdb.Close()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if val == nil || bytes.Count(raw, val) != 1 {
-		t.Fatalf("%s key %x: value not found once in the file", name, key)
-	}
-	return bytes.Index(raw, val)
 }
 
 func u64be(x uint64) []byte { return binary.BigEndian.AppendUint64(nil, x) }
