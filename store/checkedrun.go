@@ -159,7 +159,7 @@ func (cr *CheckedRun) once(name string, key []byte) bool {
 
 // indexedGroup finds group id through the group index.
 func (cr *CheckedRun) indexedGroup(rc *runCheck, id uint64) *groupInfo {
-	if !cr.reach(bGroupIDs, u64key(id), u64key(id+1)) {
+	if !cr.reach(bGroupIDs, u64key(id), prefixEnd(u64key(id))) {
 		return nil
 	}
 	k, _ := cr.r.b.Bucket([]byte(bGroupIDs)).Cursor().Seek(u64key(id))
@@ -371,7 +371,7 @@ func (cr *CheckedRun) Group(id uint64) (Group, error) {
 		ids := cr.r.b.Bucket([]byte(bGroupIDs))
 		if ids == nil {
 			cr.checkGroupsUnder(nil) // a run written before the index is scanned
-		} else if cr.reach(bGroupIDs, u64key(id), u64key(id+1)) {
+		} else if cr.reach(bGroupIDs, u64key(id), prefixEnd(u64key(id))) {
 			if k, _ := ids.Cursor().Seek(u64key(id)); len(k) == 16 && keyU64(k, 0) == id {
 				cr.checkGroup(keyU64(k, 1), id)
 			}
