@@ -19,7 +19,9 @@
 // Options.AccessLog writes one Common Log Format line per request. A new
 // endpoint goes into openapi.json too (a test holds the document to the
 // registered routes both ways), with info.version's minor number raised so
-// clients can ask for it.
+// clients can ask for it. Its bodies are the JSON vocabulary's objects
+// (components.schemas is generated from docs/json-schema.json; a test
+// validates replies and requests against the document).
 //
 // # Reads
 //

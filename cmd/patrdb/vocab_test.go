@@ -74,6 +74,18 @@ var vocabDefs = []vocab.Def{
 	vocab.DefOf("ShapeNeeds", api.ShapeNeeds{}),
 	vocab.DefOf("LeafScore", api.LeafScore{}),
 	vocab.DefOf("ShapeResult", api.ShapeResponse{}),
+	vocab.DefOf("Index", api.Index{}),
+	// The API's request bodies.
+	vocab.DefOf("CreateRunRequest", api.CreateRunRequest{}),
+	vocab.DefOf("RunStatusRequest", api.RunStatusRequest{}),
+	vocab.DefOf("CheckpointRequest", api.CheckpointRequest{}),
+	vocab.DefOf("OpenStepRequest", api.OpenStepRequest{}),
+	vocab.DefOf("LeaseRequest", api.LeaseRequest{}),
+	vocab.DefOf("SubmitRequest", api.SubmitRequest{}),
+	vocab.DefOf("AbandonRequest", api.AbandonRequest{}),
+	vocab.DefOf("CloseGroupRequest", api.CloseGroupRequest{}),
+	vocab.DefOf("ShapeRequest", api.ShapeRequest{}),
+	vocab.DefOf("ActivateRequest", api.ActivateRequest{}),
 	// The viewer's replies.
 	vocab.DefOf("EnvSteps", server.EnvSteps{}),
 	vocab.DefOf("GroupView", replay.GroupView{}),
