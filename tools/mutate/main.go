@@ -45,10 +45,14 @@ import (
 
 type result struct {
 	mutant
-	Status string `json:"status"` // killed, lived, timeout, unviable, equivalent, skipped
-	Reason string `json:"reason,omitempty"`
+	Status string `json:"status"`           // killed, lived, timeout, unviable, equivalent, skipped
+	Reason string `json:"reason,omitempty"` // for a survivor: notCovered when no test reached it
 	Secs   int    `json:"secs"`
+	Tests  int    `json:"tests,omitempty"` // the tests it ran against, when chosen by coverage
 }
+
+// notCovered marks a survivor that no test executes: it was not run.
+const notCovered = "not covered"
 
 func main() {
 	timeout := flag.Duration("timeout", 0, "per-mutant test timeout (0: 5x the unmutated run + 30s)")
@@ -59,6 +63,7 @@ func main() {
 	equivFile := flag.String("equivalent", "tools/mutate/equivalent.txt", "known equivalent mutants: a key as -list prints it, a tab, the reason")
 	rerun := flag.String("rerun", "", "test only the mutants that lived in this earlier -json output (after adding tests)")
 	jsonOut := flag.String("json", "", "also write every result to this file as JSON")
+	useCover := flag.Bool("cover", true, "run each mutant against only the tests that execute its position (measured once per package with coverage), and count a mutant no test executes as survived without running it; false: every test of the package (or of @TESTS)")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: go run ./tools/mutate [flags] FILE_OR_DIR[@TESTS]...")
 		flag.PrintDefaults()
@@ -96,9 +101,15 @@ func main() {
 		runPat string
 		limit  time.Duration
 		m      mutant
+		tests  int // chosen by coverage; -1 when no test executes the mutant
 	}
 	var jobs []job
+	// The budget covers the coverage runs too: they are part of the
+	// run's cost.
+	started := time.Now()
+	deadline := started.Add(*budget)
 	baseline := map[string]time.Duration{}
+	covs := map[string]*coverage{}
 	for _, tg := range targets {
 		f := tg.file
 		src, err := os.ReadFile(f)
@@ -127,6 +138,37 @@ func main() {
 		}
 		pkg := "./" + filepath.Dir(f)
 		base := pkg + "@" + tg.runPat
+		if *useCover {
+			cv, ok := covs[base]
+			if !ok {
+				dir := filepath.Join(tmp, "cover"+strconv.Itoa(len(covs)))
+				if err := os.Mkdir(dir, 0o755); err != nil {
+					fmt.Fprintln(os.Stderr, "mutate:", err)
+					os.Exit(1)
+				}
+				t0 := time.Now()
+				if cv, err = measureCoverage(ctx, dir, pkg, tg.runPat, *workers); err != nil {
+					fmt.Fprintln(os.Stderr, "mutate:", err)
+					os.Exit(1)
+				}
+				covs[base] = cv
+				fmt.Printf("coverage of %s: %d tests, %s\n", base, len(cv.tests), time.Since(t0).Round(time.Second))
+			}
+			for _, m := range ms {
+				tests, d := cv.testsFor(m)
+				j := job{f, src, pkg, runPattern(tests), *timeout, m, len(tests)}
+				if len(tests) == 0 {
+					j.tests = -1
+				}
+				if j.limit == 0 {
+					// As without coverage: five times the normal cost
+					// (here a rebuild and the chosen tests) and a margin.
+					j.limit = 5*(cv.build+d) + 30*time.Second
+				}
+				jobs = append(jobs, j)
+			}
+			continue
+		}
 		if _, ok := baseline[base]; !ok {
 			d, out, err := goTest(ctx, pkg, tg.runPat, "")
 			if err != nil {
@@ -140,15 +182,13 @@ func main() {
 			limit = 5*baseline[base] + 30*time.Second
 		}
 		for _, m := range ms {
-			jobs = append(jobs, job{f, src, pkg, tg.runPat, limit, m})
+			jobs = append(jobs, job{f, src, pkg, tg.runPat, limit, m, 0})
 		}
 	}
 	if *list {
 		return
 	}
 
-	started := time.Now()
-	deadline := started.Add(*budget)
 	fmt.Printf("%d mutants in %d files, %d at a time, budget %s\n", len(jobs), len(targets), max(*workers, 1), *budget)
 	all := make([]result, len(jobs))
 	next := make(chan int)
@@ -165,10 +205,13 @@ func main() {
 			defer wg.Done()
 			for i := range next {
 				j := jobs[i]
-				r := result{mutant: j.m}
-				if time.Now().After(deadline) || ctx.Err() != nil {
+				r := result{mutant: j.m, Tests: max(j.tests, 0)}
+				switch {
+				case time.Now().After(deadline) || ctx.Err() != nil:
 					r.Status = "skipped"
-				} else {
+				case j.tests < 0:
+					r.Status, r.Reason = "lived", notCovered
+				default:
 					r.Status, r.Secs = run(ctx, dir, j.pkg, j.runPat, j.file, j.src, j.m, j.limit)
 				}
 				if r.Status == "lived" {
@@ -177,7 +220,7 @@ func main() {
 					}
 				}
 				mu.Lock()
-				fmt.Printf("%-10s %s\n", strings.ToUpper(r.Status), j.m)
+				fmt.Printf("%-10s %s%s\n", strings.ToUpper(r.Status), j.m, uncoveredTag(r))
 				mu.Unlock()
 				all[i] = r
 			}
@@ -369,7 +412,7 @@ func report(w *os.File, all []result) {
 	fmt.Fprintln(w, "\nsurvivors:")
 	for _, r := range all {
 		if r.Status == "lived" {
-			fmt.Fprintf(w, "  %s\n", r.mutant)
+			fmt.Fprintf(w, "  %s%s\n", r.mutant, uncoveredTag(r))
 		}
 	}
 	fmt.Fprintln(w, "\nequivalent (not scored):")
@@ -393,4 +436,11 @@ func report(w *os.File, all []result) {
 		line(f, per[f])
 	}
 	line("total", &total)
+}
+
+func uncoveredTag(r result) string {
+	if r.Status == "lived" && r.Reason == notCovered {
+		return " (" + notCovered + ")"
+	}
+	return ""
 }
