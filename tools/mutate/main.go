@@ -123,8 +123,12 @@ func main() {
 			fmt.Fprintln(os.Stderr, "mutate:", err)
 			os.Exit(1)
 		}
-		ms := spread(collect(fset, af, src, f), *maxPer)
-		if *rerun != "" {
+		ms := collect(fset, af, src, f)
+		if *rerun == "" {
+			ms = spread(ms, *maxPer)
+		} else {
+			// Not sampled again: the survivors are picked by name, so a
+			// re-run finds them whatever sample the first run drew.
 			if ms, err = onlyLived(*rerun, ms); err != nil {
 				fmt.Fprintln(os.Stderr, "mutate:", err)
 				os.Exit(2)
@@ -295,14 +299,15 @@ func sourceFiles(args []string) ([]target, error) {
 }
 
 // spread keeps at most n mutants, evenly spaced so every part of the file
-// is sampled.
+// is sampled: the middle one of each of n equal stretches (so a sample of
+// one is not always the file's first mutant).
 func spread(ms []mutant, n int) []mutant {
 	if n <= 0 || len(ms) <= n {
 		return ms
 	}
 	out := make([]mutant, 0, n)
 	for i := range n {
-		out = append(out, ms[i*len(ms)/n])
+		out = append(out, ms[(2*i+1)*len(ms)/(2*n)])
 	}
 	return out
 }
