@@ -63,6 +63,7 @@ func main() {
 	equivFile := flag.String("equivalent", "tools/mutate/equivalent.txt", "known equivalent mutants: a key as -list prints it, a tab, the reason")
 	rerun := flag.String("rerun", "", "test only the mutants that lived in this earlier -json output (after adding tests)")
 	jsonOut := flag.String("json", "", "also write every result to this file as JSON")
+	merge := flag.Bool("merge", false, "the arguments are -json outputs: report them as one run, a later file's result for a mutant replacing an earlier one's (a -rerun after a sampled run), with equivalent.txt applied anew")
 	useCover := flag.Bool("cover", true, "run each mutant against only the tests that execute its position (measured once per package with coverage), and count a mutant no test executes as survived without running it; false: every test of the package (or of @TESTS)")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: go run ./tools/mutate [flags] FILE_OR_DIR[@TESTS]...")
@@ -71,6 +72,18 @@ func main() {
 	flag.Parse()
 	if flag.NArg() == 0 {
 		flag.Usage()
+		os.Exit(2)
+	}
+	if *merge {
+		equiv, err := readEquivalents(*equivFile)
+		if err == nil {
+			var all []result
+			if all, err = mergeResults(flag.Args(), equiv); err == nil {
+				report(os.Stdout, all)
+				return
+			}
+		}
+		fmt.Fprintln(os.Stderr, "mutate:", err)
 		os.Exit(2)
 	}
 	targets, err := sourceFiles(flag.Args())
@@ -272,6 +285,40 @@ func onlyLived(path string, ms []mutant) ([]mutant, error) {
 	return out, nil
 }
 
+// mergeResults reads -json outputs in order; a mutant's last result
+// counts. A survivor listed in equiv is equivalent, one no longer listed
+// is a survivor again.
+func mergeResults(paths []string, equiv map[string]string) ([]result, error) {
+	at := map[string]int{}
+	var all []result
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		var rs []result
+		if err := json.Unmarshal(b, &rs); err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		for _, r := range rs {
+			if r.Status == "equivalent" {
+				r.Status, r.Reason = "lived", ""
+			}
+			if reason, ok := equiv[r.Key]; ok && r.Status == "lived" {
+				r.Status, r.Reason = "equivalent", reason
+			}
+			k := r.mutant.String()
+			if i, ok := at[k]; ok {
+				all[i] = r
+				continue
+			}
+			at[k] = len(all)
+			all = append(all, r)
+		}
+	}
+	return all, nil
+}
+
 type target struct{ file, runPat string }
 
 // sourceFiles expands directories into their non-test Go files; a target's
@@ -389,7 +436,7 @@ func readEquivalents(path string) (map[string]string, error) {
 func report(w *os.File, all []result) {
 	type tally struct{ killed, lived, equiv, unviable, skipped int }
 	per := map[string]*tally{}
-	var files []string
+	var files, pkgs []string
 	var total tally
 	for _, r := range all {
 		t := per[r.File]
@@ -398,7 +445,14 @@ func report(w *os.File, all []result) {
 			per[r.File] = t
 			files = append(files, r.File)
 		}
-		for _, x := range []*tally{t, &total} {
+		pkg := filepath.Dir(r.File) + "/ (package)"
+		pt := per[pkg]
+		if pt == nil {
+			pt = &tally{}
+			per[pkg] = pt
+			pkgs = append(pkgs, pkg)
+		}
+		for _, x := range []*tally{t, pt, &total} {
 			switch r.Status {
 			case "killed", "timeout":
 				x.killed++
@@ -439,6 +493,12 @@ func report(w *os.File, all []result) {
 	}
 	for _, f := range files {
 		line(f, per[f])
+	}
+	if len(pkgs) > 1 {
+		sort.Strings(pkgs)
+		for _, p := range pkgs {
+			line(p, per[p])
+		}
 	}
 	line("total", &total)
 }
