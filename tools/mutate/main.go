@@ -262,13 +262,9 @@ func main() {
 
 // onlyLived keeps the mutants that lived in an earlier run's JSON output.
 func onlyLived(path string, ms []mutant) ([]mutant, error) {
-	b, err := os.ReadFile(path)
+	prev, err := readResults(path)
 	if err != nil {
 		return nil, err
-	}
-	var prev []result
-	if err := json.Unmarshal(b, &prev); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	lived := map[string]bool{}
 	for _, r := range prev {
@@ -285,6 +281,19 @@ func onlyLived(path string, ms []mutant) ([]mutant, error) {
 	return out, nil
 }
 
+// readResults reads a -json output.
+func readResults(path string) ([]result, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var rs []result
+	if err := json.Unmarshal(b, &rs); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return rs, nil
+}
+
 // mergeResults reads -json outputs in order; a mutant's last result
 // counts. A survivor listed in equiv is equivalent, one no longer listed
 // is a survivor again.
@@ -292,13 +301,9 @@ func mergeResults(paths []string, equiv map[string]string) ([]result, error) {
 	at := map[string]int{}
 	var all []result
 	for _, p := range paths {
-		b, err := os.ReadFile(p)
+		rs, err := readResults(p)
 		if err != nil {
 			return nil, err
-		}
-		var rs []result
-		if err := json.Unmarshal(b, &rs); err != nil {
-			return nil, fmt.Errorf("%s: %w", p, err)
 		}
 		for _, r := range rs {
 			if r.Status == "equivalent" {
