@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/patrdb/patrdb/store"
-	"github.com/patrdb/patrdb/store/storetest"
 )
 
 // A run's counters and its group index are written together: a file with
@@ -17,9 +16,7 @@ func TestCheckCountersWithoutGroupIndex(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		update(t, db, func(tx *store.Tx) error {
-			return storetest.BoltTx(tx).Bucket([]byte("runs")).Bucket([]byte("r1")).DeleteBucket([]byte(gone))
-		})
+		update(t, db, func(tx *store.Tx) error { return deleteRunBucket(tx, gone) })
 		vs, err := db.Check()
 		if cerr := db.Close(); err != nil || cerr != nil {
 			t.Fatal(err, cerr)
