@@ -10,13 +10,7 @@ import (
 // one and not the other is reported as exactly that, for either one.
 func TestCheckCountersWithoutGroupIndex(t *testing.T) {
 	for _, gone := range []string{"counts", "groupids"} {
-		path := tempPath(t, "damaged.db")
-		copyFile(t, goodFile(t), path)
-		db, err := store.Open(path, syncOptions())
-		if err != nil {
-			t.Fatal(err)
-		}
-		update(t, db, func(tx *store.Tx) error { return deleteRunBucket(tx, gone) })
+		db := openWithout(t, gone)
 		vs, err := db.Check()
 		if cerr := db.Close(); err != nil || cerr != nil {
 			t.Fatal(err, cerr)
