@@ -89,7 +89,7 @@ func measureCoverage(ctx context.Context, dir, pkg, runPat string, workers int) 
 		wg.Go(func() {
 			for i := range next {
 				profiles[i] = filepath.Join(dir, strconv.Itoa(i)+".cover")
-				cmd := exec.CommandContext(ctx, bin, "-test.run", "^"+regexp.QuoteMeta(cv.tests[i])+"$",
+				cmd := command(ctx, bin, "-test.run", "^"+regexp.QuoteMeta(cv.tests[i])+"$",
 					"-test.short", "-test.count=1", "-test.timeout=10m", "-test.coverprofile="+profiles[i])
 				cmd.Dir = pkg
 				start := time.Now()

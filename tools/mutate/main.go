@@ -32,7 +32,6 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"sort"
@@ -401,8 +400,7 @@ func goTest(ctx context.Context, pkg, runPat, overlay string) (time.Duration, []
 	if overlay != "" {
 		args = append(args, "-overlay="+overlay)
 	}
-	cmd := exec.CommandContext(ctx, "go", append(args, pkg)...)
-	cmd.WaitDelay = 5 * time.Second
+	cmd := command(ctx, "go", append(args, pkg)...)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	return time.Since(start), out, err
