@@ -62,7 +62,7 @@ func main() {
 	equivFile := flag.String("equivalent", "tools/mutate/equivalent.txt", "known equivalent mutants: a key as -list prints it, a tab, the reason")
 	rerun := flag.String("rerun", "", "test only the mutants that lived in this earlier -json output (after adding tests)")
 	jsonOut := flag.String("json", "", "also write every result to this file as JSON")
-	merge := flag.Bool("merge", false, "the arguments are -json outputs: report them as one run, a later file's result for a mutant replacing an earlier one's (a -rerun after a sampled run), with equivalent.txt applied anew")
+	merge := flag.Bool("merge", false, "the arguments are -json outputs: report them as one run, a later file's result for a mutant replacing an earlier one's (a -rerun after a sampled run), skipped mutants left out, equivalent.txt applied anew")
 	useCover := flag.Bool("cover", true, "run each mutant against only the tests that execute its position (measured once per package with coverage), and count a mutant no test executes as survived without running it; false: every test of the package (or of @TESTS)")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: go run ./tools/mutate [flags] FILE_OR_DIR[@TESTS]...")
@@ -294,7 +294,8 @@ func readResults(path string) ([]result, error) {
 }
 
 // mergeResults reads -json outputs in order; a mutant's last result
-// counts. A survivor listed in equiv is equivalent, one no longer listed
+// counts, and mutants a budget skipped are left out (a merge scores what
+// was run). A survivor listed in equiv is equivalent, one no longer listed
 // is a survivor again.
 func mergeResults(paths []string, equiv map[string]string) ([]result, error) {
 	at := map[string]int{}
@@ -305,6 +306,9 @@ func mergeResults(paths []string, equiv map[string]string) ([]result, error) {
 			return nil, err
 		}
 		for _, r := range rs {
+			if r.Status == "skipped" {
+				continue
+			}
 			if r.Status == "equivalent" {
 				r.Status, r.Reason = "lived", ""
 			}

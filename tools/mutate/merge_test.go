@@ -27,7 +27,8 @@ func TestMergeKeepsEachMutantsLastResult(t *testing.T) {
 		{mutant: m(3, "k3"), Status: "killed"},
 		{mutant: m(4, "k4"), Status: "equivalent", Reason: "no longer listed"},
 	})
-	rerun := write("b.json", []result{{mutant: m(1, "k1"), Status: "killed"}})
+	rerun := write("b.json", []result{{mutant: m(1, "k1"), Status: "killed"}, {mutant: m(3, "k3"), Status: "skipped"},
+		{mutant: m(5, "k5"), Status: "skipped"}})
 	all, err := mergeResults([]string{first, rerun}, map[string]string{"k2": "same result"})
 	if err != nil {
 		t.Fatal(err)
