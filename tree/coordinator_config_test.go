@@ -53,4 +53,3 @@ func TestCoordinatorRecordsConfigOfBareRun(t *testing.T) {
 		t.Errorf("resuming with the recorded config: %v", err)
 	}
 }
-
