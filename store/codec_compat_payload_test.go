@@ -65,3 +65,18 @@ func TestDecodeMsgpackReadsNilAsZero(t *testing.T) {
 		t.Errorf("Group from nil: %+v, %v; want the zero group", g, err)
 	}
 }
+
+// A value that is not an array at all is refused, not read as an empty
+// record.
+func TestDecodeMsgpackRefusesNonArray(t *testing.T) {
+	for _, raw := range [][]byte{{0xa1, 'x'}, {0x01}, {0x81, 0x01, 0x02}} {
+		var g store.Group
+		if err := msgpack.Unmarshal(raw, &g); err == nil {
+			t.Errorf("group from % x: %+v, want an error", raw, g)
+		}
+		var p store.TurnsPayload
+		if err := msgpack.Unmarshal(raw, &p); err == nil {
+			t.Errorf("turns payload from % x: %+v, want an error", raw, p)
+		}
+	}
+}
