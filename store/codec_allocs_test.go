@@ -15,7 +15,7 @@ func TestEncodersAllocateOnce(t *testing.T) {
 		Status: NodeActive, Turns: 5, HasReward: true, Reward: 0.5, Attempt: 1,
 		Scores:    make([]Score, 8),
 		Decisions: make([]Decision, 8),
-		EnvState:  make([]byte, 200), Worker: "worker-17/host-a", Error: "env reset failed: timeout after 30s",
+		EnvState:  make([]byte, 200), Worker: "worker-17@" + strings.Repeat("rack4.node17.cluster.example/", 5), Error: "env reset failed: " + strings.Repeat("worker lost its sandbox; ", 12),
 		MinVersion: 7, MaxVersion: 9}
 	g := &Group{ID: 300, Step: 12, Task: "frozenlake-8x8", Prompt: "You are on a frozen lake; reach the goal.",
 		Gold: "RRDDRD", Roots: []uint64{69990, 69991, 69992, 69993}, Interval: 2,
@@ -55,6 +55,27 @@ func TestEncodersAllocateOnce(t *testing.T) {
 	} {
 		if a := testing.AllocsPerRun(20, c.enc); a != c.want {
 			t.Errorf("encoding a %s: %v allocations, want %v", c.name, a, c.want)
+		}
+	}
+}
+
+// Decoding a node interns its status and its decisions' actions: a node of
+// any status decodes with as many allocations as an active one.
+func TestNodeDecodeInternsStatus(t *testing.T) {
+	allocs := func(s NodeStatus) float64 {
+		raw := encodeNode(&Node{ID: 9, Step: 1, Group: 2, Status: s})
+		payload := raw[headerLen:]
+		return testing.AllocsPerRun(20, func() {
+			var n Node
+			if !decodeNodeMsgp(payload, &n) || n.Status != s {
+				t.Fatalf("%s node did not decode", s)
+			}
+		})
+	}
+	base := allocs(NodeActive)
+	for _, s := range []NodeStatus{NodeExpanded, NodeCompleted, NodePruned, NodeTruncated, NodeFailed} {
+		if a := allocs(s); a != base {
+			t.Errorf("decoding a %s node: %v allocations, an active one %v", s, a, base)
 		}
 	}
 }
