@@ -108,7 +108,10 @@
 // A damaged file never ends the process (sound.go): the first request that
 // touches a run walks its pages with bounds and checks its records
 // (store.RunTx.Verify); a damaged run answers 500 "damaged", naming where,
-// from then on, and the other runs are served.
+// from then on, and the other runs are served. The endpoints of one group,
+// one node or one trajectory check only what they read until the run has
+// checked clean (store.CheckedRun), and answer "damaged" only for damage
+// on what they read.
 // Without a token only loopback Host headers are answered (DNS rebinding);
 // a non-loopback listener needs a bearer token (CheckBind), compared in
 // constant time. NewHTTPServer sets read, write and idle timeouts.

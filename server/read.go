@@ -183,7 +183,7 @@ func (s *server) getGroup(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var out GroupTree
-	err = s.viewRun(r, func(rt *store.RunTx) error {
+	err = s.viewChecked(r, func(rt runReads) error {
 		var err error
 		if out.Group, err = rt.Group(id); err != nil {
 			return err
@@ -206,7 +206,7 @@ func (s *server) getNode(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var out NodeInfo
-	err = s.viewRun(r, func(rt *store.RunTx) error {
+	err = s.viewChecked(r, func(rt runReads) error {
 		var err error
 		if out.Node, err = rt.Node(id); err != nil {
 			return err
@@ -229,7 +229,7 @@ func (s *server) getTrajectory(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var out Trajectory
-	err = s.viewRun(r, func(rt *store.RunTx) error {
+	err = s.viewChecked(r, func(rt runReads) error {
 		var err error
 		if out.Node, err = rt.Node(id); err != nil {
 			return err

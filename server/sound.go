@@ -17,7 +17,9 @@ import (
 // against its links and its event log); a damaged run answers 500
 // "damaged" from then on and the others are served. After a run checked
 // clean, the server trusts it: what changes it from then on are writes of
-// this process, through bbolt.
+// this process, through bbolt. The endpoints of one group or one node
+// (handleChecked) skip the whole-run check and read through viewChecked
+// instead, which checks only what they read.
 
 // soundness remembers which runs were checked and what was found.
 type soundness struct {
@@ -43,12 +45,7 @@ func (s *server) sound(tx *store.Tx, id string) error {
 		return err
 	}
 	if err != nil {
-		what := "the list of runs"
-		if id != "" {
-			what = fmt.Sprintf("run %q", id)
-		}
-		err = &apiError{http.StatusInternalServerError, "damaged", fmt.Errorf(
-			"%s is damaged (%w): patrdb check on a copy of the file lists the damage; other runs are still served", what, err)}
+		err = damagedError(id, err)
 	}
 	if !exists {
 		return nil
@@ -64,6 +61,17 @@ func (s *server) sound(tx *store.Tx, id string) error {
 		c.ok[id] = true
 	}
 	return err
+}
+
+// damagedError is the answer for damage found in run id (""; the list of
+// runs).
+func damagedError(id string, err error) error {
+	what := "the list of runs"
+	if id != "" {
+		what = fmt.Sprintf("run %q", id)
+	}
+	return &apiError{http.StatusInternalServerError, "damaged", fmt.Errorf(
+		"%s is damaged (%w): patrdb check on a copy of the file lists the damage; other runs are still served", what, err)}
 }
 
 // verify checks the runs bucket's pages and, for a run id, the run.
@@ -85,16 +93,60 @@ func verify(tx *store.Tx, id string) (exists bool, err error) {
 }
 
 // soundRequest checks what a request is about to touch: the runs bucket
-// and, when the path names one, the run.
-func (s *server) soundRequest(r *http.Request) error {
+// and, when the path names one and wholeRun is set, the run (an endpoint
+// without it reads through viewChecked).
+func (s *server) soundRequest(r *http.Request, wholeRun bool) error {
 	id := r.PathValue("run")
 	return s.db.View(func(tx *store.Tx) error {
 		if err := s.sound(tx, ""); err != nil {
 			return err
 		}
-		if id == "" || !store.ValidRunID(id) {
+		if !wholeRun || id == "" || !store.ValidRunID(id) {
 			return nil // a bad id is the endpoint's 400
 		}
 		return s.sound(tx, id)
+	})
+}
+
+// runReads is what the endpoints of one group or one node read of a run.
+type runReads interface {
+	Group(id uint64) (store.Group, error)
+	GroupNodes(g store.Group) ([]store.Node, error)
+	Node(id uint64) (store.Node, error)
+	Children(id uint64) ([]uint64, error)
+	Path(id uint64) ([]store.Segment, error)
+	Trajectory(id uint64) ([]store.PathTurn, error)
+}
+
+// viewChecked is viewRun for the endpoints of one group or one node
+// (registered with handleChecked): a run that checked clean, or that this
+// server checked and trusts, is read as viewRun reads it; any other run
+// through store.CheckedRun, whose reads check the pages and records they
+// touch, so the first request for one group of a big run does not pay for
+// the whole run. Damage on what it reads answers "damaged"; damage
+// elsewhere in the run does not, even once the whole-run check of another
+// endpoint found it, so the answer does not depend on the order of
+// requests.
+func (s *server) viewChecked(r *http.Request, fn func(runReads) error) error {
+	id := r.PathValue("run")
+	c := &s.soundness
+	c.mu.Lock()
+	ok := c.ok[id]
+	c.mu.Unlock()
+	if ok || !store.ValidRunID(id) {
+		return s.viewRun(r, func(rt *store.RunTx) error { return fn(rt) })
+	}
+	return s.db.View(func(tx *store.Tx) error {
+		cr, err := tx.CheckedRun(id)
+		if errors.Is(err, store.ErrNotFound) {
+			return notFound("run %q", id)
+		}
+		if err == nil {
+			err = fn(cr)
+		}
+		if errors.Is(err, store.ErrCorrupt) {
+			return damagedError(id, err)
+		}
+		return err
 	})
 }

@@ -60,13 +60,7 @@ func (r *RunTx) Advantages(step, group uint64) ([]Advantage, error) {
 	if err != nil {
 		return nil, err
 	}
-	var prefix []byte
-	switch {
-	case step != 0 && group != 0:
-		prefix = u64key2(step, group)
-	case step != 0:
-		prefix = u64key(step)
-	}
+	prefix := advPrefix(step, group)
 	var out []Advantage
 	c := b.Cursor()
 	for k, v := c.Seek(prefix); k != nil; k, v = c.Next() {
@@ -83,4 +77,32 @@ func (r *RunTx) Advantages(step, group uint64) ([]Advantage, error) {
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// LastAdvantage returns the advantage record with the highest key, one of
+// the newest step that has any; ErrNotFound when the run has none.
+func (r *RunTx) LastAdvantage() (Advantage, error) {
+	var a Advantage
+	b, err := r.bucket(bAdv)
+	if err != nil {
+		return a, err
+	}
+	k, v := b.Cursor().Last()
+	if k == nil {
+		return a, notFoundf("advantages of run %q", r.id)
+	}
+	err = decodeValue(r.bpath(bAdv), k, v, &a)
+	return a, err
+}
+
+// advPrefix is the key prefix of the advantage records of a step (0:
+// every step) and group (0: every group of the step).
+func advPrefix(step, group uint64) []byte {
+	switch {
+	case step != 0 && group != 0:
+		return u64key2(step, group)
+	case step != 0:
+		return u64key(step)
+	}
+	return nil
 }

@@ -210,19 +210,13 @@ func (c *checker) run(id string) {
 		}
 	}
 	clean := len(c.vs)
-	info, err := r.Info()
-	if err != nil {
-		c.fromErr(r.path, err)
-	} else if info.ID != id {
-		c.inv(r.path, keyRun, "run record says id %q", info.ID)
-	}
-	rc := &runCheck{r: r, tally: newTallier(), groupIDs: newIDSet(r.sub[bGroups].Sequence()),
-		roots: newIDSet(r.sub[bNodes].Sequence()), groupCache: map[uint64]*groupInfo{}}
-	c.groups(rc, info.LastStep)
+	info := c.runRecord(r)
+	rc := newRunCheck(r, info.LastStep)
+	c.groups(rc)
 	c.nodes(rc)
-	c.turns(r)
-	c.children(r)
-	c.frontier(r)
+	c.turns(rc)
+	c.children(rc)
+	c.frontier(rc)
 	c.advantages(rc)
 	c.rubrics(r)
 	c.checkpoints(r)
@@ -234,193 +228,30 @@ func (c *checker) run(id string) {
 	c.counters(rc, len(c.vs) == clean)
 }
 
-// runCheck is what the checks of one run share. Memory stays bounded
-// whatever the run's size: records are read one at a time through cursors
-// and point lookups, a few recent groups are cached, and sets of ids are
-// bitsets (one bit per id the sequence handed out).
-type runCheck struct {
-	r          *RunTx
-	tally      *tallier
-	groups     int // group records read
-	groupIDs   *idSet
-	roots      *idSet                // every node some group lists as a root
-	groupCache map[uint64]*groupInfo // by id: the groups of recent nodes
+// runRecord checks the run record and returns it (zero when it is
+// damaged).
+func (c *checker) runRecord(r *RunTx) Run {
+	info, err := r.Info()
+	if err != nil {
+		c.fromErr(r.path, err)
+	} else if info.ID != r.id {
+		c.inv(r.path, keyRun, "run record says id %q", info.ID)
+	}
+	return info
 }
 
-// groupInfo is what the node checks need of a group.
-type groupInfo struct {
-	step   uint64
-	status GroupStatus
-}
-
-// maxGroupCache bounds runCheck.groupCache; nodes come in id order, which
-// follows their groups closely, so a few hundred entries hit nearly always.
-const maxGroupCache = 512
-
-// group returns the group a node names by (step, id), or nil when no group
-// has that key.
-func (rc *runCheck) group(step, id uint64) *groupInfo {
-	if g := rc.groupCache[id]; g != nil && g.step == step {
-		return g
-	}
-	raw := rc.r.sub[bGroups].Get(u64key2(step, id))
-	if raw == nil {
-		return nil
-	}
-	var g Group
-	if decodeValue(rc.r.bpath(bGroups), u64key2(step, id), raw, &g) != nil || g.ID != id || g.Step != step {
-		return nil // reported by the groups walk
-	}
-	gi := newGroupInfo(&g)
-	if len(rc.groupCache) >= maxGroupCache {
-		clear(rc.groupCache)
-	}
-	rc.groupCache[id] = gi
-	return gi
-}
-
-func newGroupInfo(g *Group) *groupInfo { return &groupInfo{step: g.Step, status: g.Status} }
-
-// groupByID finds a group whose record says id, wherever it is stored
-// (a scan: only for a node whose group is not under its own key).
-func (rc *runCheck) groupByID(id uint64) *groupInfo {
-	var found *groupInfo
+func (c *checker) groups(rc *runCheck) {
 	_ = rc.r.sub[bGroups].ForEach(func(k, v []byte) error {
-		var g Group
-		if len(k) == 16 && decodeValue(rc.r.bpath(bGroups), k, v, &g) == nil && g.ID == id {
-			found = newGroupInfo(&g)
-			return errStop
-		}
-		return nil
-	})
-	return found
-}
-
-// node reads a node record for a cross-check; nil when it is missing or
-// does not decode (the nodes walk reports that).
-func (rc *runCheck) node(id uint64) *Node {
-	raw := rc.r.sub[bNodes].Get(u64key(id))
-	if raw == nil {
-		return nil
-	}
-	n := new(Node)
-	if decodeValue(rc.r.bpath(bNodes), u64key(id), raw, n) != nil || n.ID != id {
-		return nil
-	}
-	return n
-}
-
-func (c *checker) groups(rc *runCheck, lastStep uint64) {
-	r := rc.r
-	path := r.bpath(bGroups)
-	_ = r.sub[bGroups].ForEach(func(k, v []byte) error {
-		c.progress(r, "groups", 1)
-		var g Group
-		if len(k) != 16 {
-			c.inv(path, cloneBytes(k), "key is not step|group")
-			return nil
-		}
-		if err := decodeValue(path, k, v, &g); err != nil {
-			c.fromErr(path, err)
-			return nil
-		}
-		if g.Step != keyU64(k, 0) || g.ID != keyU64(k, 1) {
-			c.inv(path, cloneBytes(k), "record says step %d group %d", g.Step, g.ID)
-		}
-		if rc.groupIDs.has(g.ID) {
-			c.inv(path, cloneBytes(k), "group id %d appears twice", g.ID)
-		}
-		rc.groupIDs.add(g.ID)
-		rc.groups++
-		rc.tally.group(&g)
-		// A checkpoint completes its step; an open group left behind has
-		// active branches that no resume will ever continue.
-		if g.Status == GroupOpen && g.Step <= lastStep {
-			c.inv(path, u64key2(g.Step, g.ID), "open group in completed step %d: its active branches are orphaned", g.Step)
-		}
-		for _, id := range g.Roots {
-			rc.roots.add(id)
-			if n := rc.node(id); n == nil {
-				c.inv(path, u64key2(g.Step, g.ID), "root %d does not exist", id)
-			} else if n.Parent != 0 || n.Group != g.ID {
-				c.inv(path, u64key2(g.Step, g.ID), "root %d is not a root of this group", id)
-			}
-		}
+		c.progress(rc.r, "groups", 1)
+		c.group(rc, k, v)
 		return nil
 	})
 }
 
 func (c *checker) nodes(rc *runCheck) {
-	r := rc.r
-	path := r.bpath(bNodes)
-	children, frontier := r.sub[bChildren], r.sub[bFrontier]
-	_ = r.sub[bNodes].ForEach(func(k, v []byte) error {
-		c.progress(r, "nodes", 1)
-		if len(k) != 8 {
-			c.inv(path, cloneBytes(k), "key is not a node id")
-			return nil
-		}
-		n := new(Node)
-		if err := decodeValue(path, k, v, n); err != nil {
-			c.fromErr(path, err)
-			return nil
-		}
-		id := keyU64(k, 0)
-		key := u64key(id)
-		if n.ID != id {
-			// Which record is this? Its links speak for another node.
-			c.inv(path, cloneBytes(k), "record id %d does not match key", n.ID)
-			return nil
-		}
-		rc.tally.node(n)
-		g := rc.group(n.Step, n.Group)
-		if g == nil {
-			if g = rc.groupByID(n.Group); g != nil {
-				c.inv(path, key, "step %d differs from its group's %d", n.Step, g.step)
-			} else {
-				c.inv(path, key, "group %d does not exist", n.Group)
-			}
-		}
-		if g != nil && g.status == GroupClosed && n.Status == NodeActive {
-			c.inv(path, key, "active in closed group %d", n.Group)
-		}
-		if !n.Status.Valid() {
-			c.inv(path, key, "unknown status %q", n.Status)
-		}
-		for _, s := range n.Scores {
-			if !finite(s.Value) || s.Value < 0 || s.Value > 1 {
-				c.inv(path, key, "score %v outside [0,1]", s.Value)
-			}
-		}
-		if n.Status == NodeActive && !hasKey(frontier, key) {
-			c.inv(path, key, "active node missing from the frontier")
-		}
-		if n.Parent == 0 {
-			if n.Fork != 0 || n.Base != 0 || n.Depth != 0 {
-				c.inv(path, key, "root with fork %d base %d depth %d", n.Fork, n.Base, n.Depth)
-			}
-			if !rc.roots.has(id) {
-				c.inv(path, key, "root branch not listed in group %d", n.Group)
-			}
-			return nil
-		}
-		p := rc.node(n.Parent)
-		switch {
-		case p == nil:
-			c.inv(path, key, "parent %d does not exist", n.Parent)
-		case n.Parent >= id:
-			c.inv(path, key, "parent %d does not precede it (cycle?)", n.Parent)
-		case n.Fork < 0 || n.Fork > p.Turns:
-			c.inv(path, key, "fork point %d outside parent %d's %d turns", n.Fork, p.ID, p.Turns)
-		case n.Depth != p.Depth+1 || n.Base != p.Base+n.Fork:
-			c.inv(path, key, "depth %d / base %d inconsistent with parent %d", n.Depth, n.Base, p.ID)
-		case p.Group != n.Group:
-			c.inv(path, key, "parent %d is in another group", p.ID)
-		case !hasKey(children, u64key2(n.Parent, id)):
-			// Only for a node whose parent checked sound: otherwise the
-			// index entry under its true parent is the one that disagrees.
-			c.inv(path, key, "missing from the children index of %d", n.Parent)
-		}
+	_ = rc.r.sub[bNodes].ForEach(func(k, v []byte) error {
+		c.progress(rc.r, "nodes", 1)
+		c.node(rc, k, v)
 		return nil
 	})
 }
@@ -432,7 +263,8 @@ func (c *checker) nodes(rc *runCheck) {
 // stays bounded: the turns are walked in key order with a few hundred
 // recent nodes cached, then the nodes in key order, each counting its own
 // turns by seeking to them.
-func (c *checker) turns(r *RunTx) {
+func (c *checker) turns(rc *runCheck) {
+	r := rc.r
 	path := r.bpath(bTurns)
 	legacy := r.legacyTurns()
 	turns := r.sub[bTurns]
@@ -441,14 +273,7 @@ func (c *checker) turns(r *RunTx) {
 		if n, ok := recent[id]; ok {
 			return n
 		}
-		var n *Node
-		raw := r.sub[bNodes].Get(u64key(id))
-		if raw != nil {
-			n = new(Node)
-			if decodeValue(r.bpath(bNodes), u64key(id), raw, n) != nil || n.ID != id {
-				n = nil // reported by the nodes walk
-			}
-		}
+		n := rc.node(id) // nil when missing or damaged: reported by the nodes walk
 		if len(recent) >= maxGroupCache {
 			clear(recent)
 		}
@@ -458,27 +283,8 @@ func (c *checker) turns(r *RunTx) {
 	var top uint64
 	_ = turns.ForEach(func(k, v []byte) error {
 		c.progress(r, "turns", 1)
-		if len(k) != 16 {
-			c.inv(path, cloneBytes(k), "key is not seq|node")
-			return nil
-		}
-		id, at := keyU64(k, 1), keyU64(k, 0) // seq|node
-		if legacy {
-			id, at = at, id // node|index
-		}
-		top = max(top, at)
-		var t Turn
-		if err := decodeTurn(path, k, v, &t); err != nil {
-			c.fromErr(path, err)
-		}
-		n := owner(id)
-		switch {
-		case n == nil:
-			c.inv(path, cloneBytes(k), "turn of unknown node %d", id)
-		case legacy && at >= uint64(n.Turns):
-			c.inv(path, cloneBytes(k), "turn %d past node %d's %d turns", at, id, n.Turns)
-		case !legacy && !inRanges(n.TurnRanges, at):
-			c.inv(path, cloneBytes(k), "turn %d is outside node %d's turn ranges", at, id)
+		if at, ok := c.turn(path, k, v, legacy, owner); ok {
+			top = max(top, at)
 		}
 		return nil
 	})
@@ -487,42 +293,12 @@ func (c *checker) turns(r *RunTx) {
 		if len(k) != 8 || decodeValue(r.bpath(bNodes), k, v, &n) != nil || n.ID != keyU64(k, 0) {
 			return nil // reported by the nodes walk
 		}
-		if !legacy && n.TurnRanges.total() != n.Turns {
-			c.inv(r.bpath(bNodes), cloneBytes(k), "turn ranges hold %d turns, record says %d", n.TurnRanges.total(), n.Turns)
-		}
-		if seen := storedTurns(turns, &n, legacy); seen != n.Turns {
-			c.inv(r.bpath(bNodes), cloneBytes(k), "node has %d turns stored, record says %d", seen, n.Turns)
-		}
+		c.nodeTurns(rc, k, &n, legacy)
 		return nil
 	})
 	if !legacy && top > turns.Sequence() {
 		c.inv(path, nil, "sequence %d is below turn %d: new turns would overwrite old ones", turns.Sequence(), top)
 	}
-}
-
-// storedTurns counts the turns stored for n that its record accounts for:
-// keys node|index below its count (legacy), or keys seq|node inside its
-// turn ranges.
-func storedTurns(turns *bolt.Bucket, n *Node, legacy bool) int {
-	cur := turns.Cursor()
-	seen := 0
-	if legacy {
-		for k, _ := cur.Seek(u64key(n.ID)); k != nil && len(k) == 16 && keyU64(k, 0) == n.ID; k, _ = cur.Next() {
-			if keyU64(k, 1) < uint64(n.Turns) {
-				seen++
-			}
-		}
-		return seen
-	}
-	for _, rg := range n.TurnRanges {
-		end := rg.Seq + uint64(rg.Count)
-		for k, _ := cur.Seek(u64key(rg.Seq)); k != nil && len(k) >= 8 && keyU64(k, 0) < end; k, _ = cur.Next() {
-			if len(k) == 16 && keyU64(k, 1) == n.ID {
-				seen++
-			}
-		}
-	}
-	return seen
 }
 
 // inRanges reports whether seq lies in one of rs (which ascend).
@@ -542,80 +318,25 @@ func inRanges(rs TurnRanges, seq uint64) bool {
 	return false
 }
 
-func (c *checker) children(r *RunTx) {
-	path := r.bpath(bChildren)
-	nodes := r.sub[bNodes]
-	_ = r.sub[bChildren].ForEach(func(k, v []byte) error {
-		c.progress(r, "children", 1)
-		if len(v) != 0 {
-			c.add(Violation{Bucket: path, Key: cloneBytes(k), Kind: "corrupt", Detail: "index value is not empty"})
-		}
-		if len(k) != 16 {
-			c.inv(path, cloneBytes(k), "key is not parent|child")
-			return nil
-		}
-		p, ch := keyU64(k, 0), keyU64(k, 1)
-		raw := nodes.Get(u64key(ch))
-		var n Node
-		if raw == nil || decodeValue(r.bpath(bNodes), u64key(ch), raw, &n) != nil || n.Parent != p {
-			c.inv(path, cloneBytes(k), "index says %d is a child of %d; the node says otherwise", ch, p)
-		}
+func (c *checker) children(rc *runCheck) {
+	_ = rc.r.sub[bChildren].ForEach(func(k, v []byte) error {
+		c.progress(rc.r, "children", 1)
+		c.childEntry(rc, k, v)
 		return nil
 	})
 }
 
-func (c *checker) frontier(r *RunTx) {
-	path := r.bpath(bFrontier)
-	nodes := r.sub[bNodes]
-	_ = r.sub[bFrontier].ForEach(func(k, v []byte) error {
-		if len(v) != 0 {
-			c.add(Violation{Bucket: path, Key: cloneBytes(k), Kind: "corrupt", Detail: "index value is not empty"})
-		}
-		if len(k) != 8 {
-			c.inv(path, cloneBytes(k), "key is not a node id")
-			return nil
-		}
-		id := keyU64(k, 0)
-		raw := nodes.Get(k)
-		var n Node
-		switch {
-		case raw == nil:
-			c.inv(path, cloneBytes(k), "frontier lists unknown node %d", id)
-		case decodeValue(r.bpath(bNodes), k, raw, &n) != nil || n.ID != id:
-			c.inv(path, cloneBytes(k), "frontier lists unknown node %d", id)
-		case n.Status != NodeActive:
-			c.inv(path, cloneBytes(k), "frontier lists node %d, which is %s", id, n.Status)
-		}
+func (c *checker) frontier(rc *runCheck) {
+	_ = rc.r.sub[bFrontier].ForEach(func(k, v []byte) error {
+		c.frontierEntry(rc, k, v)
 		return nil
 	})
 }
 
 func (c *checker) advantages(rc *runCheck) {
-	r := rc.r
-	path := r.bpath(bAdv)
-	_ = r.sub[bAdv].ForEach(func(k, v []byte) error {
-		c.progress(r, "advantages", 1)
-		if len(k) != 24 {
-			c.inv(path, cloneBytes(k), "key is not step|group|leaf")
-			return nil
-		}
-		var a Advantage
-		if err := decodeValue(path, k, v, &a); err != nil {
-			c.fromErr(path, err)
-			return nil
-		}
-		if rc.tally.first(k) {
-			rc.tally.adv(&a)
-		}
-		n := rc.node(a.Leaf)
-		switch {
-		case a.Step != keyU64(k, 0) || a.Group != keyU64(k, 1) || a.Leaf != keyU64(k, 2):
-			c.inv(path, cloneBytes(k), "record does not match its key")
-		case n == nil:
-			c.inv(path, cloneBytes(k), "leaf %d does not exist", a.Leaf)
-		case n.Group != a.Group || !n.Status.Leaf():
-			c.inv(path, cloneBytes(k), "node %d is not a leaf of group %d", a.Leaf, a.Group)
-		}
+	_ = rc.r.sub[bAdv].ForEach(func(k, v []byte) error {
+		c.progress(rc.r, "advantages", 1)
+		c.advantage(rc, k, v)
 		return nil
 	})
 }

@@ -98,6 +98,12 @@ func (tx *Tx) verifyPages(descend func(string) bool) error {
 	// alongside may replace it.
 	_, w := pagewalk.Walk(tx.db.path, tx.btx.DB().Info().PageSize, math.MaxUint64,
 		uint64(tx.btx.Cursor().Bucket().Root()), descend, false)
+	return walkError(w)
+}
+
+// walkError is the first problem a page walk found as a *CorruptError
+// naming its bucket, with how many more there are; nil when none.
+func walkError(w *pagewalk.Walker) error {
 	if len(w.Problems) == 0 {
 		return nil
 	}
@@ -153,13 +159,5 @@ func (r *RunTx) Verify() error {
 	if err != nil || len(vs) == 0 {
 		return err
 	}
-	v := vs[0]
-	reason := v.Detail
-	if v.Key != nil {
-		reason = fmt.Sprintf("key %x: %s", v.Key, v.Detail)
-	}
-	if len(vs) > 1 {
-		reason += fmt.Sprintf(" (and %d more)", len(vs)-1)
-	}
-	return &CorruptError{Bucket: v.Bucket, Reason: reason}
+	return violationsError(vs)
 }

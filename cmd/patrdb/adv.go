@@ -91,14 +91,14 @@ func (a *App) adv(rf *remoteFlags, runArg, stepArg string) error {
 func advAt(r runReader, step uint64) (advOutput, error) {
 	out := advOutput{Run: r.ID(), Groups: []advGroup{}}
 	if step == 0 {
-		all, err := r.Advantages(0, 0)
+		last, err := r.LastAdvantage() // keys are step|group|leaf: the last is of the newest step
+		if isNotFound(err) {
+			return out, notFoundErrorf("run %q has no advantage records yet", r.ID())
+		}
 		if err != nil {
 			return out, err
 		}
-		if len(all) == 0 {
-			return out, notFoundErrorf("run %q has no advantage records yet", r.ID())
-		}
-		step = all[len(all)-1].Step // keys are step|group|leaf: the last is the newest step
+		step = last.Step
 	}
 	out.Step = step
 	groups, err := r.Groups(step)

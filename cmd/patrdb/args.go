@@ -48,7 +48,8 @@ func parseRunID(s string) (string, error) {
 // and the file. It checks the meta pages (a damaged one means an older
 // commit is read) and walks the run's pages first (a damaged page would
 // send bbolt into a loop), so it is safe on any file; a command that prints
-// the run's records uses soundRun.
+// the run's records reads through app.readRun (checkedRun), or checks the
+// run with RunTx.Verify first.
 func (a *App) lookupRun(tx *store.Tx, id string) (*store.RunTx, error) {
 	return a.lookupVerified(tx, id, tx.VerifyRun)
 }
@@ -64,24 +65,19 @@ func (a *App) lookupVerified(tx *store.Tx, id string, verify func(string) error)
 	}
 	r, err := tx.Run(id)
 	if errors.Is(err, store.ErrNotFound) {
-		ids, _ := tx.RunIDs()
-		return nil, notFoundErrorf("run %q not found in %s%s", id, a.dbPath, runsPresent(ids))
+		return nil, a.runNotFound(tx, id)
 	}
 	return r, err
 }
 
-// soundRun is lookupRun that also checks every record of the run against
-// its counters, its links and its event log (store.RunTx.Verify), so that
-// a command never prints part of a damaged run as if it were whole.
-func (a *App) soundRun(tx *store.Tx, id string) (*store.RunTx, error) {
-	r, err := a.lookupRun(tx, id)
-	if err != nil {
-		return nil, err
+// runNotFound is the error for a run the file does not hold, naming the
+// runs it does.
+func (a *App) runNotFound(tx *store.Tx, id string) error {
+	if err := tx.VerifyRuns(); err != nil {
+		return a.damaged(err)
 	}
-	if err := r.Verify(); err != nil {
-		return nil, a.damaged(err)
-	}
-	return r, nil
+	ids, _ := tx.RunIDs()
+	return notFoundErrorf("run %q not found in %s%s", id, a.dbPath, runsPresent(ids))
 }
 
 // lookupNode returns a node of run r, or a not-found error naming it.

@@ -57,6 +57,7 @@ type runReader interface {
 	Rubrics(pool store.RubricPool) ([]store.Rubric, error)
 	Rubric(id uint64) (store.Rubric, error)
 	Advantages(step, group uint64) ([]store.Advantage, error)
+	LastAdvantage() (store.Advantage, error)
 	Checkpoint(step uint64) (store.Checkpoint, error)
 
 	// events calls fn for every event with from <= Seq <= to (both
@@ -127,14 +128,20 @@ func (s *fileSource) RunIDs() ([]string, error) {
 	return s.tx.RunIDs()
 }
 
-// Run hands out a run only after it checked clean: a read command prints
-// all of a run or none of it.
+// Run hands out a run whose reads check what they touch (checkedRun): a
+// read command prints all of what it asked for or none of it.
 func (s *fileSource) Run(id string) (runReader, error) {
-	r, err := s.app.soundRun(s.tx, id)
-	if err != nil {
-		return nil, err
+	if err := s.tx.VerifyMetas(); err != nil {
+		return nil, s.app.damaged(err)
 	}
-	return fileRun{r}, nil
+	c, err := s.tx.CheckedRun(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, s.app.runNotFound(s.tx, id)
+	}
+	if err != nil {
+		return nil, s.app.damaged(err)
+	}
+	return checkedRun{s.app, c}, nil
 }
 
 func (s *fileSource) summaryRun(id string, withBytes bool) (runReader, error) {

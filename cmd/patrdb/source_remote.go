@@ -183,6 +183,19 @@ func (r *remoteRun) Advantages(step, group uint64) ([]store.Advantage, error) {
 	return r.cl.Advantages(r.ctx, r.id, step, group)
 }
 
+// LastAdvantage is the last of the run's advantage records (the API has
+// no narrower query).
+func (r *remoteRun) LastAdvantage() (store.Advantage, error) {
+	all, err := r.Advantages(0, 0)
+	if err != nil {
+		return store.Advantage{}, err
+	}
+	if len(all) == 0 {
+		return store.Advantage{}, fmt.Errorf("%w: advantages of run %q", store.ErrNotFound, r.id)
+	}
+	return all[len(all)-1], nil
+}
+
 func (r *remoteRun) Checkpoint(step uint64) (store.Checkpoint, error) {
 	return r.cl.Checkpoint(r.ctx, r.id, step)
 }

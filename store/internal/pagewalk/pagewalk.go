@@ -143,8 +143,31 @@ func (w *Walker) at(path, format string, args ...any) {
 	}
 }
 
-// page reads page id and its overflow pages after checking the header.
+// page reads page id and its overflow pages after checking the header, once:
+// a page reached twice is a problem.
 func (w *Walker) page(id uint64, want uint16, path string) []byte {
+	if w.seen[id] {
+		w.at(path, "page %d is referenced twice (a cycle or shared page)", id)
+		return nil
+	}
+	buf := w.read(id, want, path)
+	if buf == nil {
+		return nil
+	}
+	for i := id; i < id+uint64(len(buf)/w.pageSize); i++ {
+		if w.seen[i] {
+			w.at(path, "page %d (overflow of %d) is referenced twice", i, id)
+			return nil
+		}
+		w.seen[i] = true
+	}
+	return buf
+}
+
+// read reads page id and its overflow pages after checking that they lie
+// inside the file and below the high-water mark, that the header names
+// the page and that its type is want (branch|leaf: either).
+func (w *Walker) read(id uint64, want uint16, path string) []byte {
 	ps := uint64(w.pageSize)
 	switch {
 	case id < 2 || id >= w.hwm:
@@ -153,11 +176,10 @@ func (w *Walker) page(id uint64, want uint16, path string) []byte {
 	case (id+1)*ps > uint64(w.size):
 		w.at(path, "page %d lies past the end of the file (%d bytes)", id, w.size)
 		return nil
-	case w.seen[id]:
-		w.at(path, "page %d is referenced twice (a cycle or shared page)", id)
-		return nil
 	}
-	hdr := make([]byte, boltHeaderSize)
+	// The page itself in one read; its overflow, if its header claims
+	// any that fit, in a second.
+	hdr := make([]byte, ps)
 	if _, err := w.f.ReadAt(hdr, int64(id*ps)); err != nil {
 		w.at(path, "page %d: %v", id, err)
 		return nil
@@ -174,15 +196,12 @@ func (w *Walker) page(id uint64, want uint16, path string) []byte {
 		w.at(path, "page %d claims %d overflow pages, past the end of the data", id, overflow)
 		return nil
 	}
-	for i := id; i <= id+overflow; i++ {
-		if w.seen[i] {
-			w.at(path, "page %d (overflow of %d) is referenced twice", i, id)
-			return nil
-		}
-		w.seen[i] = true
+	if overflow == 0 {
+		return hdr
 	}
 	buf := make([]byte, (overflow+1)*ps)
-	if _, err := w.f.ReadAt(buf, int64(id*ps)); err != nil {
+	copy(buf, hdr)
+	if _, err := w.f.ReadAt(buf[ps:], int64((id+1)*ps)); err != nil {
 		w.at(path, "page %d: %v", id, err)
 		return nil
 	}
