@@ -32,7 +32,7 @@ func (r *RunTx) AddNode(spec NodeSpec) (Node, error) {
 }
 
 func (r *RunTx) addNode(spec NodeSpec) (Node, error) {
-	g, err := r.GroupAt(spec.Step, spec.Group)
+	g, err := r.groupRef(spec.Step, spec.Group)
 	if err != nil {
 		return Node{}, err
 	}
@@ -54,7 +54,7 @@ func (r *RunTx) addNode(spec NodeSpec) (Node, error) {
 		}
 		siblings = g.Roots
 	} else {
-		p, err := r.Node(spec.Parent)
+		p, err := r.nodeRef(spec.Parent)
 		if err != nil {
 			return Node{}, err
 		}
@@ -74,12 +74,12 @@ func (r *RunTx) addNode(spec NodeSpec) (Node, error) {
 		}
 	}
 	for _, s := range siblings {
-		sn, err := r.Node(s)
+		sn, err := r.nodeRef(s)
 		if err != nil {
 			return Node{}, err
 		}
 		if sn.Ordinal == spec.Ordinal {
-			return sn, existsf("node %d is already ordinal %d under parent %d of group %d", sn.ID, spec.Ordinal, spec.Parent, g.ID)
+			return sn.clone(), existsf("node %d is already ordinal %d under parent %d of group %d", sn.ID, spec.Ordinal, spec.Parent, g.ID)
 		}
 	}
 	nodes, err := r.bucket(bNodes)
@@ -90,8 +90,9 @@ func (r *RunTx) addNode(spec NodeSpec) (Node, error) {
 		return Node{}, err
 	}
 	if spec.Parent == 0 {
-		g.Roots = append(g.Roots, n.ID)
-		if err := r.putGroup(&g, g.Status, ""); err != nil {
+		ng := g.clone()
+		ng.Roots = append(ng.Roots, n.ID)
+		if err := r.putGroup(&ng, ng.Status, ""); err != nil {
 			return Node{}, err
 		}
 	} else {
@@ -133,8 +134,13 @@ func (r *RunTx) putNode(prev, n *Node, kind EventKind) error {
 			return err
 		}
 	}
-	d := &dirtyNode{r: r, n: n}
-	r.tx.dirty[nodeKey{r.id, n.ID}] = d
+	k := nodeKey{r.id, n.ID}
+	d := r.tx.dirty[k]
+	if d == nil {
+		d = &dirtyNode{r: r}
+		r.tx.dirty[k] = d
+	}
+	d.n, d.val, d.written = n, nil, false
 	if kind == "" {
 		return nil
 	}
@@ -171,6 +177,11 @@ func (tx *Tx) flush() error {
 		}
 		d.written = true
 	}
+	for _, r := range tx.runs {
+		if err := r.flushGroups(); err != nil {
+			return tx.fail(err)
+		}
+	}
 	return tx.flushCounts()
 }
 
@@ -184,7 +195,7 @@ func (r *RunTx) writeNode(n *Node, val []byte) error {
 	if val == nil {
 		val = encodeNode(n)
 	}
-	return nodes.Put(u64key(n.ID), val)
+	return r.tx.put(nodes, u64key(n.ID), val)
 }
 
 // Node returns a node's record, through the LRU when possible.
@@ -374,7 +385,7 @@ func (r *RunTx) SetNodeStatus(id uint64, s NodeStatus) error {
 		if n.Status == NodeFailed {
 			// A retry needs an open group: a closed group has no active
 			// nodes (CloseGroup and Check hold it to that).
-			g, err := r.GroupAt(n.Step, n.Group)
+			g, err := r.groupRef(n.Step, n.Group)
 			if err != nil {
 				return err
 			}

@@ -131,7 +131,7 @@ func (r *RunTx) putTurns(p *Node, from, count int, versions [][2]uint64, value f
 	put := func(k []byte) error {
 		val, err := value(i)
 		if err == nil {
-			err = b.Put(k, val)
+			err = r.tx.put(b, k, val)
 		}
 		i++
 		return err
