@@ -32,8 +32,8 @@ type Submission struct {
 	Error string `json:"error,omitempty"`
 
 	// Encoded, when it holds turns, are the same Turns encoded ahead by
-	// store.EncodeTurns (outside the write lock); Turns still describe
-	// them (their count, Done flags and rewards).
+	// Encode or EncodeSubmissions (outside the write lock); Turns still
+	// describe them (their count, Done flags and rewards).
 	Encoded store.EncodedTurns `json:"-"`
 }
 
@@ -69,6 +69,35 @@ type Submitted struct {
 	// Done lists the groups this submit left without an active branch:
 	// every leaf has its reward, and Close computes the advantages.
 	Done []uint64 `json:"done,omitempty"`
+}
+
+// Encode validates and encodes s.Turns into s.Encoded (store.EncodeTurns)
+// unless they are encoded already. Done before the write transaction, it
+// takes the turns' checks and encoding, most of the CPU an append of large
+// turns costs, out of the single writer's critical section.
+func (s *Submission) Encode() error {
+	if len(s.Turns) == 0 || s.Encoded.Len() > 0 {
+		return nil
+	}
+	enc, err := store.EncodeTurns(s.Turns...)
+	if err != nil {
+		return err
+	}
+	s.Encoded = enc
+	return nil
+}
+
+// EncodeSubmissions encodes every submission's turns (Submission.Encode).
+// Writers call it before the transaction that submits them: Submit given
+// turns without Encoded encodes them inside the transaction, while every
+// other writer waits.
+func EncodeSubmissions(subs []Submission) error {
+	for i := range subs {
+		if err := subs[i].Encode(); err != nil {
+			return fmt.Errorf("submission %d (node %d): %w", i, subs[i].Node, err)
+		}
+	}
+	return nil
 }
 
 // Submit applies submissions in order inside tx, then routes every group
