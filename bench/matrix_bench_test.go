@@ -13,7 +13,9 @@ import (
 // fsync: the CPU a commit costs patrdb through its public API and the raw
 // bbolt anchor (encoded inside), for benchstat and -cpuprofile. One
 // iteration writes every transaction of the cell into a fresh store; only
-// apply is timed, as in the runner.
+// apply is timed, as in the runner. cpu-ns/turn is the process's CPU time
+// over the same calls (garbage collection included): on a shared machine
+// it moves less with the load than the wall time does.
 //
 //	go test ./bench -run '^$' -bench MatrixCPU/1kb/step/patrdb -cpuprofile cpu.out
 func BenchmarkMatrixCPU(b *testing.B) {
@@ -56,7 +58,7 @@ func benchTxns(b *testing.B, name string, txns [][]workload.Op) {
 	}
 	dir := b.TempDir()
 	b.ReportAllocs()
-	var el time.Duration
+	var el, cpu time.Duration
 	for b.Loop() {
 		c, err := newContender(name)
 		if err != nil {
@@ -77,9 +79,10 @@ func benchTxns(b *testing.B, name string, txns [][]workload.Op) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			t0 := time.Now()
+			t0, c0 := time.Now(), processCPU()
 			err = c.apply(p)
 			el += time.Since(t0)
+			cpu += processCPU() - c0
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -89,4 +92,5 @@ func benchTxns(b *testing.B, name string, txns [][]workload.Op) {
 		}
 	}
 	b.ReportMetric(float64(el.Nanoseconds())/float64(b.N*turns), "ns/turn")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*turns), "cpu-ns/turn")
 }

@@ -36,10 +36,7 @@ func (r *RunTx) putAdvantage(a *Advantage) error {
 	if err != nil {
 		return err
 	}
-	val, err := encodeValue(a)
-	if err != nil {
-		return err
-	}
+	val := encodeAdvantage(a)
 	d, err := r.advDelta(a)
 	if err != nil {
 		return err

@@ -20,7 +20,7 @@ func (r *RunTx) appendEvent(e Event, val []byte) error {
 	if val != nil {
 		e.Payload = val[headerLen:]
 	}
-	return r.tx.put(b, u64key(seq), encodeEvent(&e))
+	return r.tx.put(b, r.tx.putKey1(seq), encodeEvent(&e))
 }
 
 // AppendEvent records an event of a kind defined above the store (rubric

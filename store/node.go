@@ -100,7 +100,7 @@ func (r *RunTx) addNode(spec NodeSpec) (Node, error) {
 		if err != nil {
 			return Node{}, err
 		}
-		if err := children.Put(u64key2(spec.Parent, n.ID), []byte{}); err != nil {
+		if err := children.Put(r.tx.putKey(spec.Parent, n.ID), []byte{}); err != nil {
 			return Node{}, err
 		}
 	}
@@ -126,9 +126,9 @@ func (r *RunTx) putNode(prev, n *Node, kind EventKind) error {
 			return err
 		}
 		if wasActive {
-			err = frontier.Delete(u64key(n.ID))
+			err = frontier.Delete(r.tx.putKey1(n.ID))
 		} else {
-			err = frontier.Put(u64key(n.ID), []byte{})
+			err = frontier.Put(r.tx.putKey1(n.ID), []byte{})
 		}
 		if err != nil {
 			return err
@@ -195,7 +195,7 @@ func (r *RunTx) writeNode(n *Node, val []byte) error {
 	if val == nil {
 		val = encodeNode(n)
 	}
-	return r.tx.put(nodes, u64key(n.ID), val)
+	return r.tx.put(nodes, r.tx.putKey1(n.ID), val)
 }
 
 // Node returns a node's record, through the LRU when possible.

@@ -18,7 +18,8 @@ type Tx struct {
 	dirty    map[nodeKey]*dirtyNode // nodes changed in this write transaction
 	runs     map[string]*RunTx
 	done     bool
-	written  int64 // bytes of keys and values put through put: sizes the file's growth (growStep)
+	written  int64    // bytes of keys and values put through put: sizes the file's growth (growStep)
+	keyBuf   [16]byte // putKey's
 }
 
 func newTx(db *DB, btx *bolt.Tx) *Tx {
