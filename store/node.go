@@ -140,20 +140,22 @@ func (r *RunTx) putNode(prev, n *Node, kind EventKind) error {
 		d = &dirtyNode{r: r}
 		r.tx.dirty[k] = d
 	}
-	d.n, d.val, d.written = n, nil, false
+	d.n, d.written = n, false
 	if kind == "" {
 		return nil
 	}
-	d.val = encodeNode(n)
-	return r.appendEvent(Event{Kind: kind, Step: n.Step, Group: n.Group, Node: n.ID}, d.val)
+	// The event carries the record's payload; the record itself is
+	// encoded once, at flush, however often the node changes before.
+	payload := appendNodeMsgp(r.tx.scratch[:0], n)
+	r.tx.scratch = payload[:0]
+	return r.appendEventPayload(Event{Kind: kind, Step: n.Step, Group: n.Group, Node: n.ID}, payload)
 }
 
 // dirtyNode is a node record changed in this transaction and not yet
-// written: val is its encoding when an event already made it.
+// written.
 type dirtyNode struct {
 	r       *RunTx
 	n       *Node
-	val     []byte
 	written bool
 }
 
@@ -172,7 +174,7 @@ func (tx *Tx) flush() error {
 		return cmp.Or(strings.Compare(a.r.id, b.r.id), cmp.Compare(a.n.ID, b.n.ID))
 	})
 	for _, d := range todo {
-		if err := d.r.writeNode(d.n, d.val); err != nil {
+		if err := d.r.writeNode(d.n, nil); err != nil {
 			return tx.fail(err)
 		}
 		d.written = true

@@ -20,6 +20,7 @@ type Tx struct {
 	done     bool
 	written  int64    // bytes of keys and values put through put: sizes the file's growth (growStep)
 	keyBuf   [16]byte // putKey's
+	scratch  []byte   // reused for payloads that are copied before the next use (putNode)
 }
 
 func newTx(db *DB, btx *bolt.Tx) *Tx {
