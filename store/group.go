@@ -1,5 +1,7 @@
 package store
 
+import "maps"
+
 // GroupSpec describes a group to open.
 type GroupSpec struct {
 	Step         uint64
@@ -30,7 +32,7 @@ func (r *RunTx) OpenGroup(spec GroupSpec) (Group, error) {
 	if err != nil {
 		return Group{}, r.tx.fail(err)
 	}
-	g := Group{ID: id, Step: spec.Step, Task: spec.Task, Prompt: spec.Prompt, Gold: spec.Gold, Status: GroupOpen, Meta: spec.Meta}
+	g := Group{ID: id, Step: spec.Step, Task: spec.Task, Prompt: spec.Prompt, Gold: spec.Gold, Status: GroupOpen, Meta: maps.Clone(spec.Meta)}
 	if spec.PromptTokens != nil {
 		g.PromptTokens = append(TokenIDs{}, spec.PromptTokens...)
 	}

@@ -107,7 +107,7 @@ func (r *RunTx) addNode(spec NodeSpec) (Node, error) {
 	if err := r.putNode(nil, &n, EvNodeAdd); err != nil {
 		return Node{}, err
 	}
-	return n, nil
+	return n.clone(), nil // n itself is the transaction's until the commit, then the cache's
 }
 
 // putNode is the one way a node record changes: prev is the node before

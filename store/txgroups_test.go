@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"testing"
 
@@ -22,10 +23,11 @@ func TestGroupChangesWithinTransaction(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if g, err = r.OpenGroup(store.GroupSpec{Step: 1, Task: "t", PromptTokens: []uint32{7, 8}}); err != nil {
+		meta := map[string]string{"k": "v"}
+		if g, err = r.OpenGroup(store.GroupSpec{Step: 1, Task: "t", PromptTokens: []uint32{7, 8}, Meta: meta}); err != nil {
 			return err
 		}
-		g.Task, g.PromptTokens[0] = "changed by the caller", 99 // the caller's copy
+		g.Task, g.PromptTokens[0], meta["k"] = "changed by the caller", 99, "changed" // the caller's copies
 		for o := range 3 {
 			n, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID, Ordinal: o})
 			if err != nil {
@@ -44,7 +46,8 @@ func TestGroupChangesWithinTransaction(t *testing.T) {
 		if err := r.SetGroupInterval(1, g.ID, 2); err != nil {
 			return err
 		}
-		want := store.Group{ID: g.ID, Step: 1, Task: "t", Roots: roots, Status: store.GroupOpen, Interval: 2, PromptTokens: []uint32{7, 8}}
+		want := store.Group{ID: g.ID, Step: 1, Task: "t", Roots: roots, Status: store.GroupOpen, Interval: 2, PromptTokens: []uint32{7, 8},
+			Meta: map[string]string{"k": "v"}}
 		byID, err := r.Group(g.ID)
 		if err != nil {
 			return err
@@ -82,7 +85,8 @@ func TestGroupChangesWithinTransaction(t *testing.T) {
 	if !errors.Is(err, errBoom) {
 		t.Fatalf("rolled-back update: %v", err)
 	}
-	want := store.Group{ID: g.ID, Step: 1, Task: "t", Roots: roots, Status: store.GroupOpen, Interval: 3, PromptTokens: []uint32{7, 8}}
+	want := store.Group{ID: g.ID, Step: 1, Task: "t", Roots: roots, Status: store.GroupOpen, Interval: 3, PromptTokens: []uint32{7, 8},
+		Meta: map[string]string{"k": "v"}}
 	inRun(t, db, false, "r", func(r *store.RunTx) error {
 		got, err := r.GroupAt(1, g.ID)
 		if err != nil {
@@ -112,5 +116,5 @@ func TestGroupChangesWithinTransaction(t *testing.T) {
 
 func groupEqual(a, b store.Group) bool {
 	return a.ID == b.ID && a.Step == b.Step && a.Task == b.Task && slices.Equal(a.Roots, b.Roots) &&
-		a.Status == b.Status && a.Interval == b.Interval && slices.Equal(a.PromptTokens, b.PromptTokens)
+		a.Status == b.Status && a.Interval == b.Interval && slices.Equal(a.PromptTokens, b.PromptTokens) && maps.Equal(a.Meta, b.Meta)
 }
