@@ -21,13 +21,17 @@ import (
 
 func export(t *testing.T, db *store.DB, run string, opts replay.ExportOptions) (*replay.ExportResult, error) {
 	t.Helper()
+	return exportCtx(context.Background(), db, run, opts)
+}
+
+func exportCtx(ctx context.Context, db *store.DB, run string, opts replay.ExportOptions) (*replay.ExportResult, error) {
 	var res *replay.ExportResult
 	err := db.View(func(tx *store.Tx) error {
 		r, err := tx.Run(run)
 		if err != nil {
 			return err
 		}
-		res, err = replay.Export(context.Background(), r, opts)
+		res, err = replay.Export(ctx, r, opts)
 		return err
 	})
 	return res, err

@@ -29,7 +29,8 @@ var LakeTables = []string{"runs", "groups", "checkpoints", "nodes", "turns", "ad
 // whole export (unless Force) before the lake is touched. Each new
 // partition then moves in with one rename, so a reader never sees half a
 // partition, and an export cut short leaves whole partitions that the next
-// export completes.
+// export completes. Exports into one lake compare and move one at a time
+// (lake_lock.go).
 func exportLake(ctx context.Context, r *store.RunTx, opts ExportOptions) (_ *ExportResult, err error) {
 	run, err := r.Info()
 	if err != nil {
@@ -45,11 +46,19 @@ func exportLake(ctx context.Context, r *store.RunTx, opts ExportOptions) (_ *Exp
 			_ = os.Remove(root) // only if still empty: the folder this export made
 		}
 	}()
-	tmp, err := os.MkdirTemp(root, ".export-")
+	lakeLock, err := lockLake(ctx, root)
 	if err != nil {
-		return nil, fmt.Errorf("export: %w", err)
+		return nil, err
 	}
-	defer os.RemoveAll(tmp)
+	tmp, work, err := newWorkDir(root)
+	lakeLock.unlock()
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		_ = os.RemoveAll(tmp)
+		work.unlock()
+	}()
 
 	ex, err := newExporter(ctx, r, opts, tmp)
 	if err != nil {
@@ -63,6 +72,12 @@ func exportLake(ctx context.Context, r *store.RunTx, opts ExportOptions) (_ *Exp
 		return nil, err
 	}
 
+	// From here to the end the lake is compared and changed: one export
+	// at a time.
+	if lakeLock, err = lockLake(ctx, root); err != nil {
+		return nil, err
+	}
+	defer lakeLock.unlock()
 	res := ExportResult{Run: r.ID(), Format: Parquet, Dir: root, Files: []ExportFile{}, Rows: map[string]int64{}}
 	settled, all := settledThrough(run, lake.lastEventStep)
 	parts := partitionsOf(ex.result.Files)

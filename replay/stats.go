@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"slices"
+
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -282,36 +284,49 @@ func groupStats(nodes []store.Node, advs []store.Advantage) StepStats {
 	s.MinLeaves, s.MaxLeaves = s.Leaves, s.Leaves
 	if len(advs) > 0 {
 		s.AdvGroups = 1
-		before, after := ZeroVariance(advs)
-		if before {
+		f := GroupFlags(advs)
+		if f.ZeroVariance {
 			s.ZeroVarBefore = 1
 		}
-		if after {
+		if f.ZeroVarianceAfter {
 			s.ZeroVarAfter = 1
 		}
-		if before && !after {
+		if f.Unlocked() {
 			s.UnlockedGroups = 1
 		}
 	}
 	return s
 }
 
-// ZeroVariance reports, from one group's advantage records, whether its
-// outcome rewards had zero variance (before rubric shaping) and whether its
-// shaped totals did (after). A group is unlocked when before && !after.
-func ZeroVariance(advs []store.Advantage) (before, after bool) {
+// GroupFlags is one group's zero-variance flags as its advantage records
+// carry them: a record with only ZeroVariance (of the outcome rewards,
+// before rubric shaping) and ZeroVarianceAfter (of the shaped totals) set,
+// each true when any record says so; its Unlocked says whether shaping
+// unlocked the group.
+func GroupFlags(advs []store.Advantage) store.Advantage {
+	var f store.Advantage
 	for _, a := range advs {
-		before = before || a.ZeroVariance
-		after = after || a.ZeroVarianceAfter
+		f.ZeroVariance = f.ZeroVariance || a.ZeroVariance
+		f.ZeroVarianceAfter = f.ZeroVarianceAfter || a.ZeroVarianceAfter
 	}
-	return before, after
+	return f
 }
 
 // PoolHistory walks run r's event log once and returns the rubric pool
 // sizes at the end of every step, by PoolTracker's step rule.
 func PoolHistory(r *store.RunTx) ([]PoolSizes, error) {
 	var pt PoolTracker
-	err := r.Events(1, func(e store.Event) error {
+	if _, err := pt.observeEvents(r, 1); err != nil {
+		return nil, err
+	}
+	return pt.Sizes(), nil
+}
+
+// observeEvents feeds the tracker run r's events from seq from on, and
+// returns the seq after the last one read.
+func (p *PoolTracker) observeEvents(r *store.RunTx, from uint64) (next uint64, err error) {
+	next = from
+	err = r.Events(from, func(e store.Event) error {
 		var rb *store.Rubric
 		switch e.Kind {
 		case store.EvRubricPut, store.EvRubricUpdate, store.EvRubricMove:
@@ -320,13 +335,11 @@ func PoolHistory(r *store.RunTx) ([]PoolSizes, error) {
 				return err
 			}
 		}
-		pt.Observe(e.Step, rb)
+		p.Observe(e.Step, rb)
+		next = e.Seq + 1
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return pt.Sizes(), nil
+	return next, err
 }
 
 // PoolTracker follows each rubric's pool through the event log and records
@@ -358,8 +371,15 @@ func (p *PoolTracker) Observe(step uint64, rb *store.Rubric) {
 }
 
 func (p *PoolTracker) emit() {
+	if ps, ok := p.current(); ok {
+		p.sizes = append(p.sizes, ps)
+	}
+}
+
+// current counts the pools as they stand in the step being followed.
+func (p *PoolTracker) current() (PoolSizes, bool) {
 	if p.step == 0 || len(p.pool) == 0 {
-		return
+		return PoolSizes{}, false
 	}
 	ps := PoolSizes{Step: p.step}
 	for _, pl := range p.pool {
@@ -374,7 +394,7 @@ func (p *PoolTracker) emit() {
 			ps.Merged++
 		}
 	}
-	p.sizes = append(p.sizes, ps)
+	return ps, true
 }
 
 // Sizes closes the last step and returns the pool sizes per step.
@@ -382,4 +402,14 @@ func (p *PoolTracker) Sizes() []PoolSizes {
 	p.emit()
 	p.step = 0 // a second call adds nothing
 	return p.sizes
+}
+
+// SizesSoFar returns the pool sizes per step, the step being followed
+// counted as it stands, and leaves the tracker able to go on observing.
+func (p *PoolTracker) SizesSoFar() []PoolSizes {
+	out := slices.Clone(p.sizes)
+	if ps, ok := p.current(); ok {
+		out = append(out, ps)
+	}
+	return out
 }

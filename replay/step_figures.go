@@ -2,33 +2,40 @@ package replay
 
 import (
 	"slices"
+	"sync"
 
+	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/store"
 )
 
-// StepMetrics are one step's outcome figures, the points of a run's
-// learning curves (the viewer's charts, GET /api/v1/runs/{run}/steps).
-type StepMetrics struct {
-	Step         uint64 `json:"step"`
-	Groups       int    `json:"groups"`
-	ClosedGroups int    `json:"closed_groups"`
-	Leaves       int    `json:"leaves"` // leaves with an advantage record (closed groups)
-	// Success is the share of those leaves whose outcome reward is > 0 (a
-	// FrozenLake goal, a passing SWE patch); MeanReward their mean outcome.
-	Success           float64 `json:"success"`
-	MeanReward        float64 `json:"mean_reward"`
-	ZeroVariance      int     `json:"zero_variance_groups"` // closed groups whose outcome rewards were all equal
-	ZeroVarianceShare float64 `json:"zero_variance_share"`  // ZeroVariance / ClosedGroups
-	Unlocked          int     `json:"unlocked_groups"`      // of those, groups rubric shaping made informative
-	// Pools counts the rubrics of each pool as the step ended
-	// (PoolTracker's rule: an event belongs to the highest step any event
-	// so far carried).
-	Pools map[store.RubricPool]int `json:"pools"`
+// StepMetrics is package api's: the server serves it as it is.
+type StepMetrics = api.StepMetrics
+
+// StepFigures computes every step's StepMetrics: the groups from the run's
+// per-step counters, the leaves from the advantage records, the pool sizes
+// from the event log.
+func StepFigures(r *store.RunTx) ([]StepMetrics, error) {
+	return new(StepFollower).Figures(r)
 }
 
-// StepFigures computes every step's StepMetrics, reading the groups, the
-// advantages and (for the pool sizes) the event log once each.
-func StepFigures(r *store.RunTx) ([]StepMetrics, error) {
+// StepFollower is StepFigures for a process that asks for one run's
+// figures again and again (the server, while a viewer refreshes a live
+// run every few seconds): it keeps its place in the event log, so each
+// call reads only the events written since the one before, not the whole
+// log. It is safe for concurrent use; keep one per run.
+type StepFollower struct {
+	mu    sync.Mutex
+	run   string
+	pools PoolTracker
+	next  uint64 // the first event not observed yet; 0 before the first call
+}
+
+// Figures is StepFigures(r), reading only the events new to the follower.
+func (f *StepFollower) Figures(r *store.RunTx) ([]StepMetrics, error) {
+	pools, err := f.poolSizes(r)
+	if err != nil {
+		return nil, err
+	}
 	byStep := map[uint64]*StepMetrics{}
 	get := func(step uint64) *StepMetrics {
 		m := byStep[step]
@@ -38,16 +45,13 @@ func StepFigures(r *store.RunTx) ([]StepMetrics, error) {
 		}
 		return m
 	}
-	err := r.ForEachGroup(0, func(g store.Group) error {
-		m := get(g.Step)
-		m.Groups++
-		if g.Status == store.GroupClosed {
-			m.ClosedGroups++
-		}
-		return nil
-	})
+	sum, err := r.Summary(store.SummaryOptions{Steps: true})
 	if err != nil {
 		return nil, err
+	}
+	for _, st := range sum.Steps {
+		m := get(st.Step)
+		m.Groups, m.ClosedGroups = st.Groups, st.Groups-st.OpenGroups
 	}
 	advs, err := r.Advantages(0, 0)
 	if err != nil {
@@ -70,17 +74,13 @@ func StepFigures(r *store.RunTx) ([]StepMetrics, error) {
 				wins[a.Step]++
 			}
 		}
-		if before, after := ZeroVariance(advs[i:j]); before {
+		if flags := GroupFlags(advs[i:j]); flags.ZeroVariance {
 			m.ZeroVariance++
-			if !after {
+			if flags.Unlocked() {
 				m.Unlocked++
 			}
 		}
 		i = j
-	}
-	pools, err := poolsByStep(r)
-	if err != nil {
-		return nil, err
 	}
 	steps := make([]uint64, 0, len(byStep))
 	for st := range byStep {
@@ -110,14 +110,38 @@ func StepFigures(r *store.RunTx) ([]StepMetrics, error) {
 	return out, nil
 }
 
-// poolsByStep is PoolHistory by step: the pool counts as each step
-// ended.
-func poolsByStep(r *store.RunTx) (map[uint64]map[store.RubricPool]int, error) {
-	sizes, err := PoolHistory(r)
+// poolSizes brings the follower's pool tracker up to r's last event and
+// returns the pool counts as each step ended, by step.
+func (f *StepFollower) poolSizes(r *store.RunTx) (map[uint64]map[store.RubricPool]int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var sizes []PoolSizes
+	if f.next != 0 && f.run == r.ID() && r.LastSeq() >= f.next-1 {
+		next, err := f.pools.observeEvents(r, f.next)
+		if err != nil {
+			f.next = 0 // start again from the first event next time
+			return nil, err
+		}
+		f.next = next
+		sizes = f.pools.SizesSoFar()
+	} else {
+		// The first call, or a reader older than the follower's place (a
+		// request that began before the previous one): read from the
+		// start; only a reader as new as the follower moves it on.
+		var pt PoolTracker
+		next, err := pt.observeEvents(r, 1)
+		if err != nil {
+			return nil, err
+		}
+		if f.next == 0 || f.run != r.ID() {
+			f.run, f.pools, f.next = r.ID(), pt, next
+		}
+		sizes = pt.SizesSoFar()
+	}
 	out := make(map[uint64]map[store.RubricPool]int, len(sizes))
 	for _, ps := range sizes {
 		out[ps.Step] = map[store.RubricPool]int{store.PoolCandidate: ps.Candidate, store.PoolPublic: ps.Public,
 			store.PoolRetired: ps.Retired, store.PoolMerged: ps.Merged}
 	}
-	return out, err
+	return out, nil
 }

@@ -93,7 +93,7 @@ func ViewGroup(r *store.RunTx, id uint64) (*GroupView, error) {
 	out := &GroupView{Group: groupHead(g), Nodes: make([]TreeNode, 0, len(nodes))}
 	sum := &out.Summary
 	sum.ByStatus = map[store.NodeStatus]int{}
-	sum.ZeroVariance, _ = ZeroVariance(advs)
+	sum.ZeroVariance = GroupFlags(advs).ZeroVariance
 	kids := map[uint64][]store.Node{}
 	known := make(map[uint64]bool, len(nodes))
 	for _, n := range nodes {

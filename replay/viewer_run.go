@@ -14,30 +14,18 @@ type StepEnv struct {
 	EnvStepsTotal int    `json:"env_steps_total"`
 }
 
-// EnvSteps returns every step's StepEnv in step order. It reads the group
-// records and their nodes (no turn, no event).
+// EnvSteps returns every step's StepEnv in step order, from the run's
+// per-step counters (store.RunTx.Summary): no node is read.
 func EnvSteps(r *store.RunTx) ([]StepEnv, error) {
-	out := []StepEnv{}
-	err := r.ForEachGroup(0, func(g store.Group) error {
-		if len(out) == 0 || out[len(out)-1].Step != g.Step {
-			out = append(out, StepEnv{Step: g.Step})
-		}
-		s := &out[len(out)-1]
-		s.Groups++
-		nodes, err := r.GroupNodes(g)
-		if err != nil {
-			return err
-		}
-		s.Nodes += len(nodes)
-		for _, n := range nodes {
-			s.EnvSteps += n.Turns
-		}
-		return nil
-	})
-	total := 0
-	for i := range out {
-		total += out[i].EnvSteps
-		out[i].EnvStepsTotal = total
+	sum, err := r.Summary(store.SummaryOptions{Steps: true})
+	if err != nil {
+		return nil, err
 	}
-	return out, err
+	out := make([]StepEnv, 0, len(sum.Steps))
+	total := 0
+	for _, s := range sum.Steps {
+		total += s.Turns
+		out = append(out, StepEnv{Step: s.Step, Groups: s.Groups, Nodes: s.Nodes, EnvSteps: s.Turns, EnvStepsTotal: total})
+	}
+	return out, nil
 }

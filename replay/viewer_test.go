@@ -181,6 +181,31 @@ func TestEnvSteps(t *testing.T) {
 		if len(steps) != mediumSpec("m").steps || total != turns {
 			t.Fatalf("%d steps, %d env steps; the file holds %d turns", len(steps), total, turns)
 		}
+		// Step by step, the figures are those of the records.
+		walked := map[uint64]*replay.StepEnv{}
+		err = r.ForEachGroup(0, func(g store.Group) error {
+			w := walked[g.Step]
+			if w == nil {
+				w = &replay.StepEnv{Step: g.Step}
+				walked[g.Step] = w
+			}
+			w.Groups++
+			nodes, err := r.GroupNodes(g)
+			w.Nodes += len(nodes)
+			for _, n := range nodes {
+				w.EnvSteps += n.Turns
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for _, s := range steps {
+			w := walked[s.Step]
+			if w == nil || w.Groups != s.Groups || w.Nodes != s.Nodes || w.EnvSteps != s.EnvSteps {
+				t.Errorf("step %d: %+v; the records say %+v", s.Step, s, w)
+			}
+		}
 		return nil
 	})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 
+	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -17,25 +18,11 @@ type GroupResult struct {
 	// the trajectories given to Prepare; all zero when no rubric scored the
 	// group. The shaped reward is Reward + Lambda·Score.
 	Scores []float64
-	// Lambda is Config.Lambda when rubrics scored the group, else 0.
-	Lambda float64
-	// Rubrics are the ids of the rubrics that scored the group, in id
-	// order (nil when none did).
-	Rubrics []uint64
-	// ZeroVariance and ZeroVarianceAfter: whether the base rewards, and the
-	// shaped ones, are all equal. Unlocked is the first without the second.
-	ZeroVariance, ZeroVarianceAfter, Unlocked bool
-
-	// What the pool decided, for logs and progress displays.
-	JudgeCalls   int      // judge calls made (active rubrics and drafts)
-	Drafts       int      // drafts the inducer wrote (0 when not induced)
-	Admitted     []uint64 // new candidates
-	Rejected     int      // drafts that failed admission
-	Supported    []uint64 // rubrics a near-duplicate draft added support to
-	Consolidated bool
-	NewPublic    []uint64 // public rubrics created by consolidation
-	Merged       []uint64 // drafts merged into public rubrics
-	Retired      []uint64 // public rubrics retired, then candidates dropped
+	// The pool's decision (lambda, the rubrics that scored, zero variance
+	// and unlocking, admissions, consolidation, retirements), served over
+	// HTTP as it is.
+	api.PoolDecision
+	JudgeCalls int // judge calls made (active rubrics and drafts)
 
 	run  string
 	base []store.Rubric // the rubrics Prepare decided on

@@ -3,6 +3,7 @@ package rubricpool
 import (
 	"context"
 
+	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -35,13 +36,12 @@ func F1Outcome(group store.Group, turns []store.PathTurn) float64 {
 	return TokenF1(answer, group.Gold)
 }
 
-// Draft is one rubric an inducer proposes. Feature is an optional machine
-// key for what it judges (stored with the rubric), which lets deterministic
-// judges and consolidators work without parsing the text.
-type Draft struct {
-	Text    string `msgpack:"text" json:"text"`
-	Feature string `msgpack:"feature,omitempty" json:"feature,omitempty"`
-}
+// Draft and Consolidated, what the LLMs answer with, are package api's:
+// they travel over HTTP as they are.
+type (
+	Draft        = api.Draft
+	Consolidated = api.Consolidated
+)
 
 // InduceInput is what contrastive induction sees: the group and its three
 // anchors (PickAnchors over Outcome). The inducer contrasts (Best, Worst)
@@ -56,14 +56,6 @@ type InduceInput struct {
 // Every draft must have a non-empty text; an empty list is fine.
 type Inducer interface {
 	Induce(ctx context.Context, in InduceInput) ([]Draft, error)
-}
-
-// Consolidated is one general rubric a consolidator writes, naming the
-// candidate drafts (by id) it abstracts.
-type Consolidated struct {
-	Text    string   `msgpack:"text" json:"text"`
-	Feature string   `msgpack:"feature,omitempty" json:"feature,omitempty"`
-	Absorbs []uint64 `msgpack:"absorbs" json:"absorbs"`
 }
 
 // Consolidator turns the candidate pool into public rubrics (an LLM in

@@ -258,7 +258,8 @@ func (pr *preparer) score() error {
 	res.Scores = GroupScore(n, perRubric)
 	res.Lambda = cfg.Lambda
 	res.ZeroVarianceAfter = grpo.Advantages(grpo.Shape(pr.rewards, res.Scores, cfg.Lambda), 0).ZeroVariance
-	res.Unlocked = res.ZeroVariance && !res.ZeroVarianceAfter
+	// The rule the group's advantage records will answer to.
+	res.Unlocked = store.Advantage{ZeroVariance: res.ZeroVariance, ZeroVarianceAfter: res.ZeroVarianceAfter}.Unlocked()
 
 	for k, rb := range active {
 		j := passes[k]

@@ -7,41 +7,13 @@ import (
 	"github.com/patrdb/patrdb/tree"
 )
 
-// LeafScore is a leaf's rubric score, centred within its group.
-type LeafScore struct {
-	Leaf  uint64   `json:"leaf"`
-	Score *float64 `json:"score"`
-}
-
-// CloseGroupRequest is POST /api/v1/runs/{run}/groups/{group}/close. With
-// RubricScores (one per leaf, each in [-1,1]) the advantages are computed on
-// R = reward + Lambda·score; Lambda defaults to the run's rubric lambda.
-type CloseGroupRequest struct {
-	Keyed
-	RubricScores []LeafScore `json:"rubric_scores,omitempty"`
-	Lambda       *float64    `json:"lambda,omitempty"`
-	Rubrics      []uint64    `json:"rubrics,omitempty"` // the rubric ids the scores came from
-	// Pool, instead of RubricScores, shapes the group with the run's rubric
-	// buffer: the answers the .../shape exchange gathered (rubrics.go).
-	Pool *ShapeAnswers `json:"pool,omitempty"`
-}
-
-// CloseGroupResponse answers POST .../close: the closed group and one
-// advantage record per leaf, in leaf id order.
-type CloseGroupResponse struct {
-	Group      store.Group       `json:"group"`
-	Advantages []store.Advantage `json:"advantages"`
-}
-
 func (s *server) closeGroup(w http.ResponseWriter, r *http.Request) error {
-	gid, err := pathID(r, "group")
+	var req CloseGroupRequest
+	c, gid, err := s.rolloutRequest(w, r, "group", &req)
 	if err != nil {
 		return err
 	}
-	var req CloseGroupRequest
-	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &req); err != nil {
-		return err
-	}
+	run := c.Run()
 	scores := map[uint64]float64{}
 	for i, ls := range req.RubricScores {
 		switch {
@@ -65,11 +37,6 @@ func (s *server) closeGroup(w http.ResponseWriter, r *http.Request) error {
 	}
 	if req.Pool != nil && len(req.RubricScores) > 0 {
 		return badRequest("give rubric_scores or pool, not both")
-	}
-	run := r.PathValue("run")
-	c, err := s.coordinator(run)
-	if err != nil {
-		return err
 	}
 	return s.write(w, r, run, &req, func(tx *store.Tx) (int, any, error) {
 		rt, err := tx.Run(run)

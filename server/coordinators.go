@@ -1,6 +1,7 @@
 package server
 
 import (
+	"net/http"
 	"sync"
 
 	"github.com/patrdb/patrdb/store"
@@ -42,4 +43,24 @@ func (s *server) coordinator(run string) (*tree.Coordinator, error) {
 	}
 	cs.runs[run] = c
 	return c, nil
+}
+
+// rolloutRequest reads what every rollout handler starts from, each refusal
+// in its turn: the path's {idName} segment when idName is given (400), the
+// JSON body into req when req is not nil (400, 413, 415), then the
+// coordinator of the path's run (404 for an unknown run), whose Run is the
+// run's id. The handler's own checks of the request come after.
+func (s *server) rolloutRequest(w http.ResponseWriter, r *http.Request, idName string, req any) (c *tree.Coordinator, id uint64, err error) {
+	if idName != "" {
+		if id, err = pathID(r, idName); err != nil {
+			return nil, 0, err
+		}
+	}
+	if req != nil {
+		if err = decodeBody(w, r, s.opts.MaxBodyBytes, req); err != nil {
+			return nil, 0, err
+		}
+	}
+	c, err = s.coordinator(r.PathValue("run"))
+	return c, id, err
 }

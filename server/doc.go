@@ -6,7 +6,9 @@
 // Handler(db, Options{}); `patrdb serve` opens a file and serves it. Field
 // names are the store records' json tags (snake_case); a run's config and
 // an event's payload come as JSON values, byte slices (env_state, inline
-// checkpoints) as base64.
+// checkpoints) as base64. The request and reply bodies named below are
+// package api's (this package gives them the same names), so Go programs
+// that only talk to a server import package client and never this one.
 //
 // # Index, OpenAPI, operations
 //
@@ -17,7 +19,9 @@
 // Options.AccessLog writes one Common Log Format line per request. A new
 // endpoint goes into openapi.json too (a test holds the document to the
 // registered routes both ways), with info.version's minor number raised so
-// clients can ask for it.
+// clients can ask for it. Its bodies are the JSON vocabulary's objects
+// (components.schemas is generated from docs/json-schema.json; a test
+// validates replies and requests against the document).
 //
 // # Reads
 //
@@ -59,7 +63,7 @@
 //	POST /api/v1/runs/{run}/checkpoints             CheckpointRequest → 201 (marks the step complete)
 //	POST /api/v1/runs/{run}/steps                   OpenStepRequest → OpenStepResponse (one group per task, B0 roots; idempotent per task list)
 //	POST /api/v1/runs/{run}/leases                  LeaseRequest → LeaseResponse (branches to work on; writes nothing, no client key)
-//	POST /api/v1/runs/{run}/submit                  SubmitRequest → tree.Submitted (turns, scores, rewards, failures; routes completed intervals)
+//	POST /api/v1/runs/{run}/submit                  SubmitRequest → rollout.Submitted (turns, scores, rewards, failures; routes completed intervals)
 //	POST /api/v1/runs/{run}/groups/{group}/close    CloseGroupRequest → {"group", "advantages"}
 //	POST /api/v1/runs/{run}/steps/{step}/abandon    AbandonRequest → OpenStepResponse (gives the step up, on record)
 //	POST /api/v1/runs/{run}/rubrics/activate        ActivateRequest → ActiveRubrics
@@ -72,8 +76,8 @@
 //
 // Every PaTR rule is tree.Coordinator's; the server keeps one per run, made
 // from the run's recorded tree config, and only decodes, calls and encodes.
-// A driver opens a step; workers (any number of processes: Worker here,
-// RolloutWorker in the Python client) lease branches, sample each lease's
+// A driver opens a step; workers (any number of processes: client.Worker
+// in Go, RolloutWorker in the Python client) lease branches, sample each lease's
 // turns, score when the lease says so, and submit under the lease; the
 // submit that completes a group's interval routes it. A lease lives in the
 // server's memory for its TTL: a dead worker's branches go to another

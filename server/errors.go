@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/rubricpool"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/tree"
@@ -25,14 +26,10 @@ var (
 	// ErrBadToken: the token file is missing, empty or too short.
 	ErrBadToken = errors.New("server: unusable token file")
 
-	// ErrBadRequest: the request could not be decoded (malformed JSON, an
-	// unknown field, a wrong type, a missing or out-of-range value).
-	ErrBadRequest = errors.New("server: bad request")
-
-	// ErrConflict: the request is well formed but the state forbids it (a
-	// closed group, a node that is not active, a stale interval, a client
-	// key reused for a different request).
-	ErrConflict = errors.New("server: conflict")
+	// ErrBadRequest and ErrConflict are package api's, so a client tests
+	// for them without building the server.
+	ErrBadRequest = api.ErrBadRequest
+	ErrConflict   = api.ErrConflict
 
 	// ErrNoServer: no serve address file sits next to a database file, or
 	// the address in it does not answer (Discover).
@@ -80,9 +77,9 @@ func classify(err error) (int, string) {
 	case errors.Is(err, store.ErrExists):
 		return http.StatusConflict, "exists"
 	case errors.Is(err, tree.ErrConflict):
-		for _, k := range conflictKinds {
-			if errors.Is(err, k.err) {
-				return http.StatusConflict, k.code
+		for _, k := range api.ConflictCodes {
+			if errors.Is(err, k.Err) {
+				return http.StatusConflict, k.Code
 			}
 		}
 		return http.StatusConflict, "conflict"
@@ -100,19 +97,6 @@ func classify(err error) (int, string) {
 		return http.StatusServiceUnavailable, "closed"
 	}
 	return http.StatusInternalServerError, "internal"
-}
-
-// conflictKinds are the codes of the rollout protocol's refusals, so a
-// worker tells a lost lease (drop the work, lease again) from the rest.
-var conflictKinds = []struct {
-	err  error
-	code string
-}{
-	{tree.ErrLeaseLost, "lease_lost"},
-	{tree.ErrTooEarly, "too_early"},
-	{tree.ErrBranchEnded, "branch_ended"},
-	{tree.ErrStepExists, "step_exists"},
-	{tree.ErrConfigMismatch, "config_mismatch"},
 }
 
 // oneLine folds a joined or wrapped multi-line error into one line.

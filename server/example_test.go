@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/patrdb/patrdb/client"
 	"github.com/patrdb/patrdb/runconfig"
 	"github.com/patrdb/patrdb/server"
 	"github.com/patrdb/patrdb/store"
@@ -44,7 +45,7 @@ func ExampleNewHandler() {
 	defer srv.Close()
 
 	ctx := context.Background()
-	c := server.NewClient("http://" + ln.Addr().String())
+	c := client.New("http://" + ln.Addr().String())
 	run, err := c.CreateRun(ctx, server.CreateRunRequest{ID: "exp-1", Tree: []byte(`{"b0":4,"k":3}`)})
 	if err != nil {
 		fmt.Println(err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patrdb/patrdb/client"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/tree"
 )
@@ -73,8 +74,8 @@ func fakeTasks(n int) []tree.Task {
 }
 
 // fakeWorker is a Worker over e's server with the fake agent.
-func fakeWorker(e *testEnv, run, name string, max int) *Worker {
-	return &Worker{Client: e.c, Run: run, Name: name, Policy: &fakePolicy{}, Env: fakeEnv{}, Scorer: fakeScorer{},
+func fakeWorker(e *testEnv, run, name string, max int) *client.Worker {
+	return &client.Worker{Client: e.c, Run: run, Name: name, Policy: &fakePolicy{}, Env: fakeEnv{}, Scorer: fakeScorer{},
 		Max: max, Poll: 5 * time.Millisecond}
 }
 
@@ -82,7 +83,7 @@ func fakeWorker(e *testEnv, run, name string, max int) *Worker {
 // fake agent, and closes its groups.
 func growStep(e *testEnv, run string, step uint64, tasks []tree.Task, workers int) {
 	e.t.Helper()
-	e.post("/api/v1/runs/"+run+"/steps", OpenStepRequest{Keyed: Keyed{fmt.Sprintf("%s-open-%d", run, step)}, Step: step, Tasks: tasks}, http.StatusOK, nil)
+	e.post("/api/v1/runs/"+run+"/steps", OpenStepRequest{Keyed: Keyed{ClientKey: fmt.Sprintf("%s-open-%d", run, step)}, Step: step, Tasks: tasks}, http.StatusOK, nil)
 	errs := make(chan error, workers)
 	for i := range workers {
 		go func() {
@@ -99,7 +100,7 @@ func growStep(e *testEnv, run string, step uint64, tasks []tree.Task, workers in
 }
 
 // closeDone closes every done group of step and requires the step finished.
-func closeDone(t testing.TB, c *Client, run string, step uint64) {
+func closeDone(t testing.TB, c *client.Client, run string, step uint64) {
 	t.Helper()
 	st, err := c.StepStatus(bg, run, step)
 	if err != nil {
@@ -109,7 +110,7 @@ func closeDone(t testing.TB, c *Client, run string, step uint64) {
 		t.Fatalf("step %d not done: %+v", step, st)
 	}
 	for _, g := range st.Done {
-		if _, err := c.CloseGroup(bg, run, g, CloseGroupRequest{Keyed: Keyed{fmt.Sprintf("%s-close-%d", run, g)}}); err != nil {
+		if _, err := c.CloseGroup(bg, run, g, CloseGroupRequest{Keyed: Keyed{ClientKey: fmt.Sprintf("%s-close-%d", run, g)}}); err != nil {
 			t.Fatal(err)
 		}
 	}

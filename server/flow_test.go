@@ -19,7 +19,7 @@ const testTree = `{"b0":3,"k":2,"m":2,"top_expand":1,"delta":0.3,"repeat_prune":
 func openStep(e *testEnv, run string, step uint64) store.Group {
 	e.t.Helper()
 	var os OpenStepResponse
-	e.post("/api/v1/runs/"+run+"/steps", OpenStepRequest{Keyed: Keyed{fmt.Sprintf("open-%d", step)}, Step: step,
+	e.post("/api/v1/runs/"+run+"/steps", OpenStepRequest{Keyed: Keyed{ClientKey: fmt.Sprintf("open-%d", step)}, Step: step,
 		Tasks: []tree.Task{{ID: "t1", Prompt: "reach the goal", Gold: "goal"}}}, http.StatusOK, &os)
 	if len(os.Groups) != 1 {
 		e.t.Fatalf("open step %d: %+v", step, os)
@@ -47,7 +47,7 @@ func sub(l LeaseGrant, score *float64, turns ...store.Turn) tree.Submission {
 func submitOK(e *testEnv, run, key string, subs ...tree.Submission) tree.Submitted {
 	e.t.Helper()
 	var out tree.Submitted
-	e.post("/api/v1/runs/"+run+"/submit", SubmitRequest{Keyed: Keyed{key}, Submissions: subs}, http.StatusOK, &out)
+	e.post("/api/v1/runs/"+run+"/submit", SubmitRequest{Keyed: Keyed{ClientKey: key}, Submissions: subs}, http.StatusOK, &out)
 	return out
 }
 
@@ -248,12 +248,12 @@ func TestCloseWithRubricScores(t *testing.T) {
 	}
 	// Missing a leaf: refused, nothing written.
 	before := e.dump()
-	st, _, body := e.call(http.MethodPost, fmt.Sprintf("/api/v1/runs/r1/groups/%d/close", gid), CloseGroupRequest{Keyed: Keyed{"c"}, RubricScores: ls[:3]})
+	st, _, body := e.call(http.MethodPost, fmt.Sprintf("/api/v1/runs/r1/groups/%d/close", gid), CloseGroupRequest{Keyed: Keyed{ClientKey: "c"}, RubricScores: ls[:3]})
 	if st != http.StatusBadRequest || e.dump() != before {
 		t.Fatalf("close with a leaf unscored: %d %s", st, body)
 	}
 	var cg CloseGroupResponse
-	e.post(fmt.Sprintf("/api/v1/runs/r1/groups/%d/close", gid), CloseGroupRequest{Keyed: Keyed{"c"}, RubricScores: ls, Lambda: ptr(0.2)}, http.StatusOK, &cg)
+	e.post(fmt.Sprintf("/api/v1/runs/r1/groups/%d/close", gid), CloseGroupRequest{Keyed: Keyed{ClientKey: "c"}, RubricScores: ls, Lambda: ptr(0.2)}, http.StatusOK, &cg)
 	var base []float64
 	byID := map[uint64]store.Node{}
 	for _, n := range g.Nodes {

@@ -21,6 +21,7 @@ type server struct {
 	mux     *http.ServeMux
 	token   [sha256.Size]byte // sha256 of Options.Token, compared in constant time
 	ops     *operations       // routes, metrics, access log
+	steps   stepFollowers     // per-step figures kept up to date per run
 	soundness
 }
 

@@ -9,9 +9,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/patrdb/patrdb/client"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -21,7 +23,7 @@ type testEnv struct {
 	t   *testing.T
 	db  *store.DB
 	srv *httptest.Server
-	c   *Client
+	c   *client.Client
 }
 
 func newEnv(t *testing.T, opts Options) *testEnv {
@@ -38,7 +40,7 @@ func newEnvDB(t *testing.T, db *store.DB, opts Options) *testEnv {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	c := NewClient(srv.URL)
+	c := client.New(srv.URL)
 	c.Token = opts.Token
 	return &testEnv{t: t, db: db, srv: srv, c: c}
 }
@@ -195,3 +197,5 @@ func turn(action string, reward float64) store.Turn {
 	return store.Turn{Action: action, Observation: "obs after " + action, Reward: reward,
 		ActionTokens: []uint32{1, 2, 3}, ActionLogprobs: []float32{-0.5, -0.25, -1}}
 }
+
+func u64(x uint64) string { return strconv.FormatUint(x, 10) }

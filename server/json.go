@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/patrdb/patrdb/api"
 )
 
 // decodeBody reads exactly one JSON object into v: unknown fields, wrong
@@ -146,14 +148,8 @@ func writeRaw(w http.ResponseWriter, status int, body []byte) {
 	_, _ = w.Write(body)
 }
 
-// errorBody is the one-line JSON of every error response.
-type errorBody struct {
-	Error string `json:"error"`
-	Code  string `json:"code"`
-}
-
 func errorJSON(status int, code, msg string) []byte {
-	b, _ := marshal(errorBody{Error: oneLine(msg), Code: code})
+	b, _ := marshal(api.ErrorBody{Error: oneLine(msg), Code: code})
 	return b
 }
 

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patrdb/patrdb/client"
 	"github.com/patrdb/patrdb/runconfig"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
@@ -56,9 +57,9 @@ func workerMain(spec string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	c := NewClient(f[0])
+	c := client.New(f[0])
 	c.HTTP.Timeout = 10 * time.Second
-	w := &Worker{Client: c, Run: f[1], Name: f[3], Policy: &fakePolicy{}, Env: fakeEnv{}, Scorer: fakeScorer{},
+	w := &client.Worker{Client: c, Run: f[1], Name: f[3], Policy: &fakePolicy{}, Env: fakeEnv{}, Scorer: fakeScorer{},
 		Max: 3, TTL: 300 * time.Millisecond, Poll: 50 * time.Millisecond, // the Python worker's pace
 		OnSubmit: func(req SubmitRequest, _ tree.Submitted) {
 			for _, s := range req.Submissions {
@@ -217,14 +218,14 @@ func killRound(t *testing.T, bin, self, python, script string, tasks int) (worke
 	startServe(t, srv)
 	defer srv.kill()
 
-	c := NewClient(url)
+	c := client.New(url)
 	c.Retries, c.Backoff = 20, 50*time.Millisecond
 	const run = "kill"
-	if _, err := c.CreateRun(bg, CreateRunRequest{Keyed: Keyed{"create"}, ID: run,
+	if _, err := c.CreateRun(bg, CreateRunRequest{Keyed: Keyed{ClientKey: "create"}, ID: run,
 		Tree: json.RawMessage(`{"b0":3,"k":2,"m":2,"top_expand":1,"delta":0.1,"max_turns":8,"seed":5}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.OpenStep(bg, run, OpenStepRequest{Keyed: Keyed{"open"}, Step: 1, Tasks: fakeTasks(tasks)}); err != nil {
+	if _, err := c.OpenStep(bg, run, OpenStepRequest{Keyed: Keyed{ClientKey: "open"}, Step: 1, Tasks: fakeTasks(tasks)}); err != nil {
 		t.Fatal(err)
 	}
 

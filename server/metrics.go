@@ -2,14 +2,20 @@ package server
 
 import (
 	"net/http"
+	"sync"
 
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 )
 
-// StepMetrics is one step of GET /api/v1/runs/{run}/steps, computed by
-// replay.StepFigures.
-type StepMetrics = replay.StepMetrics
+// stepFollowers keeps a replay.StepFollower per run, so the viewer's live
+// refresh of a run reads only the events written since its last refresh.
+type stepFollowers struct{ byRun sync.Map } // run id → *replay.StepFollower
+
+func (f *stepFollowers) of(run string) *replay.StepFollower {
+	v, _ := f.byRun.LoadOrStore(run, new(replay.StepFollower))
+	return v.(*replay.StepFollower)
+}
 
 func (s *server) stepMetrics(w http.ResponseWriter, r *http.Request) error {
 	out := struct {
@@ -17,7 +23,7 @@ func (s *server) stepMetrics(w http.ResponseWriter, r *http.Request) error {
 	}{Steps: []StepMetrics{}}
 	err := s.viewRun(r, func(rt *store.RunTx) error {
 		var err error
-		out.Steps, err = replay.StepFigures(rt)
+		out.Steps, err = s.steps.of(rt.ID()).Figures(rt)
 		return err
 	})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/tree"
 )
@@ -26,7 +27,7 @@ func refused(e *testEnv, path string, body any, status int, code string) {
 		e.t.Fatalf("POST %s: %d, want %d: %s", path, st, status, data)
 	}
 	assertErrorBody(e.t, h, data)
-	var eb errorBody
+	var eb api.ErrorBody
 	if err := json.Unmarshal(data, &eb); err != nil || eb.Code != code {
 		e.t.Fatalf("POST %s: code %q, want %q: %s", path, eb.Code, code, data)
 	}
@@ -45,7 +46,7 @@ func refusalEnv(t *testing.T) (*testEnv, store.Group, map[uint64]LeaseGrant) {
 }
 
 func submitReq(key string, subs ...tree.Submission) SubmitRequest {
-	return SubmitRequest{Keyed: Keyed{key}, Submissions: subs}
+	return SubmitRequest{Keyed: Keyed{ClientKey: key}, Submissions: subs}
 }
 
 func TestRefuseExpiredLeaseHandedOn(t *testing.T) {
@@ -103,7 +104,7 @@ func TestRefuseScoreBeforeK(t *testing.T) {
 
 func TestRefuseReopenStepWithOtherTasks(t *testing.T) {
 	e, g, _ := refusalEnv(t)
-	refused(e, "/api/v1/runs/r1/steps", OpenStepRequest{Keyed: Keyed{"other"}, Step: 1, Tasks: []tree.Task{{ID: "t2", Prompt: "another"}}},
+	refused(e, "/api/v1/runs/r1/steps", OpenStepRequest{Keyed: Keyed{ClientKey: "other"}, Step: 1, Tasks: []tree.Task{{ID: "t2", Prompt: "another"}}},
 		http.StatusConflict, "step_exists")
 	// The same tasks again (a restarted driver, under a new key) get the
 	// same group back, and write nothing but the reply.
@@ -116,7 +117,7 @@ func TestRefuseReopenStepWithOtherTasks(t *testing.T) {
 func openStepWithKey(e *testEnv, run string, step uint64, key string) store.Group {
 	e.t.Helper()
 	var os OpenStepResponse
-	e.post("/api/v1/runs/"+run+"/steps", OpenStepRequest{Keyed: Keyed{key}, Step: step,
+	e.post("/api/v1/runs/"+run+"/steps", OpenStepRequest{Keyed: Keyed{ClientKey: key}, Step: step,
 		Tasks: []tree.Task{{ID: "t1", Prompt: "reach the goal", Gold: "goal"}}}, http.StatusOK, &os)
 	return os.Groups[0]
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -120,16 +121,6 @@ func readReply(db *store.DB, run string, seq uint64) (replyRecord, error) {
 	return rr, err
 }
 
-// Keyed is embedded in every write request: the client key that makes a
-// retry safe.
-type Keyed struct {
-	ClientKey string `json:"client_key"`
-}
-
-func (k *Keyed) clientKey() *string { return &k.ClientKey }
-
-type keyed interface{ clientKey() *string }
-
 // writeOp is one write endpoint's work inside the transaction. It returns
 // the status and the value to answer with; the wrapper records them.
 type writeOp func(tx *store.Tx) (status int, body any, err error)
@@ -139,11 +130,11 @@ type writeOp func(tx *store.Tx) (status int, body any, err error)
 // answer with the header Idempotent-Replay: true; a different request under
 // a used key is a 409. Failed requests store nothing, so they can be retried
 // with the same key after the cause is fixed.
-func (s *server) write(w http.ResponseWriter, r *http.Request, run string, req keyed, op writeOp) error {
+func (s *server) write(w http.ResponseWriter, r *http.Request, run string, req api.KeyedRequest, op writeOp) error {
 	if s.opts.ReadOnly {
 		return withStatus(http.StatusForbidden, "read_only", errors.New("server: this server is read-only"))
 	}
-	kp := req.clientKey()
+	kp := req.Key()
 	key := *kp
 	if err := validClientKey(key); err != nil {
 		return err

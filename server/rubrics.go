@@ -30,98 +30,6 @@ import (
 //     then its pool changes, the shaped advantages and the close commit in
 //     one transaction.
 
-// JudgeAnswer is a judge's verdict on a pair as it was shown: A first.
-// Rubric names an active rubric; Draft (its text) a draft being admitted.
-type JudgeAnswer struct {
-	Rubric uint64 `json:"rubric,omitempty"`
-	Draft  string `json:"draft,omitempty"`
-	A      uint64 `json:"a"`
-	B      uint64 `json:"b"`
-	Result string `json:"result"` // "a", "b" or "tie"
-}
-
-// LeafOutcome is the outcome measure of a leaf that rubrics are correlated
-// with (ARBOR: token F1 against the gold answer).
-type LeafOutcome struct {
-	Leaf    uint64   `json:"leaf"`
-	Outcome *float64 `json:"outcome"`
-}
-
-// ShapeAnswers is what a client answers the pool with. Drafts and
-// Consolidation are null until answered; an empty list is an answer.
-type ShapeAnswers struct {
-	// Outcomes default to the token F1 of each leaf's last action against
-	// the group's gold answer, or to the leaf's reward when there is no gold.
-	Outcomes      []LeafOutcome              `json:"outcomes,omitempty"`
-	Judgements    []JudgeAnswer              `json:"judgements,omitempty"`
-	Drafts        *[]rubricpool.Draft        `json:"drafts,omitempty"`
-	Consolidation *[]rubricpool.Consolidated `json:"consolidation,omitempty"`
-}
-
-// JudgeNeed is a pair to judge under a rubric (or a draft, Rubric 0), shown
-// in this order.
-type JudgeNeed struct {
-	Rubric uint64 `json:"rubric,omitempty"`
-	Draft  string `json:"draft,omitempty"`
-	Text   string `json:"text"`
-	A      uint64 `json:"a"`
-	B      uint64 `json:"b"`
-}
-
-// InduceNeed asks for draft rubrics contrasting Best with Worst and with
-// Hard (node ids; read their trajectories).
-type InduceNeed struct {
-	Best  uint64 `json:"best"`
-	Worst uint64 `json:"worst"`
-	Hard  uint64 `json:"hard"`
-}
-
-// ConsolidateNeed asks for general rubrics abstracting the candidate drafts
-// (each output absorbs one or more draft ids; drafts none absorbs are
-// dropped), given the public pool.
-type ConsolidateNeed struct {
-	Drafts []store.Rubric `json:"drafts"`
-	Public []store.Rubric `json:"public"`
-}
-
-// ShapeNeeds is everything Prepare asked that the answers did not cover.
-type ShapeNeeds struct {
-	Judge       []JudgeNeed      `json:"judge,omitempty"`
-	Induce      *InduceNeed      `json:"induce,omitempty"`
-	Consolidate *ConsolidateNeed `json:"consolidate,omitempty"`
-}
-
-func (n ShapeNeeds) empty() bool { return len(n.Judge) == 0 && n.Induce == nil && n.Consolidate == nil }
-
-// ShapeRequest is POST /api/v1/runs/{run}/groups/{group}/shape (no write,
-// so no client key).
-type ShapeRequest struct {
-	ShapeAnswers
-}
-
-// ShapeResponse answers .../shape. When Complete, Scores (one per leaf, in
-// leaf id order) are the centred rubric scores the close would use, and the
-// rest says what the pool would decide.
-type ShapeResponse struct {
-	Complete          bool        `json:"complete"`
-	Needs             ShapeNeeds  `json:"needs"`
-	Leaves            []uint64    `json:"leaves"`
-	Scores            []LeafScore `json:"scores,omitempty"`
-	Lambda            float64     `json:"lambda"`
-	Rubrics           []uint64    `json:"rubrics,omitempty"`
-	ZeroVariance      bool        `json:"zero_variance"`
-	ZeroVarianceAfter bool        `json:"zero_variance_after"`
-	Unlocked          bool        `json:"unlocked"`
-	Drafts            int         `json:"drafts"`
-	Admitted          []uint64    `json:"admitted,omitempty"`
-	Rejected          int         `json:"rejected"`
-	Supported         []uint64    `json:"supported,omitempty"`
-	Consolidated      bool        `json:"consolidated"`
-	NewPublic         []uint64    `json:"new_public,omitempty"`
-	Merged            []uint64    `json:"merged,omitempty"`
-	Retired           []uint64    `json:"retired,omitempty"`
-}
-
 // asker answers the pool's questions from a client's answers and records
 // the ones it cannot answer. Unanswered judgements count as ties and
 // missing drafts or consolidations as none, so Prepare runs to the end and
@@ -290,7 +198,7 @@ func rubricError(err error, step uint64) error {
 }
 
 func (p prepared) response() ShapeResponse {
-	out := ShapeResponse{Complete: p.needs.empty(), Needs: p.needs, Leaves: []uint64{}}
+	out := ShapeResponse{Complete: p.needs.Empty(), Needs: p.needs, Leaves: []uint64{}}
 	for _, l := range p.leaves {
 		out.Leaves = append(out.Leaves, l.Node.ID)
 	}
@@ -302,27 +210,17 @@ func (p prepared) response() ShapeResponse {
 		sc := r.Scores[i]
 		out.Scores = append(out.Scores, LeafScore{Leaf: id, Score: &sc})
 	}
-	out.Lambda, out.Rubrics = r.Lambda, r.Rubrics
-	out.ZeroVariance, out.ZeroVarianceAfter, out.Unlocked = r.ZeroVariance, r.ZeroVarianceAfter, r.Unlocked
-	out.Drafts, out.Admitted, out.Rejected, out.Supported = r.Drafts, r.Admitted, r.Rejected, r.Supported
-	out.Consolidated, out.NewPublic, out.Merged, out.Retired = r.Consolidated, r.NewPublic, r.Merged, r.Retired
+	out.PoolDecision = r.PoolDecision
 	return out
 }
 
 func (s *server) shapeGroup(w http.ResponseWriter, r *http.Request) error {
-	gid, err := pathID(r, "group")
-	if err != nil {
-		return err
-	}
 	var req ShapeRequest
-	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &req); err != nil {
-		return err
-	}
-	run := r.PathValue("run")
-	c, err := s.coordinator(run)
+	c, gid, err := s.rolloutRequest(w, r, "group", &req)
 	if err != nil {
 		return err
 	}
+	run := c.Run()
 	var p prepared
 	var cfg runconfig.Config
 	var g store.Group
@@ -371,7 +269,7 @@ func (s *server) poolShaping(c *tree.Coordinator, tx *store.Tx, g store.Group, a
 	if err := s.prepare(c.Run(), cfg, g, &p); err != nil {
 		return nil, err
 	}
-	if !p.needs.empty() {
+	if !p.needs.Empty() {
 		return nil, withStatus(http.StatusConflict, "shaping_incomplete", fmt.Errorf(
 			"%w: the pool still needs %d judgements%s%s: POST .../groups/%d/shape to see them",
 			ErrConflict, len(p.needs.Judge), map[bool]string{true: ", drafts"}[p.needs.Induce != nil],
@@ -389,19 +287,6 @@ func (s *server) poolShaping(c *tree.Coordinator, tx *store.Tx, g store.Group, a
 		return &tree.Shaping{Scores: make([]float64, len(p.leaves)), Apply: apply}, nil
 	}
 	return &tree.Shaping{Scores: p.res.Scores, Lambda: p.res.Lambda, Rubrics: p.res.Rubrics, Apply: apply}, nil
-}
-
-// ActivateRequest is POST /api/v1/runs/{run}/rubrics/activate.
-type ActivateRequest struct {
-	Keyed
-	Step uint64 `json:"step"`
-}
-
-// ActiveRubrics answers activate and GET .../rubrics/active?step=N: the
-// public rubrics the step activated, in id order.
-type ActiveRubrics struct {
-	Step   uint64         `json:"step"`
-	Active []store.Rubric `json:"active"`
 }
 
 func activeAt(rt *store.RunTx, step uint64) (ActiveRubrics, error) {

@@ -15,7 +15,7 @@ import (
 func leavesGroup(e *testEnv, run string, step uint64, rewards []float64) (uint64, []uint64) {
 	e.t.Helper()
 	var os OpenStepResponse
-	e.post("/api/v1/runs/"+run+"/steps", OpenStepRequest{Keyed: Keyed{fmt.Sprint("open-", step)}, Step: step, Tasks: []tree.Task{{ID: "qa"}}}, 200, &os)
+	e.post("/api/v1/runs/"+run+"/steps", OpenStepRequest{Keyed: Keyed{ClientKey: fmt.Sprint("open-", step)}, Step: step, Tasks: []tree.Task{{ID: "qa"}}}, 200, &os)
 	g := os.Groups[0]
 	ls := leaseAll(e, run, step)
 	var subs []tree.Submission
@@ -36,7 +36,7 @@ func shapeUntilComplete(e *testEnv, run string, gid uint64, prefer func(a, b uin
 	for round := 1; round <= 5; round++ {
 		var sr ShapeResponse
 		before := e.fileSum()
-		e.post(fmt.Sprintf("/api/v1/runs/%s/groups/%d/shape", run, gid), ShapeRequest{ans}, 200, &sr)
+		e.post(fmt.Sprintf("/api/v1/runs/%s/groups/%d/shape", run, gid), ShapeRequest{ShapeAnswers: ans}, 200, &sr)
 		if e.fileSum() != before {
 			e.t.Fatal("shape wrote to the file")
 		}
@@ -99,7 +99,7 @@ func TestRubricLifecycleOverHTTP(t *testing.T) {
 	before := e.dump()
 	partial := ans
 	partial.Consolidation = nil
-	st, h, body := e.call(http.MethodPost, fmt.Sprintf("/api/v1/runs/arbor/groups/%d/close", gid), CloseGroupRequest{Keyed: Keyed{"close1"}, Pool: &partial})
+	st, h, body := e.call(http.MethodPost, fmt.Sprintf("/api/v1/runs/arbor/groups/%d/close", gid), CloseGroupRequest{Keyed: Keyed{ClientKey: "close1"}, Pool: &partial})
 	if st != http.StatusConflict || e.dump() != before {
 		t.Fatalf("incomplete close: %d %s", st, body)
 	}
@@ -107,12 +107,12 @@ func TestRubricLifecycleOverHTTP(t *testing.T) {
 	// A consolidation that absorbs an unknown draft is the client's error.
 	bad := ans
 	bad.Consolidation = &[]rubricpool.Consolidated{{Text: "x", Absorbs: []uint64{99}}}
-	st, _, body = e.call(http.MethodPost, fmt.Sprintf("/api/v1/runs/arbor/groups/%d/close", gid), CloseGroupRequest{Keyed: Keyed{"close1"}, Pool: &bad})
+	st, _, body = e.call(http.MethodPost, fmt.Sprintf("/api/v1/runs/arbor/groups/%d/close", gid), CloseGroupRequest{Keyed: Keyed{ClientKey: "close1"}, Pool: &bad})
 	if st != http.StatusBadRequest || e.dump() != before {
 		t.Fatalf("bad consolidation: %d %s", st, body)
 	}
 	var cg CloseGroupResponse
-	e.post(fmt.Sprintf("/api/v1/runs/arbor/groups/%d/close", gid), CloseGroupRequest{Keyed: Keyed{"close1"}, Pool: &ans}, 200, &cg)
+	e.post(fmt.Sprintf("/api/v1/runs/arbor/groups/%d/close", gid), CloseGroupRequest{Keyed: Keyed{ClientKey: "close1"}, Pool: &ans}, 200, &cg)
 	if cg.Group.Status != store.GroupClosed || len(cg.Advantages) != 4 || cg.Advantages[0].Lambda != 0 {
 		t.Fatalf("close: %+v", cg)
 	}
@@ -154,7 +154,7 @@ func TestRubricLifecycleOverHTTP(t *testing.T) {
 	if !sr2.ZeroVariance || sr2.ZeroVarianceAfter || !sr2.Unlocked || len(sr2.Rubrics) != 1 || sr2.Lambda != 0.5 {
 		t.Fatalf("step 2 shape: %+v", sr2)
 	}
-	e.post(fmt.Sprintf("/api/v1/runs/arbor/groups/%d/close", gid2), CloseGroupRequest{Keyed: Keyed{"close2"}, Pool: &ans2}, 200, &cg)
+	e.post(fmt.Sprintf("/api/v1/runs/arbor/groups/%d/close", gid2), CloseGroupRequest{Keyed: Keyed{ClientKey: "close2"}, Pool: &ans2}, 200, &cg)
 	for i, a := range cg.Advantages {
 		if a.Leaf != nodes2[i] || !a.ZeroVariance || a.ZeroVarianceAfter || a.Lambda != 0.5 || a.RubricScore != *sr2.Scores[i].Score {
 			t.Errorf("advantage %d: %+v", i, a)

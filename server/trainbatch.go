@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -43,15 +42,4 @@ func (s *server) trainBatch(w http.ResponseWriter, r *http.Request) error {
 		s.opts.Logger.Debug("server: batch body not sent whole", "path", r.URL.Path, "err", err)
 	}
 	return nil
-}
-
-// Batch is GET /api/v1/runs/{run}/steps/{step}/batch: the safetensors
-// file's bytes, for batch.Decode or a file.
-func (c *Client) Batch(ctx context.Context, run string, step uint64, opts batch.Options) ([]byte, error) {
-	var out []byte
-	path := runPath(run, "steps", u64(step), "batch")
-	if q := opts.Query().Encode(); q != "" {
-		path += "?" + q
-	}
-	return out, c.do(ctx, http.MethodGet, path, nil, &out)
 }

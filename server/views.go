@@ -15,12 +15,6 @@ import (
 // (JSON text, sent as a JSON value) and an event's payload (msgpack, sent
 // decoded).
 
-// RunJSON is a store.Run whose config is a JSON value.
-type RunJSON struct {
-	store.Run
-	Config json.RawMessage `json:"config"`
-}
-
 func runJSON(r store.Run) RunJSON {
 	return RunJSON{Run: r, Config: rawJSON(r.Config)}
 }
@@ -36,14 +30,6 @@ func rawJSON(b []byte) json.RawMessage {
 	}
 	s, _ := json.Marshal(string(b))
 	return s
-}
-
-// EventJSON is a store.Event whose payload is decoded: the record after the
-// mutation for the store's own kinds, the client key and first answer for
-// this server's replies, and a generic msgpack decoding for other kinds.
-type EventJSON struct {
-	store.Event
-	Payload any `json:"payload,omitempty"`
 }
 
 // EventView is e as the events endpoint shows it.

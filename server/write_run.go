@@ -10,21 +10,6 @@ import (
 	"github.com/patrdb/patrdb/store"
 )
 
-// CreateRunRequest is POST /api/v1/runs. Tree and Rubric overlay the
-// defaults (tree.DefaultConfig, rubricpool.DefaultConfig) field by field.
-type CreateRunRequest struct {
-	Keyed
-	ID     string            `json:"id"`
-	Tree   json.RawMessage   `json:"tree,omitempty"`
-	Rubric json.RawMessage   `json:"rubric,omitempty"`
-	Meta   map[string]string `json:"meta,omitempty"`
-}
-
-// CreateRunResponse answers POST /api/v1/runs (201).
-type CreateRunResponse struct {
-	Run RunJSON `json:"run"`
-}
-
 func (s *server) createRun(w http.ResponseWriter, r *http.Request) error {
 	var req CreateRunRequest
 	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &req); err != nil {
@@ -67,12 +52,6 @@ func overlay(raw json.RawMessage, into any, name string) error {
 	return nil
 }
 
-// RunStatusRequest is POST /api/v1/runs/{run}/status.
-type RunStatusRequest struct {
-	Keyed
-	Status store.RunStatus `json:"status"`
-}
-
 func (s *server) setRunStatus(w http.ResponseWriter, r *http.Request) error {
 	var req RunStatusRequest
 	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &req); err != nil {
@@ -95,24 +74,6 @@ func (s *server) setRunStatus(w http.ResponseWriter, r *http.Request) error {
 		info, err := rt.Info()
 		return http.StatusOK, CreateRunResponse{Run: runJSON(info)}, err
 	})
-}
-
-// CheckpointRequest is POST /api/v1/runs/{run}/checkpoints: the trainer's
-// state after Step, which also marks the step complete. Inline is base64 in
-// JSON (small state only); model weights go by URI and Hash.
-type CheckpointRequest struct {
-	Keyed
-	Step   uint64            `json:"step"`
-	Inline []byte            `json:"inline,omitempty"`
-	URI    string            `json:"uri,omitempty"`
-	Hash   string            `json:"hash,omitempty"`
-	Meta   map[string]string `json:"meta,omitempty"`
-}
-
-// CheckpointResponse answers POST /api/v1/runs/{run}/checkpoints (201).
-type CheckpointResponse struct {
-	Checkpoint store.Checkpoint `json:"checkpoint"`
-	Run        RunJSON          `json:"run"`
 }
 
 func (s *server) putCheckpoint(w http.ResponseWriter, r *http.Request) error {

@@ -29,7 +29,7 @@ func fixtureSummary(lastSeq uint64) store.RunSummary {
 		Rewarded: 2, MeanReward: ptr(0.5), Events: lastSeq,
 		ByStatus: map[store.NodeStatus]int{store.NodeActive: 2, store.NodeExpanded: 1, store.NodeCompleted: 1,
 			store.NodePruned: 1, store.NodeTruncated: 0, store.NodeFailed: 1},
-		Steps: []store.StepSummary{{Step: fixtureStep, Groups: 2, OpenGroups: 2, Nodes: 6, Leaves: 2, Rewarded: 2, MeanReward: ptr(0.5)}},
+		Steps: []store.StepSummary{{Step: fixtureStep, Groups: 2, OpenGroups: 2, Nodes: 6, Turns: 9, Leaves: 2, Rewarded: 2, MeanReward: ptr(0.5)}},
 	}
 }
 

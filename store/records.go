@@ -194,6 +194,11 @@ type Advantage struct {
 	ZeroVarianceAfter bool     `json:"zero_variance_after"` // of the totals, after shaping
 }
 
+// Unlocked reports whether rubric shaping made the leaf's group
+// informative: its outcome rewards had zero variance, its shaped totals
+// do not.
+func (a Advantage) Unlocked() bool { return a.ZeroVariance && !a.ZeroVarianceAfter }
+
 // RubricPool is the pool a rubric is in.
 type RubricPool string
 

@@ -49,6 +49,7 @@ type StepSummary struct {
 	Groups             int      `json:"groups"`
 	OpenGroups         int      `json:"open_groups"`
 	Nodes              int      `json:"nodes"`
+	Turns              int      `json:"turns"` // turns the step's groups sampled, each stored once
 	Leaves             int      `json:"leaves"`
 	Rewarded           int      `json:"rewarded"`
 	MeanReward         *float64 `json:"mean_reward"`
@@ -80,7 +81,7 @@ func (r *RunTx) Summary(o SummaryOptions) (RunSummary, error) {
 		}
 		if o.Steps && c.Groups > 0 {
 			s.Steps = append(s.Steps, StepSummary{Step: step, Groups: int(c.Groups), OpenGroups: int(c.OpenGroups),
-				Nodes: int(c.nodes()), Leaves: int(c.leaves()), Rewarded: int(c.Rewarded),
+				Nodes: int(c.nodes()), Turns: int(c.Turns), Leaves: int(c.leaves()), Rewarded: int(c.Rewarded),
 				MeanReward: c.meanReward(), ZeroVarianceGroups: int(c.ZeroVariance)})
 		}
 		return nil

@@ -38,7 +38,7 @@ type Coordinator struct {
 	mu       sync.Mutex
 	instance string // lease id prefix: ids of an earlier instance never match
 	seq      uint64
-	leases   map[uint64]*Lease // node → its current lease
+	leases   map[uint64]*held // node → its current lease
 	// granted is the newest snapshot a grant was judged on: a grant on an
 	// older one could overwrite a current lease with one for a state the
 	// branch has left.
@@ -156,7 +156,7 @@ func NewCoordinator(db *store.DB, run string, cfg *Config, opts *CoordinatorOpti
 	var nonce [6]byte
 	_, _ = rand.Read(nonce[:])
 	return &Coordinator{db: db, run: run, cfg: use, opts: o, instance: hex.EncodeToString(nonce[:]),
-		leases: map[uint64]*Lease{}}, nil
+		leases: map[uint64]*held{}}, nil
 }
 
 // Config is the tree config the coordinator routes with.

@@ -73,7 +73,7 @@ func (e *Engine) drive(ctx context.Context, step uint64) (*StepResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		sub.merge(acc)
+		merge(sub, acc)
 		done = sub.Done
 		e.settle(live, sub, res)
 		if e.opts.OnInterval != nil {
@@ -254,7 +254,7 @@ func (e *Engine) advance(ctx context.Context, step uint64, wave []*branch, acc *
 			return err
 		}
 		c.sub.Done = nil
-		acc.merge(c.sub)
+		merge(acc, c.sub)
 		return nil
 	}
 	defer func() {
@@ -417,7 +417,7 @@ func (e *Engine) prepare(wave []*branch, partial bool) ([]Submission, error) {
 		}
 		s := Submission{Lease: b.lease.ID, Node: b.lease.Node, From: b.lease.From + b.sampled - len(b.pending), Turns: b.pending}
 		if len(b.pending) > 0 {
-			if err := s.Encode(); err != nil {
+			if err := encodeSubmission(&s); err != nil {
 				// The policy or env produced a turn the store refuses.
 				b.err = fmt.Errorf("turn: %w", err)
 				if !partial {
@@ -460,8 +460,8 @@ func (e *Engine) commit(batch []Submission) (*Submitted, error) {
 }
 
 // merge adds the outcome of an earlier submit of the same wave (a
-// CommitTurn round) before this one's.
-func (s *Submitted) merge(earlier *Submitted) {
+// CommitTurn round) before s's.
+func merge(s, earlier *Submitted) {
 	s.Results = append(append([]SubmitResult(nil), earlier.Results...), s.Results...)
 	s.Routed = append(append([]Routing(nil), earlier.Routed...), s.Routed...)
 	s.Done = append(append([]uint64(nil), earlier.Done...), s.Done...)

@@ -6,30 +6,16 @@ import (
 	"sort"
 	"time"
 
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 )
 
-// Lease hands one branch's current interval to one worker: sample Turns
-// turns from From (fewer if the episode ends), then, when Score is set,
-// score the branch, and submit. A branch whose K turns are already stored
-// comes back with Turns 0 and Score set (its worker died before scoring).
-type Lease struct {
-	ID        string  `json:"id"`
-	Worker    string  `json:"worker"`
-	Node      uint64  `json:"node"`
-	Group     uint64  `json:"group"`
-	Step      uint64  `json:"step"`
-	Interval  int     `json:"interval"`
-	Attempt   int     `json:"attempt"`
-	From      int     `json:"from"`     // own-turn index of the first turn to submit (the node's stored turns)
-	PathLen   int     `json:"path_len"` // turns on the path from the root so far
-	Turns     int     `json:"turns"`    // turns to sample in this interval (K minus those stored, capped by MaxTurns)
-	Score     bool    `json:"score"`    // a process score is due after them, unless the episode ends
-	Key       TurnKey `json:"key"`      // the TurnKey of the first turn; Index and Path advance by one per turn
-	Task      Task    `json:"task"`
-	EnvState  []byte  `json:"env_state,omitempty"` // the node's env-state reference (Env.Restore)
-	ExpiresAt int64   `json:"expires_at"`          // unix nanoseconds
+// Lease is package rollout's.
+type Lease = rollout.Lease
 
+// held is a granted lease as the coordinator keeps it.
+type held struct {
+	Lease
 	ttl      time.Duration
 	snapshot uint64 // the store snapshot the grant was judged on
 }
@@ -45,7 +31,7 @@ type LeaseRequest struct {
 // current reports whether l is still the lease of its branch as the store
 // stands: the branch is active, in the same attempt, and its group in the
 // same interval. A lease that is no longer current is free to hand on.
-func (l *Lease) current(n *store.Node, g *store.Group) bool {
+func (l *held) current(n *store.Node, g *store.Group) bool {
 	return n.Status == store.NodeActive && n.Attempt == l.Attempt && g.Status == store.GroupOpen && g.Interval == l.Interval
 }
 
@@ -91,10 +77,10 @@ var errStaleSnapshot = errors.New("tree: lease snapshot older than an earlier gr
 // lease must see what it wrote.
 const LeaseGrace = 5 * time.Second
 
-func (l *Lease) expires() time.Time { return time.Unix(0, l.ExpiresAt) }
+func (l *held) expires() time.Time { return time.Unix(0, l.ExpiresAt) }
 
 // regrantable reports whether a new lease may replace l at now.
-func (l *Lease) regrantable(now time.Time) bool {
+func (l *held) regrantable(now time.Time) bool {
 	return !now.Before(l.expires().Add(min(LeaseGrace, l.ttl/10)))
 }
 
@@ -185,24 +171,25 @@ func (c *Coordinator) grant(tx *store.Tx, req LeaseRequest) ([]Lease, error) {
 			return nil, err
 		}
 		c.seq++
-		l := Lease{
+		l := held{Lease: Lease{
 			ID: fmt.Sprintf("%s-%d", c.instance, c.seq), Worker: req.Worker,
 			Node: n.ID, Group: g.ID, Step: g.Step, Interval: g.Interval, Attempt: n.Attempt,
 			From: n.Turns, PathLen: n.PathLen(), Turns: max(turns, 0),
 			Score: !c.cfg.NoScoring && (c.cfg.MaxTurns == 0 || start+c.cfg.K < c.cfg.MaxTurns),
 			Key: TurnKey{Seed: c.cfg.Seed, Step: g.Step, Group: g.ID, Node: n.ID, Branch: key,
 				Index: n.Turns, Path: n.PathLen(), Attempt: n.Attempt},
-			Task: TaskOf(g), EnvState: n.EnvState, ExpiresAt: now.Add(ttl).UnixNano(), ttl: ttl, snapshot: tx.Snapshot(),
+			Task: TaskOf(g), EnvState: n.EnvState, ExpiresAt: now.Add(ttl).UnixNano()},
+			ttl: ttl, snapshot: tx.Snapshot(),
 		}
 		c.leases[n.ID] = &l
-		out = append(out, l)
+		out = append(out, l.Lease)
 	}
 	return out, nil
 }
 
 // checkLease finds the lease a submit names and checks it is the branch's
 // current one.
-func (c *Coordinator) checkLease(id string, n *store.Node, g *store.Group) (*Lease, error) {
+func (c *Coordinator) checkLease(id string, n *store.Node, g *store.Group) (*held, error) {
 	c.mu.Lock()
 	held := c.leases[n.ID]
 	c.mu.Unlock()

@@ -9,10 +9,10 @@ import "github.com/patrdb/patrdb/store"
 func (c *Coordinator) Leased(tx *store.Tx, step uint64) (int, error) {
 	now := c.opts.Now()
 	c.mu.Lock()
-	held := make([]Lease, 0, len(c.leases))
+	live := make([]held, 0, len(c.leases))
 	for _, l := range c.leases {
 		if (step == 0 || l.Step == step) && now.Before(l.expires()) {
-			held = append(held, *l)
+			live = append(live, *l)
 		}
 	}
 	c.mu.Unlock()
@@ -21,15 +21,15 @@ func (c *Coordinator) Leased(tx *store.Tx, step uint64) (int, error) {
 		return 0, err
 	}
 	count := 0
-	for i := range held {
-		if held[i].snapshot > tx.Snapshot() {
+	for i := range live {
+		if live[i].snapshot > tx.Snapshot() {
 			// Granted on a newer state than tx sees (its branch may not
 			// even exist in tx): current then, and only a grant or a
 			// submit, never a reader, moves a lease on.
 			count++
 			continue
 		}
-		n, err := r.Node(held[i].Node)
+		n, err := r.Node(live[i].Node)
 		if err != nil {
 			return 0, err
 		}
@@ -37,7 +37,7 @@ func (c *Coordinator) Leased(tx *store.Tx, step uint64) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		if held[i].current(&n, &g) {
+		if live[i].current(&n, &g) {
 			count++
 		}
 	}

@@ -4,78 +4,25 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 )
 
-// Submission is a worker's report on the branch it leased: the turns it
-// sampled (from own-turn index From), the env state after them, and the
-// process score once the interval's turns are all in — or the error that
-// stopped it. A worker may submit an interval in parts (turns now, more
-// turns or the score later) while its lease is current.
-type Submission struct {
-	Lease    string       `json:"lease"`
-	Node     uint64       `json:"node"`
-	From     int          `json:"from"`
-	Turns    []store.Turn `json:"turns,omitempty"`
-	EnvState []byte       `json:"env_state,omitempty"`
-	// Score is the branch's process score in [0,1], due exactly when the
-	// interval's K turns are stored and the episode has not ended.
-	Score *float64 `json:"score,omitempty"`
-	// Reward is the outcome reward of a branch these turns end (the last
-	// one is done, or MaxTurns is reached); without it the leaf gets the
-	// sum of its path's turn rewards. A pruned branch always gets that sum.
-	Reward *float64 `json:"reward,omitempty"`
-	// Error, when set, reports that the branch's policy, env or scorer
-	// failed: no turns go with it. The branch is retried (from its stored
-	// turns, Attempt+1) until MaxAttempts, then recorded failed with this
-	// text; a failed branch is never a leaf and never a zero reward.
-	Error string `json:"error,omitempty"`
+// What a worker submits and what it is answered are package rollout's.
+type (
+	Submission     = rollout.Submission
+	SubmitResult   = rollout.SubmitResult
+	RoutedDecision = rollout.RoutedDecision
+	Routing        = rollout.Routing
+	Submitted      = rollout.Submitted
+)
 
-	// Encoded, when it holds turns, are the same Turns encoded ahead by
-	// Encode or EncodeSubmissions (outside the write lock); Turns still
-	// describe them (their count, Done flags and rewards).
-	Encoded store.EncodedTurns `json:"-"`
-}
-
-// SubmitResult is the state of one submitted branch afterwards.
-type SubmitResult struct {
-	Node    uint64           `json:"node"`
-	Status  store.NodeStatus `json:"status"`
-	Turns   int              `json:"turns"` // own turns stored
-	Attempt int              `json:"attempt"`
-	Retry   bool             `json:"retry,omitempty"` // a failure that will be retried: lease the branch again
-}
-
-// RoutedDecision is a routing decision as recorded, with the ids of the
-// children an expansion created.
-type RoutedDecision struct {
-	Decision
-	ChildIDs []uint64 `json:"child_ids,omitempty"`
-}
-
-// Routing is one group's interval, routed because a submit completed it.
-type Routing struct {
-	Step      uint64           `json:"step"`
-	Group     uint64           `json:"group"`
-	Interval  int              `json:"interval"` // the interval routed
-	Decisions []RoutedDecision `json:"decisions,omitempty"`
-	Active    []uint64         `json:"active"` // the group's active branches for the next interval
-}
-
-// Submitted answers Submit.
-type Submitted struct {
-	Results []SubmitResult `json:"results"`
-	Routed  []Routing      `json:"routed,omitempty"`
-	// Done lists the groups this submit left without an active branch:
-	// every leaf has its reward, and Close computes the advantages.
-	Done []uint64 `json:"done,omitempty"`
-}
-
-// Encode validates and encodes s.Turns into s.Encoded (store.EncodeTurns)
-// unless they are encoded already. Done before the write transaction, it
-// takes the turns' checks and encoding, most of the CPU an append of large
-// turns costs, out of the single writer's critical section.
-func (s *Submission) Encode() error {
+// encodeSubmission validates and encodes s.Turns into s.Encoded
+// (store.EncodeTurns) unless they are encoded already. Done before the
+// write transaction, it takes the turns' checks and encoding, most of the
+// CPU an append of large turns costs, out of the single writer's critical
+// section.
+func encodeSubmission(s *Submission) error {
 	if len(s.Turns) == 0 || s.Encoded.Len() > 0 {
 		return nil
 	}
@@ -87,13 +34,13 @@ func (s *Submission) Encode() error {
 	return nil
 }
 
-// EncodeSubmissions encodes every submission's turns (Submission.Encode).
-// Writers call it before the transaction that submits them: Submit given
-// turns without Encoded encodes them inside the transaction, while every
-// other writer waits.
+// EncodeSubmissions validates and encodes every submission's turns into its
+// Encoded, unless they are encoded already. Writers call it before the
+// transaction that submits them: Submit given turns without Encoded
+// encodes them inside the transaction, while every other writer waits.
 func EncodeSubmissions(subs []Submission) error {
 	for i := range subs {
-		if err := subs[i].Encode(); err != nil {
+		if err := encodeSubmission(&subs[i]); err != nil {
 			return fmt.Errorf("submission %d (node %d): %w", i, subs[i].Node, err)
 		}
 	}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/patrdb/patrdb/api"
+	"github.com/patrdb/patrdb/client"
 	"github.com/patrdb/patrdb/server"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/tree"
@@ -262,9 +264,9 @@ func overHTTP(cfg Config, path string, rep *Report) error {
 	go srv.Serve(ln)
 	defer srv.Shutdown(context.Background())
 	base := "http://" + ln.Addr().String()
-	clients := make([]*server.Client, cfg.Clients)
+	clients := make([]*client.Client, cfg.Clients)
 	for i := range clients {
-		clients[i] = server.NewClient(base)
+		clients[i] = client.New(base)
 		clients[i].HTTP = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
 	}
 	var mu sync.Mutex
@@ -273,7 +275,7 @@ func overHTTP(cfg Config, path string, rep *Report) error {
 	// and submits its turns under that lease, a batch at a time.
 	leases := make([]string, cfg.Clients)
 	for c := range leases {
-		ls, err := clients[c].Lease(ctx, "load", server.LeaseRequest{Worker: fmt.Sprint("client-", c), Max: 1, Step: 1})
+		ls, err := clients[c].Lease(ctx, "load", api.LeaseRequest{Worker: fmt.Sprint("client-", c), Max: 1, Step: 1})
 		if err != nil {
 			return err
 		}
@@ -284,7 +286,7 @@ func overHTTP(cfg Config, path string, rep *Report) error {
 	}
 	p, written, err := drive(cfg, "http", func(c, from int, turns []store.Turn, retry bool) (time.Duration, error) {
 		key := fmt.Sprintf("load/%d/%d", c, from)
-		req := server.SubmitRequest{Keyed: server.Keyed{ClientKey: key},
+		req := api.SubmitRequest{Keyed: api.Keyed{ClientKey: key},
 			Submissions: []tree.Submission{{Lease: leases[c], Node: nodes[c], From: from, Turns: turns}}}
 		t0 := time.Now()
 		first, err := clients[c].Submit(ctx, "load", req)

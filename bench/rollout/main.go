@@ -14,7 +14,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -26,6 +25,7 @@ import (
 	"time"
 
 	"github.com/patrdb/patrdb/internal/llmfake"
+	"github.com/patrdb/patrdb/runconfig"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/tree"
 )
@@ -78,7 +78,7 @@ func step(path string, ntasks int, latency time.Duration, maxBatch, workers int,
 	defer db.Close()
 	cfg := tree.DefaultConfig()
 	cfg.MaxTurns, cfg.Seed = 30, 1
-	conf, _ := json.Marshal(map[string]any{"tree": cfg})
+	conf := runconfig.Config{Tree: cfg}.JSON()
 	if err := db.Update(func(tx *store.Tx) error { _, err := tx.CreateRun("bench", conf, nil); return err }); err != nil {
 		return measurement{}, err
 	}

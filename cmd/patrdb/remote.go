@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/patrdb/patrdb/client"
 	"github.com/patrdb/patrdb/server"
 	"github.com/patrdb/patrdb/store"
 )
@@ -24,7 +25,7 @@ import (
 //	...
 //	err := a.readRun(rf, id, func(r runReader) error { ... })
 //
-// The server answers with the store's own records (server.RunSummary,
+// The server answers with the store's own records (api.RunSummary,
 // store.Group, store.Node, store.PathTurn, ...), so a command gathers and
 // renders both paths with the same code.
 
@@ -63,7 +64,7 @@ const remoteTimeout = 30 * time.Second
 // server the file's owner announced in <db>.serve, if it answers for this
 // very file; else nil. A stale <db>.serve (its owner crashed) is ignored,
 // so the command falls back to the file.
-func (a *App) remote(ctx context.Context, rf *remoteFlags) (*server.Client, error) {
+func (a *App) remote(ctx context.Context, rf *remoteFlags) (*client.Client, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -83,7 +84,7 @@ func (a *App) remote(ctx context.Context, rf *remoteFlags) (*server.Client, erro
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, usageErrorf("--server %q: want a URL such as http://127.0.0.1:7878", rf.server)
 		}
-		c := server.NewClient(rf.server)
+		c := client.New(rf.server)
 		c.HTTP, c.Token = hc, token
 		return c, nil
 	}
@@ -93,7 +94,7 @@ func (a *App) remote(ctx context.Context, rf *remoteFlags) (*server.Client, erro
 	if err != nil {
 		return nil, nil // no live server: read the file
 	}
-	c := server.NewClient(base)
+	c := client.New(base)
 	c.HTTP, c.Token = hc, token
 	return c, nil
 }
@@ -101,7 +102,7 @@ func (a *App) remote(ctx context.Context, rf *remoteFlags) (*server.Client, erro
 // remoteError maps an API error to the CLI's exit codes: a 404 is "not
 // found" (exit 1), as from the file; anything else, a refused connection
 // included, is exit 2 and names the server.
-func (a *App) remoteError(c *server.Client, err error) error {
+func (a *App) remoteError(c *client.Client, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -112,7 +113,7 @@ func (a *App) remoteError(c *server.Client, err error) error {
 	if errors.Is(err, errFileOnly) {
 		return usageErrorf("%v, not the server at %s (run it after the owner stops, or on a copy of the file)", err, c.Base)
 	}
-	var ae *server.APIError
+	var ae *client.APIError
 	if errors.As(err, &ae) {
 		if ae.Status == http.StatusNotFound {
 			return notFoundErrorf("%s (from %s)", ae.Message, c.Base)

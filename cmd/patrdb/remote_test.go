@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patrdb/patrdb/api"
+	"github.com/patrdb/patrdb/client"
 	"github.com/patrdb/patrdb/server"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
@@ -296,17 +298,17 @@ func TestRemoteMatchesFileOnWrittenRuns(t *testing.T) {
 	o, stop := serveInProcess(t, path, server.Options{}, true)
 
 	ctx := context.Background()
-	c := server.NewClient(o.url)
-	if _, err := c.CreateRun(ctx, server.CreateRunRequest{ID: "api", Tree: json.RawMessage(`{"b0":3,"k":2,"m":2,"top_expand":1,"delta":0.3}`),
+	c := client.New(o.url)
+	if _, err := c.CreateRun(ctx, api.CreateRunRequest{ID: "api", Tree: json.RawMessage(`{"b0":3,"k":2,"m":2,"top_expand":1,"delta":0.3}`),
 		Meta: map[string]string{"who": "test <&>"}}); err != nil {
 		t.Fatal(err)
 	}
-	os, err := c.OpenStep(ctx, "api", server.OpenStepRequest{Step: 1, Tasks: []tree.Task{{ID: "t1", Prompt: "reach the goal"}}})
+	os, err := c.OpenStep(ctx, "api", api.OpenStepRequest{Step: 1, Tasks: []tree.Task{{ID: "t1", Prompt: "reach the goal"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	og := os.Groups[0]
-	ls, err := c.Lease(ctx, "api", server.LeaseRequest{Worker: "test", Step: 1})
+	ls, err := c.Lease(ctx, "api", api.LeaseRequest{Worker: "test", Step: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,11 +319,11 @@ func TestRemoteMatchesFileOnWrittenRuns(t *testing.T) {
 			{Action: "down", Observation: "at 5", Reward: float64(i) / 4}}
 		subs = append(subs, tree.Submission{Lease: l.ID, Node: l.Node, Turns: turns, Score: &scores[i]})
 	}
-	rr, err := c.Submit(ctx, "api", server.SubmitRequest{Submissions: subs})
+	rr, err := c.Submit(ctx, "api", api.SubmitRequest{Submissions: subs})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ls, err = c.Lease(ctx, "api", server.LeaseRequest{Worker: "test", Step: 1}); err != nil {
+	if ls, err = c.Lease(ctx, "api", api.LeaseRequest{Worker: "test", Step: 1}); err != nil {
 		t.Fatal(err)
 	}
 	one := 1.0
@@ -329,7 +331,7 @@ func TestRemoteMatchesFileOnWrittenRuns(t *testing.T) {
 		if l.Node != og.Roots[1] {
 			continue
 		}
-		if _, err := c.Submit(ctx, "api", server.SubmitRequest{Submissions: []tree.Submission{{Lease: l.ID, Node: l.Node, From: l.From,
+		if _, err := c.Submit(ctx, "api", api.SubmitRequest{Submissions: []tree.Submission{{Lease: l.ID, Node: l.Node, From: l.From,
 			Turns: []store.Turn{{Action: "stop", Observation: "at goal", Done: true}}, Reward: &one}}}); err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/server"
 	"github.com/patrdb/patrdb/store"
@@ -82,7 +83,7 @@ type replayOutput struct {
 // replayEventJSON is one event of `replay --json`: the event as the API's
 // events endpoint shows it, with what it did in words.
 type replayEventJSON struct {
-	server.EventJSON
+	api.EventJSON
 	Summary string `json:"summary"`
 }
 
@@ -312,7 +313,7 @@ func idList(ids []uint64) string {
 }
 
 // eventSummary is one event in words; view is eventView(e).
-func eventSummary(e logEvent, view server.EventJSON) string {
+func eventSummary(e logEvent, view api.EventJSON) string {
 	switch rec := e.Record.(type) {
 	case *store.Run:
 		if e.Kind == store.EvRunCreate {
@@ -335,7 +336,7 @@ func eventSummary(e logEvent, view server.EventJSON) string {
 		zv := ""
 		if rec.ZeroVariance {
 			zv = ", zero variance"
-			if !rec.ZeroVarianceAfter {
+			if rec.Unlocked() {
 				zv += " (unlocked by rubrics)"
 			}
 		}
@@ -411,9 +412,9 @@ func nodeSummary(kind store.EventKind, n *store.Node) string {
 
 // eventView is the event as the API's events endpoint shows it: from the
 // file, decoded as the server decodes it; from a server, as it sent it.
-func eventView(e logEvent) server.EventJSON {
+func eventView(e logEvent) api.EventJSON {
 	if e.sent != nil {
-		return server.EventJSON{Event: e.Event.Event, Payload: e.sent}
+		return api.EventJSON{Event: e.Event.Event, Payload: e.sent}
 	}
 	return server.EventView(e.Event.Event)
 }

@@ -18,6 +18,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/patrdb/patrdb/api"
+	"github.com/patrdb/patrdb/client"
 	"github.com/patrdb/patrdb/server"
 	"github.com/patrdb/patrdb/store"
 )
@@ -245,7 +247,7 @@ func TestServeTokenRule(t *testing.T) {
 	if st := getJSON(t, p.url+"/api/v1/runs", "", nil); st != http.StatusUnauthorized {
 		t.Fatalf("without the token: %d", st)
 	}
-	var runs struct{ Runs []server.RunSummary }
+	var runs struct{ Runs []api.RunSummary }
 	if st := getJSON(t, p.url+"/api/v1/runs", "0123456789abcdef-secret", &runs); st != 200 || len(runs.Runs) != 2 {
 		t.Fatalf("with the token: %d %+v", st, runs)
 	}
@@ -263,9 +265,9 @@ func TestServeReadOnly(t *testing.T) {
 	if _, err := os.Stat(server.AddrFile(path)); !os.IsNotExist(err) {
 		t.Fatal("a read-only serve announced itself")
 	}
-	c := server.NewClient(p.url)
-	_, err := c.CreateRun(context.Background(), server.CreateRunRequest{ID: "new"})
-	var ae *server.APIError
+	c := client.New(p.url)
+	_, err := c.CreateRun(context.Background(), api.CreateRunRequest{ID: "new"})
+	var ae *client.APIError
 	if !errors.As(err, &ae) || ae.Status != http.StatusForbidden {
 		t.Fatalf("write to a read-only server: %v", err)
 	}

@@ -9,8 +9,9 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/patrdb/patrdb/api"
+	"github.com/patrdb/patrdb/client"
 	"github.com/patrdb/patrdb/replay"
-	"github.com/patrdb/patrdb/server"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -21,8 +22,8 @@ import (
 // written can differ by the writes that landed between two requests.
 type remoteSource struct {
 	ctx  context.Context
-	cl   *server.Client
-	runs map[string]server.RunSummary // from RunIDs: one request for `runs`
+	cl   *client.Client
+	runs map[string]api.RunSummary // from RunIDs: one request for `runs`
 }
 
 func (s *remoteSource) where() string { return s.cl.Base }
@@ -32,7 +33,7 @@ func (s *remoteSource) RunIDs() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.runs = make(map[string]server.RunSummary, len(sums))
+	s.runs = make(map[string]api.RunSummary, len(sums))
 	ids := make([]string, len(sums))
 	for i, sum := range sums {
 		ids[i] = sum.Run.ID
@@ -59,7 +60,7 @@ func (s *remoteSource) Run(id string) (runReader, error) {
 		}
 	}
 	return &remoteRun{ctx: s.ctx, cl: s.cl, id: id, sum: sum,
-		trees: map[uint64]server.GroupTree{}, trajs: map[uint64]server.Trajectory{}}, nil
+		trees: map[uint64]api.GroupTree{}, trajs: map[uint64]api.Trajectory{}}, nil
 }
 
 // remoteRun is one run read through the API. It keeps the run's summary
@@ -68,11 +69,11 @@ func (s *remoteSource) Run(id string) (runReader, error) {
 // one method each.
 type remoteRun struct {
 	ctx   context.Context
-	cl    *server.Client
+	cl    *client.Client
 	id    string
-	sum   server.RunSummary
-	trees map[uint64]server.GroupTree
-	trajs map[uint64]server.Trajectory
+	sum   api.RunSummary
+	trees map[uint64]api.GroupTree
+	trajs map[uint64]api.Trajectory
 }
 
 func (r *remoteRun) ID() string                                { return r.id }
@@ -108,7 +109,7 @@ func (r *remoteRun) ForEachGroup(step uint64, fn func(store.Group) error) error 
 	return nil
 }
 
-func (r *remoteRun) tree(id uint64) (server.GroupTree, error) {
+func (r *remoteRun) tree(id uint64) (api.GroupTree, error) {
 	if t, ok := r.trees[id]; ok {
 		return t, nil
 	}
@@ -139,7 +140,7 @@ func (r *remoteRun) Node(id uint64) (store.Node, error) {
 	return n.Node, err
 }
 
-func (r *remoteRun) trajectory(id uint64) (server.Trajectory, error) {
+func (r *remoteRun) trajectory(id uint64) (api.Trajectory, error) {
 	if t, ok := r.trajs[id]; ok {
 		return t, nil
 	}
@@ -288,7 +289,7 @@ func (r *remoteRun) getJSON(path string, out any) error {
 		if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
 			eb.Error = strings.TrimSpace(string(b))
 		}
-		return &server.APIError{Status: resp.StatusCode, Code: eb.Code, Message: eb.Error}
+		return &client.APIError{Status: resp.StatusCode, Code: eb.Code, Message: eb.Error}
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("decoding GET %s: %w", path, err)
@@ -323,7 +324,7 @@ func decodeRemoteEvent(re remoteEvent) (logEvent, error) {
 	var rec any
 	switch re.Kind {
 	case store.EvRunCreate, store.EvRunStatus:
-		var rj server.RunJSON
+		var rj api.RunJSON
 		if err := json.Unmarshal(re.Payload, &rj); err != nil {
 			return bad(err)
 		}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/patrdb/patrdb/server"
+	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -34,7 +34,7 @@ turns begin. --json adds the token ids and logprobs.` + remoteHelp,
 // with the run it belongs to.
 type trajOutput struct {
 	Run string `json:"run"`
-	server.Trajectory
+	api.Trajectory
 }
 
 func (a *App) traj(rf *remoteFlags, runArg, nodeArg string) error {
@@ -60,7 +60,7 @@ func (a *App) traj(rf *remoteFlags, runArg, nodeArg string) error {
 		if err != nil {
 			return err
 		}
-		out = trajOutput{Run: id, Trajectory: server.Trajectory{Node: n, Inherited: n.Base,
+		out = trajOutput{Run: id, Trajectory: api.Trajectory{Node: n, Inherited: n.Base,
 			Segments: nonNil(segs), Turns: nonNil(turns)}}
 		return nil
 	})

@@ -296,10 +296,10 @@ func baselineText(g groupTree) string {
 	f := g.Advantages[0]
 	s := fmt.Sprintf("mean %s std %s", fmtNum(f.Mean), fmtNum(f.Std))
 	switch {
-	case f.ZeroVariance && f.ZeroVarianceAfter:
-		s += " (zero variance)"
-	case f.ZeroVariance:
+	case f.Unlocked():
 		s += " (zero-variance outcomes, unlocked by rubric shaping)"
+	case f.ZeroVariance:
+		s += " (zero variance)"
 	}
 	return s
 }

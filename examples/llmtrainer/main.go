@@ -10,7 +10,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/patrdb/patrdb/internal/llmfake"
+	"github.com/patrdb/patrdb/runconfig"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/tree"
 )
@@ -59,8 +59,7 @@ func run(args []string, out io.Writer) error {
 	err = db.Update(func(tx *store.Tx) error {
 		r, err := tx.Run(*runID)
 		if errors.Is(err, store.ErrNotFound) {
-			conf, _ := json.Marshal(map[string]any{"tree": cfg, "trainer": "llmtrainer"})
-			_, err = tx.CreateRun(*runID, conf, map[string]string{"model": "fake-0.5b"})
+			_, err = tx.CreateRun(*runID, runconfig.Config{Tree: cfg}.JSON(), map[string]string{"model": "fake-0.5b", "trainer": "llmtrainer"})
 			return err
 		}
 		if err != nil {

@@ -3,6 +3,7 @@ package frozenlake
 import (
 	"sort"
 
+	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -66,19 +67,16 @@ func groupFigures(r *store.RunTx, g store.Group) (StepFigures, []store.Advantage
 	if err != nil {
 		return f, nil, err
 	}
-	zero, after := false, false
 	for _, a := range advs {
 		f.Leaves++
 		f.RewardSum += a.Outcome
 		if a.Outcome > 0 { // only the goal pays
 			f.Successes++
 		}
-		zero = zero || a.ZeroVariance
-		after = after || a.ZeroVarianceAfter
 	}
-	if zero {
+	if zv := replay.GroupFlags(advs); zv.ZeroVariance {
 		f.ZeroVariance = 1
-		if !after {
+		if zv.Unlocked() {
 			f.Unlocked = 1
 		}
 	}

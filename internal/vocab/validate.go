@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -30,6 +31,9 @@ func Load(path string) (*Validator, error) {
 		return nil, fmt.Errorf("%s: not a JSON object", path)
 	}
 	id, _ := m["$id"].(string)
+	if id == "" { // a document that is not a schema itself, such as OpenAPI's
+		id = "urn:patrdb:" + filepath.Base(path)
+	}
 	c := jsonschema.NewCompiler()
 	if err := c.AddResource(id, doc); err != nil {
 		return nil, err
@@ -39,13 +43,19 @@ func Load(path string) (*Validator, error) {
 
 // Validate checks the JSON document b against the object named def.
 func (v *Validator) Validate(def string, b []byte) error {
-	s, ok := v.byID[def]
+	return v.ValidateAt("/$defs/"+def, b)
+}
+
+// ValidateAt checks the JSON document b against the schema at pointer (a
+// JSON pointer into the loaded document, such as an OpenAPI reply's).
+func (v *Validator) ValidateAt(pointer string, b []byte) error {
+	s, ok := v.byID[pointer]
 	if !ok {
 		var err error
-		if s, err = v.c.Compile(v.id + "#/$defs/" + def); err != nil {
+		if s, err = v.c.Compile(v.id + "#" + pointer); err != nil {
 			return err
 		}
-		v.byID[def] = s
+		v.byID[pointer] = s
 	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
 	if err != nil {

@@ -96,6 +96,7 @@ class StepSummary:
     groups: int = 0
     open_groups: int = 0
     nodes: int = 0
+    turns: int = 0  # turns the step's groups sampled, each stored once
     leaves: int = 0
     rewarded: int = 0
     mean_reward: Optional[float] = None  # over the rewarded leaves; None when none

@@ -1,4 +1,4 @@
-package server
+package client
 
 import (
 	"context"
@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/patrdb/patrdb/api"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
-	"github.com/patrdb/patrdb/tree"
 )
 
 // Worker grows a step's branches over HTTP, as one of any number of
@@ -22,9 +23,9 @@ type Worker struct {
 	Client *Client
 	Run    string
 	Name   string // on its leases
-	Policy tree.BatchPolicy
-	Env    tree.Env
-	Scorer tree.Scorer // nil when the run does not score (NoScoring)
+	Policy rollout.BatchPolicy
+	Env    rollout.Env
+	Scorer rollout.Scorer // nil when the run does not score (NoScoring)
 	// Max is how many branches one lease request takes (0: 16); TTL how
 	// long the server keeps them for this worker (0: the server's default).
 	Max int
@@ -36,7 +37,7 @@ type Worker struct {
 	// two seconds, spaces retries while the server is unreachable.
 	Poll time.Duration
 	// OnSubmit, when set, sees every submit the server acknowledged.
-	OnSubmit func(SubmitRequest, tree.Submitted)
+	OnSubmit func(api.SubmitRequest, rollout.Submitted)
 }
 
 // WorkStats counts what a Worker did.
@@ -50,8 +51,8 @@ type WorkStats struct {
 
 // leased is one leased branch being advanced.
 type leased struct {
-	LeaseGrant
-	ep      tree.Episode
+	api.LeaseGrant
+	ep      rollout.Episode
 	turns   []store.Turn
 	history []store.Turn
 	ended   bool
@@ -59,7 +60,7 @@ type leased struct {
 	err     error
 }
 
-func (b *leased) key() tree.TurnKey {
+func (b *leased) key() rollout.TurnKey {
 	k := b.Key
 	k.Index += len(b.turns)
 	k.Path += len(b.turns)
@@ -83,9 +84,9 @@ func (w *Worker) Work(ctx context.Context, step uint64) (WorkStats, error) {
 		if err := ctx.Err(); err != nil {
 			return st, err
 		}
-		grants, err := w.Client.Lease(ctx, w.Run, LeaseRequest{Worker: w.Name, Max: max, Step: step, TTLMs: w.TTL.Milliseconds()})
+		grants, err := w.Client.Lease(ctx, w.Run, api.LeaseRequest{Worker: w.Name, Max: max, Step: step, TTLMs: w.TTL.Milliseconds()})
 		if err == nil && len(grants) == 0 {
-			var s StepStatus
+			var s api.StepStatus
 			if s, err = w.Client.StepStatus(ctx, w.Run, step); err == nil && s.Active == 0 {
 				return st, nil
 			}
@@ -116,7 +117,7 @@ func (w *Worker) Work(ctx context.Context, step uint64) (WorkStats, error) {
 
 // sample restores every leased branch, advances the wave round by round
 // (one policy call for every branch still sampling), then scores.
-func (w *Worker) sample(ctx context.Context, grants []LeaseGrant, st *WorkStats) ([]*leased, error) {
+func (w *Worker) sample(ctx context.Context, grants []api.LeaseGrant, st *WorkStats) ([]*leased, error) {
 	wave := make([]*leased, len(grants))
 	for i, g := range grants {
 		b := &leased{LeaseGrant: g, history: g.History}
@@ -141,16 +142,16 @@ func (w *Worker) sample(ctx context.Context, grants []LeaseGrant, st *WorkStats)
 		if len(who) == 0 {
 			break
 		}
-		reqs := make([]tree.ActRequest, len(who))
+		reqs := make([]rollout.ActRequest, len(who))
 		for i, b := range who {
-			reqs[i] = tree.ActRequest{Key: b.key(), Task: b.Task, History: b.history}
+			reqs[i] = rollout.ActRequest{Key: b.key(), Task: b.Task, History: b.history}
 		}
 		st.PolicyCalls++
 		moves, err := w.Policy.ActBatch(ctx, reqs)
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, cerr
 		}
-		var items tree.ItemErrors
+		var items rollout.ItemErrors
 		if err != nil && !errors.As(err, &items) {
 			for _, b := range who {
 				b.err = fmt.Errorf("policy: %w", err)
@@ -205,9 +206,9 @@ func (w *Worker) sample(ctx context.Context, grants []LeaseGrant, st *WorkStats)
 // redo it), and turns the store refuses are reported as the branch's
 // failure.
 func (w *Worker) submit(ctx context.Context, wave []*leased, st *WorkStats) error {
-	var subs []tree.Submission
+	var subs []rollout.Submission
 	for _, b := range wave {
-		s := tree.Submission{Lease: b.ID, Node: b.Node, From: b.From}
+		s := rollout.Submission{Lease: b.ID, Node: b.Node, From: b.From}
 		switch {
 		case b.err != nil:
 			s.Error = b.err.Error()
@@ -225,17 +226,17 @@ func (w *Worker) submit(ctx context.Context, wave []*leased, st *WorkStats) erro
 		return nil
 	}
 	err := w.send(ctx, subs, st)
-	if err == nil || !(errors.Is(err, tree.ErrConflict) || errors.Is(err, ErrBadRequest)) {
+	if err == nil || !(errors.Is(err, rollout.ErrConflict) || errors.Is(err, api.ErrBadRequest)) {
 		return err
 	}
 	for _, s := range subs {
-		err := w.send(ctx, []tree.Submission{s}, st)
-		if errors.Is(err, ErrBadRequest) && len(s.Turns) > 0 {
+		err := w.send(ctx, []rollout.Submission{s}, st)
+		if errors.Is(err, api.ErrBadRequest) && len(s.Turns) > 0 {
 			// The store refused what the policy or env produced: the
 			// branch failed, like any other policy or env failure.
-			err = w.send(ctx, []tree.Submission{{Lease: s.Lease, Node: s.Node, Error: "turn: " + err.Error()}}, st)
+			err = w.send(ctx, []rollout.Submission{{Lease: s.Lease, Node: s.Node, Error: "turn: " + err.Error()}}, st)
 		}
-		if errors.Is(err, tree.ErrConflict) {
+		if errors.Is(err, rollout.ErrConflict) {
 			st.Lost++
 		} else if err != nil {
 			return err
@@ -247,8 +248,8 @@ func (w *Worker) submit(ctx context.Context, wave []*leased, st *WorkStats) erro
 // send submits under one client key, retrying transport failures and 5xx
 // with that key until the server answers: the retry of a submit that did
 // commit gets the first answer back instead of writing again.
-func (w *Worker) send(ctx context.Context, subs []tree.Submission, st *WorkStats) error {
-	req := SubmitRequest{Keyed: Keyed{NewClientKey()}, Submissions: subs}
+func (w *Worker) send(ctx context.Context, subs []rollout.Submission, st *WorkStats) error {
+	req := api.SubmitRequest{Keyed: api.Keyed{ClientKey: NewKey()}, Submissions: subs}
 	wait := w.Poll
 	if wait == 0 {
 		wait = 50 * time.Millisecond

@@ -1,4 +1,4 @@
-package server
+package client
 
 import (
 	"bytes"
@@ -12,34 +12,40 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/patrdb/patrdb/api"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
-	"github.com/patrdb/patrdb/tree"
 )
 
-// Client is a Go client of the API, used by the CLI's --server mode, the
-// load test and Go programs that talk to a store another process owns.
-// Every write carries a client key (a random one when the request has
-// none) and is retried with the same key on a network error or a 5xx, so
-// a retry never writes twice.
+// Client is a client of one server. See the package doc for what is safe
+// to share and what is retried.
 type Client struct {
 	Base    string       // e.g. "http://127.0.0.1:7878"
 	Token   string       // bearer token, if the server needs one
 	HTTP    *http.Client // nil: a client with a 60 s timeout
 	Retries int          // extra attempts after a network error or 5xx (default 0)
 	Backoff time.Duration
+	// SkipVersionCheck turns off the check of the server's API version
+	// that a client makes before its first request.
+	SkipVersionCheck bool
+
+	mu      sync.Mutex
+	version string // the server's API version, once checked
 }
 
-// NewClient returns a client of the server at base.
-func NewClient(base string) *Client {
+// New returns a client of the server at base.
+func New(base string) *Client {
 	return &Client{Base: strings.TrimRight(base, "/"), HTTP: &http.Client{Timeout: 60 * time.Second}, Backoff: 100 * time.Millisecond}
 }
 
 // APIError is a non-2xx answer. It matches store.ErrNotFound (404),
-// ErrConflict and tree.ErrConflict (409), the tree's kinds of conflict by
-// their codes (tree.ErrLeaseLost: "lease_lost", ...) and ErrBadRequest
-// (400, 413, 415) with errors.Is.
+// api.ErrConflict and rollout.ErrConflict (409), the protocol's kinds of
+// conflict by their codes (rollout.ErrLeaseLost: "lease_lost", ...),
+// store.ErrExists ("exists") and api.ErrBadRequest (400, 413, 415) with
+// errors.Is.
 type APIError struct {
 	Status  int
 	Code    string
@@ -48,38 +54,47 @@ type APIError struct {
 
 func (e *APIError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Status, e.Message) }
 
-// Is maps the status to the package's and the store's sentinels.
+// Is maps the status and code to the sentinels of the API and the store.
 func (e *APIError) Is(target error) bool {
 	switch target {
 	case store.ErrNotFound:
 		return e.Status == http.StatusNotFound
-	case ErrConflict, tree.ErrConflict:
+	case api.ErrConflict, rollout.ErrConflict:
 		return e.Status == http.StatusConflict
 	case store.ErrExists:
 		return e.Code == "exists"
-	case ErrBadRequest:
+	case api.ErrBadRequest:
 		return e.Status == http.StatusBadRequest || e.Status == http.StatusRequestEntityTooLarge || e.Status == http.StatusUnsupportedMediaType
 	}
-	for _, k := range conflictKinds {
-		if target == k.err {
-			return e.Status == http.StatusConflict && e.Code == k.code
+	for _, k := range api.ConflictCodes {
+		if target == k.Err {
+			return e.Status == http.StatusConflict && e.Code == k.Code
 		}
 	}
 	return false
 }
 
-// NewClientKey returns a random client key.
-func NewClientKey() string {
+// NewKey returns a random client key.
+func NewKey() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
 
+// do checks the server's API version (once), then sends the request.
 func (c *Client) do(ctx context.Context, method, path string, in any, out any) error {
+	if _, err := c.APIVersion(ctx); err != nil {
+		return err
+	}
+	return c.send(ctx, method, path, in, out)
+}
+
+// send is one request, retried as the package doc says.
+func (c *Client) send(ctx context.Context, method, path string, in any, out any) error {
 	var body []byte
 	if in != nil {
-		if k, ok := in.(keyed); ok && *k.clientKey() == "" {
-			*k.clientKey() = NewClientKey()
+		if k, ok := in.(api.KeyedRequest); ok && *k.Key() == "" {
+			*k.Key() = NewKey()
 		}
 		var err error
 		if body, err = json.Marshal(in); err != nil {
@@ -124,7 +139,7 @@ func (c *Client) do(ctx context.Context, method, path string, in any, out any) e
 			continue
 		}
 		if resp.StatusCode >= 300 {
-			var eb errorBody
+			var eb api.ErrorBody
 			_ = json.Unmarshal(data, &eb)
 			if eb.Error == "" {
 				eb.Error = strings.TrimSpace(string(data))
@@ -161,33 +176,33 @@ func runPath(run string, rest ...string) string {
 func u64(x uint64) string { return strconv.FormatUint(x, 10) }
 
 // Health is GET /api/v1/health.
-func (c *Client) Health(ctx context.Context) (Health, error) {
-	var h Health
-	return h, c.do(ctx, http.MethodGet, "/api/v1/health", nil, &h)
+func (c *Client) Health(ctx context.Context) (api.Health, error) {
+	var h api.Health
+	return h, c.send(ctx, http.MethodGet, "/api/v1/health", nil, &h) // answers before the version check, so it can tell whether a server is up
 }
 
 // Runs is GET /api/v1/runs.
-func (c *Client) Runs(ctx context.Context) ([]RunSummary, error) {
+func (c *Client) Runs(ctx context.Context) ([]api.RunSummary, error) {
 	return c.RunsWith(ctx, store.SummaryOptions{})
 }
 
 // RunsWith is GET /api/v1/runs with what o asks for beyond the totals.
-func (c *Client) RunsWith(ctx context.Context, o store.SummaryOptions) ([]RunSummary, error) {
+func (c *Client) RunsWith(ctx context.Context, o store.SummaryOptions) ([]api.RunSummary, error) {
 	var out struct {
-		Runs []RunSummary `json:"runs"`
+		Runs []api.RunSummary `json:"runs"`
 	}
 	return out.Runs, c.do(ctx, http.MethodGet, "/api/v1/runs"+summaryQuery(o), nil, &out)
 }
 
 // Run is GET /api/v1/runs/{run}.
-func (c *Client) Run(ctx context.Context, run string) (RunSummary, error) {
+func (c *Client) Run(ctx context.Context, run string) (api.RunSummary, error) {
 	return c.RunWith(ctx, run, store.SummaryOptions{})
 }
 
 // RunWith is GET /api/v1/runs/{run} with what o asks for beyond the
 // totals.
-func (c *Client) RunWith(ctx context.Context, run string, o store.SummaryOptions) (RunSummary, error) {
-	var out RunSummary
+func (c *Client) RunWith(ctx context.Context, run string, o store.SummaryOptions) (api.RunSummary, error) {
+	var out api.RunSummary
 	return out, c.do(ctx, http.MethodGet, runPath(run)+summaryQuery(o), nil, &out)
 }
 
@@ -206,9 +221,9 @@ func summaryQuery(o store.SummaryOptions) string {
 }
 
 // Steps is GET /api/v1/runs/{run}/steps.
-func (c *Client) Steps(ctx context.Context, run string) ([]StepMetrics, error) {
+func (c *Client) Steps(ctx context.Context, run string) ([]api.StepMetrics, error) {
 	var out struct {
-		Steps []StepMetrics `json:"steps"`
+		Steps []api.StepMetrics `json:"steps"`
 	}
 	return out.Steps, c.do(ctx, http.MethodGet, runPath(run, "steps"), nil, &out)
 }
@@ -222,20 +237,20 @@ func (c *Client) Groups(ctx context.Context, run string, step uint64) ([]store.G
 }
 
 // Tree is GET /api/v1/runs/{run}/groups/{group}.
-func (c *Client) Tree(ctx context.Context, run string, group uint64) (GroupTree, error) {
-	var out GroupTree
+func (c *Client) Tree(ctx context.Context, run string, group uint64) (api.GroupTree, error) {
+	var out api.GroupTree
 	return out, c.do(ctx, http.MethodGet, runPath(run, "groups", u64(group)), nil, &out)
 }
 
 // Node is GET /api/v1/runs/{run}/nodes/{node}.
-func (c *Client) Node(ctx context.Context, run string, node uint64) (NodeInfo, error) {
-	var out NodeInfo
+func (c *Client) Node(ctx context.Context, run string, node uint64) (api.NodeInfo, error) {
+	var out api.NodeInfo
 	return out, c.do(ctx, http.MethodGet, runPath(run, "nodes", u64(node)), nil, &out)
 }
 
 // Trajectory is GET /api/v1/runs/{run}/nodes/{node}/trajectory.
-func (c *Client) Trajectory(ctx context.Context, run string, node uint64) (Trajectory, error) {
-	var out Trajectory
+func (c *Client) Trajectory(ctx context.Context, run string, node uint64) (api.Trajectory, error) {
+	var out api.Trajectory
 	return out, c.do(ctx, http.MethodGet, runPath(run, "nodes", u64(node), "trajectory"), nil, &out)
 }
 
@@ -268,8 +283,8 @@ func (c *Client) Advantages(ctx context.Context, run string, step, group uint64)
 }
 
 // Events is one page of GET /api/v1/runs/{run}/events.
-func (c *Client) Events(ctx context.Context, run string, from uint64, limit int) (EventPage, error) {
-	var out EventPage
+func (c *Client) Events(ctx context.Context, run string, from uint64, limit int) (api.EventPage, error) {
+	var out api.EventPage
 	return out, c.do(ctx, http.MethodGet, runPath(run, "events")+fmt.Sprintf("?from=%d&limit=%d", from, limit), nil, &out)
 }
 
@@ -282,8 +297,8 @@ func (c *Client) Checkpoint(ctx context.Context, run string, step uint64) (store
 }
 
 // Stats is GET /api/v1/stats ("" for every run).
-func (c *Client) Stats(ctx context.Context, run string) (Stats, error) {
-	var out Stats
+func (c *Client) Stats(ctx context.Context, run string) (api.Stats, error) {
+	var out api.Stats
 	q := ""
 	if run != "" {
 		q = "?run=" + url.QueryEscape(run)
@@ -292,82 +307,73 @@ func (c *Client) Stats(ctx context.Context, run string) (Stats, error) {
 }
 
 // CreateRun is POST /api/v1/runs.
-func (c *Client) CreateRun(ctx context.Context, req CreateRunRequest) (RunJSON, error) {
-	var out CreateRunResponse
+func (c *Client) CreateRun(ctx context.Context, req api.CreateRunRequest) (api.RunJSON, error) {
+	var out api.CreateRunResponse
 	return out.Run, c.do(ctx, http.MethodPost, "/api/v1/runs", &req, &out)
 }
 
 // SetRunStatus is POST /api/v1/runs/{run}/status.
-func (c *Client) SetRunStatus(ctx context.Context, run string, req RunStatusRequest) (RunJSON, error) {
-	var out CreateRunResponse
+func (c *Client) SetRunStatus(ctx context.Context, run string, req api.RunStatusRequest) (api.RunJSON, error) {
+	var out api.CreateRunResponse
 	return out.Run, c.do(ctx, http.MethodPost, runPath(run, "status"), &req, &out)
 }
 
 // PutCheckpoint is POST /api/v1/runs/{run}/checkpoints.
-func (c *Client) PutCheckpoint(ctx context.Context, run string, req CheckpointRequest) (CheckpointResponse, error) {
-	var out CheckpointResponse
+func (c *Client) PutCheckpoint(ctx context.Context, run string, req api.CheckpointRequest) (api.CheckpointResponse, error) {
+	var out api.CheckpointResponse
 	return out, c.do(ctx, http.MethodPost, runPath(run, "checkpoints"), &req, &out)
 }
 
 // OpenStep is POST /api/v1/runs/{run}/steps.
-func (c *Client) OpenStep(ctx context.Context, run string, req OpenStepRequest) (OpenStepResponse, error) {
-	var out OpenStepResponse
+func (c *Client) OpenStep(ctx context.Context, run string, req api.OpenStepRequest) (api.OpenStepResponse, error) {
+	var out api.OpenStepResponse
 	return out, c.do(ctx, http.MethodPost, runPath(run, "steps"), &req, &out)
 }
 
 // Lease is POST /api/v1/runs/{run}/leases.
-func (c *Client) Lease(ctx context.Context, run string, req LeaseRequest) ([]LeaseGrant, error) {
-	var out LeaseResponse
+func (c *Client) Lease(ctx context.Context, run string, req api.LeaseRequest) ([]api.LeaseGrant, error) {
+	var out api.LeaseResponse
 	return out.Leases, c.do(ctx, http.MethodPost, runPath(run, "leases"), &req, &out)
 }
 
 // Submit is POST /api/v1/runs/{run}/submit.
-func (c *Client) Submit(ctx context.Context, run string, req SubmitRequest) (tree.Submitted, error) {
-	var out tree.Submitted
+func (c *Client) Submit(ctx context.Context, run string, req api.SubmitRequest) (rollout.Submitted, error) {
+	var out rollout.Submitted
 	return out, c.do(ctx, http.MethodPost, runPath(run, "submit"), &req, &out)
 }
 
 // CloseGroup is POST /api/v1/runs/{run}/groups/{group}/close.
-func (c *Client) CloseGroup(ctx context.Context, run string, group uint64, req CloseGroupRequest) (CloseGroupResponse, error) {
-	var out CloseGroupResponse
+func (c *Client) CloseGroup(ctx context.Context, run string, group uint64, req api.CloseGroupRequest) (api.CloseGroupResponse, error) {
+	var out api.CloseGroupResponse
 	return out, c.do(ctx, http.MethodPost, runPath(run, "groups", u64(group), "close"), &req, &out)
 }
 
 // AbandonStep is POST /api/v1/runs/{run}/steps/{step}/abandon.
-func (c *Client) AbandonStep(ctx context.Context, run string, step uint64, req AbandonRequest) (OpenStepResponse, error) {
-	var out OpenStepResponse
+func (c *Client) AbandonStep(ctx context.Context, run string, step uint64, req api.AbandonRequest) (api.OpenStepResponse, error) {
+	var out api.OpenStepResponse
 	return out, c.do(ctx, http.MethodPost, runPath(run, "steps", u64(step), "abandon"), &req, &out)
 }
 
 // StepStatus is GET /api/v1/runs/{run}/steps/{step}/status.
-func (c *Client) StepStatus(ctx context.Context, run string, step uint64) (StepStatus, error) {
-	var out StepStatus
+func (c *Client) StepStatus(ctx context.Context, run string, step uint64) (api.StepStatus, error) {
+	var out api.StepStatus
 	return out, c.do(ctx, http.MethodGet, runPath(run, "steps", u64(step), "status"), nil, &out)
 }
 
-// Record returns the store record with its config bytes.
-func (r RunJSON) Record() store.Run {
-	out := r.Run
-	if len(r.Config) > 0 && string(r.Config) != "null" {
-		out.Config = append([]byte(nil), r.Config...)
-	}
-	return out
-}
-
 // Activate is POST /api/v1/runs/{run}/rubrics/activate.
-func (c *Client) Activate(ctx context.Context, run string, req ActivateRequest) (ActiveRubrics, error) {
-	var out ActiveRubrics
+func (c *Client) Activate(ctx context.Context, run string, req api.ActivateRequest) (api.ActiveRubrics, error) {
+	var out api.ActiveRubrics
 	return out, c.do(ctx, http.MethodPost, runPath(run, "rubrics", "activate"), &req, &out)
 }
 
 // ActiveRubrics is GET /api/v1/runs/{run}/rubrics/active?step=N.
-func (c *Client) ActiveRubrics(ctx context.Context, run string, step uint64) (ActiveRubrics, error) {
-	var out ActiveRubrics
+func (c *Client) ActiveRubrics(ctx context.Context, run string, step uint64) (api.ActiveRubrics, error) {
+	var out api.ActiveRubrics
 	return out, c.do(ctx, http.MethodGet, runPath(run, "rubrics", "active")+"?step="+u64(step), nil, &out)
 }
 
 // Shape is POST /api/v1/runs/{run}/groups/{group}/shape (writes nothing).
-func (c *Client) Shape(ctx context.Context, run string, group uint64, ans ShapeAnswers) (ShapeResponse, error) {
-	var out ShapeResponse
-	return out, c.do(ctx, http.MethodPost, runPath(run, "groups", u64(group), "shape"), ShapeRequest{ans}, &out)
+func (c *Client) Shape(ctx context.Context, run string, group uint64, ans api.ShapeAnswers) (api.ShapeResponse, error) {
+	var out api.ShapeResponse
+	return out, c.do(ctx, http.MethodPost, runPath(run, "groups", u64(group), "shape"), api.ShapeRequest{ShapeAnswers: ans}, &out)
 }

@@ -1,0 +1,74 @@
+package api
+
+import (
+	"encoding/json"
+
+	"github.com/patrdb/patrdb/rollout"
+	"github.com/patrdb/patrdb/store"
+)
+
+// OpenStepRequest is POST /api/v1/runs/{run}/steps: one group per task, each
+// with the run's B0 root branches. Asking again with the same tasks returns
+// the same groups; other tasks for an opened step are a 409. Tree, when
+// given, names the tree config fields the driver relies on (e.g. {"k": 5});
+// a run that recorded other values refuses the step with a 409 naming them
+// (config_mismatch), instead of growing trees the driver does not expect.
+type OpenStepRequest struct {
+	Keyed
+	Step  uint64          `json:"step"`
+	Tasks []rollout.Task  `json:"tasks"`
+	Tree  json.RawMessage `json:"tree,omitempty"`
+}
+
+// OpenStepResponse answers POST .../steps: the step's groups in task order.
+type OpenStepResponse struct {
+	Step   uint64        `json:"step"`
+	Groups []store.Group `json:"groups"`
+}
+
+// LeaseRequest is POST /api/v1/runs/{run}/leases: up to Max branches (0:
+// every branch free) of Step (0: any open step) for Worker, held for TTLMs
+// milliseconds (0: the server's default of ten minutes). History (default
+// true) attaches each branch's full path, so a worker that keeps no state
+// can restore its environment and prompt its policy. A lease writes
+// nothing, so it carries no client key; asking again hands out other
+// branches, never the ones still held.
+type LeaseRequest struct {
+	Worker  string `json:"worker"`
+	Max     int    `json:"max"`
+	Step    uint64 `json:"step"`
+	TTLMs   int64  `json:"ttl_ms"`
+	History *bool  `json:"history,omitempty"`
+}
+
+// LeaseGrant is one leased branch: the lease and, when asked for, the
+// turns of its path so far (root first, inherited prefix included).
+type LeaseGrant struct {
+	rollout.Lease
+	History []store.Turn `json:"history,omitempty"`
+}
+
+// LeaseResponse answers POST .../leases; an empty list means nothing is
+// free right now (see the step status for why).
+type LeaseResponse struct {
+	Leases []LeaseGrant `json:"leases"`
+}
+
+// SubmitRequest is POST /api/v1/runs/{run}/submit: workers' turns, scores,
+// rewards and failures, each under the lease it was done for, applied in
+// one transaction. One refused submission refuses the request and nothing
+// is written; the answer says which and why.
+type SubmitRequest struct {
+	Keyed
+	Submissions []rollout.Submission `json:"submissions"`
+}
+
+// AbandonRequest is POST /api/v1/runs/{run}/steps/{step}/abandon: give up
+// the step's open groups, on record, so a checkpoint can complete it.
+type AbandonRequest struct {
+	Keyed
+	Reason string `json:"reason"`
+}
+
+// StepStatus answers GET .../steps/{step}/status (rollout.StepStatus).
+type StepStatus = rollout.StepStatus

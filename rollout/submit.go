@@ -1,0 +1,67 @@
+package rollout
+
+import "github.com/patrdb/patrdb/store"
+
+// Submission is a worker's report on the branch it leased: the turns it
+// sampled (from own-turn index From), the env state after them, and the
+// process score once the interval's turns are all in — or the error that
+// stopped it. A worker may submit an interval in parts (turns now, more
+// turns or the score later) while its lease is current.
+type Submission struct {
+	Lease    string       `json:"lease"`
+	Node     uint64       `json:"node"`
+	From     int          `json:"from"`
+	Turns    []store.Turn `json:"turns,omitempty"`
+	EnvState []byte       `json:"env_state,omitempty"`
+	// Score is the branch's process score in [0,1], due exactly when the
+	// interval's K turns are stored and the episode has not ended.
+	Score *float64 `json:"score,omitempty"`
+	// Reward is the outcome reward of a branch these turns end (the last
+	// one is done, or MaxTurns is reached); without it the leaf gets the
+	// sum of its path's turn rewards. A pruned branch always gets that sum.
+	Reward *float64 `json:"reward,omitempty"`
+	// Error, when set, reports that the branch's policy, env or scorer
+	// failed: no turns go with it. The branch is retried (from its stored
+	// turns, Attempt+1) until MaxAttempts, then recorded failed with this
+	// text; a failed branch is never a leaf and never a zero reward.
+	Error string `json:"error,omitempty"`
+
+	// Encoded, when it holds turns, are the same Turns encoded ahead by
+	// store.EncodeTurns (outside the write lock); Turns still describe
+	// them (their count, Done flags and rewards).
+	Encoded store.EncodedTurns `json:"-"`
+}
+
+// SubmitResult is the state of one submitted branch afterwards.
+type SubmitResult struct {
+	Node    uint64           `json:"node"`
+	Status  store.NodeStatus `json:"status"`
+	Turns   int              `json:"turns"` // own turns stored
+	Attempt int              `json:"attempt"`
+	Retry   bool             `json:"retry,omitempty"` // a failure that will be retried: lease the branch again
+}
+
+// RoutedDecision is a routing decision as recorded, with the ids of the
+// children an expansion created.
+type RoutedDecision struct {
+	Decision
+	ChildIDs []uint64 `json:"child_ids,omitempty"`
+}
+
+// Routing is one group's interval, routed because a submit completed it.
+type Routing struct {
+	Step      uint64           `json:"step"`
+	Group     uint64           `json:"group"`
+	Interval  int              `json:"interval"` // the interval routed
+	Decisions []RoutedDecision `json:"decisions,omitempty"`
+	Active    []uint64         `json:"active"` // the group's active branches for the next interval
+}
+
+// Submitted answers Submit.
+type Submitted struct {
+	Results []SubmitResult `json:"results"`
+	Routed  []Routing      `json:"routed,omitempty"`
+	// Done lists the groups this submit left without an active branch:
+	// every leaf has its reward, and Close computes the advantages.
+	Done []uint64 `json:"done,omitempty"`
+}
