@@ -42,7 +42,7 @@ type DB struct {
 const boltAllocSize = 16 << 20
 
 // minGrowStep is the least a premapped file grows by.
-const minGrowStep = 1 << 20
+const minGrowStep = 32 << 10
 
 // growStep is how far past its data bbolt grows the file at a commit
 // (bolt.DB.AllocSize), given the data's size before the commit and about
@@ -52,9 +52,9 @@ const minGrowStep = 1 << 20
 // but with an initial mapping of 1 GiB bbolt would add 16 MiB to even the
 // smallest file. So a file grows by about its data (doubling) and at
 // least by twice the commit (the next commit of the same size then fits),
-// never by less than 1 MiB nor by more than bbolt's 16 MiB. The tail it
-// adds is a hole until written: it takes address space in the file's
-// apparent size, not disk.
+// never by less than 32 KiB nor by more than bbolt's 16 MiB. The tail it
+// adds is a hole until written: it counts in the file's apparent size,
+// not in its disk use.
 func growStep(dataSize, txBytes int64, pageSize int) int {
 	step := max(dataSize, 2*txBytes, minGrowStep)
 	step = (step + int64(pageSize) - 1) / int64(pageSize) * int64(pageSize)

@@ -582,8 +582,8 @@ func TestInitialMmapSize(t *testing.T) {
 		})
 	}
 	// The mapping does not make a small file big: while small it grows by
-	// about its data or its commit (at least 1 MiB, growStep), not by
-	// bbolt's 16 MiB step from the first commit.
+	// about its data or twice its commit (growStep), not by bbolt's 16 MiB
+	// step from the first commit.
 	path := tempPath(t, "small.db")
 	db := storetest.OpenPath(t, path, storetest.Options())
 	if db.Options().InitialMmapSize == 0 {
