@@ -32,7 +32,6 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"sort"
@@ -45,10 +44,14 @@ import (
 
 type result struct {
 	mutant
-	Status string `json:"status"` // killed, lived, timeout, unviable, equivalent, skipped
-	Reason string `json:"reason,omitempty"`
+	Status string `json:"status"`           // killed, lived, timeout, unviable, equivalent, skipped
+	Reason string `json:"reason,omitempty"` // for a survivor: notCovered when no test reached it
 	Secs   int    `json:"secs"`
+	Tests  int    `json:"tests,omitempty"` // the tests it ran against, when chosen by coverage
 }
+
+// notCovered marks a survivor that no test executes: it was not run.
+const notCovered = "not covered"
 
 func main() {
 	timeout := flag.Duration("timeout", 0, "per-mutant test timeout (0: 5x the unmutated run + 30s)")
@@ -59,6 +62,8 @@ func main() {
 	equivFile := flag.String("equivalent", "tools/mutate/equivalent.txt", "known equivalent mutants: a key as -list prints it, a tab, the reason")
 	rerun := flag.String("rerun", "", "test only the mutants that lived in this earlier -json output (after adding tests)")
 	jsonOut := flag.String("json", "", "also write every result to this file as JSON")
+	merge := flag.Bool("merge", false, "the arguments are -json outputs: report them as one run, a later file's result for a mutant replacing an earlier one's (a -rerun after a sampled run), skipped mutants left out, equivalent.txt applied anew")
+	useCover := flag.Bool("cover", true, "run each mutant against only the tests that execute its position (measured once per package with coverage), and count a mutant no test executes as survived without running it; false: every test of the package (or of @TESTS)")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: go run ./tools/mutate [flags] FILE_OR_DIR[@TESTS]...")
 		flag.PrintDefaults()
@@ -66,6 +71,18 @@ func main() {
 	flag.Parse()
 	if flag.NArg() == 0 {
 		flag.Usage()
+		os.Exit(2)
+	}
+	if *merge {
+		equiv, err := readEquivalents(*equivFile)
+		if err == nil {
+			var all []result
+			if all, err = mergeResults(flag.Args(), equiv); err == nil {
+				report(os.Stdout, all)
+				return
+			}
+		}
+		fmt.Fprintln(os.Stderr, "mutate:", err)
 		os.Exit(2)
 	}
 	targets, err := sourceFiles(flag.Args())
@@ -96,9 +113,15 @@ func main() {
 		runPat string
 		limit  time.Duration
 		m      mutant
+		tests  int // chosen by coverage; -1 when no test executes the mutant
 	}
 	var jobs []job
+	// The budget covers the coverage runs too: they are part of the
+	// run's cost.
+	started := time.Now()
+	deadline := started.Add(*budget)
 	baseline := map[string]time.Duration{}
+	covs := map[string]*coverage{}
 	for _, tg := range targets {
 		f := tg.file
 		src, err := os.ReadFile(f)
@@ -112,8 +135,12 @@ func main() {
 			fmt.Fprintln(os.Stderr, "mutate:", err)
 			os.Exit(1)
 		}
-		ms := spread(collect(fset, af, src, f), *maxPer)
-		if *rerun != "" {
+		ms := collect(fset, af, src, f)
+		if *rerun == "" {
+			ms = spread(ms, *maxPer)
+		} else {
+			// Not sampled again: the survivors are picked by name, so a
+			// re-run finds them whatever sample the first run drew.
 			if ms, err = onlyLived(*rerun, ms); err != nil {
 				fmt.Fprintln(os.Stderr, "mutate:", err)
 				os.Exit(2)
@@ -127,6 +154,37 @@ func main() {
 		}
 		pkg := "./" + filepath.Dir(f)
 		base := pkg + "@" + tg.runPat
+		if *useCover {
+			cv, ok := covs[base]
+			if !ok {
+				dir := filepath.Join(tmp, "cover"+strconv.Itoa(len(covs)))
+				if err := os.Mkdir(dir, 0o755); err != nil {
+					fmt.Fprintln(os.Stderr, "mutate:", err)
+					os.Exit(1)
+				}
+				t0 := time.Now()
+				if cv, err = measureCoverage(ctx, dir, pkg, tg.runPat, *workers); err != nil {
+					fmt.Fprintln(os.Stderr, "mutate:", err)
+					os.Exit(1)
+				}
+				covs[base] = cv
+				fmt.Printf("coverage of %s: %d tests, %s\n", base, len(cv.tests), time.Since(t0).Round(time.Second))
+			}
+			for _, m := range ms {
+				tests, d := cv.testsFor(m)
+				j := job{f, src, pkg, runPattern(tests), *timeout, m, len(tests)}
+				if len(tests) == 0 {
+					j.tests = -1
+				}
+				if j.limit == 0 {
+					// As without coverage: five times the normal cost
+					// (here a rebuild and the chosen tests) and a margin.
+					j.limit = 5*(cv.build+d) + 30*time.Second
+				}
+				jobs = append(jobs, j)
+			}
+			continue
+		}
 		if _, ok := baseline[base]; !ok {
 			d, out, err := goTest(ctx, pkg, tg.runPat, "")
 			if err != nil {
@@ -140,15 +198,13 @@ func main() {
 			limit = 5*baseline[base] + 30*time.Second
 		}
 		for _, m := range ms {
-			jobs = append(jobs, job{f, src, pkg, tg.runPat, limit, m})
+			jobs = append(jobs, job{f, src, pkg, tg.runPat, limit, m, 0})
 		}
 	}
 	if *list {
 		return
 	}
 
-	started := time.Now()
-	deadline := started.Add(*budget)
 	fmt.Printf("%d mutants in %d files, %d at a time, budget %s\n", len(jobs), len(targets), max(*workers, 1), *budget)
 	all := make([]result, len(jobs))
 	next := make(chan int)
@@ -165,10 +221,13 @@ func main() {
 			defer wg.Done()
 			for i := range next {
 				j := jobs[i]
-				r := result{mutant: j.m}
-				if time.Now().After(deadline) || ctx.Err() != nil {
+				r := result{mutant: j.m, Tests: max(j.tests, 0)}
+				switch {
+				case time.Now().After(deadline) || ctx.Err() != nil:
 					r.Status = "skipped"
-				} else {
+				case j.tests < 0:
+					r.Status, r.Reason = "lived", notCovered
+				default:
 					r.Status, r.Secs = run(ctx, dir, j.pkg, j.runPat, j.file, j.src, j.m, j.limit)
 				}
 				if r.Status == "lived" {
@@ -177,7 +236,7 @@ func main() {
 					}
 				}
 				mu.Lock()
-				fmt.Printf("%-10s %s\n", strings.ToUpper(r.Status), j.m)
+				fmt.Printf("%-10s %s%s\n", strings.ToUpper(r.Status), j.m, uncoveredTag(r))
 				mu.Unlock()
 				all[i] = r
 			}
@@ -202,13 +261,9 @@ func main() {
 
 // onlyLived keeps the mutants that lived in an earlier run's JSON output.
 func onlyLived(path string, ms []mutant) ([]mutant, error) {
-	b, err := os.ReadFile(path)
+	prev, err := readResults(path)
 	if err != nil {
 		return nil, err
-	}
-	var prev []result
-	if err := json.Unmarshal(b, &prev); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	lived := map[string]bool{}
 	for _, r := range prev {
@@ -223,6 +278,53 @@ func onlyLived(path string, ms []mutant) ([]mutant, error) {
 		}
 	}
 	return out, nil
+}
+
+// readResults reads a -json output.
+func readResults(path string) ([]result, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var rs []result
+	if err := json.Unmarshal(b, &rs); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return rs, nil
+}
+
+// mergeResults reads -json outputs in order; a mutant's last result
+// counts, and mutants a budget skipped are left out (a merge scores what
+// was run). A survivor listed in equiv is equivalent, one no longer listed
+// is a survivor again.
+func mergeResults(paths []string, equiv map[string]string) ([]result, error) {
+	at := map[string]int{}
+	var all []result
+	for _, p := range paths {
+		rs, err := readResults(p)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rs {
+			if r.Status == "skipped" {
+				continue
+			}
+			if r.Status == "equivalent" {
+				r.Status, r.Reason = "lived", ""
+			}
+			if reason, ok := equiv[r.Key]; ok && r.Status == "lived" {
+				r.Status, r.Reason = "equivalent", reason
+			}
+			k := r.mutant.String()
+			if i, ok := at[k]; ok {
+				all[i] = r
+				continue
+			}
+			at[k] = len(all)
+			all = append(all, r)
+		}
+	}
+	return all, nil
 }
 
 type target struct{ file, runPat string }
@@ -252,14 +354,15 @@ func sourceFiles(args []string) ([]target, error) {
 }
 
 // spread keeps at most n mutants, evenly spaced so every part of the file
-// is sampled.
+// is sampled: the middle one of each of n equal stretches (so a sample of
+// one is not always the file's first mutant).
 func spread(ms []mutant, n int) []mutant {
 	if n <= 0 || len(ms) <= n {
 		return ms
 	}
 	out := make([]mutant, 0, n)
 	for i := range n {
-		out = append(out, ms[i*len(ms)/n])
+		out = append(out, ms[(2*i+1)*len(ms)/(2*n)])
 	}
 	return out
 }
@@ -301,8 +404,7 @@ func goTest(ctx context.Context, pkg, runPat, overlay string) (time.Duration, []
 	if overlay != "" {
 		args = append(args, "-overlay="+overlay)
 	}
-	cmd := exec.CommandContext(ctx, "go", append(args, pkg)...)
-	cmd.WaitDelay = 5 * time.Second
+	cmd := command(ctx, "go", append(args, pkg)...)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	return time.Since(start), out, err
@@ -341,7 +443,7 @@ func readEquivalents(path string) (map[string]string, error) {
 func report(w *os.File, all []result) {
 	type tally struct{ killed, lived, equiv, unviable, skipped int }
 	per := map[string]*tally{}
-	var files []string
+	var files, pkgs []string
 	var total tally
 	for _, r := range all {
 		t := per[r.File]
@@ -350,7 +452,14 @@ func report(w *os.File, all []result) {
 			per[r.File] = t
 			files = append(files, r.File)
 		}
-		for _, x := range []*tally{t, &total} {
+		pkg := filepath.Dir(r.File) + "/ (package)"
+		pt := per[pkg]
+		if pt == nil {
+			pt = &tally{}
+			per[pkg] = pt
+			pkgs = append(pkgs, pkg)
+		}
+		for _, x := range []*tally{t, pt, &total} {
 			switch r.Status {
 			case "killed", "timeout":
 				x.killed++
@@ -369,7 +478,7 @@ func report(w *os.File, all []result) {
 	fmt.Fprintln(w, "\nsurvivors:")
 	for _, r := range all {
 		if r.Status == "lived" {
-			fmt.Fprintf(w, "  %s\n", r.mutant)
+			fmt.Fprintf(w, "  %s%s\n", r.mutant, uncoveredTag(r))
 		}
 	}
 	fmt.Fprintln(w, "\nequivalent (not scored):")
@@ -392,5 +501,18 @@ func report(w *os.File, all []result) {
 	for _, f := range files {
 		line(f, per[f])
 	}
+	if len(pkgs) > 1 {
+		sort.Strings(pkgs)
+		for _, p := range pkgs {
+			line(p, per[p])
+		}
+	}
 	line("total", &total)
+}
+
+func uncoveredTag(r result) string {
+	if r.Status == "lived" && r.Reason == notCovered {
+		return " (" + notCovered + ")"
+	}
+	return ""
 }

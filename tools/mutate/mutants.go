@@ -24,6 +24,9 @@ type mutant struct {
 	// and which of identical such mutants in the function it is.
 	Key        string `json:"key"`
 	start, end int
+	// The enclosing function's lines, for a position no coverage block
+	// holds.
+	fnStart, fnEnd int
 }
 
 func (m mutant) String() string {
@@ -54,20 +57,22 @@ func oneLine(s string) string {
 // Mutants that do not compile (deleting the only use of a variable, +
 // on strings) are reported as not viable and left out of the score.
 type collector struct {
-	fset *token.FileSet
-	src  []byte
-	file string
-	fn   string                  // the function being visited
-	body map[*ast.BlockStmt]bool // function bodies, declared or literal
-	keep map[*ast.BlockStmt]bool
-	out  []mutant
+	fset    *token.FileSet
+	src     []byte
+	file    string
+	fn      string                  // the function being visited
+	fnLines [2]int                  // its first and last line
+	body    map[*ast.BlockStmt]bool // function bodies, declared or literal
+	keep    map[*ast.BlockStmt]bool
+	out     []mutant
 }
 
 func (c *collector) add(op string, from, to token.Pos, repl string) {
 	start, end := c.fset.Position(from).Offset, c.fset.Position(to).Offset
 	p := c.fset.Position(from)
 	c.out = append(c.out, mutant{File: c.file, Line: p.Line, Col: p.Column, Op: op,
-		Orig: string(c.src[start:end]), Repl: repl, Key: c.fn, start: start, end: end})
+		Orig: string(c.src[start:end]), Repl: repl, Key: c.fn, start: start, end: end,
+		fnStart: c.fnLines[0], fnEnd: c.fnLines[1]})
 }
 
 var (
@@ -93,6 +98,7 @@ func collect(fset *token.FileSet, f *ast.File, src []byte, name string) []mutant
 			continue
 		}
 		c.fn = fd.Name.Name
+		c.fnLines = [2]int{fset.Position(fd.Pos()).Line, fset.Position(fd.End()).Line}
 		c.body[fd.Body] = true
 		ast.Inspect(fd.Body, c.visit)
 	}

@@ -1,0 +1,54 @@
+package replay_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
+)
+
+// A node event (status, score, route, reward) about a node no node.add
+// created is a broken log, not a node silently created by its update.
+func TestApplyRejectsUpdateOfUnknownNode(t *testing.T) {
+	db := storetest.Open(t)
+	spec := smallSpec("r")
+	buildOneTx(t, db, spec)
+	var events []replay.Event
+	err := db.View(func(tx *store.Tx) error {
+		r, err := tx.Run(spec.id)
+		if err != nil {
+			return err
+		}
+		return replay.Iterate(r, 0, 0, func(e replay.Event) error { events = append(events, e); return nil })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost uint64 // the first node added: its node.add is dropped
+	st := replay.NewState(spec.id)
+	for _, e := range events {
+		if lost == 0 && e.Kind == store.EvNodeAdd {
+			lost = e.Node
+			continue
+		}
+		if lost == 0 || e.Node != lost {
+			if err := st.Apply(e); err != nil {
+				t.Fatalf("event %d (%s): %v", e.Seq, e.Kind, err)
+			}
+			continue
+		}
+		if _, isNode := e.Record.(*store.Node); !isNode {
+			continue
+		}
+		if err := st.Apply(e); !errors.Is(err, replay.ErrLog) {
+			t.Fatalf("event %d (%s) about node %d, never added: %v, want ErrLog", e.Seq, e.Kind, lost, err)
+		}
+		if _, ok := st.Nodes[lost]; ok {
+			t.Errorf("the refused event created node %d", lost)
+		}
+		return
+	}
+	t.Fatal("no node event after the first node.add")
+}

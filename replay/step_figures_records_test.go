@@ -1,0 +1,99 @@
+package replay_test
+
+import (
+	"testing"
+
+	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
+)
+
+// StepFigures agrees, step by step, with the figures counted straight
+// from the step's groups and advantage records, and carries the rubric
+// pool sizes of the last step that changed them.
+func TestStepFiguresMatchRecords(t *testing.T) {
+	db := storetest.Open(t)
+	spec := mediumSpec("f")
+	buildOneTx(t, db, spec)
+	err := db.View(func(tx *store.Tx) error {
+		r, err := tx.Run(spec.id)
+		if err != nil {
+			return err
+		}
+		figs, err := replay.StepFigures(r)
+		if err != nil {
+			return err
+		}
+		history, err := replay.PoolHistory(r)
+		if err != nil {
+			return err
+		}
+		if len(figs) != spec.steps {
+			t.Fatalf("%d steps of figures, want %d", len(figs), spec.steps)
+		}
+		leavesSeen, zeroSeen := 0, 0
+		for i, m := range figs {
+			step := uint64(i + 1)
+			gs, err := r.Groups(step)
+			if err != nil {
+				return err
+			}
+			want := replay.StepMetrics{Step: step, Groups: len(gs)}
+			wins, sum := 0, 0.0
+			for _, g := range gs {
+				if g.Status == store.GroupClosed {
+					want.ClosedGroups++
+				}
+				advs, err := r.Advantages(step, g.ID)
+				if err != nil {
+					return err
+				}
+				zero, after := false, false
+				for _, a := range advs {
+					want.Leaves++
+					sum += a.Outcome
+					if a.Outcome > 0 {
+						wins++
+					}
+					zero, after = zero || a.ZeroVariance, after || a.ZeroVarianceAfter
+				}
+				if zero {
+					want.ZeroVariance++
+					if !after {
+						want.Unlocked++
+					}
+				}
+			}
+			if want.Leaves > 0 {
+				want.Success, want.MeanReward = float64(wins)/float64(want.Leaves), sum/float64(want.Leaves)
+			}
+			if want.ClosedGroups > 0 {
+				want.ZeroVarianceShare = float64(want.ZeroVariance) / float64(want.ClosedGroups)
+			}
+			if m.Step != want.Step || m.Groups != want.Groups || m.ClosedGroups != want.ClosedGroups || m.Leaves != want.Leaves ||
+				m.ZeroVariance != want.ZeroVariance || m.Unlocked != want.Unlocked || !near(m.Success, want.Success) ||
+				!near(m.MeanReward, want.MeanReward) || !near(m.ZeroVarianceShare, want.ZeroVarianceShare) {
+				t.Errorf("step %d: %+v, want %+v", step, m, want)
+			}
+			var pools replay.PoolSizes
+			for _, p := range history {
+				if p.Step <= step {
+					pools = p
+				}
+			}
+			if m.Pools[store.PoolCandidate] != pools.Candidate || m.Pools[store.PoolPublic] != pools.Public ||
+				m.Pools[store.PoolRetired] != pools.Retired || m.Pools[store.PoolMerged] != pools.Merged {
+				t.Errorf("step %d pools %v, want %+v", step, m.Pools, pools)
+			}
+			leavesSeen += m.Leaves
+			zeroSeen += m.ZeroVariance
+		}
+		if leavesSeen == 0 {
+			t.Error("the fixture closed no group: nothing was compared")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,72 @@
+package replay_test
+
+import (
+	"testing"
+
+	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
+)
+
+// The rubric listing shows public rubrics first, then candidates, retired
+// and merged ones, each pool in id order when no sort key is given,
+// whatever order the ids were created in.
+func TestRubricsListPoolsInOrder(t *testing.T) {
+	db := storetest.Open(t)
+	var want []uint64
+	err := db.Update(func(tx *store.Tx) error {
+		r, err := tx.CreateRun("rb", nil, nil)
+		if err != nil {
+			return err
+		}
+		put := func(pool store.RubricPool, into uint64) uint64 {
+			rb, err := r.PutRubric(store.Rubric{Pool: pool, MergedInto: into, Text: "rubric", CreatedStep: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rb.ID
+		}
+		// Created merged first, public last, so id order is not pool order.
+		pub1 := put(store.PoolPublic, 0)
+		merged := []uint64{put(store.PoolMerged, pub1), put(store.PoolMerged, pub1)}
+		retired := []uint64{put(store.PoolPublic, 0), put(store.PoolPublic, 0)}
+		for _, id := range retired {
+			if _, err := r.MoveRubric(id, store.RubricMove{To: store.PoolRetired, Step: 1, Reason: "low variance"}); err != nil {
+				return err
+			}
+		}
+		cands := []uint64{put(store.PoolCandidate, 0), put(store.PoolCandidate, 0)}
+		pub2 := put(store.PoolPublic, 0)
+		want = append(append(append([]uint64{pub1, pub2}, cands...), retired...), merged...)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.View(func(tx *store.Tx) error {
+		r, err := tx.Run("rb")
+		if err != nil {
+			return err
+		}
+		page, err := replay.Rubrics(r, replay.RubricQuery{Pools: []store.RubricPool{store.PoolMerged, store.PoolRetired, store.PoolCandidate, store.PoolPublic}})
+		if err != nil {
+			return err
+		}
+		var got []uint64
+		for _, rb := range page.Rubrics {
+			got = append(got, rb.ID)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("listed %v, want %v", got, want)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("listed %v, want %v", got, want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

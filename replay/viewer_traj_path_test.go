@@ -1,0 +1,68 @@
+package replay_test
+
+import (
+	"testing"
+
+	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
+)
+
+// A trajectory's path names each node on it, root first (not the leaf
+// repeated), and a turn with a single logprob has it as its mean and its
+// minimum.
+func TestViewTrajectoryPathAndOneLogprob(t *testing.T) {
+	db := storetest.Open(t)
+	var root, child store.Node
+	err := db.Update(func(tx *store.Tx) error {
+		r, err := tx.CreateRun("v", nil, nil)
+		if err != nil {
+			return err
+		}
+		g, err := r.OpenGroup(store.GroupSpec{Step: 1})
+		if err != nil {
+			return err
+		}
+		if root, err = r.AddNode(store.NodeSpec{Step: 1, Group: g.ID}); err != nil {
+			return err
+		}
+		one := store.Turn{Action: "a", ActionTokens: []uint32{7}, ActionLogprobs: []float32{-0.5}, Observation: "o"}
+		if err := r.AppendTurns(root.ID, 0, one); err != nil {
+			return err
+		}
+		if child, err = r.AddNode(store.NodeSpec{Step: 1, Group: g.ID, Parent: root.ID, Fork: 1}); err != nil {
+			return err
+		}
+		return r.AppendTurns(child.ID, 0, store.Turn{Action: "b", Observation: "p"})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.View(func(tx *store.Tx) error {
+		r, err := tx.Run("v")
+		if err != nil {
+			return err
+		}
+		v, err := replay.ViewTrajectory(r, child.ID)
+		if err != nil {
+			return err
+		}
+		if len(v.Path) != 2 || v.Path[0].ID != root.ID || v.Path[1].ID != child.ID || v.Path[0].Count != 1 || v.Path[1].Count != 1 {
+			t.Errorf("path %+v, want root %d then child %d, a turn each", v.Path, root.ID, child.ID)
+		}
+		if len(v.Turns) != 2 {
+			t.Fatalf("%d turns, want 2", len(v.Turns))
+		}
+		first := v.Turns[0]
+		if first.MeanLogprob == nil || *first.MeanLogprob != -0.5 || first.MinLogprob == nil || *first.MinLogprob != -0.5 {
+			t.Errorf("one logprob of -0.5: mean %v, min %v", first.MeanLogprob, first.MinLogprob)
+		}
+		if v.Turns[1].MeanLogprob != nil {
+			t.Errorf("no logprobs: mean %v, want null", *v.Turns[1].MeanLogprob)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,81 @@
+package store
+
+import (
+	"strings"
+	"testing"
+)
+
+// Each record's encoder sizes its buffer up front from the record's
+// variable parts, so a typical record (ids and counts of a few bytes,
+// strings, tokens, scores, map entries) is framed with one allocation: the
+// write path encodes a record per node, turn and event it touches. (A
+// group's meta map costs one more: its keys, sorted.)
+func TestEncodersAllocateOnce(t *testing.T) {
+	n := &Node{ID: 70000, Step: 12, Group: 300, Parent: 69999, Ordinal: 2, Fork: 3, Base: 40, Depth: 4,
+		Status: NodeActive, Turns: 5, HasReward: true, Reward: 0.5, Attempt: 1,
+		Scores:    make([]Score, 8),
+		Decisions: make([]Decision, 8),
+		EnvState:  make([]byte, 200), Worker: "worker-17@" + strings.Repeat("rack4.node17.cluster.example/", 5), Error: "env reset failed: " + strings.Repeat("worker lost its sandbox; ", 12),
+		MinVersion: 7, MaxVersion: 9}
+	g := &Group{ID: 300, Step: 12, Task: "frozenlake-8x8", Prompt: "You are on a frozen lake; reach the goal.",
+		Gold: "RRDDRD", Roots: []uint64{69990, 69991, 69992, 69993}, Interval: 2,
+		Meta: map[string]string{"seed": "42", "split": "train",
+			"instructions": strings.Repeat("Avoid the holes and step only on frozen tiles. ", 4)},
+		PromptTokens: make([]uint32, 64)}
+	// A long rollout whose turns were appended between other nodes'.
+	for i := range 60 {
+		n.TurnRanges = append(n.TurnRanges, TurnRange{Seq: uint64(1000 + 500*i), Count: 3})
+		n.Turns += 3
+	}
+	for i := range n.Scores {
+		n.Scores[i] = Score{Interval: i + 1, Value: 0.25}
+		n.Decisions[i] = Decision{Interval: i + 1, Action: ActionSurvive, Score: 0.5, Delta: 0.1, Rule: "mid", Children: 1}
+	}
+	e := &Event{Seq: 123456, Time: 1_764_600_000_000_000_000, Kind: EvTurns, Step: 12, Group: 300, Node: 70000,
+		Payload: make([]byte, 40)}
+	tn := &Turn{Action: "move right", ActionTokens: make([]uint32, 30), ActionLogprobs: make([]float32, 30),
+		Observation: "You moved right; the ice holds.", ObservationTokens: make([]uint32, 50), Reward: 0.25,
+		PolicyVersion: 9}
+	bare := *g
+	bare.Meta = nil
+	for _, c := range []struct {
+		name string
+		enc  func()
+		want float64
+	}{
+		{"node", func() { encodeNode(n) }, 1},
+		{"group", func() { encodeGroup(g) }, 2},
+		{"group without meta", func() { encodeGroup(&bare) }, 1},
+		{"event", func() { encodeEvent(e) }, 1},
+		{"turn", func() {
+			if _, err := encodeTurn(tn); err != nil {
+				t.Fatal(err)
+			}
+		}, 1},
+	} {
+		if a := testing.AllocsPerRun(20, c.enc); a != c.want {
+			t.Errorf("encoding a %s: %v allocations, want %v", c.name, a, c.want)
+		}
+	}
+}
+
+// Decoding a node interns its status and its decisions' actions: a node of
+// any status decodes with as many allocations as an active one.
+func TestNodeDecodeInternsStatus(t *testing.T) {
+	allocs := func(s NodeStatus) float64 {
+		raw := encodeNode(&Node{ID: 9, Step: 1, Group: 2, Status: s})
+		payload := raw[headerLen:]
+		return testing.AllocsPerRun(20, func() {
+			var n Node
+			if !decodeNodeMsgp(payload, &n) || n.Status != s {
+				t.Fatalf("%s node did not decode", s)
+			}
+		})
+	}
+	base := allocs(NodeActive)
+	for _, s := range []NodeStatus{NodeExpanded, NodeCompleted, NodePruned, NodeTruncated, NodeFailed} {
+		if a := allocs(s); a != base {
+			t.Errorf("decoding a %s node: %v allocations, an active one %v", s, a, base)
+		}
+	}
+}

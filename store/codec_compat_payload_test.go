@@ -1,0 +1,82 @@
+package store_test
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/patrdb/patrdb/store"
+)
+
+// A turns payload decodes from each format's field count and refuses any
+// other shape, or a field of the wrong type, with an error rather than a
+// half-filled payload.
+func TestTurnsPayloadShapes(t *testing.T) {
+	enc := func(v any) []byte {
+		b, err := msgpack.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, c := range []struct {
+		name string
+		raw  []byte
+		want store.TurnsPayload
+	}{
+		{"format 1", enc([]int{2, 3, 5}), store.TurnsPayload{From: 2, Count: 3, Turns: 5}},
+		{"format 2", enc([]int{2, 3, 5, 7, 9}), store.TurnsPayload{From: 2, Count: 3, Turns: 5, MinVersion: 7, MaxVersion: 9}},
+		{"format 3", enc([]int{2, 3, 5, 7, 9, 11}), store.TurnsPayload{From: 2, Count: 3, Turns: 5, MinVersion: 7, MaxVersion: 9, Seq: 11}},
+		{"nil", enc(nil), store.TurnsPayload{}},
+	} {
+		got := store.TurnsPayload{From: -1, Seq: 99} // decoding replaces it whole
+		if err := msgpack.Unmarshal(c.raw, &got); err != nil || got != c.want {
+			t.Errorf("%s: %+v, %v; want %+v", c.name, got, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		raw  []byte
+	}{
+		{"2 fields", enc([]int{2, 3})},
+		{"4 fields", enc([]int{2, 3, 5, 7})},
+		{"a string for the count", enc([]any{2, "three", 5})},
+		{"a string for the last field", enc([]any{2, 3, "five"})},
+	} {
+		var got store.TurnsPayload
+		if err := msgpack.Unmarshal(c.raw, &got); err == nil {
+			t.Errorf("%s: decoded as %+v, want an error", c.name, got)
+		}
+	}
+}
+
+// msgpack decodes a nil into the zero value without asking the type, but
+// DecodeMsgpack is exported and a caller's own decoder may hand it one:
+// it reads the nil as the zero record, not as an array of -1 fields.
+func TestDecodeMsgpackReadsNilAsZero(t *testing.T) {
+	nilDec := func() *msgpack.Decoder { return msgpack.NewDecoder(bytes.NewReader([]byte{0xc0})) }
+	p := store.TurnsPayload{From: 1, Seq: 2}
+	if err := p.DecodeMsgpack(nilDec()); err != nil || p != (store.TurnsPayload{}) {
+		t.Errorf("TurnsPayload from nil: %+v, %v; want the zero payload", p, err)
+	}
+	g := store.Group{ID: 1, Task: "t"}
+	if err := g.DecodeMsgpack(nilDec()); err != nil || g.ID != 0 || g.Task != "" {
+		t.Errorf("Group from nil: %+v, %v; want the zero group", g, err)
+	}
+}
+
+// A value that is not an array at all is refused, not read as an empty
+// record.
+func TestDecodeMsgpackRefusesNonArray(t *testing.T) {
+	for _, raw := range [][]byte{{0xa1, 'x'}, {0x01}, {0x81, 0x01, 0x02}} {
+		var g store.Group
+		if err := msgpack.Unmarshal(raw, &g); err == nil {
+			t.Errorf("group from % x: %+v, want an error", raw, g)
+		}
+		var p store.TurnsPayload
+		if err := msgpack.Unmarshal(raw, &p); err == nil {
+			t.Errorf("turns payload from % x: %+v, want an error", raw, p)
+		}
+	}
+}
