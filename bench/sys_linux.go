@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // canDropCache says whether cold figures can be measured: dropCache evicts
@@ -116,3 +117,13 @@ func settle(dir string) {
 // datasync makes a file's written data durable (fdatasync: the data and
 // the size, not the times).
 func datasync(f *os.File) error { return syscall.Fdatasync(int(f.Fd())) }
+
+// processCPU is the CPU time the process has used, user and system, all
+// threads (the garbage collector's included).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

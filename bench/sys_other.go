@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"syscall"
+	"time"
 )
 
 const canDropCache = false
@@ -34,3 +35,6 @@ func settle(string) {}
 
 // datasync makes a file's written data durable.
 func datasync(f *os.File) error { return f.Sync() }
+
+// processCPU is not measured off Linux.
+func processCPU() time.Duration { return 0 }

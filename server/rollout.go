@@ -100,15 +100,8 @@ func (s *server) submitWork(w http.ResponseWriter, r *http.Request) error {
 	// the write batch that every other writer waits for.
 	subs := make([]tree.Submission, len(req.Submissions))
 	copy(subs, req.Submissions)
-	for i := range subs {
-		if len(subs[i].Turns) == 0 {
-			continue
-		}
-		enc, err := store.EncodeTurns(subs[i].Turns...)
-		if err != nil {
-			return fmt.Errorf("submissions[%d] (node %d): %w", i, subs[i].Node, err)
-		}
-		subs[i].Encoded = enc
+	if err := tree.EncodeSubmissions(subs); err != nil {
+		return err
 	}
 	return s.write(w, r, c.Run(), &req, func(tx *store.Tx) (int, any, error) {
 		out, err := c.Submit(tx, subs)

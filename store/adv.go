@@ -19,7 +19,7 @@ func (r *RunTx) putAdvantage(a *Advantage) error {
 	if a.Std < 0 {
 		return invalidf("advantage of leaf %d has negative std %v", a.Leaf, a.Std)
 	}
-	if _, err := r.GroupAt(a.Step, a.Group); err != nil {
+	if _, err := r.groupRef(a.Step, a.Group); err != nil {
 		return err
 	}
 	n, err := r.nodeRef(a.Leaf)
@@ -36,10 +36,7 @@ func (r *RunTx) putAdvantage(a *Advantage) error {
 	if err != nil {
 		return err
 	}
-	val, err := encodeValue(a)
-	if err != nil {
-		return err
-	}
+	val := encodeAdvantage(a)
 	d, err := r.advDelta(a)
 	if err != nil {
 		return err
@@ -47,7 +44,7 @@ func (r *RunTx) putAdvantage(a *Advantage) error {
 	if err := r.tally(d); err != nil {
 		return err
 	}
-	if err := b.Put(u64key3(a.Step, a.Group, a.Leaf), val); err != nil {
+	if err := r.tx.put(b, u64key3(a.Step, a.Group, a.Leaf), val); err != nil {
 		return err
 	}
 	return r.appendEvent(Event{Kind: EvAdvantage, Step: a.Step, Group: a.Group, Node: a.Leaf}, val)

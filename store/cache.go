@@ -18,7 +18,10 @@ type nodeKey struct {
 //   - an entry is valid for every snapshot at or after the one it was read
 //     from, until a commit writes that node;
 //   - a writer evicts the nodes it wrote before its commit becomes visible
-//     and keeps them marked pending until the commit finishes;
+//     and keeps them marked pending until the commit finishes; once it has,
+//     the written versions go in, valid from that commit on (the next
+//     transaction continues the branches this one wrote, so it finds them
+//     without decoding);
 //   - a reader may insert only when its snapshot is the latest committed one
 //     and the node is not pending, so an old snapshot never seeds the cache.
 type nodeCache struct {
@@ -107,6 +110,11 @@ func (c *nodeCache) endCommit(txid uint64, ok bool) {
 	defer c.mu.Unlock()
 	if ok {
 		c.committed = txid
+		if c.lru != nil {
+			for k, d := range c.pending {
+				c.lru.Add(k, cacheEntry{since: txid, node: d.n})
+			}
+		}
 	}
 	c.pending = nil
 }

@@ -46,7 +46,7 @@ func (r *RunTx) PutCheckpoint(c Checkpoint) error {
 // looks only past the last completed step). A trainer that gives up on a
 // step abandons it first (tree.Coordinator.Abandon), which is on record.
 func (r *RunTx) noOpenGroups(from, to uint64) error {
-	b, err := r.bucket(bGroups)
+	b, err := r.groupsBucket()
 	if err != nil {
 		return err
 	}

@@ -84,6 +84,19 @@ func TestRecordEncodeMatchesMsgpack(t *testing.T) {
 		p := TurnsPayload{From: int(randInt(rng)), Count: int(randInt(rng)), Turns: int(randInt(rng)),
 			MinVersion: uint64(randInt(rng)), MaxVersion: uint64(randInt(rng)), Seq: uint64(randInt(rng))}
 		same("turns payload", encodeTurnsPayload(&p), &p)
+		a := Advantage{Step: uint64(randInt(rng)), Group: uint64(randInt(rng)), Leaf: uint64(randInt(rng)),
+			Outcome: rng.NormFloat64(), RubricScore: rng.NormFloat64(), Lambda: rng.Float64(), Total: rng.NormFloat64(),
+			Mean: rng.NormFloat64(), Std: rng.Float64(), Advantage: rng.NormFloat64(),
+			ZeroVariance: rng.IntN(2) == 0, ZeroVarianceAfter: rng.IntN(2) == 0}
+		switch rng.IntN(3) {
+		case 1:
+			a.Rubrics = []uint64{}
+		case 2:
+			for range 1 + rng.IntN(20) {
+				a.Rubrics = append(a.Rubrics, uint64(randInt(rng)))
+			}
+		}
+		same("advantage", encodeAdvantage(&a), &a)
 	}
 }
 

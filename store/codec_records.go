@@ -74,6 +74,21 @@ const (
 	advantageFields      = 13
 )
 
+// encodeAdvantage frames a's record (the bytes msgpack/v5 writes for it):
+// a 13-element array — step, group, leaf, outcome, rubric score, lambda,
+// total, mean, std, advantage, rubric ids, zero variance before and after
+// shaping.
+func encodeAdvantage(a *Advantage) []byte {
+	b := make([]byte, headerLen, headerLen+1+3*9+7*9+5+9*len(a.Rubrics)+2)
+	b = appendArrayLen(b, advantageFields)
+	b = appendUint(appendUint(appendUint(b, a.Step), a.Group), a.Leaf)
+	for _, x := range [...]float64{a.Outcome, a.RubricScore, a.Lambda, a.Total, a.Mean, a.Std, a.Advantage} {
+		b = appendFloat64(b, x)
+	}
+	b = appendUints(b, a.Rubrics)
+	return frame(appendBool(appendBool(b, a.ZeroVariance), a.ZeroVarianceAfter))
+}
+
 func decodeAdvantageMsgp(payload []byte, a *Advantage) bool {
 	m := msgpReader{b: payload}
 	if m.arrayLen() != advantageFields {

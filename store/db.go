@@ -41,14 +41,24 @@ type DB struct {
 // whose mapping exceeds it grows by its data plus this much.
 const boltAllocSize = 16 << 20
 
+// minGrowStep is the least a premapped file grows by.
+const minGrowStep = 32 << 10
+
 // growStep is how far past its data bbolt grows the file at a commit
-// (bolt.DB.AllocSize), given the data's current size. With an on-demand
-// mapping bbolt grows a file to the mapping while that is under 16 MiB
-// (doubling), then in 16 MiB steps; with an initial mapping of 1 GiB it
-// would add 16 MiB to even the smallest file. This keeps the old shape:
-// about doubling while the file is small, then 16 MiB steps.
-func growStep(dataSize int64) int {
-	return int(min(max(dataSize, 32<<10), boltAllocSize))
+// (bolt.DB.AllocSize), given the data's size before the commit and about
+// how many bytes the commit writes. Every growth costs the commit a
+// second flush (bbolt truncates the file and fsyncs it, a journal commit
+// on ext4, before it writes the pages), so the file should grow seldom;
+// but with an initial mapping of 1 GiB bbolt would add 16 MiB to even the
+// smallest file. So a file grows by about its data (doubling) and at
+// least by twice the commit (the next commit of the same size then fits),
+// never by less than 32 KiB nor by more than bbolt's 16 MiB. The tail it
+// adds is a hole until written: it counts in the file's apparent size,
+// not in its disk use.
+func growStep(dataSize, txBytes int64, pageSize int) int {
+	step := max(dataSize, 2*txBytes, minGrowStep)
+	step = (step + int64(pageSize) - 1) / int64(pageSize) * int64(pageSize)
+	return int(min(step, boltAllocSize))
 }
 
 // Open opens or creates the patrdb file at path. A nil opts means
@@ -100,9 +110,9 @@ func Open(path string, opts *Options) (*DB, error) {
 	if db.premapped {
 		// For the commit that does not go through Update (a new file's
 		// meta bucket); Update sets it from then on.
-		bdb.AllocSize = growStep(0)
+		bdb.AllocSize = growStep(0, 0, bdb.Info().PageSize)
 		if fi, err := os.Stat(path); err == nil {
-			bdb.AllocSize = growStep(fi.Size())
+			bdb.AllocSize = growStep(fi.Size(), 0, bdb.Info().PageSize)
 		}
 	}
 	db.cache = newNodeCache(o.CacheNodes)
@@ -228,7 +238,7 @@ func (db *DB) Update(fn func(*Tx) error) (err error) {
 	txid := uint64(btx.ID())
 	if db.premapped {
 		// Read by bbolt only inside this Commit, under its writer lock.
-		db.bolt.AllocSize = growStep(btx.Size())
+		db.bolt.AllocSize = growStep(btx.Size(), tx.written, db.bolt.Info().PageSize)
 	}
 	db.cache.beginCommit(tx.dirty)
 	err = btx.Commit()

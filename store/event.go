@@ -7,6 +7,15 @@ import (
 // appendEvent writes e with the next sequence number. val is the framed
 // value of the record the event is about; its payload becomes the event's.
 func (r *RunTx) appendEvent(e Event, val []byte) error {
+	if val == nil {
+		return r.appendEventPayload(e, nil)
+	}
+	return r.appendEventPayload(e, val[headerLen:])
+}
+
+// appendEventPayload is appendEvent given the payload itself (msgpack,
+// unframed; nil for none). The event's value holds a copy of it.
+func (r *RunTx) appendEventPayload(e Event, payload []byte) error {
 	b, err := r.bucket(bEvents)
 	if err != nil {
 		return err
@@ -17,10 +26,8 @@ func (r *RunTx) appendEvent(e Event, val []byte) error {
 	}
 	e.Seq = seq
 	e.Time = r.tx.db.opts.now().UnixNano()
-	if val != nil {
-		e.Payload = val[headerLen:]
-	}
-	return b.Put(u64key(seq), encodeEvent(&e))
+	e.Payload = payload
+	return r.tx.put(b, r.tx.putKey1(seq), encodeEvent(&e))
 }
 
 // AppendEvent records an event of a kind defined above the store (rubric

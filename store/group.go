@@ -1,5 +1,7 @@
 package store
 
+import "maps"
+
 // GroupSpec describes a group to open.
 type GroupSpec struct {
 	Step         uint64
@@ -30,28 +32,27 @@ func (r *RunTx) OpenGroup(spec GroupSpec) (Group, error) {
 	if err != nil {
 		return Group{}, r.tx.fail(err)
 	}
-	g := Group{ID: id, Step: spec.Step, Task: spec.Task, Prompt: spec.Prompt, Gold: spec.Gold, Status: GroupOpen, Meta: spec.Meta}
+	g := Group{ID: id, Step: spec.Step, Task: spec.Task, Prompt: spec.Prompt, Gold: spec.Gold, Status: GroupOpen, Meta: maps.Clone(spec.Meta)}
 	if spec.PromptTokens != nil {
 		g.PromptTokens = append(TokenIDs{}, spec.PromptTokens...)
 	}
-	return g, r.tx.fail(r.putGroup(&g, "", EvGroupOpen))
+	out := g.clone()
+	return out, r.tx.fail(r.putGroup(&g, "", EvGroupOpen))
 }
 
-// putGroup writes g, which was in status was ("" for a new group), keeps
-// the run's counters and group index to its records, and logs kind with the
-// group as payload.
+// putGroup makes g, which was in status was ("" for a new group), the
+// group's record (written once per transaction, at flush), keeps the run's
+// counters and group index to it, and logs kind with the group as
+// payload. g is the caller's own copy and must not change afterwards.
 func (r *RunTx) putGroup(g *Group, was GroupStatus, kind EventKind) error {
-	b, err := r.bucket(bGroups)
-	if err != nil {
-		return err
-	}
 	if err := r.tally(groupDelta(was, g)); err != nil {
 		return err
 	}
-	val := encodeGroup(g)
-	if err := b.Put(u64key2(g.Step, g.ID), val); err != nil {
-		return err
+	var val []byte
+	if kind != "" {
+		val = encodeGroup(g)
 	}
+	r.setGroup(g, val)
 	if kind == "" {
 		return nil
 	}
@@ -60,18 +61,11 @@ func (r *RunTx) putGroup(g *Group, was GroupStatus, kind EventKind) error {
 
 // GroupAt returns the group with the given step and id.
 func (r *RunTx) GroupAt(step, id uint64) (Group, error) {
-	var g Group
-	b, err := r.bucket(bGroups)
+	g, err := r.groupRef(step, id)
 	if err != nil {
-		return g, err
+		return Group{}, err
 	}
-	k := u64key2(step, id)
-	raw := b.Get(k)
-	if raw == nil {
-		return g, notFoundf("group %d at step %d of run %q", id, step, r.id)
-	}
-	err = decodeValue(r.bpath(bGroups), k, raw, &g)
-	return g, err
+	return g.clone(), nil
 }
 
 // Group finds a group by id alone, through the run's group index (a run
@@ -105,7 +99,7 @@ func (r *RunTx) Group(id uint64) (Group, error) {
 // ForEachGroup calls fn for every group of step (0: every step) in key
 // order.
 func (r *RunTx) ForEachGroup(step uint64, fn func(Group) error) error {
-	b, err := r.bucket(bGroups)
+	b, err := r.groupsBucket()
 	if err != nil {
 		return err
 	}
@@ -137,7 +131,7 @@ func (r *RunTx) ForEachGroup(step uint64, fn func(Group) error) error {
 // LatestGroup returns the newest group: the highest id of the latest step.
 func (r *RunTx) LatestGroup() (Group, error) {
 	var g Group
-	b, err := r.bucket(bGroups)
+	b, err := r.groupsBucket()
 	if err != nil {
 		return g, err
 	}
@@ -157,7 +151,7 @@ func (r *RunTx) LatestGroup() (Group, error) {
 // groups of the latest step, so walking backwards stops after a few keys
 // instead of reading the whole run.
 func (r *RunTx) ForEachGroupDesc(fn func(Group) error) error {
-	b, err := r.bucket(bGroups)
+	b, err := r.groupsBucket()
 	if err != nil {
 		return err
 	}
@@ -217,14 +211,14 @@ func (r *RunTx) CloseGroup(step, id uint64) error {
 	if g.Status != GroupOpen {
 		return r.tx.fail(invalidf("group %d is already %s", id, g.Status))
 	}
-	nodes, err := r.GroupNodes(g)
+	err = r.walkGroupNodes(g, func(n *Node) error {
+		if n.Status == NodeActive {
+			return invalidf("group %d still has active node %d", id, n.ID)
+		}
+		return nil
+	})
 	if err != nil {
 		return r.tx.fail(err)
-	}
-	for _, n := range nodes {
-		if n.Status == NodeActive {
-			return r.tx.fail(invalidf("group %d still has active node %d", id, n.ID))
-		}
 	}
 	g.Status = GroupClosed
 	return r.tx.fail(r.putGroup(&g, GroupOpen, EvGroupClose))
@@ -233,22 +227,34 @@ func (r *RunTx) CloseGroup(step, id uint64) error {
 // GroupNodes returns every node of g, roots first, then breadth-first.
 func (r *RunTx) GroupNodes(g Group) ([]Node, error) {
 	var out []Node
+	err := r.walkGroupNodes(g, func(n *Node) error {
+		out = append(out, n.clone())
+		return nil
+	})
+	return out, err
+}
+
+// walkGroupNodes calls fn with every node of g (shared and read-only, see
+// nodeRef), roots first, then breadth-first.
+func (r *RunTx) walkGroupNodes(g Group, fn func(*Node) error) error {
 	queue := append([]uint64(nil), g.Roots...)
 	for len(queue) > 0 {
 		id := queue[0]
 		queue = queue[1:]
-		n, err := r.Node(id)
+		n, err := r.nodeRef(id)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = append(out, n)
+		if err := fn(n); err != nil {
+			return err
+		}
 		kids, err := r.Children(id)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		queue = append(queue, kids...)
 	}
-	return out, nil
+	return nil
 }
 
 type stopErr struct{}

@@ -30,3 +30,19 @@ func u64key3(a, b, c uint64) []byte {
 func turnKey(node uint64, index int) []byte { return u64key2(node, uint64(index)) }
 
 func keyU64(k []byte, i int) uint64 { return binary.BigEndian.Uint64(k[i*8:]) }
+
+// putKey is a, b as a 16-byte key in the transaction's scratch buffer,
+// for Put and Delete only: bbolt copies the key it stores, so the hot
+// write paths need not allocate one per record. The next putKey call
+// overwrites it.
+func (tx *Tx) putKey(a, b uint64) []byte {
+	binary.BigEndian.PutUint64(tx.keyBuf[:8], a)
+	binary.BigEndian.PutUint64(tx.keyBuf[8:], b)
+	return tx.keyBuf[:]
+}
+
+// putKey1 is putKey for an 8-byte key.
+func (tx *Tx) putKey1(a uint64) []byte {
+	binary.BigEndian.PutUint64(tx.keyBuf[:8], a)
+	return tx.keyBuf[:8]
+}

@@ -32,7 +32,7 @@ func (r *RunTx) AddNode(spec NodeSpec) (Node, error) {
 }
 
 func (r *RunTx) addNode(spec NodeSpec) (Node, error) {
-	g, err := r.GroupAt(spec.Step, spec.Group)
+	g, err := r.groupRef(spec.Step, spec.Group)
 	if err != nil {
 		return Node{}, err
 	}
@@ -54,7 +54,7 @@ func (r *RunTx) addNode(spec NodeSpec) (Node, error) {
 		}
 		siblings = g.Roots
 	} else {
-		p, err := r.Node(spec.Parent)
+		p, err := r.nodeRef(spec.Parent)
 		if err != nil {
 			return Node{}, err
 		}
@@ -74,12 +74,12 @@ func (r *RunTx) addNode(spec NodeSpec) (Node, error) {
 		}
 	}
 	for _, s := range siblings {
-		sn, err := r.Node(s)
+		sn, err := r.nodeRef(s)
 		if err != nil {
 			return Node{}, err
 		}
 		if sn.Ordinal == spec.Ordinal {
-			return sn, existsf("node %d is already ordinal %d under parent %d of group %d", sn.ID, spec.Ordinal, spec.Parent, g.ID)
+			return sn.clone(), existsf("node %d is already ordinal %d under parent %d of group %d", sn.ID, spec.Ordinal, spec.Parent, g.ID)
 		}
 	}
 	nodes, err := r.bucket(bNodes)
@@ -90,8 +90,9 @@ func (r *RunTx) addNode(spec NodeSpec) (Node, error) {
 		return Node{}, err
 	}
 	if spec.Parent == 0 {
-		g.Roots = append(g.Roots, n.ID)
-		if err := r.putGroup(&g, g.Status, ""); err != nil {
+		ng := g.clone()
+		ng.Roots = append(ng.Roots, n.ID)
+		if err := r.putGroup(&ng, ng.Status, ""); err != nil {
 			return Node{}, err
 		}
 	} else {
@@ -99,14 +100,14 @@ func (r *RunTx) addNode(spec NodeSpec) (Node, error) {
 		if err != nil {
 			return Node{}, err
 		}
-		if err := children.Put(u64key2(spec.Parent, n.ID), []byte{}); err != nil {
+		if err := children.Put(r.tx.putKey(spec.Parent, n.ID), []byte{}); err != nil {
 			return Node{}, err
 		}
 	}
 	if err := r.putNode(nil, &n, EvNodeAdd); err != nil {
 		return Node{}, err
 	}
-	return n, nil
+	return n.clone(), nil // n itself is the transaction's until the commit, then the cache's
 }
 
 // putNode is the one way a node record changes: prev is the node before
@@ -125,29 +126,36 @@ func (r *RunTx) putNode(prev, n *Node, kind EventKind) error {
 			return err
 		}
 		if wasActive {
-			err = frontier.Delete(u64key(n.ID))
+			err = frontier.Delete(r.tx.putKey1(n.ID))
 		} else {
-			err = frontier.Put(u64key(n.ID), []byte{})
+			err = frontier.Put(r.tx.putKey1(n.ID), []byte{})
 		}
 		if err != nil {
 			return err
 		}
 	}
-	d := &dirtyNode{r: r, n: n}
-	r.tx.dirty[nodeKey{r.id, n.ID}] = d
+	k := nodeKey{r.id, n.ID}
+	d := r.tx.dirty[k]
+	if d == nil {
+		d = &dirtyNode{r: r}
+		r.tx.dirty[k] = d
+	}
+	d.n, d.written = n, false
 	if kind == "" {
 		return nil
 	}
-	d.val = encodeNode(n)
-	return r.appendEvent(Event{Kind: kind, Step: n.Step, Group: n.Group, Node: n.ID}, d.val)
+	// The event carries the record's payload; the record itself is
+	// encoded once, at flush, however often the node changes before.
+	payload := appendNodeMsgp(r.tx.scratch[:0], n)
+	r.tx.scratch = payload[:0]
+	return r.appendEventPayload(Event{Kind: kind, Step: n.Step, Group: n.Group, Node: n.ID}, payload)
 }
 
 // dirtyNode is a node record changed in this transaction and not yet
-// written: val is its encoding when an event already made it.
+// written.
 type dirtyNode struct {
 	r       *RunTx
 	n       *Node
-	val     []byte
 	written bool
 }
 
@@ -166,10 +174,15 @@ func (tx *Tx) flush() error {
 		return cmp.Or(strings.Compare(a.r.id, b.r.id), cmp.Compare(a.n.ID, b.n.ID))
 	})
 	for _, d := range todo {
-		if err := d.r.writeNode(d.n, d.val); err != nil {
+		if err := d.r.writeNode(d.n, nil); err != nil {
 			return tx.fail(err)
 		}
 		d.written = true
+	}
+	for _, r := range tx.runs {
+		if err := r.flushGroups(); err != nil {
+			return tx.fail(err)
+		}
 	}
 	return tx.flushCounts()
 }
@@ -184,7 +197,7 @@ func (r *RunTx) writeNode(n *Node, val []byte) error {
 	if val == nil {
 		val = encodeNode(n)
 	}
-	return nodes.Put(u64key(n.ID), val)
+	return r.tx.put(nodes, r.tx.putKey1(n.ID), val)
 }
 
 // Node returns a node's record, through the LRU when possible.
@@ -374,7 +387,7 @@ func (r *RunTx) SetNodeStatus(id uint64, s NodeStatus) error {
 		if n.Status == NodeFailed {
 			// A retry needs an open group: a closed group has no active
 			// nodes (CloseGroup and Check hold it to that).
-			g, err := r.GroupAt(n.Step, n.Group)
+			g, err := r.groupRef(n.Step, n.Group)
 			if err != nil {
 				return err
 			}

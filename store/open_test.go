@@ -581,9 +581,9 @@ func TestInitialMmapSize(t *testing.T) {
 			}
 		})
 	}
-	// The mapping does not make a small file big: it grows about doubling
-	// while small, as with a mapping that follows it, not by bbolt's
-	// 16 MiB step from the first commit.
+	// The mapping does not make a small file big: while small it grows by
+	// about its data or twice its commit (growStep), not by bbolt's 16 MiB
+	// step from the first commit.
 	path := tempPath(t, "small.db")
 	db := storetest.OpenPath(t, path, storetest.Options())
 	if db.Options().InitialMmapSize == 0 {

@@ -131,7 +131,7 @@ func (r *RunTx) putTurns(p *Node, from, count int, versions [][2]uint64, value f
 	put := func(k []byte) error {
 		val, err := value(i)
 		if err == nil {
-			err = b.Put(k, val)
+			err = r.tx.put(b, k, val)
 		}
 		i++
 		return err
@@ -151,7 +151,7 @@ func (r *RunTx) putTurns(p *Node, from, count int, versions [][2]uint64, value f
 			return r.tx.fail(err)
 		}
 		for j := range fresh {
-			if err := put(u64key2(seq+uint64(j), p.ID)); err != nil {
+			if err := put(r.tx.putKey(seq+uint64(j), p.ID)); err != nil {
 				return r.tx.fail(err)
 			}
 		}

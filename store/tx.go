@@ -18,6 +18,9 @@ type Tx struct {
 	dirty    map[nodeKey]*dirtyNode // nodes changed in this write transaction
 	runs     map[string]*RunTx
 	done     bool
+	written  int64    // bytes of keys and values put through put: sizes the file's growth (growStep)
+	keyBuf   [16]byte // putKey's
+	scratch  []byte   // reused for payloads that are copied before the next use (putNode)
 }
 
 func newTx(db *DB, btx *bolt.Tx) *Tx {
@@ -28,6 +31,12 @@ func newTx(db *DB, btx *bolt.Tx) *Tx {
 		tx.dirty = map[nodeKey]*dirtyNode{}
 	}
 	return tx
+}
+
+// put is bbolt's Put, counting the bytes for growStep.
+func (tx *Tx) put(b *bolt.Bucket, k, v []byte) error {
+	tx.written += int64(len(k) + len(v))
+	return b.Put(k, v)
 }
 
 // Writable reports whether the transaction may write.
@@ -185,6 +194,9 @@ type RunTx struct {
 	// counts are the run's counters while a write transaction changes
 	// them (counts.go).
 	counts *runCounts
+	// groups are the groups a write transaction read or changed
+	// (txgroups.go).
+	groups map[groupKey]*txGroup
 }
 
 func (tx *Tx) bind(id string, b *bolt.Bucket) *RunTx {

@@ -417,8 +417,7 @@ func (e *Engine) prepare(wave []*branch, partial bool) ([]Submission, error) {
 		}
 		s := Submission{Lease: b.lease.ID, Node: b.lease.Node, From: b.lease.From + b.sampled - len(b.pending), Turns: b.pending}
 		if len(b.pending) > 0 {
-			enc, err := store.EncodeTurns(b.pending...)
-			if err != nil {
+			if err := encodeSubmission(&s); err != nil {
 				// The policy or env produced a turn the store refuses.
 				b.err = fmt.Errorf("turn: %w", err)
 				if !partial {
@@ -426,7 +425,6 @@ func (e *Engine) prepare(wave []*branch, partial bool) ([]Submission, error) {
 				}
 				return nil
 			}
-			s.Encoded = enc
 			s.EnvState = b.ep.State()
 		}
 		if !partial {

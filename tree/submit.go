@@ -17,6 +17,36 @@ type (
 	Submitted      = rollout.Submitted
 )
 
+// encodeSubmission validates and encodes s.Turns into s.Encoded
+// (store.EncodeTurns) unless they are encoded already. Done before the
+// write transaction, it takes the turns' checks and encoding, most of the
+// CPU an append of large turns costs, out of the single writer's critical
+// section.
+func encodeSubmission(s *Submission) error {
+	if len(s.Turns) == 0 || s.Encoded.Len() > 0 {
+		return nil
+	}
+	enc, err := store.EncodeTurns(s.Turns...)
+	if err != nil {
+		return err
+	}
+	s.Encoded = enc
+	return nil
+}
+
+// EncodeSubmissions validates and encodes every submission's turns into its
+// Encoded, unless they are encoded already. Writers call it before the
+// transaction that submits them: Submit given turns without Encoded
+// encodes them inside the transaction, while every other writer waits.
+func EncodeSubmissions(subs []Submission) error {
+	for i := range subs {
+		if err := encodeSubmission(&subs[i]); err != nil {
+			return fmt.Errorf("submission %d (node %d): %w", i, subs[i].Node, err)
+		}
+	}
+	return nil
+}
+
 // Submit applies submissions in order inside tx, then routes every group
 // whose current interval they completed (all its active branches scored,
 // or, under NoScoring, K turns in), in group order. Any refusal returns

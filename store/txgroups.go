@@ -1,0 +1,119 @@
+package store
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// A write transaction keeps the groups it reads and writes: an interval
+// reads its group once per call (AddNode, SetGroupInterval, PutAdvantage,
+// CloseGroup) and rewrites it for every root added, so decoding and
+// writing the record each time is most of what those calls cost. A group
+// changed in the transaction is written once, when it flushes (Tx.flush),
+// like the dirty nodes; its events are written as each change happens.
+
+// txGroup is a group as this transaction last read or changed it.
+type txGroup struct {
+	g     Group
+	val   []byte // its record's encoding, when an event already made it
+	dirty bool   // changed since the record was last written
+}
+
+type groupKey struct{ step, id uint64 }
+
+// groupRef returns the group, shared and read-only: the transaction's copy
+// in a write transaction (decoded the first time), else freshly decoded.
+func (r *RunTx) groupRef(step, id uint64) (*Group, error) {
+	k := groupKey{step, id}
+	if tg, ok := r.groups[k]; ok {
+		return &tg.g, nil
+	}
+	g, err := r.readGroup(step, id)
+	if err != nil || !r.tx.Writable() {
+		return &g, err
+	}
+	if r.groups == nil {
+		r.groups = map[groupKey]*txGroup{}
+	}
+	tg := &txGroup{g: g}
+	r.groups[k] = tg
+	return &tg.g, nil
+}
+
+// readGroup decodes a group's record from the groups bucket.
+func (r *RunTx) readGroup(step, id uint64) (Group, error) {
+	var g Group
+	b, err := r.bucket(bGroups)
+	if err != nil {
+		return g, err
+	}
+	k := u64key2(step, id)
+	raw := b.Get(k)
+	if raw == nil {
+		return g, notFoundf("group %d at step %d of run %q", id, step, r.id)
+	}
+	err = decodeValue(r.bpath(bGroups), k, raw, &g)
+	return g, err
+}
+
+// setGroup makes g (which the caller hands over and no longer changes) the
+// transaction's copy of its group, to be written at flush; val is its
+// encoding when the caller made one.
+func (r *RunTx) setGroup(g *Group, val []byte) {
+	if r.groups == nil {
+		r.groups = map[groupKey]*txGroup{}
+	}
+	r.groups[groupKey{g.Step, g.ID}] = &txGroup{g: *g, val: val, dirty: true}
+}
+
+// groupsBucket is the groups bucket with this transaction's changes
+// written, for the readers that walk it.
+func (r *RunTx) groupsBucket() (*bolt.Bucket, error) {
+	if err := r.flushGroups(); err != nil {
+		return nil, err
+	}
+	return r.bucket(bGroups)
+}
+
+// flushGroups writes the groups changed since the last flush, in key
+// order.
+func (r *RunTx) flushGroups() error {
+	var todo []*txGroup
+	for _, tg := range r.groups {
+		if tg.dirty {
+			todo = append(todo, tg)
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	b, err := r.bucket(bGroups)
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(todo, func(a, b *txGroup) int {
+		return cmp.Or(cmp.Compare(a.g.Step, b.g.Step), cmp.Compare(a.g.ID, b.g.ID))
+	})
+	for _, tg := range todo {
+		if tg.val == nil {
+			tg.val = encodeGroup(&tg.g)
+		}
+		if err := r.tx.put(b, u64key2(tg.g.Step, tg.g.ID), tg.val); err != nil {
+			return err
+		}
+		tg.dirty = false
+	}
+	return nil
+}
+
+// clone is a deep copy: callers may change what GroupAt returns.
+func (g *Group) clone() Group {
+	c := *g
+	c.Roots = slices.Clone(g.Roots)
+	c.Meta = maps.Clone(g.Meta)
+	c.PromptTokens = slices.Clone(g.PromptTokens)
+	return c
+}
