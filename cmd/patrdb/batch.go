@@ -173,6 +173,17 @@ func (a *App) readBatch(ctx context.Context, rf *remoteFlags, id string, step ui
 		if err != nil {
 			return err
 		}
+		// Only what the batch reads is checked, not the whole run.
+		cr, err := tx.CheckedRun(id)
+		if err == nil {
+			err = batch.Check(cr, step, opts)
+		}
+		if errors.Is(err, store.ErrCorrupt) {
+			return a.damaged(err)
+		}
+		if err != nil {
+			return err
+		}
 		return batch.ReadInto(b, r, step, opts)
 	})
 	if errors.Is(err, store.ErrNotFound) {
