@@ -38,6 +38,11 @@ func TestEncodersAllocateOnce(t *testing.T) {
 		PolicyVersion: 9}
 	bare := *g
 	bare.Meta = nil
+	// Ids past 32 bits take msgpack's widest integers: the buffer sized up
+	// front must still hold them.
+	adv := &Advantage{Step: 1 << 40, Group: 1 << 41, Leaf: 1 << 42, Outcome: 1, RubricScore: 0.5, Lambda: 0.3,
+		Total: 1.15, Mean: 0.4, Std: 0.2, Advantage: 3.75, Rubrics: []uint64{1 << 43, 1 << 44, 1 << 45},
+		ZeroVariance: true, ZeroVarianceAfter: false}
 	for _, c := range []struct {
 		name string
 		enc  func()
@@ -47,6 +52,7 @@ func TestEncodersAllocateOnce(t *testing.T) {
 		{"group", func() { encodeGroup(g) }, 2},
 		{"group without meta", func() { encodeGroup(&bare) }, 1},
 		{"event", func() { encodeEvent(e) }, 1},
+		{"advantage", func() { encodeAdvantage(adv) }, 1},
 		{"turn", func() {
 			if _, err := encodeTurn(tn); err != nil {
 				t.Fatal(err)
