@@ -55,9 +55,13 @@ func newWorkDir(root string) (dir string, held dirLock, err error) {
 		return "", dirLock{}, fmt.Errorf("export: %w", err)
 	}
 	held = newDirLock(dir)
-	if ok, err := held.tryLock(); err != nil || !ok {
+	ok, err := held.tryLock()
+	if err == nil && !ok {
+		err = fmt.Errorf("held by another process")
+	}
+	if err != nil {
 		_ = os.RemoveAll(dir)
-		return "", dirLock{}, fmt.Errorf("export: locking %s: %v", dir, err)
+		return "", dirLock{}, fmt.Errorf("export: locking %s: %w", dir, err)
 	}
 	return dir, held, nil
 }
