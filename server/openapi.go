@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // openAPIDoc is the API's OpenAPI document, kept beside the code that
@@ -25,24 +26,27 @@ type apiDoc struct {
 	} `json:"paths"`
 }
 
-var parsedDoc = func() apiDoc {
+// parsedDoc and apiIndex are parsed on first use, not at start-up: every
+// patrdb command links this package, and parsing the document costs most
+// of a millisecond.
+var parsedDoc = sync.OnceValue(func() apiDoc {
 	var d apiDoc
 	if err := json.Unmarshal(openAPIDoc, &d); err != nil {
-		panic("server: openapi.json does not parse: " + err.Error()) // a build defect, caught by every test
+		panic("server: openapi.json does not parse: " + err.Error()) // a build defect, caught by the openapi tests
 	}
 	return d
-}()
+})
 
 // APISpecVersion is the API's version, "<major>.<minor>", from the
 // OpenAPI document: the major number is the /api/v<major> prefix and
 // changes only with a change clients must follow; the minor grows as
 // endpoints are added. Clients compare it with the oldest they can use.
-func APISpecVersion() string { return parsedDoc.Info.Version }
+func APISpecVersion() string { return parsedDoc().Info.Version }
 
-var apiIndex = func() Index {
+var apiIndex = sync.OnceValue(func() Index {
 	ix := Index{API: APIVersion, APIVersion: APISpecVersion(), Server: moduleVersion(),
 		OpenAPI: "/api/v1/openapi.json", Metrics: "/metrics", Endpoints: []Endpoint{}}
-	for path, ops := range parsedDoc.Paths {
+	for path, ops := range parsedDoc().Paths {
 		for method, op := range ops {
 			ix.Endpoints = append(ix.Endpoints, Endpoint{Method: strings.ToUpper(method), Path: path, Summary: op.Summary})
 		}
@@ -55,7 +59,7 @@ var apiIndex = func() Index {
 		return a.Method < b.Method
 	})
 	return ix
-}()
+})
 
 // moduleVersion is the version of the patrdb module in this binary
 // ("(devel)" in a build from a work tree).
@@ -76,7 +80,7 @@ func moduleVersion() string {
 }
 
 func (s *server) index(w http.ResponseWriter, _ *http.Request) error {
-	return s.ok(w, apiIndex)
+	return s.ok(w, apiIndex())
 }
 
 func (s *server) openAPI(w http.ResponseWriter, _ *http.Request) error {
