@@ -170,20 +170,8 @@ func TestStateAtBounds(t *testing.T) {
 // TestApplyRejectsBrokenLog: events out of order or about records no
 // event created are ErrLog (and ErrCorrupt), not a silently wrong state.
 func TestApplyRejectsBrokenLog(t *testing.T) {
-	db := storetest.Open(t)
 	spec := smallSpec("r")
-	buildOneTx(t, db, spec)
-	var events []replay.Event
-	err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(spec.id)
-		if err != nil {
-			return err
-		}
-		return replay.Iterate(r, 0, 0, func(e replay.Event) error { events = append(events, e); return nil })
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	events := smallRunEvents(t, spec)
 	st := replay.NewState(spec.id)
 	if err := st.Apply(events[1]); err != nil {
 		t.Fatal(err)
@@ -200,4 +188,24 @@ func TestApplyRejectsBrokenLog(t *testing.T) {
 			break
 		}
 	}
+}
+
+// smallRunEvents builds spec's run in one transaction and returns its
+// event log.
+func smallRunEvents(t *testing.T, spec runSpec) []replay.Event {
+	t.Helper()
+	db := storetest.Open(t)
+	buildOneTx(t, db, spec)
+	var events []replay.Event
+	err := db.View(func(tx *store.Tx) error {
+		r, err := tx.Run(spec.id)
+		if err != nil {
+			return err
+		}
+		return replay.Iterate(r, 0, 0, func(e replay.Event) error { events = append(events, e); return nil })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return events
 }

@@ -6,26 +6,13 @@ import (
 
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
-	"github.com/patrdb/patrdb/store/storetest"
 )
 
 // A node event (status, score, route, reward) about a node no node.add
 // created is a broken log, not a node silently created by its update.
 func TestApplyRejectsUpdateOfUnknownNode(t *testing.T) {
-	db := storetest.Open(t)
 	spec := smallSpec("r")
-	buildOneTx(t, db, spec)
-	var events []replay.Event
-	err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(spec.id)
-		if err != nil {
-			return err
-		}
-		return replay.Iterate(r, 0, 0, func(e replay.Event) error { events = append(events, e); return nil })
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	events := smallRunEvents(t, spec)
 	var lost uint64 // the first node added: its node.add is dropped
 	st := replay.NewState(spec.id)
 	for _, e := range events {
