@@ -9,7 +9,16 @@ const eventFields = 8
 
 // encodeEvent frames e's record (the bytes msgpack/v5 writes for it).
 func encodeEvent(e *Event) []byte {
-	b := make([]byte, headerLen, headerLen+40+len(e.Kind)+len(e.Payload))
+	b := make([]byte, headerLen, headerLen+eventHeadMax+len(e.Kind)+len(e.Payload))
+	return frame(appendBin(appendEventHead(b, e), e.Payload))
+}
+
+// eventHeadMax bounds what appendEventHead writes besides the kind.
+const eventHeadMax = 1 + 6*9 + 5
+
+// appendEventHead appends e's record up to its payload, which follows as
+// the last element.
+func appendEventHead(b []byte, e *Event) []byte {
 	b = appendArrayLen(b, eventFields)
 	b = appendUint(b, e.Seq)
 	b = appendInt(b, e.Time)
@@ -17,8 +26,7 @@ func encodeEvent(e *Event) []byte {
 	b = appendUint(b, e.Step)
 	b = appendUint(b, e.Group)
 	b = appendUint(b, e.Node)
-	b = appendUint(b, e.Rubric)
-	return frame(appendBin(b, e.Payload))
+	return appendUint(b, e.Rubric)
 }
 
 // storeEventKinds interns the kinds the store writes, so decoding one

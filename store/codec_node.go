@@ -18,8 +18,14 @@ const (
 // encodeNode frames n's record. The bytes are those msgpack/v5's encoder
 // writes for the struct (msgp_test.go checks it), built without reflection.
 func encodeNode(n *Node) []byte {
-	return frame(appendNodeMsgp(make([]byte, headerLen, headerLen+96+len(n.EnvState)+len(n.Worker)+len(n.Error)+
-		16*len(n.Scores)+48*len(n.Decisions)+n.TurnRanges.packedLen()), n))
+	return frame(appendNodeMsgp(make([]byte, headerLen, headerLen+nodeMsgpSizeHint(n)), n))
+}
+
+// nodeMsgpSizeHint is about the size of n's record (its payload): a
+// buffer's capacity, not a bound.
+func nodeMsgpSizeHint(n *Node) int {
+	return 96 + len(n.EnvState) + len(n.Worker) + len(n.Error) +
+		16*len(n.Scores) + 48*len(n.Decisions) + n.TurnRanges.packedLen()
 }
 
 func appendNodeMsgp(b []byte, n *Node) []byte {

@@ -110,12 +110,18 @@ func decodeAdvantageMsgp(payload []byte, a *Advantage) bool {
 // writes for it): from, count, turns, min and max policy version, turn
 // sequence number.
 func encodeTurnsPayload(p *TurnsPayload) []byte {
-	b := make([]byte, headerLen, headerLen+40)
+	return frame(appendTurnsPayloadMsgp(make([]byte, headerLen, headerLen+turnsPayloadMax), p))
+}
+
+// turnsPayloadMax bounds an EvTurns payload's size.
+const turnsPayloadMax = 1 + 6*9
+
+func appendTurnsPayloadMsgp(b []byte, p *TurnsPayload) []byte {
 	b = appendArrayLen(b, turnsPayloadFields)
 	b = appendInt(b, int64(p.From))
 	b = appendInt(b, int64(p.Count))
 	b = appendInt(b, int64(p.Turns))
 	b = appendUint(b, p.MinVersion)
 	b = appendUint(b, p.MaxVersion)
-	return frame(appendUint(b, p.Seq))
+	return appendUint(b, p.Seq)
 }

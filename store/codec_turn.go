@@ -1,8 +1,6 @@
 package store
 
 import (
-	"encoding/binary"
-	"hash/crc32"
 	"math"
 	"unicode/utf8"
 )
@@ -31,8 +29,12 @@ func turnSize(t *Turn) int {
 // encodeTurn frames t into one allocation of exactly its size: the token
 // arrays are copied once, straight into the value bbolt will hold.
 func encodeTurn(t *Turn) ([]byte, error) {
-	out := make([]byte, headerLen, turnSize(t))
-	out[0] = valueFormatV1
+	return appendTurnValue(make([]byte, 0, turnSize(t)), t), nil
+}
+
+// appendTurnValue appends t's framed value to out, which is empty.
+func appendTurnValue(out []byte, t *Turn) []byte {
+	out = append(out, valueFormatV1, 0, 0, 0, 0)
 	out = appendArrayLen(out, turnFields)
 	out = appendStr(out, t.Action)
 	out = packU32(appendBinHeader(out, 4*len(t.ActionTokens)), t.ActionTokens)
@@ -41,9 +43,7 @@ func encodeTurn(t *Turn) ([]byte, error) {
 	out = packU32(appendBinHeader(out, 4*len(t.ObservationTokens)), t.ObservationTokens)
 	out = appendFloat64(out, t.Reward)
 	out = appendBool(out, t.Done)
-	out = appendUint64(out, t.PolicyVersion)
-	binary.BigEndian.PutUint32(out[1:5], crc32.Checksum(out[headerLen:], castagnoli))
-	return out, nil
+	return frame(appendUint64(out, t.PolicyVersion))
 }
 
 // decodeTurn parses a framed turn straight from raw (which may be a page

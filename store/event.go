@@ -16,6 +16,18 @@ func (r *RunTx) appendEvent(e Event, val []byte) error {
 // appendEventPayload is appendEvent given the payload itself (msgpack,
 // unframed; nil for none). The event's value holds a copy of it.
 func (r *RunTx) appendEventPayload(e Event, payload []byte) error {
+	if payload == nil {
+		return r.putEvent(&e, 0, nil)
+	}
+	return r.putEvent(&e, len(payload), func(b []byte) []byte { return append(b, payload...) })
+}
+
+// putEvent writes e with the next sequence number and the time, its
+// payload being what fill appends (about size bytes; nil fill: none),
+// encoded straight into the value bbolt keeps: a node's record, the
+// payload of most events, is encoded once per event, not once and then
+// copied.
+func (r *RunTx) putEvent(e *Event, size int, fill func([]byte) []byte) error {
 	b, err := r.bucket(bEvents)
 	if err != nil {
 		return err
@@ -26,8 +38,13 @@ func (r *RunTx) appendEventPayload(e Event, payload []byte) error {
 	}
 	e.Seq = seq
 	e.Time = r.tx.db.opts.now().UnixNano()
-	e.Payload = payload
-	return r.tx.put(b, r.tx.putKey1(seq), encodeEvent(&e))
+	val := appendEventHead(r.tx.vals.start(headerLen + eventHeadMax + len(e.Kind) + 5 + size)[:headerLen], e)
+	if fill == nil {
+		val = append(val, 0xc0)
+	} else {
+		val = appendBinOf(val, fill)
+	}
+	return r.tx.put(b, r.tx.putKey1(seq), r.tx.vals.finish(frame(val)))
 }
 
 // AppendEvent records an event of a kind defined above the store (rubric

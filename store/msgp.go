@@ -330,6 +330,25 @@ func appendBin(b, x []byte) []byte {
 	return append(appendBinHeader(b, len(x)), x...)
 }
 
+// appendBinOf writes, as a bin field, the bytes fill appends to b: they
+// are written once, in place, and the header is sized after them. A bin8
+// header is reserved (payloads are mostly short) and widened when they are
+// not, by moving them up.
+func appendBinOf(b []byte, fill func([]byte) []byte) []byte {
+	at := len(b)
+	b = fill(append(b, 0xc4, 0))
+	n := len(b) - at - 2
+	if n < 1<<8 {
+		b[at+1] = byte(n)
+		return b
+	}
+	wider := binHeaderLen(n) - 2
+	b = append(b, make([]byte, wider)...)
+	copy(b[at+2+wider:], b[at+2:at+2+n])
+	appendBinHeader(b[:at], n) // rewrites b[at:at+2+wider] in place
+	return b
+}
+
 // appendMapLen writes a map header.
 func appendMapLen(b []byte, n int) []byte {
 	switch {

@@ -146,9 +146,8 @@ func (r *RunTx) putNode(prev, n *Node, kind EventKind) error {
 	}
 	// The event carries the record's payload; the record itself is
 	// encoded once, at flush, however often the node changes before.
-	payload := appendNodeMsgp(r.tx.scratch[:0], n)
-	r.tx.scratch = payload[:0]
-	return r.appendEventPayload(Event{Kind: kind, Step: n.Step, Group: n.Group, Node: n.ID}, payload)
+	return r.putEvent(&Event{Kind: kind, Step: n.Step, Group: n.Group, Node: n.ID}, nodeMsgpSizeHint(n),
+		func(b []byte) []byte { return appendNodeMsgp(b, n) })
 }
 
 // dirtyNode is a node record changed in this transaction and not yet
@@ -239,6 +238,26 @@ func (r *RunTx) nodeRef(id uint64) (*Node, error) {
 	return n, nil
 }
 
+// edit is a copy of n to change and put back (putNode) without copying
+// what does not change: its slices are n's, clipped, so that appending to
+// one copies it. An element must not be changed in place (replaced does
+// it on a copy): n may be the cache's, read by other transactions.
+func (n *Node) edit() Node {
+	c := *n
+	c.Scores = slices.Clip(c.Scores)
+	c.Decisions = slices.Clip(c.Decisions)
+	c.EnvState = slices.Clip(c.EnvState)
+	c.TurnRanges = slices.Clip(c.TurnRanges)
+	return c
+}
+
+// replaced is a copy of xs with element i set to x.
+func replaced[T any](xs []T, i int, x T) []T {
+	out := slices.Clone(xs)
+	out[i] = x
+	return out
+}
+
 func (n *Node) clone() Node {
 	c := *n
 	c.Scores = append([]Score(nil), n.Scores...)
@@ -297,7 +316,9 @@ func (r *RunTx) FrontierNodes() ([]Node, error) {
 	return out, nil
 }
 
-// mutateNode loads a node, applies fn and writes it back with one event.
+// mutateNode loads a node, applies fn to a copy of it (Node.edit: fn
+// replaces slices, never changes their elements) and writes it back with
+// one event.
 func (r *RunTx) mutateNode(id uint64, kind EventKind, fn func(*Node) error) error {
 	if err := r.tx.check(true); err != nil {
 		return err
@@ -306,7 +327,7 @@ func (r *RunTx) mutateNode(id uint64, kind EventKind, fn func(*Node) error) erro
 	if err != nil {
 		return r.tx.fail(err)
 	}
-	n := p.clone()
+	n := p.edit()
 	if err := fn(&n); err != nil {
 		return r.tx.fail(err)
 	}
@@ -331,7 +352,7 @@ func (r *RunTx) Score(id uint64, s Score) error {
 		}
 		for i := range n.Scores {
 			if n.Scores[i].Interval == s.Interval {
-				n.Scores[i] = s
+				n.Scores = replaced(n.Scores, i, s)
 				return nil
 			}
 		}
@@ -364,7 +385,7 @@ func (r *RunTx) Route(id uint64, d Decision) error {
 		}
 		for i := range n.Decisions {
 			if n.Decisions[i].Interval == d.Interval {
-				n.Decisions[i] = d
+				n.Decisions = replaced(n.Decisions, i, d)
 				return nil
 			}
 		}

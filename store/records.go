@@ -347,7 +347,7 @@ type TurnsPayload struct {
 // node as it was before the write).
 func (p *TurnsPayload) Apply(n *Node) {
 	if p.Seq != 0 && p.Turns > n.Turns {
-		n.TurnRanges = append(TurnRanges(nil), n.TurnRanges...).extend(p.Seq, p.Turns-n.Turns)
+		n.TurnRanges = n.TurnRanges.extend(p.Seq, p.Turns-n.Turns)
 	}
 	n.Turns, n.MinVersion, n.MaxVersion = p.Turns, p.MinVersion, p.MaxVersion
 }

@@ -29,16 +29,14 @@ func (r *RunTx) AppendTurns(id uint64, from int, turns ...Turn) error {
 	if err != nil {
 		return r.tx.fail(err)
 	}
+	var lo, hi uint64
 	for i := range turns {
 		if err := validTurn(&turns[i]); err != nil {
 			return r.tx.fail(fmt.Errorf("turn %d of node %d: %w", from+i, id, err))
 		}
+		lo, hi = versionSpan(lo, hi, turns[i].PolicyVersion)
 	}
-	versions := make([][2]uint64, len(turns))
-	for i := range turns {
-		versions[i] = [2]uint64{turns[i].PolicyVersion, turns[i].PolicyVersion}
-	}
-	return r.putTurns(p, from, len(turns), versions, func(i int) ([]byte, error) { return encodeTurn(&turns[i]) })
+	return r.putTurns(p, from, turnSource{turns: turns, enc: EncodedTurns{lo: lo, hi: hi}})
 }
 
 // EncodedTurns are turns validated and framed for the file by EncodeTurns,
@@ -46,8 +44,8 @@ func (r *RunTx) AppendTurns(id uint64, from int, turns ...Turn) error {
 // EncodedTurns is immutable: it may be appended more than once, and used
 // from several goroutines.
 type EncodedTurns struct {
-	vals     [][]byte
-	versions [][2]uint64 // each turn's policy version, twice (min, max of one)
+	vals   [][]byte
+	lo, hi uint64 // the least and greatest policy versions given (versionSpan)
 }
 
 // Len is the number of turns held.
@@ -63,10 +61,9 @@ func (e EncodedTurns) Len() int { return len(e.vals) }
 // from, turns...) writes the same bytes as AppendEncodedTurns(id, from,
 // EncodeTurns(turns...)).
 func EncodeTurns(turns ...Turn) (EncodedTurns, error) {
-	vals := make([][]byte, len(turns))
-	versions := make([][2]uint64, len(turns))
+	out := EncodedTurns{vals: make([][]byte, len(turns))}
 	for i := range turns {
-		versions[i] = [2]uint64{turns[i].PolicyVersion, turns[i].PolicyVersion}
+		out.lo, out.hi = versionSpan(out.lo, out.hi, turns[i].PolicyVersion)
 		if err := validTurn(&turns[i]); err != nil {
 			return EncodedTurns{}, fmt.Errorf("turn %d of %d: %w", i, len(turns), err)
 		}
@@ -74,9 +71,21 @@ func EncodeTurns(turns ...Turn) (EncodedTurns, error) {
 		if err != nil {
 			return EncodedTurns{}, err
 		}
-		vals[i] = v
+		out.vals[i] = v
 	}
-	return EncodedTurns{vals: vals, versions: versions}, nil
+	return out, nil
+}
+
+// versionSpan folds policy version v (0: not given) into the least and
+// greatest versions given so far (0, 0: none).
+func versionSpan(lo, hi, v uint64) (uint64, uint64) {
+	if v == 0 {
+		return lo, hi
+	}
+	if lo == 0 || v < lo {
+		lo = v
+	}
+	return lo, max(hi, v)
 }
 
 // AppendEncodedTurns is AppendTurns for turns encoded beforehand by
@@ -93,7 +102,31 @@ func (r *RunTx) AppendEncodedTurns(id uint64, from int, turns EncodedTurns) erro
 	if err != nil {
 		return r.tx.fail(err)
 	}
-	return r.putTurns(p, from, len(turns.vals), turns.versions, func(i int) ([]byte, error) { return turns.vals[i], nil })
+	return r.putTurns(p, from, turnSource{enc: turns})
+}
+
+// turnSource is what putTurns writes: turns to validate and encode, or
+// values EncodeTurns made (enc's policy versions are given either way).
+type turnSource struct {
+	turns []Turn
+	enc   EncodedTurns
+}
+
+func (s *turnSource) len() int {
+	if s.turns != nil {
+		return len(s.turns)
+	}
+	return len(s.enc.vals)
+}
+
+// value is turn i's framed value; turns encoded here take their buffer
+// from the transaction's chunks.
+func (s *turnSource) value(vals *valueArena, i int) []byte {
+	if s.turns == nil {
+		return s.enc.vals[i]
+	}
+	t := &s.turns[i]
+	return vals.finish(appendTurnValue(vals.start(turnSize(t)), t))
 }
 
 // turnTarget returns the node turns at index from may be written to: an
@@ -112,16 +145,17 @@ func (r *RunTx) turnTarget(id uint64, from int) (*Node, error) {
 	return p, nil
 }
 
-// putTurns writes count turn values (value(i) is the framed turn at index
-// from+i) under node p, then its record and the EvTurns event. Turns that
+// putTurns writes src's turns at indexes from, from+1, ... under node p,
+// then its record and the EvTurns event. Turns that
 // rewrite stored ones keep their keys; new ones take the next numbers of
 // the run's turn sequence, so they land at the end of the bucket. The
 // values must stay unmodified until the transaction ends: bbolt keeps them.
-func (r *RunTx) putTurns(p *Node, from, count int, versions [][2]uint64, value func(int) ([]byte, error)) error {
+func (r *RunTx) putTurns(p *Node, from int, src turnSource) error {
 	b, err := r.bucket(bTurns)
 	if err != nil {
 		return r.tx.fail(err)
 	}
+	count := src.len()
 	over := min(count, p.Turns-from)
 	spans, err := r.turnSpans(p, from, over)
 	if err != nil {
@@ -129,10 +163,7 @@ func (r *RunTx) putTurns(p *Node, from, count int, versions [][2]uint64, value f
 	}
 	i := 0
 	put := func(k []byte) error {
-		val, err := value(i)
-		if err == nil {
-			err = r.tx.put(b, k, val)
-		}
+		err := r.tx.put(b, k, src.value(&r.tx.vals, i))
 		i++
 		return err
 	}
@@ -143,7 +174,7 @@ func (r *RunTx) putTurns(p *Node, from, count int, versions [][2]uint64, value f
 			}
 		}
 	}
-	n := p.clone()
+	n := p.edit()
 	var seq uint64
 	if fresh := count - over; fresh > 0 {
 		seq = b.Sequence() + 1
@@ -158,20 +189,14 @@ func (r *RunTx) putTurns(p *Node, from, count int, versions [][2]uint64, value f
 		n.TurnRanges = n.TurnRanges.extend(seq, fresh)
 		n.Turns = from + count
 	}
-	for _, v := range versions {
-		if v[0] == 0 {
-			continue // the writer did not say
-		}
-		if n.MinVersion == 0 || v[0] < n.MinVersion {
-			n.MinVersion = v[0]
-		}
-		n.MaxVersion = max(n.MaxVersion, v[1])
-	}
+	n.MinVersion, n.MaxVersion = versionSpan(n.MinVersion, n.MaxVersion, src.enc.lo)
+	n.MaxVersion = max(n.MaxVersion, src.enc.hi)
 	if err := r.putNode(p, &n, ""); err != nil {
 		return r.tx.fail(err)
 	}
-	pl := encodeTurnsPayload(&TurnsPayload{From: from, Count: count, Turns: n.Turns, MinVersion: n.MinVersion, MaxVersion: n.MaxVersion, Seq: seq})
-	return r.tx.fail(r.appendEvent(Event{Kind: EvTurns, Step: n.Step, Group: n.Group, Node: p.ID}, pl))
+	tp := TurnsPayload{From: from, Count: count, Turns: n.Turns, MinVersion: n.MinVersion, MaxVersion: n.MaxVersion, Seq: seq}
+	return r.tx.fail(r.putEvent(&Event{Kind: EvTurns, Step: n.Step, Group: n.Group, Node: p.ID}, turnsPayloadMax,
+		func(b []byte) []byte { return appendTurnsPayloadMsgp(b, &tp) }))
 }
 
 // Turns returns a node's own turns.

@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -35,17 +36,19 @@ func (rs TurnRanges) total() int {
 	return n
 }
 
-// extend adds count turns from seq on, growing the last range when seq
-// follows it.
+// extend returns rs with count turns from seq on, the last range grown
+// when seq follows it. rs is left as it was: a node's ranges are shared
+// with its earlier versions.
 func (rs TurnRanges) extend(seq uint64, count int) TurnRanges {
 	if count <= 0 {
 		return rs
 	}
 	if n := len(rs); n > 0 && rs[n-1].Seq+uint64(rs[n-1].Count) == seq {
-		rs[n-1].Count += count
-		return rs
+		out := slices.Clone(rs)
+		out[n-1].Count += count
+		return out
 	}
-	return append(rs, TurnRange{Seq: seq, Count: count})
+	return append(slices.Clip(rs), TurnRange{Seq: seq, Count: count})
 }
 
 // pack appends the packed form (without a msgpack header).

@@ -18,9 +18,9 @@ type Tx struct {
 	dirty    map[nodeKey]*dirtyNode // nodes changed in this write transaction
 	runs     map[string]*RunTx
 	done     bool
-	written  int64    // bytes of keys and values put through put: sizes the file's growth (growStep)
-	keyBuf   [16]byte // putKey's
-	scratch  []byte   // reused for payloads that are copied before the next use (putNode)
+	written  int64      // bytes of keys and values put through put: sizes the file's growth (growStep)
+	keyBuf   [16]byte   // putKey's
+	vals     valueArena // the values it puts (txvalues.go)
 }
 
 func newTx(db *DB, btx *bolt.Tx) *Tx {

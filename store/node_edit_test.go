@@ -1,0 +1,73 @@
+package store
+
+import (
+	"reflect"
+	"testing"
+)
+
+// A change to a node copies only what it changes (Node.edit): the record
+// the cache shares with other transactions must still read as it was when
+// a later transaction replaces a score or decision of the same interval,
+// adds them, extends its turn ranges or changes its env state.
+func TestNodeChangesLeaveSharedRecordAlone(t *testing.T) {
+	var id uint64
+	turn := Turn{Action: "a", ActionTokens: []uint32{1}}
+	db := openWithGroup(t, func(r *RunTx, group uint64) error {
+		n, err := r.AddNode(NodeSpec{Step: 1, Group: group, EnvState: []byte("env")})
+		if err != nil {
+			return err
+		}
+		id = n.ID
+		if err := r.AppendTurns(id, 0, turn, turn); err != nil {
+			return err
+		}
+		if err := r.Score(id, Score{Interval: 0, Turn: 2, Value: 0.25}); err != nil {
+			return err
+		}
+		return r.Route(id, Decision{Interval: 0, Action: ActionSurvive, Score: 0.25})
+	})
+	inRunR(t, db, false, func(r *RunTx) error {
+		shared, err := r.nodeRef(id)
+		if err != nil {
+			return err
+		}
+		before := shared.clone()
+		inRunR(t, db, true, func(w *RunTx) error {
+			if p, err := w.nodeRef(id); err != nil || p != shared {
+				t.Fatalf("the writer does not read the shared record (%v): the test proves nothing", err)
+			}
+			for _, change := range []func() error{
+				func() error { return w.Score(id, Score{Interval: 0, Turn: 2, Value: 0.75}) },
+				func() error { return w.Score(id, Score{Interval: 1, Turn: 3, Value: 0.5}) },
+				func() error { return w.Route(id, Decision{Interval: 0, Action: ActionSurvive, Score: 0.75}) },
+				func() error { return w.Route(id, Decision{Interval: 1, Action: ActionSurvive, Score: 0.5}) },
+				func() error { return w.AppendTurns(id, 2, turn) },
+				func() error { return w.SetEnvState(id, []byte("ENV")) },
+			} {
+				if err := change(); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if !reflect.DeepEqual(*shared, before) {
+			t.Errorf("shared record changed under its reader:\n got %+v\nwant %+v", *shared, before)
+		}
+		return nil
+	})
+	inRunR(t, db, false, func(r *RunTx) error {
+		n, err := r.Node(id)
+		if err != nil {
+			return err
+		}
+		want := Node{Turns: 3, TurnRanges: TurnRanges{{Seq: 1, Count: 3}},
+			Scores:    []Score{{Interval: 0, Turn: 2, Value: 0.75}, {Interval: 1, Turn: 3, Value: 0.5}},
+			Decisions: []Decision{{Interval: 0, Action: ActionSurvive, Score: 0.75}, {Interval: 1, Action: ActionSurvive, Score: 0.5}},
+			EnvState:  []byte("ENV")}
+		got := Node{Turns: n.Turns, TurnRanges: n.TurnRanges, Scores: n.Scores, Decisions: n.Decisions, EnvState: n.EnvState}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("after the changes:\n got %+v\nwant %+v", got, want)
+		}
+		return nil
+	})
+}
