@@ -36,7 +36,7 @@ func (r *RunTx) putAdvantage(a *Advantage) error {
 	if err != nil {
 		return err
 	}
-	val := encodeAdvantage(a)
+	val := r.tx.value(advantageSize(a), func(b []byte) []byte { return appendAdvantageMsgp(b, a) })
 	d, err := r.advDelta(a)
 	if err != nil {
 		return err
@@ -44,7 +44,7 @@ func (r *RunTx) putAdvantage(a *Advantage) error {
 	if err := r.tally(d); err != nil {
 		return err
 	}
-	if err := r.tx.put(b, u64key3(a.Step, a.Group, a.Leaf), val); err != nil {
+	if err := r.tx.put(b, r.tx.putKey3(a.Step, a.Group, a.Leaf), val); err != nil {
 		return err
 	}
 	return r.appendEvent(Event{Kind: EvAdvantage, Step: a.Step, Group: a.Group, Node: a.Leaf}, val)

@@ -13,11 +13,20 @@ const (
 
 // encodeGroup frames g's record (the bytes msgpack/v5 writes for it).
 func encodeGroup(g *Group) []byte {
-	size := headerLen + 48 + len(g.Task) + len(g.Prompt) + len(g.Gold) + 9*len(g.Roots) + 4*len(g.PromptTokens)
+	return frame(appendGroupMsgp(make([]byte, headerLen, headerLen+groupSizeHint(g)), g))
+}
+
+// groupSizeHint is about the size of g's record (its payload): a buffer's
+// capacity, not a bound.
+func groupSizeHint(g *Group) int {
+	size := 48 + len(g.Task) + len(g.Prompt) + len(g.Gold) + 9*len(g.Roots) + 4*len(g.PromptTokens)
 	for k, v := range g.Meta {
 		size += 10 + len(k) + len(v)
 	}
-	b := make([]byte, headerLen, size)
+	return size
+}
+
+func appendGroupMsgp(b []byte, g *Group) []byte {
 	b = appendArrayLen(b, groupFields)
 	b = appendUint(b, g.ID)
 	b = appendUint(b, g.Step)
@@ -29,11 +38,9 @@ func encodeGroup(g *Group) []byte {
 	b = appendInt(b, int64(g.Interval))
 	b = appendStrMap(b, g.Meta)
 	if g.PromptTokens == nil {
-		b = append(b, 0xc0)
-	} else {
-		b = packU32(appendBinHeader(b, 4*len(g.PromptTokens)), g.PromptTokens)
+		return append(b, 0xc0)
 	}
-	return frame(b)
+	return packU32(appendBinHeader(b, 4*len(g.PromptTokens)), g.PromptTokens)
 }
 
 // appendUints writes a []uint64 field: nil as msgpack nil.

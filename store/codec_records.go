@@ -79,14 +79,20 @@ const (
 // total, mean, std, advantage, rubric ids, zero variance before and after
 // shaping.
 func encodeAdvantage(a *Advantage) []byte {
-	b := make([]byte, headerLen, headerLen+1+3*9+7*9+5+9*len(a.Rubrics)+2)
+	return frame(appendAdvantageMsgp(make([]byte, headerLen, headerLen+advantageSize(a)), a))
+}
+
+// advantageSize bounds the size of a's record (its payload).
+func advantageSize(a *Advantage) int { return 1 + 3*9 + 7*9 + 5 + 9*len(a.Rubrics) + 2 }
+
+func appendAdvantageMsgp(b []byte, a *Advantage) []byte {
 	b = appendArrayLen(b, advantageFields)
 	b = appendUint(appendUint(appendUint(b, a.Step), a.Group), a.Leaf)
 	for _, x := range [...]float64{a.Outcome, a.RubricScore, a.Lambda, a.Total, a.Mean, a.Std, a.Advantage} {
 		b = appendFloat64(b, x)
 	}
 	b = appendUints(b, a.Rubrics)
-	return frame(appendBool(appendBool(b, a.ZeroVariance), a.ZeroVarianceAfter))
+	return appendBool(appendBool(b, a.ZeroVariance), a.ZeroVarianceAfter)
 }
 
 func decodeAdvantageMsgp(payload []byte, a *Advantage) bool {

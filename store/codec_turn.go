@@ -122,7 +122,9 @@ func validTurn(t *Turn) error {
 		return invalidf("%d action logprobs for %d action tokens (give one per token, or none)", len(t.ActionLogprobs), len(t.ActionTokens))
 	}
 	for i, lp := range t.ActionLogprobs {
-		if !(lp <= 0) || math.IsInf(float64(lp), -1) {
+		// One range check (NaN fails it) instead of a sign and an
+		// infinity test: this loop runs over every logprob appended.
+		if !(lp <= 0 && lp >= -math.MaxFloat32) {
 			return invalidf("action logprob %d is %v; want a finite value <= 0", i, lp)
 		}
 	}

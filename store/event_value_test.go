@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 )
 
@@ -31,8 +32,14 @@ func TestWrittenEventsAreCanonical(t *testing.T) {
 			if err := r.AppendTurns(n.ID, 0, Turn{Action: "a", ActionTokens: []uint32{1, 2}}); err != nil {
 				return err
 			}
+			if err := r.SetNodeStatus(n.ID, NodeCompleted); err != nil {
+				return err
+			}
+			if err := r.PutAdvantage(Advantage{Step: 1, Group: group, Leaf: n.ID, Outcome: 1, Rubrics: []uint64{1 << 40}}); err != nil {
+				return err
+			}
 		}
-		return nil
+		return r.SetGroupInterval(1, group, 3)
 	})
 	seen := 0
 	inRunR(t, db, false, func(r *RunTx) error {
@@ -48,7 +55,7 @@ func TestWrittenEventsAreCanonical(t *testing.T) {
 			if want := encodeEvent(&e); !bytes.Equal(v, want) {
 				t.Errorf("event %d (%s): written % x\nwant % x", e.Seq, e.Kind, head(v), head(want))
 			}
-			if e.Node != 0 && e.Kind != EvTurns {
+			if strings.HasPrefix(string(e.Kind), "node.") && e.Kind != EvTurns {
 				var n Node
 				if err := DecodePayload(e, &n); err != nil {
 					return err
@@ -61,9 +68,53 @@ func TestWrittenEventsAreCanonical(t *testing.T) {
 			return nil
 		})
 	})
-	if want := 2 + len(states)*(1+50+1); seen != want {
+	if want := 3 + len(states)*(1+50+1+1+1); seen != want {
 		t.Fatalf("%d events, want %d", seen, want)
 	}
+	// The records written from the same chunks: each is its encoding.
+	records := map[string]func([]byte) ([]byte, error){
+		bNodes: func(v []byte) ([]byte, error) {
+			var n Node
+			err := decodeValue("nodes", nil, v, &n)
+			return encodeNode(&n), err
+		},
+		bGroups: func(v []byte) ([]byte, error) {
+			var g Group
+			err := decodeValue("groups", nil, v, &g)
+			return encodeGroup(&g), err
+		},
+		bAdv: func(v []byte) ([]byte, error) {
+			var a Advantage
+			err := decodeValue("adv", nil, v, &a)
+			return encodeAdvantage(&a), err
+		},
+	}
+	inRunR(t, db, false, func(r *RunTx) error {
+		for name, reencode := range records {
+			b, err := r.bucket(name)
+			if err != nil {
+				return err
+			}
+			count := 0
+			err = b.ForEach(func(k, v []byte) error {
+				want, err := reencode(v)
+				if err != nil {
+					return err
+				}
+				if count++; !bytes.Equal(v, want) {
+					t.Errorf("%s record %x: written % x\nwant % x", name, k, head(v), head(want))
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if count == 0 {
+				t.Errorf("no %s records", name)
+			}
+		}
+		return nil
+	})
 }
 
 func head(b []byte) []byte { return b[:min(len(b), 48)] }

@@ -50,7 +50,7 @@ func (r *RunTx) putGroup(g *Group, was GroupStatus, kind EventKind) error {
 	}
 	var val []byte
 	if kind != "" {
-		val = encodeGroup(g)
+		val = r.tx.groupValue(g)
 	}
 	r.setGroup(g, val)
 	if kind == "" {

@@ -38,7 +38,13 @@ func keyU64(k []byte, i int) uint64 { return binary.BigEndian.Uint64(k[i*8:]) }
 func (tx *Tx) putKey(a, b uint64) []byte {
 	binary.BigEndian.PutUint64(tx.keyBuf[:8], a)
 	binary.BigEndian.PutUint64(tx.keyBuf[8:], b)
-	return tx.keyBuf[:]
+	return tx.keyBuf[:16]
+}
+
+// putKey3 is putKey for a 24-byte key.
+func (tx *Tx) putKey3(a, b, c uint64) []byte {
+	binary.BigEndian.PutUint64(tx.keyBuf[16:], c)
+	return tx.putKey(a, b)[:24]
 }
 
 // putKey1 is putKey for an 8-byte key.

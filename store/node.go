@@ -194,7 +194,7 @@ func (r *RunTx) writeNode(n *Node, val []byte) error {
 		return err
 	}
 	if val == nil {
-		val = encodeNode(n)
+		val = r.tx.value(nodeMsgpSizeHint(n), func(b []byte) []byte { return appendNodeMsgp(b, n) })
 	}
 	return r.tx.put(nodes, r.tx.putKey1(n.ID), val)
 }

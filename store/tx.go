@@ -19,7 +19,7 @@ type Tx struct {
 	runs     map[string]*RunTx
 	done     bool
 	written  int64      // bytes of keys and values put through put: sizes the file's growth (growStep)
-	keyBuf   [16]byte   // putKey's
+	keyBuf   [24]byte   // putKey's
 	vals     valueArena // the values it puts (txvalues.go)
 }
 

@@ -99,7 +99,7 @@ func (r *RunTx) flushGroups() error {
 	})
 	for _, tg := range todo {
 		if tg.val == nil {
-			tg.val = encodeGroup(&tg.g)
+			tg.val = r.tx.groupValue(&tg.g)
 		}
 		if err := r.tx.put(b, u64key2(tg.g.Step, tg.g.ID), tg.val); err != nil {
 			return err
@@ -116,4 +116,9 @@ func (g *Group) clone() Group {
 	c.Meta = maps.Clone(g.Meta)
 	c.PromptTokens = slices.Clone(g.PromptTokens)
 	return c
+}
+
+// groupValue is g's record, framed into the transaction's chunks.
+func (tx *Tx) groupValue(g *Group) []byte {
+	return tx.value(groupSizeHint(g), func(b []byte) []byte { return appendGroupMsgp(b, g) })
 }

@@ -35,3 +35,9 @@ func (a *valueArena) finish(v []byte) []byte {
 	}
 	return v[:len(v):len(v)]
 }
+
+// value frames a record into the transaction's chunks: fill appends its
+// payload, about size bytes.
+func (tx *Tx) value(size int, fill func([]byte) []byte) []byte {
+	return tx.vals.finish(frame(fill(tx.vals.start(headerLen + size)[:headerLen])))
+}
