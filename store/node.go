@@ -111,11 +111,11 @@ func (r *RunTx) addNode(spec NodeSpec) (Node, error) {
 }
 
 // putNode is the one way a node record changes: prev is the node before
-// the mutation (nil for a new node), n after it (never modified later). n
-// joins the transaction's dirty set, whose records are written once each,
-// just before commit (Tx.flush, through writeNode); the frontier is kept
-// equal to the active nodes, and kind is logged with the record as its
-// payload.
+// the mutation (nil for a new node), n after it, made by this transaction
+// (changed later only through editable). n joins the transaction's dirty
+// set, whose records are written once each, just before commit (Tx.flush,
+// through writeNode); the frontier is kept equal to the active nodes, and
+// kind is logged with the record as its payload.
 func (r *RunTx) putNode(prev, n *Node, kind EventKind) error {
 	if err := r.tally(nodeDelta(prev, n)); err != nil {
 		return err
@@ -316,9 +316,8 @@ func (r *RunTx) FrontierNodes() ([]Node, error) {
 	return out, nil
 }
 
-// mutateNode loads a node, applies fn to a copy of it (Node.edit: fn
-// replaces slices, never changes their elements) and writes it back with
-// one event.
+// mutateNode loads a node, applies fn to it (editable: fn replaces
+// slices, never changes their elements) and writes it back with one event.
 func (r *RunTx) mutateNode(id uint64, kind EventKind, fn func(*Node) error) error {
 	if err := r.tx.check(true); err != nil {
 		return err
@@ -327,11 +326,27 @@ func (r *RunTx) mutateNode(id uint64, kind EventKind, fn func(*Node) error) erro
 	if err != nil {
 		return r.tx.fail(err)
 	}
-	n := p.edit()
-	if err := fn(&n); err != nil {
+	old := *p
+	n := r.editable(p)
+	if err := fn(n); err != nil {
+		*n = old // the transaction will not commit; its reads still see the node as it was
 		return r.tx.fail(err)
 	}
-	return r.tx.fail(r.putNode(p, &n, kind))
+	return r.tx.fail(r.putNode(&old, n, kind))
+}
+
+// editable returns node p to change and hand to putNode: the
+// transaction's own version when it changed the node before (putNode made
+// it, nothing outside the transaction holds it, so it is changed in place:
+// a node changes several times an interval), else a copy of the stored
+// one (Node.edit), which the cache may share with other transactions.
+// The caller keeps a copy of *p first: putNode needs the node as it was.
+func (r *RunTx) editable(p *Node) *Node {
+	if d := r.tx.dirty[nodeKey{r.id, p.ID}]; d != nil && d.n == p {
+		return p
+	}
+	c := p.edit()
+	return &c
 }
 
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"reflect"
 	"testing"
 )
@@ -70,4 +71,78 @@ func TestNodeChangesLeaveSharedRecordAlone(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Several changes to one node in one transaction change the transaction's
+// own version in place: each event must still carry the node as that
+// change left it, and a refused change must leave it as it was.
+func TestNodeChangesInOneTransaction(t *testing.T) {
+	var id uint64
+	db := openWithGroup(t, func(r *RunTx, group uint64) error {
+		n, err := r.AddNode(NodeSpec{Step: 1, Group: group})
+		if err != nil {
+			return err
+		}
+		id = n.ID
+		turn := Turn{Action: "a", ActionTokens: []uint32{1}}
+		for _, change := range []func() error{
+			func() error { return r.AppendTurns(id, 0, turn) },
+			func() error { return r.Score(id, Score{Interval: 0, Turn: 1, Value: 0.25}) },
+			func() error { return r.AppendTurns(id, 1, turn) },
+			func() error { return r.Score(id, Score{Interval: 0, Turn: 2, Value: 0.75}) },
+			func() error { return r.SetReward(id, 1) },
+		} {
+			if err := change(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	err := db.Update(func(tx *Tx) error {
+		r, err := tx.Run("r")
+		if err != nil {
+			return err
+		}
+		if err := r.SetReward(id, 2); err != nil {
+			return err
+		}
+		before, err := r.Node(id)
+		if err != nil {
+			return err
+		}
+		if err := r.SetNodeStatus(id, NodeActive); err == nil {
+			t.Fatal("active -> active was accepted")
+		}
+		if after, err := r.Node(id); err != nil || !reflect.DeepEqual(after, before) {
+			t.Errorf("a refused change left the node changed (%v):\n got %+v\nwant %+v", err, after, before)
+		}
+		return nil
+	})
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("the transaction with a refused change returned %v, want ErrInvalid", err)
+	}
+	type seen struct {
+		turns  int
+		scores []Score
+		reward bool
+	}
+	var got []seen
+	inRunR(t, db, false, func(r *RunTx) error {
+		return r.Events(0, func(e Event) error {
+			if e.Node != id || e.Kind == EvTurns {
+				return nil
+			}
+			var n Node
+			if err := DecodePayload(e, &n); err != nil {
+				return err
+			}
+			got = append(got, seen{n.Turns, n.Scores, n.HasReward})
+			return nil
+		})
+	})
+	first, second := []Score{{Interval: 0, Turn: 1, Value: 0.25}}, []Score{{Interval: 0, Turn: 2, Value: 0.75}}
+	want := []seen{{0, nil, false}, {1, first, false}, {2, second, false}, {2, second, true}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("node events:\n got %+v\nwant %+v", got, want)
+	}
 }

@@ -174,7 +174,8 @@ func (r *RunTx) putTurns(p *Node, from int, src turnSource) error {
 			}
 		}
 	}
-	n := p.edit()
+	old := *p
+	n := r.editable(p)
 	var seq uint64
 	if fresh := count - over; fresh > 0 {
 		seq = b.Sequence() + 1
@@ -191,7 +192,7 @@ func (r *RunTx) putTurns(p *Node, from int, src turnSource) error {
 	}
 	n.MinVersion, n.MaxVersion = versionSpan(n.MinVersion, n.MaxVersion, src.enc.lo)
 	n.MaxVersion = max(n.MaxVersion, src.enc.hi)
-	if err := r.putNode(p, &n, ""); err != nil {
+	if err := r.putNode(&old, n, ""); err != nil {
 		return r.tx.fail(err)
 	}
 	tp := TurnsPayload{From: from, Count: count, Turns: n.Turns, MinVersion: n.MinVersion, MaxVersion: n.MaxVersion, Seq: seq}
