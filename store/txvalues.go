@@ -14,8 +14,10 @@ const valueChunk = 32 << 10
 type valueArena struct{ free []byte }
 
 // start returns an empty buffer with room for at least n bytes. The value
-// is appended to it and handed to finish; a value that outgrows the room
-// moves to the heap by itself (append), which is correct, only slower.
+// is appended to it and handed to finish before the next start (one value
+// at a time: until then the room is not taken); a value that outgrows the
+// room moves to the heap by itself (append), which is correct, only
+// slower.
 func (a *valueArena) start(n int) []byte {
 	if n > valueChunk/8 {
 		return make([]byte, 0, n)
