@@ -22,7 +22,7 @@ import (
 // group-id index — put into the same nested buckets, each bucket's keys in
 // order (append order for every bucket patrdb appends to), with the same
 // page size and the same commits; the frontier entries patrdb deletes are
-// deleted. The bytes come from a shadow patrdb store (no fsync) that
+// deleted. The bytes come from a shadow patrdb store that
 // applies each transaction in prepare, before the clock starts, and a diff
 // of its buckets against the previous transaction's. What the anchor
 // leaves out is exactly patrdb's own work: validation, deciding what to
@@ -79,8 +79,11 @@ func (c *sameC) open(path string) error {
 	if err := removeStore(c.shadowPath()); err != nil {
 		return err
 	}
+	// The shadow fsyncs its commits, in prepare: left to the kernel's
+	// writeback, its pages would reach the disk during the anchor's own
+	// timed commit and slow it.
 	opts := store.DefaultOptions()
-	opts.NoSync = true
+	opts.NoSync = c.noSync
 	opts.PageSize = cmp.Or(c.pageSize, opts.PageSize)
 	shadow, err := store.Open(c.shadowPath(), opts)
 	if err != nil {
