@@ -32,10 +32,13 @@ const (
 	cSQLite    = "SQLite"
 	cJSONL     = "JSONL"
 
-	// The append matrix's anchors (matrix.go).
-	cBoltInside = "raw bbolt, append order, encoded inside"
-	cBoltAhead  = "raw bbolt, append order, encoded ahead"
-	cFloor      = "disk floor"
+	// The append matrix's anchors (matrix.go): raw bbolt and the disk floor
+	// storing patrdb's bytes (samebytes.go), and raw bbolt storing only the
+	// turns and node records (rawbolt.go).
+	cSameInside = "raw bbolt, patrdb's bytes, turns encoded inside"
+	cSameAhead  = "raw bbolt, patrdb's bytes, encoded ahead"
+	cFloor      = "disk floor, patrdb's bytes"
+	cBoltInside = "raw bbolt, turns and nodes only, encoded inside"
 )
 
 var contenderNames = []string{cPatrdb, cPatrdbEnc, cBolt, cSQLite, cJSONL}
@@ -54,10 +57,12 @@ func newContender(name string) (contender, error) {
 		return &jsonlC{}, nil
 	case cBoltInside:
 		return &boltC{appendOrder: true, encodeInside: true}, nil
-	case cBoltAhead:
-		return &boltC{appendOrder: true}, nil
+	case cSameInside:
+		return &sameC{encodeInside: true}, nil
+	case cSameAhead:
+		return &sameC{}, nil
 	case cFloor:
-		return &floorC{}, nil
+		return &sameC{floor: true}, nil
 	}
 	return nil, fmt.Errorf("bench: unknown contender %q", name)
 }
@@ -77,8 +82,10 @@ func fileName(name string) string {
 		return "dump.jsonl"
 	case cBoltInside:
 		return "rawbolt-inside.db"
-	case cBoltAhead:
-		return "rawbolt-ahead.db"
+	case cSameInside:
+		return "rawbolt-same-inside.db"
+	case cSameAhead:
+		return "rawbolt-same-ahead.db"
 	case cFloor:
 		return "floor.bin"
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -10,8 +11,9 @@ import (
 )
 
 // BenchmarkMatrixCPU is the append matrix's tiny and ~1 KB cells without
-// fsync: the CPU a commit costs patrdb through its public API and the raw
-// bbolt anchor (encoded inside), for benchstat and -cpuprofile. One
+// fsync: the CPU a commit costs patrdb through its public API and the two
+// raw bbolt anchors (patrdb's bytes, and turns and nodes only; turns
+// encoded inside), for benchstat and -cpuprofile. One
 // iteration writes every transaction of the cell into a fresh store; only
 // apply is timed, as in the runner. cpu-ns/turn is the process's CPU time
 // over the same calls (garbage collection included): on a shared machine
@@ -40,7 +42,7 @@ func BenchmarkMatrixCPU(b *testing.B) {
 		commits := map[string][][]workload.Op{"round": batches[0].Txns, "step": {step}}
 		for _, commit := range []string{"round", "step"} {
 			txns := commits[commit]
-			for _, name := range []string{cPatrdb, cBoltInside} {
+			for _, name := range []string{cPatrdb, cSameInside, cBoltInside} {
 				b.Run(sz.flag+"/"+commit+"/"+name, func(b *testing.B) {
 					benchTxns(b, name, txns)
 				})
@@ -70,6 +72,8 @@ func benchTxns(b *testing.B, name string, txns [][]workload.Op) {
 			c.opts.NoSync = true
 		case *boltC:
 			c.noSync = true
+		case *sameC:
+			c.noSync = true
 		}
 		if err := c.open(filepath.Join(dir, fileName(name))); err != nil {
 			b.Fatal(err)
@@ -79,6 +83,7 @@ func benchTxns(b *testing.B, name string, txns [][]workload.Op) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			runtime.GC() // as the runner does: no contender pays for another's garbage, or its own prepare's
 			t0, c0 := time.Now(), processCPU()
 			err = c.apply(p)
 			el += time.Since(t0)

@@ -68,11 +68,8 @@ func (e *kv) value() ([]byte, error) {
 }
 
 func (b *boltC) name() string {
-	switch {
-	case b.appendOrder && b.encodeInside:
+	if b.appendOrder {
 		return cBoltInside
-	case b.appendOrder:
-		return cBoltAhead
 	}
 	return cBolt
 }

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"math"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/patrdb/patrdb/bench/workload"
+)
+
+// TestSameBytesAnchorStoresPatrdbsRecords: after the same transactions,
+// the same-bytes anchor's file holds every key patrdb's file holds, in the
+// same buckets, with values of the same length, and the very same turn
+// bytes — so the ratio against it measures patrdb's own work, not a
+// difference in what is stored. (Other values may differ only in the
+// clock: event and record times.)
+func TestSameBytesAnchorStoresPatrdbsRecords(t *testing.T) {
+	cfg := matrixSizes(1, true)[1].cfg // ~1 KB turns
+	gen, err := workload.NewGenerator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batches := []workload.Batch{gen.Next()}
+	dir := t.TempDir()
+	names := []string{cPatrdb, cSameInside, cSameAhead, cFloor}
+	cs := make([]contender, len(names))
+	paths := make([]string, len(names))
+	for i, n := range names {
+		if cs[i], err = newContender(n); err != nil {
+			t.Fatal(err)
+		}
+		paths[i] = filepath.Join(dir, fileName(n))
+	}
+	res, err := runAppendAll(cs, paths, batches, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := boltContents(t, paths[0])
+	if len(want["runs/bench/turns"]) != batches[0].Stats.Turns {
+		t.Fatalf("patrdb stored %d turns, the batch holds %d", len(want["runs/bench/turns"]), batches[0].Stats.Turns)
+	}
+	var total int
+	for _, kvs := range want {
+		for k, v := range kvs {
+			total += len(k) + len(v)
+		}
+	}
+	for _, p := range paths[1:3] {
+		got := boltContents(t, p)
+		for bucket, kvs := range want {
+			if len(got[bucket]) != len(kvs) {
+				t.Errorf("%s: bucket %s holds %d keys, patrdb's %d", filepath.Base(p), bucket, len(got[bucket]), len(kvs))
+			}
+			for k, v := range kvs {
+				g, ok := got[bucket][k]
+				switch {
+				case !ok:
+					t.Errorf("%s: bucket %s lacks key %x", filepath.Base(p), bucket, k)
+				case len(g) != len(v), strings.HasSuffix(bucket, "/turns") && g != v:
+					t.Errorf("%s: bucket %s key %x: %d bytes, patrdb's %d", filepath.Base(p), bucket, k, len(g), len(v))
+				}
+			}
+		}
+		for bucket := range got {
+			if _, ok := want[bucket]; !ok {
+				t.Errorf("%s: bucket %s is not patrdb's", filepath.Base(p), bucket)
+			}
+		}
+	}
+	// The floor wrote at least every live key and value once (more: the
+	// records rewritten by later transactions, and deleted frontier keys).
+	if floor := res[3].Apparent; floor < int64(total) {
+		t.Errorf("disk floor wrote %d bytes, patrdb's records are %d", floor, total)
+	}
+}
+
+// boltContents is every bucket of a bbolt file (by its path of names) and
+// its keys and values.
+func boltContents(t *testing.T, path string) map[string]map[string]string {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	out := map[string]map[string]string{}
+	var walk func(name string, b *bolt.Bucket) error
+	walk = func(name string, b *bolt.Bucket) error {
+		out[name] = map[string]string{}
+		return b.ForEach(func(k, v []byte) error {
+			if v == nil {
+				return walk(name+"/"+string(k), b.Bucket(k))
+			}
+			out[name][string(k)] = string(bytes.Clone(v))
+			return nil
+		})
+	}
+	if err := db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error { return walk(string(name), b) })
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestMatrixSmoke runs the append matrix at smoke size on tiny turns:
+// every contender stores every transaction and every column is a finite
+// ratio.
+func TestMatrixSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every contender against a real disk")
+	}
+	cfg := smokeConfig(defaultConfig(moduleRoot()))
+	cfg.Out, cfg.Log, cfg.MatrixSizes = t.TempDir(), io.Discard, []string{"tiny"}
+	var out strings.Builder
+	if err := runMatrix(cfg, &out); err != nil {
+		t.Fatal(err)
+	}
+	rows := 0
+	for _, line := range strings.Split(out.String(), "\n") {
+		if !strings.HasPrefix(line, "| tiny | ") {
+			continue
+		}
+		rows++
+		cols := strings.Split(strings.Trim(line, "| "), " | ")
+		if rows <= 2 && len(cols) != 10 {
+			t.Errorf("row %q: %d columns, want 10", line, len(cols))
+		}
+		for _, c := range cols[4:] {
+			num, _, _ := strings.Cut(c, "×")
+			if x, err := strconv.ParseFloat(num, 64); err != nil || !(x > 0) || math.IsInf(x, 0) {
+				t.Errorf("row %q: column %q is not a positive ratio", line, c)
+			}
+		}
+	}
+	if rows != 4 { // two speed rows, two bytes-on-disk rows
+		t.Errorf("%d tiny rows, want 4:\n%s", rows, out.String())
+	}
+}
