@@ -143,6 +143,9 @@ func TestValueArenaClipsValues(t *testing.T) {
 	if cap(v1) != len(v1) {
 		t.Fatalf("cap %d, len %d: an append to the value would overwrite the next one", cap(v1), len(v1))
 	}
+	if used := len(v1) + len(v2) + cap(a.free); used > minValueChunk {
+		t.Fatalf("two small values took a %d-byte chunk: a small transaction should allocate little", used)
+	}
 	_ = append(v1, "XXXXXXXXXX"...)
 	if string(v1) != "0123456789" || string(v2) != "abcdefghij" {
 		t.Fatalf("values changed: %q %q", v1, v2)

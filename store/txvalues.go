@@ -7,11 +7,20 @@ import "unsafe"
 // commit. Allocating them one by one was a large part of an append's CPU,
 // so they are carved from a few chunks that live as long as the
 // transaction. Values larger than an eighth of a chunk get their own
-// allocation: a chunk then wastes at most that much at its end.
-const valueChunk = 32 << 10
+// allocation: a chunk then wastes at most that much at its end. Chunks
+// double from minValueChunk, so that a transaction of a few changes
+// allocates little.
+const (
+	valueChunk    = 32 << 10
+	minValueChunk = 1 << 10
+)
 
-// valueArena holds the unused tail of the current chunk (length 0).
-type valueArena struct{ free []byte }
+// valueArena holds the unused tail of the current chunk (length 0) and
+// the size of the last chunk.
+type valueArena struct {
+	free  []byte
+	chunk int
+}
 
 // start returns an empty buffer with room for at least n bytes. The value
 // is appended to it and handed to finish before the next start (one value
@@ -23,7 +32,8 @@ func (a *valueArena) start(n int) []byte {
 		return make([]byte, 0, n)
 	}
 	if cap(a.free) < n {
-		a.free = make([]byte, 0, valueChunk)
+		a.chunk = min(max(2*a.chunk, minValueChunk), valueChunk)
+		a.free = make([]byte, 0, max(a.chunk, n))
 	}
 	return a.free
 }
