@@ -154,6 +154,7 @@ func TestEncodeTurnsValidates(t *testing.T) {
 	}
 	// A zero EncodedTurns is an empty append: no error, no event.
 	db := storetest.Open(t)
+	var key []byte
 	update(t, db, func(tx *store.Tx) error {
 		r, n, err := runWithRoot(tx)
 		if err != nil {
@@ -174,13 +175,13 @@ func TestEncodeTurnsValidates(t *testing.T) {
 		if err := r.AppendEncodedTurns(n.ID, 0, enc); err != nil {
 			return err
 		}
-		one := textTurn("one")
-		want, _ := store.EncodeTurn(&one)
-		k, err := store.TurnKey(r, n.ID, 0)
-		if err != nil {
-			return err
-		}
-		if got := rawBucket(t, tx, "r", "turns").Get(k); !bytes.Equal(got, want) {
+		key, err = store.TurnKey(r, n.ID, 0)
+		return err
+	})
+	one := textTurn("one")
+	want, _ := store.EncodeTurn(&one)
+	view(t, db, func(tx *store.Tx) error {
+		if got := rawBucket(t, tx, "r", "turns").Get(key); !bytes.Equal(got, want) {
 			t.Errorf("stored %x, EncodeTurn gives %x", got, want)
 		}
 		return nil

@@ -28,7 +28,7 @@ func (r *RunTx) appendEventPayload(e Event, payload []byte) error {
 // payload of most events, is encoded once per event, not once and then
 // copied.
 func (r *RunTx) putEvent(e *Event, size int, fill func([]byte) []byte) error {
-	b, err := r.bucket(bEvents)
+	b, err := r.appendBucket(bEvents)
 	if err != nil {
 		return err
 	}
@@ -44,7 +44,8 @@ func (r *RunTx) putEvent(e *Event, size int, fill func([]byte) []byte) error {
 	} else {
 		val = appendBinOf(val, fill)
 	}
-	return r.tx.put(b, r.tx.putKey1(seq), r.tx.vals.finish(frame(val)))
+	r.queuePut(bEvents, b, r.tx.putKey1(seq), r.tx.vals.finish(frame(val)))
+	return nil
 }
 
 // AppendEvent records an event of a kind defined above the store (rubric

@@ -158,11 +158,17 @@ type dirtyNode struct {
 	written bool
 }
 
-// flush writes the dirty nodes' records, in key order (bbolt inserts into
+// flush puts the queued turns and events (txqueue.go), then writes the
+// dirty nodes' records, in key order (bbolt inserts into
 // a page's sorted elements, so new nodes in order append). Update calls it
 // before commit, and a write transaction's Check before it reads the
 // buckets.
 func (tx *Tx) flush() error {
+	for _, r := range tx.runs {
+		if err := r.putQueued(""); err != nil {
+			return err
+		}
+	}
 	todo := make([]*dirtyNode, 0, len(tx.dirty))
 	for _, d := range tx.dirty {
 		if !d.written {

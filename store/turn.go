@@ -149,9 +149,10 @@ func (r *RunTx) turnTarget(id uint64, from int) (*Node, error) {
 // then its record and the EvTurns event. Turns that
 // rewrite stored ones keep their keys; new ones take the next numbers of
 // the run's turn sequence, so they land at the end of the bucket. The
-// values must stay unmodified until the transaction ends: bbolt keeps them.
+// values must stay unmodified until the transaction ends: bbolt keeps them
+// (queued first: txqueue.go).
 func (r *RunTx) putTurns(p *Node, from int, src turnSource) error {
-	b, err := r.bucket(bTurns)
+	b, err := r.appendBucket(bTurns)
 	if err != nil {
 		return r.tx.fail(err)
 	}
@@ -162,16 +163,13 @@ func (r *RunTx) putTurns(p *Node, from int, src turnSource) error {
 		return r.tx.fail(err)
 	}
 	i := 0
-	put := func(k []byte) error {
-		err := r.tx.put(b, k, src.value(&r.tx.vals, i))
+	put := func(k []byte) {
+		r.queuePut(bTurns, b, k, src.value(&r.tx.vals, i))
 		i++
-		return err
 	}
 	for _, s := range spans {
 		for j := range s.count {
-			if err := put(r.spanKey(p.ID, s, j)); err != nil {
-				return r.tx.fail(err)
-			}
+			put(r.spanKey(p.ID, s, j))
 		}
 	}
 	old := *p
@@ -183,9 +181,7 @@ func (r *RunTx) putTurns(p *Node, from int, src turnSource) error {
 			return r.tx.fail(err)
 		}
 		for j := range fresh {
-			if err := put(r.tx.putKey(seq+uint64(j), p.ID)); err != nil {
-				return r.tx.fail(err)
-			}
+			put(r.tx.putKey(seq+uint64(j), p.ID))
 		}
 		n.TurnRanges = n.TurnRanges.extend(seq, fresh)
 		n.Turns = from + count

@@ -197,6 +197,9 @@ type RunTx struct {
 	// groups are the groups a write transaction read or changed
 	// (txgroups.go).
 	groups map[groupKey]*txGroup
+	// queues are the turns and events a write transaction has yet to put
+	// (txqueue.go).
+	queues []*queued
 }
 
 func (tx *Tx) bind(id string, b *bolt.Bucket) *RunTx {
@@ -213,12 +216,23 @@ func (tx *Tx) bind(id string, b *bolt.Bucket) *RunTx {
 }
 
 // bucket returns a sub-bucket, or a CorruptError when the run's bucket lacks
-// it (the file was damaged or hand-edited).
+// it (the file was damaged or hand-edited), with the records queued for it
+// put (txqueue.go).
 func (r *RunTx) bucket(name string) (*bolt.Bucket, error) {
-	if b := r.sub[name]; b != nil {
-		return b, nil
+	b := r.sub[name]
+	if b == nil {
+		return nil, r.missing(name)
 	}
-	return nil, &CorruptError{Bucket: r.path, Reason: "missing sub-bucket " + name}
+	if len(r.queues) > 0 {
+		if err := r.putQueued(name); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+func (r *RunTx) missing(name string) error {
+	return &CorruptError{Bucket: r.path, Reason: "missing sub-bucket " + name}
 }
 
 // bpath is a sub-bucket's path, the label of its errors. Built once per
