@@ -33,13 +33,14 @@ func BenchmarkMatrixCPU(b *testing.B) {
 		for range 2 * matrixStep {
 			batches = append(batches, gen.Next())
 		}
-		var step []workload.Op
-		for _, bt := range batches[:matrixStep] {
+		// Two step commits, so the second lands in a store that has seen one.
+		steps := make([][]workload.Op, 2)
+		for i, bt := range batches {
 			for _, t := range bt.Txns {
-				step = append(step, t...)
+				steps[i/matrixStep] = append(steps[i/matrixStep], t...)
 			}
 		}
-		commits := map[string][][]workload.Op{"round": batches[0].Txns, "step": {step}}
+		commits := map[string][][]workload.Op{"round": batches[0].Txns, "step": steps}
 		for _, commit := range []string{"round", "step"} {
 			txns := commits[commit]
 			for _, name := range []string{cPatrdb, cSameInside, cBoltInside} {

@@ -27,6 +27,7 @@ type DB struct {
 	closed atomic.Bool
 
 	writeMu sync.Mutex // serialises Update so the cache commit protocol sees one writer
+	spare   [][]byte   // value chunks ended write transactions handed on, under writeMu (txvalues.go)
 
 	// format is the file's format version: older ones are read with their
 	// own turn keys and refuse writes (ErrNeedsMigration).
@@ -217,12 +218,14 @@ func (db *DB) Update(fn func(*Tx) error) (err error) {
 		return mapTxError(err)
 	}
 	tx := newTx(db, btx)
+	tx.vals.spare = &db.spare
 	committed := false
 	defer func() {
 		tx.done = true
 		if !committed {
 			_ = btx.Rollback()
 		}
+		tx.vals.handOn() // after Commit or Rollback, still under writeMu
 	}()
 	if err := fn(tx); err != nil {
 		return err
