@@ -22,9 +22,9 @@ import (
 // group-id index — put into the same nested buckets, each bucket's keys in
 // order (append order for every bucket patrdb appends to), with the same
 // page size and the same commits; the frontier entries patrdb deletes are
-// deleted. The bytes come from a shadow patrdb store that
-// applies each transaction in prepare, before the clock starts, and a diff
-// of its buckets against the previous transaction's. What the anchor
+// deleted. The bytes come from a shadow patrdb store that applies each
+// transaction in prepare, before the clock starts, and a diff of its
+// buckets against the previous transaction's. What the anchor
 // leaves out is exactly patrdb's own work: validation, deciding what to
 // write, and encoding everything but the turns.
 //
@@ -45,7 +45,7 @@ type sameC struct {
 	path string
 
 	shadow *store.DB
-	snap   map[string][]byte // bucket path + "\x00" + key → value
+	snap   map[string][]byte // bucket names joined by "\x00", then "\x00\x00" and the key → value
 }
 
 // sameOp is one Put (or Delete) of the diff.

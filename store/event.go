@@ -69,13 +69,12 @@ func (r *RunTx) AppendEvent(kind EventKind, step, group, node, rubric uint64, pa
 	if err := r.appendEvent(Event{Kind: kind, Step: step, Group: group, Node: node, Rubric: rubric}, val); err != nil {
 		return 0, r.tx.fail(err)
 	}
-	b, _ := r.bucket(bEvents)
-	return b.Sequence(), nil
+	return r.LastSeq(), nil
 }
 
 // LastSeq is the sequence number of the run's last event (0 when none).
 func (r *RunTx) LastSeq() uint64 {
-	b, err := r.bucket(bEvents)
+	b, err := r.appendBucket(bEvents) // the sequence only: queued events need not be put
 	if err != nil {
 		return 0
 	}
