@@ -104,6 +104,13 @@
 // even if the function ignored it, so bad input never half-writes. When
 // Update returns nil the data is fsynced (unless Options.NoSync).
 //
+// A write transaction holds what it writes in memory until it commits, as
+// bbolt does: its turns and events are put into their buckets in one pass
+// per bucket at the commit, or as soon as the transaction reads that
+// bucket, so its reads see all its writes. Their values are carved from
+// 32 KiB buffers, which a DB keeps for the next write transaction (at most
+// 4 MiB of them).
+//
 // Every mutation appends an Event in the same transaction; for the store's
 // own kinds its payload is the record after the mutation, so the log alone
 // rebuilds the state at any sequence number.
