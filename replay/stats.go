@@ -316,15 +316,16 @@ func GroupFlags(advs []store.Advantage) store.Advantage {
 // sizes at the end of every step, by PoolTracker's step rule.
 func PoolHistory(r *store.RunTx) ([]PoolSizes, error) {
 	var pt PoolTracker
-	if _, err := pt.observeEvents(r, 1); err != nil {
+	if _, err := pt.observeEvents(r, 1, nil); err != nil {
 		return nil, err
 	}
 	return pt.Sizes(), nil
 }
 
 // observeEvents feeds the tracker run r's events from seq from on, and
-// returns the seq after the last one read.
-func (p *PoolTracker) observeEvents(r *store.RunTx, from uint64) (next uint64, err error) {
+// returns the seq after the last one read. advSteps, when not nil, gets
+// the step of every advantage record written in that stretch.
+func (p *PoolTracker) observeEvents(r *store.RunTx, from uint64, advSteps map[uint64]bool) (next uint64, err error) {
 	next = from
 	err = r.Events(from, func(e store.Event) error {
 		var rb *store.Rubric
@@ -333,6 +334,10 @@ func (p *PoolTracker) observeEvents(r *store.RunTx, from uint64) (next uint64, e
 			rb = new(store.Rubric)
 			if err := store.DecodePayload(e, rb); err != nil {
 				return err
+			}
+		case store.EvAdvantage:
+			if advSteps != nil {
+				advSteps[e.Step] = true
 			}
 		}
 		p.Observe(e.Step, rb)

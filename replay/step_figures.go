@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"maps"
 	"slices"
 	"sync"
 
@@ -22,17 +23,25 @@ func StepFigures(r *store.RunTx) ([]StepMetrics, error) {
 // figures again and again (the server, while a viewer refreshes a live
 // run every few seconds): it keeps its place in the event log, so each
 // call reads only the events written since the one before, not the whole
-// log. It is safe for concurrent use; keep one per run.
+// log, and the advantage records of only the steps those events wrote
+// some to. It is safe for concurrent use; keep one per run.
 type StepFollower struct {
-	mu    sync.Mutex
-	run   string
-	pools PoolTracker
-	next  uint64 // the first event not observed yet; 0 before the first call
+	mu     sync.Mutex
+	run    string
+	pools  PoolTracker
+	leaves map[uint64]leafFigures // by step, as of next
+	next   uint64                 // the first event not observed yet; 0 before the first call
+}
+
+// leafFigures are one step's figures from its advantage records.
+type leafFigures struct {
+	leaves, wins, zeroVariance, unlocked int
+	outcomes                             float64
 }
 
 // Figures is StepFigures(r), reading only the events new to the follower.
 func (f *StepFollower) Figures(r *store.RunTx) ([]StepMetrics, error) {
-	pools, err := f.poolSizes(r)
+	pools, leaves, err := f.follow(r)
 	if err != nil {
 		return nil, err
 	}
@@ -53,34 +62,13 @@ func (f *StepFollower) Figures(r *store.RunTx) ([]StepMetrics, error) {
 		m := get(st.Step)
 		m.Groups, m.ClosedGroups = st.Groups, st.Groups-st.OpenGroups
 	}
-	advs, err := r.Advantages(0, 0)
-	if err != nil {
-		return nil, err
-	}
-	wins := map[uint64]int{}
-	sums := map[uint64]float64{}
-	// Advantages come grouped (by step, then group), so each group's
-	// records are one run of the slice.
-	for i := 0; i < len(advs); {
-		j := i
-		for j < len(advs) && advs[j].Step == advs[i].Step && advs[j].Group == advs[i].Group {
-			j++
+	for st, lf := range leaves {
+		m := get(st)
+		m.Leaves, m.ZeroVariance, m.Unlocked = lf.leaves, lf.zeroVariance, lf.unlocked
+		if lf.leaves > 0 {
+			m.Success = float64(lf.wins) / float64(lf.leaves)
+			m.MeanReward = lf.outcomes / float64(lf.leaves)
 		}
-		m := get(advs[i].Step)
-		for _, a := range advs[i:j] {
-			m.Leaves++
-			sums[a.Step] += a.Outcome
-			if a.Outcome > 0 {
-				wins[a.Step]++
-			}
-		}
-		if flags := GroupFlags(advs[i:j]); flags.ZeroVariance {
-			m.ZeroVariance++
-			if flags.Unlocked() {
-				m.Unlocked++
-			}
-		}
-		i = j
 	}
 	steps := make([]uint64, 0, len(byStep))
 	for st := range byStep {
@@ -91,10 +79,6 @@ func (f *StepFollower) Figures(r *store.RunTx) ([]StepMetrics, error) {
 	last := map[store.RubricPool]int{}
 	for _, st := range steps {
 		m := byStep[st]
-		if m.Leaves > 0 {
-			m.Success = float64(wins[st]) / float64(m.Leaves)
-			m.MeanReward = sums[st] / float64(m.Leaves)
-		}
 		if m.ClosedGroups > 0 {
 			m.ZeroVarianceShare = float64(m.ZeroVariance) / float64(m.ClosedGroups)
 		}
@@ -110,31 +94,81 @@ func (f *StepFollower) Figures(r *store.RunTx) ([]StepMetrics, error) {
 	return out, nil
 }
 
-// poolSizes brings the follower's pool tracker up to r's last event and
-// returns the pool counts as each step ended, by step.
-func (f *StepFollower) poolSizes(r *store.RunTx) (map[uint64]map[store.RubricPool]int, error) {
+// stepLeaves folds advantage records, in key order (by step, then group,
+// so each group's records are one run of the slice), into each step's
+// figures.
+func stepLeaves(advs []store.Advantage, into map[uint64]leafFigures) {
+	for i := 0; i < len(advs); {
+		j := i
+		for j < len(advs) && advs[j].Step == advs[i].Step && advs[j].Group == advs[i].Group {
+			j++
+		}
+		lf := into[advs[i].Step]
+		for _, a := range advs[i:j] {
+			lf.leaves++
+			lf.outcomes += a.Outcome
+			if a.Outcome > 0 {
+				lf.wins++
+			}
+		}
+		if flags := GroupFlags(advs[i:j]); flags.ZeroVariance {
+			lf.zeroVariance++
+			if flags.Unlocked() {
+				lf.unlocked++
+			}
+		}
+		into[advs[i].Step] = lf
+		i = j
+	}
+}
+
+// follow brings the follower up to r's last event: the pool counts as
+// each step ended, and each step's leaf figures, by step. The advantage
+// records of a step are read again only when an event since the last call
+// wrote one of them.
+func (f *StepFollower) follow(r *store.RunTx) (map[uint64]map[store.RubricPool]int, map[uint64]leafFigures, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var sizes []PoolSizes
+	var (
+		sizes  []PoolSizes
+		leaves map[uint64]leafFigures
+	)
 	if f.next != 0 && f.run == r.ID() && r.LastSeq() >= f.next-1 {
-		next, err := f.pools.observeEvents(r, f.next)
+		changed := map[uint64]bool{}
+		next, err := f.pools.observeEvents(r, f.next, changed)
+		if err == nil {
+			for st := range changed {
+				var advs []store.Advantage
+				if advs, err = r.Advantages(st, 0); err != nil {
+					break
+				}
+				delete(f.leaves, st)
+				stepLeaves(advs, f.leaves)
+			}
+		}
 		if err != nil {
 			f.next = 0 // start again from the first event next time
-			return nil, err
+			return nil, nil, err
 		}
 		f.next = next
-		sizes = f.pools.SizesSoFar()
+		sizes, leaves = f.pools.SizesSoFar(), maps.Clone(f.leaves)
 	} else {
 		// The first call, or a reader older than the follower's place (a
 		// request that began before the previous one): read from the
 		// start; only a reader as new as the follower moves it on.
 		var pt PoolTracker
-		next, err := pt.observeEvents(r, 1)
+		next, err := pt.observeEvents(r, 1, nil)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		advs, err := r.Advantages(0, 0)
+		if err != nil {
+			return nil, nil, err
+		}
+		leaves = map[uint64]leafFigures{}
+		stepLeaves(advs, leaves)
 		if f.next == 0 || f.run != r.ID() {
-			f.run, f.pools, f.next = r.ID(), pt, next
+			f.run, f.pools, f.next, f.leaves = r.ID(), pt, next, maps.Clone(leaves)
 		}
 		sizes = pt.SizesSoFar()
 	}
@@ -143,5 +177,5 @@ func (f *StepFollower) poolSizes(r *store.RunTx) (map[uint64]map[store.RubricPoo
 		out[ps.Step] = map[store.RubricPool]int{store.PoolCandidate: ps.Candidate, store.PoolPublic: ps.Public,
 			store.PoolRetired: ps.Retired, store.PoolMerged: ps.Merged}
 	}
-	return out, nil
+	return out, leaves, nil
 }
