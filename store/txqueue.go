@@ -6,7 +6,7 @@ import bolt "go.etcd.io/bbolt"
 // frontier key — and bbolt walks down from a bucket's root for every Put.
 // Alternating between buckets made each walk miss the CPU's caches:
 // putting the same records into raw bbolt bucket by bucket instead of in
-// that order took a quarter less CPU on ~1 KB turns and a third less on
+// that order took a fifth less CPU on ~1 KB turns and a third less on
 // tiny ones (bench/RESULTS.md). So a write transaction queues the records
 // of the buckets it appends to most — turns and events — and puts each
 // bucket's queue in one ordered pass: before commit (Tx.flush), or as
