@@ -215,7 +215,10 @@ func (r *RunTx) Node(id uint64) (Node, error) {
 }
 
 // nodeRef returns a shared, read-only node: from the cache, or decoded and
-// offered to it. Callers inside the package must not mutate it.
+// offered to it. Callers inside the package must not mutate it. In a write
+// transaction it may be the transaction's own version of the node, which
+// its next change makes in place (editable): do not keep it across a
+// change to the same node.
 func (r *RunTx) nodeRef(id uint64) (*Node, error) {
 	k := nodeKey{r.id, id}
 	if d, ok := r.tx.dirty[k]; ok {
