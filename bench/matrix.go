@@ -55,11 +55,14 @@ func matrixSizes(seed uint64, smoke bool) []matrixSize {
 	medium.ActionTokens, medium.ObservationTokens, medium.BytesPerToken, medium.PromptBytes = 40, 80, 4, 512
 	llm := shape(workload.SWEConfig(seed))
 	llm.ActionTokens, llm.ObservationTokens, llm.BytesPerToken = 400, 600, 4
+	// Enough batches for at least four step commits a repetition at every
+	// size (eight below ~10 KB): one slow fsync then decides less of a
+	// repetition's ratio.
 	n := 2 * matrixStep
 	if smoke {
 		n = 1
 	}
-	return []matrixSize{{"tiny", "tiny", tiny, 4 * n}, {"~1 KB", "1kb", medium, 2 * n}, {"~10 KB", "10kb", llm, n}}
+	return []matrixSize{{"tiny", "tiny", tiny, 4 * n}, {"~1 KB", "1kb", medium, 4 * n}, {"~10 KB", "10kb", llm, 2 * n}}
 }
 
 // matrixCell is one (turn size, commit size) of one repetition.
