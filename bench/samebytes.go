@@ -51,6 +51,7 @@ type sameC struct {
 // sameOp is one Put (or Delete) of the diff.
 type sameOp struct {
 	bucket [][]byte // nested bucket names from the root
+	path   string   // those names joined, to tell buckets apart cheaply in apply
 	key    []byte
 	val    []byte
 	turn   *store.Turn // encodeInside: the value is this turn's encoding
@@ -116,29 +117,31 @@ func (c *sameC) open(path string) error {
 	if err != nil {
 		return err
 	}
-	return c.apply(ops)
+	return c.apply(c.ready(ops))
 }
 
 func (c *sameC) prepare(txn []workload.Op) (any, error) {
-	if err := c.shadow.Update(func(tx *store.Tx) error {
-		r, err := tx.Run(benchRun)
-		if err != nil {
-			return err
-		}
-		for i := range txn {
-			if err := workload.Apply(r, &txn[i]); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
+	if err := workload.ApplyTxn(c.shadow, benchRun, txn); err != nil {
 		return nil, fmt.Errorf("shadow store: %w", err)
 	}
 	ops, err := c.diff()
-	if err != nil || !c.encodeInside {
-		return ops, err
+	if err != nil {
+		return nil, err
 	}
-	return ops, matchTurns(ops, txn)
+	if c.encodeInside {
+		if err := matchTurns(ops, txn); err != nil {
+			return nil, err
+		}
+	}
+	return c.ready(ops), nil
+}
+
+// ready is ops as apply takes them: in floor mode, the bytes to write.
+func (c *sameC) ready(ops []sameOp) any {
+	if c.floor {
+		return floorBytes(ops)
+	}
+	return ops
 }
 
 // turnsBucket is where patrdb keeps the bench run's turns.
@@ -188,7 +191,8 @@ func (c *sameC) diff() ([]sameOp, error) {
 	err := storetest.Bolt(c.shadow).View(func(tx *bolt.Tx) error {
 		var walk func(path [][]byte, b *bolt.Bucket) error
 		walk = func(path [][]byte, b *bolt.Bucket) error {
-			prefix := string(bytes.Join(path, []byte{0})) + "\x00\x00"
+			joined := string(bytes.Join(path, []byte{0}))
+			prefix := joined + "\x00\x00"
 			return b.ForEach(func(k, v []byte) error {
 				if v == nil {
 					return walk(append(slices.Clip(path), bytes.Clone(k)), b.Bucket(k))
@@ -201,7 +205,7 @@ func (c *sameC) diff() ([]sameOp, error) {
 				}
 				v = bytes.Clone(v)
 				next[mk] = v
-				ops = append(ops, sameOp{bucket: path, key: bytes.Clone(k), val: v})
+				ops = append(ops, sameOp{bucket: path, path: joined, key: bytes.Clone(k), val: v})
 				return nil
 			})
 		}
@@ -221,38 +225,45 @@ func (c *sameC) diff() ([]sameOp, error) {
 	slices.Sort(gone)
 	for _, mk := range gone {
 		path, key, _ := strings.Cut(mk, "\x00\x00")
-		ops = append(ops, sameOp{bucket: bytes.Split([]byte(path), []byte{0}), key: []byte(key), del: true})
+		ops = append(ops, sameOp{bucket: bytes.Split([]byte(path), []byte{0}), path: path, key: []byte(key), del: true})
 	}
 	c.snap = next
 	return ops, nil
 }
 
+// floorBytes is what the disk floor writes for ops: their keys and values
+// back to back, laid out before the clock starts.
+func floorBytes(ops []sameOp) []byte {
+	var buf []byte
+	for i := range ops {
+		buf = append(append(buf, ops[i].key...), ops[i].val...)
+	}
+	return buf
+}
+
 func (c *sameC) apply(prepared any) error {
-	ops := prepared.([]sameOp)
 	if c.floor {
-		var buf []byte
-		for i := range ops {
-			buf = append(append(buf, ops[i].key...), ops[i].val...)
-		}
+		buf := prepared.([]byte)
 		if _, err := c.f.WriteAt(buf, c.off); err != nil {
 			return err
 		}
 		c.off += int64(len(buf))
 		return datasync(c.f)
 	}
+	ops := prepared.([]sameOp)
 	return c.db.Update(func(tx *bolt.Tx) error {
 		var (
-			last []byte // the bucket path of b, joined
+			last string // the bucket path of b
 			b    *bolt.Bucket
 		)
 		for i := range ops {
 			op := &ops[i]
-			if p := bytes.Join(op.bucket, []byte{0}); b == nil || !bytes.Equal(p, last) {
+			if b == nil || op.path != last {
 				var err error
 				if b, err = sameBucket(tx, op.bucket); err != nil {
 					return err
 				}
-				last = p
+				last = op.path
 			}
 			if op.del {
 				if err := b.Delete(op.key); err != nil {
