@@ -72,6 +72,12 @@ func (p *patrdbC) prepare(txn []workload.Op) (any, error) {
 }
 
 func (p *patrdbC) apply(prepared any) error {
+	return p.applyIn(prepared, func() error { return nil })
+}
+
+// applyIn is apply, ending the transaction with end's error (nil
+// commits).
+func (p *patrdbC) applyIn(prepared any, end func() error) error {
 	txn := prepared.(encodedTxn)
 	return p.db.Update(func(tx *store.Tx) error {
 		r, err := tx.Run(benchRun)
@@ -89,7 +95,7 @@ func (p *patrdbC) apply(prepared any) error {
 				return err
 			}
 		}
-		return nil
+		return end()
 	})
 }
 

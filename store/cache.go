@@ -28,7 +28,7 @@ type nodeCache struct {
 	mu        sync.Mutex
 	lru       *simplelru.LRU[nodeKey, cacheEntry]
 	committed uint64
-	pending   map[nodeKey]*dirtyNode
+	pending   map[string]map[uint64]*dirtyNode // run → id → node being committed
 	hits      uint64
 	misses    uint64
 }
@@ -52,7 +52,7 @@ func (c *nodeCache) get(k nodeKey, snapshot uint64) (*Node, bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, p := c.pending[k]; p {
+	if _, p := c.pending[k.run][k.id]; p {
 		c.misses++
 		return nil, false
 	}
@@ -74,7 +74,7 @@ func (c *nodeCache) put(k nodeKey, snapshot uint64, n *Node) {
 	if snapshot != c.committed {
 		return
 	}
-	if _, p := c.pending[k]; p {
+	if _, p := c.pending[k.run][k.id]; p {
 		return
 	}
 	c.lru.Add(k, cacheEntry{since: snapshot, node: n})
@@ -93,15 +93,21 @@ func (c *nodeCache) setCommitted(txid uint64) {
 	c.mu.Unlock()
 }
 
-func (c *nodeCache) beginCommit(dirty map[nodeKey]*dirtyNode) {
+func (c *nodeCache) beginCommit(runs map[string]*RunTx) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.pending = dirty
-	if c.lru == nil {
-		return
-	}
-	for k := range dirty {
-		c.lru.Remove(k)
+	c.pending = make(map[string]map[uint64]*dirtyNode, len(runs))
+	for id, r := range runs {
+		if len(r.dirty) == 0 {
+			continue
+		}
+		c.pending[id] = r.dirty
+		if c.lru == nil {
+			continue
+		}
+		for n := range r.dirty {
+			c.lru.Remove(nodeKey{id, n})
+		}
 	}
 }
 
@@ -111,8 +117,10 @@ func (c *nodeCache) endCommit(txid uint64, ok bool) {
 	if ok {
 		c.committed = txid
 		if c.lru != nil {
-			for k, d := range c.pending {
-				c.lru.Add(k, cacheEntry{since: txid, node: d.n})
+			for run, dirty := range c.pending {
+				for id, d := range dirty {
+					c.lru.Add(nodeKey{run, id}, cacheEntry{since: txid, node: d.n})
+				}
 			}
 		}
 	}

@@ -204,7 +204,7 @@ func (c *checker) run(id string) {
 		return
 	}
 	for _, name := range subBuckets {
-		if r.sub[name] == nil {
+		if r.subBucket(name) == nil {
 			c.add(Violation{Bucket: r.path, Kind: "structure", Detail: "missing sub-bucket " + name})
 			return
 		}
@@ -241,7 +241,7 @@ func (c *checker) runRecord(r *RunTx) Run {
 }
 
 func (c *checker) groups(rc *runCheck) {
-	_ = rc.r.sub[bGroups].ForEach(func(k, v []byte) error {
+	_ = rc.r.subBucket(bGroups).ForEach(func(k, v []byte) error {
 		c.progress(rc.r, "groups", 1)
 		c.group(rc, k, v)
 		return nil
@@ -249,7 +249,7 @@ func (c *checker) groups(rc *runCheck) {
 }
 
 func (c *checker) nodes(rc *runCheck) {
-	_ = rc.r.sub[bNodes].ForEach(func(k, v []byte) error {
+	_ = rc.r.subBucket(bNodes).ForEach(func(k, v []byte) error {
 		c.progress(rc.r, "nodes", 1)
 		c.node(rc, k, v)
 		return nil
@@ -267,7 +267,7 @@ func (c *checker) turns(rc *runCheck) {
 	r := rc.r
 	path := r.bpath(bTurns)
 	legacy := r.legacyTurns()
-	turns := r.sub[bTurns]
+	turns := r.subBucket(bTurns)
 	recent := map[uint64]*Node{}
 	owner := func(id uint64) *Node {
 		if n, ok := recent[id]; ok {
@@ -288,7 +288,7 @@ func (c *checker) turns(rc *runCheck) {
 		}
 		return nil
 	})
-	_ = r.sub[bNodes].ForEach(func(k, v []byte) error {
+	_ = r.subBucket(bNodes).ForEach(func(k, v []byte) error {
 		var n Node
 		if len(k) != 8 || decodeValue(r.bpath(bNodes), k, v, &n) != nil || n.ID != keyU64(k, 0) {
 			return nil // reported by the nodes walk
@@ -319,7 +319,7 @@ func inRanges(rs TurnRanges, seq uint64) bool {
 }
 
 func (c *checker) children(rc *runCheck) {
-	_ = rc.r.sub[bChildren].ForEach(func(k, v []byte) error {
+	_ = rc.r.subBucket(bChildren).ForEach(func(k, v []byte) error {
 		c.progress(rc.r, "children", 1)
 		c.childEntry(rc, k, v)
 		return nil
@@ -327,14 +327,14 @@ func (c *checker) children(rc *runCheck) {
 }
 
 func (c *checker) frontier(rc *runCheck) {
-	_ = rc.r.sub[bFrontier].ForEach(func(k, v []byte) error {
+	_ = rc.r.subBucket(bFrontier).ForEach(func(k, v []byte) error {
 		c.frontierEntry(rc, k, v)
 		return nil
 	})
 }
 
 func (c *checker) advantages(rc *runCheck) {
-	_ = rc.r.sub[bAdv].ForEach(func(k, v []byte) error {
+	_ = rc.r.subBucket(bAdv).ForEach(func(k, v []byte) error {
 		c.progress(rc.r, "advantages", 1)
 		c.advantage(rc, k, v)
 		return nil
@@ -345,7 +345,7 @@ func (c *checker) rubrics(r *RunTx) {
 	path := r.bpath(bRubrics)
 	pools := map[uint64]RubricPool{}
 	merged := map[uint64]uint64{}
-	_ = r.sub[bRubrics].ForEach(func(k, v []byte) error {
+	_ = r.subBucket(bRubrics).ForEach(func(k, v []byte) error {
 		var rb Rubric
 		if err := decodeValue(path, k, v, &rb); err != nil {
 			c.fromErr(path, err)
@@ -372,7 +372,7 @@ func (c *checker) rubrics(r *RunTx) {
 
 func (c *checker) checkpoints(r *RunTx) {
 	path := r.bpath(bCkpt)
-	_ = r.sub[bCkpt].ForEach(func(k, v []byte) error {
+	_ = r.subBucket(bCkpt).ForEach(func(k, v []byte) error {
 		var ck Checkpoint
 		if err := decodeValue(path, k, v, &ck); err != nil {
 			c.fromErr(path, err)
@@ -386,7 +386,7 @@ func (c *checker) checkpoints(r *RunTx) {
 func (c *checker) events(r *RunTx) {
 	path := r.bpath(bEvents)
 	want := uint64(1)
-	b := r.sub[bEvents]
+	b := r.subBucket(bEvents)
 	_ = b.ForEach(func(k, v []byte) error {
 		c.progress(r, "events", 1)
 		var e Event
@@ -419,7 +419,7 @@ func hasKey(b *bolt.Bucket, key []byte) bool {
 // idAt-th u64 of the key): a sequence below an existing id would hand that
 // id to a new record, which would overwrite the old one.
 func (c *checker) ids(r *RunTx, name string, idAt int) {
-	b := r.sub[name]
+	b := r.subBucket(name)
 	var top uint64
 	if idAt == 0 {
 		if k, _ := b.Cursor().Last(); len(k) == 8 {

@@ -43,7 +43,7 @@ func (c *checker) counters(rc *runCheck, compare bool) {
 			return nil
 		}
 		id, step := keyU64(k, 0), keyU64(k, 1)
-		if r.sub[bGroups].Get(u64key2(step, id)) == nil {
+		if r.subBucket(bGroups).Get(u64key2(step, id)) == nil {
 			c.inv(r.bpath(bGroupIDs), cloneBytes(k), "index says group %d is at step %d; the groups say otherwise", id, step)
 			return nil
 		}

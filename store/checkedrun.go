@@ -66,7 +66,7 @@ func (tx *Tx) CheckedRun(id string) (*CheckedRun, error) {
 			return
 		}
 		found = true
-		for _, name := range append(subBuckets, bCounts, bGroupIDs) {
+		for _, name := range append(subBuckets[:], bCounts, bGroupIDs) {
 			if b, ok := p.Sub(run, name); ok {
 				cr.buckets[name] = b
 			}
@@ -82,7 +82,7 @@ func (tx *Tx) CheckedRun(id string) (*CheckedRun, error) {
 		return nil, err
 	}
 	for _, name := range subBuckets {
-		if cr.r.sub[name] == nil {
+		if cr.r.subBucket(name) == nil {
 			return nil, &CorruptError{Bucket: cr.r.path, Reason: "missing sub-bucket " + name}
 		}
 	}
@@ -232,7 +232,7 @@ func (cr *CheckedRun) checkTurns(n *Node) {
 		return cr.rc.node(id)
 	}
 	path := cr.r.bpath(bTurns)
-	cur := cr.r.sub[bTurns].Cursor()
+	cur := cr.r.subBucket(bTurns).Cursor()
 	if legacy {
 		for k, v := cur.Seek(u64key(n.ID)); k != nil && len(k) == 16 && keyU64(k, 0) == n.ID; k, v = cur.Next() {
 			cr.c.turn(path, k, v, legacy, owner)
@@ -256,7 +256,7 @@ func (cr *CheckedRun) checkChildren(id uint64) []uint64 {
 	}
 	var out []uint64
 	first := cr.once(bChildren, lo)
-	c := cr.r.sub[bChildren].Cursor()
+	c := cr.r.subBucket(bChildren).Cursor()
 	for k, v := c.Seek(lo); k != nil && len(k) == 16 && keyU64(k, 0) == id; k, v = c.Next() {
 		if first {
 			// The child first: when its record is damaged, that is the
@@ -275,7 +275,7 @@ func (cr *CheckedRun) checkAdvantages(prefix []byte) {
 	if !cr.once(bAdv, prefix) || !cr.reach(bAdv, prefix, prefixEnd(prefix)) {
 		return
 	}
-	c := cr.r.sub[bAdv].Cursor()
+	c := cr.r.subBucket(bAdv).Cursor()
 	for k, v := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
 		if cr.once(bAdv, k) {
 			cr.c.advantage(cr.rc, k, v)
@@ -289,7 +289,7 @@ func (cr *CheckedRun) checkGroupsUnder(prefix []byte) {
 	if !cr.once(bGroups+"*", prefix) || !cr.reach(bGroups, prefix, prefixEnd(prefix)) {
 		return
 	}
-	c := cr.r.sub[bGroups].Cursor()
+	c := cr.r.subBucket(bGroups).Cursor()
 	for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, _ = c.Next() {
 		if len(k) == 16 {
 			cr.checkGroup(keyU64(k, 0), keyU64(k, 1))
@@ -453,7 +453,7 @@ func (cr *CheckedRun) FrontierNodes() ([]Node, error) {
 		if !cr.reach(bFrontier, nil, nil) {
 			return
 		}
-		_ = cr.r.sub[bFrontier].ForEach(func(k, v []byte) error {
+		_ = cr.r.subBucket(bFrontier).ForEach(func(k, v []byte) error {
 			if cr.once(bFrontier, k) {
 				cr.c.frontierEntry(cr.rc, k, v)
 			}

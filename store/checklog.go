@@ -42,7 +42,7 @@ type pendingTurns struct {
 
 func (c *checker) logMatches(r *RunTx) {
 	path := r.bpath(bEvents)
-	seq := func(name string) uint64 { return r.sub[name].Sequence() }
+	seq := func(name string) uint64 { return r.subBucket(name).Sequence() }
 	seen := logged{groups: newIDSet(seq(bGroups)), nodes: newIDSet(seq(bNodes)), adv: newIDSet(seq(bNodes)),
 		rubrics: newIDSet(seq(bRubrics)), ckpts: newIDSet(1 << 12),
 		groupsMissing: newIDSet(seq(bGroups)), advMissing: newIDSet(seq(bNodes))}
@@ -59,7 +59,7 @@ func (c *checker) logMatches(r *RunTx) {
 	compare := func(name string, key []byte, seq uint64, want any) (exists bool) {
 		b, bpath := r.b, r.path
 		if name != "" {
-			b, bpath = r.sub[name], r.bpath(name)
+			b, bpath = r.subBucket(name), r.bpath(name)
 		}
 		raw := b.Get(key)
 		if raw == nil {
@@ -76,7 +76,7 @@ func (c *checker) logMatches(r *RunTx) {
 		return true
 	}
 	clean := true
-	cur := r.sub[bEvents].Cursor()
+	cur := r.subBucket(bEvents).Cursor()
 	for k, v := cur.Last(); k != nil; k, v = cur.Prev() {
 		c.progress(r, "log", 1)
 		var e Event
@@ -194,7 +194,7 @@ func (c *checker) logMatches(r *RunTx) {
 			dups = c.duplicateIDs(r, name, keyLen, idAt)
 		}
 		var suspects [][]byte
-		_ = r.sub[name].ForEach(func(k, _ []byte) error {
+		_ = r.subBucket(name).ForEach(func(k, _ []byte) error {
 			switch {
 			case len(k) != keyLen || !ids.has(keyU64(k, idAt)):
 			case missing != nil && missing.has(keyU64(k, idAt)):
@@ -231,9 +231,9 @@ const maxDuplicateIDs = 1 << 10
 // duplicateIDs lists the ids (the idAt-th u64 of the key) that more than
 // one record of bucket name has.
 func (c *checker) duplicateIDs(r *RunTx, name string, keyLen, idAt int) []uint64 {
-	once := newIDSet(r.sub[bNodes].Sequence() + r.sub[bGroups].Sequence())
+	once := newIDSet(r.subBucket(bNodes).Sequence() + r.subBucket(bGroups).Sequence())
 	var dups []uint64
-	_ = r.sub[name].ForEach(func(k, _ []byte) error {
+	_ = r.subBucket(name).ForEach(func(k, _ []byte) error {
 		if len(k) != keyLen {
 			return nil
 		}
@@ -254,7 +254,7 @@ func (c *checker) duplicateIDs(r *RunTx, name string, keyLen, idAt int) []uint64
 // name (groups or advantages), walking the log backwards once more.
 func (c *checker) loggedKeys(r *RunTx, name string, ids []uint64) map[uint64][]byte {
 	out := map[uint64][]byte{}
-	cur := r.sub[bEvents].Cursor()
+	cur := r.subBucket(bEvents).Cursor()
 	for k, v := cur.Last(); k != nil && len(out) < len(ids); k, v = cur.Prev() {
 		var e Event
 		if decodeValue(r.bpath(bEvents), k, v, &e) != nil {

@@ -43,7 +43,7 @@ func (c *checker) progress(r *RunTx, phase string, n int64) {
 func (c *checker) total(r *RunTx, phase string) int64 {
 	switch phase {
 	case "events", "log":
-		if b := r.sub[bEvents]; b != nil {
+		if b := r.subBucket(bEvents); b != nil {
 			return int64(b.Sequence())
 		}
 		return 0

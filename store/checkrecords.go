@@ -29,8 +29,8 @@ type runCheck struct {
 }
 
 func newRunCheck(r *RunTx, lastStep uint64) *runCheck {
-	return &runCheck{r: r, tally: newTallier(), groupIDs: newIDSet(r.sub[bGroups].Sequence()),
-		roots: newIDSet(r.sub[bNodes].Sequence()), groupCache: map[uint64]*groupInfo{}, lastStep: lastStep}
+	return &runCheck{r: r, tally: newTallier(), groupIDs: newIDSet(r.subBucket(bGroups).Sequence()),
+		roots: newIDSet(r.subBucket(bNodes).Sequence()), groupCache: map[uint64]*groupInfo{}, lastStep: lastStep}
 }
 
 // get returns the value under key in the run's sub-bucket name.
@@ -38,7 +38,7 @@ func (rc *runCheck) get(name string, key []byte) []byte {
 	if rc.narrow != nil && !rc.narrow.reach(name, key, pointEnd(key)) {
 		return nil
 	}
-	return rc.r.sub[name].Get(key)
+	return rc.r.subBucket(name).Get(key)
 }
 
 // has reports whether the run's sub-bucket name holds key.
@@ -46,7 +46,7 @@ func (rc *runCheck) has(name string, key []byte) bool {
 	if rc.narrow != nil && !rc.narrow.reach(name, key, pointEnd(key)) {
 		return false
 	}
-	return hasKey(rc.r.sub[name], key)
+	return hasKey(rc.r.subBucket(name), key)
 }
 
 // groupInfo is what the node checks need of a group.
@@ -91,7 +91,7 @@ func (rc *runCheck) groupByID(id uint64) *groupInfo {
 		return rc.narrow.indexedGroup(rc, id)
 	}
 	var found *groupInfo
-	_ = rc.r.sub[bGroups].ForEach(func(k, v []byte) error {
+	_ = rc.r.subBucket(bGroups).ForEach(func(k, v []byte) error {
 		var g Group
 		if len(k) == 16 && decodeValue(rc.r.bpath(bGroups), k, v, &g) == nil && g.ID == id {
 			found = newGroupInfo(&g)
@@ -265,7 +265,7 @@ func (c *checker) nodeTurns(rc *runCheck, k []byte, n *Node, legacy bool) {
 	if rc.narrow != nil && !rc.narrow.reachTurns(n, legacy) {
 		return
 	}
-	if seen := storedTurns(r.sub[bTurns], n, legacy); seen != n.Turns {
+	if seen := storedTurns(r.subBucket(bTurns), n, legacy); seen != n.Turns {
 		c.inv(r.bpath(bNodes), cloneBytes(k), "node has %d turns stored, record says %d", seen, n.Turns)
 	}
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -148,28 +149,49 @@ func groupDelta(was GroupStatus, g *Group) delta {
 
 // advDelta is the change to the zero-variance groups when a is written: a
 // group counts by its first advantage record (the lowest leaf id), as
-// readers take adv[0]. It reads that record before a is put.
+// readers take adv[0]. It reads that record before a is put, from the
+// file the first time in a transaction and from r.advFirst after (a
+// step's advantages are put group by group, a dozen leaves each).
 func (r *RunTx) advDelta(a *Advantage) (delta, error) {
 	d := delta{step: a.Step}
-	b, err := r.bucket(bAdv)
-	if err != nil {
-		return d, err
-	}
-	prefix := u64key2(a.Step, a.Group)
-	was, now := false, a.ZeroVariance
-	k, v := b.Cursor().Seek(prefix)
-	if k != nil && bytes.HasPrefix(k, prefix) {
-		var first Advantage
-		if err := decodeValue(r.bpath(bAdv), k, v, &first); err != nil {
+	gk := groupKey{a.Step, a.Group}
+	first, ok := r.advFirst[gk]
+	if !ok {
+		b, err := r.bucket(bAdv)
+		if err != nil {
 			return d, err
 		}
-		was = first.ZeroVariance
-		if len(k) == 24 && keyU64(k, 2) < a.Leaf {
-			now = was
+		prefix := u64key2(a.Step, a.Group)
+		if k, v := b.Cursor().Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) {
+			var rec Advantage
+			if err := decodeValue(r.bpath(bAdv), k, v, &rec); err != nil {
+				return d, err
+			}
+			first = advFirst{exists: true, zeroVariance: rec.ZeroVariance, leaf: math.MaxUint64}
+			if len(k) == 24 {
+				first.leaf = keyU64(k, 2)
+			}
 		}
 	}
+	was, now := first.exists && first.zeroVariance, a.ZeroVariance
+	if first.exists && first.leaf < a.Leaf {
+		now = was
+	} else {
+		first = advFirst{exists: true, zeroVariance: a.ZeroVariance, leaf: a.Leaf}
+	}
+	if r.advFirst == nil {
+		r.advFirst = map[groupKey]advFirst{}
+	}
+	r.advFirst[gk] = first
 	d.c.ZeroVariance = b2i(now) - b2i(was)
 	return d, nil
+}
+
+// advFirst is what advDelta knows of a group's first advantage record.
+type advFirst struct {
+	exists       bool
+	zeroVariance bool
+	leaf         uint64
 }
 
 func b2i(b bool) int64 {
@@ -184,6 +206,11 @@ func b2i(b bool) int64 {
 type runCounts struct {
 	byStep map[uint64]*counts // 0: the run's totals
 	dirty  map[uint64]bool
+	// total and last (of step lastStep) are byStep[0] and the step last
+	// tallied, marked dirty since the last flush: tally runs on every
+	// write, almost always to the step before, and skips the maps then.
+	total, last *counts
+	lastStep    uint64
 }
 
 // tally applies one record write to the run's counters. Every writer of a
@@ -197,14 +224,21 @@ func (r *RunTx) tally(d delta) error {
 	if err != nil {
 		return err
 	}
-	for _, step := range [2]uint64{0, d.step} {
-		c, err := rc.get(r, step)
-		if err != nil {
+	if rc.total == nil {
+		if rc.total, err = rc.get(r, 0); err != nil {
 			return err
 		}
-		c.add(&d.c)
-		rc.dirty[step] = true
+		rc.dirty[0] = true
 	}
+	if rc.last == nil || rc.lastStep != d.step {
+		if rc.last, err = rc.get(r, d.step); err != nil {
+			return err
+		}
+		rc.lastStep = d.step
+		rc.dirty[d.step] = true
+	}
+	rc.total.add(&d.c)
+	rc.last.add(&d.c)
 	if d.newGroup != 0 {
 		return r.b.Bucket([]byte(bGroupIDs)).Put(u64key2(d.newGroup, d.step), []byte{})
 	}
@@ -302,6 +336,7 @@ func (r *RunTx) flushCounts() error {
 		}
 	}
 	clear(r.counts.dirty)
+	r.counts.total, r.counts.last = nil, nil // marked dirty again by the next tally
 	return nil
 }
 

@@ -26,8 +26,9 @@ type DB struct {
 	cache  *nodeCache
 	closed atomic.Bool
 
-	writeMu sync.Mutex // serialises Update so the cache commit protocol sees one writer
-	spare   [][]byte   // value chunks ended write transactions handed on, under writeMu (txvalues.go)
+	writeMu sync.Mutex    // serialises Update so the cache commit protocol sees one writer
+	spare   [][]byte      // value chunks ended write transactions handed on, under writeMu (txvalues.go)
+	queues  [][]queuedPut // put queues ended write transactions handed on, under writeMu (txqueue.go)
 
 	// format is the file's format version: older ones are read with their
 	// own turn keys and refuse writes (ErrNeedsMigration).
@@ -226,6 +227,7 @@ func (db *DB) Update(fn func(*Tx) error) (err error) {
 			_ = btx.Rollback()
 		}
 		tx.vals.handOn() // after Commit or Rollback, still under writeMu
+		tx.handOnQueues()
 	}()
 	if err := fn(tx); err != nil {
 		return err
@@ -243,7 +245,7 @@ func (db *DB) Update(fn func(*Tx) error) (err error) {
 		// Read by bbolt only inside this Commit, under its writer lock.
 		db.bolt.AllocSize = growStep(btx.Size(), tx.written, db.bolt.Info().PageSize)
 	}
-	db.cache.beginCommit(tx.dirty)
+	db.cache.beginCommit(tx.runs)
 	err = btx.Commit()
 	committed = true
 	db.cache.endCommit(txid, err == nil)

@@ -37,7 +37,7 @@ func (r *RunTx) putEvent(e *Event, size int, fill func([]byte) []byte) error {
 		return err
 	}
 	e.Seq = seq
-	e.Time = r.tx.db.opts.now().UnixNano()
+	e.Time = r.tx.eventTime()
 	val := appendEventHead(r.tx.vals.start(headerLen + eventHeadMax + len(e.Kind) + 5 + size)[:headerLen], e)
 	if fill == nil {
 		val = append(val, 0xc0)

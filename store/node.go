@@ -121,24 +121,12 @@ func (r *RunTx) putNode(prev, n *Node, kind EventKind) error {
 		return err
 	}
 	if wasActive := prev != nil && prev.Status == NodeActive; wasActive != (n.Status == NodeActive) {
-		frontier, err := r.bucket(bFrontier)
-		if err != nil {
-			return err
-		}
-		if wasActive {
-			err = frontier.Delete(r.tx.putKey1(n.ID))
-		} else {
-			err = frontier.Put(r.tx.putKey1(n.ID), []byte{})
-		}
-		if err != nil {
-			return err
-		}
+		r.queueFrontier(n.ID, wasActive)
 	}
-	k := nodeKey{r.id, n.ID}
-	d := r.tx.dirty[k]
+	d := r.dirty[n.ID]
 	if d == nil {
 		d = &dirtyNode{r: r}
-		r.tx.dirty[k] = d
+		r.dirty[n.ID] = d
 	}
 	d.n, d.written = n, false
 	if kind == "" {
@@ -168,11 +156,16 @@ func (tx *Tx) flush() error {
 		if err := r.putQueued(""); err != nil {
 			return err
 		}
+		if err := r.putFrontier(); err != nil {
+			return tx.fail(err)
+		}
 	}
-	todo := make([]*dirtyNode, 0, len(tx.dirty))
-	for _, d := range tx.dirty {
-		if !d.written {
-			todo = append(todo, d)
+	var todo []*dirtyNode
+	for _, r := range tx.runs {
+		for _, d := range r.dirty {
+			if !d.written {
+				todo = append(todo, d)
+			}
 		}
 	}
 	slices.SortFunc(todo, func(a, b *dirtyNode) int {
@@ -220,10 +213,10 @@ func (r *RunTx) Node(id uint64) (Node, error) {
 // its next change makes in place (editable): do not keep it across a
 // change to the same node.
 func (r *RunTx) nodeRef(id uint64) (*Node, error) {
-	k := nodeKey{r.id, id}
-	if d, ok := r.tx.dirty[k]; ok {
+	if d, ok := r.dirty[id]; ok {
 		return d.n, nil
 	}
+	k := nodeKey{r.id, id}
 	if n, ok := r.tx.db.cache.get(k, r.tx.snapshot); ok {
 		return n, nil
 	}
@@ -351,7 +344,7 @@ func (r *RunTx) mutateNode(id uint64, kind EventKind, fn func(*Node) error) erro
 // one (Node.edit), which the cache may share with other transactions.
 // The caller keeps a copy of *p first: putNode needs the node as it was.
 func (r *RunTx) editable(p *Node) *Node {
-	if d := r.tx.dirty[nodeKey{r.id, p.ID}]; d != nil && d.n == p {
+	if d := r.dirty[p.ID]; d != nil && d.n == p {
 		return p
 	}
 	c := p.edit()

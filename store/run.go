@@ -71,7 +71,7 @@ type BucketSize struct {
 func (r *RunTx) BucketSizes() ([]BucketSize, error) {
 	out := make([]BucketSize, 0, len(subBuckets))
 	pageSize := int64(r.tx.btx.DB().Info().PageSize)
-	for _, name := range append(subBuckets, bCounts, bGroupIDs) {
+	for _, name := range append(subBuckets[:], bCounts, bGroupIDs) {
 		b := r.b.Bucket([]byte(name))
 		if b == nil {
 			if name == bCounts || name == bGroupIDs {

@@ -3,6 +3,7 @@ package store
 import (
 	"regexp"
 	"sort"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -15,11 +16,11 @@ type Tx struct {
 	btx      *bolt.Tx
 	snapshot uint64                 // the committed txid this transaction reads
 	err      error                  // first failed write: the transaction will not commit
-	dirty    map[nodeKey]*dirtyNode // nodes changed in this write transaction
 	runs     map[string]*RunTx
 	done     bool
 	written  int64      // bytes of keys and values put through put: sizes the file's growth (growStep)
 	keyBuf   [24]byte   // putKey's
+	start    time.Time  // eventTime's reading of the wall clock
 	vals     valueArena // the values it puts (txvalues.go)
 }
 
@@ -28,7 +29,6 @@ func newTx(db *DB, btx *bolt.Tx) *Tx {
 	tx.snapshot = uint64(btx.ID())
 	if btx.Writable() {
 		tx.snapshot-- // a write transaction reads the last committed state
-		tx.dirty = map[nodeKey]*dirtyNode{}
 	}
 	return tx
 }
@@ -37,6 +37,24 @@ func newTx(db *DB, btx *bolt.Tx) *Tx {
 func (tx *Tx) put(b *bolt.Bucket, k, v []byte) error {
 	tx.written += int64(len(k) + len(v))
 	return b.Put(k, v)
+}
+
+// eventTime is the time of an event written now, in Unix nanoseconds.
+// A step writes an event per API call, thousands, and reading the wall
+// clock costs half again what reading the monotonic one does; so the
+// wall clock is read once, at the transaction's first event, and later
+// events add the monotonic time since (which also keeps a transaction's
+// events in time order when the wall clock is stepped). A DB opened with
+// Options.Clock reads that clock for every event.
+func (tx *Tx) eventTime() int64 {
+	if tx.db.opts.Clock != nil {
+		return tx.db.opts.Clock().UnixNano()
+	}
+	if tx.start.IsZero() {
+		tx.start = time.Now()
+		return tx.start.UnixNano()
+	}
+	return tx.start.UnixNano() + int64(time.Since(tx.start))
 }
 
 // Writable reports whether the transaction may write.
@@ -85,7 +103,7 @@ func (tx *Tx) CreateRun(id string, config []byte, meta map[string]string) (*RunT
 	if err != nil {
 		return nil, tx.fail(err)
 	}
-	for _, name := range append(subBuckets, bCounts, bGroupIDs) {
+	for _, name := range append(subBuckets[:], bCounts, bGroupIDs) {
 		if _, err := b.CreateBucket([]byte(name)); err != nil {
 			return nil, tx.fail(err)
 		}
@@ -162,7 +180,43 @@ const (
 	bEvents   = "events"
 )
 
-var subBuckets = []string{bGroups, bNodes, bTurns, bChildren, bFrontier, bAdv, bRubrics, bCkpt, bEvents}
+var subBuckets = [...]string{bGroups, bNodes, bTurns, bChildren, bFrontier, bAdv, bRubrics, bCkpt, bEvents}
+
+// subIndex is name's place in subBuckets, -1 when it is not one. Every API
+// call looks up a sub-bucket or two, and a switch on the name costs a
+// fraction of a map lookup.
+func subIndex(name string) int {
+	switch name {
+	case bGroups:
+		return 0
+	case bNodes:
+		return 1
+	case bTurns:
+		return 2
+	case bChildren:
+		return 3
+	case bFrontier:
+		return 4
+	case bAdv:
+		return 5
+	case bRubrics:
+		return 6
+	case bCkpt:
+		return 7
+	case bEvents:
+		return 8
+	}
+	return -1
+}
+
+// subBucket is the run's sub-bucket name as bound (nil when the file
+// lacks it, or name is not a sub-bucket's).
+func (r *RunTx) subBucket(name string) *bolt.Bucket {
+	if i := subIndex(name); i >= 0 {
+		return r.sub[i]
+	}
+	return nil
+}
 
 // fillPercent is each sub-bucket's bbolt FillPercent: how full a page is
 // left when a commit splits it. Turns, events, groups, advantages and
@@ -188,7 +242,7 @@ type RunTx struct {
 	tx    *Tx
 	id    string
 	b     *bolt.Bucket
-	sub   map[string]*bolt.Bucket
+	sub   [len(subBuckets)]*bolt.Bucket // by subIndex
 	path  string
 	paths map[string]string // bpath's
 	// counts are the run's counters while a write transaction changes
@@ -200,16 +254,29 @@ type RunTx struct {
 	// queues are the turns and events a write transaction has yet to put
 	// (txqueue.go).
 	queues []*queued
+	// dirty are the run's nodes a write transaction changed (putNode),
+	// by id: looked up on every node read and change, so keyed by the id
+	// alone rather than by run and id.
+	dirty map[uint64]*dirtyNode
+	// frontier are the frontier entries a write transaction changed, put
+	// at flush (txqueue.go).
+	frontier map[uint64]frontierChange
+	// advFirst are the groups' first advantage records as the
+	// transaction leaves them (counts.go).
+	advFirst map[groupKey]advFirst
 }
 
 func (tx *Tx) bind(id string, b *bolt.Bucket) *RunTx {
-	r := &RunTx{tx: tx, id: id, b: b, sub: make(map[string]*bolt.Bucket, len(subBuckets)), path: "runs/" + id}
-	for _, name := range subBuckets {
+	r := &RunTx{tx: tx, id: id, b: b, path: "runs/" + id}
+	for i, name := range subBuckets {
 		sb := b.Bucket([]byte(name))
 		if f, ok := fillPercent[name]; ok && sb != nil && tx.Writable() {
 			sb.FillPercent = f
 		}
-		r.sub[name] = sb
+		r.sub[i] = sb
+	}
+	if tx.Writable() {
+		r.dirty = map[uint64]*dirtyNode{}
 	}
 	tx.runs[id] = r
 	return r
@@ -219,13 +286,18 @@ func (tx *Tx) bind(id string, b *bolt.Bucket) *RunTx {
 // it (the file was damaged or hand-edited), with the records queued for it
 // put (txqueue.go).
 func (r *RunTx) bucket(name string) (*bolt.Bucket, error) {
-	b := r.sub[name]
+	b := r.subBucket(name)
 	if b == nil {
 		return nil, r.missing(name)
 	}
 	if len(r.queues) > 0 {
 		if err := r.putQueued(name); err != nil {
 			return nil, err
+		}
+	}
+	if name == bFrontier && len(r.frontier) > 0 {
+		if err := r.putFrontier(); err != nil {
+			return nil, r.tx.fail(err)
 		}
 	}
 	return b, nil
