@@ -29,6 +29,7 @@ type DB struct {
 	writeMu sync.Mutex    // serialises Update so the cache commit protocol sees one writer
 	spare   [][]byte      // value chunks ended write transactions handed on, under writeMu (txvalues.go)
 	queues  [][]queuedPut // put queues ended write transactions handed on, under writeMu (txqueue.go)
+	sizes   txSizes       // of the last write transaction's per-run maps, under writeMu (tx.go)
 
 	// format is the file's format version: older ones are read with their
 	// own turn keys and refuse writes (ErrNeedsMigration).
@@ -228,6 +229,7 @@ func (db *DB) Update(fn func(*Tx) error) (err error) {
 		}
 		tx.vals.handOn() // after Commit or Rollback, still under writeMu
 		tx.handOnQueues()
+		tx.handOnSizes()
 	}()
 	if err := fn(tx); err != nil {
 		return err

@@ -248,7 +248,7 @@ func (r *RunTx) walkGroupNodes(g Group, fn func(*Node) error) error {
 		if err := fn(n); err != nil {
 			return err
 		}
-		kids, err := r.Children(id)
+		kids, err := r.children(id)
 		if err != nil {
 			return err
 		}

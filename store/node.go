@@ -69,7 +69,7 @@ func (r *RunTx) addNode(spec NodeSpec) (Node, error) {
 		}
 		n.Base = p.Base + spec.Fork
 		n.Depth = p.Depth + 1
-		if siblings, err = r.Children(p.ID); err != nil {
+		if siblings, err = r.children(p.ID); err != nil {
 			return Node{}, err
 		}
 	}
@@ -85,6 +85,9 @@ func (r *RunTx) addNode(spec NodeSpec) (Node, error) {
 	nodes, err := r.bucket(bNodes)
 	if err != nil {
 		return Node{}, err
+	}
+	if r.firstNew == 0 {
+		r.firstNew = nodes.Sequence() + 1
 	}
 	if n.ID, err = nodes.NextSequence(); err != nil {
 		return Node{}, err
@@ -103,6 +106,7 @@ func (r *RunTx) addNode(spec NodeSpec) (Node, error) {
 		if err := children.Put(r.tx.putKey(spec.Parent, n.ID), []byte{}); err != nil {
 			return Node{}, err
 		}
+		r.kids[spec.Parent] = append(slices.Clip(siblings), n.ID)
 	}
 	if err := r.putNode(nil, &n, EvNodeAdd); err != nil {
 		return Node{}, err
@@ -271,6 +275,21 @@ func (n *Node) clone() Node {
 
 // Children returns the ids of a node's children in id order.
 func (r *RunTx) Children(id uint64) ([]uint64, error) {
+	kids, err := r.children(id)
+	return slices.Clone(kids), err
+}
+
+// children is Children, shared: not to be changed. A write transaction
+// reads a node's children from the index once, and knows those of the
+// nodes it adds without reading: AddNode checks a parent's children, and
+// CloseGroup walks the group through them, mostly nodes of the same step.
+func (r *RunTx) children(id uint64) ([]uint64, error) {
+	if kids, ok := r.kids[id]; ok {
+		return kids, nil
+	}
+	if r.firstNew != 0 && id >= r.firstNew {
+		return nil, nil // added by this transaction, and given no children yet
+	}
 	b, err := r.bucket(bChildren)
 	if err != nil {
 		return nil, err
@@ -280,6 +299,9 @@ func (r *RunTx) Children(id uint64) ([]uint64, error) {
 	c := b.Cursor()
 	for k, _ := c.Seek(prefix); k != nil && len(k) == 16 && keyU64(k, 0) == id; k, _ = c.Next() {
 		out = append(out, keyU64(k, 1))
+	}
+	if r.kids != nil {
+		r.kids[id] = out
 	}
 	return out, nil
 }

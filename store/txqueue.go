@@ -131,6 +131,7 @@ func (r *RunTx) putFrontier() error {
 		}
 	}
 	slices.Sort(ids)
+	r.frontierSize = max(r.frontierSize, len(r.frontier))
 	for _, id := range ids {
 		var err error
 		if r.frontier[id].now {
