@@ -106,10 +106,11 @@
 //
 // A write transaction holds what it writes in memory until it commits, as
 // bbolt does: its turns and events are put into their buckets in one pass
-// per bucket at the commit, or as soon as the transaction reads that
-// bucket, so its reads see all its writes. Their values are carved from
-// 32 KiB buffers, which a DB keeps for the next write transaction (at most
-// 4 MiB of them).
+// per bucket at the commit, and its frontier changes made once each, or
+// as soon as the transaction reads that bucket, so its reads see all its
+// writes. Their values are carved from 32 KiB buffers, which a DB keeps
+// for the next write transaction (at most 4 MiB of them), with the
+// emptied queues (at most four of 16,384 entries, 3 MiB).
 //
 // Every mutation appends an Event in the same transaction; for the store's
 // own kinds its payload is the record after the mutation, so the log alone

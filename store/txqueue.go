@@ -33,7 +33,7 @@ func (r *RunTx) queuePut(name string, b *bolt.Bucket, k, v []byte) {
 	r.tx.written += int64(len(k) + len(v))
 	k = r.tx.vals.finish(append(r.tx.vals.start(len(k)), k...))
 	for _, q := range r.queues {
-		if q.name == name {
+		if q.b == b {
 			q.puts = append(q.puts, queuedPut{k, v})
 			return
 		}
@@ -53,7 +53,7 @@ func (r *RunTx) queuePut(name string, b *bolt.Bucket, k, v []byte) {
 // puts each (48 bytes a put).
 const (
 	maxSpareQueues   = 4
-	maxSpareQueueLen = 1 << 16
+	maxSpareQueueLen = 1 << 14
 )
 
 // handOnQueues gives the transaction's queues to the DB's spares, their

@@ -17,3 +17,16 @@ func TestSubIndexPlacesEverySubBucket(t *testing.T) {
 		}
 	}
 }
+
+// The counters count nodes by statusIndex: a status it did not place would
+// vanish from every figure of runs and show.
+func TestStatusIndexPlacesEveryStatus(t *testing.T) {
+	for i, s := range statusOrder {
+		if got := statusIndex(s); got != i {
+			t.Errorf("statusIndex(%q) = %d, want %d", s, got, i)
+		}
+	}
+	if got := statusIndex("done"); got != -1 {
+		t.Errorf("statusIndex(%q) = %d, want -1", "done", got)
+	}
+}
