@@ -276,6 +276,9 @@ func (n *Node) clone() Node {
 // Children returns the ids of a node's children in id order.
 func (r *RunTx) Children(id uint64) ([]uint64, error) {
 	kids, err := r.children(id)
+	if r.kids == nil {
+		return kids, err // a read transaction's, read just now
+	}
 	return slices.Clone(kids), err
 }
 

@@ -29,14 +29,15 @@ func (r *RunTx) AppendTurns(id uint64, from int, turns ...Turn) error {
 	if err != nil {
 		return r.tx.fail(err)
 	}
-	var lo, hi uint64
-	for i := range turns {
-		if err := validTurn(&turns[i]); err != nil {
-			return r.tx.fail(fmt.Errorf("turn %d of node %d: %w", from+i, id, err))
-		}
-		lo, hi = versionSpan(lo, hi, turns[i].PolicyVersion)
+	vals := &r.tx.vals
+	enc, i, err := encodeValid(turns, r.tx.turnVals[:0], func(t *Turn) []byte {
+		return vals.finish(appendTurnValue(vals.start(turnSize(t)), t))
+	})
+	r.tx.turnVals = enc.vals[:0]
+	if err != nil {
+		return r.tx.fail(fmt.Errorf("turn %d of node %d: %w", from+i, id, err))
 	}
-	return r.putTurns(p, from, turnSource{turns: turns, enc: EncodedTurns{lo: lo, hi: hi}})
+	return r.putTurns(p, from, enc)
 }
 
 // EncodedTurns are turns validated and framed for the file by EncodeTurns,
@@ -61,19 +62,34 @@ func (e EncodedTurns) Len() int { return len(e.vals) }
 // from, turns...) writes the same bytes as AppendEncodedTurns(id, from,
 // EncodeTurns(turns...)).
 func EncodeTurns(turns ...Turn) (EncodedTurns, error) {
-	out := EncodedTurns{vals: make([][]byte, len(turns))}
-	for i := range turns {
-		out.lo, out.hi = versionSpan(out.lo, out.hi, turns[i].PolicyVersion)
-		if err := validTurn(&turns[i]); err != nil {
-			return EncodedTurns{}, fmt.Errorf("turn %d of %d: %w", i, len(turns), err)
-		}
-		v, err := encodeTurn(&turns[i])
-		if err != nil {
-			return EncodedTurns{}, err
-		}
-		out.vals[i] = v
+	out, i, err := encodeValid(turns, make([][]byte, 0, len(turns)), func(t *Turn) []byte {
+		v, _ := encodeTurn(t) // it fails on nothing
+		return v
+	})
+	if err != nil {
+		return EncodedTurns{}, fmt.Errorf("turn %d of %d: %w", i, len(turns), err)
 	}
 	return out, nil
+}
+
+// encodeValid encodes turns, appending their values (each made by
+// encode) to vals, and validates each turn (validTurn) right after
+// encoding it: encoding reads a turn's text and arrays from memory once,
+// and the check then finds them in the CPU's cache. Checked first, the
+// check paid for those reads, and AppendTurns cost a fifth more than
+// encoding the same turns. On an invalid turn it returns its index; the
+// values already made are garbage, nothing was written.
+func encodeValid(turns []Turn, vals [][]byte, encode func(*Turn) []byte) (EncodedTurns, int, error) {
+	out := EncodedTurns{vals: vals}
+	for i := range turns {
+		t := &turns[i]
+		out.vals = append(out.vals, encode(t))
+		if err := validTurn(t); err != nil {
+			return out, i, err
+		}
+		out.lo, out.hi = versionSpan(out.lo, out.hi, t.PolicyVersion)
+	}
+	return out, 0, nil
 }
 
 // versionSpan folds policy version v (0: not given) into the least and
@@ -102,31 +118,7 @@ func (r *RunTx) AppendEncodedTurns(id uint64, from int, turns EncodedTurns) erro
 	if err != nil {
 		return r.tx.fail(err)
 	}
-	return r.putTurns(p, from, turnSource{enc: turns})
-}
-
-// turnSource is what putTurns writes: turns to validate and encode, or
-// values EncodeTurns made (enc's policy versions are given either way).
-type turnSource struct {
-	turns []Turn
-	enc   EncodedTurns
-}
-
-func (s *turnSource) len() int {
-	if s.turns != nil {
-		return len(s.turns)
-	}
-	return len(s.enc.vals)
-}
-
-// value is turn i's framed value; turns encoded here take their buffer
-// from the transaction's chunks.
-func (s *turnSource) value(vals *valueArena, i int) []byte {
-	if s.turns == nil {
-		return s.enc.vals[i]
-	}
-	t := &s.turns[i]
-	return vals.finish(appendTurnValue(vals.start(turnSize(t)), t))
+	return r.putTurns(p, from, turns)
 }
 
 // turnTarget returns the node turns at index from may be written to: an
@@ -151,12 +143,12 @@ func (r *RunTx) turnTarget(id uint64, from int) (*Node, error) {
 // the run's turn sequence, so they land at the end of the bucket. The
 // values must stay unmodified until the transaction ends: bbolt keeps them
 // (queued first: txqueue.go).
-func (r *RunTx) putTurns(p *Node, from int, src turnSource) error {
+func (r *RunTx) putTurns(p *Node, from int, src EncodedTurns) error {
 	b, err := r.appendBucket(bTurns)
 	if err != nil {
 		return r.tx.fail(err)
 	}
-	count := src.len()
+	count := len(src.vals)
 	over := min(count, p.Turns-from)
 	spans, err := r.turnSpans(p, from, over)
 	if err != nil {
@@ -164,7 +156,7 @@ func (r *RunTx) putTurns(p *Node, from int, src turnSource) error {
 	}
 	i := 0
 	put := func(k []byte) {
-		r.queuePut(bTurns, b, k, src.value(&r.tx.vals, i))
+		r.queuePut(bTurns, b, k, src.vals[i])
 		i++
 	}
 	for _, s := range spans {
@@ -186,8 +178,8 @@ func (r *RunTx) putTurns(p *Node, from int, src turnSource) error {
 		n.TurnRanges = n.TurnRanges.extend(seq, fresh)
 		n.Turns = from + count
 	}
-	n.MinVersion, n.MaxVersion = versionSpan(n.MinVersion, n.MaxVersion, src.enc.lo)
-	n.MaxVersion = max(n.MaxVersion, src.enc.hi)
+	n.MinVersion, n.MaxVersion = versionSpan(n.MinVersion, n.MaxVersion, src.lo)
+	n.MaxVersion = max(n.MaxVersion, src.hi)
 	if err := r.putNode(&old, n, ""); err != nil {
 		return r.tx.fail(err)
 	}

@@ -21,6 +21,7 @@ type Tx struct {
 	written  int64      // bytes of keys and values put through put: sizes the file's growth (growStep)
 	keyBuf   [24]byte   // putKey's
 	start    time.Time  // eventTime's reading of the wall clock
+	turnVals [][]byte   // AppendTurns' scratch: one call's turn values
 	vals     valueArena // the values it puts (txvalues.go)
 }
 
