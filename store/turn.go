@@ -75,10 +75,9 @@ func EncodeTurns(turns ...Turn) (EncodedTurns, error) {
 // encodeValid encodes turns, appending their values (each made by
 // encode) to vals, and validates each turn (validTurn) right after
 // encoding it: encoding reads a turn's text and arrays from memory once,
-// and the check then finds them in the CPU's cache. Checked first, the
-// check paid for those reads, and AppendTurns cost a fifth more than
-// encoding the same turns. On an invalid turn it returns its index; the
-// values already made are garbage, nothing was written.
+// and the check then finds them in the CPU's cache, where a check that
+// came first paid for reading them. On an invalid turn it returns its
+// index; the values already made are garbage, nothing was written.
 func encodeValid(turns []Turn, vals [][]byte, encode func(*Turn) []byte) (EncodedTurns, int, error) {
 	out := EncodedTurns{vals: vals}
 	for i := range turns {
