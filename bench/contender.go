@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/patrdb/patrdb/bench/workload"
 )
 
@@ -22,6 +24,20 @@ type contender interface {
 	close() error
 	// files lists the files the store occupies, for bytes on disk.
 	files() []string
+}
+
+// boltBacked is a contender that commits through bbolt: its commits'
+// spill and page writes (bbolt's TxStats) are told apart from the rest
+// of its time.
+type boltBacked interface {
+	boltDB() *bolt.DB // nil when it has none open
+}
+
+// boltCommitTime is the time db's commits have spent in spill and in
+// writing pages (fsyncs included) since it was opened.
+func boltCommitTime(db *bolt.DB) time.Duration {
+	s := db.Stats().TxStats
+	return s.GetSpillTime() + s.GetWriteTime()
 }
 
 // Contender names, in the order the tables list them.
@@ -95,6 +111,7 @@ func fileName(name string) string {
 // appendResult is one contender's run of the append workload.
 type appendResult struct {
 	Seconds   float64 `json:"seconds"` // time inside apply, summed over transactions
+	Commit    float64 `json:"commit"`  // of which bbolt's commit: spill and page writes (bbolt-backed contenders)
 	Slowest   float64 `json:"slowest"` // the longest single transaction, seconds
 	Txns      int     `json:"txns"`
 	Turns     int     `json:"turns"`
@@ -154,10 +171,21 @@ func runAppendAll(cs []contender, paths []string, batches []workload.Batch, rota
 					return nil, fmt.Errorf("%s: prepare batch %d txn %d: %w", c.name(), b.Index, ti, err)
 				}
 				runtime.GC()
+				var db *bolt.DB
+				if bb, ok := c.(boltBacked); ok {
+					db = bb.boltDB()
+				}
+				var c0 time.Duration
+				if db != nil {
+					c0 = boltCommitTime(db)
+				}
 				t0 := time.Now()
 				err = c.apply(p)
 				el := time.Since(t0)
 				elapsed[k] += el
+				if db != nil {
+					res[k].Commit += (boltCommitTime(db) - c0).Seconds()
+				}
 				res[k].Slowest = max(res[k].Slowest, el.Seconds())
 				if err != nil {
 					return nil, fmt.Errorf("%s: batch %d txn %d: %w", c.name(), b.Index, ti, err)

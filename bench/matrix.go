@@ -201,6 +201,26 @@ func writeMatrix(w io.Writer, cfg config, cells [][]matrixCell) error {
 			ratioStat(reps, speed(cPatrdb, cFloor)), ratioStat(reps, speed(cPatrdb, cBoltInside)),
 			ratioStat(reps, speed(cPatrdb, cSQLite)), ratioStat(reps, speed(cPatrdb, cJSONL)))
 	}
+	b.WriteString("\nWhere a commit's time goes, milliseconds per commit (medians over repetitions): bbolt's commit — its spill and page writes, fsyncs included, from bbolt's TxStats — and the rest of the timed call: for raw bbolt its Puts (and encoding, inside), for patrdb its Puts and its own work per API call.\n\n")
+	b.WriteString("| turns | commit | bbolt's commit: patrdb | raw bbolt, same bytes | the rest, encoded inside: patrdb | raw bbolt | the rest, encoded ahead: patrdb | raw bbolt |\n|---|---|---|---|---|---|---|---|\n")
+	for _, reps := range cells {
+		c := reps[0]
+		ms := func(name string, rest bool) string {
+			xs := make([]float64, len(reps))
+			for i, r := range reps {
+				res := r.res[name]
+				x := res.Commit
+				if rest {
+					x = res.Seconds - res.Commit
+				}
+				xs[i] = 1e3 * x / float64(max(res.Txns, 1))
+			}
+			slices.Sort(xs)
+			return fmt.Sprintf("%.2f", xs[len(xs)/2])
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", c.size, c.commit, ms(cPatrdb, false), ms(cSameInside, false),
+			ms(cPatrdb, true), ms(cSameInside, true), ms(cPatrdbEnc, true), ms(cSameAhead, true))
+	}
 	b.WriteString("\nBytes on disk (allocated blocks after close) per byte of turn payload (text + 4 bytes per token id and logprob):\n\n")
 	b.WriteString("| turns | commit | payload | patrdb ÷ payload | patrdb ÷ JSONL | raw bbolt, turns and nodes only, ÷ payload | SQLite ÷ payload |\n|---|---|---|---|---|---|---|\n")
 	for _, reps := range cells {

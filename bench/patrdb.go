@@ -1,8 +1,11 @@
 package main
 
 import (
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/patrdb/patrdb/bench/workload"
 	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
 )
 
 // benchRun is the run id every benchmark store uses.
@@ -37,6 +40,13 @@ func (p *patrdbC) name() string {
 }
 
 func (p *patrdbC) files() []string { return []string{p.path} }
+
+func (p *patrdbC) boltDB() *bolt.DB {
+	if p.db == nil {
+		return nil
+	}
+	return storetest.Bolt(p.db)
+}
 
 func (p *patrdbC) open(path string) error {
 	if err := removeStore(path); err != nil {

@@ -70,6 +70,8 @@ func (c *sameC) name() string {
 
 func (c *sameC) files() []string { return []string{c.path} }
 
+func (c *sameC) boltDB() *bolt.DB { return c.db } // nil in floor mode
+
 func (c *sameC) shadowPath() string { return c.path + ".shadow" }
 
 func (c *sameC) open(path string) error {
