@@ -150,8 +150,8 @@ type dirtyNode struct {
 	written bool
 }
 
-// flush puts the queued turns and events (txqueue.go), then writes the
-// dirty nodes' records, in key order (bbolt inserts into
+// flush puts the queued turns and events and makes the queued frontier
+// changes (txqueue.go), then writes the dirty nodes' records, in key order (bbolt inserts into
 // a page's sorted elements, so new nodes in order append). Update calls it
 // before commit, and a write transaction's Check before it reads the
 // buckets.
