@@ -151,10 +151,10 @@ type dirtyNode struct {
 }
 
 // flush puts the queued turns and events and makes the queued frontier
-// changes (txqueue.go), then writes the dirty nodes' records, in key order (bbolt inserts into
-// a page's sorted elements, so new nodes in order append). Update calls it
-// before commit, and a write transaction's Check before it reads the
-// buckets.
+// changes (txqueue.go), then writes the dirty nodes' records in key order
+// (bbolt inserts into a page's sorted elements, so new nodes in order
+// append). Update calls it before commit, and a write transaction's Check
+// before it reads the buckets.
 func (tx *Tx) flush() error {
 	for _, r := range tx.runs {
 		if err := r.putQueued(""); err != nil {
