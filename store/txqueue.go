@@ -48,9 +48,9 @@ func (r *RunTx) queuePut(name string, b *bolt.Bucket, k, v []byte) {
 
 // A step's worth of queued puts runs to thousands; growing a fresh queue
 // to that size in every transaction took a twentieth of the API's CPU on
-// ~1 KB turns (BenchmarkMatrixAPI). So an ended write transaction hands its queues, emptied,
-// to the next one: at most maxSpareQueues of at most maxSpareQueueLen
-// puts each (48 bytes a put).
+// ~1 KB turns (BenchmarkMatrixAPI). So an ended write transaction hands
+// its queues, emptied, to the next one: at most maxSpareQueues of at most
+// maxSpareQueueLen puts each (48 bytes a put).
 const (
 	maxSpareQueues   = 4
 	maxSpareQueueLen = 1 << 14
@@ -104,9 +104,6 @@ type frontierChange struct{ was, now bool }
 // queueFrontier records that node id's frontier key goes (wasActive) or
 // comes.
 func (r *RunTx) queueFrontier(id uint64, wasActive bool) {
-	if r.frontier == nil {
-		r.frontier = map[uint64]frontierChange{}
-	}
 	c, ok := r.frontier[id]
 	if !ok {
 		c.was = wasActive
