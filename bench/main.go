@@ -40,11 +40,13 @@ type config struct {
 	RSS         bool          // measure peak RSS in child processes
 	Profile     bool          // CPU-profile the patrdb hot paths after the repetitions
 	Smoke       bool
-	Matrix      bool // only the append matrix (matrix.go)
-	PageSize    int  // of the patrdb and raw bbolt stores; 0: patrdb's default
-	MatrixSizes []string
 	Command     string // the command line, recorded in RESULTS.md
 	Log         io.Writer
+
+	Matrix        bool     // only the append matrix (matrix.go)
+	PageSize      int      // of the patrdb and raw bbolt stores; 0: patrdb's default
+	MatrixSizes   []string // the matrix's turn sizes (matrixSizeFlags)
+	MatrixCommits []string // the matrix's commit sizes (matrixCommitNames)
 }
 
 func defaultConfig(root string) config {
@@ -54,6 +56,7 @@ func defaultConfig(root string) config {
 		ResumeIters: 30, ColdIters: 3, Budget: 300 * time.Millisecond,
 		Out: filepath.Join(root, "bench", "out"), Results: filepath.Join(root, "bench", "RESULTS.md"),
 		RSS: true, Profile: true, Log: os.Stderr,
+		MatrixSizes: slices.Clone(matrixSizeFlags), MatrixCommits: slices.Clone(matrixCommitNames),
 	}
 }
 
@@ -87,7 +90,8 @@ func parseConfig(args []string, root string, log io.Writer) (config, error) {
 	rss := fs.Bool("rss", def.RSS, "measure peak RSS of each contender in a child process")
 	prof := fs.Bool("profile", def.Profile, "CPU-profile the patrdb hot paths after the repetitions")
 	pageSize := fs.Int("page-size", 0, "page size of the patrdb and raw bbolt stores (0: patrdb's default)")
-	matrixSizes := fs.String("matrix-sizes", "tiny,1kb,10kb", "turn sizes of the append matrix, comma-separated")
+	matrixSizes := fs.String("matrix-sizes", strings.Join(def.MatrixSizes, ","), "turn sizes of the append matrix, comma-separated")
+	matrixCommits := fs.String("matrix-commits", strings.Join(def.MatrixCommits, ","), "commit sizes of the append matrix, comma-separated")
 	matrix := fs.Bool("matrix", false, "only the append matrix (three turn sizes, round and step commits, against raw bbolt, the disk floor, SQLite and JSONL), printed as markdown")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -135,7 +139,8 @@ func parseConfig(args []string, root string, log io.Writer) (config, error) {
 	if perr != nil {
 		return config{}, perr
 	}
-	c.Matrix, c.PageSize, c.MatrixSizes = *matrix, *pageSize, strings.Split(*matrixSizes, ",")
+	c.Matrix, c.PageSize = *matrix, *pageSize
+	c.MatrixSizes, c.MatrixCommits = strings.Split(*matrixSizes, ","), strings.Split(*matrixCommits, ",")
 	c.Command = strings.TrimSpace("go run ./bench " + strings.Join(args, " "))
 	c.Log = log
 	return c, c.validate()
@@ -155,6 +160,16 @@ func (c config) validate() error {
 		return fmt.Errorf("bench: -resume-iters must be >= 1 and -cold-iters >= 0")
 	case c.Budget <= 0:
 		return fmt.Errorf("bench: -budget must be positive")
+	}
+	for _, sz := range c.MatrixSizes {
+		if !slices.Contains(matrixSizeFlags, sz) {
+			return fmt.Errorf("bench: -matrix-sizes %q, want some of %s", sz, strings.Join(matrixSizeFlags, ","))
+		}
+	}
+	for _, cm := range c.MatrixCommits {
+		if !slices.Contains(matrixCommitNames, cm) {
+			return fmt.Errorf("bench: -matrix-commits %q, want some of %s", cm, strings.Join(matrixCommitNames, ","))
+		}
 	}
 	return nil
 }

@@ -62,8 +62,14 @@ func matrixSizes(seed uint64, smoke bool) []matrixSize {
 	if smoke {
 		n = 1
 	}
-	return []matrixSize{{"tiny", "tiny", tiny, 4 * n}, {"~1 KB", "1kb", medium, 4 * n}, {"~10 KB", "10kb", llm, 2 * n}}
+	return []matrixSize{{"tiny", matrixSizeFlags[0], tiny, 4 * n}, {"~1 KB", matrixSizeFlags[1], medium, 4 * n}, {"~10 KB", matrixSizeFlags[2], llm, 2 * n}}
 }
+
+// The names -matrix-sizes and -matrix-commits take.
+var (
+	matrixSizeFlags   = []string{"tiny", "1kb", "10kb"}
+	matrixCommitNames = []string{"round", "step"}
+)
 
 // matrixCell is one (turn size, commit size) of one repetition.
 type matrixCell struct {
@@ -105,7 +111,10 @@ func runMatrix(cfg config, w io.Writer) error {
 		for _, commit := range []struct {
 			name    string
 			batches []workload.Batch
-		}{{"round", batches}, {"step", []workload.Batch{step}}} {
+		}{{matrixCommitNames[0], batches}, {matrixCommitNames[1], []workload.Batch{step}}} {
+			if !slices.Contains(cfg.MatrixCommits, commit.name) {
+				continue
+			}
 			var reps []matrixCell
 			for rep := range cfg.Reps {
 				cell, err := runMatrixCell(cfg, sz.name, commit.name, commit.batches, rep)
