@@ -1,10 +1,5 @@
 package store
 
-import (
-	"math"
-	"unicode/utf8"
-)
-
 // Turns are the bulk of a file (hundreds of tokens each), so they skip
 // reflection: a fixed msgpack array written and read field by field
 // (msgp.go), token arrays as bin blobs of little-endian words. Format 1
@@ -101,31 +96,6 @@ func decodeTurn(bucket string, key, raw []byte, t *Turn) error {
 	if fields == turnFields {
 		if t.PolicyVersion = m.uint64(); m.err != nil {
 			return bad("policy version", m.err)
-		}
-	}
-	return nil
-}
-
-// validTurn is the rule every stored turn keeps: text is valid UTF-8 (a
-// JSON or Parquet reader would otherwise get U+FFFD in its place), the
-// reward is finite, and the logprobs, when given, are one finite value
-// <= 0 per action token (a trainer computes importance ratios from them).
-func validTurn(t *Turn) error {
-	switch {
-	case !utf8.ValidString(t.Action):
-		return invalidf("action text is not valid UTF-8")
-	case !utf8.ValidString(t.Observation):
-		return invalidf("observation text is not valid UTF-8")
-	case !finite(t.Reward):
-		return invalidf("reward %v is not finite", t.Reward)
-	case len(t.ActionLogprobs) != 0 && len(t.ActionLogprobs) != len(t.ActionTokens):
-		return invalidf("%d action logprobs for %d action tokens (give one per token, or none)", len(t.ActionLogprobs), len(t.ActionTokens))
-	}
-	for i, lp := range t.ActionLogprobs {
-		// One range check (NaN fails it) instead of a sign and an
-		// infinity test: this loop runs over every logprob appended.
-		if !(lp <= 0 && lp >= -math.MaxFloat32) {
-			return invalidf("action logprob %d is %v; want a finite value <= 0", i, lp)
 		}
 	}
 	return nil

@@ -306,7 +306,16 @@ func appendUint(b []byte, x uint64) []byte {
 }
 
 // appendInt writes x in its shortest form (EncodeInt with compact ints).
+// A node record is mostly small counts and indexes, written as one byte
+// here, inlined, without a call.
 func appendInt(b []byte, x int64) []byte {
+	if uint64(x) <= math.MaxInt8 {
+		return append(b, byte(x))
+	}
+	return appendIntWide(b, x)
+}
+
+func appendIntWide(b []byte, x int64) []byte {
 	switch {
 	case x >= 0:
 		return appendUint(b, uint64(x))
