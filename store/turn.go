@@ -1,7 +1,9 @@
 package store
 
 import (
+	"encoding/binary"
 	"fmt"
+	"slices"
 )
 
 // EncodeTurn and DecodeTurn expose the turn codec for benchmarks and fuzz
@@ -153,14 +155,12 @@ func (r *RunTx) putTurns(p *Node, from int, src EncodedTurns) error {
 	if err != nil {
 		return r.tx.fail(err)
 	}
+	q := r.queue(bTurns, b)
 	i := 0
-	put := func(k []byte) {
-		r.queuePut(bTurns, b, k, src.vals[i])
-		i++
-	}
 	for _, s := range spans {
 		for j := range s.count {
-			put(r.spanKey(p.ID, s, j))
+			q.put(r.tx, r.tx.vals.finish(append(r.tx.vals.start(16), r.spanKey(p.ID, s, j)...)), src.vals[i])
+			i++
 		}
 	}
 	old := *p
@@ -171,8 +171,16 @@ func (r *RunTx) putTurns(p *Node, from int, src EncodedTurns) error {
 		if err := b.SetSequence(seq + uint64(fresh) - 1); err != nil {
 			return r.tx.fail(err)
 		}
+		// Their keys are carved from the transaction's chunks in one
+		// piece, and queued without a search for the queue each.
+		keys := r.tx.vals.finish(r.tx.vals.start(16 * fresh)[:16*fresh])
+		q.puts = slices.Grow(q.puts, fresh)
 		for j := range fresh {
-			put(r.tx.putKey(seq+uint64(j), p.ID))
+			k := keys[16*j : 16*j+16 : 16*j+16]
+			binary.BigEndian.PutUint64(k, seq+uint64(j))
+			binary.BigEndian.PutUint64(k[8:], p.ID)
+			q.put(r.tx, k, src.vals[i])
+			i++
 		}
 		n.TurnRanges = n.TurnRanges.extend(seq, fresh)
 		n.Turns = from + count

@@ -30,20 +30,30 @@ type queuedPut struct{ k, v []byte }
 // (callers pass the transaction's scratch key); v must stay unmodified
 // until the transaction ends, as for a Put.
 func (r *RunTx) queuePut(name string, b *bolt.Bucket, k, v []byte) {
-	r.tx.written += int64(len(k) + len(v))
-	k = r.tx.vals.finish(append(r.tx.vals.start(len(k)), k...))
+	r.queue(name, b).put(r.tx, r.tx.vals.finish(append(r.tx.vals.start(len(k)), k...)), v)
+}
+
+// put queues k, v; k must stay unmodified until the transaction ends.
+func (q *queued) put(tx *Tx, k, v []byte) {
+	tx.written += int64(len(k) + len(v))
+	q.puts = append(q.puts, queuedPut{k, v})
+}
+
+// queue is the queue of sub-bucket name, b, made on first use. A writer
+// that queues many puts at once (putTurns) finds it once for all.
+func (r *RunTx) queue(name string, b *bolt.Bucket) *queued {
 	for _, q := range r.queues {
 		if q.b == b {
-			q.puts = append(q.puts, queuedPut{k, v})
-			return
+			return q
 		}
 	}
-	var puts []queuedPut
+	q := &queued{name: name, b: b}
 	if spare := &r.tx.db.queues; len(*spare) > 0 {
-		puts = (*spare)[len(*spare)-1]
+		q.puts = (*spare)[len(*spare)-1]
 		*spare = (*spare)[:len(*spare)-1]
 	}
-	r.queues = append(r.queues, &queued{name: name, b: b, puts: append(puts, queuedPut{k, v})})
+	r.queues = append(r.queues, q)
+	return q
 }
 
 // A step's worth of queued puts runs to thousands; growing a fresh queue
