@@ -1,6 +1,8 @@
 package store
 
 import (
+	"encoding/binary"
+
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -16,25 +18,28 @@ func (r *RunTx) appendEvent(e Event, val []byte) error {
 // appendEventPayload is appendEvent given the payload itself (msgpack,
 // unframed; nil for none). The event's value holds a copy of it.
 func (r *RunTx) appendEventPayload(e Event, payload []byte) error {
+	var err error
 	if payload == nil {
-		return r.putEvent(&e, 0, nil)
+		_, err = r.putEvent(&e, 0, nil)
+	} else {
+		_, err = r.putEvent(&e, len(payload), func(b []byte) []byte { return append(b, payload...) })
 	}
-	return r.putEvent(&e, len(payload), func(b []byte) []byte { return append(b, payload...) })
+	return err
 }
 
 // putEvent writes e with the next sequence number and the time, its
 // payload being what fill appends (about size bytes; nil fill: none),
 // encoded straight into the value bbolt keeps: a node's record, the
 // payload of most events, is encoded once per event, not once and then
-// copied.
-func (r *RunTx) putEvent(e *Event, size int, fill func([]byte) []byte) error {
+// copied. It returns that value, which ends with the payload.
+func (r *RunTx) putEvent(e *Event, size int, fill func([]byte) []byte) ([]byte, error) {
 	b, err := r.appendBucket(bEvents)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	seq, err := b.NextSequence()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	e.Seq = seq
 	e.Time = r.tx.eventTime()
@@ -44,8 +49,9 @@ func (r *RunTx) putEvent(e *Event, size int, fill func([]byte) []byte) error {
 	} else {
 		val = appendBinOf(val, fill)
 	}
-	r.queuePut(bEvents, b, r.tx.putKey1(seq), r.tx.vals.finish(frame(val)))
-	return nil
+	val = r.tx.vals.finish(frame(val))
+	r.queue(bEvents, b).put(r.tx, r.tx.vals.finish(binary.BigEndian.AppendUint64(r.tx.vals.start(8), seq)), val)
+	return val, nil
 }
 
 // AppendEvent records an event of a kind defined above the store (rubric

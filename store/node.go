@@ -108,7 +108,7 @@ func (r *RunTx) addNode(spec NodeSpec) (Node, error) {
 		}
 		r.kids[spec.Parent] = append(slices.Clip(siblings), n.ID)
 	}
-	if err := r.putNode(nil, &n, EvNodeAdd); err != nil {
+	if err := r.putNode(nil, nil, &n, EvNodeAdd); err != nil {
 		return Node{}, err
 	}
 	return n.clone(), nil // n itself is the transaction's until the commit, then the cache's
@@ -116,30 +116,42 @@ func (r *RunTx) addNode(spec NodeSpec) (Node, error) {
 
 // putNode is the one way a node record changes: prev is the node before
 // the mutation (nil for a new node), n after it, made by this transaction
-// (changed later only through editable). n joins the transaction's dirty
-// set, whose records are written once each, just before commit (Tx.flush,
-// through writeNode); the frontier is kept equal to the active nodes, and
-// kind is logged with the record as its payload.
-func (r *RunTx) putNode(prev, n *Node, kind EventKind) error {
+// (changed later only through editable), and d n's entry in the
+// transaction's dirty set as editable found it (nil: not there yet). n
+// joins that set, whose records are written once each, just before commit
+// (Tx.flush, through writeNode); the frontier is kept equal to the active
+// nodes, and kind is logged with the record as its payload.
+func (r *RunTx) putNode(d *dirtyNode, prev, n *Node, kind EventKind) error {
 	if err := r.tally(nodeDelta(prev, n)); err != nil {
 		return err
 	}
 	if wasActive := prev != nil && prev.Status == NodeActive; wasActive != (n.Status == NodeActive) {
 		r.queueFrontier(n.ID, wasActive)
 	}
-	d := r.dirty[n.ID]
 	if d == nil {
 		d = &dirtyNode{r: r}
 		r.dirty[n.ID] = d
 	}
-	d.n, d.written = n, false
+	d.n, d.written, d.rec = n, false, nil
 	if kind == "" {
 		return nil
 	}
 	// The event carries the record's payload; the record itself is
-	// encoded once, at flush, however often the node changes before.
-	return r.putEvent(&Event{Kind: kind, Step: n.Step, Group: n.Group, Node: n.ID}, nodeMsgpSizeHint(n),
-		func(b []byte) []byte { return appendNodeMsgp(b, n) })
+	// written once, at flush, however often the node changes before, and
+	// copied from the event when the event was its last change.
+	size := 0
+	val, err := r.putEvent(&Event{Kind: kind, Step: n.Step, Group: n.Group, Node: n.ID}, nodeMsgpSizeHint(n),
+		func(b []byte) []byte {
+			at := len(b)
+			b = appendNodeMsgp(b, n)
+			size = len(b) - at
+			return b
+		})
+	if err != nil {
+		return err
+	}
+	d.rec = val[len(val)-size:]
+	return nil
 }
 
 // dirtyNode is a node record changed in this transaction and not yet
@@ -148,6 +160,10 @@ type dirtyNode struct {
 	r       *RunTx
 	n       *Node
 	written bool
+	// rec is n's record (its msgpack payload) as the event of its last
+	// change holds it, in that event's value; nil when that change wrote
+	// no event.
+	rec []byte
 }
 
 // flush puts the queued turns and events and makes the queued frontier
@@ -176,7 +192,7 @@ func (tx *Tx) flush() error {
 		return cmp.Or(strings.Compare(a.r.id, b.r.id), cmp.Compare(a.n.ID, b.n.ID))
 	})
 	for _, d := range todo {
-		if err := d.r.writeNode(d.n, nil); err != nil {
+		if err := d.r.writeNode(d.n, d.rec); err != nil {
 			return tx.fail(err)
 		}
 		d.written = true
@@ -189,14 +205,18 @@ func (tx *Tx) flush() error {
 	return tx.flushCounts()
 }
 
-// writeNode puts a node's record (val: its encoding, when known) into the
-// nodes bucket: every node record written goes through here.
-func (r *RunTx) writeNode(n *Node, val []byte) error {
+// writeNode puts a node's record into the nodes bucket (rec: its
+// payload, when already encoded): every node record written goes through
+// here.
+func (r *RunTx) writeNode(n *Node, rec []byte) error {
 	nodes, err := r.bucket(bNodes)
 	if err != nil {
 		return err
 	}
-	if val == nil {
+	var val []byte
+	if rec != nil {
+		val = r.tx.value(len(rec), func(b []byte) []byte { return append(b, rec...) })
+	} else {
 		val = r.tx.value(nodeMsgpSizeHint(n), func(b []byte) []byte { return appendNodeMsgp(b, n) })
 	}
 	return r.tx.put(nodes, r.tx.putKey1(n.ID), val)
@@ -354,26 +374,27 @@ func (r *RunTx) mutateNode(id uint64, kind EventKind, fn func(*Node) error) erro
 		return r.tx.fail(err)
 	}
 	old := *p
-	n := r.editable(p)
+	n, d := r.editable(p)
 	if err := fn(n); err != nil {
 		*n = old // the transaction will not commit; its reads still see the node as it was
 		return r.tx.fail(err)
 	}
-	return r.tx.fail(r.putNode(&old, n, kind))
+	return r.tx.fail(r.putNode(d, &old, n, kind))
 }
 
-// editable returns node p to change and hand to putNode: the
-// transaction's own version when it changed the node before (putNode made
-// it, nothing outside the transaction holds it, so it is changed in place:
-// a node changes several times an interval), else a copy of the stored
-// one (Node.edit), which the cache may share with other transactions.
-// The caller keeps a copy of *p first: putNode needs the node as it was.
-func (r *RunTx) editable(p *Node) *Node {
+// editable returns node p to change and hand to putNode, with its entry
+// in the transaction's dirty set: the transaction's own version when it
+// changed the node before (putNode made it, nothing outside the
+// transaction holds it, so it is changed in place: a node changes several
+// times an interval), else a copy of the stored one (Node.edit), which the
+// cache may share with other transactions, and no entry. The caller keeps
+// a copy of *p first: putNode needs the node as it was.
+func (r *RunTx) editable(p *Node) (*Node, *dirtyNode) {
 	if d := r.dirty[p.ID]; d != nil && d.n == p {
-		return p
+		return p, d
 	}
 	c := p.edit()
-	return &c
+	return &c, nil
 }
 
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

@@ -164,7 +164,7 @@ func (r *RunTx) putTurns(p *Node, from int, src EncodedTurns) error {
 		}
 	}
 	old := *p
-	n := r.editable(p)
+	n, d := r.editable(p)
 	var seq uint64
 	if fresh := count - over; fresh > 0 {
 		seq = b.Sequence() + 1
@@ -187,12 +187,13 @@ func (r *RunTx) putTurns(p *Node, from int, src EncodedTurns) error {
 	}
 	n.MinVersion, n.MaxVersion = versionSpan(n.MinVersion, n.MaxVersion, src.lo)
 	n.MaxVersion = max(n.MaxVersion, src.hi)
-	if err := r.putNode(&old, n, ""); err != nil {
+	if err := r.putNode(d, &old, n, ""); err != nil {
 		return r.tx.fail(err)
 	}
 	tp := TurnsPayload{From: from, Count: count, Turns: n.Turns, MinVersion: n.MinVersion, MaxVersion: n.MaxVersion, Seq: seq}
-	return r.tx.fail(r.putEvent(&Event{Kind: EvTurns, Step: n.Step, Group: n.Group, Node: p.ID}, turnsPayloadMax,
-		func(b []byte) []byte { return appendTurnsPayloadMsgp(b, &tp) }))
+	_, err = r.putEvent(&Event{Kind: EvTurns, Step: n.Step, Group: n.Group, Node: p.ID}, turnsPayloadMax,
+		func(b []byte) []byte { return appendTurnsPayloadMsgp(b, &tp) })
+	return r.tx.fail(err)
 }
 
 // Turns returns a node's own turns.
