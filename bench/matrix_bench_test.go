@@ -41,7 +41,7 @@ func BenchmarkMatrixCPU(b *testing.B) {
 
 // twoSteps is a size's first two step commits (and their batches), so
 // that the second lands in a store that has seen one.
-func twoSteps(b *testing.B, sz matrixSize) ([]workload.Batch, [][]workload.Op) {
+func twoSteps(b testing.TB, sz matrixSize) ([]workload.Batch, [][]workload.Op) {
 	gen, err := workload.NewGenerator(sz.cfg)
 	if err != nil {
 		b.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -149,5 +150,57 @@ func TestMatrixSmoke(t *testing.T) {
 	}
 	if rows != 6 { // two speed rows, two of the time's split, two bytes-on-disk rows
 		t.Errorf("%d tiny rows, want 6:\n%s", rows, out.String())
+	}
+}
+
+// BenchmarkMatrixCommits prepares the anchor's transactions once and
+// applies them to a file started afresh by reopen each iteration: reopen
+// leaves only the run's first records, and the prepared transactions
+// leave the file as they did the first time, key for key.
+func TestSameBytesReopenAppliesPreparedAgain(t *testing.T) {
+	_, steps := twoSteps(t, matrixSizes(1, true)[0]) // tiny turns
+	c := &sameC{encodeInside: true, noSync: true}
+	path := filepath.Join(t.TempDir(), fileName(cSameInside))
+	if err := c.open(path); err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	var prepared []any
+	for _, s := range steps {
+		p, err := c.prepare(workload.Materialize(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		prepared = append(prepared, p)
+	}
+	var files []map[string]map[string]string
+	for range 2 {
+		if err := c.reopen(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.db.View(func(tx *bolt.Tx) error {
+			if b := tx.Bucket([]byte("runs")).Bucket([]byte(benchRun)).Bucket([]byte("turns")); b != nil && b.Stats().KeyN != 0 {
+				t.Errorf("reopen left %d turns in the file", b.Stats().KeyN)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range prepared {
+			if err := c.apply(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		c.db = nil
+		files = append(files, boltContents(t, path))
+	}
+	if turns := len(files[0]["runs/bench/turns"]); turns == 0 {
+		t.Fatal("the prepared steps stored no turns")
+	}
+	if !reflect.DeepEqual(files[0], files[1]) {
+		t.Error("the file differs the second time the prepared steps are applied")
 	}
 }
