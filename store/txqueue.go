@@ -26,14 +26,8 @@ type queued struct {
 
 type queuedPut struct{ k, v []byte }
 
-// queuePut puts k, v into sub-bucket name later (see above). k is copied
-// (callers pass the transaction's scratch key); v must stay unmodified
-// until the transaction ends, as for a Put.
-func (r *RunTx) queuePut(name string, b *bolt.Bucket, k, v []byte) {
-	r.queue(name, b).put(r.tx, r.tx.vals.finish(append(r.tx.vals.start(len(k)), k...)), v)
-}
-
-// put queues k, v; k must stay unmodified until the transaction ends.
+// put queues k, v for the queue's sub-bucket (see above); both must stay
+// unmodified until the transaction ends, as for a Put.
 func (q *queued) put(tx *Tx, k, v []byte) {
 	tx.written += int64(len(k) + len(v))
 	q.puts = append(q.puts, queuedPut{k, v})
