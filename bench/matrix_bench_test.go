@@ -120,11 +120,12 @@ func BenchmarkMatrixAPI(b *testing.B) {
 // exact where the matrix's ratio is noisy:
 //
 //	go test -c -o /tmp/bench.test ./bench
-//	GOGC=off GOMAXPROCS=1 valgrind --tool=cachegrind --cache-sim=no /tmp/bench.test \
-//	    -test.run '^$' -test.bench 'MatrixCommits/1kb/patrdb$' -test.benchtime 13x
+//	GODEBUG=asyncpreemptoff=1 GOGC=off GOMAXPROCS=1 valgrind --tool=cachegrind --cache-sim=no \
+//	    /tmp/bench.test -test.run '^$' -test.bench 'MatrixCommits/1kb/patrdb$' -test.benchtime 13x
 //
 // (the same with -test.benchtime 3x, subtracted and divided by ten, is one
-// iteration).
+// iteration; without asyncpreemptoff, valgrind now and then dies on the
+// runtime's preemption signals and writes no counts).
 func BenchmarkMatrixCommits(b *testing.B) {
 	for _, sz := range matrixSizes(1, true) {
 		if sz.flag == "10kb" {
@@ -151,7 +152,12 @@ func benchCommits(b *testing.B, name string, txns [][]workload.Op) {
 	case *patrdbC:
 		c.opts = store.DefaultOptions()
 		c.opts.NoSync = true
-		start = func() error { _ = c.close(); return c.open(path) }
+		start = func() error {
+			if err := c.close(); err != nil {
+				return err
+			}
+			return c.open(path)
+		}
 	case *sameC:
 		c.noSync = true
 		start = c.reopen
