@@ -31,7 +31,7 @@ focus)
 	"$bin" -workers "$workers" -max-per-file "$sample" -budget "$budget" "$@" \
 		store/check.go store/turn.go store/codec.go store/codec_compat.go \
 		store/codec_node.go store/codec_group.go store/codec_event.go \
-		store/codec_turn.go store/codec_records.go \
+		store/codec_turn.go store/codec_records.go store/turnrule.go \
 		grpo/grpo.go tree/advantage.go tree/routing.go replay/whatif.go
 	;;
 core)

@@ -83,9 +83,6 @@ func badLogprobs(x uint64) uint64 {
 // tests their high bits once, and decodes rune by rune only text that
 // has a byte outside ASCII.
 func validUTF8(s string) bool {
-	if s == "" {
-		return true
-	}
 	b := unsafe.Slice(unsafe.StringData(s), len(s))
 	var or uint64
 	for ; len(b) >= 64; b = b[64:] {
