@@ -32,15 +32,17 @@ func TestTurnVersionsSpanEveryAppend(t *testing.T) {
 				return err
 			}
 		}
-		return nil
+		// Several turns in one call span all of theirs, the greatest
+		// not first.
+		return r.AppendTurns(id, 5, turn(4), turn(0), turn(9), turn(6))
 	})
 	inRun(t, db, false, "r", func(r *store.RunTx) error {
 		n, err := r.Node(id)
 		if err != nil {
 			return err
 		}
-		if n.MinVersion != 1 || n.MaxVersion != 5 || n.Turns != 5 {
-			t.Errorf("after versions 0, 1, 5, 0, 3: MinVersion %d, MaxVersion %d, %d turns; want 1, 5, 5",
+		if n.MinVersion != 1 || n.MaxVersion != 9 || n.Turns != 9 {
+			t.Errorf("after versions 0, 1, 5, 0, 3, then 4, 0, 9, 6 in one call: MinVersion %d, MaxVersion %d, %d turns; want 1, 9, 9",
 				n.MinVersion, n.MaxVersion, n.Turns)
 		}
 		return nil

@@ -5,6 +5,7 @@ package store_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/patrdb/patrdb/store"
@@ -27,6 +28,9 @@ func TestTurnRefusals(t *testing.T) {
 		}
 		if _, err := r.Turns(31337); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("Turns of an unknown node: %v, want ErrNotFound", err)
+		}
+		if _, err := r.Turn(31337, 0); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Turn of an unknown node: %v, want ErrNotFound", err)
 		}
 		for _, idx := range []int{-1, 1} {
 			if _, err := r.Turn(f.X, idx); !errors.Is(err, store.ErrNotFound) {
@@ -76,5 +80,26 @@ func TestTurnsWithoutTurnsBucket(t *testing.T) {
 	})
 	if !errors.Is(err, errRollback) {
 		t.Fatal(err)
+	}
+}
+
+// A refused append names the turn by its index in the node, from where the
+// call began, not by its place in the call.
+func TestAppendTurnsNamesTheRefusedTurn(t *testing.T) {
+	db := storetest.Open(t)
+	err := db.Update(func(tx *store.Tx) error {
+		r, n, err := runWithRoot(tx)
+		if err != nil {
+			return err
+		}
+		if err := r.AppendTurns(n.ID, 0, textTurn("a"), textTurn("b")); err != nil {
+			return err
+		}
+		bad := textTurn("d")
+		bad.Observation = "\xff"
+		return r.AppendTurns(n.ID, 2, textTurn("c"), bad)
+	})
+	if !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "turn 3 of node") {
+		t.Fatalf("append of a bad turn at index 3: %v, want ErrInvalid naming turn 3", err)
 	}
 }
