@@ -33,16 +33,19 @@ func TestTurnVersionsSpanEveryAppend(t *testing.T) {
 			}
 		}
 		// Several turns in one call span all of theirs, the greatest
-		// not first.
-		return r.AppendTurns(id, 5, turn(4), turn(0), turn(9), turn(6))
+		// not first; a later, older version leaves the greatest.
+		if err := r.AppendTurns(id, 5, turn(4), turn(0), turn(9), turn(6)); err != nil {
+			return err
+		}
+		return r.AppendTurns(id, 9, turn(2))
 	})
 	inRun(t, db, false, "r", func(r *store.RunTx) error {
 		n, err := r.Node(id)
 		if err != nil {
 			return err
 		}
-		if n.MinVersion != 1 || n.MaxVersion != 9 || n.Turns != 9 {
-			t.Errorf("after versions 0, 1, 5, 0, 3, then 4, 0, 9, 6 in one call: MinVersion %d, MaxVersion %d, %d turns; want 1, 9, 9",
+		if n.MinVersion != 1 || n.MaxVersion != 9 || n.Turns != 10 {
+			t.Errorf("after versions 0, 1, 5, 0, 3, then 4, 0, 9, 6 in one call, then 2: MinVersion %d, MaxVersion %d, %d turns; want 1, 9, 10",
 				n.MinVersion, n.MaxVersion, n.Turns)
 		}
 		return nil
