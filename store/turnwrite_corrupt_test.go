@@ -39,11 +39,7 @@ func TestAppendRefusesTurnRangesShortOfTheRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The record keeps its three turns; its ranges now hold one.
-	err = db.Update(func(tx *Tx) error {
-		r, err := tx.Run("r")
-		if err != nil {
-			return err
-		}
+	inRunR(t, db, true, func(r *RunTx) error {
 		n, err := r.Node(id)
 		if err != nil {
 			return err
@@ -58,9 +54,6 @@ func TestAppendRefusesTurnRangesShortOfTheRecord(t *testing.T) {
 		}
 		return nodes.Put(u64key(id), encodeNode(&n))
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := db.Close(); err != nil { // the node cache still holds the record as written before
 		t.Fatal(err)
 	}
@@ -69,11 +62,7 @@ func TestAppendRefusesTurnRangesShortOfTheRecord(t *testing.T) {
 	}
 	defer db.Close()
 	turns := func() (kvs [][]byte) {
-		if err := db.View(func(tx *Tx) error {
-			r, err := tx.Run("r")
-			if err != nil {
-				return err
-			}
+		inRunR(t, db, false, func(r *RunTx) error {
 			b, err := r.bucket(bTurns)
 			if err != nil {
 				return err
@@ -82,9 +71,7 @@ func TestAppendRefusesTurnRangesShortOfTheRecord(t *testing.T) {
 				kvs = append(kvs, bytes.Clone(k), bytes.Clone(v))
 				return nil
 			})
-		}); err != nil {
-			t.Fatal(err)
-		}
+		})
 		return kvs
 	}
 	before := turns()
