@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"errors"
-	"path/filepath"
 	"testing"
 )
 
@@ -12,32 +11,17 @@ import (
 // hold, the append is refused as corrupt and writes nothing: rewriting
 // from ranges that fall short would put the turns under the wrong keys.
 func TestAppendRefusesTurnRangesShortOfTheRecord(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "t.patrdb")
-	db, err := Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	turn := Turn{Action: "a", Observation: "o", ActionTokens: []uint32{1}, ActionLogprobs: []float32{-0.5}}
 	var id uint64
-	err = db.Update(func(tx *Tx) error {
-		r, err := tx.CreateRun("r", nil, nil)
-		if err != nil {
-			return err
-		}
-		g, err := r.OpenGroup(GroupSpec{Step: 1, Task: "t"})
-		if err != nil {
-			return err
-		}
-		n, err := r.AddNode(NodeSpec{Step: 1, Group: g.ID})
+	db := openWithGroup(t, func(r *RunTx, group uint64) error {
+		n, err := r.AddNode(NodeSpec{Step: 1, Group: group})
 		if err != nil {
 			return err
 		}
 		id = n.ID
 		return r.AppendTurns(id, 0, turn, turn, turn)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	path := db.Path()
 	// The record keeps its three turns; its ranges now hold one.
 	inRunR(t, db, true, func(r *RunTx) error {
 		n, err := r.Node(id)
@@ -57,7 +41,8 @@ func TestAppendRefusesTurnRangesShortOfTheRecord(t *testing.T) {
 	if err := db.Close(); err != nil { // the node cache still holds the record as written before
 		t.Fatal(err)
 	}
-	if db, err = Open(path, nil); err != nil {
+	db, err := Open(path, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
