@@ -43,27 +43,29 @@ func logprobValid(lp float32) bool { return lp <= 0 && lp >= -math.MaxFloat32 }
 
 // logprobsValid reports whether every logprob keeps logprobValid,
 // testing their bits two to a word, with no branch per value. In each
-// 32-bit lane, adding 1 to an exponent of all ones (infinity, NaN)
-// carries into the sign bit, and so does adding 0x7fffffff to any nonzero
-// magnitude, which is kept only where the sign bit is clear (a positive
-// value). Neither sum reaches the next lane.
+// 32-bit lane, adding 0x00800000 to a magnitude whose exponent is all
+// ones (infinity, NaN) carries into the sign bit, and so does adding
+// 0x7fffffff to any nonzero magnitude, which is kept only where the sign
+// bit is clear (a positive value). Neither sum reaches the next lane.
 func logprobsValid(lps []float32) bool {
-	if len(lps) == 0 {
+	n := 4 * len(lps)
+	switch n {
+	case 0:
 		return true
+	case 4:
+		return logprobValid(lps[0])
 	}
-	b := unsafe.Slice((*byte)(unsafe.Pointer(&lps[0])), 4*len(lps))
+	p := unsafe.Pointer(unsafe.SliceData(lps))
 	var bad uint64
-	for ; len(b) >= 16; b = b[16:] {
-		w := b[:16]
-		bad |= badLogprobs(binary.NativeEndian.Uint64(w[:8])) | badLogprobs(binary.NativeEndian.Uint64(w[8:16]))
+	i := 0
+	for ; i <= n-32; i += 32 {
+		bad |= badLogprobs(word(p, i)) | badLogprobs(word(p, i+8)) | badLogprobs(word(p, i+16)) | badLogprobs(word(p, i+24))
 	}
-	if len(b) >= 8 {
-		bad |= badLogprobs(binary.NativeEndian.Uint64(b[:8]))
-		b = b[8:]
+	for ; i <= n-8; i += 8 {
+		bad |= badLogprobs(word(p, i))
 	}
-	if len(b) == 4 {
-		bad |= badLogprobs(uint64(binary.NativeEndian.Uint32(b)))
-	}
+	// The last word again, which holds the odd logprob out if there is one.
+	bad |= badLogprobs(word(p, n-8))
 	return bad&0x80000000_80000000 == 0
 }
 
@@ -71,11 +73,11 @@ func logprobsValid(lps []float32) bool {
 // logprob logprobValid refuses (see logprobsValid).
 func badLogprobs(x uint64) uint64 {
 	const (
-		exponents = 0x7f800000_7f800000
-		expOne    = 0x00800000_00800000
 		magnitude = 0x7fffffff_7fffffff
+		expOne    = 0x00800000_00800000
 	)
-	return (x&exponents + expOne) | ^x&(x&magnitude+magnitude)
+	m := x & magnitude
+	return (m + expOne) | ^x&(m+magnitude)
 }
 
 // validUTF8 is utf8.ValidString, faster on text that is all ASCII, as
@@ -83,20 +85,29 @@ func badLogprobs(x uint64) uint64 {
 // tests their high bits once, and decodes rune by rune only text that
 // has a byte outside ASCII.
 func validUTF8(s string) bool {
-	b := unsafe.Slice(unsafe.StringData(s), len(s))
+	n := len(s)
 	var or uint64
-	for ; len(b) >= 64; b = b[64:] {
-		w := b[:64]
-		or |= binary.NativeEndian.Uint64(w[0:8]) | binary.NativeEndian.Uint64(w[8:16]) |
-			binary.NativeEndian.Uint64(w[16:24]) | binary.NativeEndian.Uint64(w[24:32]) |
-			binary.NativeEndian.Uint64(w[32:40]) | binary.NativeEndian.Uint64(w[40:48]) |
-			binary.NativeEndian.Uint64(w[48:56]) | binary.NativeEndian.Uint64(w[56:64])
-	}
-	for ; len(b) >= 8; b = b[8:] {
-		or |= binary.NativeEndian.Uint64(b[:8])
-	}
-	for _, c := range b {
-		or |= uint64(c)
+	if n < 8 {
+		for i := range n {
+			or |= uint64(s[i])
+		}
+	} else {
+		p := unsafe.Pointer(unsafe.StringData(s))
+		i := 0
+		for ; i <= n-32; i += 32 {
+			or |= word(p, i) | word(p, i+8) | word(p, i+16) | word(p, i+24)
+		}
+		for ; i <= n-8; i += 8 {
+			or |= word(p, i)
+		}
+		// The last word again, which holds the bytes the loops left.
+		or |= word(p, n-8)
 	}
 	return or&0x80808080_80808080 == 0 || utf8.ValidString(s)
+}
+
+// word reads the eight bytes at p+i, which must all lie inside one
+// allocation; they need not be aligned.
+func word(p unsafe.Pointer, i int) uint64 {
+	return binary.NativeEndian.Uint64((*[8]byte)(unsafe.Add(p, i))[:])
 }
