@@ -108,7 +108,9 @@
 // A damaged file never ends the process (sound.go): the first request that
 // touches a run walks its pages with bounds and checks its records
 // (store.RunTx.Verify); a damaged run answers 500 "damaged", naming where,
-// from then on, and the other runs are served. The endpoints of one group,
+// from then on, and the other runs are served. Requests that arrive while
+// a run is being checked wait for that check rather than run their own
+// (a restarted server's rollout workers all ask at once). The endpoints of one group,
 // one node or one trajectory check only what they read until the run has
 // checked clean (store.CheckedRun), and answer "damaged" only for damage
 // on what they read.

@@ -26,6 +26,19 @@ type soundness struct {
 	mu  sync.Mutex
 	ok  map[string]bool  // "" is the runs bucket itself
 	bad map[string]error // damaged: the answer to every request for it
+	// checking holds the checks under way: a request for a run being
+	// checked waits for that check instead of starting its own. After a
+	// restart every rollout worker's first request arrives at once, and
+	// each checking a run of a million nodes (some 20 s) would multiply
+	// that by the number of workers on a two-core machine.
+	checking map[string]*runCheck
+	verify   func(tx *store.Tx, id string) (exists bool, err error) // nil: verifyRun; tests count the checks
+}
+
+// runCheck is one check under way; done closes when it has ended.
+type runCheck struct {
+	done       chan struct{}
+	remembered bool // its outcome is in ok or bad
 }
 
 // sound returns nil when the run id (or, for "", the list of runs) may be
@@ -34,22 +47,67 @@ type soundness struct {
 // created), and the lookup that follows says it is missing.
 func (s *server) sound(tx *store.Tx, id string) error {
 	c := &s.soundness
-	c.mu.Lock()
-	ok, bad := c.ok[id], c.bad[id]
-	c.mu.Unlock()
-	if ok || bad != nil {
-		return bad
+	for {
+		c.mu.Lock()
+		ok, bad, under := c.ok[id], c.bad[id], c.checking[id]
+		if ok || bad != nil {
+			c.mu.Unlock()
+			return bad
+		}
+		if under == nil {
+			under = &runCheck{done: make(chan struct{})}
+			if c.checking == nil {
+				c.checking = map[string]*runCheck{}
+			}
+			c.checking[id] = under
+			c.mu.Unlock()
+			return s.check(tx, id, under)
+		}
+		c.mu.Unlock()
+		<-under.done
+		if !under.remembered {
+			// Not there when that check looked, or it failed short of an
+			// answer: this request checks for itself.
+			_, err := s.checkRun(tx, id)
+			return err
+		}
+	}
+}
+
+// check runs the check of id that c.checking[id] announced and lets the
+// requests waiting for it go on.
+func (s *server) check(tx *store.Tx, id string, under *runCheck) (err error) {
+	c := &s.soundness
+	remembered := false
+	defer func() {
+		c.mu.Lock()
+		delete(c.checking, id)
+		c.mu.Unlock()
+		under.remembered = remembered
+		close(under.done)
+	}()
+	remembered, err = s.checkRun(tx, id)
+	return err
+}
+
+// checkRun checks id and remembers the answer when there is one: the run
+// exists, and it checked clean or damaged (not an I/O error).
+func (s *server) checkRun(tx *store.Tx, id string) (remembered bool, err error) {
+	verify := s.soundness.verify
+	if verify == nil {
+		verify = verifyRun
 	}
 	exists, err := verify(tx, id)
 	if err != nil && !errors.Is(err, store.ErrCorrupt) {
-		return err
+		return false, err
 	}
 	if err != nil {
 		err = damagedError(id, err)
 	}
 	if !exists {
-		return nil
+		return false, nil
 	}
+	c := &s.soundness
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ok == nil {
@@ -60,7 +118,7 @@ func (s *server) sound(tx *store.Tx, id string) error {
 	} else {
 		c.ok[id] = true
 	}
-	return err
+	return true, err
 }
 
 // damagedError is the answer for damage found in run id (""; the list of
@@ -74,8 +132,8 @@ func damagedError(id string, err error) error {
 		"%s is damaged (%w): patrdb check on a copy of the file lists the damage; other runs are still served", what, err)}
 }
 
-// verify checks the runs bucket's pages and, for a run id, the run.
-func verify(tx *store.Tx, id string) (exists bool, err error) {
+// verifyRun checks the runs bucket's pages and, for a run id, the run.
+func verifyRun(tx *store.Tx, id string) (exists bool, err error) {
 	if id == "" {
 		return true, tx.VerifyRuns()
 	}
