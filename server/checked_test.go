@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/patrdb/patrdb/store"
@@ -13,11 +14,12 @@ import (
 )
 
 // The group, node and trajectory endpoints read a run they have not
-// checked through store.CheckedRun: on a file whose first group has a
-// damaged node record, the latest group, one of its nodes and a
-// trajectory answer exactly as on the undamaged file, before and after
-// the whole-run check of another endpoint found the damage; the damaged
-// group answers 500 "damaged".
+// checked through store.CheckedRun, and the run's summary checks only the
+// records it reads: on a file whose first group has a damaged node
+// record, the latest group, one of its nodes, a trajectory, the run's
+// summary and the list of runs answer exactly as on the undamaged file,
+// before and after the whole-run check of another endpoint found the
+// damage; the damaged group answers 500 "damaged".
 func TestCheckedEndpointsAnswerWhatIsSound(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "patr.db")
 	o := storetest.Options()
@@ -80,6 +82,9 @@ func TestCheckedEndpointsAnswerWhatIsSound(t *testing.T) {
 		fmt.Sprintf("/api/v1/runs/r/groups/%d", latest.ID),
 		fmt.Sprintf("/api/v1/runs/r/nodes/%d", leaf),
 		fmt.Sprintf("/api/v1/runs/r/nodes/%d/trajectory", leaf),
+		"/api/v1/runs/r",            // the summary: the run record and its counters
+		"/api/v1/runs/r?steps=true", // and each step's
+		"/api/v1/runs",
 	}
 	answers := func(path string) map[string]string {
 		db, err := store.Open(path, storetest.Options())
@@ -98,23 +103,8 @@ func TestCheckedEndpointsAnswerWhatIsSound(t *testing.T) {
 	clean := answers(path)
 
 	// Flip a byte of the first group's root record.
-	at := storetest.ValueAt(t, path, "r", "nodes", []byte{0, 0, 0, 0, 0, 0, 0, byte(first.Roots[0])})
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw[at+2] ^= 0x20
-	if err := os.WriteFile(path, raw, 0o600); err != nil {
-		t.Fatal(err)
-	}
-
-	db, err = store.Open(path, storetest.Options())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	e := newEnvDB(t, db, Options{})
-	for round, whole := range []string{"", "/api/v1/runs/r"} {
+	e := damagedEnv(t, path, "nodes", []byte{0, 0, 0, 0, 0, 0, 0, byte(first.Roots[0])}, 2, 0x20)
+	for round, whole := range []string{"", "/api/v1/runs/r/frontier"} {
 		if whole != "" {
 			if st, _, body := e.call(http.MethodGet, whole, nil); st != http.StatusInternalServerError || !bytes.Contains(body, []byte("damaged")) {
 				t.Fatalf("GET %s: %d %s, want 500 damaged", whole, st, body)
@@ -131,4 +121,74 @@ func TestCheckedEndpointsAnswerWhatIsSound(t *testing.T) {
 			t.Errorf("round %d GET %s: %d %s, want 500 damaged", round, p, st, body)
 		}
 	}
+}
+
+// A run whose counters record is damaged: its summary answers 500
+// "damaged" and the list of runs names it damaged and goes on, while a
+// group of the run, which the counters do not hold, still reads.
+func TestDamagedCountersAnswerDamaged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "patr.db")
+	db, err := store.Open(path, storetest.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g store.Group
+	for steps, run := range []string{"a", "r"} { // one step for a, two for r: r's totals are its own
+		if err := db.Update(func(tx *store.Tx) error {
+			r, err := tx.CreateRun(run, nil, nil)
+			if err != nil {
+				return err
+			}
+			for step := uint64(1); step <= uint64(steps+1); step++ {
+				if g, err = r.OpenGroup(store.GroupSpec{Step: step, Task: "t"}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e := damagedEnv(t, path, "counts", make([]byte, 8), 6, 0x01) // the run's totals
+	if st, _, body := e.call(http.MethodGet, "/api/v1/runs/r", nil); st != http.StatusInternalServerError || !bytes.Contains(body, []byte(`"damaged"`)) {
+		t.Errorf("GET /api/v1/runs/r: %d %s, want 500 damaged", st, body)
+	}
+	var list struct {
+		Runs []struct {
+			Run     struct{ ID string }
+			Damaged string
+		}
+	}
+	e.get("/api/v1/runs", &list)
+	if len(list.Runs) != 2 || list.Runs[0].Run.ID != "a" || list.Runs[0].Damaged != "" ||
+		list.Runs[1].Run.ID != "r" || !strings.Contains(list.Runs[1].Damaged, "is damaged") {
+		t.Errorf("run list: %+v", list)
+	}
+	if st, _, body := e.call(http.MethodGet, fmt.Sprintf("/api/v1/runs/r/groups/%d", g.ID), nil); st != http.StatusOK {
+		t.Errorf("GET the run's group: %d %s, want 200", st, body)
+	}
+}
+
+// damagedEnv flips bits mask of byte at of the value of key in run r's
+// bucket name, in the closed file at path, and serves the file.
+func damagedEnv(t *testing.T, path, name string, key []byte, at int, mask byte) *testEnv {
+	t.Helper()
+	off := storetest.ValueAt(t, path, "r", name, key)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[off+at] ^= mask
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(path, storetest.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return newEnvDB(t, db, Options{})
 }

@@ -94,7 +94,7 @@ func (s *server) routes() {
 	s.handle("GET "+p+"/health", s.health)
 	s.handle("GET "+p+"/stats", s.stats)
 	s.handle("GET "+p+"/runs", s.listRuns)
-	s.handle("GET "+p+"/runs/{run}", s.getRun)
+	s.handleChecked("GET "+p+"/runs/{run}", s.getRun)
 	s.handle("GET "+p+"/runs/{run}/steps", s.stepMetrics)
 	s.handle("GET "+p+"/runs/{run}/steps/{step}/groups", s.stepGroups)
 	s.handle("GET "+p+"/runs/{run}/steps/{step}/status", s.stepStatus)

@@ -19,7 +19,8 @@ import (
 // clean, the server trusts it: what changes it from then on are writes of
 // this process, through bbolt. The endpoints of one group or one node
 // (handleChecked) skip the whole-run check and read through viewChecked
-// instead, which checks only what they read.
+// instead, which checks only what they read; a run's summary, listed or
+// alone, checks only the records a summary reads (read.go, summarize).
 
 // soundness remembers which runs were checked and what was found.
 type soundness struct {
@@ -33,6 +34,13 @@ type soundness struct {
 	// that by the number of workers on a two-core machine.
 	checking map[string]*runCheck
 	verify   func(tx *store.Tx, id string) (exists bool, err error) // nil: verifyRun; tests count the checks
+}
+
+// trusted reports whether run id checked clean in this process.
+func (c *soundness) trusted(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ok[id]
 }
 
 // runCheck is one check under way; done closes when it has ended.
@@ -187,11 +195,7 @@ type runReads interface {
 // requests.
 func (s *server) viewChecked(r *http.Request, fn func(runReads) error) error {
 	id := r.PathValue("run")
-	c := &s.soundness
-	c.mu.Lock()
-	ok := c.ok[id]
-	c.mu.Unlock()
-	if ok || !store.ValidRunID(id) {
+	if s.soundness.trusted(id) || !store.ValidRunID(id) {
 		return s.viewRun(r, func(rt *store.RunTx) error { return fn(rt) })
 	}
 	return s.db.View(func(tx *store.Tx) error {
