@@ -151,6 +151,10 @@ func TestBadReads(t *testing.T) {
 		status int
 	}{
 		{"/api/v1/runs/nope", 404},
+		{"/api/v1/runs/bad%20id", 400},
+		{"/api/v1/runs/bad%20id/groups/1", 400},
+		{"/api/v1/runs/bad%20id/nodes/1", 400},
+		{"/api/v1/runs/nope/groups/1", 404},
 		{"/api/v1/runs/r1/nodes/7", 404},
 		{"/api/v1/runs/r1/nodes/x", 400},
 		{"/api/v1/runs/r1/nodes/7/trajectory", 404},

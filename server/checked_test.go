@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/patrdb/patrdb/store"
@@ -104,10 +105,19 @@ func TestCheckedEndpointsAnswerWhatIsSound(t *testing.T) {
 
 	// Flip a byte of the first group's root record.
 	e := damagedEnv(t, path, "nodes", []byte{0, 0, 0, 0, 0, 0, 0, byte(first.Roots[0])}, 2, 0x20)
+	var checks atomic.Int32
+	e.srv.Config.Handler.(*server).soundness.verify = func(tx *store.Tx, id string) (bool, error) {
+		if id == "r" {
+			checks.Add(1)
+		}
+		return verifyRun(tx, id)
+	}
 	for round, whole := range []string{"", "/api/v1/runs/r/frontier"} {
-		if whole != "" {
-			if st, _, body := e.call(http.MethodGet, whole, nil); st != http.StatusInternalServerError || !bytes.Contains(body, []byte("damaged")) {
-				t.Fatalf("GET %s: %d %s, want 500 damaged", whole, st, body)
+		// The damage is found once, remembered, and named with the next step.
+		for range round * 2 {
+			if st, _, body := e.call(http.MethodGet, whole, nil); st != http.StatusInternalServerError ||
+				!bytes.Contains(body, []byte(`"damaged"`)) || !bytes.Contains(body, []byte("patrdb check")) {
+				t.Fatalf("GET %s: %d %s, want 500 damaged, naming patrdb check", whole, st, body)
 			}
 		}
 		for _, p := range paths {
@@ -119,6 +129,10 @@ func TestCheckedEndpointsAnswerWhatIsSound(t *testing.T) {
 		p := fmt.Sprintf("/api/v1/runs/r/groups/%d", first.ID)
 		if st, _, body := e.call(http.MethodGet, p, nil); st != http.StatusInternalServerError || !bytes.Contains(body, []byte("damaged")) {
 			t.Errorf("round %d GET %s: %d %s, want 500 damaged", round, p, st, body)
+		}
+		// The narrow reads ran no whole-run check of their own.
+		if n := checks.Load(); n != int32(round) {
+			t.Errorf("round %d: %d whole-run checks, want %d", round, n, round)
 		}
 	}
 }

@@ -17,7 +17,8 @@ import (
 // whole-run check instead of each running its own, and all get its
 // answer.
 func TestConcurrentFirstRequestsShareOneRunCheck(t *testing.T) {
-	checks, codes := concurrentFirstRequests(t, "r")
+	h, _ := handlerWithRun(t, "r")
+	checks, codes := concurrentFirstRequests(h, "r")
 	if checks != 1 {
 		t.Errorf("%d whole-run checks for %d concurrent first requests, want 1", checks, len(codes))
 	}
@@ -29,25 +30,33 @@ func TestConcurrentFirstRequestsShareOneRunCheck(t *testing.T) {
 }
 
 // A shared check that finds no run remembers nothing: the requests that
-// waited for it go on, none hangs, and each answers 404.
+// waited for it go on, none hangs, and each answers 404. Once the run
+// exists, its first requests share one check again.
 func TestConcurrentRequestsForAMissingRunEachAnswer404(t *testing.T) {
-	_, codes := concurrentFirstRequests(t, "nope")
+	h, db := handlerWithRun(t, "r")
+	_, codes := concurrentFirstRequests(h, "later")
 	for i, code := range codes {
 		if code != http.StatusNotFound {
 			t.Errorf("request %d: %d, want 404", i, code)
 		}
 	}
+	if err := db.Update(func(tx *store.Tx) error {
+		_, err := tx.CreateRun("later", nil, nil)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if checks, codes := concurrentFirstRequests(h, "later"); checks != 1 || codes[0] != http.StatusOK {
+		t.Errorf("once the run exists: %d checks for %d concurrent first requests (want 1), first answered %d", checks, len(codes), codes[0])
+	}
 }
 
-// concurrentFirstRequests sends eight requests for run id's frontier at
-// once to a fresh handler over a store holding run "r", the first check
-// of id lasting until the others have had time to arrive. It returns how
-// many checks of id ran and each request's status.
-func concurrentFirstRequests(t *testing.T, id string) (int32, []int) {
+// handlerWithRun is a handler over a fresh store that holds run id.
+func handlerWithRun(t *testing.T, id string) (*server, *store.DB) {
 	t.Helper()
 	db := storetest.Open(t)
 	if err := db.Update(func(tx *store.Tx) error {
-		_, err := tx.CreateRun("r", nil, nil)
+		_, err := tx.CreateRun(id, nil, nil)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -56,9 +65,16 @@ func concurrentFirstRequests(t *testing.T, id string) (int32, []int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return h.(*server), db
+}
+
+// concurrentFirstRequests sends eight requests for run id's frontier at
+// once, the first check of id lasting until the others have had time to
+// arrive. It returns how many checks of id ran and each request's status.
+func concurrentFirstRequests(s *server, id string) (int32, []int) {
 	var checks atomic.Int32
 	release := make(chan struct{})
-	h.(*server).soundness.verify = func(tx *store.Tx, run string) (bool, error) {
+	s.soundness.verify = func(tx *store.Tx, run string) (bool, error) {
 		if run == id && checks.Add(1) == 1 {
 			<-release
 		}
@@ -69,7 +85,7 @@ func concurrentFirstRequests(t *testing.T, id string) (int32, []int) {
 	for i := range codes {
 		wg.Go(func() {
 			w := httptest.NewRecorder()
-			h.ServeHTTP(w, httptest.NewRequest("GET", "http://127.0.0.1/api/v1/runs/"+id+"/frontier", nil))
+			s.ServeHTTP(w, httptest.NewRequest("GET", "http://127.0.0.1/api/v1/runs/"+id+"/frontier", nil))
 			codes[i] = w.Code
 		})
 	}
