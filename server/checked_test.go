@@ -116,8 +116,9 @@ func TestCheckedEndpointsAnswerWhatIsSound(t *testing.T) {
 		// The damage is found once, remembered, and named with the next step.
 		for range round * 2 {
 			if st, _, body := e.call(http.MethodGet, whole, nil); st != http.StatusInternalServerError ||
-				!bytes.Contains(body, []byte(`"damaged"`)) || !bytes.Contains(body, []byte("patrdb check")) {
-				t.Fatalf("GET %s: %d %s, want 500 damaged, naming patrdb check", whole, st, body)
+				!bytes.Contains(body, []byte(`"damaged"`)) || !bytes.Contains(body, []byte(`run \"r\" is damaged`)) ||
+				!bytes.Contains(body, []byte("patrdb check")) {
+				t.Fatalf("GET %s: %d %s, want 500 damaged, naming the run and patrdb check", whole, st, body)
 			}
 		}
 		for _, p := range paths {

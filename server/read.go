@@ -35,14 +35,22 @@ func (s *server) viewRun(r *http.Request, fn func(rt *store.RunTx) error) error 
 }
 
 func lookupRun(tx *store.Tx, id string) (*store.RunTx, error) {
-	if !store.ValidRunID(id) {
-		return nil, badRequest("run id %q: want 1-128 bytes of [A-Za-z0-9._-]", id)
+	if err := validRunID(id); err != nil {
+		return nil, err
 	}
 	r, err := tx.Run(id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, notFound("run %q", id)
 	}
 	return r, err
+}
+
+// validRunID is the 400 for a run id no run can have.
+func validRunID(id string) error {
+	if !store.ValidRunID(id) {
+		return badRequest("run id %q: want 1-128 bytes of [A-Za-z0-9._-]", id)
+	}
+	return nil
 }
 
 func (s *server) health(w http.ResponseWriter, r *http.Request) error {
@@ -95,14 +103,10 @@ func (s *server) getRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	id := r.PathValue("run")
-	if !store.ValidRunID(id) {
-		return badRequest("run id %q: want 1-128 bytes of [A-Za-z0-9._-]", id)
-	}
 	var out RunSummary
 	err = s.db.View(func(tx *store.Tx) error {
 		var err error
-		out, err = s.summarize(tx, id, opts)
+		out, err = s.summarize(tx, r.PathValue("run"), opts)
 		return err
 	})
 	if err != nil {
@@ -132,8 +136,9 @@ func summaryOptions(r *http.Request) (store.SummaryOptions, error) {
 // endpoint found elsewhere in the run. The bytes per bucket walk every
 // page of the run, so they wait for the whole-run check.
 func (s *server) summarize(tx *store.Tx, id string, o store.SummaryOptions) (RunSummary, error) {
-	var err error
+	err := validRunID(id)
 	switch c := &s.soundness; {
+	case err != nil:
 	case o.Buckets:
 		err = s.sound(tx, id)
 	case !c.trusted(id):
