@@ -79,7 +79,8 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("replay scanned %d events, the store holds %d", rep.Replay.Events, res.replay.Events)
 	}
 	figs := res.figures()
-	for _, want := range []string{"vs raw bbolt", "EncodeTurns", "vs SQLite", "vs JSONL", "bytes on disk", "resume", "trajectory", "point read", "replay scan rate", "cursor walk", "peak RSS"} {
+	for _, want := range []string{"vs raw bbolt putting patrdb's bytes", "EncodeTurns", "tiny turns", "vs SQLite", "JSONL full-trajectory dump",
+		"raw turn payload", "bytes on disk per tree vs JSONL", "resume", "trajectory", "point read", "replay scan rate", "cursor walk", "peak RSS"} {
 		found := false
 		for _, f := range figs {
 			found = found || strings.Contains(f.name, want)
@@ -113,7 +114,7 @@ func TestSmoke(t *testing.T) {
 	}
 	b, _ = os.ReadFile(cfg.Results)
 	doc := string(b)
-	for _, want := range []string{"## Targets", "nproc", "go run", cfg.Command, "a note that must survive", "| turn append throughput vs raw bbolt |"} {
+	for _, want := range []string{"## Targets", "nproc", "go run", cfg.Command, "a note that must survive", "| turn append vs raw bbolt putting patrdb's bytes, turns encoded inside the transaction"} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("RESULTS.md lacks %q", want)
 		}

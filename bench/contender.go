@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -58,6 +59,12 @@ const (
 )
 
 var contenderNames = []string{cPatrdb, cPatrdbEnc, cBolt, cSQLite, cJSONL}
+
+// appendContenders are those of the runner's append runs: contenderNames
+// and the anchor the append targets are set against, raw bbolt putting
+// patrdb's own bytes (samebytes.go). Peak RSS is measured for
+// contenderNames only.
+var appendContenders = append(slices.Clone(contenderNames), cSameInside, cSameAhead)
 
 func newContender(name string) (contender, error) {
 	switch name {

@@ -18,7 +18,7 @@ import (
 // the same work, encoded before the clock starts, into one bucket. The turn
 // values are byte-identical to patrdb's (store.EncodeTurn) under the same
 // node|index keys; each node touched by a transaction is written once with
-// its record framed the way patrdb frames it. Same page size (16 KiB), same
+// its record framed the way patrdb frames it. Same page size, same
 // FillPercent (1.0, as patrdb's append-only buckets), same freelist type,
 // same initial mapping (so neither remaps mid-run), fsync on, same
 // transaction boundaries. What it leaves out is exactly

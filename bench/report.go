@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/patrdb/patrdb/store"
 )
 
 // target is a bound a figure's ratio must respect; op "" means the figure
@@ -145,36 +147,50 @@ func (res *results) figures() []figure {
 	desc := func(n string) string {
 		return fmt.Sprintf("%s: %s turns/s, %s MB/s", n, spread(tps(n), fmtSI), spread(mbs(n), fmtSI))
 	}
-	for _, a := range []struct {
-		name string
-		t    target
-	}{{cBolt, target{">=", 0.8}}, {cSQLite, target{">=", 4}}, {cJSONL, target{">=", 1}}} {
-		figs = append(figs, figure{
-			name:     "turn append throughput vs " + a.name,
-			measured: desc(cPatrdb), anchor: desc(a.name),
-			ratios: ratio(tps(cPatrdb), tps(a.name)), target: a.t,
-		})
-		if a.name == cBolt {
-			figs = append(figs, figure{
-				name:     "turn append throughput vs raw bbolt, patrdb's turns also encoded before the transaction (EncodeTurns, AppendEncodedTurns)",
-				measured: desc(cPatrdbEnc), anchor: desc(cBolt),
-				ratios: ratio(tps(cPatrdbEnc), tps(cBolt)), target: a.t,
-			})
-		}
+	perTxn := float64(res.stats.Turns) / float64(max(res.txns, 1))
+	lakeTPS := func(n string) []float64 {
+		return res.series(func(r repResult) float64 { return r.Lake[n].turnsPerSec() })
 	}
+	// vs is the append figure of contender p against anchor a.
+	vs := func(name, p, a string, t target) figure {
+		return figure{name: name, measured: desc(p), anchor: desc(a), ratios: ratio(tps(p), tps(a)), target: t}
+	}
+	// The append targets, against raw bbolt putting patrdb's own bytes:
+	// these turns are LLM-sized and a transaction is step-sized.
+	figs = append(figs,
+		vs(fmt.Sprintf("turn append vs raw bbolt putting patrdb's bytes, turns encoded inside the transaction (LLM turns, %.0f turns a commit)", perTxn),
+			cPatrdb, cSameInside, target{">=", 0.85}),
+		vs("same, turns encoded ahead (EncodeTurns, AppendEncodedTurns; the anchor's encoded before its transaction too)",
+			cPatrdbEnc, cSameAhead, target{">=", 0.85}),
+		figure{
+			name:     "same, tiny turns (the frozenlake append run), turns encoded inside",
+			measured: "patrdb: " + spread(lakeTPS(cPatrdb), fmtSI) + " turns/s", anchor: cSameInside + ": " + spread(lakeTPS(cSameInside), fmtSI) + " turns/s",
+			ratios: ratio(lakeTPS(cPatrdb), lakeTPS(cSameInside)), target: target{">=", 0.6},
+		},
+		vs("turn append vs raw bbolt putting the turns and each touched node's record only (no event log, indexes, groups or counters)",
+			cPatrdb, cBolt, target{}),
+		vs("turn append vs SQLite (step-sized commits)", cPatrdb, cSQLite, target{">=", 2}),
+		vs("turn append vs a JSONL full-trajectory dump", cPatrdb, cJSONL, target{">=", 2}))
 	disk := func(n string) []float64 { return res.appendSeries(n, appendResult.diskPerTree) }
-	figs = append(figs, figure{
-		name:     "bytes on disk per tree vs JSONL",
-		measured: "patrdb: " + spread(disk(cPatrdb), fmtMB), anchor: "JSONL: " + spread(disk(cJSONL), fmtMB),
-		ratios: ratio(disk(cPatrdb), disk(cJSONL)), target: target{"<=", 0.5},
-	})
+	payload := res.appendSeries(cPatrdb, func(a appendResult) float64 { return float64(a.TurnBytes) / float64(a.Trees) })
+	figs = append(figs,
+		figure{
+			name:     "bytes on disk per tree vs the raw turn payload (text + 4 bytes per token id and logprob)",
+			measured: "patrdb: " + spread(disk(cPatrdb), fmtMB), anchor: "payload: " + spread(payload, fmtMB),
+			ratios: ratio(disk(cPatrdb), payload), target: target{"<=", 1.2},
+		},
+		figure{
+			name:     "bytes on disk per tree vs JSONL",
+			measured: "patrdb: " + spread(disk(cPatrdb), fmtMB), anchor: "JSONL: " + spread(disk(cJSONL), fmtMB),
+			ratios: ratio(disk(cPatrdb), disk(cJSONL)), target: target{"<=", 0.45},
+		})
 	first, last := 0, len(res.resume)-1
 	rs := func(i int) []float64 { return res.series(func(r repResult) float64 { return r.Resume[i].WarmNs }) }
 	figs = append(figs, figure{
 		name:     fmt.Sprintf("resume (open + load frontier), %s vs %s nodes", sizeLabel(res.resume[last].Target), sizeLabel(res.resume[first].Target)),
 		measured: fmt.Sprintf("%d nodes: %s", res.resume[last].Nodes, spread(rs(last), fmtDur)),
 		anchor:   fmt.Sprintf("%d nodes: %s", res.resume[first].Nodes, spread(rs(first), fmtDur)),
-		ratios:   ratio(rs(last), rs(first)), target: target{"<=", 2},
+		ratios:   ratio(rs(last), rs(first)), target: target{"<=", 1.2},
 	})
 	warm := res.series(func(r repResult) float64 { return r.Traj.WarmNs })
 	cp := res.series(func(r repResult) float64 { return r.Traj.CopyNs })
@@ -183,7 +199,7 @@ func (res *results) figures() []figure {
 	figs = append(figs, figure{
 		name:     fmt.Sprintf("trajectory of a %d-turn leaf, warm", tr.Turns),
 		measured: "Trajectory: " + spread(warm, fmtDur), anchor: cpDesc,
-		ratios: ratio(warm, cp), target: target{"<=", 5},
+		ratios: ratio(warm, cp),
 	})
 	if res.reps[0].Traj.ColdNs > 0 {
 		cold := res.series(func(r repResult) float64 { return r.Traj.ColdNs })
@@ -215,13 +231,13 @@ func (res *results) figures() []figure {
 		figure{
 			name:     "replay scan vs bare cursor walk",
 			measured: "RunTx.Events: " + spread(rp, fmtSI) + " events/s", anchor: "cursor walk: " + spread(wk, fmtSI) + " events/s",
-			ratios: ratio(rp, wk), target: target{">=", 0.5},
+			ratios: ratio(rp, wk),
 		},
 		figure{
 			name:     "replay scan vs cursor walk that CRC-checks and copies each event",
 			measured: "RunTx.Events: " + spread(rp, fmtSI) + " events/s",
 			anchor:   "walk + CRC32C + copy: " + spread(res.series(func(r repResult) float64 { return r.Replay.copyPerSec() }), fmtSI) + " events/s",
-			ratios:   ratio(rp, res.series(func(r repResult) float64 { return r.Replay.copyPerSec() })),
+			ratios:   ratio(rp, res.series(func(r repResult) float64 { return r.Replay.copyPerSec() })), target: target{">=", 0.8},
 		})
 	if res.reps[0].RSS != nil {
 		rss := func(n string) []float64 { return res.series(func(r repResult) float64 { return float64(r.RSS[n]) }) }
@@ -261,13 +277,13 @@ func (res *results) details() string {
 
 	fmt.Fprintf(&b, "### Append run per contender\n\n")
 	fmt.Fprintf(&b, "| contender | turns/s | MB/s | patrdb ÷ it | raw bbolt ÷ it | slowest transaction | bytes on disk per tree | apparent file size per tree | peak RSS |\n|---|---|---|---|---|---|---|---|---|\n")
-	names := contenderNames
+	names := appendContenders
 	ptps := res.appendSeries(cPatrdb, appendResult.turnsPerSec)
 	btps := res.appendSeries(cBolt, appendResult.turnsPerSec)
 	for _, n := range names {
 		tps := res.appendSeries(n, appendResult.turnsPerSec)
 		rss := "—"
-		if res.reps[0].RSS != nil {
+		if _, ok := res.reps[0].RSS[n]; ok {
 			rss = spread(res.series(func(r repResult) float64 { return float64(r.RSS[n]) }), fmtMB)
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n, spread(tps, fmtSI),
@@ -301,7 +317,7 @@ func (res *results) details() string {
 	if len(res.pageSizes) > 0 {
 		jsonl := res.reps[0].Append[cJSONL].diskPerTree()
 		fmt.Fprintf(&b, "The same append run through patrdb in a file created with each page size (repetition 1, NoSync: bytes only; "+
-			"every timed figure above uses the default, 16 KiB):\n\n")
+			"every timed figure above uses the default, %d KiB):\n\n", store.DefaultOptions().PageSize>>10)
 		fmt.Fprintf(&b, "| page size | bytes on disk per tree | ÷ JSONL | turns bucket pages | turns bucket in use |\n|---|---|---|---|---|\n")
 		for _, p := range res.pageSizes {
 			per := float64(p.Disk) / float64(p.Trees)
@@ -403,10 +419,17 @@ const method = `## What is measured
   before the clock starts and RunTx.AppendEncodedTurns inside the transaction — a trainer that encodes each
   rollout's turns as they arrive, off the commit path, the way the raw bbolt anchor's values are encoded. Its file is
   checked to hold the same turn and node values as patrdb's, byte for byte.
+- **raw bbolt, patrdb's bytes** (the anchor of the append targets; bench/samebytes.go): every key and value a
+  patrdb transaction leaves changed in the file — turns, node records, events, frontier and child keys, groups,
+  counters, advantages — found by applying the transaction to a shadow patrdb store before the clock starts, then
+  Put into raw bbolt in the same nested buckets, each bucket's keys in order (append order, the layout that suits
+  bbolt best); FillPercent 1.0, patrdb's page size, fsync on, the same commits. "Turns encoded inside": it encodes
+  the turn values inside its timed transaction (store.EncodeTurn), as AppendTurns does; "encoded ahead": everything
+  encoded before the clock, against patrdb given EncodeTurns' output.
 - **raw bbolt**: the same turn values (store.EncodeTurn, byte-identical) under the same keys plus each touched node's
-  record once per transaction, encoded before the clock starts, Put into one bucket; 16 KiB pages, FillPercent 1.0,
-  the map freelist, DefaultOptions' initial mapping (InitialMmapSize), fsync on — bbolt configured as patrdb
-  configures it.
+  record once per transaction, encoded before the clock starts, Put into one bucket; patrdb's page size,
+  FillPercent 1.0, the map freelist, DefaultOptions' initial mapping (InitialMmapSize), fsync on — bbolt configured
+  as patrdb configures it, storing less than patrdb does (no event log, indexes, groups or counters).
 - **SQLite** (modernc.org/sqlite): groups, nodes (parent index, partial index of active nodes), turns keyed by
   (node, idx) with token arrays as little-endian blobs, scores, decisions, advantages; foreign keys on; WAL,
   synchronous=FULL, 16 KiB pages, prepared statements; no event log.

@@ -138,7 +138,7 @@ func run(cfg config) (*results, error) {
 		// The previous repetition's files go first, and the file system is
 		// flushed, so no contender's fsyncs wait on another's deletes
 		// (this file system discards freed blocks).
-		for _, name := range contenderNames {
+		for _, name := range appendContenders {
 			for _, dir := range []string{work, lakeWork} {
 				if err := removeStore(filepath.Join(dir, fileName(name))); err != nil {
 					return nil, err
@@ -151,9 +151,9 @@ func run(cfg config) (*results, error) {
 			batches []workload.Batch
 			out     map[string]appendResult
 		}{{lakeWork, lake, rr.Lake}, {work, batches, rr.Append}} {
-			cs := make([]contender, len(contenderNames))
-			paths := make([]string, len(contenderNames))
-			for i, name := range contenderNames {
+			cs := make([]contender, len(appendContenders))
+			paths := make([]string, len(appendContenders))
+			for i, name := range appendContenders {
 				if cs[i], err = newContender(name); err != nil {
 					return nil, err
 				}
@@ -164,7 +164,7 @@ func run(cfg config) (*results, error) {
 			if err != nil {
 				return nil, err
 			}
-			for i, name := range contenderNames {
+			for i, name := range appendContenders {
 				wl.out[name] = rs[i]
 			}
 		}

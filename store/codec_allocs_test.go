@@ -85,3 +85,44 @@ func TestNodeDecodeInternsStatus(t *testing.T) {
 		}
 	}
 }
+
+// Decoding an event interns its kind when the store wrote it: an event of
+// any of the store's kinds, without a payload, decodes with no
+// allocation, and a kind of the caller's own still decodes (into a
+// string of its own).
+func TestEventDecodeInternsStoreKinds(t *testing.T) {
+	for _, k := range []EventKind{EvRunCreate, EvRunStatus, EvGroupOpen, EvGroupUpdate, EvGroupClose,
+		EvNodeAdd, EvTurns, EvNodeScore, EvNodeRoute, EvNodeStatus, EvNodeReward, EvNodeEnvState,
+		EvAdvantage, EvRubricPut, EvRubricUpdate, EvRubricMove, EvCheckpoint, "caller.kind"} {
+		raw := encodeEvent(&Event{Seq: 300, Time: 1 << 40, Kind: k, Step: 2, Group: 70_000, Node: 1 << 33})
+		var e Event
+		a := testing.AllocsPerRun(20, func() {
+			if err := decodeEvent("events", nil, raw, &e, nil); err != nil || e.Kind != k {
+				t.Fatalf("%s event: %+v, %v", k, e, err)
+			}
+		})
+		if want := float64(b2i(k == "caller.kind")); a != want {
+			t.Errorf("decoding a %s event: %v allocations, want %v", k, a, want)
+		}
+		if e.Seq != 300 || e.Time != 1<<40 || e.Step != 2 || e.Group != 70_000 || e.Node != 1<<33 || e.Payload != nil {
+			t.Errorf("%s event decodes as %+v", k, e)
+		}
+	}
+}
+
+// An event decoded through the generic record path (decodeValue,
+// DecodePayload) holds a copy of its payload, not the bytes it was decoded
+// from, which belong to a transaction.
+func TestDecodedEventPayloadIsACopy(t *testing.T) {
+	raw := encodeEvent(&Event{Seq: 1, Kind: EvNodeScore, Payload: []byte{1, 2, 3}})
+	var e Event
+	if err := decodeValue("events", nil, raw, &e); err != nil {
+		t.Fatal(err)
+	}
+	for i := range raw {
+		raw[i] = 0
+	}
+	if string(e.Payload) != "\x01\x02\x03" {
+		t.Errorf("payload %x after its source was overwritten, want 010203", e.Payload)
+	}
+}

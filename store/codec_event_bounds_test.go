@@ -21,7 +21,7 @@ func TestDecodeEventBoundsLengths(t *testing.T) {
 	for range 20 {
 		for _, p := range huge {
 			var e Event
-			err := decodeEvent("runs/r/events", []byte{1}, frameFor(p), &e)
+			err := decodeEvent("runs/r/events", []byte{1}, frameFor(p), &e, nil)
 			var ce *CorruptError
 			if !errors.Is(err, ErrCorrupt) || !errors.As(err, &ce) || ce.Reason != "decode: a length exceeds the value" {
 				t.Fatalf("% x: %v, want a CorruptError for a length exceeding the value", p, err)

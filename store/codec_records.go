@@ -22,6 +22,7 @@ func decodeFast(payload []byte, v any) bool {
 		if p == nil || !decodeEventMsgp(payload, &e) {
 			return false
 		}
+		e.Payload = (*payloadChunks)(nil).clone(e.Payload)
 		*p = e
 		return true
 	case *Node:

@@ -36,6 +36,7 @@ func TestCorruptErrorKeyIsACopy(t *testing.T) {
 		rawUpdate(t, path, func(tx *bolt.Tx) error {
 			damage(runBucket(tx, "r1", "ckpt"), beKey(1))
 			damage(runBucket(tx, "r1", "nodes"), beKey(f.B))
+			damage(runBucket(tx, "r1", "events"), beKey(1))
 			inflate(t, tx)
 			return nil
 		})
@@ -53,6 +54,7 @@ func TestCorruptErrorKeyIsACopy(t *testing.T) {
 			errs = append(errs, err)
 			_, err = r.Checkpoint(1)
 			errs = append(errs, err)
+			errs = append(errs, r.Events(0, func(store.Event) error { return nil }))
 			return nil
 		})
 		for _, err := range errs {

@@ -49,7 +49,7 @@ func TestWrittenEventsAreCanonical(t *testing.T) {
 		}
 		return b.ForEach(func(k, v []byte) error {
 			var e Event
-			if err := decodeEvent("events", k, v, &e); err != nil {
+			if err := decodeEvent("events", k, v, &e, nil); err != nil {
 				return err
 			}
 			if want := encodeEvent(&e); !bytes.Equal(v, want) {

@@ -154,7 +154,7 @@ func migrateRun(from, to *DB, id string, res *MigrateResult) error {
 	turns := map[uint64]int{} // each node's turn count as the log replays
 	err = copyBucket(from, to, id, bEvents, func(k, v []byte) ([]byte, []byte, error) {
 		var e Event
-		if err := decodeEvent(path+bEvents, k, v, &e); err != nil {
+		if err := decodeEvent(path+bEvents, k, v, &e, nil); err != nil {
 			return nil, nil, err
 		}
 		switch e.Kind {

@@ -33,17 +33,26 @@ type msgpReader struct {
 	err error
 }
 
+// fail records err, the first failure, and moves to the end, so that no
+// later read finds a byte to read: int64 reads without testing err.
+func (m *msgpReader) fail(err error) {
+	if m.err == nil {
+		m.err = err
+	}
+	m.pos = len(m.b)
+}
+
 // failLen records a length header that runs past the end; kept out of
 // next so that next inlines.
 func (m *msgpReader) failLen(n int) {
 	if m.err == nil {
-		m.err = fmt.Errorf("a length of %d exceeds the %d bytes left", n, len(m.b)-m.pos)
+		m.fail(fmt.Errorf("a length of %d exceeds the %d bytes left", n, len(m.b)-m.pos))
 	}
 }
 
 func (m *msgpReader) failCode(c byte, want string) {
 	if m.err == nil {
-		m.err = fmt.Errorf("code 0x%02x is not %s", c, want)
+		m.fail(fmt.Errorf("code 0x%02x is not %s", c, want))
 	}
 }
 
@@ -69,14 +78,21 @@ func (m *msgpReader) code() byte {
 	return c
 }
 
-// be reads an n-byte big-endian unsigned integer (n = 1, 2, 4 or 8).
+// be reads an n-byte big-endian unsigned integer (n = 1, 2, 4 or 8; 0
+// when fewer bytes are left). A replay decodes six integers an event, so
+// each width is one load, not a loop.
 func (m *msgpReader) be(n int) uint64 {
-	b := m.next(n)
-	var x uint64
-	for _, c := range b {
-		x = x<<8 | uint64(c)
+	switch b := m.next(n); len(b) {
+	case 1:
+		return uint64(b[0])
+	case 2:
+		return uint64(binary.BigEndian.Uint16(b))
+	case 4:
+		return uint64(binary.BigEndian.Uint32(b))
+	case 8:
+		return binary.BigEndian.Uint64(b)
 	}
-	return x
+	return 0
 }
 
 // arrayLen reads an array header; nil is -1, as msgpack/v5 reports it.
@@ -142,35 +158,57 @@ func (m *msgpReader) bin() []byte {
 }
 
 // int64 reads any integer (msgpack/v5's DecodeInt64): nil is 0, unsigned
-// 64-bit values wrap.
+// 64-bit values wrap. A replay decodes six an event, so the code and the
+// bytes after it are read straight from the slice, with one bounds test.
 func (m *msgpReader) int64() int64 {
-	c := m.code()
+	p := m.pos
+	if p >= len(m.b) {
+		m.failLen(1)
+		return 0
+	}
+	c := m.b[p]
+	var w int
 	switch {
-	case m.err != nil:
-		return 0
 	case c <= 0x7f || c >= 0xe0: // positive and negative fixint
+		m.pos = p + 1
 		return int64(int8(c))
-	}
-	switch c {
-	case 0xc0:
+	case c == 0xc0:
+		m.pos = p + 1
 		return 0
-	case 0xcc:
-		return int64(uint8(m.be(1)))
-	case 0xd0:
-		return int64(int8(m.be(1)))
-	case 0xcd:
-		return int64(uint16(m.be(2)))
-	case 0xd1:
-		return int64(int16(m.be(2)))
-	case 0xce:
-		return int64(uint32(m.be(4)))
-	case 0xd2:
-		return int64(int32(m.be(4)))
-	case 0xcf, 0xd3:
-		return int64(m.be(8))
+	case c == 0xcc || c == 0xd0:
+		w = 1
+	case c == 0xcd || c == 0xd1:
+		w = 2
+	case c == 0xce || c == 0xd2:
+		w = 4
+	case c == 0xcf || c == 0xd3:
+		w = 8
+	default:
+		m.failCode(c, "an integer")
+		return 0
 	}
-	m.failCode(c, "an integer")
-	return 0
+	if len(m.b)-p-1 < w {
+		m.pos = p + 1
+		m.failLen(w)
+		return 0
+	}
+	b := m.b[p+1 : p+1+w]
+	m.pos = p + 1 + w
+	switch c {
+	case 0xcc:
+		return int64(b[0])
+	case 0xd0:
+		return int64(int8(b[0]))
+	case 0xcd:
+		return int64(binary.BigEndian.Uint16(b))
+	case 0xd1:
+		return int64(int16(binary.BigEndian.Uint16(b)))
+	case 0xce:
+		return int64(binary.BigEndian.Uint32(b))
+	case 0xd2:
+		return int64(int32(binary.BigEndian.Uint32(b)))
+	}
+	return int64(binary.BigEndian.Uint64(b))
 }
 
 // uint64 reads any integer (msgpack/v5's DecodeUint64): nil is 0, negative

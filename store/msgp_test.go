@@ -400,7 +400,7 @@ func compareRecordDecode[T any](t *testing.T, payload []byte) bool {
 	}
 	if gotE, ok := any(&got).(*Event); ok { // RunTx.Events' own entry point
 		var e Event
-		errE := decodeEvent("test", nil, frameFor(payload), &e)
+		errE := decodeEvent("test", nil, frameFor(payload), &e, nil)
 		if (errE == nil) != (err == nil) || (err == nil && !sameRecord(&e, gotE)) {
 			t.Fatalf("%x: decodeEvent (%v) and decodeValue (%v) disagree", payload, errE, err)
 		}

@@ -90,7 +90,7 @@ func viewTurn(bucket string, key, raw []byte, v *TurnView) error {
 	m := msgpReader{b: payload}
 	fields := m.arrayLen()
 	if m.err == nil && fields != turnFields && fields != turnFieldsV1 {
-		m.err = errWrongFields
+		m.fail(errWrongFields)
 	}
 	m.bytes() // action text
 	v.ActionTokens, _ = m.bytes()
@@ -104,7 +104,7 @@ func viewTurn(bucket string, key, raw []byte, v *TurnView) error {
 		v.PolicyVersion = m.uint64()
 	}
 	if m.err == nil && (len(v.ActionTokens)%4 != 0 || len(v.ActionLogprobs)%4 != 0 || len(v.ObservationTokens)%4 != 0) {
-		m.err = errTokenLength
+		m.fail(errTokenLength)
 	}
 	if m.err != nil {
 		return &CorruptError{Bucket: bucket, Key: cloneBytes(key), Reason: "turn: " + m.err.Error()}
