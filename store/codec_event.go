@@ -130,7 +130,7 @@ func decodeEventMsgp(payload []byte, e *Event) bool {
 // one never reaches the next; a copy kept keeps its whole chunk alive.
 type payloadChunks struct{ free []byte }
 
-const payloadChunk = 64 << 10
+const payloadChunk = 16 << 10
 
 // clone copies b as msgpReader.bin does — nil stays nil, empty is empty
 // and non-nil — into the chunks, or on its own when p is nil or b is

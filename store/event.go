@@ -90,7 +90,7 @@ func (r *RunTx) LastSeq() uint64 {
 // Events calls fn for each event with Seq >= from, in order, decoding one
 // at a time so memory stays flat. fn's error stops the walk and is returned.
 // Each event's Payload is its own copy, but the payloads of successive
-// events share allocations of 64 KiB: one kept keeps its neighbours'.
+// events share allocations of 16 KiB: one kept keeps its neighbours'.
 func (r *RunTx) Events(from uint64, fn func(Event) error) error {
 	b, err := r.bucket(bEvents)
 	if err != nil {

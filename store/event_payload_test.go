@@ -55,8 +55,12 @@ func TestEventPayloadsOutliveTheTransaction(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for i := range 300 {
-			if _, err := r.AppendEvent("note", 1, 0, uint64(i), 0, []int{i, i * i}); err != nil {
+		for i := range 300 { // some 150 bytes each: several chunks
+			note := append([]int{i, i * i}, make([]int, 50)...)
+			for j := range 50 {
+				note[2+j] = 1000 + j
+			}
+			if _, err := r.AppendEvent("note", 1, 0, uint64(i), 0, note); err != nil {
 				return err
 			}
 		}
@@ -100,7 +104,7 @@ func TestEventPayloadsOutliveTheTransaction(t *testing.T) {
 	}
 	for i, e := range notes {
 		var got []int
-		if err := store.DecodePayload(e, &got); err != nil || len(got) != 2 || got[0] != i || got[1] != i*i {
+		if err := store.DecodePayload(e, &got); err != nil || len(got) != 52 || got[0] != i || got[1] != i*i || got[51] != 1049 {
 			t.Fatalf("note %d: payload %x decodes to %v (%v)", i, e.Payload, got, err)
 		}
 	}
