@@ -199,3 +199,14 @@ func turn(action string, reward float64) store.Turn {
 }
 
 func u64(x uint64) string { return strconv.FormatUint(x, 10) }
+
+// createEmptyRun creates run id, with no config, in db.
+func createEmptyRun(t *testing.T, db *store.DB, id string) {
+	t.Helper()
+	if err := db.Update(func(tx *store.Tx) error {
+		_, err := tx.CreateRun(id, nil, nil)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

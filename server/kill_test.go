@@ -348,12 +348,7 @@ func killRound(t *testing.T, bin, self, python, script string, tasks int) (worke
 
 	// The same step, uninterrupted, in process.
 	ref := storetest.Open(t)
-	if err := ref.Update(func(tx *store.Tx) error {
-		_, err := tx.CreateRun(run, nil, nil)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	createEmptyRun(t, ref, run)
 	eng, err := tree.New(ref, run, tree.Options{Config: cfg.Tree, BatchPolicy: &fakePolicy{}, Env: fakeEnv{}, Scorer: fakeScorer{}})
 	if err != nil {
 		t.Fatal(err)

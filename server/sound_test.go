@@ -40,12 +40,7 @@ func TestConcurrentRequestsForAMissingRunEachAnswer404(t *testing.T) {
 			t.Errorf("request %d: %d, want 404", i, code)
 		}
 	}
-	if err := db.Update(func(tx *store.Tx) error {
-		_, err := tx.CreateRun("later", nil, nil)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	createEmptyRun(t, db, "later")
 	if checks, codes := concurrentFirstRequests(h, "later"); checks != 1 || codes[0] != http.StatusOK {
 		t.Errorf("once the run exists: %d checks for %d concurrent first requests (want 1), first answered %d", checks, len(codes), codes[0])
 	}
@@ -55,12 +50,7 @@ func TestConcurrentRequestsForAMissingRunEachAnswer404(t *testing.T) {
 func handlerWithRun(t *testing.T, id string) (*server, *store.DB) {
 	t.Helper()
 	db := storetest.Open(t)
-	if err := db.Update(func(tx *store.Tx) error {
-		_, err := tx.CreateRun(id, nil, nil)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	createEmptyRun(t, db, id)
 	h, err := NewHandler(db, Options{})
 	if err != nil {
 		t.Fatal(err)
