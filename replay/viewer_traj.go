@@ -90,7 +90,7 @@ type TrajectoryView struct {
 }
 
 // ViewTrajectory reads node id's trajectory in r.
-func ViewTrajectory(r *store.RunTx, id uint64) (*TrajectoryView, error) {
+func ViewTrajectory(r TreeReads, id uint64) (*TrajectoryView, error) {
 	n, err := r.Node(id)
 	if err != nil {
 		return nil, err

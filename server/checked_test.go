@@ -15,12 +15,13 @@ import (
 )
 
 // The group, node and trajectory endpoints read a run they have not
-// checked through store.CheckedRun, and the run's summary checks only the
-// records it reads: on a file whose first group has a damaged node
-// record, the latest group, one of its nodes, a trajectory, the run's
-// summary and the list of runs answer exactly as on the undamaged file,
-// before and after the whole-run check of another endpoint found the
-// damage; the damaged group answers 500 "damaged".
+// checked through store.CheckedRun, and the run's summary and the step
+// figures check only the records they read: on a file whose first group
+// has a damaged node record, the latest group, one of its nodes, a
+// trajectory, the run's summary, the list of runs and the viewer's run
+// page answer exactly as on the undamaged file, before and after the
+// whole-run check of another endpoint found the damage; the damaged group
+// answers 500 "damaged".
 func TestCheckedEndpointsAnswerWhatIsSound(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "patr.db")
 	o := storetest.Options()
@@ -86,6 +87,15 @@ func TestCheckedEndpointsAnswerWhatIsSound(t *testing.T) {
 		"/api/v1/runs/r",            // the summary: the run record and its counters
 		"/api/v1/runs/r?steps=true", // and each step's
 		"/api/v1/runs",
+		// The viewer's run page: the step figures (the event log and the
+		// advantage records), the summary's, the rubrics, the latest
+		// step's groups and one group's tree, and a trajectory.
+		"/api/v1/runs/r/steps",
+		"/api/v1/runs/r/env-steps",
+		"/api/v1/runs/r/rubrics/page",
+		fmt.Sprintf("/api/v1/runs/r/steps/%d/groups", latest.Step),
+		fmt.Sprintf("/api/v1/runs/r/groups/%d/view", latest.ID),
+		fmt.Sprintf("/api/v1/runs/r/nodes/%d/view", leaf),
 	}
 	answers := func(path string) map[string]string {
 		db, err := store.Open(path, storetest.Options())
@@ -127,9 +137,14 @@ func TestCheckedEndpointsAnswerWhatIsSound(t *testing.T) {
 				t.Errorf("round %d GET %s: %.200s\nwant %.200s", round, p, got, clean[p])
 			}
 		}
-		p := fmt.Sprintf("/api/v1/runs/r/groups/%d", first.ID)
-		if st, _, body := e.call(http.MethodGet, p, nil); st != http.StatusInternalServerError || !bytes.Contains(body, []byte("damaged")) {
-			t.Errorf("round %d GET %s: %d %s, want 500 damaged", round, p, st, body)
+		for _, p := range []string{
+			fmt.Sprintf("/api/v1/runs/r/groups/%d", first.ID),
+			fmt.Sprintf("/api/v1/runs/r/groups/%d/view", first.ID),
+			fmt.Sprintf("/api/v1/runs/r/steps/%d/groups", first.Step),
+		} {
+			if st, _, body := e.call(http.MethodGet, p, nil); st != http.StatusInternalServerError || !bytes.Contains(body, []byte("damaged")) {
+				t.Errorf("round %d GET %s: %d %s, want 500 damaged", round, p, st, body)
+			}
 		}
 		// The narrow reads ran no whole-run check of their own.
 		if n := checks.Load(); n != int32(round) {

@@ -111,10 +111,12 @@
 // from then on, and the other runs are served. Requests that arrive while
 // a run is being checked wait for that check rather than run their own
 // (a restarted server's rollout workers all ask at once). The endpoints
-// of one group, one node or one trajectory, a run's summary and the list
-// of runs check only what they read until the run has checked clean
-// (store.CheckedRun, store.Tx.VerifySummary), and answer "damaged" only
-// for damage in what they read.
+// of one group, one node or one trajectory, a run's summary, the list of
+// runs and the viewer's run page check only what they read until the run
+// has checked clean (store.CheckedRun, store.Tx.VerifySummary, and
+// store.Tx.VerifyParts for the step figures, which read the event log and
+// the advantage records whole), and answer "damaged" only for damage in
+// what they read.
 // Without a token only loopback Host headers are answered (DNS rebinding);
 // a non-loopback listener needs a bearer token (CheckBind), compared in
 // constant time. NewHTTPServer sets read, write and idle timeouts.

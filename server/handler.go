@@ -69,7 +69,8 @@ type apiFunc func(w http.ResponseWriter, r *http.Request) error
 func (s *server) handle(pattern string, f apiFunc) { s.handleWith(pattern, f, true) }
 
 // handleChecked is handle for an endpoint that reads its run through
-// viewChecked, so it skips the run's whole-run check.
+// viewChecked or viewParts, or checks what it reads itself (summarize),
+// so it skips the run's whole-run check.
 func (s *server) handleChecked(pattern string, f apiFunc) { s.handleWith(pattern, f, false) }
 
 func (s *server) handleWith(pattern string, f apiFunc, wholeRun bool) {
@@ -95,8 +96,8 @@ func (s *server) routes() {
 	s.handle("GET "+p+"/stats", s.stats)
 	s.handle("GET "+p+"/runs", s.listRuns)
 	s.handleChecked("GET "+p+"/runs/{run}", s.getRun)
-	s.handle("GET "+p+"/runs/{run}/steps", s.stepMetrics)
-	s.handle("GET "+p+"/runs/{run}/steps/{step}/groups", s.stepGroups)
+	s.handleChecked("GET "+p+"/runs/{run}/steps", s.stepMetrics)
+	s.handleChecked("GET "+p+"/runs/{run}/steps/{step}/groups", s.stepGroups)
 	s.handle("GET "+p+"/runs/{run}/steps/{step}/status", s.stepStatus)
 	s.handle("GET "+p+"/runs/{run}/steps/{step}/batch", s.trainBatch)
 	s.handle("GET "+p+"/runs/{run}/groups", s.listGroups)

@@ -173,11 +173,10 @@ func (s *server) stepGroups(w http.ResponseWriter, r *http.Request) error {
 		Step   uint64        `json:"step"`
 		Groups []store.Group `json:"groups"`
 	}{Step: step, Groups: []store.Group{}}
-	err = s.viewRun(r, func(rt *store.RunTx) error {
-		return rt.ForEachGroup(step, func(g store.Group) error {
-			out.Groups = append(out.Groups, g)
-			return nil
-		})
+	err = s.viewChecked(r, func(rt runReads) error {
+		gs, err := rt.Groups(step)
+		out.Groups = append(out.Groups, gs...)
+		return err
 	})
 	if err != nil {
 		return err

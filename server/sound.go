@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -20,7 +21,10 @@ import (
 // this process, through bbolt. The endpoints of one group or one node
 // (handleChecked) skip the whole-run check and read through viewChecked
 // instead, which checks only what they read; a run's summary, listed or
-// alone, checks only the records a summary reads (read.go, summarize).
+// alone, checks only the records a summary reads (read.go, summarize); and
+// the endpoints that read the summary and whole parts of a run (the step
+// figures: the event log and the advantage records) walk only those parts'
+// pages, once (viewParts).
 
 // soundness remembers which runs were checked and what was found.
 type soundness struct {
@@ -34,6 +38,11 @@ type soundness struct {
 	// that by the number of workers on a two-core machine.
 	checking map[string]*runCheck
 	verify   func(tx *store.Tx, id string) (exists bool, err error) // nil: verifyRun; tests count the checks
+	// parts holds, by run, the parts of it whose pages walked clean
+	// (viewParts); "" stands for the summary's own. Like a run that checked
+	// clean, they stay sound: only this process writes the file.
+	parts       map[string]map[store.RunPart]bool
+	verifyParts func(tx *store.Tx, id string, parts ...store.RunPart) error // nil: tx.VerifyParts; tests count the walks
 }
 
 // trusted reports whether run id checked clean in this process.
@@ -174,14 +183,12 @@ func (s *server) soundRequest(r *http.Request, wholeRun bool) error {
 	})
 }
 
-// runReads is what the endpoints of one group or one node read of a run.
+// runReads is what the endpoints of one step's groups, one group or one
+// node read of a run.
 type runReads interface {
-	Group(id uint64) (store.Group, error)
-	GroupNodes(g store.Group) ([]store.Node, error)
-	Node(id uint64) (store.Node, error)
+	replay.TreeReads
+	Groups(step uint64) ([]store.Group, error)
 	Children(id uint64) ([]uint64, error)
-	Path(id uint64) ([]store.Segment, error)
-	Trajectory(id uint64) ([]store.PathTurn, error)
 }
 
 // viewChecked is viewRun for the endpoints of one group or one node
@@ -211,4 +218,81 @@ func (s *server) viewChecked(r *http.Request, fn func(runReads) error) error {
 		}
 		return err
 	})
+}
+
+// viewParts is viewRun for the endpoints that read a run's summary and the
+// small records beside it (env-steps, the rubrics page) and, for parts
+// given, those parts whole (the step figures read the event log and the
+// advantage records): a run this server does not trust yet is read once
+// store's VerifyParts has walked the pages of just those, so the viewer's
+// run page opens in the time they take, not in the whole-run check's. The
+// parts that walked clean are remembered, and a viewer polling a live run
+// does not walk them again. Damage in what it reads answers "damaged";
+// as for viewChecked, damage elsewhere in the run does not.
+func (s *server) viewParts(r *http.Request, parts []store.RunPart, fn func(*store.RunTx) error) error {
+	id := r.PathValue("run")
+	if s.soundness.trusted(id) || !store.ValidRunID(id) {
+		return s.viewRun(r, fn)
+	}
+	return s.db.View(func(tx *store.Tx) error {
+		walk := s.soundness.unwalked(id, parts)
+		if walk != nil {
+			verify := s.soundness.verifyParts
+			if verify == nil {
+				verify = (*store.Tx).VerifyParts
+			}
+			if err := verify(tx, id, walk...); err != nil {
+				if errors.Is(err, store.ErrCorrupt) {
+					return damagedError(id, err)
+				}
+				return err
+			}
+		}
+		rt, err := lookupRun(tx, id)
+		if err != nil {
+			return err
+		}
+		if walk != nil {
+			s.soundness.walked(id, walk)
+		}
+		if err = fn(rt); errors.Is(err, store.ErrCorrupt) {
+			return damagedError(id, err)
+		}
+		return err
+	})
+}
+
+// unwalked is the parts of run id, of those given, whose pages have not
+// walked clean yet; nil when none is left, the summary's included.
+func (c *soundness) unwalked(id string, parts []store.RunPart) []store.RunPart {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	done := c.parts[id]
+	var out []store.RunPart
+	for _, p := range parts {
+		if !done[p] {
+			out = append(out, p)
+		}
+	}
+	if out == nil && !done[""] {
+		out = []store.RunPart{}
+	}
+	return out
+}
+
+// walked remembers that the pages of parts of run id, and its summary's,
+// walked clean.
+func (c *soundness) walked(id string, parts []store.RunPart) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.parts == nil {
+		c.parts = map[string]map[store.RunPart]bool{}
+	}
+	if c.parts[id] == nil {
+		c.parts[id] = map[store.RunPart]bool{}
+	}
+	c.parts[id][""] = true
+	for _, p := range parts {
+		c.parts[id][p] = true
+	}
 }

@@ -20,10 +20,10 @@ import (
 //	GET /api/v1/runs/{run}/rubrics/page?pool=public,candidate&q=TEXT&sort=rho&offset=0&limit=50
 //	                                               RubricPage
 func (s *server) viewerRoutes(prefix string) {
-	s.handle("GET "+prefix+"/runs/{run}/env-steps", s.envSteps)
-	s.handle("GET "+prefix+"/runs/{run}/groups/{group}/view", s.viewGroup)
-	s.handle("GET "+prefix+"/runs/{run}/nodes/{node}/view", s.viewTrajectory)
-	s.handle("GET "+prefix+"/runs/{run}/rubrics/page", s.viewRubrics)
+	s.handleChecked("GET "+prefix+"/runs/{run}/env-steps", s.envSteps)
+	s.handleChecked("GET "+prefix+"/runs/{run}/groups/{group}/view", s.viewGroup)
+	s.handleChecked("GET "+prefix+"/runs/{run}/nodes/{node}/view", s.viewTrajectory)
+	s.handleChecked("GET "+prefix+"/runs/{run}/rubrics/page", s.viewRubrics)
 }
 
 // EnvSteps is GET /api/v1/runs/{run}/env-steps: the environment work of
@@ -34,7 +34,7 @@ type EnvSteps struct {
 
 func (s *server) envSteps(w http.ResponseWriter, r *http.Request) error {
 	var out EnvSteps
-	err := s.viewRun(r, func(rt *store.RunTx) error {
+	err := s.viewParts(r, nil, func(rt *store.RunTx) error {
 		var err error
 		out.Steps, err = replay.EnvSteps(rt)
 		return err
@@ -51,7 +51,7 @@ func (s *server) viewGroup(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var out *replay.GroupView
-	err = s.viewRun(r, func(rt *store.RunTx) error {
+	err = s.viewChecked(r, func(rt runReads) error {
 		out, err = replay.ViewGroup(rt, id)
 		return err
 	})
@@ -67,7 +67,7 @@ func (s *server) viewTrajectory(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var out *replay.TrajectoryView
-	err = s.viewRun(r, func(rt *store.RunTx) error {
+	err = s.viewChecked(r, func(rt runReads) error {
 		out, err = replay.ViewTrajectory(rt, id)
 		return err
 	})
@@ -107,7 +107,7 @@ func (s *server) viewRubrics(w http.ResponseWriter, r *http.Request) error {
 	}
 	q.Offset, q.Limit = int(off), int(lim)
 	var out *replay.RubricPage
-	err = s.viewRun(r, func(rt *store.RunTx) error {
+	err = s.viewParts(r, nil, func(rt *store.RunTx) error {
 		out, err = replay.Rubrics(rt, q)
 		return err
 	})

@@ -42,14 +42,39 @@ func (tx *Tx) VerifyRun(id string) error {
 // Checkpoint terminate on a file nobody has checked. A run without counters
 // is summarised by reading its records, so then it is VerifyRun. It costs
 // time in proportion to those small buckets, not to the run.
-func (tx *Tx) VerifySummary(id string) error {
+func (tx *Tx) VerifySummary(id string) error { return tx.VerifyParts(id) }
+
+// A RunPart is a part of a run that a reader reads whole, for VerifyParts.
+type RunPart string
+
+// The parts of a run VerifyParts walks on request.
+const (
+	PartEvents     RunPart = bEvents // the event log: RunTx.Events
+	PartAdvantages RunPart = bAdv    // the advantage records: RunTx.Advantages
+)
+
+// VerifyParts is VerifySummary plus the pages of parts, for a reader of a
+// file nobody has checked that also reads those parts of run id whole (the
+// step figures read the event log and the advantage records): once it
+// returns nil, reading them through RunTx terminates, and a damaged record
+// among them is an ErrCorrupt as it is decoded (each has a CRC). The nodes
+// and turns, most of a run, are not walked, so it costs time in proportion
+// to the parts; what it cannot see, as VerifySummary, is a record that
+// disagrees with the ones it links to (CheckRun sees that).
+func (tx *Tx) VerifyParts(id string, parts ...RunPart) error {
 	prefix := string(bucketRuns) + "/" + id
-	small := map[string]bool{prefix: true}
+	walk := map[string]bool{prefix: true}
 	for _, name := range []string{bCounts, bGroupIDs, bRubrics, bCkpt} {
-		small[prefix+"/"+name] = true
+		walk[prefix+"/"+name] = true
+	}
+	for _, part := range parts {
+		if part != PartEvents && part != PartAdvantages {
+			return invalidf("verify: no run part %q (want %q or %q)", part, PartEvents, PartAdvantages)
+		}
+		walk[prefix+"/"+string(part)] = true
 	}
 	err := tx.verifyPages(func(p string) bool {
-		return p == "meta" || p == string(bucketRuns) || small[p]
+		return p == "meta" || p == string(bucketRuns) || walk[p]
 	})
 	if err != nil {
 		return err

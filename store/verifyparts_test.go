@@ -1,0 +1,118 @@
+package store_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"strings"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
+)
+
+// bucketRoot is the file offset of the root page of run r's sub-bucket
+// name, a branch page in a checkedFile.
+func bucketRoot(t *testing.T, path, name string) int {
+	t.Helper()
+	bdb, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bdb.Close()
+	var root int
+	_ = bdb.View(func(tx *bolt.Tx) error {
+		root = int(tx.Bucket([]byte("runs")).Bucket([]byte("r")).Bucket([]byte(name)).Root())
+		return nil
+	})
+	return root * checkedPageSize
+}
+
+// loopBack points the last child of the branch page at off back at the
+// page itself: a cursor that follows it never ends.
+func loopBack(b []byte, off int) {
+	last := int(binary.NativeEndian.Uint16(b[off+10:])) - 1
+	binary.NativeEndian.PutUint64(b[off+16+16*last+8:], uint64(off/checkedPageSize))
+}
+
+func verifyParts(t *testing.T, path string, parts ...store.RunPart) error {
+	t.Helper()
+	db := openReadOnly(t, path)
+	defer db.Close()
+	return db.View(func(tx *store.Tx) error { return tx.VerifyParts("r", parts...) })
+}
+
+// VerifyParts walks the pages of the parts it is given, beside the
+// summary's, and no others: a looping page in the event log or the
+// advantage records fails the walk of that part, naming its bucket, and
+// not the walk of the summary or of the other part; a looping page in the
+// turns, which no part reads, fails only the whole-run check.
+func TestVerifyPartsWalksThePartsItIsGiven(t *testing.T) {
+	f := buildCheckedFile(t, 12)
+	all := []store.RunPart{store.PartEvents, store.PartAdvantages}
+	if err := verifyParts(t, f.path, all...); err != nil {
+		t.Fatalf("sound file: %v", err)
+	}
+	for _, c := range []struct {
+		bucket string
+		part   store.RunPart // the part that reads it; "" for none
+	}{
+		{"events", store.PartEvents},
+		{"adv", store.PartAdvantages},
+		{"turns", ""},
+	} {
+		t.Run(c.bucket, func(t *testing.T) {
+			root := bucketRoot(t, f.path, c.bucket)
+			path := damagedCopy(t, f.path, func(b []byte) { loopBack(b, root) })
+			if err := verifyParts(t, path); err != nil {
+				t.Errorf("summary's pages: %v, want nil", err)
+			}
+			for _, p := range all {
+				err := verifyParts(t, path, p)
+				switch {
+				case p != c.part && err != nil:
+					t.Errorf("part %s: %v, want nil", p, err)
+				case p == c.part && !errors.Is(err, store.ErrCorrupt):
+					t.Errorf("part %s: %v, want ErrCorrupt", p, err)
+				case p == c.part && !strings.Contains(err.Error(), "runs/r/"+c.bucket):
+					t.Errorf("part %s: %q does not name runs/r/%s", p, err, c.bucket)
+				}
+			}
+			if err := verifyRun(t, path); !errors.Is(err, store.ErrCorrupt) {
+				t.Errorf("whole-run check: %v, want ErrCorrupt", err)
+			}
+		})
+	}
+}
+
+// Once VerifyParts has walked the event log's pages, a damaged event in
+// it is an ErrCorrupt from Events, naming the bucket, not a short log.
+func TestVerifiedPartsStillCheckEachRecord(t *testing.T) {
+	f := buildCheckedFile(t, 4)
+	at := storetest.ValueAt(t, f.path, "r", "events", u64(3))
+	path := damagedCopy(t, f.path, func(b []byte) { b[at+8] ^= 0x20 })
+	if err := verifyParts(t, path, store.PartEvents); err != nil {
+		t.Fatalf("the pages are sound: %v", err)
+	}
+	db := openReadOnly(t, path)
+	defer db.Close()
+	n := 0
+	err := db.View(func(tx *store.Tx) error {
+		r, err := tx.Run("r")
+		if err != nil {
+			return err
+		}
+		return r.Events(1, func(store.Event) error { n++; return nil })
+	})
+	if !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), "runs/r/events") {
+		t.Fatalf("Events over a damaged event: %v after %d events, want ErrCorrupt naming runs/r/events", err, n)
+	}
+}
+
+func TestVerifyPartsRefusesAnUnknownPart(t *testing.T) {
+	f := buildCheckedFile(t, 1)
+	if err := verifyParts(t, f.path, "turns"); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("part turns: %v, want ErrInvalid", err)
+	}
+}
