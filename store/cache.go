@@ -17,11 +17,14 @@ type nodeKey struct {
 //
 //   - an entry is valid for every snapshot at or after the one it was read
 //     from, until a commit writes that node;
-//   - a writer evicts the nodes it wrote before its commit becomes visible
-//     and keeps them marked pending until the commit finishes; once it has,
-//     the written versions go in, valid from that commit on (the next
-//     transaction continues the branches this one wrote, so it finds them
-//     without decoding);
+//   - a writer marks the nodes it wrote pending before its commit becomes
+//     visible, and get and put pass over a pending node until the commit
+//     finishes; once it has, the written versions replace the cached ones,
+//     valid from that commit on (the next transaction continues the
+//     branches this one wrote, so it finds them without decoding), and a
+//     commit that failed leaves the cached versions, which are still the
+//     file's. (Evicting them at the start of the commit and adding them
+//     back cost a list entry and two map writes a node, for nothing.)
 //   - a reader may insert only when its snapshot is the latest committed one
 //     and the node is not pending, so an old snapshot never seeds the cache.
 type nodeCache struct {
@@ -98,15 +101,8 @@ func (c *nodeCache) beginCommit(runs map[string]*RunTx) {
 	defer c.mu.Unlock()
 	c.pending = make(map[string]map[uint64]*dirtyNode, len(runs))
 	for id, r := range runs {
-		if len(r.dirty) == 0 {
-			continue
-		}
-		c.pending[id] = r.dirty
-		if c.lru == nil {
-			continue
-		}
-		for n := range r.dirty {
-			c.lru.Remove(nodeKey{id, n})
+		if len(r.dirty) != 0 {
+			c.pending[id] = r.dirty
 		}
 	}
 }

@@ -1,6 +1,9 @@
 package store_test
 
 import (
+	"errors"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/patrdb/patrdb/store"
@@ -54,5 +57,62 @@ func TestCacheHoldsCommittedWrites(t *testing.T) {
 	after := db.CacheStats()
 	if hits, misses := after.Hits-before.Hits, after.Misses-before.Misses; hits != uint64(len(ids)) || misses != 0 {
 		t.Errorf("reading the %d nodes the last commit wrote: %d hits, %d misses; want %d hits", len(ids), hits, misses, len(ids))
+	}
+}
+
+// A commit that fails (here the file reaches MaxSize) after the cache
+// marked the nodes it wrote pending leaves the cached versions, which are
+// still the file's: a later read gets the node as it was, from the cache,
+// and the same as a fresh process decodes from the file.
+func TestCacheAfterAFailedCommit(t *testing.T) {
+	path := tempPath(t, "capped.db")
+	o := storetest.Options()
+	o.MaxSize = 2 << 20
+	db := storetest.OpenPath(t, path, o)
+	var id uint64
+	update(t, db, func(tx *store.Tx) error {
+		r, n, err := runWithRoot(tx)
+		id = n.ID
+		if err != nil {
+			return err
+		}
+		return r.AppendTurns(id, 0, textTurns("t", 2)...)
+	})
+	read := func(db *store.DB) (n store.Node) {
+		inRun(t, db, false, "r", func(r *store.RunTx) (err error) { n, err = r.Node(id); return })
+		return n
+	}
+	want := read(db) // and cached
+	big := textTurns("big", 300)
+	for i := range big {
+		big[i].Observation = strings.Repeat("o", 10_000)
+	}
+	err := db.Update(func(tx *store.Tx) error {
+		r, err := tx.Run("r")
+		if err != nil {
+			return err
+		}
+		if err := r.Score(id, store.Score{Value: 1, Turn: 2}); err != nil {
+			return err
+		}
+		return r.AppendTurns(id, 2, big...)
+	})
+	if !errors.Is(err, store.ErrFull) {
+		t.Fatalf("a 3 MB commit into a 2 MiB file: %v, want ErrFull", err)
+	}
+	before := db.CacheStats()
+	got := read(db)
+	if hits := db.CacheStats().Hits - before.Hits; hits != 1 {
+		t.Errorf("reading the node after the failed commit: %d cache hits, want 1", hits)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("after the failed commit the node reads\n%+v\nwant\n%+v", got, want)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fresh := storetest.OpenPath(t, path, storetest.Options())
+	if got := read(fresh); !reflect.DeepEqual(got, want) {
+		t.Errorf("a fresh process reads\n%+v\nwant\n%+v", got, want)
 	}
 }
