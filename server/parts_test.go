@@ -5,21 +5,28 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
 
 // partsFile writes run r: steps groups of a root and two completed
-// leaves with rewards and advantages, closed.
-func partsFile(t *testing.T, steps int) (path string, last store.Group) {
+// leaves with rewards and advantages, closed, on pages of pageSize bytes
+// (0: the default).
+func partsFile(t *testing.T, steps, pageSize int) (path string, last store.Group) {
 	t.Helper()
 	path = filepath.Join(t.TempDir(), "patr.db")
-	db, err := store.Open(path, storetest.Options())
+	o := storetest.Options()
+	o.PageSize = pageSize
+	db, err := store.Open(path, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +108,7 @@ func countWalks(e *testEnv) func() [][]store.RunPart {
 // not read the log (the steps' environment figures, one group's tree)
 // answer as they did.
 func TestStepFiguresCheckTheEventLog(t *testing.T) {
-	path, last := partsFile(t, 3)
+	path, last := partsFile(t, 3, 0)
 	db, err := store.Open(path, storetest.Options())
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +144,7 @@ func TestStepFiguresCheckTheEventLog(t *testing.T) {
 // the parts it reads are walked once, and a request that needs only the
 // summary's does not walk what a request before it walked.
 func TestViewerPartsAreWalkedOnce(t *testing.T) {
-	path, _ := partsFile(t, 2)
+	path, _ := partsFile(t, 2, 0)
 	db, err := store.Open(path, storetest.Options())
 	if err != nil {
 		t.Fatal(err)
@@ -159,5 +166,70 @@ func TestViewerPartsAreWalkedOnce(t *testing.T) {
 	}
 	if len(figures.Steps) != 2 || figures.Steps[1].Leaves != 2 || figures.Steps[1].Success != 0.5 {
 		t.Errorf("figures: %+v, want two steps of two leaves, one won", figures.Steps)
+	}
+}
+
+// A page of the event log or of the advantage records that points back at
+// itself would send the step figures' cursor round forever: the request
+// answers 500 "damaged" naming the bucket, at once, and the viewer's reads
+// that do not go through that page still answer.
+func TestStepFiguresRefuseALoopingPage(t *testing.T) {
+	const pageSize = 1024
+	src, last := partsFile(t, 12, pageSize)
+	for _, bucket := range []string{"events", "adv"} {
+		t.Run(bucket, func(t *testing.T) {
+			bdb, err := bolt.Open(src, 0o600, &bolt.Options{ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var root int
+			_ = bdb.View(func(tx *bolt.Tx) error {
+				root = int(tx.Bucket([]byte("runs")).Bucket([]byte("r")).Bucket([]byte(bucket)).Root()) * pageSize
+				return nil
+			})
+			bdb.Close()
+			raw, err := os.ReadFile(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if flags := binary.NativeEndian.Uint16(raw[root+8:]); flags != 0x01 {
+				t.Fatalf("the %s root is not a branch page (flags %#x): grow the file", bucket, flags)
+			}
+			// Its last child pointer names the root itself.
+			end := int(binary.NativeEndian.Uint16(raw[root+10:])) - 1
+			binary.NativeEndian.PutUint64(raw[root+16+16*end+8:], uint64(root/pageSize))
+			path := filepath.Join(t.TempDir(), "loop.db")
+			if err := os.WriteFile(path, raw, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			db, err := store.Open(path, storetest.Options())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			e := newEnvDB(t, db, Options{})
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				st, _, body := e.call(http.MethodGet, "/api/v1/runs/r/steps", nil)
+				if st != http.StatusInternalServerError || !bytes.Contains(body, []byte(`"damaged"`)) || !bytes.Contains(body, []byte("runs/r/"+bucket)) {
+					t.Errorf("GET steps: %d %s, want 500 damaged naming runs/r/%s", st, body, bucket)
+				}
+			}()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("GET steps over a looping page did not answer in 30 s")
+			}
+			others := []string{"/api/v1/runs/r/env-steps", "/api/v1/runs/r/rubrics/page"}
+			if bucket == "events" { // a group's tree reads its advantages, not the log
+				others = append(others, fmt.Sprintf("/api/v1/runs/r/groups/%d/view", last.ID))
+			}
+			for _, p := range others {
+				if st, _, body := e.call(http.MethodGet, p, nil); st != http.StatusOK {
+					t.Errorf("GET %s: %d %s, want 200", p, st, body)
+				}
+			}
+		})
 	}
 }
