@@ -28,6 +28,12 @@ type Client struct {
 	HTTP    *http.Client // nil: a client with a 60 s timeout
 	Retries int          // extra attempts after a network error or 5xx (default 0)
 	Backoff time.Duration
+	// CheckWait bounds how long a request waits out 503 "checking", the
+	// server's answer while it checks a run before its first use (minutes
+	// on a big file not in the page cache). Those answers are retried
+	// after their Retry-After without counting against Retries. Zero
+	// means DefaultCheckWait; a negative value does not wait.
+	CheckWait time.Duration
 	// SkipVersionCheck turns off the check of the server's API version
 	// that a client makes before its first request.
 	SkipVersionCheck bool
@@ -35,6 +41,9 @@ type Client struct {
 	mu      sync.Mutex
 	version string // the server's API version, once checked
 }
+
+// DefaultCheckWait is Client.CheckWait's default.
+const DefaultCheckWait = 30 * time.Minute
 
 // New returns a client of the server at base.
 func New(base string) *Client {
@@ -105,15 +114,23 @@ func (c *Client) send(ctx context.Context, method, path string, in any, out any)
 	if hc == nil {
 		hc = &http.Client{Timeout: 60 * time.Second}
 	}
-	var last error
+	var (
+		last          error
+		checkingUntil time.Time // set by the first "checking" answer
+		pause         time.Duration
+	)
 	for attempt := 0; attempt <= c.Retries; attempt++ {
-		if attempt > 0 {
+		if pause == 0 && attempt > 0 {
+			pause = c.Backoff << (attempt - 1)
+		}
+		if pause > 0 {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-time.After(c.Backoff << (attempt - 1)):
+			case <-time.After(pause):
 			}
 		}
+		pause = 0
 		req, err := http.NewRequestWithContext(ctx, method, c.Base+path, bytes.NewReader(body))
 		if err != nil {
 			return err
@@ -145,6 +162,16 @@ func (c *Client) send(ctx context.Context, method, path string, in any, out any)
 				eb.Error = strings.TrimSpace(string(data))
 			}
 			last = &APIError{Status: resp.StatusCode, Code: eb.Code, Message: eb.Error}
+			if resp.StatusCode == http.StatusServiceUnavailable && eb.Code == "checking" {
+				if checkingUntil.IsZero() {
+					checkingUntil = time.Now().Add(c.checkWait())
+				}
+				if left := time.Until(checkingUntil); left > 0 {
+					pause = min(retryAfter(resp.Header.Get("Retry-After")), left)
+					attempt-- // a check under way is waited out, not retried
+					continue
+				}
+			}
 			if resp.StatusCode >= 500 {
 				continue
 			}
@@ -163,6 +190,23 @@ func (c *Client) send(ctx context.Context, method, path string, in any, out any)
 		return nil
 	}
 	return last
+}
+
+func (c *Client) checkWait() time.Duration {
+	if c.CheckWait == 0 {
+		return DefaultCheckWait
+	}
+	return c.CheckWait
+}
+
+// retryAfter is the pause a Retry-After header of seconds asks for, 1 to
+// 30 s; 2 s when it is absent or a date.
+func retryAfter(h string) time.Duration {
+	n, err := strconv.Atoi(h)
+	if err != nil {
+		return 2 * time.Second
+	}
+	return time.Duration(min(max(n, 1), 30)) * time.Second
 }
 
 func runPath(run string, rest ...string) string {

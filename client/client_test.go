@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,6 +40,9 @@ func (s *scripted) serve(t *testing.T) *client.Client {
 		a := s.answers[0]
 		if len(s.answers) > 1 {
 			s.answers = s.answers[1:]
+		}
+		if strings.Contains(a.body, `"checking"`) {
+			w.Header().Set("Retry-After", "1")
 		}
 		w.WriteHeader(a.status)
 		w.Write([]byte(a.body))
@@ -76,6 +80,29 @@ func TestRetrySendsTheSameKey(t *testing.T) {
 	var sent api.OpenStepRequest
 	if err := json.Unmarshal([]byte(s.got[0]), &sent); err != nil || len(sent.ClientKey) < 16 {
 		t.Errorf("sent client key %q (%v), want a random one", sent.ClientKey, err)
+	}
+}
+
+// A server checking a run before its first use answers 503 "checking"
+// until it is done: the client waits each answer's Retry-After and asks
+// again, without spending its retries, for up to CheckWait in all.
+func TestWaitsOutARunCheck(t *testing.T) {
+	const checking = `{"error":"run \"r\" is being checked","code":"checking"}`
+	s := (&scripted{}).answer(503, checking).answer(503, checking).answer(200, `{"step":4,"groups":[]}`)
+	c := s.serve(t)
+	if out, err := c.OpenStep(context.Background(), "r", api.OpenStepRequest{Step: 4}); err != nil || out.Step != 4 || len(s.got) != 3 {
+		t.Fatalf("OpenStep = %+v, %v after %d sends; want step 4 after three", out, err, len(s.got))
+	}
+	s = (&scripted{}).answer(503, checking)
+	c = s.serve(t)
+	c.CheckWait = 1500 * time.Millisecond
+	var ae *client.APIError
+	start := time.Now()
+	if _, err := c.OpenStep(context.Background(), "r", api.OpenStepRequest{Step: 4}); !errors.As(err, &ae) || ae.Code != "checking" {
+		t.Fatalf("a check that outlasts CheckWait: %v, want the checking APIError", err)
+	}
+	if el := time.Since(start); el < time.Second || el > 10*time.Second || len(s.got) > 3 {
+		t.Errorf("gave up after %v and %d sends, want about CheckWait (1.5 s) and at most 3", el, len(s.got))
 	}
 }
 

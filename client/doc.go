@@ -32,7 +32,10 @@
 // answer back, byte for byte, without writing again. So a Client retries
 // any request — reads and writes alike — up to Retries more times, after
 // Backoff doubled per attempt, when the server did not answer or answered
-// 5xx, always with the same body and key. A 4xx is never retried. The
+// 5xx, always with the same body and key. A 4xx is never retried. A 503
+// "checking" (a server that has just started checks each run once before
+// its first use) is waited out after its Retry-After, for up to
+// CheckWait, without counting against Retries. The
 // methods take requests by value, so a request sent with an empty key gets
 // a fresh one on every call: a caller that retries a write itself sets
 // ClientKey once (NewKey) and sends the same key again, or the retry is a

@@ -102,15 +102,19 @@
 // (which also keeps browsers on other sites from posting to the API); 400
 // for text that is not valid UTF-8 or holds an unpaired \ud800-style
 // escape (Go's decoder would store U+FFFD); 507 "full" when the disk, the
-// quota or Options.MaxSize is full; 503 "locked". A refused request writes
-// nothing. A handler panic is a 500 and is logged.
+// quota or Options.MaxSize is full; 503 "locked"; 503 "checking", with
+// Retry-After, while a run's first check outlasts Options.CheckWait. A
+// refused request writes nothing. A handler panic is a 500 and is logged.
 //
 // A damaged file never ends the process (sound.go): the first request that
 // touches a run walks its pages with bounds and checks its records
 // (store.RunTx.Verify); a damaged run answers 500 "damaged", naming where,
-// from then on, and the other runs are served. Requests that arrive while
-// a run is being checked wait for that check rather than run their own
-// (a restarted server's rollout workers all ask at once). The endpoints
+// from then on, and the other runs are served. The check runs apart from
+// the requests: those that arrive while it runs wait for it rather than
+// run their own (a restarted server's rollout workers all ask at once),
+// for up to Options.CheckWait, then answer 503 "checking" with Retry-After
+// (a big file that is not in the page cache can take minutes, past the write
+// timeout), which package client and the Python client wait out. The endpoints
 // of one group, one node or one trajectory, a run's summary, the list of
 // runs and the viewer's run page check only what they read until the run
 // has checked clean (store.CheckedRun, store.Tx.VerifySummary, and

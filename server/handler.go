@@ -184,6 +184,9 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	} else {
 		s.opts.Logger.Debug("server: request refused", "method", r.Method, "path", r.URL.Path, "status", status, "err", msg)
 	}
+	if code == "checking" {
+		w.Header().Set("Retry-After", "2")
+	}
 	writeRaw(w, status, errorJSON(status, code, msg))
 }
 

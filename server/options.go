@@ -43,6 +43,13 @@ type Options struct {
 	// times requests for the log. Nil means time.Now.
 	Clock func() time.Time
 
+	// CheckWait is how long a request waits for the check of a run it is
+	// the first to need whole (its pages walked and its records checked,
+	// once after the server starts) before it answers 503 "checking" with
+	// Retry-After; the check goes on, and a request after it has ended is
+	// answered at once. Zero means DefaultCheckWait.
+	CheckWait time.Duration
+
 	// AccessLog, when not nil, receives one line per request in the Common
 	// Log Format with the seconds taken appended:
 	//   127.0.0.1 - - [01/Dec/2026:17:30:00 +0000] "GET /api/v1/runs HTTP/1.1" 200 512 0.000210
@@ -57,6 +64,10 @@ const (
 	DefaultMaxBodyBytes = 8 << 20
 	// DefaultMaxPage bounds the memory one events request can take.
 	DefaultMaxPage = 10000
+	// DefaultCheckWait answers well inside the clients' timeouts (60 s)
+	// and the server's own WriteTimeout, and waits out the check of a run
+	// of a million nodes whose file is in the page cache (some 20 s).
+	DefaultCheckWait = 30 * time.Second
 	// MinTokenLen is the shortest bearer token accepted: shorter ones are
 	// guessable over a network.
 	MinTokenLen = 16
@@ -88,6 +99,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now
+	}
+	if c.CheckWait <= 0 {
+		c.CheckWait = DefaultCheckWait
 	}
 	return c
 }

@@ -140,7 +140,7 @@ func (s *server) summarize(tx *store.Tx, id string, o store.SummaryOptions) (Run
 	switch c := &s.soundness; {
 	case err != nil:
 	case o.Buckets:
-		err = s.sound(tx, id)
+		err = s.sound(id)
 	case !c.trusted(id):
 		if err = tx.VerifySummary(id); errors.Is(err, store.ErrCorrupt) {
 			err = damagedError(id, err)
@@ -421,7 +421,7 @@ func (s *server) stats(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		if only != "" {
-			if err := s.sound(tx, only); store.ValidRunID(only) && err != nil {
+			if err := s.sound(only); store.ValidRunID(only) && err != nil {
 				return err
 			}
 			if _, err := lookupRun(tx, only); err != nil {
@@ -430,7 +430,7 @@ func (s *server) stats(w http.ResponseWriter, r *http.Request) error {
 			ids = []string{only}
 		}
 		for _, id := range ids {
-			if err := s.sound(tx, id); err != nil {
+			if err := s.sound(id); err != nil {
 				return err
 			}
 			rt, err := tx.Run(id)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
@@ -52,77 +53,98 @@ func (c *soundness) trusted(id string) bool {
 	return c.ok[id]
 }
 
-// runCheck is one check under way; done closes when it has ended.
+// runCheck is one check under way; done closes when it has ended, and
+// err is then its answer for the requests that waited.
 type runCheck struct {
-	done       chan struct{}
-	remembered bool // its outcome is in ok or bad
+	done    chan struct{}
+	started time.Time
+	err     error
 }
 
 // sound returns nil when the run id (or, for "", the list of runs) may be
-// read, or the "damaged" error to answer with. tx is a read transaction of
-// the caller's; a run that does not exist is not remembered (it may be
-// created), and the lookup that follows says it is missing.
-func (s *server) sound(tx *store.Tx, id string) error {
+// read, or the error to answer with: "damaged", or "checking" when the
+// run's check, which runs apart from any request, has not ended within
+// Options.CheckWait. On a run of a million nodes whose file is not in the
+// page cache the check reads all of it, which took 53 s and once 5.5 min
+// here: a request that waited that long would outlive the server's write
+// timeout and its client would get an empty reply. A run that does not
+// exist is not remembered (it may be created), and the lookup that follows
+// says it is missing.
+func (s *server) sound(id string) error {
 	c := &s.soundness
-	for {
-		c.mu.Lock()
-		ok, bad, under := c.ok[id], c.bad[id], c.checking[id]
-		if ok || bad != nil {
-			c.mu.Unlock()
-			return bad
-		}
-		if under == nil {
-			under = &runCheck{done: make(chan struct{})}
-			if c.checking == nil {
-				c.checking = map[string]*runCheck{}
-			}
-			c.checking[id] = under
-			c.mu.Unlock()
-			return s.check(tx, id, under)
-		}
+	c.mu.Lock()
+	ok, bad, under := c.ok[id], c.bad[id], c.checking[id]
+	if ok || bad != nil {
 		c.mu.Unlock()
-		<-under.done
-		if !under.remembered {
-			// Not there when that check looked, or it failed short of an
-			// answer: this request checks for itself.
-			_, err := s.checkRun(tx, id)
-			return err
+		return bad
+	}
+	if under == nil {
+		under = &runCheck{done: make(chan struct{}), started: time.Now()}
+		if c.checking == nil {
+			c.checking = map[string]*runCheck{}
 		}
+		c.checking[id] = under
+		go s.check(id, under)
+	}
+	c.mu.Unlock()
+	wait := time.NewTimer(s.opts.CheckWait)
+	defer wait.Stop()
+	select {
+	case <-under.done:
+		return under.err
+	case <-wait.C:
+		return checkingError(id, time.Since(under.started))
 	}
 }
 
-// check runs the check of id that c.checking[id] announced and lets the
-// requests waiting for it go on.
-func (s *server) check(tx *store.Tx, id string, under *runCheck) (err error) {
+// check runs the check of id that c.checking[id] announced, in a read
+// transaction of its own, and lets the requests waiting for it go on. It
+// outlives the request that started it. A request that reads after it
+// reads a snapshot at least as new, and nothing but a write of this
+// process, which waits for the check, changes the run in between.
+func (s *server) check(id string, under *runCheck) {
 	c := &s.soundness
-	remembered := false
 	defer func() {
+		if p := recover(); p != nil {
+			under.err = fmt.Errorf("server: checking run %q: panic: %v", id, p)
+			s.opts.Logger.Error("server: panic in a run check", "run", id, "panic", p)
+		}
 		c.mu.Lock()
 		delete(c.checking, id)
 		c.mu.Unlock()
-		under.remembered = remembered
 		close(under.done)
 	}()
-	remembered, err = s.checkRun(tx, id)
-	return err
+	under.err = s.db.View(func(tx *store.Tx) error { return s.checkRun(tx, id) })
+}
+
+// checkingError is the answer to a request that waited CheckWait for the
+// check of run id (""; the list of runs), which has run for so long.
+func checkingError(id string, so time.Duration) error {
+	what := "the list of runs"
+	if id != "" {
+		what = fmt.Sprintf("run %q", id)
+	}
+	return &apiError{http.StatusServiceUnavailable, "checking", fmt.Errorf(
+		"%s is being checked before its first use (every page and record, once after the server starts; %s so far): ask again in a few seconds",
+		what, so.Round(time.Second))}
 }
 
 // checkRun checks id and remembers the answer when there is one: the run
 // exists, and it checked clean or damaged (not an I/O error).
-func (s *server) checkRun(tx *store.Tx, id string) (remembered bool, err error) {
+func (s *server) checkRun(tx *store.Tx, id string) error {
 	verify := s.soundness.verify
 	if verify == nil {
 		verify = verifyRun
 	}
 	exists, err := verify(tx, id)
 	if err != nil && !errors.Is(err, store.ErrCorrupt) {
-		return false, err
+		return err
 	}
 	if err != nil {
 		err = damagedError(id, err)
 	}
 	if !exists {
-		return false, nil
+		return nil
 	}
 	c := &s.soundness
 	c.mu.Lock()
@@ -135,7 +157,7 @@ func (s *server) checkRun(tx *store.Tx, id string) (remembered bool, err error) 
 	} else {
 		c.ok[id] = true
 	}
-	return true, err
+	return err
 }
 
 // damagedError is the answer for damage found in run id (""; the list of
@@ -171,16 +193,14 @@ func verifyRun(tx *store.Tx, id string) (exists bool, err error) {
 // and, when the path names one and wholeRun is set, the run (an endpoint
 // without it reads through viewChecked).
 func (s *server) soundRequest(r *http.Request, wholeRun bool) error {
+	if err := s.sound(""); err != nil {
+		return err
+	}
 	id := r.PathValue("run")
-	return s.db.View(func(tx *store.Tx) error {
-		if err := s.sound(tx, ""); err != nil {
-			return err
-		}
-		if !wholeRun || id == "" || !store.ValidRunID(id) {
-			return nil // a bad id is the endpoint's 400
-		}
-		return s.sound(tx, id)
-	})
+	if !wholeRun || id == "" || !store.ValidRunID(id) {
+		return nil // a bad id is the endpoint's 400
+	}
+	return s.sound(id)
 }
 
 // runReads is what the endpoints of one step's groups, one group or one

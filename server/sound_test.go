@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -87,4 +88,51 @@ func concurrentFirstRequests(s *server, id string) (int32, []int) {
 	close(release)
 	wg.Wait()
 	return checks.Load(), codes
+}
+
+// A check that outlasts Options.CheckWait (a big file not in the page
+// cache took five minutes) does not hold its requests past the server's
+// write timeout: each answers 503 "checking" with Retry-After, naming the
+// run, while the one check goes on apart from them; once it has ended,
+// the run is answered at once.
+func TestALongCheckAnswersChecking(t *testing.T) {
+	db := storetest.Open(t)
+	createEmptyRun(t, db, "r")
+	h, err := NewHandler(db, Options{CheckWait: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := h.(*server)
+	var checks atomic.Int32
+	release := make(chan struct{})
+	s.soundness.verify = func(tx *store.Tx, run string) (bool, error) {
+		if run == "r" {
+			checks.Add(1)
+			<-release
+		}
+		return verifyRun(tx, run)
+	}
+	get := func() *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, httptest.NewRequest("GET", "http://127.0.0.1/api/v1/runs/r/frontier", nil))
+		return w
+	}
+	for i := range 3 {
+		w := get()
+		if body := w.Body.String(); w.Code != http.StatusServiceUnavailable || !strings.Contains(body, `"code":"checking"`) ||
+			!strings.Contains(body, `run \"r\" is being checked`) || w.Header().Get("Retry-After") == "" {
+			t.Fatalf("request %d while the check runs: %d %q %s, want 503 checking naming the run, with Retry-After", i, w.Code, w.Header().Get("Retry-After"), body)
+		}
+	}
+	close(release)
+	deadline := time.Now().Add(10 * time.Second)
+	for w := get(); w.Code != http.StatusOK; w = get() {
+		if w.Code != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			t.Fatalf("after the check: %d %s, want 200", w.Code, w.Body)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := checks.Load(); n != 1 {
+		t.Errorf("%d checks of the run, want 1", n)
+	}
 }

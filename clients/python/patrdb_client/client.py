@@ -73,6 +73,14 @@ _BY_STATUS = {400: BadRequest, 413: BadRequest, 415: BadRequest, 401: Unauthoriz
               404: NotFound, 405: BadRequest, 409: Conflict}
 
 
+def _retry_after(value: Optional[str]) -> float:
+    """Seconds a Retry-After header asks for (1 to 30; 2 when absent or a date)."""
+    try:
+        return min(max(float(value or ""), 1.0), 30.0)
+    except ValueError:
+        return 2.0
+
+
 def new_client_key() -> str:
     """A random client key (128 bits, hex)."""
     return secrets.token_hex(16)
@@ -112,15 +120,22 @@ class Client:
     restarted trainer's repeated requests safe) or let the client draw one; a
     write that fails on the network or with a 5xx is retried ``retries`` times
     with the same key, so the server applies it at most once.
+
+    A server that has just started checks each run once before its first use
+    (on a big file not in the page cache that can take minutes); meanwhile it
+    answers 503 "checking" with Retry-After. Those answers are waited out,
+    without counting as retries, for up to ``check_wait`` seconds in all.
     """
 
     def __init__(self, base_url: str, token: Optional[str] = None, timeout: float = 60.0,
-                 retries: int = 3, backoff: float = 0.2, check_version: bool = True):
+                 retries: int = 3, backoff: float = 0.2, check_version: bool = True,
+                 check_wait: float = 1800.0):
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
+        self.check_wait = check_wait
         u = urllib.parse.urlsplit(self.base_url)
         if u.scheme not in ("http", "https") or not u.hostname:
             raise ValueError(f"base_url {base_url!r}: want http://host:port or https://host:port")
@@ -213,6 +228,7 @@ class Client:
             headers["Authorization"] = "Bearer " + self.token
         last: Optional[Exception] = None
         attempt, stale_retried = 0, False
+        checking_until: Optional[float] = None
         while attempt <= self.retries:
             if attempt:
                 time.sleep(self.backoff * (2 ** (attempt - 1)))
@@ -246,6 +262,13 @@ class Client:
             if status < 500:
                 raise err from None
             last = err
+            if status == 503 and eb.get("code") == "checking":
+                now = time.monotonic()
+                if checking_until is None:
+                    checking_until = now + self.check_wait
+                if now < checking_until:
+                    time.sleep(min(_retry_after(resp.getheader("Retry-After")), max(checking_until - now, 0)))
+                    continue
             attempt += 1
         assert last is not None
         raise last

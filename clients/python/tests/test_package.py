@@ -48,6 +48,17 @@ class PackageTest(unittest.TestCase):
             self.assertTrue(os.path.realpath(pkg).startswith(os.path.realpath(sys.prefix)), (pkg, sys.prefix))
 
 
+def _reply(h, code, body, headers=None):
+    """Writes a JSON answer from a fake server's handler h."""
+    h.send_response(code)
+    h.send_header("Content-Type", "application/json")
+    h.send_header("Content-Length", str(len(body)))
+    for k, v in (headers or {}).items():
+        h.send_header(k, v)
+    h.end_headers()
+    h.wfile.write(body)
+
+
 class _FakeIndex(http.server.BaseHTTPRequestHandler):
     """A server whose index says what the test wants (or is missing)."""
     answer = None  # None: 404 like a server that predates the index
@@ -57,11 +68,7 @@ class _FakeIndex(http.server.BaseHTTPRequestHandler):
             body, code = json.dumps(self.answer).encode(), 200
         else:
             body, code = b'{"error":"no such endpoint","code":"no_route"}', 404
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        _reply(self, code, body)
 
     def log_message(self, *args):
         pass
@@ -89,6 +96,50 @@ class VersionCheckTest(unittest.TestCase):
         with self.assertRaises(NotFound):
             c.runs()
         self.assertEqual(c.api_version, "")
+
+
+class _FakeChecking(http.server.BaseHTTPRequestHandler):
+    """A server still checking the run: 503 "checking" with Retry-After for
+    the first ``checking`` requests, then the list of runs."""
+    checking = 0
+    seen = None  # the count of requests, shared by the handler's instances
+
+    def do_GET(self):  # noqa: N802
+        self.seen.append(self.path)
+        if len(self.seen) <= self.checking:
+            body, code = b'{"error":"run \\"r\\" is being checked","code":"checking"}', 503
+        else:
+            body, code = b'{"runs":[]}', 200
+        _reply(self, code, body, {"Retry-After": "1"} if code == 503 else {})
+
+    def log_message(self, *args):
+        pass
+
+
+class CheckingTest(unittest.TestCase):
+    def fake(self, checking):
+        seen = []
+        handler = type("H", (_FakeChecking,), {"checking": checking, "seen": seen})
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        return f"http://127.0.0.1:{srv.server_address[1]}", seen
+
+    def test_waits_out_a_run_check(self):
+        # Four "checking" answers outlast retries=1; they are waited out.
+        url, seen = self.fake(4)
+        c = Client(url, retries=1, check_version=False)
+        self.assertEqual(c.runs(), [])
+        self.assertEqual(len(seen), 5)
+
+    def test_gives_up_after_check_wait(self):
+        url, seen = self.fake(100)
+        c = Client(url, retries=0, check_version=False, check_wait=1.5)
+        with self.assertRaises(patrdb_client.ServerError) as cm:
+            c.runs()
+        self.assertEqual(cm.exception.code, "checking")
+        self.assertLessEqual(len(seen), 3)
 
 
 class ServedPackageTest(unittest.TestCase):
