@@ -24,8 +24,28 @@ func ReadDB(db *store.DB, run string, step uint64, opts Options) (*Batch, error)
 	return b, nil
 }
 
+// Reads is what a batch reads of a run: a *store.RunTx, or a
+// *store.CheckedRun, whose reads check the pages and records they touch,
+// for a file nobody has checked whole (a server's, until its whole-run
+// check has run), so that the first batch of a step read from a big
+// recorded run costs what the step costs.
+type Reads interface {
+	ID() string
+	Groups(step uint64) ([]store.Group, error)
+	GroupAt(step, id uint64) (store.Group, error)
+	Advantages(step, group uint64) ([]store.Advantage, error)
+	GroupNodes(g store.Group) ([]store.Node, error)
+	Path(id uint64) ([]store.Segment, error)
+	ViewTurns(segs []store.Segment) ([]store.TurnView, error)
+}
+
+var (
+	_ Reads = (*store.RunTx)(nil)
+	_ Reads = (*store.CheckedRun)(nil)
+)
+
 // Read reads the batch of a step inside the caller's transaction.
-func Read(r *store.RunTx, step uint64, opts Options) (*Batch, error) {
+func Read(r Reads, step uint64, opts Options) (*Batch, error) {
 	b := new(Batch)
 	if err := ReadInto(b, r, step, opts); err != nil {
 		return nil, err
@@ -39,7 +59,7 @@ func Read(r *store.RunTx, step uint64, opts Options) (*Batch, error) {
 //
 // A step without groups, or a chosen group not in the step, is
 // store.ErrNotFound; damage is store.ErrCorrupt.
-func ReadInto(dst *Batch, r *store.RunTx, step uint64, opts Options) error {
+func ReadInto(dst *Batch, r Reads, step uint64, opts Options) error {
 	if err := opts.Validate(); err != nil {
 		return err
 	}
@@ -94,7 +114,7 @@ type segKey struct {
 }
 
 type reader struct {
-	r      *store.RunTx
+	r      Reads
 	opts   Options
 	groups []store.Group
 	open   []uint64
@@ -113,11 +133,8 @@ type reader struct {
 func (rd *reader) collect(step uint64) error {
 	var groups []store.Group
 	if rd.opts.Groups == nil {
-		err := rd.r.ForEachGroup(step, func(g store.Group) error {
-			groups = append(groups, g)
-			return nil
-		})
-		if err != nil {
+		var err error
+		if groups, err = rd.r.Groups(step); err != nil {
 			return err
 		}
 		if len(groups) == 0 {

@@ -68,6 +68,9 @@ func TestCheckedEndpointsAnswerWhatIsSound(t *testing.T) {
 			if err := r.SetNodeStatus(root.ID, store.NodeExpanded); err != nil {
 				return err
 			}
+			if err := r.CloseGroup(g.Step, g.ID); err != nil { // so the batch has rows
+				return err
+			}
 			if latest, err = r.GroupAt(g.Step, g.ID); step == 1 {
 				first = latest
 			}
@@ -96,6 +99,8 @@ func TestCheckedEndpointsAnswerWhatIsSound(t *testing.T) {
 		fmt.Sprintf("/api/v1/runs/r/steps/%d/groups", latest.Step),
 		fmt.Sprintf("/api/v1/runs/r/groups/%d/view", latest.ID),
 		fmt.Sprintf("/api/v1/runs/r/nodes/%d/view", leaf),
+		// A trainer's batch of the latest step.
+		fmt.Sprintf("/api/v1/runs/r/steps/%d/batch", latest.Step),
 	}
 	answers := func(path string) map[string]string {
 		db, err := store.Open(path, storetest.Options())
@@ -112,6 +117,9 @@ func TestCheckedEndpointsAnswerWhatIsSound(t *testing.T) {
 		return out
 	}
 	clean := answers(path)
+	if b := clean[fmt.Sprintf("/api/v1/runs/r/steps/%d/batch", latest.Step)]; !strings.HasPrefix(b, "200 ") || !strings.Contains(b, "input_ids") {
+		t.Fatalf("the clean file's batch: %.120q, want a safetensors file with input_ids", b)
+	}
 
 	// Flip a byte of the first group's root record.
 	e := damagedEnv(t, path, "nodes", []byte{0, 0, 0, 0, 0, 0, 0, byte(first.Roots[0])}, 2, 0x20)
@@ -141,6 +149,7 @@ func TestCheckedEndpointsAnswerWhatIsSound(t *testing.T) {
 			fmt.Sprintf("/api/v1/runs/r/groups/%d", first.ID),
 			fmt.Sprintf("/api/v1/runs/r/groups/%d/view", first.ID),
 			fmt.Sprintf("/api/v1/runs/r/steps/%d/groups", first.Step),
+			fmt.Sprintf("/api/v1/runs/r/steps/%d/batch", first.Step),
 		} {
 			if st, _, body := e.call(http.MethodGet, p, nil); st != http.StatusInternalServerError || !bytes.Contains(body, []byte("damaged")) {
 				t.Errorf("round %d GET %s: %d %s, want 500 damaged", round, p, st, body)

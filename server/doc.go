@@ -115,9 +115,9 @@
 // for up to Options.CheckWait, then answer 503 "checking" with Retry-After
 // (a big file that is not in the page cache can take minutes, past the write
 // timeout), which package client and the Python client wait out. The endpoints
-// of one group, one node or one trajectory, a run's summary, the list of
-// runs and the viewer's run page check only what they read until the run
-// has checked clean (store.CheckedRun, store.Tx.VerifySummary, and
+// of one group, one node or one trajectory, a step's training batch, a
+// run's summary, the list of runs and the viewer's run page check only
+// what they read until the run has checked clean (store.CheckedRun, store.Tx.VerifySummary, and
 // store.Tx.VerifyParts for the step figures, which read the event log and
 // the advantage records whole), and answer "damaged" only for damage in
 // what they read.

@@ -99,7 +99,7 @@ func (s *server) routes() {
 	s.handleChecked("GET "+p+"/runs/{run}/steps", s.stepMetrics)
 	s.handleChecked("GET "+p+"/runs/{run}/steps/{step}/groups", s.stepGroups)
 	s.handle("GET "+p+"/runs/{run}/steps/{step}/status", s.stepStatus)
-	s.handle("GET "+p+"/runs/{run}/steps/{step}/batch", s.trainBatch)
+	s.handleChecked("GET "+p+"/runs/{run}/steps/{step}/batch", s.trainBatch)
 	s.handle("GET "+p+"/runs/{run}/groups", s.listGroups)
 	s.handleChecked("GET "+p+"/runs/{run}/groups/{group}", s.getGroup)
 	s.handleChecked("GET "+p+"/runs/{run}/nodes/{node}", s.getNode)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/patrdb/patrdb/batch"
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 )
@@ -203,11 +204,11 @@ func (s *server) soundRequest(r *http.Request, wholeRun bool) error {
 	return s.sound(id)
 }
 
-// runReads is what the endpoints of one step's groups, one group or one
-// node read of a run.
+// runReads is what the endpoints of one step's groups or batch, one group
+// or one node read of a run.
 type runReads interface {
 	replay.TreeReads
-	Groups(step uint64) ([]store.Group, error)
+	batch.Reads
 	Children(id uint64) ([]uint64, error)
 }
 

@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	"github.com/patrdb/patrdb/batch"
-	"github.com/patrdb/patrdb/store"
 )
 
 // trainBatch is GET /api/v1/runs/{run}/steps/{step}/batch: the step's
@@ -23,7 +22,7 @@ func (s *server) trainBatch(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var b batch.Batch
-	if err := s.viewRun(r, func(rt *store.RunTx) error { return batch.ReadInto(&b, rt, step, opts) }); err != nil {
+	if err := s.viewChecked(r, func(rt runReads) error { return batch.ReadInto(&b, rt, step, opts) }); err != nil {
 		return err
 	}
 	size, err := b.FileLen()

@@ -446,6 +446,19 @@ func (cr *CheckedRun) Trajectory(id uint64) ([]PathTurn, error) {
 	return checked(cr, func() { cr.checkPath(id) }, func() ([]PathTurn, error) { return cr.r.Trajectory(id) })
 }
 
+// ViewTurns is RunTx.ViewTurns, checked: each segment's node, its group
+// and its stored turns (all of them decoded, so their CRCs are checked,
+// and the pages that hold them walked).
+func (cr *CheckedRun) ViewTurns(segs []Segment) ([]TurnView, error) {
+	return checked(cr, func() {
+		for _, s := range segs {
+			if cr.checkNode(s.Node); len(cr.c.vs) > 0 || !cr.paths.OK() {
+				return
+			}
+		}
+	}, func() ([]TurnView, error) { return cr.r.ViewTurns(segs) })
+}
+
 // FrontierNodes is RunTx.FrontierNodes, checked: every frontier entry and
 // the node it names.
 func (cr *CheckedRun) FrontierNodes() ([]Node, error) {

@@ -1,10 +1,12 @@
 package store_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -115,4 +117,63 @@ func TestVerifyPartsRefusesAnUnknownPart(t *testing.T) {
 	if err := verifyParts(t, f.path, "turns"); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("part turns: %v, want ErrInvalid", err)
 	}
+}
+
+// CheckedRun.ViewTurns reads what the plain ViewTurns reads; over a turns
+// page that points back at itself, which the plain cursor would follow
+// forever, it returns ErrCorrupt naming the turns bucket.
+func TestCheckedViewTurns(t *testing.T) {
+	f := buildCheckedFile(t, 12)
+	var segs []store.Segment // read plainly, so the damage below is met by ViewTurns first
+	db := openReadOnly(t, f.path)
+	inRun(t, db, false, "r", func(r *store.RunTx) (err error) { segs, err = r.Path(f.leaf); return })
+	db.Close()
+	view := func(path string) (out []store.TurnView, err error) {
+		db := openReadOnly(t, path)
+		defer db.Close()
+		err = db.View(func(tx *store.Tx) error {
+			cr, err := tx.CheckedRun("r")
+			if err != nil {
+				return err
+			}
+			views, err := cr.ViewTurns(segs)
+			for _, v := range views { // they alias the transaction's pages
+				out = append(out, store.TurnView{ActionTokens: bytes.Clone(v.ActionTokens), ActionLogprobs: bytes.Clone(v.ActionLogprobs),
+					ObservationTokens: bytes.Clone(v.ObservationTokens), Reward: v.Reward, Done: v.Done, PolicyVersion: v.PolicyVersion})
+			}
+			return err
+		})
+		return out, err
+	}
+	got, err := view(f.path)
+	if err != nil || len(got) != 6 {
+		t.Fatalf("checked view of the leaf's path: %d turns, %v; want 6", len(got), err)
+	}
+	want := readPlain(t, f.path, f.leaf).Traj
+	for i := range got {
+		if !bytes.Equal(got[i].ActionTokens, u32bytes(want[i].Turn.ActionTokens)) {
+			t.Fatalf("turn %d: checked view differs from the plain trajectory", i)
+		}
+	}
+	root := bucketRoot(t, f.path, "turns")
+	path := damagedCopy(t, f.path, func(b []byte) { loopBack(b, root) })
+	done := make(chan error, 1)
+	go func() { _, err := view(path); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), "runs/r/turns") {
+			t.Fatalf("over a looping turns page: %v, want ErrCorrupt naming runs/r/turns", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the checked view over a looping turns page did not return in 30 s")
+	}
+}
+
+// u32bytes is ids as ViewTurns gives them: 4 little-endian bytes each.
+func u32bytes(ids []uint32) []byte {
+	b := make([]byte, 0, 4*len(ids))
+	for _, id := range ids {
+		b = binary.LittleEndian.AppendUint32(b, id)
+	}
+	return b
 }
