@@ -151,8 +151,10 @@ func TestCheckedEndpointsAnswerWhatIsSound(t *testing.T) {
 			fmt.Sprintf("/api/v1/runs/r/steps/%d/groups", first.Step),
 			fmt.Sprintf("/api/v1/runs/r/steps/%d/batch", first.Step),
 		} {
-			if st, _, body := e.call(http.MethodGet, p, nil); st != http.StatusInternalServerError || !bytes.Contains(body, []byte("damaged")) {
-				t.Errorf("round %d GET %s: %d %s, want 500 damaged", round, p, st, body)
+			// Damaged, with the next step: patrdb check on a copy.
+			if st, _, body := e.call(http.MethodGet, p, nil); st != http.StatusInternalServerError || !bytes.Contains(body, []byte(`"damaged"`)) ||
+				!bytes.Contains(body, []byte("patrdb check")) {
+				t.Errorf("round %d GET %s: %d %s, want 500 damaged, naming patrdb check", round, p, st, body)
 			}
 		}
 		// The narrow reads ran no whole-run check of their own.

@@ -130,8 +130,9 @@ func TestStepFiguresCheckTheEventLog(t *testing.T) {
 	e := damagedEnv(t, path, "events", seq[:], 8, 0x20)
 	st, _, body := e.call(http.MethodGet, "/api/v1/runs/r/steps", nil)
 	if st != http.StatusInternalServerError || !bytes.Contains(body, []byte(`"damaged"`)) ||
-		!bytes.Contains(body, []byte(`run \"r\" is damaged`)) || !bytes.Contains(body, []byte("runs/r/events")) {
-		t.Errorf("GET steps: %d %s, want 500 damaged naming runs/r/events", st, body)
+		!bytes.Contains(body, []byte(`run \"r\" is damaged`)) || !bytes.Contains(body, []byte("runs/r/events")) ||
+		!bytes.Contains(body, []byte("patrdb check")) {
+		t.Errorf("GET steps: %d %s, want 500 damaged naming runs/r/events and patrdb check", st, body)
 	}
 	for _, p := range []string{"/api/v1/runs/r/env-steps", fmt.Sprintf("/api/v1/runs/r/groups/%d/view", last.ID)} {
 		if st, _, body := e.call(http.MethodGet, p, nil); st != http.StatusOK {
@@ -212,8 +213,9 @@ func TestStepFiguresRefuseALoopingPage(t *testing.T) {
 			go func() {
 				defer close(done)
 				st, _, body := e.call(http.MethodGet, "/api/v1/runs/r/steps", nil)
-				if st != http.StatusInternalServerError || !bytes.Contains(body, []byte(`"damaged"`)) || !bytes.Contains(body, []byte("runs/r/"+bucket)) {
-					t.Errorf("GET steps: %d %s, want 500 damaged naming runs/r/%s", st, body, bucket)
+				if st != http.StatusInternalServerError || !bytes.Contains(body, []byte(`"damaged"`)) || !bytes.Contains(body, []byte("runs/r/"+bucket)) ||
+					!bytes.Contains(body, []byte("patrdb check")) {
+					t.Errorf("GET steps: %d %s, want 500 damaged naming runs/r/%s and patrdb check", st, body, bucket)
 				}
 			}()
 			select {

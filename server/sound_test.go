@@ -1,13 +1,19 @@
 package server
 
 import (
+	"encoding/binary"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
@@ -169,5 +175,80 @@ func TestAPanickingCheckIsThatRunsError(t *testing.T) {
 	}
 	if w := get("q"); w.Code != http.StatusOK {
 		t.Errorf("GET q's frontier: %d %s, want 200", w.Code, w.Body)
+	}
+}
+
+// A run that checked clean is trusted from then on: the requests after
+// the first run no check of their own.
+func TestACleanRunIsCheckedOnce(t *testing.T) {
+	s, _ := handlerWithRun(t, "r")
+	var checks atomic.Int32
+	s.soundness.verify = func(tx *store.Tx, run string) (bool, error) {
+		if run == "r" {
+			checks.Add(1)
+		}
+		return verifyRun(tx, run)
+	}
+	for i := range 3 {
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, httptest.NewRequest("GET", "http://127.0.0.1/api/v1/runs/r/frontier", nil))
+		if w.Code != http.StatusOK {
+			t.Fatalf("request %d: %d %s", i, w.Code, w.Body)
+		}
+	}
+	if n := checks.Load(); n != 1 {
+		t.Errorf("%d checks for three requests, one after another; want 1", n)
+	}
+}
+
+// A page of the runs bucket that points back at itself would loop every
+// listing of the runs: the list of runs and every run's request answer
+// 500 "damaged" naming the list of runs, at once and again (the check is
+// remembered), instead of hanging the server.
+func TestALoopingRunsPageAnswersDamaged(t *testing.T) {
+	const pageSize = 1024
+	path := filepath.Join(t.TempDir(), "patr.db")
+	o := storetest.Options()
+	o.PageSize = pageSize
+	db, err := store.Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 60 { // enough run headers for the runs bucket to need a branch page
+		createEmptyRun(t, db, fmt.Sprintf("run-with-a-longish-name-%02d", i))
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bdb, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root int
+	_ = bdb.View(func(tx *bolt.Tx) error { root = int(tx.Bucket([]byte("runs")).Root()) * pageSize; return nil })
+	bdb.Close()
+	if flags := binary.NativeEndian.Uint16(raw[root+8:]); flags != 0x01 {
+		t.Fatalf("the runs root is not a branch page (flags %#x): add runs", flags)
+	}
+	end := int(binary.NativeEndian.Uint16(raw[root+10:])) - 1
+	binary.NativeEndian.PutUint64(raw[root+16+16*end+8:], uint64(root/pageSize))
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err = store.Open(path, storetest.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	e := newEnvDB(t, db, Options{})
+	for _, p := range []string{"/api/v1/runs", "/api/v1/runs/run-with-a-longish-name-59/frontier", "/api/v1/runs"} {
+		st, _, body := e.call(http.MethodGet, p, nil)
+		if st != http.StatusInternalServerError || !strings.Contains(string(body), `"damaged"`) || !strings.Contains(string(body), "the list of runs is damaged") {
+			t.Errorf("GET %s: %d %s, want 500 damaged naming the list of runs", p, st, body)
+		}
 	}
 }
