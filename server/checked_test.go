@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"net/http"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
@@ -223,6 +226,12 @@ func damagedEnv(t *testing.T, path, name string, key []byte, at int, mask byte) 
 		t.Fatal(err)
 	}
 	raw[off+at] ^= mask
+	return serveBytes(t, path, raw)
+}
+
+// serveBytes writes raw to path and serves the file.
+func serveBytes(t *testing.T, path string, raw []byte) *testEnv {
+	t.Helper()
 	if err := os.WriteFile(path, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -232,4 +241,36 @@ func damagedEnv(t *testing.T, path, name string, key []byte, at int, mask byte) 
 	}
 	t.Cleanup(func() { db.Close() })
 	return newEnvDB(t, db, Options{})
+}
+
+// loopedEnv serves a copy of the closed file src (pages of pageSize bytes)
+// in which the last child pointer of the root page of the bucket at path
+// (names from the file's top) names that root itself: a cursor that
+// follows it never ends. The root must be a branch page.
+func loopedEnv(t *testing.T, src string, pageSize int, path ...string) *testEnv {
+	t.Helper()
+	bdb, err := bolt.Open(src, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root int
+	_ = bdb.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte(path[0]))
+		for _, name := range path[1:] {
+			b = b.Bucket([]byte(name))
+		}
+		root = int(b.Root()) * pageSize
+		return nil
+	})
+	bdb.Close()
+	raw, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if flags := binary.NativeEndian.Uint16(raw[root+8:]); flags != 0x01 {
+		t.Fatalf("the root of %v is not a branch page (flags %#x): give the file more records", path, flags)
+	}
+	end := int(binary.NativeEndian.Uint16(raw[root+10:])) - 1
+	binary.NativeEndian.PutUint64(raw[root+16+16*end+8:], uint64(root/pageSize))
+	return serveBytes(t, filepath.Join(t.TempDir(), "loop.db"), raw)
 }

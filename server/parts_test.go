@@ -5,14 +5,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
@@ -179,36 +176,7 @@ func TestStepFiguresRefuseALoopingPage(t *testing.T) {
 	src, last := partsFile(t, 12, pageSize)
 	for _, bucket := range []string{"events", "adv"} {
 		t.Run(bucket, func(t *testing.T) {
-			bdb, err := bolt.Open(src, 0o600, &bolt.Options{ReadOnly: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var root int
-			_ = bdb.View(func(tx *bolt.Tx) error {
-				root = int(tx.Bucket([]byte("runs")).Bucket([]byte("r")).Bucket([]byte(bucket)).Root()) * pageSize
-				return nil
-			})
-			bdb.Close()
-			raw, err := os.ReadFile(src)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if flags := binary.NativeEndian.Uint16(raw[root+8:]); flags != 0x01 {
-				t.Fatalf("the %s root is not a branch page (flags %#x): grow the file", bucket, flags)
-			}
-			// Its last child pointer names the root itself.
-			end := int(binary.NativeEndian.Uint16(raw[root+10:])) - 1
-			binary.NativeEndian.PutUint64(raw[root+16+16*end+8:], uint64(root/pageSize))
-			path := filepath.Join(t.TempDir(), "loop.db")
-			if err := os.WriteFile(path, raw, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			db, err := store.Open(path, storetest.Options())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			e := newEnvDB(t, db, Options{})
+			e := loopedEnv(t, src, pageSize, "runs", "r", bucket)
 			done := make(chan struct{})
 			go func() {
 				defer close(done)

@@ -1,19 +1,15 @@
 package server
 
 import (
-	"encoding/binary"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
@@ -220,31 +216,7 @@ func TestALoopingRunsPageAnswersDamaged(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bdb, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var root int
-	_ = bdb.View(func(tx *bolt.Tx) error { root = int(tx.Bucket([]byte("runs")).Root()) * pageSize; return nil })
-	bdb.Close()
-	if flags := binary.NativeEndian.Uint16(raw[root+8:]); flags != 0x01 {
-		t.Fatalf("the runs root is not a branch page (flags %#x): add runs", flags)
-	}
-	end := int(binary.NativeEndian.Uint16(raw[root+10:])) - 1
-	binary.NativeEndian.PutUint64(raw[root+16+16*end+8:], uint64(root/pageSize))
-	if err := os.WriteFile(path, raw, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	db, err = store.Open(path, storetest.Options())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	e := newEnvDB(t, db, Options{})
+	e := loopedEnv(t, path, pageSize, "runs")
 	for _, p := range []string{"/api/v1/runs", "/api/v1/runs/run-with-a-longish-name-59/frontier", "/api/v1/runs"} {
 		st, _, body := e.call(http.MethodGet, p, nil)
 		if st != http.StatusInternalServerError || !strings.Contains(string(body), `"damaged"`) || !strings.Contains(string(body), "the list of runs is damaged") {
