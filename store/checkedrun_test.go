@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -266,19 +264,7 @@ func TestCheckedRunFailsOnlyOnWhatItReads(t *testing.T) {
 	turnAt := storetest.ValueAt(t, f.path, "r", "turns", turnKey(f.leaf))
 	firstTurnAt := storetest.ValueAt(t, f.path, "r", "turns", turnKey(f.firstOne))
 	page := func(at int) int { return at / checkedPageSize * checkedPageSize }
-	nodesRoot := func() int {
-		bdb, err := bolt.Open(f.path, 0o600, &bolt.Options{ReadOnly: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer bdb.Close()
-		var root int
-		_ = bdb.View(func(tx *bolt.Tx) error {
-			root = int(tx.Bucket([]byte("runs")).Bucket([]byte("r")).Bucket([]byte("nodes")).Root())
-			return nil
-		})
-		return root * checkedPageSize
-	}()
+	nodesRoot := bucketRoot(t, f.path, "nodes")
 	for _, c := range []struct {
 		name    string
 		damage  func(b []byte)
@@ -288,10 +274,7 @@ func TestCheckedRunFailsOnlyOnWhatItReads(t *testing.T) {
 		{"a node record of the latest group", func(b []byte) { b[nodeAt+3] ^= 0x40 }, true, "runs/r/nodes"},
 		{"a turn of its leaf", func(b []byte) { b[turnAt+5] ^= 0x40 }, true, "runs/r/turns"},
 		{"the element count of the leaf page holding that node", func(b []byte) { b[page(nodeAt)+10]++ }, true, "runs/r/nodes"},
-		{"the nodes root's last child pointing back at the root", func(b []byte) {
-			last := int(binary.NativeEndian.Uint16(b[nodesRoot+10:])) - 1
-			binary.NativeEndian.PutUint64(b[nodesRoot+16+16*last+8:], uint64(nodesRoot/checkedPageSize))
-		}, true, "runs/r/nodes"},
+		{"the nodes root's last child pointing back at the root", func(b []byte) { loopBack(b, nodesRoot) }, true, "runs/r/nodes"},
 		{"a node record of the first group", func(b []byte) { b[firstAt+3] ^= 0x40 }, false, ""},
 		{"a turn of the first group", func(b []byte) { b[firstTurnAt+5] ^= 0x40 }, false, ""},
 		{"the nodes root's first child pointing back at the root", func(b []byte) {
