@@ -1,12 +1,17 @@
-// Package pagewalk is a guarded walk over bbolt's page structure, read from the file with
-// explicit bounds. bbolt trusts its pages: a damaged page header sends its
-// own Check into a loop of up to 2^32 steps (the overflow count), a cycle of
-// branch pages into unbounded recursion (a fatal stack overflow that recover
-// cannot catch), an out-of-range page id into a fault past the mmap, and a
-// damaged freelist count into an allocation of any size. So Open walks the
-// pages it is about to read (meta pages, freelist, root bucket, meta
-// bucket) and Check walks every page of its snapshot before bbolt or a
-// cursor touches them; damage becomes a violation or ErrCorrupt instead.
+// Package pagewalk is a guarded walk over bbolt's page structure, read
+// from the file with explicit bounds. bbolt trusts its pages: a damaged
+// page header sends its own Check into a loop of up to 2^32 steps (the
+// overflow count), a cycle of branch pages into unbounded recursion (a
+// fatal stack overflow that recover cannot catch), an out-of-range page id
+// into a fault past the mmap, and a damaged freelist count into an
+// allocation of any size. So Open walks the pages it is about to read
+// (meta pages, freelist, root bucket, meta bucket) and Check walks every
+// page of its snapshot before bbolt or a cursor touches them; damage
+// becomes a violation or ErrCorrupt instead. A whole walk maps the file
+// read-only and reads its pages in place, every offset checked against
+// the file's size, and a fault in the mapping (the file cut short while it
+// runs) is a problem too; the walks of a few pages (PreOpen, Paths) read
+// each page into a buffer of its own.
 //
 // The layout is bbolt's on-disk format (unchanged since 1.3, native byte
 // order): a 16-byte page header (id u64, flags u16, count u16, overflow
@@ -28,6 +33,7 @@ import (
 	"hash/fnv"
 	"io"
 	"os"
+	"runtime/debug"
 )
 
 const (
@@ -113,11 +119,16 @@ func Current(ms [2]Meta) (Meta, bool) {
 // Walker checks pages read from the file. It never recurses on data
 // read from the file beyond maxTreeDepth and reads each page at most once.
 type Walker struct {
-	f        io.ReaderAt
+	f io.ReaderAt
+	// data is the file mapped read-only during Walk: its pages are read
+	// in place, where reading each into a buffer of its own cost a system
+	// call and an allocation a page (a quarter of a whole-run check of a
+	// million nodes went to them). nil: pages are read from f.
+	data     []byte
 	size     int64
 	pageSize int
 	hwm      uint64
-	seen     map[uint64]bool
+	seen     pageSet
 	Problems []string
 	// firstPath and firstMsg are the first problem, split at its bucket.
 	FirstPath, FirstMsg string
@@ -146,7 +157,7 @@ func (w *Walker) at(path, format string, args ...any) {
 // page reads page id and its overflow pages after checking the header, once:
 // a page reached twice is a problem.
 func (w *Walker) page(id uint64, want uint16, path string) []byte {
-	if w.seen[id] {
+	if w.seen.has(id) {
 		w.at(path, "page %d is referenced twice (a cycle or shared page)", id)
 		return nil
 	}
@@ -155,11 +166,11 @@ func (w *Walker) page(id uint64, want uint16, path string) []byte {
 		return nil
 	}
 	for i := id; i < id+uint64(len(buf)/w.pageSize); i++ {
-		if w.seen[i] {
+		if w.seen.has(i) {
 			w.at(path, "page %d (overflow of %d) is referenced twice", i, id)
 			return nil
 		}
-		w.seen[i] = true
+		w.seen.add(i)
 	}
 	return buf
 }
@@ -179,10 +190,15 @@ func (w *Walker) read(id uint64, want uint16, path string) []byte {
 	}
 	// The page itself in one read; its overflow, if its header claims
 	// any that fit, in a second.
-	hdr := make([]byte, ps)
-	if _, err := w.f.ReadAt(hdr, int64(id*ps)); err != nil {
-		w.at(path, "page %d: %v", id, err)
-		return nil
+	var hdr []byte
+	if w.data != nil {
+		hdr = w.data[id*ps : (id+1)*ps]
+	} else {
+		hdr = make([]byte, ps)
+		if _, err := w.f.ReadAt(hdr, int64(id*ps)); err != nil {
+			w.at(path, "page %d: %v", id, err)
+			return nil
+		}
 	}
 	flags, overflow := ne.Uint16(hdr[8:]), uint64(ne.Uint32(hdr[12:]))
 	switch {
@@ -198,6 +214,9 @@ func (w *Walker) read(id uint64, want uint16, path string) []byte {
 	}
 	if overflow == 0 {
 		return hdr
+	}
+	if w.data != nil {
+		return w.data[id*ps : (id+overflow+1)*ps]
 	}
 	buf := make([]byte, (overflow+1)*ps)
 	copy(buf, hdr)
@@ -333,7 +352,13 @@ func File(path string, pageSize int, txid, root uint64, descend func(string) boo
 // Walk is File returning the walker, which keeps the first
 // problem apart.
 func Walk(path string, pageSize int, txid, root uint64, descend func(string) bool, reportMetas bool) (metas []string, w *Walker) {
-	w = &Walker{seen: map[uint64]bool{}, descend: descend}
+	return walk(path, pageSize, txid, root, descend, reportMetas, true)
+}
+
+// walk is Walk; mapped says whether to map the file where the platform
+// can, rather than read it page by page.
+func walk(path string, pageSize int, txid, root uint64, descend func(string) bool, reportMetas, mapped bool) (metas []string, w *Walker) {
+	w = &Walker{descend: descend}
 	f, err := os.Open(path)
 	if err != nil {
 		w.at("", "%v", err)
@@ -362,6 +387,11 @@ func Walk(path string, pageSize int, txid, root uint64, descend func(string) boo
 		return metas, w
 	}
 	w.f, w.size, w.pageSize, w.hwm = f, fi.Size(), pageSize, m.hwm
+	if data, unmap, ok := mapFile(f, w.size, mapped); ok {
+		defer unmap()
+		w.data = data
+		defer w.faults()()
+	}
 	if txid == 0 || txid == m.txid {
 		w.freelist(m.freelist)
 	}
@@ -370,6 +400,23 @@ func Walk(path string, pageSize int, txid, root uint64, descend func(string) boo
 	}
 	w.tree(root, "", 0)
 	return metas, w
+}
+
+// faults turns a fault reading the mapped file — another process cut the
+// file short during the walk, or the disk failed under it — into a
+// problem instead of a crash, until the function it returns is called
+// (deferred, after the walk).
+func (w *Walker) faults() func() {
+	was := debug.SetPanicOnFault(true)
+	return func() {
+		debug.SetPanicOnFault(was)
+		if p := recover(); p != nil {
+			if _, fault := p.(interface{ Addr() uintptr }); !fault {
+				panic(p)
+			}
+			w.at("", "reading the file: %v", p)
+		}
+	}
 }
 
 // PreOpen looks, before bbolt maps the file, at what bbolt.Open
@@ -409,7 +456,7 @@ func PreOpen(path string, freelist bool) []string {
 	if !ok {
 		return nil
 	}
-	w := &Walker{f: f, size: fi.Size(), pageSize: ps, hwm: m.hwm, seen: map[uint64]bool{}}
+	w := &Walker{f: f, size: fi.Size(), pageSize: ps, hwm: m.hwm}
 	if uint64(fi.Size()) < m.hwm*uint64(ps) {
 		w.at("", "the file is %d bytes but its pages reach %d: it was truncated", fi.Size(), m.hwm*uint64(ps))
 	} else if freelist {
@@ -419,4 +466,17 @@ func PreOpen(path string, freelist bool) []string {
 		return nil
 	}
 	return w.Problems
+}
+
+// pageSet is a set of page ids, a bit each: a walk of a big file marks
+// every page, and the ids are dense below the high-water mark.
+type pageSet []uint64
+
+func (s pageSet) has(id uint64) bool { return id/64 < uint64(len(s)) && s[id/64]&(1<<(id%64)) != 0 }
+
+func (s *pageSet) add(id uint64) {
+	if n := id/64 + 1; n > uint64(len(*s)) {
+		*s = append(*s, make([]uint64, n-uint64(len(*s)))...)
+	}
+	(*s)[id/64] |= 1 << (id % 64)
 }
