@@ -387,10 +387,11 @@ func (c *checker) events(r *RunTx) {
 	path := r.bpath(bEvents)
 	want := uint64(1)
 	b := r.subBucket(bEvents)
+	var payloads payloadChunks
 	_ = b.ForEach(func(k, v []byte) error {
 		c.progress(r, "events", 1)
 		var e Event
-		if err := decodeValue(path, k, v, &e); err != nil {
+		if err := decodeEvent(path, k, v, &e, &payloads); err != nil {
 			c.fromErr(path, err)
 		} else if len(k) != 8 || e.Seq != keyU64(k, 0) {
 			c.inv(path, cloneBytes(k), "record does not match its key")

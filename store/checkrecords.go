@@ -12,8 +12,8 @@ import (
 
 // runCheck is what the checks of one run share. Memory stays bounded
 // whatever the run's size: records are read one at a time through cursors
-// and point lookups, a few recent groups are cached, and sets of ids are
-// bitsets (one bit per id the sequence handed out).
+// and point lookups, a few recent groups and nodes are cached, and sets of
+// ids are bitsets (one bit per id the sequence handed out).
 type runCheck struct {
 	r          *RunTx
 	tally      *tallier
@@ -21,6 +21,7 @@ type runCheck struct {
 	groupIDs   *idSet
 	roots      *idSet                // every node some group lists as a root
 	groupCache map[uint64]*groupInfo // by id: the groups of recent nodes
+	nodes      *[nodeSlots]*Node     // recent nodes, by id modulo nodeSlots; read only
 	lastStep   uint64                // the run record's
 	// narrow, when set, is a narrow read: the pages of each lookup are
 	// checked before it, and a lookup whose pages are damaged finds nothing
@@ -30,7 +31,8 @@ type runCheck struct {
 
 func newRunCheck(r *RunTx, lastStep uint64) *runCheck {
 	return &runCheck{r: r, tally: newTallier(), groupIDs: newIDSet(r.subBucket(bGroups).Sequence()),
-		roots: newIDSet(r.subBucket(bNodes).Sequence()), groupCache: map[uint64]*groupInfo{}, lastStep: lastStep}
+		roots: newIDSet(r.subBucket(bNodes).Sequence()), groupCache: map[uint64]*groupInfo{},
+		nodes: new([nodeSlots]*Node), lastStep: lastStep}
 }
 
 // get returns the value under key in the run's sub-bucket name.
@@ -102,9 +104,21 @@ func (rc *runCheck) groupByID(id uint64) *groupInfo {
 	return found
 }
 
+// nodeSlots is how many recent nodes a check keeps, each in the slot of
+// its id modulo nodeSlots: a node is looked up again by its children in
+// the nodes walk, which follow it closely in id order, and by the entries
+// of the children index and the advantage records, which come in the
+// order of their parents and groups. On a run of a million nodes, reading
+// and decoding every lookup afresh cost a tenth of the whole-run check.
+const nodeSlots = 1 << 12
+
 // node reads a node record for a cross-check; nil when it is missing or
-// does not decode (the nodes walk reports that).
+// does not decode (the nodes walk reports that). The record may be
+// shared: callers only read it.
 func (rc *runCheck) node(id uint64) *Node {
+	if n := rc.nodes[id%nodeSlots]; n != nil && n.ID == id {
+		return n
+	}
 	raw := rc.get(bNodes, u64key(id))
 	if raw == nil {
 		return nil
@@ -113,6 +127,7 @@ func (rc *runCheck) node(id uint64) *Node {
 	if decodeValue(rc.r.bpath(bNodes), u64key(id), raw, n) != nil || n.ID != id {
 		return nil
 	}
+	rc.nodes[id%nodeSlots] = n
 	return n
 }
 
@@ -176,6 +191,7 @@ func (c *checker) node(rc *runCheck, k, v []byte) *Node {
 		return nil
 	}
 	rc.tally.node(n)
+	rc.nodes[id%nodeSlots] = n
 	g := rc.group(n.Step, n.Group)
 	if g == nil {
 		if g = rc.groupByID(n.Group); g != nil {

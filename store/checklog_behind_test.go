@@ -1,0 +1,98 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// The log cross-check takes a record whose bytes are its last event's
+// payload as matching that event without decoding it. A record put back
+// as an earlier event wrote it, with a later change lost — the turns
+// appended to a node (their event carries the turn count, not the node),
+// a root added to a group (its event is the node's) — has those very
+// bytes, and the log still says it is behind.
+func TestCheckFindsARecordOneChangeBehindItsLog(t *testing.T) {
+	var node, group uint64
+	db := openWithGroup(t, func(r *RunTx, g uint64) error {
+		n, err := r.AddNode(NodeSpec{Step: 1, Group: g})
+		if err != nil {
+			return err
+		}
+		node, group = n.ID, g
+		return r.AppendTurns(n.ID, 0, Turn{Action: "a", Observation: "o"})
+	})
+	errRollBack := errors.New("roll back")
+	for _, c := range []struct {
+		name   string
+		bucket string
+		key    []byte
+		kind   EventKind // the event whose payload the record goes back to
+	}{
+		{"a node without its turns", bNodes, u64key(node), EvNodeAdd},
+		{"a group without its root", bGroups, u64key2(1, group), EvGroupOpen},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var vs []Violation
+			err := db.Update(func(tx *Tx) error {
+				r, err := tx.Run("r")
+				if err != nil {
+					return err
+				}
+				if vs := tx.Check(); len(vs) > 0 {
+					t.Fatalf("before the damage: %v", vs)
+				}
+				var payload []byte
+				err = r.Events(1, func(e Event) error {
+					if e.Kind == c.kind {
+						payload = e.Payload
+					}
+					return nil
+				})
+				if err != nil || payload == nil {
+					t.Fatalf("no %s event (%v)", c.kind, err)
+				}
+				b := r.subBucket(c.bucket)
+				if bytes.Equal(b.Get(c.key)[headerLen:], payload) {
+					t.Fatalf("fixture: the record is already the %s payload", c.kind)
+				}
+				if err := b.Put(c.key, frame(append(make([]byte, headerLen), payload...))); err != nil {
+					return err
+				}
+				vs = tx.Check()
+				return errRollBack
+			})
+			if err != errRollBack {
+				t.Fatal(err)
+			}
+			for _, v := range vs {
+				if strings.HasSuffix(v.Bucket, "/"+c.bucket) && bytes.Equal(v.Key, c.key) && strings.Contains(v.Detail, "differs from the event log") {
+					return
+				}
+			}
+			t.Errorf("violations %v do not say the record differs from the event log", vs)
+		})
+	}
+}
+
+// The whole-run check keeps recent nodes in nodeSlots slots by id; a run
+// with more nodes than that shares every slot, and still checks clean.
+func TestCheckOfARunLargerThanItsNodeCache(t *testing.T) {
+	db := openWithGroup(t, func(r *RunTx, g uint64) error {
+		root, err := r.AddNode(NodeSpec{Step: 1, Group: g})
+		if err != nil {
+			return err
+		}
+		for i := range 2*nodeSlots + 3 {
+			if _, err := r.AddNode(NodeSpec{Step: 1, Group: g, Parent: root.ID, Ordinal: i}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	vs, err := db.Check()
+	if err != nil || len(vs) > 0 {
+		t.Fatalf("check: %v %v", err, vs)
+	}
+}
