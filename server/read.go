@@ -130,7 +130,7 @@ func summaryOptions(r *http.Request) (store.SummaryOptions, error) {
 // checks only what a summary without bytes reads (store's VerifySummary,
 // as `patrdb runs` and `show` do): the run record, its counters, its group
 // index. On a run of a million nodes that is milliseconds, where the
-// whole-run check is some 20 s, and the runs list is what the viewer and
+// whole-run check is some 11 s, and the runs list is what the viewer and
 // a trainer's monitor ask first. As on the endpoints of one group, the
 // answer is "damaged" only for damage in what it reads, whatever another
 // endpoint found elsewhere in the run. The bytes per bucket walk every

@@ -36,7 +36,7 @@ type soundness struct {
 	// checking holds the checks under way: a request for a run being
 	// checked waits for that check instead of starting its own. After a
 	// restart every rollout worker's first request arrives at once, and
-	// each checking a run of a million nodes (some 20 s) would multiply
+	// each checking a run of a million nodes (some 11 s) would multiply
 	// that by the number of workers on a two-core machine.
 	checking map[string]*runCheck
 	verify   func(tx *store.Tx, id string) (exists bool, err error) // nil: verifyRun; tests count the checks
@@ -66,9 +66,10 @@ type runCheck struct {
 // read, or the error to answer with: "damaged", or "checking" when the
 // run's check, which runs apart from any request, has not ended within
 // Options.CheckWait. On a run of a million nodes whose file is not in the
-// page cache the check reads all of it, which took 53 s and once 5.5 min
-// here: a request that waited that long would outlive the server's write
-// timeout and its client would get an empty reply. A run that does not
+// page cache the check reads all of it, which took 14 s here, and 53 s and
+// once 5.5 min before the page walk mapped the file: a request that waited
+// that long would outlive the server's write timeout and its client would
+// get an empty reply. A run that does not
 // exist is not remembered (it may be created), and the lookup that follows
 // says it is missing.
 func (s *server) sound(id string) error {
