@@ -133,3 +133,18 @@ func (s pageSet) count() int {
 	}
 	return n
 }
+
+// A walk marks the pages it reads in a pageSet, in any order of ids.
+func TestPageSetHoldsWhatWasAdded(t *testing.T) {
+	var s pageSet
+	added := map[uint64]bool{}
+	for _, id := range []uint64{2, 63, 64, 65, 127, 128, 319, 320, 4095, 4096, 100_000} {
+		s.add(id)
+		added[id] = true
+		for probe := range uint64(100_100) {
+			if s.has(probe) != added[probe] {
+				t.Fatalf("after adding %d: has(%d) = %t", id, probe, s.has(probe))
+			}
+		}
+	}
+}
