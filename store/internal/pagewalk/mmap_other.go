@@ -6,3 +6,5 @@ import "os"
 
 // mapFile does not map on this platform: the walk reads page by page.
 func mapFile(*os.File, int64, bool) ([]byte, func(), bool) { return nil, nil, false }
+
+func unmapPages([]byte) {}

@@ -19,3 +19,7 @@ func mapFile(f *os.File, size int64, want bool) (data []byte, unmap func(), ok b
 	}
 	return data, func() { _ = syscall.Munmap(data) }, true
 }
+
+// unmapPages drops data's pages from the process's page tables, not from
+// the page cache: the next read of one maps it again.
+func unmapPages(data []byte) { _ = syscall.Madvise(data, syscall.MADV_DONTNEED) }

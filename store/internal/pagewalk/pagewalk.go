@@ -9,9 +9,11 @@
 // page of its snapshot before bbolt or a cursor touches them; damage
 // becomes a violation or ErrCorrupt instead. A whole walk maps the file
 // read-only and reads its pages in place, every offset checked against
-// the file's size, and a fault in the mapping (the file cut short while it
-// runs) is a problem too; the walks of a few pages (PreOpen, Paths) read
-// each page into a buffer of its own.
+// the file's size; a fault in the mapping (the file cut short while it
+// runs) is a problem too, and the pages read are dropped from the
+// mapping as it goes, so the process does not count the file twice beside
+// bbolt's own mapping. The walks of a few pages (PreOpen, Paths) read each
+// page into a buffer of its own.
 //
 // The layout is bbolt's on-disk format (unchanged since 1.3, native byte
 // order): a 16-byte page header (id u64, flags u16, count u16, overflow
@@ -125,6 +127,7 @@ type Walker struct {
 	// call and an allocation a page (a quarter of a whole-run check of a
 	// million nodes went to them). nil: pages are read from f.
 	data     []byte
+	mapped   int // pages read from data since they were last unmapped
 	size     int64
 	pageSize int
 	hwm      uint64
@@ -192,6 +195,7 @@ func (w *Walker) read(id uint64, want uint16, path string) []byte {
 	// any that fit, in a second.
 	var hdr []byte
 	if w.data != nil {
+		w.unmapNow()
 		hdr = w.data[id*ps : (id+1)*ps]
 	} else {
 		hdr = make([]byte, ps)
@@ -400,6 +404,22 @@ func walk(path string, pageSize int, txid, root uint64, descend func(string) boo
 	}
 	w.tree(root, "", 0)
 	return metas, w
+}
+
+// unmapEvery is how many pages a walk reads from its mapping before it
+// drops them all from the process's page tables. The file's pages stay in
+// the page cache, but each mapping counts them in the process's RSS: with
+// bbolt's own mapping of the same file, the check of a 1.4 GB file peaked
+// at 2.8 GB. 16,384 pages is 64 MiB at 4 KiB; the pages of a page being
+// read when they go are mapped again on their next read. (A variable for
+// the tests, which unmap at every page.)
+var unmapEvery = 1 << 14
+
+func (w *Walker) unmapNow() {
+	if w.mapped++; w.mapped >= unmapEvery {
+		unmapPages(w.data)
+		w.mapped = 0
+	}
 }
 
 // faults turns a fault reading the mapped file — another process cut the
