@@ -183,11 +183,15 @@ func (w *Walker) page(id uint64, want uint16, path string) []byte {
 // the page and that its type is want (branch|leaf: either).
 func (w *Walker) read(id uint64, want uint16, path string) []byte {
 	ps := uint64(w.pageSize)
+	// Ids are compared with the number of whole pages in the file, never
+	// multiplied first: under a damaged high-water mark, id × page size
+	// can wrap past 2^64 to an offset inside the file.
+	pages := uint64(w.size) / ps
 	switch {
 	case id < 2 || id >= w.hwm:
 		w.at(path, "page %d outside 2..%d", id, w.hwm-1)
 		return nil
-	case (id+1)*ps > uint64(w.size):
+	case id >= pages:
 		w.at(path, "page %d lies past the end of the file (%d bytes)", id, w.size)
 		return nil
 	}
@@ -212,7 +216,7 @@ func (w *Walker) read(id uint64, want uint16, path string) []byte {
 	case flags != want && !(want == boltBranchFlag|boltLeafFlag && (flags == boltBranchFlag || flags == boltLeafFlag)):
 		w.at(path, "page %d has type flags %#x", id, flags)
 		return nil
-	case id+overflow >= w.hwm || (id+overflow+1)*ps > uint64(w.size):
+	case id+overflow >= w.hwm || id+overflow >= pages:
 		w.at(path, "page %d claims %d overflow pages, past the end of the data", id, overflow)
 		return nil
 	}

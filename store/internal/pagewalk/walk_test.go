@@ -3,6 +3,7 @@ package pagewalk
 import (
 	"bytes"
 	"errors"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"slices"
@@ -67,6 +68,13 @@ func TestMappedWalkFindsWhatReadsFind(t *testing.T) {
 		}, "overflow"},
 		{"a leaf's elements point past it", func(b []byte) []byte { ne.PutUint16(b[leaf*testPageSize+10:], 0xFFFF); return b }, "more than fit"},
 		{"the file cut short", func(b []byte) []byte { return b[:len(b)/2] }, "past the end of the file"},
+		// A child whose offset, id × page size, wraps past 2^64, under
+		// meta pages that say the file holds that many pages.
+		{"a child whose offset wraps", func(b []byte) []byte {
+			hugeMeta(b)
+			child(b, branch, 1<<54-1)
+			return b
+		}, "past the end of the file"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dpath := filepath.Join(t.TempDir(), "d.db")
@@ -153,5 +161,17 @@ func TestPageSetHoldsWhatWasAdded(t *testing.T) {
 				t.Fatalf("after adding %d: has(%d) = %t", id, probe, s.has(probe))
 			}
 		}
+	}
+}
+
+// hugeMeta sets the high-water mark of both meta pages of the file b to
+// 2^60 pages, checksums renewed: every page id below it passes that bound.
+func hugeMeta(b []byte) {
+	for _, off := range []int{0, testPageSize} {
+		m := b[off+boltHeaderSize:]
+		ne.PutUint64(m[40:], 1<<60)
+		h := fnv.New64a()
+		h.Write(m[:56])
+		ne.PutUint64(m[56:], h.Sum64())
 	}
 }
