@@ -96,3 +96,45 @@ func TestCheckOfARunLargerThanItsNodeCache(t *testing.T) {
 		t.Fatalf("check: %v %v", err, vs)
 	}
 }
+
+// The whole-run check reads turns without copying them out (viewTurn),
+// with decodeTurn's checks: a turn whose CRC holds but whose token array
+// is not whole words is reported where it is.
+func TestCheckFindsATurnWithBrokenTokens(t *testing.T) {
+	var node uint64
+	db := openWithGroup(t, func(r *RunTx, g uint64) error {
+		n, err := r.AddNode(NodeSpec{Step: 1, Group: g})
+		if err != nil {
+			return err
+		}
+		node = n.ID
+		return r.AppendTurns(n.ID, 0, Turn{Action: "a", ActionTokens: []uint32{1}, Observation: "o"})
+	})
+	var key []byte
+	inRunR(t, db, true, func(r *RunTx) error {
+		b := r.subBucket(bTurns)
+		k, _ := b.Cursor().First()
+		if k == nil || keyU64(k, 1) != node {
+			t.Fatalf("fixture: first turn key %x", k)
+		}
+		key = cloneBytes(k)
+		v := appendArrayLen(make([]byte, headerLen), turnFields)
+		v = appendStr(v, "a")
+		v = append(appendBinHeader(v, 5), 1, 0, 0, 0, 9) // a token and a byte
+		v = appendBinHeader(v, 0)
+		v = appendStr(v, "o")
+		v = appendBinHeader(v, 0)
+		v = appendUint64(appendBool(appendFloat64(v, 0), false), 1)
+		return b.Put(key, frame(v))
+	})
+	vs, err := db.Check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vs {
+		if strings.HasSuffix(v.Bucket, "/turns") && bytes.Equal(v.Key, key) && v.Kind == "corrupt" && strings.Contains(v.Detail, "multiple of 4") {
+			return
+		}
+	}
+	t.Errorf("violations %v do not report the turn's token array", vs)
+}

@@ -255,8 +255,10 @@ func (c *checker) turn(path string, k, v []byte, legacy bool, owner func(uint64)
 	if legacy {
 		id, at = at, id // node|index
 	}
-	var t Turn
-	if err := decodeTurn(path, k, v, &t); err != nil {
+	// viewTurn makes decodeTurn's checks without copying the turn out: a
+	// turn is most of a file's bytes.
+	var t TurnView
+	if err := viewTurn(path, k, v, &t); err != nil {
 		c.fromErr(path, err)
 	}
 	n := owner(id)
