@@ -66,8 +66,8 @@ const (
 	DefaultMaxPage = 10000
 	// DefaultCheckWait answers well inside the clients' timeouts (60 s)
 	// and the server's own WriteTimeout, and waits out the check of a run
-	// of a million nodes whose file is in the page cache (some 11 s) or,
-	// on this machine's disk, not (some 14 s).
+	// of a million nodes, in the page cache or read from this machine's
+	// disk (some 11 s).
 	DefaultCheckWait = 30 * time.Second
 	// MinTokenLen is the shortest bearer token accepted: shorter ones are
 	// guessable over a network.

@@ -66,7 +66,7 @@ type runCheck struct {
 // read, or the error to answer with: "damaged", or "checking" when the
 // run's check, which runs apart from any request, has not ended within
 // Options.CheckWait. On a run of a million nodes whose file is not in the
-// page cache the check reads all of it, which took 14 s here, and 53 s and
+// page cache the check reads all of it, which took 11 s here, and 53 s and
 // once 5.5 min before the page walk mapped the file: a request that waited
 // that long would outlive the server's write timeout and its client would
 // get an empty reply. A run that does not
