@@ -239,7 +239,7 @@ func serveBytes(t *testing.T, path string, raw []byte) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() { closeWithin(t, "the store", func() { db.Close() }) })
 	return newEnvDB(t, db, Options{})
 }
 

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/patrdb/patrdb/client"
 	"github.com/patrdb/patrdb/store"
@@ -39,10 +40,32 @@ func newEnvDB(t *testing.T, db *store.DB, opts Options) *testEnv {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
+	t.Cleanup(func() { closeWithin(t, "the test server", srv.Close) })
 	c := client.New(srv.URL)
 	c.Token = opts.Token
 	return &testEnv{t: t, db: db, srv: srv, c: c}
+}
+
+// testClient sends the tests' requests. Its timeout turns a request that
+// never ends (a handler looping on a damaged file, the regression several
+// tests here look for) into a failure instead of a hang.
+var testClient = &http.Client{Timeout: time.Minute}
+
+// closeWithin runs shut (a test server's or a store's Close) and fails the test
+// when it has not returned in 10 s, instead of hanging: a request or a
+// read that loops keeps either from closing. What still runs is left
+// behind.
+func closeWithin(t *testing.T, what string, shut func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		shut()
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Errorf("%s did not close in 10 s: a request or a read is still running", what)
+	}
 }
 
 // call sends a request; body is a string (sent as is) or a value (JSON).
@@ -77,7 +100,7 @@ func (e *testEnv) callCT(method, path, ct string, body any) (int, http.Header, [
 	if e.c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+e.c.Token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}
