@@ -36,6 +36,9 @@ var ConflictCodes = []struct {
 	{rollout.ErrBranchEnded, "branch_ended"},
 	{rollout.ErrStepExists, "step_exists"},
 	{rollout.ErrConfigMismatch, "config_mismatch"},
+	{rollout.ErrNotHolder, "not_holder"},
+	{rollout.ErrStale, "stale"},
+	{rollout.ErrNotPending, "not_pending"},
 }
 
 // ErrorBody is the one-line JSON of every error response.

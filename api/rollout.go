@@ -28,17 +28,74 @@ type OpenStepResponse struct {
 
 // LeaseRequest is POST /api/v1/runs/{run}/leases: up to Max branches (0:
 // every branch free) of Step (0: any open step) for Worker, held for TTLMs
-// milliseconds (0: the server's default of ten minutes). History (default
-// true) attaches each branch's full path, so a worker that keeps no state
-// can restore its environment and prompt its policy. A lease writes
-// nothing, so it carries no client key; asking again hands out other
-// branches, never the ones still held.
+// milliseconds without a sign of life (0: the server's default of 30 s;
+// renew with POST .../leases/renew every 0.4 TTL while a tool runs).
+// PolicyVersion is the version of the weights the worker samples with: a
+// worker more than the run's max_staleness behind is refused (409 stale).
+// History (default true) attaches each branch's full path, so a worker
+// that keeps no state can restore its environment and prompt its policy.
+// A lease writes nothing, so it carries no client key; asking again hands
+// out other branches, never the ones still held.
 type LeaseRequest struct {
-	Worker  string `json:"worker"`
-	Max     int    `json:"max"`
-	Step    uint64 `json:"step"`
-	TTLMs   int64  `json:"ttl_ms"`
-	History *bool  `json:"history,omitempty"`
+	Worker        string `json:"worker"`
+	Max           int    `json:"max"`
+	Step          uint64 `json:"step"`
+	TTLMs         int64  `json:"ttl_ms"`
+	PolicyVersion uint64 `json:"policy_version,omitempty"`
+	History       *bool  `json:"history,omitempty"`
+}
+
+// LeasesRequest is POST /api/v1/runs/{run}/leases/renew (a heartbeat: each
+// lease Worker still holds lasts its TTL from now) and .../leases/release
+// (give them back: their branches may be leased again at once). Neither
+// writes to the file.
+type LeasesRequest struct {
+	Worker string   `json:"worker"`
+	Leases []string `json:"leases"`
+}
+
+// LeasesResponse answers renew and release, lease by lease.
+type LeasesResponse struct {
+	Leases []rollout.LeaseState `json:"leases"`
+}
+
+// PublishRequest is POST /api/v1/runs/{run}/version: the trainer published
+// new weights. Versions only go forward.
+type PublishRequest struct {
+	Keyed
+	Version uint64 `json:"version"`
+}
+
+// RewardsRequest is POST /api/v1/runs/{run}/rewards: deferred outcome
+// rewards (or the verifier's errors) for finished branches, from any
+// process, applied in one transaction.
+type RewardsRequest struct {
+	Keyed
+	Rewards []rollout.RewardSubmission `json:"rewards"`
+}
+
+// ScoresRequest is POST /api/v1/runs/{run}/scores: process scores (or the
+// scorer's errors) delivered apart from the turns they score, from any
+// process (a remote PRM), applied in one transaction; a group routes when
+// its interval's last score arrives.
+type ScoresRequest struct {
+	Keyed
+	Scores []rollout.ScoreSubmission `json:"scores"`
+}
+
+// PendingItem is a branch awaiting a remote score or a deferred reward,
+// with its path when asked for (?history=1).
+type PendingItem struct {
+	rollout.PendingWork
+	History []store.Turn `json:"history,omitempty"`
+}
+
+// PendingResponse answers GET /api/v1/runs/{run}/steps/{step}/pending: the
+// work the step waits for from outside its workers.
+type PendingResponse struct {
+	Step    uint64        `json:"step"`
+	Scores  []PendingItem `json:"scores"`
+	Rewards []PendingItem `json:"rewards"`
 }
 
 // LeaseGrant is one leased branch: the lease and, when asked for, the

@@ -386,6 +386,49 @@ func (c *Client) Submit(ctx context.Context, run string, req api.SubmitRequest) 
 	return out, c.do(ctx, http.MethodPost, runPath(run, "submit"), &req, &out)
 }
 
+// RenewLeases is POST /api/v1/runs/{run}/leases/renew: a heartbeat for
+// the leases worker holds.
+func (c *Client) RenewLeases(ctx context.Context, run string, req api.LeasesRequest) ([]rollout.LeaseState, error) {
+	var out api.LeasesResponse
+	return out.Leases, c.do(ctx, http.MethodPost, runPath(run, "leases", "renew"), &req, &out)
+}
+
+// ReleaseLeases is POST /api/v1/runs/{run}/leases/release.
+func (c *Client) ReleaseLeases(ctx context.Context, run string, req api.LeasesRequest) ([]rollout.LeaseState, error) {
+	var out api.LeasesResponse
+	return out.Leases, c.do(ctx, http.MethodPost, runPath(run, "leases", "release"), &req, &out)
+}
+
+// Publish is POST /api/v1/runs/{run}/version: the run's current policy
+// version moves to req.Version.
+func (c *Client) Publish(ctx context.Context, run string, req api.PublishRequest) (api.RunJSON, error) {
+	var out api.CreateRunResponse
+	return out.Run, c.do(ctx, http.MethodPost, runPath(run, "version"), &req, &out)
+}
+
+// SubmitRewards is POST /api/v1/runs/{run}/rewards.
+func (c *Client) SubmitRewards(ctx context.Context, run string, req api.RewardsRequest) (rollout.Submitted, error) {
+	var out rollout.Submitted
+	return out, c.do(ctx, http.MethodPost, runPath(run, "rewards"), &req, &out)
+}
+
+// SubmitScores is POST /api/v1/runs/{run}/scores.
+func (c *Client) SubmitScores(ctx context.Context, run string, req api.ScoresRequest) (rollout.Submitted, error) {
+	var out rollout.Submitted
+	return out, c.do(ctx, http.MethodPost, runPath(run, "scores"), &req, &out)
+}
+
+// Pending is GET /api/v1/runs/{run}/steps/{step}/pending, with each
+// branch's path when withHistory.
+func (c *Client) Pending(ctx context.Context, run string, step uint64, withHistory bool) (api.PendingResponse, error) {
+	var out api.PendingResponse
+	q := ""
+	if withHistory {
+		q = "?history=1"
+	}
+	return out, c.do(ctx, http.MethodGet, runPath(run, "steps", u64(step), "pending")+q, nil, &out)
+}
+
 // CloseGroup is POST /api/v1/runs/{run}/groups/{group}/close.
 func (c *Client) CloseGroup(ctx context.Context, run string, group uint64, req api.CloseGroupRequest) (api.CloseGroupResponse, error) {
 	var out api.CloseGroupResponse

@@ -3,7 +3,7 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
+	"sync"
 	"time"
 
 	"github.com/patrdb/patrdb/api"
@@ -12,26 +12,49 @@ import (
 )
 
 // Worker grows a step's branches over HTTP, as one of any number of
-// worker processes: it leases branches, restores each one's episode from
-// the history the lease carries, samples their intervals with one batched
-// policy call per round, scores them, and submits. It keeps no rule of
-// its own — the server's coordinator decides what each lease asks for and
-// routes the groups — and no state between leases, so it may be killed
-// at any point: its leases expire and go to another worker, and what it
-// had not submitted is sampled again from the last committed turn.
+// worker processes: it leases branches and samples each on its own with
+// the sampling loop the in-process engine runs (rollout.Sampler: policy
+// calls batched across every branch waiting for one, env steps and scorer
+// calls concurrent up to Workers), submitting each branch as soon as it is
+// through its interval and leasing more as it frees up. While a branch's
+// tool runs, a heartbeat renews its lease every 0.4 TTL, so a TTL of tens
+// of seconds outlives tool calls of minutes and a dead worker's branches
+// return within three heartbeats.
+//
+// It keeps no rule of its own — the server's coordinator decides what each
+// lease asks for and routes the groups — and no state between leases, so
+// it may be killed at any point: its leases expire and go to another
+// worker, and what it had not submitted is sampled again from the last
+// committed turn.
 type Worker struct {
 	Client *Client
 	Run    string
-	Name   string // on its leases
+	Name   string // on its leases; required (a lease is bound to its worker)
 	Policy rollout.BatchPolicy
 	Env    rollout.Env
-	Scorer rollout.Scorer // nil when the run does not score (NoScoring)
-	// Max is how many branches one lease request takes (0: 16); TTL how
-	// long the server keeps them for this worker (0: the server's default).
+	Scorer rollout.Scorer // nil when the run does not score (NoScoring) or a remote scorer does
+	// Max is how many branches the worker holds at once (0: 16); TTL how
+	// long the server keeps each without a heartbeat (0: the server's
+	// default, 30 s).
 	Max int
 	TTL time.Duration
-	// PolicyVersion is recorded on turns whose Move carries none.
+	// Workers bounds env steps, restores and scorer calls in flight (0:
+	// Max); MaxBatch the requests of one policy call (0: no cap; a larger
+	// batch is split into concurrent calls); Linger how long a policy batch
+	// waits for more branches (0: rollout.DefaultLinger).
+	Workers  int
+	MaxBatch int
+	Linger   time.Duration
+	// PolicyVersion is the version of the weights the worker samples with,
+	// sent with its lease requests and recorded on turns whose Move
+	// carries none.
 	PolicyVersion uint64
+	// EachTurn submits every turn as it is sampled (durable at once, and a
+	// sign of life), not only each branch's whole interval.
+	EachTurn bool
+	// DeferRewards ends each branch with its outcome reward pending, for a
+	// verifier or remote reward model to deliver (see Verifier).
+	DeferRewards bool
 	// Poll is the wait between lease requests while every free branch is
 	// held by other workers (0: 50 ms); the same backoff, doubled up to
 	// two seconds, spaces retries while the server is unreachable.
@@ -46,198 +69,315 @@ type WorkStats struct {
 	Turns       int // turns acknowledged by the server
 	Submits     int // acknowledged submit requests
 	PolicyCalls int
+	MaxBatch    int
 	Lost        int // branches whose work was refused (lease lost, branch ended) and dropped
 }
 
-// leased is one leased branch being advanced.
-type leased struct {
-	api.LeaseGrant
-	ep      rollout.Episode
-	turns   []store.Turn
-	history []store.Turn
-	ended   bool
-	score   *float64
-	err     error
+// held is one leased branch being sampled.
+type held struct {
+	rollout.Branch
+	cancel context.CancelFunc
+	sent   int // turns already submitted (EachTurn)
 }
 
-func (b *leased) key() rollout.TurnKey {
-	k := b.Key
-	k.Index += len(b.turns)
-	k.Path += len(b.turns)
-	return k
+// report is a branch's news to the worker's loop: a turn (EachTurn) or
+// its end.
+type report struct {
+	b     *held
+	turn  *store.Turn // a turn sampled (EachTurn), with the state after it
+	state []byte
+	err   error
 }
 
 // Work grows step until it has no active branch left (every group done;
-// closing them is the driver's), or ctx ends.
+// closing them is the driver's), or ctx ends. On return it releases every
+// lease it still holds, so another worker takes them at once.
 func (w *Worker) Work(ctx context.Context, step uint64) (WorkStats, error) {
-	var st WorkStats
+	ws, err := w.start(ctx)
+	if err != nil {
+		return WorkStats{}, err
+	}
+	defer ws.stop()
+	err = ws.run(step)
+	st := ws.sampler.Stats()
+	ws.st.PolicyCalls, ws.st.MaxBatch = st.PolicyCalls, st.MaxBatch
+	return ws.st, err
+}
+
+// workSession is one Work call.
+type workSession struct {
+	w       *Worker
+	ctx     context.Context
+	cancel  context.CancelFunc
+	sampler *rollout.Sampler
+	reports chan report
+	quit    chan struct{}
+	hb      sync.WaitGroup
+	max     int
+	poll    time.Duration
+	st      WorkStats
+
+	mu   sync.Mutex
+	held map[string]*held // lease id → branch
+}
+
+func (w *Worker) start(ctx context.Context) (*workSession, error) {
+	if w.Name == "" {
+		return nil, errors.New("patrdb client: a Worker needs a Name: leases are bound to the worker that took them")
+	}
 	max := w.Max
 	if max == 0 {
 		max = 16
+	}
+	workers := w.Workers
+	if workers == 0 {
+		workers = max
 	}
 	poll := w.Poll
 	if poll == 0 {
 		poll = 50 * time.Millisecond
 	}
-	wait := poll
+	ctx, cancel := context.WithCancel(ctx)
+	s, err := rollout.NewSampler(ctx, rollout.SamplerOptions{Policy: w.Policy, Env: w.Env, Scorer: w.Scorer,
+		MaxBatch: w.MaxBatch, Workers: workers, Linger: w.Linger, PolicyVersion: w.PolicyVersion})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	ws := &workSession{w: w, ctx: ctx, cancel: cancel, sampler: s, reports: make(chan report, max), quit: make(chan struct{}),
+		max: max, poll: poll, held: map[string]*held{}}
+	ws.hb.Add(1)
+	go ws.heartbeat()
+	return ws, nil
+}
+
+// stop ends the heartbeat and every branch still sampling, and releases
+// the leases still held.
+func (ws *workSession) stop() {
+	close(ws.quit)
+	ws.cancel()
+	ws.hb.Wait()
+	ids := ws.ids()
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = ws.w.Client.ReleaseLeases(ctx, ws.w.Run, api.LeasesRequest{Worker: ws.w.Name, Leases: ids})
+}
+
+func (ws *workSession) ids() []string {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	ids := make([]string, 0, len(ws.held))
+	for id := range ws.held {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// heartbeat renews the leases held every 0.4 of their TTL, and stops the
+// sampling of any the server says are gone.
+func (ws *workSession) heartbeat() {
+	defer ws.hb.Done()
+	ttl := ws.w.TTL
+	if ttl == 0 {
+		ttl = rollout.DefaultLeaseTTL
+	}
+	every := rollout.HeartbeatEvery(ttl)
+	t := time.NewTicker(every)
+	defer t.Stop()
 	for {
-		if err := ctx.Err(); err != nil {
-			return st, err
+		select {
+		case <-ws.ctx.Done():
+			return
+		case <-t.C:
 		}
-		grants, err := w.Client.Lease(ctx, w.Run, api.LeaseRequest{Worker: w.Name, Max: max, Step: step, TTLMs: w.TTL.Milliseconds()})
-		if err == nil && len(grants) == 0 {
-			var s api.StepStatus
-			if s, err = w.Client.StepStatus(ctx, w.Run, step); err == nil && s.Active == 0 {
-				return st, nil
+		ids := ws.ids()
+		if len(ids) == 0 {
+			continue
+		}
+		// Let a renewal that takes long not outlast the next one.
+		ctx, cancel := context.WithTimeout(ws.ctx, every)
+		states, err := ws.w.Client.RenewLeases(ctx, ws.w.Run, api.LeasesRequest{Worker: ws.w.Name, Leases: ids})
+		cancel()
+		if err != nil {
+			continue // the next heartbeat tries again; the lease outlives one miss
+		}
+		ws.mu.Lock()
+		for _, s := range states {
+			if h := ws.held[s.ID]; h != nil && !s.Held {
+				h.cancel() // lost: stop sampling it; its submit would be refused
 			}
 		}
-		if err != nil && !transient(ctx, err) {
-			return st, err
+		ws.mu.Unlock()
+	}
+}
+
+func (ws *workSession) run(step uint64) error {
+	w := ws.w
+	wait := ws.poll
+	for {
+		if err := ws.ctx.Err(); err != nil {
+			return err
 		}
-		if err != nil || len(grants) == 0 {
-			if !sleep(ctx, wait) {
-				return st, ctx.Err()
-			}
-			if err != nil {
+		free := ws.max - len(ws.held)
+		leased := 0
+		if free > 0 {
+			grants, err := w.Client.Lease(ws.ctx, w.Run, api.LeaseRequest{Worker: w.Name, Max: free, Step: step,
+				TTLMs: w.TTL.Milliseconds(), PolicyVersion: w.PolicyVersion})
+			switch {
+			case err != nil && !transient(ws.ctx, err):
+				return err
+			case err != nil:
+				if !sleep(ws.ctx, wait) {
+					return ws.ctx.Err()
+				}
 				wait = min(2*wait, 2*time.Second)
+				continue
+			}
+			wait = ws.poll
+			ws.begin(grants)
+			leased = len(grants)
+		}
+		if len(ws.held) == 0 {
+			s, err := w.Client.StepStatus(ws.ctx, w.Run, step)
+			if err == nil && s.Active == 0 {
+				return nil
+			}
+			if err != nil && !transient(ws.ctx, err) {
+				return err
+			}
+			if !sleep(ws.ctx, ws.poll) {
+				return ws.ctx.Err()
 			}
 			continue
 		}
-		wait = poll
-		st.Leases += len(grants)
-		wave, err := w.sample(ctx, grants, &st)
-		if err != nil {
-			return st, err
+		// Wait for news; with room for more branches and none leased just
+		// now, only for a poll, then ask again.
+		var timeout <-chan time.Time
+		if len(ws.held) < ws.max && leased == 0 {
+			timeout = time.After(ws.poll)
 		}
-		if err := w.submit(ctx, wave, &st); err != nil {
-			return st, err
+		var got []report
+		select {
+		case r := <-ws.reports:
+			got = append(got, r)
+		case <-timeout:
+			continue
+		case <-ws.ctx.Done():
+			return ws.ctx.Err()
+		}
+		for more := true; more; {
+			select {
+			case r := <-ws.reports:
+				got = append(got, r)
+			default:
+				more = false
+			}
+		}
+		if err := ws.submit(got); err != nil {
+			return err
 		}
 	}
 }
 
-// sample restores every leased branch, advances the wave round by round
-// (one policy call for every branch still sampling), then scores.
-func (w *Worker) sample(ctx context.Context, grants []api.LeaseGrant, st *WorkStats) ([]*leased, error) {
-	wave := make([]*leased, len(grants))
+// begin starts sampling the granted branches.
+func (ws *workSession) begin(grants []api.LeaseGrant) {
+	if len(grants) == 0 {
+		return
+	}
+	ws.st.Leases += len(grants)
+	bs := make([]*rollout.Branch, len(grants))
+	byBranch := make(map[*rollout.Branch]*held, len(grants))
+	ws.mu.Lock()
 	for i, g := range grants {
-		b := &leased{LeaseGrant: g, history: g.History}
-		var err error
-		if len(g.History) == 0 && g.EnvState == nil {
-			b.ep, err = w.Env.Reset(ctx, g.Task)
-		} else {
-			b.ep, err = w.Env.Restore(ctx, g.Task, g.History, g.EnvState)
+		ctx, cancel := context.WithCancel(ws.ctx)
+		h := &held{Branch: rollout.Branch{Lease: g.Lease, History: g.History, Context: ctx}, cancel: cancel}
+		if ws.w.EachTurn {
+			h.OnTurn = func(b *rollout.Branch, t store.Turn) { ws.send(report{b: h, turn: &t, state: b.Episode.State()}) }
 		}
-		if err != nil {
-			b.err = fmt.Errorf("env restore: %w", err)
-		}
-		wave[i] = b
+		ws.held[g.ID] = h
+		bs[i] = &h.Branch
+		byBranch[bs[i]] = h
 	}
-	for {
-		var who []*leased
-		for _, b := range wave {
-			if b.err == nil && !b.ended && len(b.turns) < b.Turns {
-				who = append(who, b)
-			}
-		}
-		if len(who) == 0 {
-			break
-		}
-		reqs := make([]rollout.ActRequest, len(who))
-		for i, b := range who {
-			reqs[i] = rollout.ActRequest{Key: b.key(), Task: b.Task, History: b.history}
-		}
-		st.PolicyCalls++
-		moves, err := w.Policy.ActBatch(ctx, reqs)
-		if cerr := ctx.Err(); cerr != nil {
-			return nil, cerr
-		}
-		var items rollout.ItemErrors
-		if err != nil && !errors.As(err, &items) {
-			for _, b := range who {
-				b.err = fmt.Errorf("policy: %w", err)
-			}
-			continue
-		}
-		if len(moves) != len(who) {
-			return nil, fmt.Errorf("%w: batch policy returned %d moves for %d requests", store.ErrInvalid, len(moves), len(who))
-		}
-		for i, b := range who {
-			if items[i] != nil {
-				b.err = fmt.Errorf("policy: %w", items[i])
-				continue
-			}
-			mv := moves[i]
-			obs, err := b.ep.Step(ctx, b.key(), mv)
-			if err != nil {
-				b.err = fmt.Errorf("env: %w", err)
-				continue
-			}
-			v := mv.PolicyVersion
-			if v == 0 {
-				v = w.PolicyVersion
-			}
-			t := store.Turn{Action: mv.Text, ActionTokens: mv.Tokens, ActionLogprobs: mv.Logprobs,
-				Observation: obs.Text, ObservationTokens: obs.Tokens, Reward: obs.Reward, Done: obs.Done, PolicyVersion: v}
-			b.turns = append(b.turns, t)
-			b.history = append(b.history[:len(b.history):len(b.history)], t)
-			b.ended = obs.Done
-		}
-	}
-	for _, b := range wave {
-		if b.err != nil || b.ended || !b.Score || len(b.turns) != b.Turns || w.Scorer == nil {
-			continue
-		}
-		s, err := w.Scorer.Score(ctx, b.Task, b.history)
-		switch {
-		case err != nil:
-			b.err = fmt.Errorf("scorer: %w", err)
-		case !(s >= 0 && s <= 1):
-			b.err = fmt.Errorf("scorer: returned %v, want a score in [0,1]", s)
-		default:
-			b.score = &s
-		}
-	}
-	return wave, nil
+	ws.mu.Unlock()
+	ws.sampler.Go(ws.ctx, bs, func(b *rollout.Branch, err error) { ws.send(report{b: byBranch[b], err: err}) })
 }
 
-// submit sends the wave's work in one request. A refused request (409,
-// 400) is sorted out branch by branch, so one lost lease does not cost
-// the others their work: a refused branch is dropped (another lease will
-// redo it), and turns the store refuses are reported as the branch's
-// failure.
-func (w *Worker) submit(ctx context.Context, wave []*leased, st *WorkStats) error {
+func (ws *workSession) send(r report) {
+	select {
+	case ws.reports <- r:
+	case <-ws.quit:
+	}
+}
+
+// submit sends what the reports carry in one request: each turn reported
+// (EachTurn), and each finished branch's turns not sent yet with its score,
+// or its failure. A refused request (409, 400) is sorted out branch by
+// branch, so one lost lease does not cost the others their work: a refused
+// branch is dropped (another lease will redo it), and turns the store
+// refuses are reported as the branch's failure.
+func (ws *workSession) submit(reports []report) error {
+	w := ws.w
 	var subs []rollout.Submission
-	for _, b := range wave {
-		s := rollout.Submission{Lease: b.ID, Node: b.Node, From: b.From}
+	var ended []*held
+	for _, r := range reports {
+		h := r.b
+		s := rollout.Submission{Lease: h.Lease.ID, Worker: w.Name, Node: h.Lease.Node, From: h.Lease.From + h.sent}
 		switch {
-		case b.err != nil:
-			s.Error = b.err.Error()
-		case len(b.turns) == 0 && b.score == nil:
+		case r.turn != nil:
+			s.Turns, s.EnvState = []store.Turn{*r.turn}, r.state
+			h.sent++
+		case r.err != nil || h.Context.Err() != nil:
+			// Stopped: the worker is ending, or the lease was lost.
+			ended = append(ended, h)
+			if ws.ctx.Err() == nil {
+				ws.st.Lost++
+			}
 			continue
+		case h.Err != nil:
+			s.Error = h.Err.Error()
+			ended = append(ended, h)
 		default:
-			s.Turns, s.Score = b.turns, b.score
-			if len(b.turns) > 0 {
-				s.EnvState = b.ep.State()
+			s.Turns, s.Score = h.Turns[h.sent:], h.Score
+			if len(s.Turns) > 0 {
+				s.EnvState = h.Episode.State()
+				s.RewardPending = w.DeferRewards && h.Ended
+			}
+			h.sent = len(h.Turns)
+			ended = append(ended, h)
+			if len(s.Turns) == 0 && s.Score == nil {
+				continue
 			}
 		}
 		subs = append(subs, s)
 	}
+	defer func() {
+		ws.mu.Lock()
+		for _, h := range ended {
+			h.cancel()
+			delete(ws.held, h.Lease.ID)
+		}
+		ws.mu.Unlock()
+	}()
 	if len(subs) == 0 {
 		return nil
 	}
-	err := w.send(ctx, subs, st)
+	err := ws.send1(subs)
 	if err == nil || !(errors.Is(err, rollout.ErrConflict) || errors.Is(err, api.ErrBadRequest)) {
 		return err
 	}
 	for _, s := range subs {
-		err := w.send(ctx, []rollout.Submission{s}, st)
+		err := ws.send1([]rollout.Submission{s})
 		if errors.Is(err, api.ErrBadRequest) && len(s.Turns) > 0 {
 			// The store refused what the policy or env produced: the
 			// branch failed, like any other policy or env failure.
-			err = w.send(ctx, []rollout.Submission{{Lease: s.Lease, Node: s.Node, Error: "turn: " + err.Error()}}, st)
+			err = ws.send1([]rollout.Submission{{Lease: s.Lease, Worker: s.Worker, Node: s.Node, Error: "turn: " + err.Error()}})
 		}
 		if errors.Is(err, rollout.ErrConflict) {
-			st.Lost++
+			ws.st.Lost++
+			ws.drop(s.Lease)
 		} else if err != nil {
 			return err
 		}
@@ -245,32 +385,39 @@ func (w *Worker) submit(ctx context.Context, wave []*leased, st *WorkStats) erro
 	return nil
 }
 
-// send submits under one client key, retrying transport failures and 5xx
+// drop stops sampling a branch whose work the server refused.
+func (ws *workSession) drop(lease string) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if h := ws.held[lease]; h != nil {
+		h.cancel()
+	}
+}
+
+// send1 submits under one client key, retrying transport failures and 5xx
 // with that key until the server answers: the retry of a submit that did
 // commit gets the first answer back instead of writing again.
-func (w *Worker) send(ctx context.Context, subs []rollout.Submission, st *WorkStats) error {
+func (ws *workSession) send1(subs []rollout.Submission) error {
+	w := ws.w
 	req := api.SubmitRequest{Keyed: api.Keyed{ClientKey: NewKey()}, Submissions: subs}
-	wait := w.Poll
-	if wait == 0 {
-		wait = 50 * time.Millisecond
-	}
+	wait := ws.poll
 	for {
-		out, err := w.Client.Submit(ctx, w.Run, req)
+		out, err := w.Client.Submit(ws.ctx, w.Run, req)
 		if err == nil {
-			st.Submits++
+			ws.st.Submits++
 			for _, s := range subs {
-				st.Turns += len(s.Turns)
+				ws.st.Turns += len(s.Turns)
 			}
 			if w.OnSubmit != nil {
 				w.OnSubmit(req, out)
 			}
 			return nil
 		}
-		if !transient(ctx, err) {
+		if !transient(ws.ctx, err) {
 			return err
 		}
-		if !sleep(ctx, wait) {
-			return ctx.Err()
+		if !sleep(ws.ctx, wait) {
+			return ws.ctx.Err()
 		}
 		wait = min(2*wait, 2*time.Second)
 	}

@@ -33,6 +33,21 @@ var (
 	// ErrConfigMismatch: the run recorded another tree config than the
 	// one given; the message names every differing field.
 	ErrConfigMismatch = wrapConflict("config differs from the run's recorded config")
+
+	// ErrNotHolder: a submit, renewal or release names a lease granted to
+	// another worker. Lease ids are unguessable; this catches a worker that
+	// got one wrong.
+	ErrNotHolder = wrapConflict("lease held by another worker")
+
+	// ErrStale: the worker's policy version, or a submitted turn's, lags
+	// the run's current version by more than the run's max_staleness; the
+	// message names the versions. Load newer weights and lease again.
+	ErrStale = wrapConflict("policy version too stale")
+
+	// ErrNotPending: a deferred reward or a remote score for a branch that
+	// does not await one (it has its reward, is still sampling, or the
+	// interval moved on).
+	ErrNotPending = wrapConflict("branch awaits no such reward or score")
 )
 
 // conflictError is a named kind of ErrConflict.

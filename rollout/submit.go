@@ -8,7 +8,10 @@ import "github.com/patrdb/patrdb/store"
 // stopped it. A worker may submit an interval in parts (turns now, more
 // turns or the score later) while its lease is current.
 type Submission struct {
-	Lease    string       `json:"lease"`
+	Lease string `json:"lease"`
+	// Worker is the worker the lease was granted to: a lease is refused to
+	// anyone else, even with its id.
+	Worker   string       `json:"worker"`
 	Node     uint64       `json:"node"`
 	From     int          `json:"from"`
 	Turns    []store.Turn `json:"turns,omitempty"`
@@ -20,6 +23,10 @@ type Submission struct {
 	// one is done, or MaxTurns is reached); without it the leaf gets the
 	// sum of its path's turn rewards. A pruned branch always gets that sum.
 	Reward *float64 `json:"reward,omitempty"`
+	// RewardPending ends the branch with its outcome reward still to come:
+	// a verifier or a remote reward model submits it later, from any
+	// process (SubmitRewards). The group closes once every leaf has one.
+	RewardPending bool `json:"reward_pending,omitempty"`
 	// Error, when set, reports that the branch's policy, env or scorer
 	// failed: no turns go with it. The branch is retried (from its stored
 	// turns, Attempt+1) until MaxAttempts, then recorded failed with this
@@ -64,4 +71,25 @@ type Submitted struct {
 	// Done lists the groups this submit left without an active branch:
 	// every leaf has its reward, and Close computes the advantages.
 	Done []uint64 `json:"done,omitempty"`
+}
+
+// RewardSubmission delivers a finished branch's deferred outcome reward,
+// or the error that stopped the verifier computing it (the leaf is then
+// recorded failed: never a zero reward). It needs no lease: any process
+// may submit it.
+type RewardSubmission struct {
+	Node   uint64   `json:"node"`
+	Reward *float64 `json:"reward,omitempty"`
+	Error  string   `json:"error,omitempty"`
+}
+
+// ScoreSubmission delivers a branch's process score for an interval,
+// apart from its turns (a remote process reward model), or the error that
+// stopped the scorer (the branch is retried, then failed). It needs no
+// lease; Interval must be the branch's group's current one.
+type ScoreSubmission struct {
+	Node     uint64   `json:"node"`
+	Interval int      `json:"interval"`
+	Score    *float64 `json:"score,omitempty"`
+	Error    string   `json:"error,omitempty"`
 }

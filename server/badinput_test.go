@@ -20,7 +20,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 	ls := leaseAll(e, "r1", 2)
 	submitOK(e, "r1", "t2", sub(ls[a[0]], nil, turn("a", 0)))
 	e.post("/api/v1/runs", `{"client_key":"plain","id":"plain"}`, 201, nil) // default config
-	l1 := `"lease":"` + ls[a[1]].ID + `","node":` + u64(a[1]) + `,"from":0`
+	l1 := `"lease":"` + ls[a[1]].ID + `","worker":"test","node":` + u64(a[1]) + `,"from":0`
 	submit := func(sub string) string { return `{"client_key":"x","submissions":[{` + l1 + sub + `}]}` }
 	two := `,"turns":[{"action":"a","observation":"o"},{"action":"b","observation":"o"}]`
 	big := submit(`,"turns":[{"action":"` + strings.Repeat("x", 5000) + `","observation":""}]`)
@@ -91,7 +91,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"lone low surrogate escape", "/api/v1/runs/r1/submit", "", submit(`,"turns":[{"action":"a","observation":"\uDC00o"}]`), 400},
 		{"high surrogate before a non-surrogate", "/api/v1/runs/r1/submit", "", submit(`,"turns":[{"action":"\ud800\u0041","observation":"o"}]`), 400},
 		{"an escaped backslash before u is not an escape", "/api/v1/runs/r1/submit", "", `{"client_key":"bs","submissions":[{` + l1 + `,"turns":[{"action":"a\\ud800","observation":"o"}]}]}`, 200},
-		{"a surrogate pair is fine", "/api/v1/runs/r1/submit", "", `{"client_key":"pair","submissions":[{"lease":"` + ls[a[1]].ID + `","node":` + u64(a[1]) + `,"from":1,"turns":[{"action":"\ud83d\ude00","observation":"o"}]}]}`, 200},
+		{"a surrogate pair is fine", "/api/v1/runs/r1/submit", "", `{"client_key":"pair","submissions":[{"lease":"` + ls[a[1]].ID + `","worker":"test","node":` + u64(a[1]) + `,"from":1,"turns":[{"action":"\ud83d\ude00","observation":"o"}]}]}`, 200},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -29,7 +29,7 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 				if i%4 == 3 && k == 2 {
 					from = 7 // a gap: refused
 				}
-				body := fmt.Sprintf(`{"client_key":"n%d-%d","submissions":[{"lease":%q,"node":%d,"from":%d,"turns":[{"action":"n%d t%d","observation":"o"}]}]}`,
+				body := fmt.Sprintf(`{"client_key":"n%d-%d","submissions":[{"lease":%q,"worker":"test","node":%d,"from":%d,"turns":[{"action":"n%d t%d","observation":"o"}]}]}`,
 					node, k, ls[node].ID, node, from, node, k)
 				st, _, _ := e.call(http.MethodPost, "/api/v1/runs/r1/submit", body)
 				statuses[i][k] = st

@@ -32,13 +32,13 @@ func TestGoClient(t *testing.T) {
 		t.Fatalf("lease: %+v %v", ls, err)
 	}
 	rr, err := c.Submit(bg, "g", SubmitRequest{Submissions: []tree.Submission{
-		{Lease: ls[0].ID, Node: a, Turns: []store.Turn{turn("x", 0)}, Score: ptr(0.9)},
-		{Lease: ls[1].ID, Node: b, Turns: []store.Turn{turn("x", 0)}, Score: ptr(0.1)}}})
+		{Lease: ls[0].ID, Worker: ls[0].Worker, Node: a, Turns: []store.Turn{turn("x", 0)}, Score: ptr(0.9)},
+		{Lease: ls[1].ID, Worker: ls[1].Worker, Node: b, Turns: []store.Turn{turn("x", 0)}, Score: ptr(0.1)}}})
 	if err != nil || len(rr.Routed) != 1 || len(rr.Routed[0].Active) != 2 || rr.Routed[0].Decisions[1].Action != tree.Prune {
 		t.Fatalf("submit: %+v %v", rr, err)
 	}
 	kids := rr.Routed[0].Active
-	_, err = c.Submit(bg, "g", SubmitRequest{Submissions: []tree.Submission{{Lease: ls[0].ID, Node: kids[0], Turns: []store.Turn{turn("y", 1)}}}})
+	_, err = c.Submit(bg, "g", SubmitRequest{Submissions: []tree.Submission{{Lease: ls[0].ID, Worker: ls[0].Worker, Node: kids[0], Turns: []store.Turn{turn("y", 1)}}}})
 	if !errors.Is(err, tree.ErrLeaseLost) || !errors.Is(err, tree.ErrConflict) || !errors.Is(err, ErrConflict) {
 		t.Errorf("submit under another branch's lease: %v", err)
 	}
@@ -50,7 +50,7 @@ func TestGoClient(t *testing.T) {
 		t.Fatalf("status: %+v %v", st, err)
 	}
 	for _, l := range ls {
-		if _, err := c.Submit(bg, "g", SubmitRequest{Submissions: []tree.Submission{{Lease: l.ID, Node: l.Node, Turns: []store.Turn{turn("y", 1)}}}}); err != nil {
+		if _, err := c.Submit(bg, "g", SubmitRequest{Submissions: []tree.Submission{{Lease: l.ID, Worker: l.Worker, Node: l.Node, Turns: []store.Turn{turn("y", 1)}}}}); err != nil {
 			t.Fatal(err)
 		}
 	}

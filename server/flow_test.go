@@ -41,7 +41,7 @@ func leaseAll(e *testEnv, run string, step uint64) map[uint64]LeaseGrant {
 
 // sub is a submission under l's lease.
 func sub(l LeaseGrant, score *float64, turns ...store.Turn) tree.Submission {
-	return tree.Submission{Lease: l.ID, Node: l.Node, From: l.From, Turns: turns, Score: score}
+	return tree.Submission{Lease: l.ID, Worker: l.Worker, Node: l.Node, From: l.From, Turns: turns, Score: score}
 }
 
 func submitOK(e *testEnv, run, key string, subs ...tree.Submission) tree.Submitted {

@@ -99,6 +99,7 @@ func (s *server) routes() {
 	s.handleChecked("GET "+p+"/runs/{run}/steps", s.stepMetrics)
 	s.handleChecked("GET "+p+"/runs/{run}/steps/{step}/groups", s.stepGroups)
 	s.handle("GET "+p+"/runs/{run}/steps/{step}/status", s.stepStatus)
+	s.handle("GET "+p+"/runs/{run}/steps/{step}/pending", s.pending)
 	s.handleChecked("GET "+p+"/runs/{run}/steps/{step}/batch", s.trainBatch)
 	s.handle("GET "+p+"/runs/{run}/groups", s.listGroups)
 	s.handleChecked("GET "+p+"/runs/{run}/groups/{group}", s.getGroup)
@@ -116,7 +117,12 @@ func (s *server) routes() {
 	s.handle("POST "+p+"/runs/{run}/status", s.setRunStatus)
 	s.handle("POST "+p+"/runs/{run}/checkpoints", s.putCheckpoint)
 	s.handle("POST "+p+"/runs/{run}/steps", s.openStep)
-	s.handle("POST "+p+"/runs/{run}/leases", s.lease) // hands out work, writes nothing
+	s.handle("POST "+p+"/runs/{run}/leases", s.lease)                 // hands out work, writes nothing
+	s.handle("POST "+p+"/runs/{run}/leases/renew", s.renewLeases)     // a heartbeat, writes nothing
+	s.handle("POST "+p+"/runs/{run}/leases/release", s.releaseLeases) // writes nothing
+	s.handle("POST "+p+"/runs/{run}/version", s.publishVersion)
+	s.handle("POST "+p+"/runs/{run}/rewards", s.submitRewards)
+	s.handle("POST "+p+"/runs/{run}/scores", s.submitScores)
 	s.handle("POST "+p+"/runs/{run}/submit", s.submitWork)
 	s.handle("POST "+p+"/runs/{run}/groups/{group}/close", s.closeGroup)
 	s.handle("POST "+p+"/runs/{run}/steps/{step}/abandon", s.abandonStep)

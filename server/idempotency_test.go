@@ -36,7 +36,7 @@ func TestEveryWriteIsIdempotent(t *testing.T) {
 				if i > 0 {
 					out += ","
 				}
-				out += fmt.Sprintf(`{"lease":%q,"node":%d,%s}`, lease[node], node, it[len(fmt.Sprint(node))+1:])
+				out += fmt.Sprintf(`{"lease":%q,"worker":"test","node":%d,%s}`, lease[node], node, it[len(fmt.Sprint(node))+1:])
 			}
 			return out + "]}"
 		}

@@ -152,6 +152,6 @@ func TestRefuseInvalidUTF8(t *testing.T) {
 	}
 	e, g, ls := refusalEnv(t)
 	l := ls[g.Roots[0]]
-	body := `{"client_key":"u","submissions":[{"lease":"` + l.ID + `","node":` + u64(l.Node) + `,"from":0,"turns":[{"action":"a\xff","observation":"o"}]}]}`
+	body := `{"client_key":"u","submissions":[{"lease":"` + l.ID + `","worker":"` + l.Worker + `","node":` + u64(l.Node) + `,"from":0,"turns":[{"action":"a\xff","observation":"o"}]}]}`
 	refused(e, "/api/v1/runs/r1/submit", body, http.StatusBadRequest, "bad_request")
 }

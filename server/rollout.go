@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"github.com/patrdb/patrdb/api"
 	"net/http"
 	"strings"
 	"time"
@@ -42,9 +43,6 @@ func (s *server) openStep(w http.ResponseWriter, r *http.Request) error {
 	})
 }
 
-// MaxLeaseTTL bounds a lease's TTL: a worker silent for longer is dead.
-const MaxLeaseTTL = 24 * time.Hour
-
 func (s *server) lease(w http.ResponseWriter, r *http.Request) error {
 	var req LeaseRequest
 	c, _, err := s.rolloutRequest(w, r, "", &req)
@@ -54,13 +52,18 @@ func (s *server) lease(w http.ResponseWriter, r *http.Request) error {
 	if s.opts.ReadOnly {
 		return withStatus(http.StatusForbidden, "read_only", errors.New("server: this server is read-only: it hands out no leases"))
 	}
-	ttl := time.Duration(req.TTLMs) * time.Millisecond
-	if req.TTLMs < 0 || ttl > MaxLeaseTTL {
-		return badRequest("ttl_ms %d: want 0 (the default) up to %d", req.TTLMs, MaxLeaseTTL.Milliseconds())
+	// Checked before the conversion, which would overflow.
+	if req.TTLMs < 0 || req.TTLMs > tree.MaxLeaseTTL.Milliseconds() {
+		return badRequest("ttl_ms %d: want 0 (the default) up to %d", req.TTLMs, tree.MaxLeaseTTL.Milliseconds())
+	}
+	if err := s.expireOverdue(c); err != nil {
+		return err
 	}
 	run := c.Run()
 	out := LeaseResponse{Leases: []LeaseGrant{}}
-	_, err = c.Lease(tree.LeaseRequest{Worker: req.Worker, Max: req.Max, Step: req.Step, TTL: ttl}, func(tx *store.Tx, leases []tree.Lease) error {
+	lr := tree.LeaseRequest{Worker: req.Worker, Max: req.Max, Step: req.Step, TTL: time.Duration(req.TTLMs) * time.Millisecond,
+		PolicyVersion: req.PolicyVersion}
+	_, err = c.Lease(lr, func(tx *store.Tx, leases []tree.Lease) error {
 		rt, err := tx.Run(run)
 		if err != nil {
 			return err
@@ -68,13 +71,8 @@ func (s *server) lease(w http.ResponseWriter, r *http.Request) error {
 		for _, l := range leases {
 			g := LeaseGrant{Lease: l}
 			if req.History == nil || *req.History {
-				path, err := rt.Trajectory(l.Node)
-				if err != nil {
+				if g.History, err = history(rt, l.Node); err != nil {
 					return err
-				}
-				g.History = make([]store.Turn, len(path))
-				for i := range path {
-					g.History[i] = path[i].Turn
 				}
 			}
 			out.Leases = append(out.Leases, g)
@@ -85,6 +83,56 @@ func (s *server) lease(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return s.ok(w, out)
+}
+
+// history is the turns of node's path, root first.
+func history(rt *store.RunTx, node uint64) ([]store.Turn, error) {
+	path, err := rt.Trajectory(node)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.Turn, len(path))
+	for i := range path {
+		out[i] = path[i].Turn
+	}
+	return out, nil
+}
+
+// renewLeases is a worker's heartbeat; releaseLeases gives leases back.
+// Neither writes to the file: leases live in the coordinator's memory.
+func (s *server) renewLeases(w http.ResponseWriter, r *http.Request) error {
+	return s.leases(w, r, (*tree.Coordinator).Renew)
+}
+
+func (s *server) releaseLeases(w http.ResponseWriter, r *http.Request) error {
+	return s.leases(w, r, (*tree.Coordinator).Release)
+}
+
+func (s *server) leases(w http.ResponseWriter, r *http.Request, fn func(*tree.Coordinator, string, []string) []tree.LeaseState) error {
+	var req api.LeasesRequest
+	c, _, err := s.rolloutRequest(w, r, "", &req)
+	if err != nil {
+		return err
+	}
+	if req.Worker == "" {
+		return badRequest("worker is required: leases are bound to the worker that took them")
+	}
+	return s.ok(w, api.LeasesResponse{Leases: fn(c, req.Worker, req.Leases)})
+}
+
+// expireOverdue records as failed what waited past the run's pending
+// timeout (tree.Coordinator.Expire), when anything did. Requests that
+// poll a step — status, pending work, leases — run it, so a reward that
+// never comes is failed by the next poll after its deadline. It writes
+// directly, outside the write batch: it answers no client key.
+func (s *server) expireOverdue(c *tree.Coordinator) error {
+	if s.opts.ReadOnly || !c.Overdue() {
+		return nil
+	}
+	return s.db.Update(func(tx *store.Tx) error {
+		_, err := c.Expire(tx)
+		return err
+	})
 }
 
 func (s *server) submitWork(w http.ResponseWriter, r *http.Request) error {
@@ -134,6 +182,9 @@ func (s *server) stepStatus(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.expireOverdue(c); err != nil {
+		return err
+	}
 	run := c.Run()
 	var out StepStatus
 	err = s.db.View(func(tx *store.Tx) (err error) {
@@ -141,6 +192,103 @@ func (s *server) stepStatus(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		out, err = c.Status(tx, step)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return s.ok(w, out)
+}
+
+func (s *server) publishVersion(w http.ResponseWriter, r *http.Request) error {
+	var req api.PublishRequest
+	c, _, err := s.rolloutRequest(w, r, "", &req)
+	if err != nil {
+		return err
+	}
+	run := c.Run()
+	return s.write(w, r, run, &req, func(tx *store.Tx) (int, any, error) {
+		if err := c.Publish(tx, req.Version); err != nil {
+			return 0, nil, err
+		}
+		rt, err := tx.Run(run)
+		if err != nil {
+			return 0, nil, err
+		}
+		info, err := rt.Info()
+		return http.StatusOK, CreateRunResponse{Run: runJSON(info)}, err
+	})
+}
+
+func (s *server) submitRewards(w http.ResponseWriter, r *http.Request) error {
+	var req api.RewardsRequest
+	c, _, err := s.rolloutRequest(w, r, "", &req)
+	if err != nil {
+		return err
+	}
+	if len(req.Rewards) == 0 {
+		return badRequest("rewards is empty")
+	}
+	return s.write(w, r, c.Run(), &req, func(tx *store.Tx) (int, any, error) {
+		out, err := c.SubmitRewards(tx, req.Rewards)
+		return http.StatusOK, out, err
+	})
+}
+
+func (s *server) submitScores(w http.ResponseWriter, r *http.Request) error {
+	var req api.ScoresRequest
+	c, _, err := s.rolloutRequest(w, r, "", &req)
+	if err != nil {
+		return err
+	}
+	if len(req.Scores) == 0 {
+		return badRequest("scores is empty")
+	}
+	return s.write(w, r, c.Run(), &req, func(tx *store.Tx) (int, any, error) {
+		out, err := c.SubmitScores(tx, req.Scores)
+		return http.StatusOK, out, err
+	})
+}
+
+func (s *server) pending(w http.ResponseWriter, r *http.Request) error {
+	c, step, err := s.rolloutRequest(w, r, "step", nil)
+	if err != nil {
+		return err
+	}
+	withHistory := r.URL.Query().Get("history")
+	if withHistory != "" && withHistory != "0" && withHistory != "1" {
+		return badRequest("history=%q: want 0 or 1", withHistory)
+	}
+	if err := s.expireOverdue(c); err != nil {
+		return err
+	}
+	run := c.Run()
+	out := api.PendingResponse{Step: step, Scores: []api.PendingItem{}, Rewards: []api.PendingItem{}}
+	err = s.db.View(func(tx *store.Tx) error {
+		rt, err := lookupRun(tx, run)
+		if err != nil {
+			return err
+		}
+		p, err := c.Pending(tx, step)
+		if err != nil {
+			return err
+		}
+		items := func(ws []tree.PendingWork) ([]api.PendingItem, error) {
+			out := make([]api.PendingItem, len(ws))
+			for i, pw := range ws {
+				out[i].PendingWork = pw
+				if withHistory == "1" {
+					if out[i].History, err = history(rt, pw.Node); err != nil {
+						return nil, err
+					}
+				}
+			}
+			return out, nil
+		}
+		if out.Scores, err = items(p.Scores); err != nil {
+			return err
+		}
+		out.Rewards, err = items(p.Rewards)
 		return err
 	})
 	if err != nil {

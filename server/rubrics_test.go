@@ -20,7 +20,7 @@ func leavesGroup(e *testEnv, run string, step uint64, rewards []float64) (uint64
 	ls := leaseAll(e, run, step)
 	var subs []tree.Submission
 	for i, id := range g.Roots {
-		subs = append(subs, tree.Submission{Lease: ls[id].ID, Node: id, Reward: ptr(rewards[i]),
+		subs = append(subs, tree.Submission{Lease: ls[id].ID, Worker: ls[id].Worker, Node: id, Reward: ptr(rewards[i]),
 			Turns: []store.Turn{{Action: fmt.Sprint("answer ", i), Observation: "ok", Done: true}}})
 	}
 	submitOK(e, run, fmt.Sprint("leaves-", step), subs...)

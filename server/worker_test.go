@@ -84,25 +84,20 @@ func TestWorkerFailures(t *testing.T) {
 	}
 }
 
-// A worker whose lease expired and was handed on drops that branch's work
-// and goes on with the others.
+// A worker whose leases are voided — a policy version published under
+// on_publish abort — drops that work (its heartbeat or its submit says the
+// leases are gone) and goes on with branches leased again.
 func TestWorkerDropsLostLeases(t *testing.T) {
 	e := newEnv(t, Options{})
-	createRun(e, "r1", testTree)
+	createRun(e, "r1", strings.TrimSuffix(testTree, "}")+`,"on_publish":"abort"}`)
 	openStep(e, "r1", 1)
 	w := fakeWorker(e, "r1", "slow", 3)
-	w.TTL = 20 * time.Millisecond
-	stolen := false
+	published := false
 	w.Policy = policyFunc(func(ctx context.Context, reqs []tree.ActRequest) ([]tree.Move, error) {
-		if !stolen {
-			// The worker stalls past its TTL; another worker takes a branch.
-			stolen = true
-			time.Sleep(30 * time.Millisecond)
-			var lr LeaseResponse
-			e.post("/api/v1/runs/r1/leases", LeaseRequest{Worker: "thief", Max: 1, TTLMs: 1}, http.StatusOK, &lr)
-			if len(lr.Leases) != 1 {
-				t.Errorf("thief leased %+v", lr.Leases)
-			}
+		if !published {
+			// New weights land while the worker samples.
+			published = true
+			e.post("/api/v1/runs/r1/version", `{"client_key":"v1","version":1}`, http.StatusOK, nil)
 		}
 		return (&fakePolicy{}).ActBatch(ctx, reqs)
 	})

@@ -73,6 +73,7 @@ func badInputs() []badInput {
 			return err
 		})
 	}
+	add("policy version not ahead of the run's", store.ErrInvalid, func(_ *store.Tx, r *store.RunTx, _ fixture) error { return r.PublishVersion(0) })
 	add("run status unknown", store.ErrInvalid, func(_ *store.Tx, r *store.RunTx, _ fixture) error { return r.SetRunStatus("paused") })
 
 	// Groups.

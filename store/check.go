@@ -182,7 +182,9 @@ func (c *checker) meta() {
 	if string(m.Get(metaMagic)) != string(magicString) {
 		c.add(Violation{Bucket: "meta", Key: metaMagic, Kind: "corrupt", Detail: "bad magic"})
 	}
-	if v := m.Get(metaFormat); len(v) != 8 || (keyU64(v, 0) != c.tx.db.format) {
+	// The file's format as opened, or the current one once a write upgraded
+	// it in place (a snapshot may predate or follow that write).
+	if v := m.Get(metaFormat); len(v) != 8 || (keyU64(v, 0) != c.tx.db.format.Load() && keyU64(v, 0) != FormatVersion) {
 		c.add(Violation{Bucket: "meta", Key: metaFormat, Kind: "corrupt", Detail: "format version unreadable or unexpected"})
 	}
 	if !bytes.HasPrefix(m.Get(metaWriter), []byte("patrdb ")) {

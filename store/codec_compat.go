@@ -13,6 +13,7 @@ import (
 // shapes. (Nodes and turns have hand-written decoders that do the same.)
 
 var (
+	_ msgpack.CustomDecoder = (*Run)(nil)
 	_ msgpack.CustomDecoder = (*Group)(nil)
 	_ msgpack.CustomDecoder = (*TurnsPayload)(nil)
 )
@@ -32,6 +33,34 @@ func (p *TurnsPayload) DecodeMsgpack(dec *msgpack.Decoder) error {
 		return fmt.Errorf("turns payload has %d fields, want %d, %d or %d", n, turnsPayloadFieldsV1, turnsPayloadFieldsV2, turnsPayloadFields)
 	}
 	fields := []any{&p.From, &p.Count, &p.Turns, &p.MinVersion, &p.MaxVersion, &p.Seq}
+	for _, f := range fields[:n] {
+		if err := dec.Decode(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Run records: format 4 appended the current policy version.
+const (
+	runFields   = 8
+	runFieldsV3 = 7
+)
+
+// DecodeMsgpack reads a run record of format 1–3 or 4.
+func (r *Run) DecodeMsgpack(dec *msgpack.Decoder) error {
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return err
+	}
+	*r = Run{}
+	if n == -1 {
+		return nil
+	}
+	if n != runFields && n != runFieldsV3 {
+		return fmt.Errorf("run record has %d fields, want %d or %d", n, runFieldsV3, runFields)
+	}
+	fields := []any{&r.ID, &r.Config, &r.Status, &r.LastStep, &r.CreatedAt, &r.UpdatedAt, &r.Meta, &r.PolicyVersion}
 	for _, f := range fields[:n] {
 		if err := dec.Decode(f); err != nil {
 			return err

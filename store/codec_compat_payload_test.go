@@ -80,3 +80,28 @@ func TestDecodeMsgpackRefusesNonArray(t *testing.T) {
 		}
 	}
 }
+
+// A run record decodes from format 3's seven fields (no policy version)
+// and format 4's eight, and refuses any other count.
+func TestRunRecordShapes(t *testing.T) {
+	enc := func(v any) []byte {
+		b, err := msgpack.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	v3 := []any{"r", []byte(`{}`), "running", 2, 10, 20, map[string]string{"a": "b"}}
+	var got store.Run
+	if err := msgpack.Unmarshal(enc(v3), &got); err != nil || got.ID != "r" || got.LastStep != 2 || got.PolicyVersion != 0 || got.Meta["a"] != "b" {
+		t.Fatalf("format 3: %+v, %v", got, err)
+	}
+	if err := msgpack.Unmarshal(enc(append(v3, 7)), &got); err != nil || got.PolicyVersion != 7 || got.UpdatedAt != 20 {
+		t.Fatalf("format 4: %+v, %v", got, err)
+	}
+	for _, bad := range [][]any{v3[:6], append(append([]any{}, v3...), 7, 8), append(append([]any{}, v3...), "seven")} {
+		if err := msgpack.Unmarshal(enc(bad), &got); err == nil {
+			t.Errorf("%v decoded as %+v, want an error", bad, got)
+		}
+	}
+}

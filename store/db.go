@@ -33,7 +33,7 @@ type DB struct {
 
 	// format is the file's format version: older ones are read with their
 	// own turn keys and refuse writes (ErrNeedsMigration).
-	format uint64
+	format atomic.Uint64
 
 	// premapped: the file was opened with an initial mapping larger than
 	// itself, so Update sets bbolt's growth step (growStep).
@@ -212,14 +212,21 @@ func (db *DB) Update(fn func(*Tx) error) (err error) {
 	if db.opts.ReadOnly {
 		return ErrReadOnly
 	}
-	if db.format < FormatVersion {
-		return fmt.Errorf("%w: %s has format %d; this build writes only format %d files", ErrNeedsMigration, db.path, db.format, FormatVersion)
+	if f := db.format.Load(); f < FormatVersion && !upgradableFormats[f] {
+		return fmt.Errorf("%w: %s has format %d; this build writes only format %d files", ErrNeedsMigration, db.path, f, FormatVersion)
 	}
 	db.writeMu.Lock()
 	defer db.writeMu.Unlock()
 	btx, err := db.bolt.Begin(true)
 	if err != nil {
 		return mapTxError(err)
+	}
+	upgrade := db.format.Load() != FormatVersion
+	if upgrade {
+		if err := writeMeta(btx.Bucket(bucketMeta), FormatVersion); err != nil {
+			_ = btx.Rollback()
+			return err
+		}
 	}
 	tx := newTx(db, btx)
 	tx.vals.spare = &db.spare
@@ -255,6 +262,9 @@ func (db *DB) Update(fn func(*Tx) error) (err error) {
 	db.cache.endCommit(txid, err == nil)
 	if err != nil {
 		return mapTxError(err)
+	}
+	if upgrade {
+		db.format.Store(FormatVersion)
 	}
 	return nil
 }

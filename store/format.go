@@ -16,11 +16,18 @@ import (
 // appended (seq|node), and a node lists its own turns as ranges of that
 // sequence, so every hot bucket grows at its end (doc.go). Older formats
 // open and read as they are; writing to one is ErrNeedsMigration, and
-// Migrate copies it into a new file of this format.
-const FormatVersion = 3
+// Migrate copies it into a new file of this format. Format 4 appended the
+// run's current policy version to the run record; a format-3 file reads as
+// it is, and its first write transaction upgrades it in place (the meta
+// format number, in that same transaction): opening a file never writes.
+const FormatVersion = 4
 
 // readableFormats are the older formats this build reads (not writes).
-var readableFormats = map[uint64]bool{1: true, 2: true}
+var readableFormats = map[uint64]bool{1: true, 2: true, 3: true}
+
+// upgradableFormats are the older formats whose records this build writes
+// as they are: a write transaction only moves their meta format number on.
+var upgradableFormats = map[uint64]bool{3: true}
 
 // Version is the patrdb release that wrote a file, recorded in meta.
 const Version = "0.1.0"
@@ -65,7 +72,7 @@ func (db *DB) initFormat() error {
 	if err != nil {
 		return err
 	}
-	db.format = format
+	db.format.Store(format)
 	switch {
 	case fresh && db.opts.ReadOnly:
 		return fmt.Errorf("%w: %s is empty", ErrNotPatrdb, db.path)

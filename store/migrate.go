@@ -52,8 +52,8 @@ func Migrate(src, dst string, opts *Options) (res MigrateResult, err error) {
 		return res, err
 	}
 	defer from.Close()
-	res.From, res.To = from.format, FormatVersion
-	if from.format == FormatVersion {
+	res.From, res.To = from.format.Load(), FormatVersion
+	if from.format.Load() == FormatVersion {
 		return res, invalidf("%s is already format %d: nothing to migrate", src, FormatVersion)
 	}
 	do := *opts

@@ -485,13 +485,15 @@ func (r *RunTx) SetNodeStatus(id uint64, s NodeStatus) error {
 	})
 }
 
-// FailNode records that an active node's policy, env or scorer call failed:
-// the node becomes failed with reason as its Error. It is not a leaf and
-// never enters the advantages; SetNodeStatus(id, NodeActive) retries it.
+// FailNode records that an active node's policy, env or scorer call failed,
+// or that the outcome reward a finished node awaits never came (see
+// Node.AwaitsReward): the node becomes failed with reason as its Error. It
+// is not a leaf and never enters the advantages; SetNodeStatus(id,
+// NodeActive) retries an active node's failure.
 func (r *RunTx) FailNode(id uint64, reason string) error {
 	return r.mutateNode(id, EvNodeStatus, func(n *Node) error {
-		if n.Status != NodeActive {
-			return invalidf("node %d is %s; only an active node fails", id, n.Status)
+		if n.Status != NodeActive && !n.AwaitsReward() {
+			return invalidf("node %d is %s; only an active node, or a finished one awaiting its reward, fails", id, n.Status)
 		}
 		if err := validText(nil, "error", reason); err != nil {
 			return err

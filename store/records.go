@@ -20,6 +20,11 @@ type Run struct {
 	CreatedAt int64             `json:"created_at"` // unix nanoseconds
 	UpdatedAt int64             `json:"updated_at"`
 	Meta      map[string]string `json:"meta,omitempty"`
+	// PolicyVersion is the run's current policy version: the newest
+	// weights the trainer published (RunTx.PublishVersion), against which
+	// the staleness of sampled turns is measured. 0 until one is published
+	// (format 4 on).
+	PolicyVersion uint64 `json:"policy_version"`
 }
 
 // GroupStatus is open while the tree grows and closed once its advantages
@@ -152,6 +157,13 @@ type Node struct {
 
 // PathLen is the number of turns from the root to the node's last turn.
 func (n *Node) PathLen() int { return n.Base + n.Turns }
+
+// AwaitsReward reports whether n finished (completed or truncated) with its
+// outcome reward still to come: a verifier or a remote reward model
+// delivers it later. Such a leaf holds its group open.
+func (n *Node) AwaitsReward() bool {
+	return (n.Status == NodeCompleted || n.Status == NodeTruncated) && !n.HasReward
+}
 
 // Turn is one interaction turn. Token ids and logprobs are stored packed
 // little-endian, not as msgpack arrays.
@@ -295,6 +307,7 @@ type EventKind string
 const (
 	EvRunCreate    EventKind = "run.create"
 	EvRunStatus    EventKind = "run.status"
+	EvRunVersion   EventKind = "run.version"
 	EvGroupOpen    EventKind = "group.open"
 	EvGroupUpdate  EventKind = "group.update"
 	EvGroupClose   EventKind = "group.close"

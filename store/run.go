@@ -58,6 +58,26 @@ func (r *RunTx) SetConfig(config []byte) error {
 	return r.tx.fail(r.putRun(&run, EvRunStatus))
 }
 
+// PublishVersion records v as the run's current policy version: the
+// weights a trainer just published to its samplers. Versions only go
+// forward: v must be greater than the current one (ErrInvalid otherwise),
+// so a late or repeated publish can never make newer turns look stale.
+func (r *RunTx) PublishVersion(v uint64) error {
+	if err := r.tx.check(true); err != nil {
+		return err
+	}
+	run, err := r.Info()
+	if err != nil {
+		return r.tx.fail(err)
+	}
+	if v <= run.PolicyVersion {
+		return r.tx.fail(invalidf("policy version %d: run %q is at version %d already; versions only go forward", v, r.id, run.PolicyVersion))
+	}
+	run.PolicyVersion = v
+	run.UpdatedAt = r.tx.db.opts.now().UnixNano()
+	return r.tx.fail(r.putRun(&run, EvRunVersion))
+}
+
 // BucketSize is the on-disk footprint of one of a run's buckets.
 type BucketSize struct {
 	Name  string `json:"name"`

@@ -15,7 +15,7 @@ type turnSpan struct {
 }
 
 // legacyTurns reports whether the file keys turns node|index.
-func (r *RunTx) legacyTurns() bool { return r.tx.db.format < 3 }
+func (r *RunTx) legacyTurns() bool { return r.tx.db.format.Load() < 3 }
 
 // turnSpans returns where n's own turns from, from+1, ..., from+count-1
 // are stored, in order.

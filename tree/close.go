@@ -30,6 +30,8 @@ func (c *Coordinator) Leaves(tx *store.Tx, step, group uint64, withTurns bool) (
 		switch {
 		case n.Status == store.NodeActive:
 			return g, nil, fmt.Errorf("%w: group %d still has active branch %d", ErrConflict, g.ID, n.ID)
+		case n.AwaitsReward():
+			return g, nil, fmt.Errorf("%w: leaf %d of group %d awaits its deferred reward", ErrConflict, n.ID, g.ID)
 		case !n.Status.Leaf():
 			continue
 		case !n.HasReward:
@@ -113,6 +115,9 @@ func (c *Coordinator) Abandon(tx *store.Tx, step uint64, reason string) error {
 	if err != nil {
 		return err
 	}
+	if len(groups) == 0 {
+		return fmt.Errorf("%w: step %d of run %q has no groups to abandon", store.ErrNotFound, step, c.run)
+	}
 	for _, g := range groups {
 		if g.Status != store.GroupOpen {
 			continue
@@ -122,7 +127,7 @@ func (c *Coordinator) Abandon(tx *store.Tx, step uint64, reason string) error {
 			return err
 		}
 		for _, n := range nodes {
-			if n.Status == store.NodeActive {
+			if n.Status == store.NodeActive || n.AwaitsReward() {
 				if err := r.FailNode(n.ID, "abandoned: "+reason); err != nil {
 					return err
 				}

@@ -3,6 +3,7 @@ package tree
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // PruneRule selects the reference value a branch's score is compared against.
@@ -31,6 +32,56 @@ type Config struct {
 	MaxActive   int       `json:"max_active"`   // width cap on active branches per group; 0 = no cap (default 0)
 	Seed        int64     `json:"seed"`
 	NoScoring   bool      `json:"no_scoring"` // GRPO mode: no scorer, no routing; every branch runs to the end (B0 = G)
+
+	// Asynchronous rollouts (the package doc's "Versions and staleness" and
+	// "Deferred rewards and scores"). The defaults keep the synchronous
+	// protocol: no staleness bound, in-flight work continues across a
+	// publish, workers score inline.
+	MaxStaleness int       `json:"max_staleness"` // policy versions a lease or a turn may lag the run's current one; -1: no bound (default)
+	OnPublish    OnPublish `json:"on_publish"`    // what a published version does to leases in flight (default OnPublishContinue)
+	// RemoteScores: process scores arrive apart from the turns, from any
+	// process (Coordinator.SubmitScores, a remote PRM); leases never ask a
+	// worker to score, and a branch waits for its score after its K turns.
+	RemoteScores bool `json:"remote_scores"`
+	// PendingTTLMs bounds how long a deferred reward or a remote score
+	// may take: a leaf whose reward is later is recorded failed (never 0);
+	// a branch whose score is later fails and is retried (default 30 min).
+	PendingTTLMs int64 `json:"pending_ttl_ms"`
+}
+
+// OnPublish is what publishing a new policy version does to branches in
+// flight.
+type OnPublish string
+
+const (
+	// OnPublishContinue: leases stand; turns sampled with the old weights
+	// are accepted while they are within MaxStaleness and keep their own
+	// versions (partial rollout: a branch may span versions).
+	OnPublishContinue OnPublish = "continue"
+	// OnPublishAbort: every lease granted before the publish is void — its
+	// submits are refused with ErrLeaseLost — and its branch is leased
+	// again from its last committed turn, to be sampled with the new
+	// weights. Committed turns keep their versions.
+	OnPublishAbort OnPublish = "abort"
+)
+
+// Bounds of the asynchronous settings.
+const (
+	MaxMaxStaleness   = 1 << 20
+	MaxPendingTTL     = 7 * 24 * time.Hour
+	DefaultPendingTTL = 30 * time.Minute
+)
+
+// PendingTTL is PendingTTLMs as a duration.
+func (c Config) PendingTTL() time.Duration {
+	return time.Duration(c.PendingTTLMs) * time.Millisecond
+}
+
+// StaleBy reports whether a turn or worker at version v is too stale for a
+// run at version current: more than MaxStaleness behind (never with no
+// bound; a version ahead of the run's is not stale).
+func (c Config) StaleBy(current, v uint64) bool {
+	return c.MaxStaleness >= 0 && current > v && current-v > uint64(c.MaxStaleness)
 }
 
 // Upper bounds of the config numbers. They are far above any run the
@@ -61,6 +112,10 @@ func DefaultConfig() Config {
 		RepeatPrune: 6,
 		MaxTurns:    100,
 		MaxActive:   0,
+
+		MaxStaleness: -1,
+		OnPublish:    OnPublishContinue,
+		PendingTTLMs: DefaultPendingTTL.Milliseconds(),
 	}
 }
 
@@ -97,6 +152,18 @@ func (c Config) Validate() error {
 	// A cap below B0 could not even hold the initial branches.
 	if c.MaxActive != 0 && c.MaxActive < c.B0 {
 		bad("MaxActive", "= %d, want 0 (no cap) or >= B0 (%d)", c.MaxActive, c.B0)
+	}
+	between("MaxStaleness", c.MaxStaleness, -1, MaxMaxStaleness, " (-1: no bound)")
+	switch c.OnPublish {
+	case OnPublishContinue, OnPublishAbort:
+	default:
+		bad("OnPublish", "= %q, want %q or %q", c.OnPublish, OnPublishContinue, OnPublishAbort)
+	}
+	if c.PendingTTLMs < 1 || c.PendingTTLMs > MaxPendingTTL.Milliseconds() {
+		bad("PendingTTLMs", "= %d, want 1..%d", c.PendingTTLMs, MaxPendingTTL.Milliseconds())
+	}
+	if c.RemoteScores && c.NoScoring {
+		bad("RemoteScores", "is set under NoScoring, which scores nothing")
 	}
 	return errors.Join(errs...)
 }

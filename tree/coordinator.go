@@ -1,13 +1,14 @@
 package tree
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -35,21 +36,30 @@ type Coordinator struct {
 	cfg  Config
 	opts CoordinatorOptions
 
-	mu       sync.Mutex
-	instance string // lease id prefix: ids of an earlier instance never match
-	seq      uint64
-	leases   map[uint64]*held // node → its current lease
+	mu     sync.Mutex
+	leases map[uint64]*held // node → its current lease
+	byID   map[string]*held // lease id → the same leases
 	// granted is the newest snapshot a grant was judged on: a grant on an
 	// older one could overwrite a current lease with one for a state the
 	// branch has left.
 	granted uint64
+	// version is the newest run policy version this coordinator has read or
+	// published: renewals judge OnPublishAbort by it without a read.
+	version uint64
+	// pending notes when each branch was first seen awaiting a deferred
+	// reward or a remote score, for PendingTTL. It lives in memory: a
+	// restarted coordinator starts the wait again from the first time it
+	// sees the branch.
+	pending map[uint64]time.Time
 }
 
 // CoordinatorOptions tune a Coordinator. The zero value means the defaults.
 type CoordinatorOptions struct {
-	// LeaseTTL is how long a worker may hold a branch before it can be
-	// handed to another worker (default 10 minutes: a slow interval of an
-	// agent with long tool calls, not a crashed worker's whole backlog).
+	// LeaseTTL is how long a worker may hold a branch without a sign of
+	// life — a renewal (heartbeat) or a submit — before it is handed to
+	// another worker (default rollout.DefaultLeaseTTL, 30 s: workers renew
+	// every rollout.HeartbeatEvery(TTL) while a slow tool runs, so a dead
+	// worker's branches return within three heartbeats).
 	LeaseTTL time.Duration
 	// MaxAttempts is how many times a branch may fail (its policy, env or
 	// scorer call) before it is recorded failed for good (default 3).
@@ -62,9 +72,10 @@ type CoordinatorOptions struct {
 	Now func() time.Time
 }
 
-// Defaults of CoordinatorOptions.
+// Defaults and bounds of CoordinatorOptions and lease requests.
 const (
-	DefaultLeaseTTL    = 10 * time.Minute
+	DefaultLeaseTTL    = rollout.DefaultLeaseTTL
+	MaxLeaseTTL        = 24 * time.Hour // a worker silent for longer is dead
 	DefaultMaxAttempts = 3
 	MaxMaxAttempts     = 100
 )
@@ -80,8 +91,8 @@ func (o *CoordinatorOptions) ensureDefaults() error {
 		o.Now = time.Now
 	}
 	switch {
-	case o.LeaseTTL < 0:
-		return fmt.Errorf("%w: LeaseTTL %v is negative", ErrInvalidConfig, o.LeaseTTL)
+	case o.LeaseTTL < 0 || o.LeaseTTL > MaxLeaseTTL:
+		return fmt.Errorf("%w: LeaseTTL %v, want up to %v", ErrInvalidConfig, o.LeaseTTL, MaxLeaseTTL)
 	case o.MaxAttempts < 1 || o.MaxAttempts > MaxMaxAttempts:
 		return fmt.Errorf("%w: MaxAttempts %d, want 1..%d", ErrInvalidConfig, o.MaxAttempts, MaxMaxAttempts)
 	}
@@ -153,10 +164,8 @@ func NewCoordinator(db *store.DB, run string, cfg *Config, opts *CoordinatorOpti
 			return nil, err
 		}
 	}
-	var nonce [6]byte
-	_, _ = rand.Read(nonce[:])
-	return &Coordinator{db: db, run: run, cfg: use, opts: o, instance: hex.EncodeToString(nonce[:]),
-		leases: map[uint64]*held{}}, nil
+	return &Coordinator{db: db, run: run, cfg: use, opts: o, version: info.PolicyVersion,
+		leases: map[uint64]*held{}, byID: map[string]*held{}, pending: map[uint64]time.Time{}}, nil
 }
 
 // Config is the tree config the coordinator routes with.
@@ -170,13 +179,35 @@ func (c *Coordinator) DB() *store.DB { return c.db }
 
 func (c *Coordinator) runTx(tx *store.Tx) (*store.RunTx, error) { return tx.Run(c.run) }
 
+// MaxRootsPerOpen caps the root branches one OpenStep call creates (its
+// new tasks × B0): they are written in one transaction, which every other
+// writer of the file waits for. A larger step opens in parts — OpenStep
+// extends a step whose groups are a prefix of its tasks.
+const MaxRootsPerOpen = 16384
+
 // OpenStep opens one group per task at step, each with B0 root branches,
-// in task order. Asking again for the same tasks returns the groups already
-// open (a restarted driver, a second worker); a step that holds groups for
-// other tasks is ErrStepExists.
+// in task order. Task ids are non-empty and unique within the step.
+//
+// Asking again is safe: the groups a step already holds must be for the
+// first tasks asked for, field for field (id, prompt, prompt tokens, gold,
+// meta), and come back as they are; the tasks past them open new groups,
+// so a driver that wants more informative groups extends its step. Fewer
+// tasks than the step's groups, or a task that differs from the group
+// opened for it, is ErrStepExists naming the field; more new roots than
+// MaxRootsPerOpen is store.ErrInvalid.
 func (c *Coordinator) OpenStep(tx *store.Tx, step uint64, tasks []Task) ([]store.Group, error) {
 	if step == 0 {
 		return nil, fmt.Errorf("%w: step 0: steps start at 1", store.ErrInvalid)
+	}
+	seen := make(map[string]bool, len(tasks))
+	for i, t := range tasks {
+		switch {
+		case t.ID == "":
+			return nil, fmt.Errorf("%w: task %d has no id", store.ErrInvalid, i)
+		case seen[t.ID]:
+			return nil, fmt.Errorf("%w: task id %q appears twice in step %d", store.ErrInvalid, t.ID, step)
+		}
+		seen[t.ID] = true
 	}
 	r, err := c.runTx(tx)
 	if err != nil {
@@ -193,18 +224,22 @@ func (c *Coordinator) OpenStep(tx *store.Tx, step uint64, tasks []Task) ([]store
 	if err != nil {
 		return nil, err
 	}
-	if len(existing) > 0 {
-		same := len(existing) == len(tasks)
-		for i := 0; same && i < len(tasks); i++ {
-			same = existing[i].Task == tasks[i].ID && existing[i].Prompt == tasks[i].Prompt
-		}
-		if !same {
-			return nil, fmt.Errorf("%w: step %d of run %q holds %d groups for other tasks", ErrStepExists, step, c.run, len(existing))
-		}
-		return existing, nil
+	if len(existing) > len(tasks) {
+		return nil, fmt.Errorf("%w: step %d of run %q holds %d groups; asked for %d tasks", ErrStepExists, step, c.run, len(existing), len(tasks))
 	}
-	out := make([]store.Group, 0, len(tasks))
-	for _, t := range tasks {
+	for i, g := range existing {
+		if field := taskDiff(TaskOf(g), tasks[i]); field != "" {
+			return nil, fmt.Errorf("%w: step %d of run %q opened group %d for task %q, which differs from task %d asked for in its %s",
+				ErrStepExists, step, c.run, g.ID, g.Task, i, field)
+		}
+	}
+	fresh := tasks[len(existing):]
+	if roots := len(fresh) * c.cfg.B0; roots > MaxRootsPerOpen {
+		return nil, fmt.Errorf("%w: %d tasks × B0 %d = %d root branches in one request; open at most %d at a time (OpenStep extends a step)",
+			store.ErrInvalid, len(fresh), c.cfg.B0, roots, MaxRootsPerOpen)
+	}
+	out := append(make([]store.Group, 0, len(tasks)), existing...)
+	for _, t := range fresh {
 		g, err := r.OpenGroup(store.GroupSpec{Step: step, Task: t.ID, Prompt: t.Prompt, PromptTokens: t.PromptTokens, Gold: t.Gold, Meta: t.Meta})
 		if err != nil {
 			return nil, err
@@ -220,6 +255,23 @@ func (c *Coordinator) OpenStep(tx *store.Tx, step uint64, tasks []Task) ([]store
 		out = append(out, g)
 	}
 	return out, nil
+}
+
+// taskDiff names the first field in which task b differs from a, or "".
+func taskDiff(a, b Task) string {
+	switch {
+	case a.ID != b.ID:
+		return "id"
+	case a.Prompt != b.Prompt:
+		return "prompt"
+	case !slices.Equal(a.PromptTokens, b.PromptTokens):
+		return "prompt tokens"
+	case a.Gold != b.Gold:
+		return "gold"
+	case !maps.Equal(a.Meta, b.Meta):
+		return "meta"
+	}
+	return ""
 }
 
 // OpenSteps returns the steps past the run's last completed one that still

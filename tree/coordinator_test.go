@@ -112,32 +112,32 @@ func TestSubmitRefusals(t *testing.T) {
 		}
 	}
 	refuse("unknown lease", tree.ErrLeaseLost, tree.Submission{Lease: "nope", Node: a.Node, Turns: turnsN("a", 3), Score: ptr(0.5)})
-	refuse("another branch's lease", tree.ErrLeaseLost, tree.Submission{Lease: b.ID, Node: a.Node, Turns: turnsN("a", 1)})
-	refuse("gap after the stored turns", tree.ErrLeaseLost, tree.Submission{Lease: a.ID, Node: a.Node, From: 1, Turns: turnsN("a", 1)})
-	refuse("score before K turns", tree.ErrTooEarly, tree.Submission{Lease: a.ID, Node: a.Node, Turns: turnsN("a", 2), Score: ptr(0.5)})
-	refuse("more than K turns", tree.ErrConflict, tree.Submission{Lease: a.ID, Node: a.Node, Turns: turnsN("a", 4)})
-	refuse("score outside [0,1]", store.ErrInvalid, tree.Submission{Lease: a.ID, Node: a.Node, Turns: turnsN("a", 3), Score: ptr(1.5)})
+	refuse("another branch's lease", tree.ErrLeaseLost, tree.Submission{Lease: b.ID, Worker: b.Worker, Node: a.Node, Turns: turnsN("a", 1)})
+	refuse("gap after the stored turns", tree.ErrLeaseLost, tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, From: 1, Turns: turnsN("a", 1)})
+	refuse("score before K turns", tree.ErrTooEarly, tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: turnsN("a", 2), Score: ptr(0.5)})
+	refuse("more than K turns", tree.ErrConflict, tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: turnsN("a", 4)})
+	refuse("score outside [0,1]", store.ErrInvalid, tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: turnsN("a", 3), Score: ptr(1.5)})
 	ended := turnsN("a", 2)
 	ended[1].Done = true
-	refuse("score of a branch that ends", tree.ErrConflict, tree.Submission{Lease: a.ID, Node: a.Node, Turns: ended, Score: ptr(0.5)})
-	refuse("reward of a branch that goes on", store.ErrInvalid, tree.Submission{Lease: a.ID, Node: a.Node, Turns: turnsN("a", 1), Reward: ptr(1)})
+	refuse("score of a branch that ends", tree.ErrConflict, tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: ended, Score: ptr(0.5)})
+	refuse("reward of a branch that goes on", store.ErrInvalid, tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: turnsN("a", 1), Reward: ptr(1)})
 	doneMid := turnsN("a", 3)
 	doneMid[0].Done = true
-	refuse("turns after a done turn", store.ErrInvalid, tree.Submission{Lease: a.ID, Node: a.Node, Turns: doneMid})
+	refuse("turns after a done turn", store.ErrInvalid, tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: doneMid})
 	bad := turnsN("a", 1)
 	bad[0].ActionLogprobs = []float32{-1, -2}
-	refuse("logprobs not one per token", store.ErrInvalid, tree.Submission{Lease: a.ID, Node: a.Node, Turns: bad})
+	refuse("logprobs not one per token", store.ErrInvalid, tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: bad})
 	bad = turnsN("a", 1)
 	bad[0].Observation = "\xff"
-	refuse("invalid UTF-8", store.ErrInvalid, tree.Submission{Lease: a.ID, Node: a.Node, Turns: bad})
-	refuse("a failure with turns", store.ErrInvalid, tree.Submission{Lease: a.ID, Node: a.Node, Turns: turnsN("a", 1), Error: "boom"})
+	refuse("invalid UTF-8", store.ErrInvalid, tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: bad})
+	refuse("a failure with turns", store.ErrInvalid, tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: turnsN("a", 1), Error: "boom"})
 	// One bad submission refuses the whole call, the good one included.
 	refuse("a good and a bad submission", tree.ErrTooEarly,
-		tree.Submission{Lease: b.ID, Node: b.Node, Turns: turnsN("b", 3), Score: ptr(0.9)},
-		tree.Submission{Lease: a.ID, Node: a.Node, Turns: turnsN("a", 1), Score: ptr(0.5)})
+		tree.Submission{Lease: b.ID, Worker: b.Worker, Node: b.Node, Turns: turnsN("b", 3), Score: ptr(0.9)},
+		tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: turnsN("a", 1), Score: ptr(0.5)})
 
 	// In parts: two turns, then the third with the score.
-	if _, err := submit(c, tree.Submission{Lease: a.ID, Node: a.Node, Turns: turnsN("a", 2)}); err != nil {
+	if _, err := submit(c, tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: turnsN("a", 2)}); err != nil {
 		t.Fatal(err)
 	}
 	refuse2 := func(name string, want error, s tree.Submission) {
@@ -146,11 +146,11 @@ func TestSubmitRefusals(t *testing.T) {
 			t.Errorf("%s: %v, want %v", name, err, want)
 		}
 	}
-	refuse2("the same turns again (stale from)", tree.ErrLeaseLost, tree.Submission{Lease: a.ID, Node: a.Node, From: 0, Turns: turnsN("a", 2)})
-	if _, err := submit(c, tree.Submission{Lease: a.ID, Node: a.Node, From: 2, Turns: turnsN("x", 1), Score: ptr(0.25)}); err != nil {
+	refuse2("the same turns again (stale from)", tree.ErrLeaseLost, tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, From: 0, Turns: turnsN("a", 2)})
+	if _, err := submit(c, tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, From: 2, Turns: turnsN("x", 1), Score: ptr(0.25)}); err != nil {
 		t.Fatal(err)
 	}
-	refuse2("a second score", tree.ErrConflict, tree.Submission{Lease: a.ID, Node: a.Node, From: 3, Score: ptr(0.5)})
+	refuse2("a second score", tree.ErrConflict, tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, From: 3, Score: ptr(0.5)})
 
 	// b's lease expires and w2 takes it; w1's late submit is refused.
 	clk.add(2 * time.Minute)
@@ -158,8 +158,8 @@ func TestSubmitRefusals(t *testing.T) {
 	if len(ls2) != 1 || ls2[0].Node != b.Node || ls2[0].ID == b.ID {
 		t.Fatalf("expired lease not handed on: %+v", ls2)
 	}
-	refuse2("an expired lease handed on", tree.ErrLeaseLost, tree.Submission{Lease: b.ID, Node: b.Node, Turns: turnsN("b", 3), Score: ptr(0.9)})
-	sub, err := submit(c, tree.Submission{Lease: ls2[0].ID, Node: b.Node, Turns: turnsN("b", 3), Score: ptr(0.9)})
+	refuse2("an expired lease handed on", tree.ErrLeaseLost, tree.Submission{Lease: b.ID, Worker: b.Worker, Node: b.Node, Turns: turnsN("b", 3), Score: ptr(0.9)})
+	sub, err := submit(c, tree.Submission{Lease: ls2[0].ID, Worker: ls2[0].Worker, Node: b.Node, Turns: turnsN("b", 3), Score: ptr(0.9)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestSubmitRefusals(t *testing.T) {
 	if len(sub.Routed) != 1 || len(sub.Routed[0].Decisions) != 2 || len(sub.Routed[0].Active) != 2 {
 		t.Fatalf("routing %+v", sub.Routed)
 	}
-	refuse2("a lease whose interval is over", tree.ErrBranchEnded, tree.Submission{Lease: ls2[0].ID, Node: b.Node, From: 3, Turns: turnsN("b", 1)})
+	refuse2("a lease whose interval is over", tree.ErrBranchEnded, tree.Submission{Lease: ls2[0].ID, Worker: ls2[0].Worker, Node: b.Node, From: 3, Turns: turnsN("b", 1)})
 	if vs, err := db.Check(); err != nil || len(vs) > 0 {
 		t.Fatalf("check: %v %v", vs, err)
 	}
@@ -295,7 +295,7 @@ func TestFailureIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 	openStep(t, probe, 1, tasks(2))
-	for _, l := range lease(t, probe, tree.LeaseRequest{}) {
+	for _, l := range lease(t, probe, tree.LeaseRequest{Worker: "probe"}) {
 		keys = append(keys, l.Key.Branch)
 	}
 	f := &flaky{fails: map[uint64]int{keys[0]: 100, keys[1]: 1}}
@@ -520,7 +520,7 @@ func worker(ctx context.Context, c *tree.Coordinator, name string, step uint64, 
 			if err != nil {
 				return err
 			}
-			s := tree.Submission{Lease: l.ID, Node: l.Node, From: l.From}
+			s := tree.Submission{Lease: l.ID, Worker: l.Worker, Node: l.Node, From: l.From}
 			ended := false
 			for i := 0; i < l.Turns && !ended; i++ {
 				key := l.Key

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/patrdb/patrdb/grpo"
 	"github.com/patrdb/patrdb/store"
@@ -52,6 +53,23 @@ type Options struct {
 	PolicyVersion uint64
 	// Worker names the engine on its leases (default "engine").
 	Worker string
+	// Barrier is what a branch that finished its interval waits for
+	// (default BarrierGroup: its own group only).
+	Barrier Barrier
+	// Linger is how long a policy batch waits for more branches while
+	// others step their envs (0: rollout.DefaultLinger).
+	Linger time.Duration
+	// LeaseTTL is the engine's leases' TTL (0: DefaultLeaseTTL); it renews
+	// them every HeartbeatEvery(LeaseTTL) while their branches sample.
+	LeaseTTL time.Duration
+	// DeferRewards ends each branch with its outcome reward pending: a
+	// verifier or a remote reward model delivers it (Coordinator.
+	// SubmitRewards), and the engine waits for it — up to the run's
+	// PendingTTL — before closing the group.
+	DeferRewards bool
+	// Poll is how often the engine looks again while its step waits for
+	// rewards or scores from elsewhere (0: 50 ms).
+	Poll time.Duration
 	// AllowConfigChange resumes a run whose recorded config differs from
 	// Config, recording Config as the new one (see CoordinatorOptions).
 	AllowConfigChange bool
@@ -110,12 +128,21 @@ func New(db *store.DB, run string, opts Options) (*Engine, error) {
 	if opts.Worker == "" {
 		opts.Worker = "engine"
 	}
+	if opts.Poll == 0 {
+		opts.Poll = 50 * time.Millisecond
+	}
+	if opts.Barrier != BarrierGroup && opts.Barrier != BarrierStep {
+		return nil, fmt.Errorf("%w: Barrier %d", ErrInvalidConfig, opts.Barrier)
+	}
+	if opts.Linger < 0 || opts.Poll < 0 {
+		return nil, fmt.Errorf("%w: Linger %v and Poll %v must be >= 0", ErrInvalidConfig, opts.Linger, opts.Poll)
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	cfg := opts.Config
-	coord, err := NewCoordinator(db, run, &cfg, &CoordinatorOptions{MaxAttempts: opts.MaxAttempts, AllowConfigChange: opts.AllowConfigChange})
+	coord, err := NewCoordinator(db, run, &cfg, &CoordinatorOptions{MaxAttempts: opts.MaxAttempts, AllowConfigChange: opts.AllowConfigChange, LeaseTTL: opts.LeaseTTL})
 	if err != nil {
 		return nil, err
 	}

@@ -104,7 +104,8 @@ func testRolloutScripted(t *testing.T, mode tree.CommitMode) {
 		Scorer: scriptScorer{scores: map[[2]int]float64{
 			{1, 2}: 0.75, {2, 2}: 0.125, {3, 2}: 0.5, {3, 4}: 0.25, {6, 4}: 0.625,
 		}},
-		Commit: mode,
+		Commit:  mode,
+		Barrier: tree.BarrierStep,
 		OnInterval: func(step uint64, interval, turns int) {
 			calls = append(calls, call{int(step), interval, turns, len(frontier(t, db, "r"))})
 		},

@@ -5,96 +5,575 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 )
 
-// branch is a leased branch being advanced in memory.
-type branch struct {
+// Barrier is what a branch that finished its interval waits for before
+// its group is routed and its next interval leased.
+type Barrier int
+
+const (
+	// BarrierGroup: a group routes as soon as its own branches are through
+	// their interval; the others go on. Submits are committed as branches
+	// finish (many per transaction), so one slow tool call holds up its own
+	// tree alone. Trees are those of BarrierStep; node ids, given in the
+	// order groups route, may differ from run to run.
+	BarrierGroup Barrier = iota
+	// BarrierStep: every branch of the step finishes its interval before any
+	// group routes: one commit per wave (and, under CommitTurn, one per
+	// round of turns), in step, group and node order, so a run gives the
+	// same node ids and event log every time — what reproducible demos and
+	// record-for-record resume tests need.
+	BarrierStep
+)
+
+// member is a branch the engine keeps in memory across its intervals:
+// its path so far and its running episode.
+type member struct {
 	lease   Lease
 	history []store.Turn // the full path, inherited prefix included
 	ep      Episode
-	pending []store.Turn // sampled under the lease, not yet submitted
-	sampled int          // turns sampled under the lease
-	ended   bool         // the episode ended, or MaxTurns was reached
-	score   *float64
-	err     error // the interval failed; submitted as a failure
 }
 
-func (b *branch) key() TurnKey {
-	k := b.lease.Key
-	k.Index += b.sampled
-	k.Path += b.sampled
-	return k
+// flight is one leased branch being sampled, and what has been handed to
+// the committer of its turns so far.
+type flight struct {
+	rollout.Branch
+	order    int  // its place in its wave (BarrierStep commits in this order)
+	queued   int  // turns already handed over in partial submissions
+	reported int  // turns reported as partial news (BarrierStep's rounds)
+	finished bool // through its interval (BarrierStep's rounds)
 }
 
-// fresh reports whether b is where lease l starts: the same node, attempt
-// and path, so its history and episode can be reused.
-func (b *branch) fresh(l Lease) bool {
-	return b.lease.Node == l.Node && b.lease.Attempt == l.Attempt && len(b.history) == l.PathLen && b.err == nil
+// news is what a flight reports to the driver: a round's turn (partial, a
+// turn under CommitTurn) or its end.
+type news struct {
+	f       *flight
+	partial bool
+	turn    store.Turn
+	state   []byte // the episode's state right after turn
+	err     error  // the context ended
 }
 
-// drive advances every open group of step wave by wave until all are
-// closed: lease every branch that needs work, sample its interval in
-// batches, score it, submit the whole wave in one transaction, close the
-// groups it finished.
+// drive grows every open group of step until all are closed: lease every
+// branch that needs work, sample each on its own, commit what finishes,
+// route the groups whose intervals complete, lease their next branches,
+// close the groups that finish.
 func (e *Engine) drive(ctx context.Context, step uint64) (*StepResult, error) {
-	res := &StepResult{Step: step}
-	done, err := e.finishedGroups(step)
+	d, err := e.newDriver(ctx, step)
 	if err != nil {
 		return nil, err
 	}
-	live := map[uint64]*branch{} // node → branch kept in memory across waves
+	defer d.stop()
+	return d.run()
+}
+
+// driver is one drive of one step.
+type driver struct {
+	e       *Engine
+	ctx     context.Context
+	cancel  context.CancelFunc
+	step    uint64
+	res     *StepResult
+	sampler *rollout.Sampler
+	live    map[uint64]*member // node → its branch kept in memory across intervals
+	news    chan news
+	flying  map[uint64]*flight // node → its branch being sampled
+	quit    chan struct{}      // closed when the drive is over
+	hb      sync.WaitGroup
+
+	mu     sync.Mutex
+	leases []string // ids of the leases in flight, for the heartbeat
+
+	waveTurns int // turns committed since the last OnInterval
+}
+
+// send reports news to the drive, unless the drive is over. News is never
+// dropped while the drive runs, even after its context ended: a round of
+// turns is committed whole or not at all.
+func (d *driver) send(n news) {
+	select {
+	case d.news <- n:
+	case <-d.quit:
+	}
+}
+
+func (e *Engine) newDriver(ctx context.Context, step uint64) (*driver, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	s, err := rollout.NewSampler(ctx, rollout.SamplerOptions{Policy: e.policy, Env: e.opts.Env, Scorer: e.opts.Scorer,
+		MaxBatch: e.opts.MaxBatch, Workers: e.opts.Workers, Linger: e.opts.Linger, PolicyVersion: e.opts.PolicyVersion,
+		Lockstep: e.opts.Barrier == BarrierStep})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	d := &driver{e: e, ctx: ctx, cancel: cancel, step: step, res: &StepResult{Step: step}, sampler: s,
+		live: map[uint64]*member{}, news: make(chan news, 64), flying: map[uint64]*flight{}, quit: make(chan struct{})}
+	d.hb.Add(1)
+	go d.heartbeat()
+	return d, nil
+}
+
+// stop ends the heartbeat and every branch still sampling.
+func (d *driver) stop() {
+	close(d.quit)
+	d.cancel()
+	d.hb.Wait()
+}
+
+// heartbeat renews the leases in flight while their tools run.
+func (d *driver) heartbeat() {
+	defer d.hb.Done()
+	t := time.NewTicker(rollout.HeartbeatEvery(d.e.coord.opts.LeaseTTL))
+	defer t.Stop()
 	for {
-		if err := e.closeGroups(ctx, step, done, res); err != nil {
-			return nil, err
+		select {
+		case <-d.ctx.Done():
+			return
+		case <-t.C:
+			d.mu.Lock()
+			ids := append([]string(nil), d.leases...)
+			d.mu.Unlock()
+			d.e.coord.Renew(d.e.opts.Worker, ids)
 		}
-		leases, err := e.coord.Lease(LeaseRequest{Worker: e.opts.Worker, Step: step}, nil)
+	}
+}
+
+func (d *driver) run() (*StepResult, error) {
+	e := d.e
+	done, err := e.finishedGroups(d.step)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.closeGroups(d.ctx, d.step, done, d.res); err != nil {
+		return nil, err
+	}
+	for {
+		started, err := d.lease()
 		if err != nil {
 			return nil, err
 		}
-		if len(leases) == 0 {
+		if started == 0 && len(d.flying) == 0 {
+			wait, err := d.idle()
+			if err != nil || !wait {
+				return d.res, err
+			}
+			continue
+		}
+		batch, interval, err := d.collect()
+		if err != nil {
+			return nil, err
+		}
+		sub, err := e.commit(batch)
+		if err != nil {
+			return nil, err
+		}
+		d.tally(batch, sub, interval)
+		if err := d.settle(sub); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// idle runs when nothing is in flight and nothing could be leased: it
+// expires overdue deferred work and reports whether the step still waits
+// for rewards or scores from elsewhere (then it sleeps a poll first).
+func (d *driver) idle() (bool, error) {
+	e := d.e
+	if e.coord.Overdue() {
+		var sub *Submitted
+		if err := e.db.Update(func(tx *store.Tx) (err error) {
+			sub, err = e.coord.Expire(tx)
+			return err
+		}); err != nil {
+			return false, err
+		}
+		if err := d.settle(sub); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
+	st, err := e.status(d.step)
+	if err != nil {
+		return false, err
+	}
+	if len(st.Done) > 0 {
+		return true, e.closeGroups(d.ctx, d.step, st.Done, d.res)
+	}
+	switch {
+	case st.Open == 0:
+		sort.Slice(d.res.Groups, func(i, j int) bool { return d.res.Groups[i].Group.ID < d.res.Groups[j].Group.ID })
+		return false, nil
+	case st.AwaitingRewards > 0 || st.AwaitingScores > 0:
+		select {
+		case <-d.ctx.Done():
+			return false, fmt.Errorf("tree: rollout interrupted while %d rewards and %d scores were pending: %w", st.AwaitingRewards, st.AwaitingScores, d.ctx.Err())
+		case <-time.After(e.opts.Poll):
+		}
+		return true, nil
+	}
+	// Every branch is leased elsewhere (another worker of this run).
+	return false, fmt.Errorf("%w: step %d has %d open groups whose branches other workers hold", ErrConflict, d.step, st.Open)
+}
+
+// lease takes every branch of the step that needs work and no one holds,
+// and starts sampling it. Under BarrierStep it leases only when nothing is
+// in flight: a wave at a time.
+func (d *driver) lease() (int, error) {
+	e := d.e
+	if e.opts.Barrier == BarrierStep && len(d.flying) > 0 {
+		return 0, nil
+	}
+	leases, err := e.coord.Lease(LeaseRequest{Worker: e.opts.Worker, Step: d.step, PolicyVersion: e.opts.PolicyVersion}, nil)
+	if err != nil || len(leases) == 0 {
+		return 0, err
+	}
+	wave, err := d.members(leases)
+	if err != nil {
+		return 0, err
+	}
+	fs := make([]*rollout.Branch, len(wave))
+	byBranch := make(map[*rollout.Branch]*flight, len(wave))
+	d.mu.Lock()
+	for i, m := range wave {
+		f := &flight{Branch: rollout.Branch{Lease: m.lease, History: m.history, Episode: m.ep}, order: i}
+		if e.opts.Commit == CommitTurn {
+			f.OnTurn = func(b *rollout.Branch, t store.Turn) {
+				d.send(news{f: f, partial: true, turn: t, state: b.Episode.State()})
+			}
+		}
+		d.flying[m.lease.Node] = f
+		d.leases = append(d.leases, m.lease.ID)
+		fs[i] = &f.Branch
+		byBranch[fs[i]] = f
+	}
+	d.mu.Unlock()
+	d.sampler.Go(d.ctx, fs, func(b *rollout.Branch, err error) { d.send(news{f: byBranch[b], err: err}) })
+	return len(wave), nil
+}
+
+// members pairs each lease with its in-memory branch: the one kept from
+// its last interval when it stands exactly where the lease starts, a new
+// child that starts from its parent's path, or one rebuilt from the store
+// (history read; the sampler restores its episode).
+func (d *driver) members(leases []Lease) ([]*member, error) {
+	wave := make([]*member, len(leases))
+	var load []int
+	for i, l := range leases {
+		if m := d.live[l.Node]; m != nil && m.lease.Node == l.Node && m.lease.Attempt == l.Attempt && len(m.history) == l.PathLen {
+			m.lease = l
+			wave[i] = m
+			continue
+		}
+		load = append(load, i)
+	}
+	if len(load) > 0 {
+		if err := d.e.db.View(func(tx *store.Tx) error {
+			r, err := tx.Run(d.e.run)
+			if err != nil {
+				return err
+			}
+			for _, i := range load {
+				path, err := r.Trajectory(leases[i].Node)
+				if err != nil {
+					return err
+				}
+				h := make([]store.Turn, len(path))
+				for k := range path {
+					h[k] = path[k].Turn
+				}
+				wave[i] = &member{lease: leases[i], history: h}
+			}
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
+	for _, m := range wave {
+		d.live[m.lease.Node] = m
+	}
+	return wave, nil
+}
+
+// collect waits for branches to finish and returns their submissions (and
+// any partial turns reported before them), ready to commit: under
+// BarrierStep once every branch in flight is through (and, under
+// CommitTurn, each round as soon as every branch still sampling has
+// reported it); under BarrierGroup whatever finished by the time the first
+// one did and the news drained.
+func (d *driver) collect() ([]Submission, int, error) {
+	var finished []*flight
+	var partial []news
+	take := func(n news) error {
+		if n.err != nil {
+			return n.err
+		}
+		if n.partial {
+			partial = append(partial, n)
+			return nil
+		}
+		finished = append(finished, n.f)
+		return nil
+	}
+	if d.e.opts.Barrier == BarrierStep {
+		return d.collectWave(take, &finished, &partial)
+	}
+	if err := d.next(take); err != nil {
+		return nil, 0, err
+	}
+	for more := true; more; {
+		select {
+		case n := <-d.news:
+			if err := take(n); err != nil {
+				return nil, 0, d.interrupted(err)
+			}
+		default:
+			more = false
+		}
+	}
+	return d.submissions(partial, finished)
+}
+
+// collectWave is collect under BarrierStep: it waits for the whole wave,
+// committing each round of partial turns (CommitTurn) as soon as every
+// branch of the wave has sampled it or finished, in wave order.
+func (d *driver) collectWave(take func(news) error, finished *[]*flight, partial *[]news) ([]Submission, int, error) {
+	var rounds [][]news // partial turns by their index in the interval
+	next := 0           // the first round not committed
+	flush := func(all bool) error {
+		for ; next < len(rounds); next++ {
+			if !all && !d.roundDone(next) {
+				return nil
+			}
+			round := rounds[next]
+			sort.Slice(round, func(i, j int) bool { return round[i].f.order < round[j].f.order })
+			subs, _, err := d.submissions(round, nil)
+			if err != nil {
+				return err
+			}
+			sub, err := d.e.commit(subs)
+			if err != nil {
+				return err
+			}
+			d.tally(subs, nil, 0)
+			// A group whose last branch ended in this round closes now, as
+			// a resume after a crash here would close it first.
+			if err := d.e.closeGroups(d.ctx, d.step, sub.Done, d.res); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for len(*finished) < len(d.flying) {
+		if err := d.next(take); err != nil {
+			return nil, 0, err
+		}
+		for _, n := range *partial {
+			r := n.f.reported
+			n.f.reported++
+			for len(rounds) <= r {
+				rounds = append(rounds, nil)
+			}
+			rounds[r] = append(rounds[r], n)
+		}
+		*partial = (*partial)[:0]
+		for _, f := range *finished {
+			f.finished = true
+		}
+		if err := flush(false); err != nil {
+			return nil, 0, err
+		}
+	}
+	if err := flush(true); err != nil {
+		return nil, 0, err
+	}
+	return d.submissions(nil, *finished)
+}
+
+// roundDone reports whether every branch in flight has sampled turn r of
+// its interval, or finished.
+func (d *driver) roundDone(r int) bool {
+	for _, f := range d.flying {
+		if !f.finished && f.reported <= r {
+			return false
+		}
+	}
+	return true
+}
+
+// next waits for one piece of news, or for the drive's context to end
+// while none is there: news already sent is taken first, so work a branch
+// finished before the end is still committed.
+func (d *driver) next(take func(news) error) error {
+	var n news
+	select {
+	case n = <-d.news:
+	default:
+		select {
+		case n = <-d.news:
+		case <-d.ctx.Done():
+			return d.interrupted(d.ctx.Err())
+		}
+	}
+	if err := take(n); err != nil {
+		return d.interrupted(err)
+	}
+	return nil
+}
+
+// interrupted ends the drive after the context ended under a branch.
+func (d *driver) interrupted(err error) error {
+	return fmt.Errorf("tree: rollout interrupted: %w", err)
+}
+
+// submissions turns partial turns and finished branches into submissions
+// (turns encoded outside the write lock), in the order a wave commits them:
+// partial turns first, in the order reported; finished branches in wave
+// order, each with the turns it has not handed over yet. interval is the
+// first finished branch's (for OnInterval).
+func (d *driver) submissions(partial []news, finished []*flight) (subs []Submission, interval int, err error) {
+	e := d.e
+	for _, n := range partial {
+		f := n.f
+		subs = append(subs, Submission{Lease: f.Lease.ID, Worker: e.opts.Worker, Node: f.Lease.Node, From: f.Lease.From + f.queued,
+			Turns: []store.Turn{n.turn}, EnvState: n.state})
+		f.queued++
+	}
+	sort.Slice(finished, func(i, j int) bool { return finished[i].order < finished[j].order })
+	if len(finished) > 0 {
+		interval = finished[0].Lease.Interval
+	}
+	for _, f := range finished {
+		s := Submission{Lease: f.Lease.ID, Worker: e.opts.Worker, Node: f.Lease.Node, From: f.Lease.From + f.queued}
+		if f.Err != nil {
+			s.Error = f.Err.Error()
+		} else {
+			s.Turns, s.Score = f.Turns[f.queued:], f.Score
+			if len(s.Turns) > 0 {
+				s.EnvState = f.Episode.State()
+				s.RewardPending = e.opts.DeferRewards && f.Ended
+			}
+		}
+		f.queued = len(f.Turns)
+		d.land(f)
+		if s.Error == "" && len(s.Turns) == 0 && s.Score == nil {
+			continue
+		}
+		subs = append(subs, s)
+	}
+	d.encode(subs)
+	return subs, interval, nil
+}
+
+// land takes a finished branch out of flight, keeping its path and episode
+// for its next interval.
+func (d *driver) land(f *flight) {
+	delete(d.flying, f.Lease.Node)
+	d.mu.Lock()
+	for i, id := range d.leases {
+		if id == f.Lease.ID {
+			d.leases = append(d.leases[:i], d.leases[i+1:]...)
 			break
 		}
-		wave, err := e.wave(ctx, live, leases)
-		if err != nil {
-			return nil, err
-		}
-		acc := &Submitted{}
-		n, err := e.advance(ctx, step, wave, acc, res)
-		res.EnvSteps += n
-		if err != nil {
-			return nil, err
-		}
-		if err := e.scoreWave(ctx, wave); err != nil {
-			return nil, err
-		}
-		sub, err := e.submit(wave, false)
-		if err != nil {
-			return nil, err
-		}
-		merge(sub, acc)
-		done = sub.Done
-		e.settle(live, sub, res)
-		if e.opts.OnInterval != nil {
-			e.opts.OnInterval(step, wave[0].lease.Interval, n)
+	}
+	d.mu.Unlock()
+	if m := d.live[f.Lease.Node]; m != nil {
+		m.history, m.ep = f.Path(), f.Episode
+		if f.Err != nil {
+			delete(d.live, f.Lease.Node) // rebuilt from its stored turns if it is retried
 		}
 	}
-	st, err := e.status(step)
-	if err != nil {
-		return nil, err
-	}
-	open := st.Open
-	if open > 0 {
-		// Every branch is leased elsewhere (another worker of this run).
-		return res, fmt.Errorf("%w: step %d has %d open groups whose branches other workers hold", ErrConflict, step, open)
-	}
-	sort.Slice(res.Groups, func(i, j int) bool { return res.Groups[i].Group.ID < res.Groups[j].Group.ID })
-	return res, nil
 }
 
-// finishedGroups lists the open groups of step without an active branch:
-// a crash between their last interval and their close.
+// encode validates and encodes every submission's turns concurrently; a
+// branch whose turns the store refuses is submitted as that branch's
+// failure instead, like any policy or env failure.
+func (d *driver) encode(subs []Submission) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, max(1, d.e.opts.Workers))
+	refused := make([]bool, len(subs))
+	for i := range subs {
+		if len(subs[i].Turns) == 0 {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := encodeSubmission(&subs[i]); err != nil {
+				s := &subs[i]
+				*s = Submission{Lease: s.Lease, Worker: s.Worker, Node: s.Node, Error: "turn: " + err.Error()}
+				refused[i] = true
+			}
+		}()
+	}
+	wg.Wait()
+	for i, r := range refused {
+		if r {
+			delete(d.live, subs[i].Node) // rebuilt from its stored turns if it is retried
+		}
+	}
+}
+
+// tally adds committed work to the step's result; a final commit (sub not
+// nil) of a wave, or of whatever finished, also reports to OnInterval.
+func (d *driver) tally(subs []Submission, sub *Submitted, interval int) {
+	for _, s := range subs {
+		d.res.EnvSteps += len(s.Turns)
+		d.waveTurns += len(s.Turns)
+	}
+	st := d.sampler.Stats()
+	d.res.PolicyCalls, d.res.MaxBatch = st.PolicyCalls, st.MaxBatch
+	if sub == nil {
+		return
+	}
+	if d.e.opts.OnInterval != nil && (len(subs) > 0 || d.e.opts.Barrier == BarrierStep) {
+		d.e.opts.OnInterval(d.step, interval, d.waveTurns)
+	}
+	d.waveTurns = 0
+}
+
+// settle moves the in-memory branches to the state just committed and
+// closes the groups it finished: ended, failed and pruned branches leave,
+// expanded ones hand their path to their children, survivors stay.
+func (d *driver) settle(sub *Submitted) error {
+	for _, r := range sub.Results {
+		switch {
+		case r.Retry:
+			d.res.Retries++
+			delete(d.live, r.Node) // rebuilt from its stored turns
+		case r.Status == store.NodeFailed:
+			d.res.Failed++
+			delete(d.live, r.Node)
+		case r.Status != store.NodeActive:
+			delete(d.live, r.Node)
+		}
+	}
+	for _, rt := range sub.Routed {
+		for _, dec := range rt.Decisions {
+			parent := d.live[dec.Node]
+			if dec.Action != Survive {
+				delete(d.live, dec.Node)
+			}
+			if dec.Action != Expand || parent == nil {
+				continue
+			}
+			for _, id := range dec.ChildIDs {
+				// The child starts where its parent stands; its episode is
+				// restored from the parent's state when it is leased.
+				d.live[id] = &member{lease: Lease{Node: id, PathLen: len(parent.history)},
+					history: append([]store.Turn(nil), parent.history...)}
+			}
+		}
+	}
+	return d.e.closeGroups(d.ctx, d.step, sub.Done, d.res)
+}
+
+// finishedGroups lists the open groups of step with nothing left to wait
+// for: a crash between their last interval and their close.
 func (e *Engine) finishedGroups(step uint64) ([]uint64, error) {
 	st, err := e.status(step)
 	return st.Done, err
@@ -108,344 +587,6 @@ func (e *Engine) status(step uint64) (st StepStatus, err error) {
 	return st, err
 }
 
-// wave pairs each lease with its in-memory branch: the one kept from the
-// last wave when it stands exactly where the lease starts, else one
-// rebuilt from the store (history read, episode restored).
-func (e *Engine) wave(ctx context.Context, live map[uint64]*branch, leases []Lease) ([]*branch, error) {
-	wave := make([]*branch, len(leases))
-	var load, restore []int
-	for i, l := range leases {
-		if b := live[l.Node]; b != nil && b.fresh(l) {
-			b.lease, b.pending, b.sampled, b.ended, b.score = l, b.pending[:0], 0, false, nil
-			wave[i] = b
-			if b.ep == nil { // a new child: its episode starts from the parent's state
-				restore = append(restore, i)
-			}
-			continue
-		}
-		load = append(load, i)
-	}
-	if err := e.parallel(len(restore), func(j int) error {
-		b := wave[restore[j]]
-		ep, err := e.restore(ctx, b.lease.Task, b.history, b.lease.EnvState)
-		if err != nil {
-			return fmt.Errorf("tree: restoring child %d: %w", b.lease.Node, err)
-		}
-		b.ep = ep
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	if len(load) > 0 {
-		hists := make([][]store.Turn, len(load))
-		if err := e.db.View(func(tx *store.Tx) error {
-			r, err := tx.Run(e.run)
-			if err != nil {
-				return err
-			}
-			for j, i := range load {
-				path, err := r.Trajectory(leases[i].Node)
-				if err != nil {
-					return err
-				}
-				h := make([]store.Turn, len(path))
-				for k := range path {
-					h[k] = path[k].Turn
-				}
-				hists[j] = h
-			}
-			return nil
-		}); err != nil {
-			return nil, err
-		}
-		err := e.parallel(len(load), func(j int) error {
-			l := leases[load[j]]
-			ep, err := e.restore(ctx, l.Task, hists[j], l.EnvState)
-			if err != nil {
-				return fmt.Errorf("tree: restoring node %d: %w", l.Node, err)
-			}
-			wave[load[j]] = &branch{lease: l, history: hists[j], ep: ep}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	for _, b := range wave {
-		live[b.lease.Node] = b
-	}
-	return wave, nil
-}
-
-func (e *Engine) restore(ctx context.Context, task Task, hist []store.Turn, state []byte) (Episode, error) {
-	if len(hist) == 0 && state == nil {
-		return e.opts.Env.Reset(ctx, task)
-	}
-	return e.opts.Env.Restore(ctx, task, hist, state)
-}
-
-// parallel runs fn(0..n-1) on at most Workers goroutines and returns the
-// first error.
-func (e *Engine) parallel(n int, fn func(int) error) error {
-	if n == 0 {
-		return nil
-	}
-	workers := min(e.opts.Workers, n)
-	next := make(chan int)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				errs[i] = fn(i)
-			}
-		}()
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// interrupted turns a failed call into the step's error when the context
-// ended (the failure is the cancellation's, not the branch's).
-func interrupted(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		return fmt.Errorf("tree: rollout interrupted: %w (%w)", cerr, err)
-	}
-	return nil
-}
-
-// advance samples the wave's interval round by round: one batched policy
-// call (per MaxBatch requests) for every branch that still needs a turn,
-// then every env step concurrently. Under CommitTurn each round is
-// submitted as it completes.
-func (e *Engine) advance(ctx context.Context, step uint64, wave []*branch, acc *Submitted, res *StepResult) (sampled int, err error) {
-	maxTurns := e.opts.Config.MaxTurns
-	// Under CommitTurn each round's turns commit while the next round
-	// samples; wait collects the commit in flight, and closes the groups it
-	// finished before anything else is written.
-	type committed struct {
-		sub *Submitted
-		err error
-	}
-	var inflight chan committed
-	wait := func() error {
-		if inflight == nil {
-			return nil
-		}
-		c := <-inflight
-		inflight = nil
-		if c.err != nil {
-			return c.err
-		}
-		// A group whose last branch ended in that round closes now, as a
-		// resume after a crash here would close it first.
-		if err := e.closeGroups(ctx, step, c.sub.Done, res); err != nil {
-			return err
-		}
-		c.sub.Done = nil
-		merge(acc, c.sub)
-		return nil
-	}
-	defer func() {
-		if werr := wait(); err == nil {
-			err = werr
-		}
-	}()
-	for {
-		var who []*branch
-		for _, b := range wave {
-			if !b.ended && b.err == nil && b.sampled < b.lease.Turns {
-				who = append(who, b)
-			}
-		}
-		if len(who) == 0 {
-			return sampled, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return sampled, fmt.Errorf("tree: rollout interrupted: %w", err)
-		}
-		moves := make([]Move, len(who))
-		failed := make([]error, len(who))
-		per := len(who)
-		if e.opts.MaxBatch > 0 {
-			per = e.opts.MaxBatch
-		}
-		for lo := 0; lo < len(who); lo += per {
-			hi := min(lo+per, len(who))
-			reqs := make([]ActRequest, hi-lo)
-			for i, b := range who[lo:hi] {
-				reqs[i] = ActRequest{Key: b.key(), Task: b.lease.Task, History: b.history}
-			}
-			res.PolicyCalls++
-			res.MaxBatch = max(res.MaxBatch, len(reqs))
-			out, err := e.policy.ActBatch(ctx, reqs)
-			if err != nil {
-				if ierr := interrupted(ctx, err); ierr != nil {
-					return sampled, ierr
-				}
-				items, perItem := err.(ItemErrors)
-				for i := range reqs {
-					switch {
-					case !perItem:
-						failed[lo+i] = fmt.Errorf("policy: %w", err)
-					case items[i] != nil:
-						failed[lo+i] = fmt.Errorf("policy: %w", items[i])
-					}
-				}
-			}
-			if len(out) != len(reqs) && err == nil {
-				return sampled, fmt.Errorf("%w: batch policy returned %d moves for %d requests", store.ErrInvalid, len(out), len(reqs))
-			}
-			copy(moves[lo:hi], out)
-		}
-		err := e.parallel(len(who), func(i int) error {
-			b := who[i]
-			if failed[i] != nil {
-				b.err = failed[i]
-				return nil
-			}
-			mv := moves[i]
-			obs, err := b.ep.Step(ctx, b.key(), mv)
-			if err != nil {
-				if ierr := interrupted(ctx, err); ierr != nil {
-					return ierr
-				}
-				b.err = fmt.Errorf("env: %w", err)
-				return nil
-			}
-			v := mv.PolicyVersion
-			if v == 0 {
-				v = e.opts.PolicyVersion
-			}
-			t := store.Turn{Action: mv.Text, ActionTokens: mv.Tokens, ActionLogprobs: mv.Logprobs,
-				Observation: obs.Text, ObservationTokens: obs.Tokens, Reward: obs.Reward, Done: obs.Done, PolicyVersion: v}
-			b.history = append(b.history, t)
-			b.pending = append(b.pending, t)
-			b.sampled++
-			b.ended = obs.Done || (maxTurns > 0 && len(b.history) >= maxTurns)
-			return nil
-		})
-		for _, b := range who {
-			if b.err == nil {
-				sampled++
-			}
-		}
-		if err != nil {
-			return sampled, err
-		}
-		if e.opts.Commit == CommitTurn {
-			if err := wait(); err != nil {
-				return sampled, err
-			}
-			batch, err := e.prepare(wave, true)
-			if err != nil {
-				return sampled, err
-			}
-			ch := make(chan committed, 1)
-			go func() {
-				sub, err := e.commit(batch)
-				ch <- committed{sub, err}
-			}()
-			inflight = ch
-		}
-	}
-}
-
-// scoreWave scores, concurrently, every branch whose lease wants a score
-// and that sampled its whole interval without ending.
-func (e *Engine) scoreWave(ctx context.Context, wave []*branch) error {
-	var who []*branch
-	for _, b := range wave {
-		if b.lease.Score && !b.ended && b.err == nil && b.sampled == b.lease.Turns {
-			who = append(who, b)
-		}
-	}
-	return e.parallel(len(who), func(i int) error {
-		b := who[i]
-		s, err := e.opts.Scorer.Score(ctx, b.lease.Task, b.history)
-		switch {
-		case err != nil:
-			if ierr := interrupted(ctx, err); ierr != nil {
-				return ierr
-			}
-			b.err = fmt.Errorf("scorer: %w", err)
-		case !(s >= 0 && s <= 1):
-			b.err = fmt.Errorf("scorer: returned %v for node %d, want a score in [0,1]", s, b.lease.Node)
-		default:
-			b.score = &s
-		}
-		return nil
-	})
-}
-
-// submit encodes every branch's pending turns (concurrently, outside the
-// write lock) and submits the wave in one transaction. partial submits
-// turns only (CommitTurn's rounds); the final submit carries scores and
-// failures too.
-func (e *Engine) submit(wave []*branch, partial bool) (*Submitted, error) {
-	batch, err := e.prepare(wave, partial)
-	if err != nil {
-		return nil, err
-	}
-	return e.commit(batch)
-}
-
-// prepare builds and encodes the wave's submissions, and hands each
-// branch's pending turns over to them, so the next round may sample while
-// they commit.
-func (e *Engine) prepare(wave []*branch, partial bool) ([]Submission, error) {
-	subs := make([]Submission, len(wave))
-	use := make([]bool, len(wave))
-	err := e.parallel(len(wave), func(i int) error {
-		b := wave[i]
-		if b.err != nil {
-			if !partial {
-				subs[i], use[i] = Submission{Lease: b.lease.ID, Node: b.lease.Node, Error: b.err.Error()}, true
-			}
-			return nil
-		}
-		s := Submission{Lease: b.lease.ID, Node: b.lease.Node, From: b.lease.From + b.sampled - len(b.pending), Turns: b.pending}
-		if len(b.pending) > 0 {
-			if err := encodeSubmission(&s); err != nil {
-				// The policy or env produced a turn the store refuses.
-				b.err = fmt.Errorf("turn: %w", err)
-				if !partial {
-					subs[i], use[i] = Submission{Lease: b.lease.ID, Node: b.lease.Node, Error: b.err.Error()}, true
-				}
-				return nil
-			}
-			s.EnvState = b.ep.State()
-		}
-		if !partial {
-			s.Score = b.score
-		}
-		subs[i], use[i] = s, len(b.pending) > 0 || s.Score != nil
-		b.pending = nil
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	var batch []Submission
-	for i, s := range subs {
-		if use[i] {
-			batch = append(batch, s)
-		}
-	}
-	return batch, nil
-}
-
 // commit submits prepared submissions in one transaction.
 func (e *Engine) commit(batch []Submission) (*Submitted, error) {
 	if len(batch) == 0 {
@@ -457,47 +598,4 @@ func (e *Engine) commit(batch []Submission) (*Submitted, error) {
 		return err
 	})
 	return out, err
-}
-
-// merge adds the outcome of an earlier submit of the same wave (a
-// CommitTurn round) before s's.
-func merge(s, earlier *Submitted) {
-	s.Results = append(append([]SubmitResult(nil), earlier.Results...), s.Results...)
-	s.Routed = append(append([]Routing(nil), earlier.Routed...), s.Routed...)
-	s.Done = append(append([]uint64(nil), earlier.Done...), s.Done...)
-}
-
-// settle moves the in-memory branches to the state just committed: ended,
-// failed and pruned branches leave, expanded ones hand their history to
-// their children, survivors stay for the next wave.
-func (e *Engine) settle(live map[uint64]*branch, sub *Submitted, res *StepResult) {
-	for _, r := range sub.Results {
-		switch {
-		case r.Retry:
-			res.Retries++
-			delete(live, r.Node) // rebuilt from its stored turns
-		case r.Status == store.NodeFailed:
-			res.Failed++
-			delete(live, r.Node)
-		case r.Status != store.NodeActive:
-			delete(live, r.Node)
-		}
-	}
-	for _, rt := range sub.Routed {
-		for _, d := range rt.Decisions {
-			parent := live[d.Node]
-			if d.Action != Survive {
-				delete(live, d.Node)
-			}
-			if d.Action != Expand || parent == nil {
-				continue
-			}
-			for _, id := range d.ChildIDs {
-				// The child starts where its parent stands; its episode is
-				// restored from the parent's state when it is leased.
-				live[id] = &branch{lease: Lease{Node: id, PathLen: len(parent.history)},
-					history: append([]store.Turn(nil), parent.history...)}
-			}
-		}
-	}
 }

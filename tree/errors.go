@@ -21,6 +21,9 @@ var (
 	ErrBranchEnded    = rollout.ErrBranchEnded
 	ErrStepExists     = rollout.ErrStepExists
 	ErrConfigMismatch = rollout.ErrConfigMismatch
+	ErrNotHolder      = rollout.ErrNotHolder
+	ErrStale          = rollout.ErrStale
+	ErrNotPending     = rollout.ErrNotPending
 
 	// ErrNoOpenStep: Resume found nothing to resume.
 	ErrNoOpenStep = errors.New("tree: no open groups to resume")

@@ -318,6 +318,9 @@ func hashOpts(cfg tree.Config, mode tree.CommitMode, stateful bool, f *fault) tr
 		Policy: &hashPolicy{f: f},
 		Env:    &hashEnv{f: f, stateful: stateful},
 		Commit: mode,
+		// Record for record comparisons need the node ids and event log
+		// of a wave at a time; BarrierGroup runs compare trees by branch.
+		Barrier: tree.BarrierStep,
 	}
 	if !cfg.NoScoring {
 		o.Scorer = &hashScorer{f: f}

@@ -1,6 +1,8 @@
 package tree
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
@@ -13,6 +15,9 @@ import (
 // Lease is package rollout's.
 type Lease = rollout.Lease
 
+// LeaseState is package rollout's.
+type LeaseState = rollout.LeaseState
+
 // held is a granted lease as the coordinator keeps it.
 type held struct {
 	Lease
@@ -22,10 +27,16 @@ type held struct {
 
 // LeaseRequest asks for up to Max branches (0: every branch available).
 type LeaseRequest struct {
+	// Worker names who will do the work; every submit, renewal and release
+	// of the lease must name it again.
 	Worker string
 	Max    int
 	Step   uint64        // 0: any open step past the run's last completed one
-	TTL    time.Duration // 0: the coordinator's LeaseTTL
+	TTL    time.Duration // 0: the coordinator's LeaseTTL; at most MaxLeaseTTL
+	// PolicyVersion is the version of the weights the worker samples with:
+	// a worker more than the run's MaxStaleness behind its current version
+	// is refused (ErrStale).
+	PolicyVersion uint64
 }
 
 // current reports whether l is still the lease of its branch as the store
@@ -38,14 +49,28 @@ func (l *held) current(n *store.Node, g *store.Group) bool {
 // Lease hands out up to req.Max branches that need work — turns or a score
 // in their group's current interval — and that no other worker holds: never
 // leased, or whose lease expired (a grace period past its expiry, see
-// LeaseGrace) or is no longer current. Branches come in step, group and node
+// LeaseGrace), was released, is no longer current, or was voided by a
+// published version (OnPublishAbort). Branches come in step, group and node
 // order. A lease is not a write: Lease reads the store in a snapshot of its
 // own, and no grant is ever judged on a snapshot older than the one an
 // earlier grant saw (a snapshot that lost that race is retaken), so a lease
 // never describes a state its branch has already left. then, when not nil,
 // runs in that same snapshot with the grants (to read the leased branches'
 // histories, say) after the table is released.
+//
+// A request without a worker, with a negative Max or a TTL beyond
+// MaxLeaseTTL is store.ErrInvalid; a worker whose PolicyVersion is too
+// stale is ErrStale. Under RemoteScores a branch that awaits its score is
+// never leased: the remote scorer delivers it (SubmitScores).
 func (c *Coordinator) Lease(req LeaseRequest, then func(tx *store.Tx, leases []Lease) error) ([]Lease, error) {
+	switch {
+	case req.Worker == "":
+		return nil, fmt.Errorf("%w: a lease request names its worker", store.ErrInvalid)
+	case req.Max < 0:
+		return nil, fmt.Errorf("%w: max %d is negative", store.ErrInvalid, req.Max)
+	case req.TTL < 0 || req.TTL > MaxLeaseTTL:
+		return nil, fmt.Errorf("%w: lease TTL %v: want 0 (the default) up to %v", store.ErrInvalid, req.TTL, MaxLeaseTTL)
+	}
 	for {
 		var out []Lease
 		err := c.db.View(func(tx *store.Tx) error {
@@ -84,6 +109,32 @@ func (l *held) regrantable(now time.Time) bool {
 	return !now.Before(l.expires().Add(min(LeaseGrace, l.ttl/10)))
 }
 
+// voided reports whether a published version voids l: under
+// OnPublishAbort, a lease granted before the run's current version.
+func (c *Coordinator) voided(l *held, version uint64) bool {
+	return c.cfg.OnPublish == OnPublishAbort && l.RunVersion < version
+}
+
+// newLeaseID returns 128 random bits: a lease id no other worker can guess.
+func newLeaseID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand never fails on the platforms Go supports
+	return hex.EncodeToString(b[:])
+}
+
+// noteVersion remembers the newest run version seen; c.mu must be held.
+func (c *Coordinator) noteVersion(v uint64) {
+	c.version = max(c.version, v)
+}
+
+// drop forgets a lease; c.mu must be held.
+func (c *Coordinator) drop(l *held) {
+	if c.leases[l.Node] == l {
+		delete(c.leases, l.Node)
+	}
+	delete(c.byID, l.ID)
+}
+
 func (c *Coordinator) grant(tx *store.Tx, req LeaseRequest) ([]Lease, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -91,11 +142,8 @@ func (c *Coordinator) grant(tx *store.Tx, req LeaseRequest) ([]Lease, error) {
 		return nil, errStaleSnapshot
 	}
 	c.granted = tx.Snapshot()
-	if req.Max < 0 {
-		return nil, fmt.Errorf("%w: max %d is negative", store.ErrInvalid, req.Max)
-	}
 	ttl := req.TTL
-	if ttl <= 0 {
+	if ttl == 0 {
 		ttl = c.opts.LeaseTTL
 	}
 	r, err := c.runTx(tx)
@@ -105,6 +153,11 @@ func (c *Coordinator) grant(tx *store.Tx, req LeaseRequest) ([]Lease, error) {
 	info, err := r.Info()
 	if err != nil {
 		return nil, err
+	}
+	c.noteVersion(info.PolicyVersion)
+	if c.cfg.StaleBy(info.PolicyVersion, req.PolicyVersion) {
+		return nil, fmt.Errorf("%w: worker %q samples with policy version %d, %d behind run %q's version %d (max_staleness %d): load newer weights",
+			ErrStale, req.Worker, req.PolicyVersion, info.PolicyVersion-req.PolicyVersion, c.run, info.PolicyVersion, c.cfg.MaxStaleness)
 	}
 	active, err := r.FrontierNodes()
 	if err != nil {
@@ -128,9 +181,9 @@ func (c *Coordinator) grant(tx *store.Tx, req LeaseRequest) ([]Lease, error) {
 		for i := range active {
 			live[active[i].ID] = true
 		}
-		for id := range c.leases {
+		for id, l := range c.leases {
 			if !live[id] {
-				delete(c.leases, id)
+				c.drop(l)
 			}
 		}
 	}
@@ -154,11 +207,11 @@ func (c *Coordinator) grant(tx *store.Tx, req LeaseRequest) ([]Lease, error) {
 		if g.Status != store.GroupOpen {
 			continue
 		}
-		if held := c.leases[n.ID]; held != nil && held.current(n, &g) && !held.regrantable(now) {
+		if h := c.leases[n.ID]; h != nil && h.current(n, &g) && !h.regrantable(now) && !c.voided(h, info.PolicyVersion) {
 			continue
 		}
 		ph := c.phase(n, &g)
-		if ph == routable {
+		if ph == routable || (ph == needScore && c.cfg.RemoteScores) {
 			continue
 		}
 		start := intervalStart(n, &g, c.cfg.K)
@@ -170,38 +223,104 @@ func (c *Coordinator) grant(tx *store.Tx, req LeaseRequest) ([]Lease, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.seq++
-		l := held{Lease: Lease{
-			ID: fmt.Sprintf("%s-%d", c.instance, c.seq), Worker: req.Worker,
+		if h := c.leases[n.ID]; h != nil {
+			c.drop(h)
+		}
+		l := &held{Lease: Lease{
+			ID: newLeaseID(), Worker: req.Worker,
 			Node: n.ID, Group: g.ID, Step: g.Step, Interval: g.Interval, Attempt: n.Attempt,
 			From: n.Turns, PathLen: n.PathLen(), Turns: max(turns, 0),
-			Score: !c.cfg.NoScoring && (c.cfg.MaxTurns == 0 || start+c.cfg.K < c.cfg.MaxTurns),
+			Score: !c.cfg.NoScoring && !c.cfg.RemoteScores && (c.cfg.MaxTurns == 0 || start+c.cfg.K < c.cfg.MaxTurns),
 			Key: TurnKey{Seed: c.cfg.Seed, Step: g.Step, Group: g.ID, Node: n.ID, Branch: key,
 				Index: n.Turns, Path: n.PathLen(), Attempt: n.Attempt},
-			Task: TaskOf(g), EnvState: n.EnvState, ExpiresAt: now.Add(ttl).UnixNano()},
+			Task: TaskOf(g), EnvState: n.EnvState, ExpiresAt: now.Add(ttl).UnixNano(), TTLMs: ttl.Milliseconds(),
+			PolicyVersion: req.PolicyVersion, RunVersion: info.PolicyVersion},
 			ttl: ttl, snapshot: tx.Snapshot(),
 		}
-		c.leases[n.ID] = &l
+		c.leases[n.ID], c.byID[l.ID] = l, l
 		out = append(out, l.Lease)
 	}
 	return out, nil
 }
 
 // checkLease finds the lease a submit names and checks it is the branch's
-// current one.
-func (c *Coordinator) checkLease(id string, n *store.Node, g *store.Group) (*held, error) {
+// current one, held by the submitting worker, and not voided by a version
+// published since its grant.
+func (c *Coordinator) checkLease(s *Submission, n *store.Node, g *store.Group, version uint64) (*held, error) {
 	c.mu.Lock()
-	held := c.leases[n.ID]
+	h := c.leases[n.ID]
 	c.mu.Unlock()
 	switch {
-	case held == nil || held.ID != id:
-		return nil, fmt.Errorf("%w: lease %q is not node %d's current lease (it expired and was handed on, or the coordinator restarted): lease again", ErrLeaseLost, id, n.ID)
-	case !c.opts.Now().Before(held.expires()):
-		return nil, fmt.Errorf("%w: lease %q of node %d expired at %s: lease again", ErrLeaseLost, id, n.ID, held.expires().Format(time.RFC3339))
+	case h == nil || h.ID != s.Lease:
+		return nil, fmt.Errorf("%w: lease %q is not node %d's current lease (it expired and was handed on, was released, or the coordinator restarted): lease again", ErrLeaseLost, s.Lease, n.ID)
+	case h.Worker != s.Worker:
+		return nil, fmt.Errorf("%w: lease %q of node %d was granted to worker %q, not %q", ErrNotHolder, s.Lease, n.ID, h.Worker, s.Worker)
+	case !c.opts.Now().Before(h.expires()):
+		return nil, fmt.Errorf("%w: lease %q of node %d expired at %s: lease again", ErrLeaseLost, s.Lease, n.ID, h.expires().Format(time.RFC3339))
 	case n.Status != store.NodeActive:
 		return nil, fmt.Errorf("%w: node %d is %s", ErrBranchEnded, n.ID, n.Status)
-	case !held.current(n, g):
-		return nil, fmt.Errorf("%w: lease %q was for interval %d attempt %d; node %d is at interval %d attempt %d", ErrLeaseLost, id, held.Interval, held.Attempt, n.ID, g.Interval, n.Attempt)
+	case !h.current(n, g):
+		return nil, fmt.Errorf("%w: lease %q was for interval %d attempt %d; node %d is at interval %d attempt %d", ErrLeaseLost, s.Lease, h.Interval, h.Attempt, n.ID, g.Interval, n.Attempt)
+	case c.voided(h, version):
+		return nil, fmt.Errorf("%w: lease %q of node %d was granted at policy version %d; version %d was published since (on_publish abort): lease again with the new weights", ErrLeaseLost, s.Lease, n.ID, h.RunVersion, version)
 	}
-	return held, nil
+	return h, nil
+}
+
+// extend renews h for its TTL from now: a submit under a lease is a sign
+// of life, like a heartbeat.
+func (c *Coordinator) extend(h *held) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byID[h.ID] == h {
+		h.ExpiresAt = c.opts.Now().Add(h.ttl).UnixNano()
+	}
+}
+
+// Renew is a worker's heartbeat: each lease it names that it still holds
+// (granted to it, not expired, not voided by a published version) lasts
+// its TTL from now again. The answer says, lease by lease, whether it is
+// held and until when, or why it is gone; a worker drops the work of a
+// lease it lost. Renew writes nothing and reads no transaction: it is
+// cheap enough to send every HeartbeatEvery(TTL) for every lease held.
+func (c *Coordinator) Renew(worker string, ids []string) []LeaseState {
+	return c.each(worker, ids, func(h *held, now time.Time) LeaseState {
+		h.ExpiresAt = now.Add(h.ttl).UnixNano()
+		return LeaseState{ID: h.ID, Held: true, ExpiresAt: h.ExpiresAt}
+	})
+}
+
+// Release gives leases back: their branches may be leased again at once
+// (a worker that gives up, or one whose remote scorer takes over). The
+// work already submitted under them stays.
+func (c *Coordinator) Release(worker string, ids []string) []LeaseState {
+	return c.each(worker, ids, func(h *held, _ time.Time) LeaseState {
+		c.drop(h)
+		return LeaseState{ID: h.ID, Reason: "released"}
+	})
+}
+
+// each applies fn, under the table's lock, to every lease of ids that
+// worker holds, and says why the others are gone.
+func (c *Coordinator) each(worker string, ids []string, fn func(h *held, now time.Time) LeaseState) []LeaseState {
+	now := c.opts.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]LeaseState, len(ids))
+	for i, id := range ids {
+		h := c.byID[id]
+		switch {
+		case h == nil:
+			out[i] = LeaseState{ID: id, Reason: "unknown lease: it was handed on, released, or the coordinator restarted"}
+		case h.Worker != worker:
+			out[i] = LeaseState{ID: id, Reason: fmt.Sprintf("granted to worker %q, not %q", h.Worker, worker)}
+		case !now.Before(h.expires()):
+			out[i] = LeaseState{ID: id, Reason: "expired at " + h.expires().Format(time.RFC3339Nano)}
+		case c.voided(h, c.version):
+			out[i] = LeaseState{ID: id, Reason: fmt.Sprintf("granted at policy version %d; version %d was published since (on_publish abort)", h.RunVersion, c.version)}
+		default:
+			out[i] = fn(h, now)
+		}
+	}
+	return out
 }

@@ -62,7 +62,7 @@ func TestGrantRefusesOlderSnapshot(t *testing.T) {
 	score := 0.5
 	turns := []store.Turn{{Action: "a", Observation: "o"}, {Action: "b", Observation: "o"}}
 	if err := db.Update(func(tx *store.Tx) error {
-		_, err := c.Submit(tx, []Submission{{Lease: ls[0].ID, Node: ls[0].Node, Turns: turns, Score: &score}})
+		_, err := c.Submit(tx, []Submission{{Lease: ls[0].ID, Worker: ls[0].Worker, Node: ls[0].Node, Turns: turns, Score: &score}})
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -493,15 +493,13 @@ func TestValidate(t *testing.T) {
 
 func TestRouteProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		cfg := Config{
-			B0:          1,
-			K:           1,
-			M:           rapid.IntRange(1, 4).Draw(t, "M"),
-			TopExpand:   rapid.IntRange(0, 5).Draw(t, "TopExpand"),
-			Delta:       rapid.SampledFrom([]float64{0, 0.125, 0.25, 0.5, 1, 1.5}).Draw(t, "Delta"),
-			PruneRule:   rapid.SampledFrom([]PruneRule{PruneMax, PruneMedian}).Draw(t, "PruneRule"),
-			RepeatPrune: rapid.IntRange(0, 6).Draw(t, "RepeatPrune"),
-		}
+		cfg := DefaultConfig()
+		cfg.B0, cfg.K, cfg.MaxTurns = 1, 1, 0
+		cfg.M = rapid.IntRange(1, 4).Draw(t, "M")
+		cfg.TopExpand = rapid.IntRange(0, 5).Draw(t, "TopExpand")
+		cfg.Delta = rapid.SampledFrom([]float64{0, 0.125, 0.25, 0.5, 1, 1.5}).Draw(t, "Delta")
+		cfg.PruneRule = rapid.SampledFrom([]PruneRule{PruneMax, PruneMedian}).Draw(t, "PruneRule")
+		cfg.RepeatPrune = rapid.IntRange(0, 6).Draw(t, "RepeatPrune")
 		if rapid.Bool().Draw(t, "capped") {
 			cfg.MaxActive = rapid.IntRange(1, 40).Draw(t, "MaxActive")
 		}

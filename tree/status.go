@@ -8,11 +8,16 @@ import (
 // StepStatus is package rollout's.
 type StepStatus = rollout.StepStatus
 
-// Status reads the state of step's groups in tx.
+// Status reads the state of step's groups in tx. It starts the
+// PendingTTL clock of every branch it finds waiting for a remote score
+// or a deferred reward (a restarted coordinator learns of them here).
 func (c *Coordinator) Status(tx *store.Tx, step uint64) (StepStatus, error) {
 	out := StepStatus{Step: step, Done: []uint64{}}
 	r, err := c.runTx(tx)
 	if err != nil {
+		return out, err
+	}
+	if out.PolicyVersion, err = c.runVersion(r); err != nil {
 		return out, err
 	}
 	groups, err := r.Groups(step)
@@ -30,16 +35,24 @@ func (c *Coordinator) Status(tx *store.Tx, step uint64) (StepStatus, error) {
 		if err != nil {
 			return out, err
 		}
-		active := 0
-		for _, n := range nodes {
-			if n.Status == store.NodeActive {
-				active++
+		waiting, rewards := groupWaits(nodes)
+		for i := range nodes {
+			n := &nodes[i]
+			switch {
+			case n.Status == store.NodeActive:
+				out.Active++
+				if c.awaitsScore(n, &g) {
+					out.AwaitingScores++
+					c.pendingSince(n.ID)
+				}
+			case n.AwaitsReward():
+				c.pendingSince(n.ID)
 			}
 		}
-		if active == 0 {
+		out.AwaitingRewards += rewards
+		if !waiting {
 			out.Done = append(out.Done, g.ID)
 		}
-		out.Active += active
 	}
 	out.Leased, err = c.Leased(tx, step)
 	return out, err

@@ -2,6 +2,7 @@ package tree
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/patrdb/patrdb/rollout"
@@ -57,25 +58,44 @@ func (c *Coordinator) Submit(tx *store.Tx, subs []Submission) (*Submitted, error
 	if err != nil {
 		return nil, err
 	}
+	version, err := c.runVersion(r)
+	if err != nil {
+		return nil, err
+	}
 	out := &Submitted{Results: make([]SubmitResult, 0, len(subs))}
-	touched := map[uint64]uint64{} // group → step
+	touched := groupSet{}
 	for i := range subs {
-		res, g, err := c.submitOne(r, &subs[i])
+		res, g, err := c.submitOne(r, &subs[i], version)
 		if err != nil {
 			return nil, fmt.Errorf("submission %d (node %d): %w", i, subs[i].Node, err)
 		}
 		out.Results = append(out.Results, res)
 		touched[g.ID] = g.Step
 	}
-	ids := make([]uint64, 0, len(touched))
-	for id := range touched {
+	return out, c.settleGroups(r, touched, out)
+}
+
+// groupSet is the groups a request touched: group id → step.
+type groupSet map[uint64]uint64
+
+// ids are the set's groups in id order.
+func (gs groupSet) ids() []uint64 {
+	ids := make([]uint64, 0, len(gs))
+	for id := range gs {
 		ids = append(ids, id)
 	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	for _, id := range ids {
+	slices.Sort(ids)
+	return ids
+}
+
+// settleGroups routes, in group order, every touched group whose current
+// interval is complete, and lists in out.Done those left with no active
+// branch and no leaf awaiting its reward.
+func (c *Coordinator) settleGroups(r *store.RunTx, touched groupSet, out *Submitted) error {
+	for _, id := range touched.ids() {
 		routed, done, err := c.routeIfComplete(r, touched[id], id)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if routed != nil {
 			out.Routed = append(out.Routed, *routed)
@@ -84,10 +104,22 @@ func (c *Coordinator) Submit(tx *store.Tx, subs []Submission) (*Submitted, error
 			out.Done = append(out.Done, id)
 		}
 	}
-	return out, nil
+	return nil
 }
 
-func (c *Coordinator) submitOne(r *store.RunTx, s *Submission) (SubmitResult, store.Group, error) {
+// runVersion reads the run's current policy version and remembers it.
+func (c *Coordinator) runVersion(r *store.RunTx) (uint64, error) {
+	info, err := r.Info()
+	if err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	c.noteVersion(info.PolicyVersion)
+	c.mu.Unlock()
+	return info.PolicyVersion, nil
+}
+
+func (c *Coordinator) submitOne(r *store.RunTx, s *Submission, version uint64) (SubmitResult, store.Group, error) {
 	n, err := r.Node(s.Node)
 	if err != nil {
 		return SubmitResult{}, store.Group{}, err
@@ -96,14 +128,21 @@ func (c *Coordinator) submitOne(r *store.RunTx, s *Submission) (SubmitResult, st
 	if err != nil {
 		return SubmitResult{}, g, err
 	}
-	if _, err := c.checkLease(s.Lease, &n, &g); err != nil {
+	h, err := c.checkLease(s, &n, &g, version)
+	if err != nil {
 		return SubmitResult{}, g, err
 	}
 	if s.Error != "" {
-		if len(s.Turns) > 0 || s.Score != nil || s.Reward != nil {
+		if len(s.Turns) > 0 || s.Score != nil || s.Reward != nil || s.RewardPending {
 			return SubmitResult{}, g, fmt.Errorf("%w: a failure report carries no turns, score or reward", store.ErrInvalid)
 		}
 		return c.fail(r, n, g, s.Error)
+	}
+	for i := range s.Turns {
+		if v := s.Turns[i].PolicyVersion; c.cfg.StaleBy(version, v) {
+			return SubmitResult{}, g, fmt.Errorf("%w: turn %d was sampled by policy version %d, %d behind run %q's version %d (max_staleness %d)",
+				ErrStale, i, v, version-v, c.run, version, c.cfg.MaxStaleness)
+		}
 	}
 	if s.Encoded.Len() > 0 && s.Encoded.Len() != len(s.Turns) {
 		return SubmitResult{}, g, fmt.Errorf("%w: %d encoded turns describe %d turns", store.ErrInvalid, s.Encoded.Len(), len(s.Turns))
@@ -131,7 +170,9 @@ func (c *Coordinator) submitOne(r *store.RunTx, s *Submission) (SubmitResult, st
 	}
 	truncated := !ended && c.cfg.MaxTurns > 0 && after >= c.cfg.MaxTurns
 	switch {
-	case s.Reward != nil && !ended && !truncated:
+	case s.Reward != nil && s.RewardPending:
+		return SubmitResult{}, g, fmt.Errorf("%w: node %d: a reward and reward_pending exclude each other", store.ErrInvalid, n.ID)
+	case (s.Reward != nil || s.RewardPending) && !ended && !truncated:
 		return SubmitResult{}, g, fmt.Errorf("%w: a reward goes with the turns that end a branch; node %d goes on", store.ErrInvalid, n.ID)
 	case s.Score != nil && c.cfg.NoScoring:
 		return SubmitResult{}, g, fmt.Errorf("%w: run %q does not score branches (NoScoring)", ErrConflict, c.run)
@@ -163,23 +204,31 @@ func (c *Coordinator) submitOne(r *store.RunTx, s *Submission) (SubmitResult, st
 		if truncated {
 			status = store.NodeTruncated
 		}
-		reward := 0.0
-		if s.Reward != nil {
-			reward = *s.Reward
-		} else if reward, err = pathReward(r, n.ID); err != nil {
-			return SubmitResult{}, g, err
-		}
-		if err := r.SetReward(n.ID, reward); err != nil {
-			return SubmitResult{}, g, err
+		if !s.RewardPending {
+			reward := 0.0
+			if s.Reward != nil {
+				reward = *s.Reward
+			} else if reward, err = pathReward(r, n.ID); err != nil {
+				return SubmitResult{}, g, err
+			}
+			if err := r.SetReward(n.ID, reward); err != nil {
+				return SubmitResult{}, g, err
+			}
 		}
 		if err := r.SetNodeStatus(n.ID, status); err != nil {
 			return SubmitResult{}, g, err
+		}
+		if s.RewardPending {
+			c.notePending(n.ID)
 		}
 	case s.Score != nil:
 		if err := r.Score(n.ID, store.Score{Interval: g.Interval, Turn: after, Value: *s.Score}); err != nil {
 			return SubmitResult{}, g, err
 		}
+	case c.cfg.RemoteScores && after == start+c.cfg.K:
+		c.notePending(n.ID) // its K turns are in: it waits for the remote scorer
 	}
+	c.extend(h)
 	return SubmitResult{Node: n.ID, Status: status, Turns: n.Turns + len(s.Turns), Attempt: n.Attempt}, g, nil
 }
 
@@ -215,7 +264,9 @@ func (c *Coordinator) routeIfComplete(r *store.RunTx, step, id uint64) (*Routing
 		return nil, false, err
 	}
 	var active []store.Node
+	awaiting := false
 	for i := range nodes {
+		awaiting = awaiting || nodes[i].AwaitsReward()
 		if nodes[i].Status != store.NodeActive {
 			continue
 		}
@@ -227,13 +278,13 @@ func (c *Coordinator) routeIfComplete(r *store.RunTx, step, id uint64) (*Routing
 	if len(active) == 0 {
 		// The submit ended the interval's last branches: the interval is
 		// complete, as it is after routing.
-		return nil, true, r.SetGroupInterval(g.Step, g.ID, g.Interval+1)
+		return nil, !awaiting, r.SetGroupInterval(g.Step, g.ID, g.Interval+1)
 	}
 	routed, err := c.route(r, g, active)
 	if err != nil {
 		return nil, false, err
 	}
-	return routed, len(routed.Active) == 0, nil
+	return routed, len(routed.Active) == 0 && !awaiting, nil
 }
 
 // route applies PaTR's routing to a group whose interval is complete: the

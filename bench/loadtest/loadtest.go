@@ -287,7 +287,7 @@ func overHTTP(cfg Config, path string, rep *Report) error {
 	p, written, err := drive(cfg, "http", func(c, from int, turns []store.Turn, retry bool) (time.Duration, error) {
 		key := fmt.Sprintf("load/%d/%d", c, from)
 		req := api.SubmitRequest{Keyed: api.Keyed{ClientKey: key},
-			Submissions: []tree.Submission{{Lease: leases[c], Node: nodes[c], From: from, Turns: turns}}}
+			Submissions: []tree.Submission{{Lease: leases[c], Worker: fmt.Sprint("client-", c), Node: nodes[c], From: from, Turns: turns}}}
 		t0 := time.Now()
 		first, err := clients[c].Submit(ctx, "load", req)
 		d := time.Since(t0)

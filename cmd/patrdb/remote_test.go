@@ -317,7 +317,7 @@ func TestRemoteMatchesFileOnWrittenRuns(t *testing.T) {
 	for i, l := range ls {
 		turns := []store.Turn{{Action: "right", ActionTokens: []uint32{1, 2}, ActionLogprobs: []float32{-0.1, -0.7}, Observation: "at 1"},
 			{Action: "down", Observation: "at 5", Reward: float64(i) / 4}}
-		subs = append(subs, tree.Submission{Lease: l.ID, Node: l.Node, Turns: turns, Score: &scores[i]})
+		subs = append(subs, tree.Submission{Lease: l.ID, Worker: l.Worker, Node: l.Node, Turns: turns, Score: &scores[i]})
 	}
 	rr, err := c.Submit(ctx, "api", api.SubmitRequest{Submissions: subs})
 	if err != nil {
@@ -331,7 +331,7 @@ func TestRemoteMatchesFileOnWrittenRuns(t *testing.T) {
 		if l.Node != og.Roots[1] {
 			continue
 		}
-		if _, err := c.Submit(ctx, "api", api.SubmitRequest{Submissions: []tree.Submission{{Lease: l.ID, Node: l.Node, From: l.From,
+		if _, err := c.Submit(ctx, "api", api.SubmitRequest{Submissions: []tree.Submission{{Lease: l.ID, Worker: l.Worker, Node: l.Node, From: l.From,
 			Turns: []store.Turn{{Action: "stop", Observation: "at goal", Done: true}}, Reward: &one}}}); err != nil {
 			t.Fatal(err)
 		}

@@ -300,9 +300,11 @@ func (t *Trainer) initEngine() error {
 		Config:      t.cfg.Tree,
 		BatchPolicy: t.treeP,
 		// A FrozenLake move takes microseconds, and one worker steps the
-		// episodes in the engine's order, so a budget cuts the same moves
-		// in an uninterrupted and a resumed run.
+		// episodes of a wave in the engine's order, so a budget cuts the
+		// same moves in an uninterrupted and a resumed run, and the policy,
+		// keyed by node, samples the same trees from run to run.
 		Workers: 1,
+		Barrier: tree.BarrierStep,
 		Env:     &TreeEnv{Map: t.m, Slippery: t.cfg.Slippery, Discount: t.cfg.Discount, Budget: t.budget},
 		Scorer:  &TreeScorer{Map: t.m},
 	}

@@ -207,10 +207,10 @@ class RolloutWorker:
         for b in wave:
             l = b.lease
             if b.error:
-                subs.append(Submission(l.id, l.node, l.from_, error=b.error))
+                subs.append(Submission(l.id, l.node, l.from_, error=b.error, worker=self.name))
             elif b.turns or b.score is not None:
                 state = b.episode.state() if b.turns else None
-                subs.append(Submission(l.id, l.node, l.from_, turns=b.turns, env_state=state, score=b.score))
+                subs.append(Submission(l.id, l.node, l.from_, turns=b.turns, env_state=state, score=b.score, worker=self.name))
         if not subs:
             return
         try:
@@ -234,7 +234,7 @@ class RolloutWorker:
                 # The store refused what the policy or env produced: the
                 # branch failed like on any other policy or env error.
                 try:
-                    self._send([Submission(s.lease, s.node, s.from_, error=f"turn: {e.message}")])
+                    self._send([Submission(s.lease, s.node, s.from_, error=f"turn: {e.message}", worker=self.name)])
                 except Conflict:
                     self.stats.lost += 1
             except Conflict:

@@ -80,6 +80,7 @@ class Run:
     created_at: int = 0
     updated_at: int = 0
     meta: Dict[str, str] = field(default_factory=dict)
+    policy_version: int = 0  # the newest weights the trainer published
 
 
 @dataclass
@@ -433,7 +434,10 @@ class Lease:
     key: TurnKey = field(default_factory=TurnKey)
     task: Task = field(default_factory=Task)
     env_state: Optional[bytes] = None
-    expires_at: int = 0  # unix nanoseconds
+    expires_at: int = 0  # unix nanoseconds; renew before it (every 0.4 ttl_ms)
+    ttl_ms: int = 0
+    policy_version: int = 0  # the worker's weights, as it said when leasing
+    run_version: int = 0  # the run's current policy version at the grant
     history: List[Turn] = field(default_factory=list)  # the path so far, root first
 
 
@@ -450,9 +454,13 @@ class Submission:
     score: Optional[float] = None
     reward: Optional[float] = None
     error: str = ""
+    worker: str = ""  # the worker the lease was granted to
+    reward_pending: bool = False  # the branch ends with its reward to come (submit_rewards)
 
     def to_json(self) -> Dict[str, Any]:
-        out: Dict[str, Any] = {"lease": self.lease, "node": int(self.node), "from": int(self.from_)}
+        out: Dict[str, Any] = {"lease": self.lease, "worker": self.worker, "node": int(self.node), "from": int(self.from_)}
+        if self.reward_pending:
+            out["reward_pending"] = True
         if self.turns:
             out["turns"] = [t.to_json() if isinstance(t, Turn) else dict(t) for t in self.turns]
         if self.env_state is not None:
@@ -521,6 +529,9 @@ class StepStatus:
     done: List[int] = field(default_factory=list)
     active: int = 0
     leased: int = 0
+    awaiting_scores: int = 0  # active branches waiting for a remote process score
+    awaiting_rewards: int = 0  # finished branches waiting for their deferred reward
+    policy_version: int = 0  # the run's current policy version
 
 
 @dataclass

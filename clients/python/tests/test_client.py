@@ -201,7 +201,7 @@ class WholeStepTest(ServedTest):
         # Every free branch is leased: a second worker gets nothing.
         self.assertEqual(self.client.lease("r1", "other", step=1), [])
         self.assertEqual(self.client.step_status("r1", 1).leased, 3)
-        subs = [Submission(l.id, l.node, turns=[Turn(f"m{i}", "o"), Turn("n", "o", reward=0.5)], score=s)
+        subs = [Submission(l.id, l.node, worker=l.worker, turns=[Turn(f"m{i}", "o"), Turn("n", "o", reward=0.5)], score=s)
                 for i, (l, s) in enumerate(zip(leases, [0.9, 0.5, 0.2]))]
         out = self.client.submit("r1", subs, client_key="i0")
         self.assertEqual(len(out.routed), 1)
@@ -211,7 +211,7 @@ class WholeStepTest(ServedTest):
         leases = self.client.lease("r1", "me", step=1)
         self.assertEqual([l.node for l in leases], kids)
         self.assertEqual([t.action for t in leases[0].history], ["m0", "n"])
-        out = self.client.submit("r1", [Submission(l.id, l.node, turns=[Turn("end", "o", done=True)], reward=1.0)
+        out = self.client.submit("r1", [Submission(l.id, l.node, worker=l.worker, turns=[Turn("end", "o", done=True)], reward=1.0)
                                         for l in leases], client_key="i1")
         self.assertEqual(out.done, [g.id])
         advs = StepDriver(self.client, "r1").wait(1)[g.id]
@@ -346,7 +346,7 @@ class RubricTest(ServedTest):
             self.assertEqual(self.client.activate("arbor", step).step, step)
             g = self.client.open_step("arbor", step, [Task("qa")]).groups[0]
             leases = sorted(self.client.lease("arbor", "w", step=step), key=lambda l: l.node)
-            self.client.submit("arbor", [Submission(l.id, l.node, turns=[Turn(f"answer {l.node}", "ok", done=True)], reward=rw)
+            self.client.submit("arbor", [Submission(l.id, l.node, worker=l.worker, turns=[Turn(f"answer {l.node}", "ok", done=True)], reward=rw)
                                          for l, rw in zip(leases, rewards)])
             return g, {l.node: rw for l, rw in zip(leases, rewards)}
 
@@ -379,17 +379,17 @@ class RestartTest(ServedTest):
         # A worker holds leases and has submitted half an interval when the
         # server dies without warning.
         leases = self.client.lease("r1", "old", step=1)
-        first = self.client.submit("r1", [Submission(leases[0].id, leases[0].node, turns=[Turn("x", "o")])], client_key="half")
+        first = self.client.submit("r1", [Submission(leases[0].id, leases[0].node, worker=leases[0].worker, turns=[Turn("x", "o")])], client_key="half")
         self.assertEqual(self.server.stop(signal.SIGKILL), -signal.SIGKILL)
         self.assertTrue(os.path.exists(self.db + ".serve"), "kill -9 leaves the address file")
         self.server.start()  # same port, same file
 
         # The old worker's answer is replayed, unwritten; its leases are gone.
         seq = self.last_seq()
-        self.assertEqual(self.client.submit("r1", [Submission(leases[0].id, leases[0].node, turns=[Turn("x", "o")])],
+        self.assertEqual(self.client.submit("r1", [Submission(leases[0].id, leases[0].node, worker=leases[0].worker, turns=[Turn("x", "o")])],
                                             client_key="half"), first)
         with self.assertRaises(Conflict) as cm:
-            self.client.submit("r1", [Submission(leases[1].id, leases[1].node, turns=[Turn("y", "o")])])
+            self.client.submit("r1", [Submission(leases[1].id, leases[1].node, worker=leases[1].worker, turns=[Turn("y", "o")])])
         self.assertEqual(cm.exception.code, "lease_lost")
         # A restarted driver gets its groups back.
         self.assertEqual(StepDriver(self.client, "r1").open(1, toy_worker.toy_tasks(2)), groups)
@@ -436,11 +436,11 @@ class BadInputTest(ServedTest):
         return self.client.raw("POST", path, data, content_type=content_type)
 
     def sub(self, node, **kw):
-        return Submission(self.leases[node].id, node, **kw)
+        return Submission(self.leases[node].id, node, worker=self.leases[node].worker, **kw)
 
     def test_bad_inputs_are_4xx_and_write_nothing(self):
         l = self.leases[self.a]
-        s = '{"client_key":"x","submissions":[{"lease":"%s","node":%d,"from":0%%s}]}' % (l.id, self.a)
+        s = '{"client_key":"x","submissions":[{"lease":"%s","worker":"%s","node":%d,"from":0%%s}]}' % (l.id, l.worker, self.a)
         two = ',"turns":[{"action":"a","observation":"o"},{"action":"b","observation":"o"}]'
         cases = [
             (BadRequest, "/api/v1/runs/r1/submit", s % (two + ',"score":NaN')),
@@ -467,7 +467,7 @@ class BadInputTest(ServedTest):
         self.assertEqual(e.code, "too_early")
         e = self.assertRefused(Conflict, self.client.submit, "r1", [self.sub(self.a, from_=1, turns=[Turn("a", "o")])])
         self.assertEqual(e.code, "lease_lost")
-        e = self.assertRefused(Conflict, self.client.submit, "r1", [Submission(self.leases[self.b].id, self.a, turns=[Turn("a", "o")])])
+        e = self.assertRefused(Conflict, self.client.submit, "r1", [Submission(self.leases[self.b].id, self.a, worker=self.leases[self.b].worker, turns=[Turn("a", "o")])])
         self.assertEqual(e.code, "lease_lost")
         e = self.assertRefused(Conflict, self.client.open_step, "r1", 1, [Task("other")])
         self.assertEqual(e.code, "step_exists")
