@@ -18,12 +18,18 @@ import (
 // that every record it will read is intact and consistent.
 
 // VerifyRuns walks, with bounds and without bbolt, the pages a reader
-// follows to list the runs and find one: the root, meta and runs buckets'
-// own pages. It returns nil or a *CorruptError naming the first damaged
-// bucket and page (a page reached twice, outside the file, of the wrong
-// type, ...).
+// follows to list the runs: the root, meta and runs buckets' own pages,
+// not the runs' headers (a damaged one is that run's damage, which
+// VerifyRun and VerifySummary report). It returns nil or a *CorruptError
+// naming the first damaged bucket and page (a page reached twice, outside
+// the file, of the wrong type, ...).
 func (tx *Tx) VerifyRuns() error {
-	return tx.verifyPages(func(p string) bool { return p == "meta" || p == string(bucketRuns) })
+	return tx.verifyPages(func(p string) pagewalk.Reach {
+		if p == "meta" || p == string(bucketRuns) {
+			return pagewalk.Whole
+		}
+		return pagewalk.Skip // listing the runs opens none of them
+	})
 }
 
 // VerifyRun is VerifyRuns plus every page of run id's buckets: once it
@@ -31,8 +37,11 @@ func (tx *Tx) VerifyRuns() error {
 // does not exist verifies as nil (the lookup that follows says so).
 func (tx *Tx) VerifyRun(id string) error {
 	prefix := string(bucketRuns) + "/" + id
-	return tx.verifyPages(func(p string) bool {
-		return p == "meta" || p == string(bucketRuns) || p == prefix || strings.HasPrefix(p, prefix+"/")
+	return tx.verifyPages(func(p string) pagewalk.Reach {
+		if p == "meta" || p == string(bucketRuns) || p == prefix || strings.HasPrefix(p, prefix+"/") {
+			return pagewalk.Whole
+		}
+		return pagewalk.Skip
 	})
 }
 
@@ -73,8 +82,14 @@ func (tx *Tx) VerifyParts(id string, parts ...RunPart) error {
 		}
 		walk[prefix+"/"+string(part)] = true
 	}
-	err := tx.verifyPages(func(p string) bool {
-		return p == "meta" || p == string(bucketRuns) || walk[p]
+	err := tx.verifyPages(func(p string) pagewalk.Reach {
+		switch {
+		case p == "meta" || p == string(bucketRuns) || walk[p]:
+			return pagewalk.Whole
+		case strings.HasPrefix(p, prefix+"/"):
+			return pagewalk.Header // the run's handle opens every sub-bucket
+		}
+		return pagewalk.Skip
 	})
 	if err != nil {
 		return err
@@ -112,7 +127,7 @@ func (tx *Tx) VerifyMetas() error {
 // whole file (Compact) reads them.
 func (tx *Tx) VerifyFile() error { return tx.verifyPages(nil) }
 
-func (tx *Tx) verifyPages(descend func(string) bool) error {
+func (tx *Tx) verifyPages(scope pagewalk.Scope) error {
 	if err := tx.check(false); err != nil {
 		return err
 	}
@@ -122,7 +137,7 @@ func (tx *Tx) verifyPages(descend func(string) bool) error {
 	// (no txid matches): readers do not follow it, and a commit running
 	// alongside may replace it.
 	_, w := pagewalk.Walk(tx.db.path, tx.btx.DB().Info().PageSize, math.MaxUint64,
-		uint64(tx.btx.Cursor().Bucket().Root()), descend, false)
+		uint64(tx.btx.Cursor().Bucket().Root()), scope, false)
 	return walkError(w)
 }
 

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"regexp"
 	"sort"
 	"time"
@@ -126,6 +127,21 @@ func (tx *Tx) Run(id string) (*RunTx, error) {
 	if r, ok := tx.runs[id]; ok {
 		return r, nil
 	}
+	return tx.open(id)
+}
+
+// open binds run id, opening its bucket and every sub-bucket. bbolt takes
+// a bucket header it opens on trust: one that says root 0 with no inline
+// page after it makes bbolt index past the value, a panic here, which
+// becomes the run's ErrCorrupt instead of the caller's crash. (A reader
+// of a file nobody checked walks the headers first: VerifySummary,
+// VerifyRun, CheckedRun.)
+func (tx *Tx) open(id string) (r *RunTx, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r, err = nil, &CorruptError{Bucket: "runs/" + id, Reason: fmt.Sprintf("a bucket header is damaged: %v", p)}
+		}
+	}()
 	b := tx.btx.Bucket(bucketRuns).Bucket([]byte(id))
 	if b == nil {
 		return nil, notFoundf("run %q", id)
