@@ -48,10 +48,17 @@ func (tx *Tx) VerifyRun(id string) error {
 // VerifySummary walks, with bounds, the pages a run's summary and the
 // small records beside it read (the run record, its counters and group
 // index, rubrics and checkpoints), so that RunTx.Summary, Rubrics and
-// Checkpoint terminate on a file nobody has checked. A run without counters
-// is summarised by reading its records, so then it is VerifyRun. It costs
+// Checkpoint terminate on a file nobody has checked, and the path to the
+// run's last event, which must agree with the events sequence: the
+// summary's event count is that sequence. A run without counters is
+// summarised by reading its records, so then it is VerifyRun. It costs
 // time in proportion to those small buckets, not to the run.
-func (tx *Tx) VerifySummary(id string) error { return tx.VerifyParts(id) }
+func (tx *Tx) VerifySummary(id string) error {
+	if err := tx.VerifyParts(id); err != nil {
+		return err
+	}
+	return tx.lastEventAgrees(id)
+}
 
 // A RunPart is a part of a run that a reader reads whole, for VerifyParts.
 type RunPart string
@@ -62,8 +69,10 @@ const (
 	PartAdvantages RunPart = bAdv    // the advantage records: RunTx.Advantages
 )
 
-// VerifyParts is VerifySummary plus the pages of parts, for a reader of a
-// file nobody has checked that also reads those parts of run id whole (the
+// VerifyParts walks the pages VerifySummary walks (but for the path to the
+// last event) plus the pages of parts, for a reader of a file nobody has
+// checked that reads the run's counters, rubrics and checkpoints, and
+// those parts of run id whole (the
 // step figures read the event log and the advantage records): once it
 // returns nil, reading them through RunTx terminates, and a damaged record
 // among them is an ErrCorrupt as it is decoded (each has a CRC). The nodes
@@ -99,6 +108,35 @@ func (tx *Tx) VerifyParts(id string, parts ...RunPart) error {
 		return tx.VerifyRun(id)
 	}
 	return nil
+}
+
+// lastEventAgrees walks, with bounds, the pages a cursor follows to run
+// id's last event, and compares that event with the events bucket's
+// sequence, which a summary reports as the run's event count: a damaged
+// sequence (0, with thousands of events on file) is damage, not a figure.
+// nil when the run does not exist (its lookup says so).
+func (tx *Tx) lastEventAgrees(id string) error {
+	p := pagewalk.NewPaths(tx.db.path, tx.btx.DB().Info().PageSize, uint64(tx.btx.Cursor().Bucket().Root()))
+	if err := p.Open(); err != nil {
+		return err
+	}
+	defer p.Close()
+	found := false
+	if runs, ok := p.Sub(p.Root(), string(bucketRuns)); ok {
+		if run, ok := p.Sub(runs, id); ok {
+			if events, ok := p.Sub(run, bEvents); ok {
+				found = p.Last(events)
+			}
+		}
+	}
+	if err := walkError(&p.Walker); err != nil || !found {
+		return err
+	}
+	r, err := tx.handle(id)
+	if err != nil {
+		return err
+	}
+	return r.checkSequence(bEvents)
 }
 
 // VerifyMetas reports a damaged meta page on a read-only DB as a
@@ -176,7 +214,7 @@ func (tx *Tx) CheckRun(id string) ([]Violation, error) {
 	}
 	var missing error
 	c.guard("runs/"+id, func() {
-		if _, err := tx.Run(id); err != nil {
+		if _, err := tx.handle(id); err != nil {
 			missing = err
 			return
 		}

@@ -89,6 +89,28 @@ var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
 // [A-Za-z0-9._-].
 func ValidRunID(id string) bool { return runIDPattern.MatchString(id) }
 
+// damagedHeader is the error for a run whose bucket, or one of whose
+// sub-buckets, bbolt could not open (it panicked with p): it opens each
+// again to name the one whose header is damaged.
+func (tx *Tx) damagedHeader(id string, p any) error {
+	opens := func(open func()) (ok bool) {
+		defer func() { ok = recover() == nil }()
+		open()
+		return
+	}
+	path := "runs/" + id
+	var run *bolt.Bucket
+	if opens(func() { run = tx.btx.Bucket(bucketRuns).Bucket([]byte(id)) }) && run != nil {
+		for _, name := range append(subBuckets[:], bCounts, bGroupIDs) {
+			if !opens(func() { run.Bucket([]byte(name)) }) {
+				path += "/" + name
+				break
+			}
+		}
+	}
+	return &CorruptError{Bucket: path, Reason: fmt.Sprintf("its bucket header is damaged (bbolt: %v)", p)}
+}
+
 // CreateRun creates a run with the given id and opaque JSON config.
 func (tx *Tx) CreateRun(id string, config []byte, meta map[string]string) (*RunTx, error) {
 	if err := tx.check(true); err != nil {
@@ -111,6 +133,7 @@ func (tx *Tx) CreateRun(id string, config []byte, meta map[string]string) (*RunT
 		}
 	}
 	r := tx.bind(id, b)
+	r.sequencesOK = true // all empty
 	now := tx.db.opts.now().UnixNano()
 	run := Run{ID: id, Config: cloneBytes(config), Status: RunRunning, CreatedAt: now, UpdatedAt: now, Meta: meta}
 	if err := r.putRun(&run, EvRunCreate); err != nil {
@@ -124,6 +147,21 @@ func (tx *Tx) Run(id string) (*RunTx, error) {
 	if err := tx.check(false); err != nil {
 		return nil, err
 	}
+	r, err := tx.handle(id)
+	if err != nil || !tx.Writable() || r.sequencesOK {
+		return r, err
+	}
+	// Before anything is written to the run (sequences.go).
+	if err := r.checkSequences(); err != nil {
+		return nil, tx.fail(err)
+	}
+	r.sequencesOK = true
+	return r, nil
+}
+
+// handle is the transaction's handle on run id, bound on first use. Check
+// takes it as it is; Run checks a writer's sequences first.
+func (tx *Tx) handle(id string) (*RunTx, error) {
 	if r, ok := tx.runs[id]; ok {
 		return r, nil
 	}
@@ -139,7 +177,7 @@ func (tx *Tx) Run(id string) (*RunTx, error) {
 func (tx *Tx) open(id string) (r *RunTx, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			r, err = nil, &CorruptError{Bucket: "runs/" + id, Reason: fmt.Sprintf("a bucket header is damaged: %v", p)}
+			r, err = nil, tx.damagedHeader(id, p)
 		}
 	}()
 	b := tx.btx.Bucket(bucketRuns).Bucket([]byte(id))
@@ -288,6 +326,9 @@ type RunTx struct {
 	// firstNew is the first node id this write transaction gave out (0:
 	// none yet): a node from there on has only the children in kids.
 	firstNew uint64
+	// sequencesOK: a write transaction found the run's id sequences in
+	// step with its records (sequences.go).
+	sequencesOK bool
 }
 
 func (tx *Tx) bind(id string, b *bolt.Bucket) *RunTx {

@@ -69,8 +69,9 @@ func TestADamagedHeaderIsThatRunsDamage(t *testing.T) {
 				if _, err := tx.CheckedRun("r1"); !errors.Is(err, store.ErrCorrupt) {
 					t.Errorf("CheckedRun(r1): %v, want ErrCorrupt", err)
 				}
-				if _, err := tx.Run("r1"); !errors.Is(err, store.ErrCorrupt) {
-					t.Errorf("Run(r1): %v, want ErrCorrupt", err)
+				var ce *store.CorruptError
+				if _, err := tx.Run("r1"); !errors.As(err, &ce) || ce.Bucket != bucket {
+					t.Errorf("Run(r1): %v, want a CorruptError in %s", err, bucket)
 				}
 				r, err := tx.Run("r")
 				if err != nil {
