@@ -284,12 +284,7 @@ func copyTo(t *testing.T, src, dst string) string {
 // writes. The answers are kept in testdata/damaged_writes.golden.
 func TestWritersRefuseTheDamagedFixtures(t *testing.T) {
 	dir := t.TempDir()
-	// base.db is of format 1, which takes no writes: the same damage is
-	// done to the fixture written now, with the same page size.
-	src := filepath.Join(t.TempDir(), "src.db")
-	o := storetest.Options()
-	o.PageSize = damagedPageSize
-	buildFixtureOpts(t, src, o)
+	src := currentFormatBase(t)
 	var log strings.Builder
 	// Not rubrics-leaf-short: a writer trusts its pages, and the write
 	// below reads no rubric (a reader walks them: TestDamagedFixtures).
@@ -350,4 +345,69 @@ func TestWritersRefuseTheDamagedFixtures(t *testing.T) {
 		}
 	}
 	golden(t, "damaged_writes", strings.ReplaceAll(log.String(), dir, "$DIR"))
+}
+
+// currentFormatBase is the golden fixture written now with base.db's page
+// size, not compacted: base.db is of format 1, which takes no writes and
+// keeps no counters (so every summary of it walks the whole run).
+func currentFormatBase(t *testing.T) string {
+	t.Helper()
+	src := filepath.Join(t.TempDir(), "src.db")
+	o := storetest.Options()
+	o.PageSize = damagedPageSize
+	buildFixtureOpts(t, src, o)
+	return src
+}
+
+// TestServeListsTheDerivedFixtures: the API's run list names the run
+// damaged as the derived fixtures are and serves the other run (with a
+// header of the run's at root 0 it answered 500 for every run), and the
+// damaged run's summary answers 500 "damaged". The runs keep counters, so
+// a summary reads only them.
+func TestServeListsTheDerivedFixtures(t *testing.T) {
+	dir := t.TempDir()
+	src := currentFormatBase(t)
+	for _, name := range derivedFixtures {
+		t.Run(name, func(t *testing.T) {
+			path := copyTo(t, src, filepath.Join(dir, name+".db"))
+			damageDerived(t, path, name)
+			o := storetest.Options()
+			o.ReadOnly = true
+			db, err := store.Open(path, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			h, err := server.NewHandler(db, server.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			var list struct {
+				Runs []struct {
+					Run struct {
+						ID     string
+						Status string
+					}
+					Damaged string
+				}
+			}
+			if getJSON(t, srv.URL+"/api/v1/runs", "", &list); len(list.Runs) != 2 ||
+				list.Runs[0].Run.ID != "grpo-4x4" || list.Runs[0].Damaged != "" || list.Runs[0].Run.Status == "" ||
+				list.Runs[1].Run.ID != "patr-4x4" || !strings.Contains(list.Runs[1].Damaged, "is damaged") {
+				t.Errorf("run list: %+v", list)
+			}
+			for path, want := range map[string]int{"/api/v1/runs/patr-4x4": 500, "/api/v1/runs/grpo-4x4": 200} {
+				resp, err := http.Get(srv.URL + path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != want {
+					t.Errorf("GET %s: %d, want %d", path, resp.StatusCode, want)
+				}
+			}
+		})
+	}
 }
