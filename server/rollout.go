@@ -54,10 +54,12 @@ func (s *server) lease(w http.ResponseWriter, r *http.Request) error {
 	if s.opts.ReadOnly {
 		return withStatus(http.StatusForbidden, "read_only", errors.New("server: this server is read-only: it hands out no leases"))
 	}
-	ttl := time.Duration(req.TTLMs) * time.Millisecond
-	if req.TTLMs < 0 || ttl > MaxLeaseTTL {
+	// Range-checked before the conversion: 2^63-1 ms overflowed into a
+	// negative duration, which passed and meant the default TTL.
+	if req.TTLMs < 0 || req.TTLMs > MaxLeaseTTL.Milliseconds() {
 		return badRequest("ttl_ms %d: want 0 (the default) up to %d", req.TTLMs, MaxLeaseTTL.Milliseconds())
 	}
+	ttl := time.Duration(req.TTLMs) * time.Millisecond
 	run := c.Run()
 	out := LeaseResponse{Leases: []LeaseGrant{}}
 	_, err = c.Lease(tree.LeaseRequest{Worker: req.Worker, Max: req.Max, Step: req.Step, TTL: ttl}, func(tx *store.Tx, leases []tree.Lease) error {

@@ -83,11 +83,15 @@ func (tx *Tx) check(write bool) error {
 	return nil
 }
 
+// RunIDRule is the grammar of a run id, as every interface words it: the
+// id is a path segment of the API's URLs and a folder name in the lake
+// (run=<id>), where "." and ".." would name another place.
+const RunIDRule = "1-128 bytes of [A-Za-z0-9._-], other than . and .."
+
 var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
 
-// ValidRunID reports whether id may name a run: 1–128 bytes of
-// [A-Za-z0-9._-].
-func ValidRunID(id string) bool { return runIDPattern.MatchString(id) }
+// ValidRunID reports whether id may name a run (RunIDRule).
+func ValidRunID(id string) bool { return id != "." && id != ".." && runIDPattern.MatchString(id) }
 
 // damagedHeader is the error for a run whose bucket, or one of whose
 // sub-buckets, bbolt could not open (it panicked with p): it opens each
@@ -117,7 +121,7 @@ func (tx *Tx) CreateRun(id string, config []byte, meta map[string]string) (*RunT
 		return nil, err
 	}
 	if !ValidRunID(id) {
-		return nil, tx.fail(invalidf("run id %q: want 1-128 bytes of [A-Za-z0-9._-]", id))
+		return nil, tx.fail(invalidf("run id %q: want %s", id, RunIDRule))
 	}
 	runs := tx.btx.Bucket(bucketRuns)
 	if runs.Bucket([]byte(id)) != nil {
