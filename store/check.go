@@ -174,6 +174,9 @@ func (c *checker) guard(bucket string, fn func()) {
 }
 
 func (c *checker) meta() {
+	if c.tx.db.fresh {
+		return // no bucket at all: a new file
+	}
 	m := c.tx.btx.Bucket(bucketMeta)
 	if m == nil {
 		c.add(Violation{Bucket: "meta", Kind: "structure", Detail: "meta bucket missing"})

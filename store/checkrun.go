@@ -103,7 +103,11 @@ func (tx *Tx) VerifyParts(id string, parts ...RunPart) error {
 	if err != nil {
 		return err
 	}
-	run := tx.btx.Bucket(bucketRuns).Bucket([]byte(id))
+	runs, err := tx.runsBucket()
+	if runs == nil {
+		return err
+	}
+	run := runs.Bucket([]byte(id))
 	if run != nil && (run.Bucket([]byte(bCounts)) == nil || run.Bucket([]byte(bGroupIDs)) == nil) {
 		return tx.VerifyRun(id)
 	}

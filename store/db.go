@@ -35,6 +35,11 @@ type DB struct {
 	// own turn keys and refuse writes (ErrNeedsMigration).
 	format uint64
 
+	// fresh: opened read-only, the file has no bucket at all (a writer's
+	// first open stopped before the meta bucket). It reads as a new,
+	// empty patrdb file.
+	fresh bool
+
 	// premapped: the file was opened with an initial mapping larger than
 	// itself, so Update sets bbolt's growth step (growStep).
 	premapped bool

@@ -123,7 +123,10 @@ func (tx *Tx) CreateRun(id string, config []byte, meta map[string]string) (*RunT
 	if !ValidRunID(id) {
 		return nil, tx.fail(invalidf("run id %q: want %s", id, RunIDRule))
 	}
-	runs := tx.btx.Bucket(bucketRuns)
+	runs, err := tx.runsBucket()
+	if err != nil {
+		return nil, tx.fail(err)
+	}
 	if runs.Bucket([]byte(id)) != nil {
 		return nil, tx.fail(existsf("run %q", id))
 	}
@@ -184,11 +187,30 @@ func (tx *Tx) open(id string) (r *RunTx, err error) {
 			r, err = nil, tx.damagedHeader(id, p)
 		}
 	}()
-	b := tx.btx.Bucket(bucketRuns).Bucket([]byte(id))
+	runs, err := tx.runsBucket()
+	if err != nil {
+		return nil, err
+	}
+	var b *bolt.Bucket
+	if runs != nil {
+		b = runs.Bucket([]byte(id))
+	}
 	if b == nil {
 		return nil, notFoundf("run %q", id)
 	}
 	return tx.bind(id, b), nil
+}
+
+// runsBucket is the bucket of every run. A fresh file has none yet and
+// holds no runs (nil, nil); any other file without one is damaged.
+func (tx *Tx) runsBucket() (*bolt.Bucket, error) {
+	if b := tx.btx.Bucket(bucketRuns); b != nil {
+		return b, nil
+	}
+	if tx.db.fresh {
+		return nil, nil
+	}
+	return nil, &CorruptError{Bucket: "runs", Reason: "the runs bucket is missing"}
 }
 
 // RunIDs lists the runs in key order.
@@ -196,8 +218,12 @@ func (tx *Tx) RunIDs() ([]string, error) {
 	if err := tx.check(false); err != nil {
 		return nil, err
 	}
+	runs, err := tx.runsBucket()
+	if runs == nil {
+		return nil, err
+	}
 	var ids []string
-	err := tx.btx.Bucket(bucketRuns).ForEachBucket(func(k []byte) error {
+	err = runs.ForEachBucket(func(k []byte) error {
 		ids = append(ids, string(k))
 		return nil
 	})
