@@ -245,7 +245,11 @@ func TestServeDamagedFixture(t *testing.T) {
 			}
 			// The CLI through the server: the damaged run is one line and
 			// exit 2, the other one reads.
-			cli(t, "--db", path, "runs", "--server", p.url).fails(t, 2, `run "patr-4x4" is damaged`, "patrdb check")
+			r := cli(t, "--db", path, "runs", "--server", p.url)
+			r.fails(t, 2, `run "patr-4x4" is damaged`, "patrdb check")
+			if !damagedListing(r.stdout, "patr-4x4", "grpo-4x4") {
+				t.Errorf("runs through the server printed %q", r.stdout)
+			}
 			cli(t, "--db", path, "show", "patr-4x4", "--server", p.url).fails(t, 2, "damaged")
 			if r := cli(t, "--db", path, "show", "grpo-4x4", "--server", p.url); r.code != 0 {
 				t.Errorf("show grpo-4x4 through the server: exit %d: %s", r.code, r.stderr)
