@@ -137,7 +137,7 @@ func (a *App) batch(ctx context.Context, rf *remoteFlags, runArg string, f *batc
 		return usageErrorf("--out %s exists: use --force to replace it", f.out)
 	}
 	if err != nil {
-		return published(err, "batch", f.out, "--out")
+		return published(ctx, err, "batch", f.out, "--out")
 	}
 	out := batchOutput{Run: b.Run, Step: b.Step, Layout: string(b.Layout), Out: f.out, Bytes: n, Rows: b.Len(),
 		Tokens: len(b.InputIDs), TokensMaterialised: b.TokensMaterialised, TokensPacked: b.TokensPacked,

@@ -67,7 +67,7 @@ func (a *App) compact(out string) error {
 	defer g.Close()
 	o, err := g.Begin(out)
 	if err != nil {
-		return published(err, "compact", out, "--out")
+		return published(ctx, err, "compact", out, "--out")
 	}
 	defer o.Abort()
 	opts := &store.CompactOptions{FileMode: srcInfo.Mode().Perm(), Context: ctx}
@@ -98,7 +98,7 @@ func (a *App) compact(out string) error {
 		return err
 	}
 	if err := o.Publish(false); err != nil {
-		return published(err, "compact", out, "--out")
+		return published(ctx, err, "compact", out, "--out")
 	}
 	if fi, err := os.Stat(out); err == nil {
 		res.OutBytes = fi.Size()

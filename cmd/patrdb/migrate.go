@@ -47,7 +47,7 @@ func (a *App) migrate(src, dst string) error {
 	defer g.Close()
 	out, err := g.Begin(dst)
 	if err != nil {
-		return published(err, "migrate", dst, "DST")
+		return published(ctx, err, "migrate", dst, "DST")
 	}
 	defer out.Abort()
 	o := store.DefaultOptions()
@@ -61,7 +61,7 @@ func (a *App) migrate(src, dst string) error {
 	}
 	a.pause(ctx, "migrate")
 	if err := out.Publish(false); err != nil {
-		return published(err, "migrate", dst, "DST")
+		return published(ctx, err, "migrate", dst, "DST")
 	}
 	if a.json {
 		return a.printJSON(res)

@@ -298,11 +298,11 @@ func writeImage(path, format string, w, h int, panels [][]*plot.Plot) (err error
 	for i := range panels {
 		panels[i][0].Draw(cells[i][0])
 	}
-	g, _ := publish.Watch(context.Background())
+	g, ctx := publish.Watch(context.Background())
 	defer g.Close()
 	o, err := g.Begin(path)
 	if err != nil {
-		return published(fmt.Errorf("--out %s: %w", path, err), "plot", path, "--out")
+		return published(ctx, fmt.Errorf("--out %s: %w", path, err), "plot", path, "--out")
 	}
 	defer o.Abort()
 	f, err := o.Create(0o644)
@@ -316,5 +316,5 @@ func writeImage(path, format string, w, h int, panels [][]*plot.Plot) (err error
 	if err == nil {
 		err = o.Publish(true)
 	}
-	return published(err, "plot", path, "--out")
+	return published(ctx, err, "plot", path, "--out")
 }

@@ -28,15 +28,16 @@ func onStop(ctx context.Context, cleanup func()) (_ context.Context, stop func()
 	return ctx, g.Close
 }
 
-// published is the error of a command whose output publish refused (or
-// whose work the guard's context ended): the interruption, or an existing
-// destination (named by what the user gives, e.g. "--out"), said the CLI's
-// way; else err.
-func published(err error, command, dest, given string) error {
+// published is the error of a command whose output publish refused, or
+// that failed once its guard's context (ctx) was done — a stop signal
+// cancels it before it removes the output, so what fails then fails for
+// the interruption: the interruption, or an existing destination (named
+// by what the user gives, e.g. "--out"), said the CLI's way; else err.
+func published(ctx context.Context, err error, command, dest, given string) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, publish.ErrInterrupted), errors.Is(err, context.Canceled):
+	case ctx.Err() != nil, errors.Is(err, publish.ErrInterrupted):
 		return interrupted(command, dest)
 	case errors.Is(err, publish.ErrExists):
 		return usageErrorf("%s already exists; %s never overwrites (remove it or choose another %s)", dest, command, given)

@@ -110,21 +110,21 @@ func waitChild(t *testing.T, cmd *exec.Cmd) error {
 }
 
 // outcome judges what a child left in out, the folder its output's
-// destination dest is in: nothing, or the whole output and nothing else.
-func outcome(t *testing.T, c writeCase, out, dest string) (whole bool) {
+// destination dest is in: nothing, or the whole output and nothing else
+// (bad says what else).
+func outcome(t *testing.T, c writeCase, out, dest string) (whole bool, bad string) {
 	t.Helper()
 	names := entries(t, out)
 	switch {
 	case len(names) == 0:
-		return false
+		return false, ""
 	case len(names) == 1 && names[0] == filepath.Base(dest):
 		if why := c.complete(t, dest); why != "" {
-			t.Fatalf("%s: the destination is not whole: %s", c.name, why)
+			return false, "the destination is not whole: " + why
 		}
-		return true
+		return true, ""
 	}
-	t.Fatalf("%s: left %v in the output folder", c.name, names)
-	return false
+	return false, fmt.Sprintf("left %v in the output folder", names)
 }
 
 func entries(t *testing.T, dir string) []string {
@@ -145,13 +145,15 @@ func entries(t *testing.T, dir string) []string {
 // PATRDB_SIGNAL_TRIALS says otherwise), leave the destination absent or
 // whole and nothing temporary. An interrupted command says so in one line
 // and exits 2; one the signal reached after it published its output ends
-// as it would have; one the signal reached before it watched for signals
-// (it had made nothing yet) dies of it. (migrate had no signal handling:
+// as it would have (or dies of it, once it stopped watching); one the
+// signal reached before it watched for signals (it had made nothing yet)
+// dies of it. (migrate had no signal handling:
 // in 19 of 60 signals it left its destination at its final name, once a
 // file that checked clean with "0 runs".)
 func TestStopSignalsAtRandomPoints(t *testing.T) {
 	trials := envInt(t, "PATRDB_SIGNAL_TRIALS", 20)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 33))
+	plainBinary(t) // built before any clock starts
 	for _, c := range writeCases(t) {
 		// The undisturbed run's length: the signals fall anywhere in it.
 		out := t.TempDir()
@@ -161,8 +163,8 @@ func TestStopSignalsAtRandomPoints(t *testing.T) {
 			t.Fatalf("%s undisturbed: %v: %s", c.name, err, stderr)
 		}
 		span := time.Since(began)
-		if !outcome(t, c, out, filepath.Join(out, "out")) {
-			t.Fatalf("%s undisturbed wrote nothing", c.name)
+		if whole, bad := outcome(t, c, out, filepath.Join(out, "out")); !whole {
+			t.Fatalf("%s undisturbed: %s", c.name, bad)
 		}
 		tally := map[string]int{}
 		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
@@ -174,16 +176,24 @@ func TestStopSignalsAtRandomPoints(t *testing.T) {
 				time.Sleep(delay)
 				_ = cmd.Process.Signal(sig)
 				err := waitChild(t, cmd)
-				whole := outcome(t, c, out, dest)
+				whole, bad := outcome(t, c, out, dest)
 				var ee *exec.ExitError
 				switch {
+				case bad != "":
+					t.Fatalf("%s, %v after %v (trial %d): %s; the command: %v: %s", c.name, sig, delay, trial, bad, err, stderr)
 				case err == nil && whole:
 					tally["finished"]++
 				case errors.As(err, &ee) && ee.ExitCode() == exitUsage && !whole:
 					oneErrorLine(t, stderr.String(), c.name+" interrupted: nothing was written to "+dest)
 					tally["interrupted"]++
-				case errors.As(err, &ee) && ee.ExitCode() == -1 && !whole && stderr.Len() == 0:
-					tally["killed before it watched"]++ // by the signal's default action
+				case errors.As(err, &ee) && ee.ExitCode() == -1 && stderr.Len() == 0:
+					// By the signal's default action, before the command
+					// watched for signals or after it stopped watching.
+					if whole {
+						tally["killed after it published"]++
+					} else {
+						tally["killed before it watched"]++
+					}
 				default:
 					t.Fatalf("%s, %v after %v (trial %d): %v, whole %t: %s", c.name, sig, delay, trial, err, whole, stderr)
 				}

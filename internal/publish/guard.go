@@ -22,19 +22,24 @@ type Guard struct {
 
 	cancel context.CancelFunc
 	sigs   chan os.Signal
-	done   chan struct{}
+	done   chan struct{} // closed by Close
+	exited chan struct{} // closed when the watching goroutine has returned
 	closed sync.Once
 }
 
 // Watch catches the stop signals until Close, and returns the guard and a
-// context that the first signal cancels, after the guard has removed
-// every output it began and not yet published and run the functions
-// given to OnStop.
+// context that the first signal cancels; the guard then removes every
+// output it began and has not published and runs the functions given to
+// OnStop. The context is cancelled first, so whatever the command sees
+// fail once its output is gone, it sees the context done too; and Close
+// waits for the removal, so the command cannot end before it.
 func Watch(ctx context.Context) (*Guard, context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
-	g := &Guard{pending: map[*Output]struct{}{}, cancel: cancel, sigs: make(chan os.Signal, 1), done: make(chan struct{})}
+	g := &Guard{pending: map[*Output]struct{}{}, cancel: cancel,
+		sigs: make(chan os.Signal, 1), done: make(chan struct{}), exited: make(chan struct{})}
 	signal.Notify(g.sigs, stopSignals()...)
 	go func() {
+		defer close(g.exited)
 		select {
 		case <-g.sigs:
 			signal.Stop(g.sigs) // the next signal has its default effect
@@ -45,11 +50,12 @@ func Watch(ctx context.Context) (*Guard, context.Context) {
 	return g, ctx
 }
 
-// stop removes the unpublished outputs, runs the OnStop functions and
-// cancels the context.
+// stop cancels the context, then removes the unpublished outputs and runs
+// the OnStop functions.
 func (g *Guard) stop() {
 	g.mu.Lock()
 	g.stopped = true
+	g.cancel()
 	for o := range g.pending {
 		o.remove()
 	}
@@ -59,7 +65,6 @@ func (g *Guard) stop() {
 	for _, fn := range fns {
 		fn()
 	}
-	g.cancel()
 }
 
 // Begin is Begin for an output the guard removes on a stop signal. After
@@ -94,12 +99,14 @@ func (g *Guard) Stopped() bool {
 	return g.stopped
 }
 
-// Close stops catching the signals (the next one has its default effect)
-// and releases the context. Outputs not yet published stay as they are:
-// their owner aborts them.
+// Close waits for the removal a stop signal began, if one did, then stops
+// catching the signals (the next one has its default effect) and releases
+// the context. Outputs not yet published stay as they are: their owner
+// aborts them. Not to be called from an OnStop function.
 func (g *Guard) Close() {
 	g.closed.Do(func() {
 		close(g.done)
+		<-g.exited
 		signal.Stop(g.sigs)
 		g.cancel()
 	})

@@ -189,9 +189,27 @@ func (o *Output) remove() {
 	if o.lock == nil {
 		return
 	}
-	_ = os.RemoveAll(o.dir)
+	_ = removeTemp(o.dir)
 	_ = o.lock.Close()
 	o.lock = nil
+}
+
+// removeTemp removes a temporary folder, its lock file last: a process
+// killed while removing it leaves a folder that a sweep still knows for
+// a dead process's (its lock file is there and free), or an empty one.
+func removeTemp(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	for _, e := range entries {
+		if e.Name() != lockName {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return os.RemoveAll(dir)
 }
 
 // syncPath syncs a file's data, or a folder's entries.
@@ -231,12 +249,19 @@ func Sweep(dir string) (removed []string, err error) {
 }
 
 // sweep removes the temporary folder at path if its lock is free. A
-// partial folder without the lock file is not this package's; a creating
-// one without it was killed before it was locked.
+// creating folder without the lock file was killed before it was locked;
+// a partial one without it, unless empty (its removal was cut short after
+// the lock file, which goes last), is not this package's.
 func sweep(path string, creating bool) bool {
 	lf := filepath.Join(path, lockName)
 	if _, err := os.Lstat(lf); err != nil {
-		return creating && errors.Is(err, fs.ErrNotExist) && os.RemoveAll(path) == nil
+		if !errors.Is(err, fs.ErrNotExist) {
+			return false
+		}
+		if creating {
+			return os.RemoveAll(path) == nil
+		}
+		return os.Remove(path) == nil // only if empty
 	}
 	lock := flock.New(lf)
 	ok, err := lock.TryLock()
@@ -244,5 +269,5 @@ func sweep(path string, creating bool) bool {
 		return false
 	}
 	defer lock.Close()
-	return os.RemoveAll(path) == nil
+	return removeTemp(path) == nil
 }

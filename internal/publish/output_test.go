@@ -179,8 +179,9 @@ func holder(t *testing.T, dest string) *exec.Cmd {
 
 // The output of a process killed with SIGKILL is removed by the next
 // output begun beside it (its lock died with it); a live process's output
-// is left alone, whatever its age; so is a folder that only looks like
-// one (no lock file). A folder killed before it was locked goes too.
+// is left alone; so is a folder that only looks like one (no lock file,
+// and something in it). A folder killed before it was locked goes too,
+// and an empty one whose removal was cut short after its lock file.
 func TestBeginRemovesWhatKilledProcessesLeft(t *testing.T) {
 	dir := t.TempDir()
 	live := holder(t, filepath.Join(dir, "live.db"))
@@ -191,12 +192,16 @@ func TestBeginRemovesWhatKilledProcessesLeft(t *testing.T) {
 	_ = killed.Wait()
 	foreign := filepath.Join(dir, ".notes.partial-1")
 	halfMade := filepath.Join(dir, ".x.creating-1")
-	for _, d := range []string{foreign, halfMade} {
+	halfRemoved := filepath.Join(dir, ".y.partial-1")
+	for _, d := range []string{foreign, halfMade, halfRemoved} {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := len(entries(t, dir)); n != 4 {
+	if err := os.WriteFile(filepath.Join(foreign, "note"), []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(entries(t, dir)); n != 5 {
 		t.Fatalf("before: %v", entries(t, dir))
 	}
 	o := writeOutput(t, nil, filepath.Join(dir, "next.db"), "x")
