@@ -72,13 +72,13 @@ const (
 // VerifyParts walks the pages VerifySummary walks (but for the path to the
 // last event) plus the pages of parts, for a reader of a file nobody has
 // checked that reads the run's counters, rubrics and checkpoints, and
-// those parts of run id whole (the
-// step figures read the event log and the advantage records): once it
-// returns nil, reading them through RunTx terminates, and a damaged record
-// among them is an ErrCorrupt as it is decoded (each has a CRC). The nodes
-// and turns, most of a run, are not walked, so it costs time in proportion
-// to the parts; what it cannot see, as VerifySummary, is a record that
-// disagrees with the ones it links to (CheckRun sees that).
+// those parts of run id whole (the step figures read the event log and
+// the advantage records): once it returns nil, reading them through RunTx
+// terminates, and a damaged record among them is an ErrCorrupt as it is
+// decoded (each has a CRC). The nodes and turns, most of a run, are not
+// walked, so it costs time in proportion to the parts; what it cannot see,
+// as VerifySummary, is a record that disagrees with the ones it links to
+// (CheckRun sees that).
 func (tx *Tx) VerifyParts(id string, parts ...RunPart) error {
 	prefix := string(bucketRuns) + "/" + id
 	walk := map[string]bool{prefix: true}

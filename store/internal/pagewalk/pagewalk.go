@@ -314,12 +314,15 @@ func (w *Walker) tree(root uint64, path string, depth int) {
 			w.at(path, "branch page %d holds %d elements", it.id, count)
 			continue
 		}
-		if _, msg := packed(buf, false); msg != "" {
-			w.at(path, "branch page %d %s", it.id, msg)
-			continue
-		}
+		next := uint64(boltHeaderSize + count*boltElemSize) // where the next key must start (packed)
 		for i := 0; i < count; i++ {
-			e := buf[boltHeaderSize+i*boltElemSize:]
+			at := uint64(boltHeaderSize + i*boltElemSize)
+			e := buf[at:]
+			if msg := packedAt(buf, i, at+uint64(ne.Uint32(e)), uint64(ne.Uint32(e[4:])), &next); msg != "" {
+				w.at(path, "branch page %d %s", it.id, msg)
+				stack = stack[:len(stack)-i] // none of this page's children
+				break
+			}
 			stack = append(stack, item{ne.Uint64(e[8:]), it.depth + 1})
 		}
 	}
@@ -333,18 +336,19 @@ func (w *Walker) leaf(buf []byte, path string, depth int) {
 		w.at(path, "leaf page %d holds %d elements, more than fit", ne.Uint64(buf), count)
 		return
 	}
-	if _, msg := packed(buf, true); msg != "" {
-		w.at(path, "leaf page %d %s", ne.Uint64(buf), msg)
-		return
-	}
+	next := uint64(boltHeaderSize + count*boltElemSize) // where the next key must start (packed)
 	for i := 0; i < count; i++ {
-		at := boltHeaderSize + i*boltElemSize
+		at := uint64(boltHeaderSize + i*boltElemSize)
 		e := buf[at:]
 		flags, pos, ksize, vsize := ne.Uint32(e), uint64(ne.Uint32(e[4:])), uint64(ne.Uint32(e[8:])), uint64(ne.Uint32(e[12:]))
+		if msg := packedAt(buf, i, at+pos, ksize+vsize, &next); msg != "" {
+			w.at(path, "leaf page %d %s", ne.Uint64(buf), msg)
+			return
+		}
 		if flags&boltBucketFlag == 0 {
 			continue
 		}
-		kstart := uint64(at) + pos
+		kstart := at + pos
 		sub := path + "/" + string(buf[kstart:kstart+ksize])
 		if path == "" {
 			sub = string(buf[kstart : kstart+ksize])
@@ -423,7 +427,7 @@ func inlinePage(inline []byte) string {
 // last element ends, and "" when they are packed.
 func packed(buf []byte, leaf bool) (end uint64, msg string) {
 	count := int(ne.Uint16(buf[10:]))
-	next := uint64(boltHeaderSize + count*boltElemSize) // where the next element's key must start
+	next := uint64(boltHeaderSize + count*boltElemSize)
 	for i := 0; i < count; i++ {
 		at := uint64(boltHeaderSize + i*boltElemSize)
 		e := buf[at:]
@@ -433,24 +437,35 @@ func packed(buf []byte, leaf bool) (end uint64, msg string) {
 		} else {
 			pos, size = uint64(ne.Uint32(e)), uint64(ne.Uint32(e[4:]))
 		}
-		switch start := at + pos; {
-		case start != next:
-			return 0, fmt.Sprintf("element %d is not where the page's layout puts it", i)
-		case start+size > uint64(len(buf)):
-			return 0, fmt.Sprintf("element %d points past the page", i)
+		if msg := packedAt(buf, i, at+pos, size, &next); msg != "" {
+			return 0, msg
 		}
-		next = at + pos + size
 	}
 	return next, ""
 }
 
+// packedAt checks that element i, whose key starts at start and whose key
+// and value take size bytes, starts at *next (where the one before it
+// ended, or after the element headers) and ends inside buf; *next moves
+// past it.
+func packedAt(buf []byte, i int, start, size uint64, next *uint64) string {
+	switch {
+	case start != *next:
+		return fmt.Sprintf("element %d is not where the page's layout puts it", i)
+	case start+size > uint64(len(buf)):
+		return fmt.Sprintf("element %d points past the page", i)
+	}
+	*next = start + size
+	return ""
+}
+
 // File checks the file's meta pages, freelist and b-trees. A reader
 // passes its snapshot's txid and root page; txid 0 walks what bbolt would
-// open. scope says how much of each bucket is read (nil: all of every one). With
-// reportMetas, a damaged meta page is reported in metas even when the other
-// one is good; only a caller that keeps commits out may ask, as a meta page
-// being written reads torn. Problems with the pages a reader would follow
-// are in pages.
+// open. scope says how much of each bucket is read (nil: all of every
+// one). With reportMetas, a damaged meta page is reported in metas even
+// when the other one is good; only a caller that keeps commits out may
+// ask, as a meta page being written reads torn. Problems with the pages a
+// reader would follow are in pages.
 func File(path string, pageSize int, txid, root uint64, scope Scope, reportMetas bool) (metas, pages []string) {
 	metas, w := Walk(path, pageSize, txid, root, scope, reportMetas)
 	return metas, w.Problems
