@@ -174,6 +174,9 @@ func (c *checker) guard(bucket string, fn func()) {
 }
 
 func (c *checker) meta() {
+	if c.tx.db.fresh {
+		return // no bucket at all: a new file
+	}
 	m := c.tx.btx.Bucket(bucketMeta)
 	if m == nil {
 		c.add(Violation{Bucket: "meta", Kind: "structure", Detail: "meta bucket missing"})
@@ -200,7 +203,7 @@ func (c *checker) meta() {
 }
 
 func (c *checker) run(id string) {
-	r, err := c.tx.Run(id)
+	r, err := c.tx.handle(id) // not Run: its sequence check would stop the check's own
 	if err != nil {
 		c.fromErr("runs/"+id, err)
 		return

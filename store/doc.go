@@ -34,7 +34,11 @@
 //
 // Ids (groups, nodes, rubrics, event seqs, turn seqs) come from the
 // sequence of the bucket that holds them, so they are allocated in the
-// same transaction that writes the record and never reused.
+// same transaction that writes the record and never reused. A write
+// transaction compares each sequence with its bucket's last record when it
+// first takes a run (sequences.go): a sequence that fell behind (a damaged
+// header) is ErrCorrupt, never an id handed out twice. Run ids are
+// RunIDRule's; steps run from 1 to MaxStep.
 //
 // Every hot bucket grows at its end. A turn is numbered when it is
 // appended, however many branches grow at once, and its node records

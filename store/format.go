@@ -75,7 +75,11 @@ func (db *DB) initFormat() error {
 	db.format.Store(format)
 	switch {
 	case fresh && db.opts.ReadOnly:
-		return fmt.Errorf("%w: %s is empty", ErrNotPatrdb, db.path)
+		// A bbolt file with no bucket at all: a writer's first open was
+		// cut short between bbolt's pages and patrdb's meta bucket (a
+		// 16 KiB file). A writer takes it as new; so does a reader: it
+		// holds no runs.
+		db.fresh = true
 	case fresh:
 		return db.bolt.Update(func(tx *bolt.Tx) error {
 			meta, err := tx.CreateBucket(bucketMeta)

@@ -9,6 +9,20 @@ const (
 	RunFailed   RunStatus = "failed"
 )
 
+// MaxStep is the largest step number. Steps run from 1 to 2^53 - 1: every
+// JSON reader reads them exactly (JavaScript's numbers are doubles), and a
+// run never takes that many (at a step a second, 285 million years), so no
+// checkpointed step leaves a run without a next one (as 2^64 - 1 did).
+const MaxStep = 1<<53 - 1
+
+// validStep refuses a step outside 1..MaxStep.
+func validStep(step uint64) error {
+	if step == 0 || step > MaxStep {
+		return invalidf("step %d: steps run from 1 to %d", step, uint64(MaxStep))
+	}
+	return nil
+}
+
 // Run is one training run. Steps are numbered from 1; LastStep 0 means no
 // step has completed.
 type Run struct {

@@ -42,8 +42,11 @@ bytes) and every API request must then carry "Authorization: Bearer TOKEN"
 
 While it serves, it writes its address to <db>.serve next to the file, so
 other patrdb commands that find the file locked talk to it instead; the
-file is removed when serve stops on SIGINT or SIGTERM. The first line on
-stdout is "serving PATH at URL" (with --json, one JSON object).
+file is removed when serve stops on SIGINT or SIGTERM. When it cannot
+write it (a full disk), it serves anyway and says so on stderr: readers
+then need --server URL, and on a full disk writes fail (507) until space
+is freed. The first line on stdout is "serving PATH at URL" (with --json,
+one JSON object).
 
 GET /api/v1/ lists the endpoints and the API version, /api/v1/openapi.json
 is their OpenAPI document, and /metrics has Prometheus metrics (requests
@@ -123,13 +126,16 @@ func (a *App) serve(ctx context.Context, f *serveFlags) error {
 	srv := server.NewHTTPServer(f.addr, h)
 
 	// Announce the address only as the file's writer: a read-only serve
-	// shares the lock, and readers can open the file themselves.
+	// shares the lock, and readers can open the file themselves. Serving
+	// does not depend on it: on a full disk (where the address cannot be
+	// written) the file is still served, reads and all, and the warning
+	// says why writes will fail.
 	if !f.readOnly {
 		if err := server.WriteAddrFile(a.dbPath, base); err != nil {
-			ln.Close()
-			return fmt.Errorf("writing %s: %w", server.AddrFile(a.dbPath), err)
+			fmt.Fprintln(a.stderr, errorLine(a.unannounced(err, base)))
+		} else {
+			defer server.RemoveAddrFile(a.dbPath, base)
 		}
-		defer server.RemoveAddrFile(a.dbPath, base)
 	}
 	if a.json {
 		if err := a.printJSON(serveStarted{Path: a.dbPath, URL: base, ReadOnly: f.readOnly, Token: token != ""}); err != nil {
@@ -155,6 +161,17 @@ func (a *App) serve(ctx context.Context, f *serveFlags) error {
 		return fmt.Errorf("stopping the server: %w", err)
 	}
 	return nil
+}
+
+// unannounced is the warning of a serve that could not write its address
+// file: readers of the file must be given the address, and on a full disk
+// the writes it takes will fail until space is freed.
+func (a *App) unannounced(err error, base string) error {
+	next := fmt.Sprintf("serving anyway; readers of %s must be given --server %s", a.dbPath, base)
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		next += "; the disk is full, so writes will fail (HTTP 507 full) until space is freed"
+	}
+	return fmt.Errorf("warning: cannot write %s: %v: %s", server.AddrFile(a.dbPath), errorText(err), next)
 }
 
 // connectAddr is the address a client on this machine dials: the host
