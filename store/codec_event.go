@@ -39,6 +39,8 @@ func storeEventKind(b []byte) (EventKind, bool) {
 		return EvRunCreate, true
 	case EvRunStatus:
 		return EvRunStatus, true
+	case EvRunDrop:
+		return EvRunDrop, true
 	case EvGroupOpen:
 		return EvGroupOpen, true
 	case EvGroupUpdate:

@@ -20,6 +20,12 @@ type Run struct {
 	CreatedAt int64             `json:"created_at"` // unix nanoseconds
 	UpdatedAt int64             `json:"updated_at"`
 	Meta      map[string]string `json:"meta,omitempty"`
+	// DroppedStep and DroppedSeq say how far DropSteps deleted the run's
+	// old steps: every record of the steps up to DroppedStep, and events
+	// up to DroppedSeq that those records or later versions made
+	// redundant (drop.go). Zero: nothing was dropped.
+	DroppedStep uint64 `json:"dropped_step,omitempty"`
+	DroppedSeq  uint64 `json:"dropped_seq,omitempty"`
 }
 
 // GroupStatus is open while the tree grows and closed once its advantages

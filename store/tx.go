@@ -272,6 +272,9 @@ type RunTx struct {
 	// firstNew is the first node id this write transaction gave out (0:
 	// none yet): a node from there on has only the children in kids.
 	firstNew uint64
+	// droppedNodes are the nodes DropSteps deleted, for the node cache to
+	// forget at the commit.
+	droppedNodes []uint64
 }
 
 func (tx *Tx) bind(id string, b *bolt.Bucket) *RunTx {
