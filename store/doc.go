@@ -120,5 +120,7 @@
 // drop.go): their records and the events that only they needed are
 // deleted, bbolt reuses the pages, and the run record and an EvRunDrop
 // event say how far. Its log then starts with gaps up to Run.DroppedSeq.
-// DB.Backup writes a consistent copy of the file while writers go on.
+// DB.Backup writes a consistent copy of the file while writers go on, and
+// DB.LoadRun rebuilds a run in another file from its events and turns
+// alone (load.go), checked as Check would before it is kept.
 package store
