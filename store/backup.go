@@ -12,10 +12,14 @@ import (
 // Backup writes a consistent copy of the whole file, as of one read
 // transaction, to w (bbolt's Tx.WriteTo): writers go on while it runs. The
 // copy is a patrdb file as it stood at that commit, free pages included,
-// and as long as the data's high-water mark, not the file's size. It
-// returns the bytes written.
-func (db *DB) Backup(w io.Writer) (n int64, err error) {
+// and as long as the data's high-water mark, not the file's size. size,
+// when not nil, is told that length before anything is written (an HTTP
+// answer's Content-Length). It returns the bytes written.
+func (db *DB) Backup(w io.Writer, size func(int64)) (n int64, err error) {
 	err = db.View(func(tx *Tx) error {
+		if size != nil {
+			size(tx.btx.Size())
+		}
 		n, err = tx.btx.WriteTo(w)
 		return err
 	})
@@ -42,7 +46,7 @@ func (db *DB) BackupFile(path string) (n int64, err error) {
 			_ = os.Remove(tmp)
 		}
 	}()
-	if n, err = db.Backup(f); err == nil {
+	if n, err = db.Backup(f, nil); err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {

@@ -28,7 +28,7 @@ func TestBackupIsAConsistentCopyWhileWriting(t *testing.T) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		_, err := db.Backup(pw)
+		_, err := db.Backup(pw, nil)
 		pw.CloseWithError(err)
 		done <- err
 	}()
