@@ -109,7 +109,7 @@ func (l *Lake) export(ctx context.Context, db *store.DB, id, name string, opts E
 		p.next = *m
 	}
 	if t := p.next.Tail; t != nil {
-		res.Through, res.Seq, res.Whole = t.Step, t.Seq, true
+		res.Through, res.Seq, res.Whole = max(res.Through, p.lastStep), t.Seq, true
 	}
 	if p.noop {
 		return res, nil
@@ -174,15 +174,16 @@ func (l *Lake) clear(ctx context.Context, name string, src Source) error {
 
 // plan is one export's decisions and output, made in one snapshot.
 type plan struct {
-	name    string
-	m       *Manifest // the lake's, nil when none
-	replace bool
-	src     Source
-	status  store.RunStatus
-	next    Manifest // the manifest once the files are published
-	files   []File
-	held    []uint64
-	noop    bool // nothing to publish, not even a manifest
+	name     string
+	m        *Manifest // the lake's, nil when none
+	replace  bool
+	src      Source
+	status   store.RunStatus
+	lastStep uint64   // the last step with records or a checkpoint
+	next     Manifest // the manifest once the files are published
+	files    []File
+	held     []uint64
+	noop     bool // nothing to publish, not even a manifest
 }
 
 // write decides what the lake lacks and writes it into stage.
@@ -226,6 +227,7 @@ func (p *plan) write(ctx context.Context, tx *store.Tx, id string, l *Lake, stag
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
+	p.lastStep = last
 	p.next = Manifest{Run: p.name, Source: p.src, Step: max(from.Step, settled), Seq: from.Seq, SeqTime: from.SeqTime,
 		Cursor: from.Cursor, Status: info.Status}
 
