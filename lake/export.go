@@ -67,7 +67,9 @@ type ExportResult struct {
 // The lake holds one run under a name: a run from another file (another
 // creation time, or a copy of this file that went on differently) is
 // ErrConflict unless Replace, which removes the other first, all of it.
-// Two exporters of one name at once: the second is ErrBusy. A file that
+// Two exporters of one name at once: the second is ErrBusy. An export cut
+// short after it began publishing returns, with its error, the result
+// so far (the files published). A file that
 // dropped steps the lake lacks is ErrDropped. A finished or failed run is
 // exported whole; should it go on, the next export rewrites what followed
 // its last checkpoint.
@@ -120,17 +122,20 @@ func (l *Lake) export(ctx context.Context, db *store.DB, id, name string, opts E
 		}
 	}
 	done, total := int64(0), int64(len(p.files))
+	if opts.OnProgress != nil {
+		opts.OnProgress(0, total) // everything is staged; nothing is published yet
+	}
 	for _, f := range p.files {
 		select {
 		case <-lost:
-			return nil, &BusyError{Run: name}
+			return res, &BusyError{Run: name}
 		default:
 		}
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return res, err
 		}
 		if err := l.obj.put(ctx, f.Key, f.local); err != nil {
-			return nil, fmt.Errorf("export: %w", err)
+			return res, fmt.Errorf("export: %w", err)
 		}
 		res.Files = append(res.Files, f)
 		res.Rows[f.Table] += f.Rows
@@ -141,7 +146,7 @@ func (l *Lake) export(ctx context.Context, db *store.DB, id, name string, opts E
 		}
 	}
 	if err := l.writeManifest(ctx, &p.next); err != nil {
-		return nil, fmt.Errorf("export: %w", err)
+		return res, fmt.Errorf("export: %w", err)
 	}
 	steps := map[uint64]bool{}
 	for _, f := range res.Files {

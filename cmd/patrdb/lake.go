@@ -86,9 +86,25 @@ func (a *App) exportLake(ctx context.Context, id string, f *exportFlags) error {
 	if err := db.View(func(tx *store.Tx) error { _, err := a.lookupRun(tx, id); return err }); err != nil {
 		return err
 	}
+	made := ""
+	if !lk.Remote() {
+		if made, err = makeDirs(f.out); err != nil {
+			return err
+		}
+	}
 	res, err := lk.Export(ctx, db, id, opts)
 	finishBar()
 	if err != nil {
+		published := res != nil && len(res.Files) > 0
+		if made != "" && !published {
+			os.RemoveAll(made) // the lake this export made, holding nothing
+		}
+		if errors.Is(err, context.Canceled) {
+			if published {
+				return fmt.Errorf("export interrupted after publishing %s whole: export again to complete it", plural(len(res.Files), "file", "files"))
+			}
+			return fmt.Errorf("export interrupted: nothing was written to %s", lk)
+		}
 		return a.lakeError(lk, id, err)
 	}
 	if a.json {
