@@ -243,6 +243,14 @@ func (p *plan) write(ctx context.Context, tx *store.Tx, id string, l *Lake, stag
 			s.abort()
 		}
 	}()
+	if from.Seq == 0 {
+		// A run's first export gives every table a step=0 partition with
+		// no rows, so a glob over a table never comes up empty (a run
+		// without rubrics has no rubric rows).
+		if err := s.empty(); err != nil {
+			return err
+		}
+	}
 	end := settled
 	if whole {
 		end = last

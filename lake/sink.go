@@ -177,6 +177,17 @@ func payloadJSON(e replay.Event) string {
 	return string(b)
 }
 
+// empty writes each table's step=0 partition, with no rows.
+func (s *sink) empty() error {
+	for _, at := range []func(uint64) error{s.runs.at, s.groups.at, s.ckpts.at, s.nodes.at, s.turns.at,
+		s.advs.at, s.rubrics.at, s.events.at} {
+		if err := at(0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // close finishes every table's open file.
 func (s *sink) close() ([]File, error) {
 	var first error
