@@ -116,9 +116,16 @@ func (l *Lake) export(ctx context.Context, db *store.DB, id, name string, opts E
 	if p.noop {
 		return res, nil
 	}
-	if p.replace {
+	switch {
+	case p.replace:
 		if err := l.clear(ctx, name, p.src); err != nil {
 			return nil, err
+		}
+	case m == nil:
+		// The name is claimed before any file lands: files under a name
+		// without a manifest are another writer's.
+		if err := l.writeManifest(ctx, &Manifest{Run: name, Source: p.src, Status: p.status}); err != nil {
+			return nil, fmt.Errorf("export: %w", err)
 		}
 	}
 	done, total := int64(0), int64(len(p.files))

@@ -573,3 +573,44 @@ func TestFollowerKeepsTheFileBounded(t *testing.T) {
 		t.Errorf("restored from the lake of a kept file:\n%s", firstDiff(a, b))
 	}
 }
+
+// An export cut short after it published some files, before its manifest
+// counted them (a kill, an interrupt), is completed by the next one: the
+// name was claimed first, so its files are not taken for another writer's;
+// and the staging folder a killed export left is removed.
+func TestACutShortExportIsCompleted(t *testing.T) {
+	db := storetest.Open(t)
+	if err := train(context.Background(), t, db, trainConfig("demo", 3, 1), false); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "lake")
+	lk := openLake(t, dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	res, err := lk.Export(ctx, db, "demo", lake.ExportOptions{OnProgress: func(done, _ int64) {
+		if done == 3 {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) || res == nil || len(res.Files) != 3 {
+		t.Fatalf("cut-short export: %v, %+v", err, res)
+	}
+	// A staging folder of an export that was killed, which no process holds.
+	stale := filepath.Join(dir, ".export-killed")
+	if err := os.MkdirAll(stale, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stale, ".lock"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lk.Export(context.Background(), db, "demo", lake.ExportOptions{}); err != nil {
+		t.Fatalf("the next export: %v", err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the killed export's staging folder is still there: %v", err)
+	}
+	once := filepath.Join(t.TempDir(), "once")
+	if _, err := openLake(t, once).Export(context.Background(), db, "demo", lake.ExportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sameFiles(t, files(t, dir), files(t, once), "completed lake vs one export")
+}
