@@ -45,7 +45,7 @@ type Manifest struct {
 	// later export compares with the file's event to know it is the same
 	// log and not a copy that went another way.
 	Seq     uint64 `json:"seq"`
-	SeqTime int64  `json:"seq_time"`
+	SeqTime int64  `json:"seq_created_at"`
 	// Cursor is the log's partition state after Seq (partition.go).
 	Cursor cursor `json:"cursor"`
 	// Status is the run's status at the last export.
@@ -67,7 +67,7 @@ type Manifest struct {
 type Tail struct {
 	Step    uint64 `json:"step"`
 	Seq     uint64 `json:"seq"`
-	SeqTime int64  `json:"seq_time"`
+	SeqTime int64  `json:"seq_created_at"`
 }
 
 func manifestKey(name string) string { return path.Join(metaDir, "runs", name+".json") }
