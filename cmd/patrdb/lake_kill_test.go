@@ -34,7 +34,8 @@ import (
 // step the lake's manifest counts is there whole. At the end the lake
 // holds every checkpointed step exactly once: file for file what one
 // export of the finished file writes into an empty lake; and a restore
-// from the lake is the run. With PATRDB_TEST_S3 set (.ci/run), the same
+// from the lake is the run (tree, adv and batch of every step as the
+// original's). With PATRDB_TEST_S3 set (.ci/run), the same
 // into a bucket of a real S3-protocol server.
 func TestServeLakeSurvivesKills(t *testing.T) {
 	if testing.Short() {
@@ -172,6 +173,13 @@ chaos:
 			if got != want {
 				t.Errorf("%v of the restored file differs", args)
 			}
+		}
+		// The step's training batch, byte for byte.
+		a, b := filepath.Join(t.TempDir(), "a.safetensors"), filepath.Join(t.TempDir(), "b.safetensors")
+		cli(t, "--db", path, "batch", run, "--step", fmt.Sprint(s), "--out", a).ok(t)
+		cli(t, "--db", restored, "batch", run, "--step", fmt.Sprint(s), "--out", b).ok(t)
+		if fileHash(t, a) != fileHash(t, b) {
+			t.Errorf("the training batch of step %d of the restored file differs", s)
 		}
 	}
 }
