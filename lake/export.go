@@ -38,7 +38,7 @@ type ExportResult struct {
 	// Rows per table over the files added.
 	Rows  map[string]int64 `json:"rows"`
 	Bytes int64            `json:"bytes"`
-	// Steps are the partitions (steps) that got files.
+	// Steps are the steps that got files (not the empty step 0).
 	Steps []uint64 `json:"steps"`
 	// Through and Seq are how far the lake holds the run now: every step up
 	// to Through whole, the log up to event Seq.
@@ -157,7 +157,9 @@ func (l *Lake) export(ctx context.Context, db *store.DB, id, name string, opts E
 	}
 	steps := map[uint64]bool{}
 	for _, f := range res.Files {
-		steps[f.Step] = true
+		if f.Step > 0 { // step 0 holds a run's empty partitions
+			steps[f.Step] = true
+		}
 	}
 	res.Steps = sortedSteps(steps)
 	return res, nil
@@ -366,21 +368,11 @@ var errStop = errors.New("stop")
 // turns and advantages, and the checkpoint that completed it.
 func writeStep(r *store.RunTx, s *sink, step uint64) error {
 	err := r.ForEachGroup(step, func(g store.Group) error {
-		nodes, err := r.GroupNodes(g)
+		rec, err := replay.ReadGroup(r, g)
 		if err != nil {
 			return err
 		}
-		turns := make(map[uint64][]store.Turn, len(nodes))
-		for _, n := range nodes {
-			if turns[n.ID], err = r.Turns(n.ID); err != nil {
-				return err
-			}
-		}
-		advs, err := r.Advantages(g.Step, g.ID)
-		if err != nil {
-			return err
-		}
-		return s.group(step, g, nodes, turns, advs)
+		return s.group(step, g, rec.Nodes, rec.Turns, rec.Advantages)
 	})
 	if err != nil {
 		return err

@@ -224,6 +224,32 @@ func swapDir(src, dst string) error {
 	return nil
 }
 
+// GroupRecords are one group's records as an export writes them.
+type GroupRecords struct {
+	Nodes []store.Node
+	// Turns are each node's own turns, read once: a table of turns takes
+	// them as they are, and the leaves' paths share them.
+	Turns      map[uint64][]store.Turn
+	Advantages []store.Advantage
+}
+
+// ReadGroup reads group g's nodes, their own turns and its advantages.
+func ReadGroup(r *store.RunTx, g store.Group) (GroupRecords, error) {
+	var rec GroupRecords
+	nodes, err := r.GroupNodes(g)
+	if err != nil {
+		return rec, err
+	}
+	rec.Nodes, rec.Turns = nodes, make(map[uint64][]store.Turn, len(nodes))
+	for _, n := range nodes {
+		if rec.Turns[n.ID], err = r.Turns(n.ID); err != nil {
+			return rec, err
+		}
+	}
+	rec.Advantages, err = r.Advantages(g.Step, g.ID)
+	return rec, err
+}
+
 // exporter walks the run once and feeds a format's table writers.
 type exporter struct {
 	ctx    context.Context
@@ -290,23 +316,11 @@ func (ex *exporter) run() (err error) {
 		if err := ex.ctx.Err(); err != nil {
 			return err
 		}
-		nodes, err := r.GroupNodes(g)
+		rec, err := ReadGroup(r, g)
 		if err != nil {
 			return err
 		}
-		// Each node's own turns are read once: the turns table takes them
-		// as they are, and the leaves' paths share them.
-		turns := make(map[uint64][]store.Turn, len(nodes))
-		for _, n := range nodes {
-			if turns[n.ID], err = r.Turns(n.ID); err != nil {
-				return err
-			}
-		}
-		advs, err := r.Advantages(g.Step, g.ID)
-		if err != nil {
-			return err
-		}
-		if err := ex.sink.group(g.Step, g, nodes, turns, advs); err != nil {
+		if err := ex.sink.group(g.Step, g, rec.Nodes, rec.Turns, rec.Advantages); err != nil {
 			return err
 		}
 		ex.progress(1)

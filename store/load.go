@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -384,12 +385,7 @@ func (l *RunLoader) index() error {
 	if err != nil {
 		return err
 	}
-	slices.SortFunc(links, func(a, b link) int {
-		if a.parent != b.parent {
-			return cmpU64(a.parent, b.parent)
-		}
-		return cmpU64(a.child, b.child)
-	})
+	slices.SortFunc(links, func(a, b link) int { return cmp.Or(cmp.Compare(a.parent, b.parent), cmp.Compare(a.child, b.child)) })
 	for _, lk := range links {
 		if err := l.put(bChildren, u64key2(lk.parent, lk.child), []byte{}); err != nil {
 			return err
@@ -412,16 +408,6 @@ func (l *RunLoader) index() error {
 		}
 	}
 	return nil
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Abort deletes the run being loaded.

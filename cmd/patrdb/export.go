@@ -128,15 +128,7 @@ func (a *App) export(ctx context.Context, runArg string, f *exportFlags) (err er
 			os.RemoveAll(made) // only folders this export created, so a failure leaves no trace
 		}
 	}()
-	if a.pausePoint != nil {
-		paused := false
-		opts.OnProgress = both(opts.OnProgress, func(int64, int64) {
-			if !paused {
-				paused = true
-				a.pause(ctx, "export")
-			}
-		})
-	}
+	opts.OnProgress = a.pauseAtFirst(ctx, "export", opts.OnProgress)
 	var res *replay.ExportResult
 	err = db.View(func(tx *store.Tx) error {
 		r, err := a.lookupRun(tx, id)

@@ -74,15 +74,7 @@ func (a *App) exportLake(ctx context.Context, id string, f *exportFlags) error {
 	if !a.json && a.isTerminal(a.stderr) {
 		opts.OnProgress, finishBar = progressBar(a.stderr, "export "+id)
 	}
-	if a.pausePoint != nil {
-		paused := false
-		opts.OnProgress = both(opts.OnProgress, func(int64, int64) {
-			if !paused {
-				paused = true
-				a.pause(ctx, "export")
-			}
-		})
-	}
+	opts.OnProgress = a.pauseAtFirst(ctx, "export", opts.OnProgress)
 	if err := db.View(func(tx *store.Tx) error { _, err := a.lookupRun(tx, id); return err }); err != nil {
 		return err
 	}
