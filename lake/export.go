@@ -22,9 +22,9 @@ type ExportOptions struct {
 	// RunTx.Verify), for a file this process did not write: a damaged run
 	// is refused whole rather than exported in part.
 	Verify bool
-	// OnProgress, when not nil, is called as work completes with the
-	// units done and the total (groups and events to write, files to
-	// publish).
+	// OnProgress, when not nil, is called with the files published so far
+	// and how many there are: first (0, n) once every file is written
+	// into the staging folder, then after each.
 	OnProgress func(done, total int64)
 }
 
@@ -105,11 +105,11 @@ func (l *Lake) export(ctx context.Context, db *store.DB, id, name string, opts E
 	if err := db.View(func(tx *store.Tx) error { return p.write(ctx, tx, id, l, stage, opts) }); err != nil {
 		return nil, err
 	}
-	res := &ExportResult{Run: name, Source: p.src, Lake: l.String(), Files: []File{}, Rows: map[string]int64{},
-		Through: p.next.Step, Seq: p.next.Seq, HeldBack: p.held, Replaced: p.replace, Status: p.status}
 	if p.noop {
 		p.next = *m
 	}
+	res := &ExportResult{Run: name, Source: p.src, Lake: l.String(), Files: []File{}, Rows: map[string]int64{},
+		Through: p.next.Step, Seq: p.next.Seq, HeldBack: p.held, Replaced: p.replace, Status: p.status}
 	if t := p.next.Tail; t != nil {
 		res.Through, res.Seq, res.Whole = max(res.Through, p.lastStep), t.Seq, true
 	}
@@ -221,6 +221,13 @@ func (p *plan) write(ctx context.Context, tx *store.Tx, id string, l *Lake, stag
 		return err
 	}
 	p.src, p.status = sourceOf(info), info.Status
+	last := info.LastStep
+	if g, err := r.LatestGroup(); err == nil {
+		last = max(last, g.Step)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	p.lastStep = last
 	if err := p.judge(ctx, r, info, l); err != nil || p.noop {
 		return err
 	}
@@ -235,13 +242,6 @@ func (p *plan) write(ctx context.Context, tx *store.Tx, id string, l *Lake, stag
 	// Settled are the checkpointed steps; a finished or failed run is
 	// exported whole, what follows its last checkpoint as its tail.
 	settled, whole := info.LastStep, info.Status != store.RunRunning
-	last := info.LastStep
-	if g, err := r.LatestGroup(); err == nil {
-		last = max(last, g.Step)
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	p.lastStep = last
 	p.next = Manifest{Run: p.name, Source: p.src, Step: max(from.Step, settled), Seq: from.Seq, SeqTime: from.SeqTime,
 		Cursor: from.Cursor, Status: info.Status}
 

@@ -196,6 +196,7 @@ func TestDropStepsKeepsTheRestAndChecksClean(t *testing.T) {
 		t.Fatalf("dropped %+v", res)
 	}
 	mustCheck(t, db)
+	before.DroppedStep = 3 // the summary says how far, and nothing else changes
 
 	for s := uint64(1); s <= 3; s++ {
 		if d := dumpStep(t, db, "r", s); len(d.Groups) != 0 {

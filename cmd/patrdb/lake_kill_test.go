@@ -100,14 +100,22 @@ func lakeKillRound(t *testing.T, lakeURL string, env []string, check func(*testi
 	seed := rng.Int63()
 	rng = rand.New(rand.NewSource(seed))
 	t.Logf("chaos seed %d", seed)
+	// Each kill comes 30-250 ms after the server came up, and after
+	// maxKills the server is left alone: under the race detector on a busy
+	// machine a restart alone can take longer than the pauses.
+	const maxKills = 15
 	kills := 0
 	var driveErr error
 chaos:
 	for {
+		pause := time.Duration(30+rng.Intn(220)) * time.Millisecond
+		if kills >= maxKills {
+			pause = time.Hour
+		}
 		select {
 		case driveErr = <-driven:
 			break chaos
-		case <-time.After(time.Duration(30+rng.Intn(220)) * time.Millisecond):
+		case <-time.After(pause):
 		}
 		if check != nil {
 			check(t)
