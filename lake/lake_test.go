@@ -621,3 +621,56 @@ func TestACutShortExportIsCompleted(t *testing.T) {
 	}
 	sameFiles(t, files(t, dir), files(t, once), "completed lake vs one export")
 }
+
+// Retention leaves a resume as it was: a run trained 5 steps while a
+// follower kept the last 2 in the file, then resumed to 8, ends with the
+// steps the file keeps, its rubric pools and its checkpoints exactly those
+// of a run never dropped from.
+func TestResumeAfterRetention(t *testing.T) {
+	ref := storetest.Open(t)
+	if err := train(context.Background(), t, ref, trainConfig("demo", 8, 6), false); err != nil {
+		t.Fatal(err)
+	}
+	db := storetest.Open(t)
+	lk := openLake(t, filepath.Join(t.TempDir(), "lake"))
+	f, err := lk.Follow(db, lake.FollowOptions{Interval: time.Hour, KeepSteps: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := train(context.Background(), t, db, trainConfig("demo", 5, 6), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := train(context.Background(), t, db, trainConfig("demo", 8, 6), true); err != nil {
+		t.Fatal(err)
+	}
+	for s := uint64(4); s <= 8; s++ {
+		if a, b := stepDump(t, ref, s), stepDump(t, db, s); a != b {
+			t.Errorf("step %d after a resume of a dropped file differs", s)
+		}
+	}
+	kept := func(db *store.DB) string {
+		var b strings.Builder
+		_ = db.View(func(tx *store.Tx) error {
+			r, _ := tx.Run("demo")
+			rbs, _ := r.Rubrics("")
+			for _, rb := range rbs {
+				fmt.Fprintf(&b, "rubric %d %s usage %+v\n", rb.ID, rb.Pool, rb.Usage)
+			}
+			c, _ := r.Checkpoint(0)
+			fmt.Fprintf(&b, "ckpt %d %x\n", c.Step, c.Inline)
+			return nil
+		})
+		return b.String()
+	}
+	if a, b := kept(ref), kept(db); a != b {
+		t.Errorf("rubrics and checkpoint after a resume of a dropped file:\n%s", firstDiff(a, b))
+	}
+	var info store.Run
+	_ = db.View(func(tx *store.Tx) error { r, _ := tx.Run("demo"); info, _ = r.Info(); return nil })
+	if info.DroppedStep != 3 {
+		t.Errorf("dropped through step %d, want 3", info.DroppedStep)
+	}
+}
