@@ -3,7 +3,6 @@ package lake
 import (
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // Sentinel errors; every error the package returns about the lake wraps one
@@ -23,9 +22,6 @@ var (
 	// ErrDropped: the file dropped steps (retention) that the lake does not
 	// hold, so exporting it would leave a run with a hole.
 	ErrDropped = errors.New("lake: the file dropped steps the lake lacks")
-	// ErrNotExported: retention was asked to drop steps the lake does not
-	// hold yet.
-	ErrNotExported = errors.New("lake: steps not exported yet")
 	// ErrNoRun: the lake holds no run under that name.
 	ErrNoRun = errors.New("lake: no such run in the lake")
 	// ErrOptions: an option is out of range.
@@ -64,5 +60,3 @@ func (e *BusyError) Error() string {
 }
 
 func (e *BusyError) Unwrap() error { return ErrBusy }
-
-func quote(ss []string) string { return strings.Join(ss, ", ") }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -234,18 +233,4 @@ func (f *Follower) follow(ctx context.Context, id string, seq uint64) error {
 		})
 	}
 	return nil
-}
-
-// Following lists the runs whose lease the follower holds.
-func (f *Follower) Following() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []string
-	for id, r := range f.runs {
-		if r.hold != nil {
-			out = append(out, id)
-		}
-	}
-	slices.Sort(out)
-	return out
 }

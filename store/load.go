@@ -32,7 +32,6 @@ type RunLoader struct {
 	turns   uint64            // the largest turn sequence number
 	phase   int               // 0 events, 1 turns, 2 done
 	node    *Node             // the node of the last turn loaded
-	seen    int               // turns loaded
 }
 
 // LoadTxBytes is how many bytes of keys and values a RunLoader writes per
@@ -302,7 +301,6 @@ func (l *RunLoader) Turn(node uint64, index int, t Turn) error {
 		return l.fail(err)
 	}
 	l.turns = max(l.turns, seq)
-	l.seen++
 	if err := l.put(bTurns, u64key2(seq, node), val); err != nil {
 		return l.fail(err)
 	}
@@ -426,6 +424,3 @@ func (l *RunLoader) Abort() error {
 	})
 	return err
 }
-
-// Loaded is how many turns the loader stored.
-func (l *RunLoader) Loaded() int { return l.seen }

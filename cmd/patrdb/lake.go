@@ -46,8 +46,6 @@ func (a *App) lakeError(lk *lake.Lake, run string, err error) error {
 		return usageErrorf("another process%s is exporting run %s into %s; wait for it, or stop it (patrdb serve --lake exports each step as it is checkpointed)", who, busy.Run, lk)
 	case errors.Is(err, lake.ErrDropped), errors.Is(err, lake.ErrLayout), errors.Is(err, lake.ErrOptions):
 		return usageErrorf("%s", errorText(err))
-	case errors.Is(err, lake.ErrNotExported):
-		return usageErrorf("%s", errorText(err))
 	case errors.Is(err, lake.ErrNoRun):
 		return notFoundErrorf("%s holds no run %s", lk, run)
 	case errors.Is(err, context.Canceled):
