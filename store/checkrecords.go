@@ -154,11 +154,11 @@ func (c *checker) group(rc *runCheck, k, v []byte) *Group {
 	rc.groupIDs.add(g.ID)
 	rc.groups++
 	rc.tally.group(&g)
-	// A checkpoint completes its step; an open group left behind has
-	// active branches that no resume will ever continue.
 	if rc.dropped > 0 && g.Step <= rc.dropped {
 		c.inv(path, u64key2(g.Step, g.ID), "group of step %d, which the run dropped (through step %d)", g.Step, rc.dropped)
 	}
+	// A checkpoint completes its step; an open group left behind has
+	// active branches that no resume will ever continue.
 	if g.Status == GroupOpen && g.Step <= rc.lastStep {
 		c.inv(path, u64key2(g.Step, g.ID), "open group in completed step %d: its active branches are orphaned", g.Step)
 	}
