@@ -94,8 +94,17 @@ func Compact(src *DB, dst string, opts *CompactOptions) (err error) {
 			o.OnProgress(min(done, total), total)
 		}
 	})
+	// bbolt grows a file past its data (up to 16 MiB); the copy needs
+	// only its pages, so it is cut to them and is never larger than they.
+	var used int64
+	if err == nil {
+		err = out.View(func(tx *bolt.Tx) error { used = tx.Size(); return nil })
+	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		err = os.Truncate(dst, used)
 	}
 	if err != nil {
 		return fmt.Errorf("compact into %s: %w", dst, err)

@@ -119,4 +119,12 @@
 // Every mutation appends an Event in the same transaction; for the store's
 // own kinds its payload is the record after the mutation, so the log alone
 // rebuilds the state at any sequence number.
+//
+// A run that copied its old steps elsewhere may drop them (RunTx.DropSteps,
+// drop.go): their records and the events that only they needed are
+// deleted, bbolt reuses the pages, and the run record and an EvRunDrop
+// event say how far. Its log then starts with gaps up to Run.DroppedSeq.
+// DB.Backup writes a consistent copy of the file while writers go on, and
+// DB.LoadRun rebuilds a run in another file from its events and turns
+// alone (load.go), checked as Check would before it is kept.
 package store

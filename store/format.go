@@ -17,7 +17,8 @@ import (
 // sequence, so every hot bucket grows at its end (doc.go). Older formats
 // open and read as they are; writing to one is ErrNeedsMigration, and
 // Migrate copies it into a new file of this format. Format 4 appended the
-// run's current policy version to the run record; a format-3 file reads as
+// run's current policy version and how far its old steps were dropped
+// (DropSteps) to the run record; a format-3 file reads as
 // it is, and its first write transaction upgrades it in place (the meta
 // format number, in that same transaction): opening a file never writes.
 const FormatVersion = 4

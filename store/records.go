@@ -39,6 +39,12 @@ type Run struct {
 	// the staleness of sampled turns is measured. 0 until one is published
 	// (format 4 on).
 	PolicyVersion uint64 `json:"policy_version"`
+	// DroppedStep and DroppedSeq say how far DropSteps deleted the run's
+	// old steps: every record of the steps up to DroppedStep, and events
+	// up to DroppedSeq that those records or later versions made
+	// redundant (drop.go). Zero: nothing was dropped.
+	DroppedStep uint64 `json:"dropped_step,omitempty"`
+	DroppedSeq  uint64 `json:"dropped_seq,omitempty"`
 }
 
 // GroupStatus is open while the tree grows and closed once its advantages

@@ -359,6 +359,9 @@ type RunTx struct {
 	// sequencesOK: a write transaction found the run's id sequences in
 	// step with its records (sequences.go).
 	sequencesOK bool
+	// droppedNodes are the nodes DropSteps deleted, for the node cache to
+	// forget at the commit.
+	droppedNodes []uint64
 }
 
 func (tx *Tx) bind(id string, b *bolt.Bucket) *RunTx {

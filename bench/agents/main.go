@@ -81,17 +81,24 @@ func main() {
 	reps := flag.Int("reps", 3, "repetitions of each timed figure (medians)")
 	ttl := flag.Duration("ttl", 3*time.Second, "lease TTL of the dead-worker and long-interval measurements")
 	dir := flag.String("dir", "", "work directory (default: a temporary one)")
+	only := flag.String("only", "", "measure one figure: dead, worker, tail or long (default: all)")
 	flag.Parse()
-	if err := run(*asJSON, *reps, *ttl, *dir); err != nil {
+	if err := run(*asJSON, *reps, *ttl, *dir, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "agents:", err)
 		os.Exit(1)
 	}
 }
 
-func run(asJSON bool, reps int, ttl time.Duration, dir string) error {
+func run(asJSON bool, reps int, ttl time.Duration, dir, only string) error {
 	if reps < 1 {
 		return fmt.Errorf("-reps %d: want at least 1", reps)
 	}
+	switch only {
+	case "", "dead", "worker", "tail", "long":
+	default:
+		return fmt.Errorf("-only %q: want dead, worker, tail or long", only)
+	}
+	want := func(fig string) bool { return only == "" || only == fig }
 	if dir == "" {
 		d, err := os.MkdirTemp("", "patrdb-agents-")
 		if err != nil {
@@ -107,32 +114,40 @@ func run(asJSON bool, reps int, ttl time.Duration, dir string) error {
 		if err := os.MkdirAll(sub, 0o755); err != nil {
 			return err
 		}
-		w, e, err := envRatio(sub)
-		if err != nil {
-			return fmt.Errorf("worker vs engine: %w", err)
+		if want("worker") {
+			w, e, err := envRatio(sub)
+			if err != nil {
+				return fmt.Errorf("worker vs engine: %w", err)
+			}
+			worker, engine = append(worker, w), append(engine, e)
 		}
-		worker, engine = append(worker, w), append(engine, e)
-		t, b, err := tailStep(sub, tree.BarrierGroup)
-		if err != nil {
-			return fmt.Errorf("tail: %w", err)
+		if want("tail") {
+			t, b, err := tailStep(sub, tree.BarrierGroup)
+			if err != nil {
+				return fmt.Errorf("tail: %w", err)
+			}
+			tail, bound = append(tail, t), append(bound, b)
+			s, _, err := tailStep(sub, tree.BarrierStep)
+			if err != nil {
+				return fmt.Errorf("tail, step barrier: %w", err)
+			}
+			stepBarrier = append(stepBarrier, s)
 		}
-		tail, bound = append(tail, t), append(bound, b)
-		s, _, err := tailStep(sub, tree.BarrierStep)
-		if err != nil {
-			return fmt.Errorf("tail, step barrier: %w", err)
+		if want("dead") {
+			r, n, err := deadWorker(sub, ttl)
+			if err != nil {
+				return fmt.Errorf("dead worker: %w", err)
+			}
+			dead, rep.DeadWorkerBranches = append(dead, r), n
 		}
-		stepBarrier = append(stepBarrier, s)
-		r, n, err := deadWorker(sub, ttl)
-		if err != nil {
-			return fmt.Errorf("dead worker: %w", err)
-		}
-		dead, rep.DeadWorkerBranches = append(dead, r), n
 	}
-	ok, err := longInterval(dir, ttl)
-	if err != nil {
-		return fmt.Errorf("long interval: %w", err)
+	if want("long") {
+		ok, err := longInterval(dir, ttl)
+		if err != nil {
+			return fmt.Errorf("long interval: %w", err)
+		}
+		rep.LongIntervalCommitted = ok
 	}
-	rep.LongIntervalCommitted = ok
 	rep.DeadWorkerRecoveryS = median(dead)
 	rep.WorkerS, rep.EngineS = median(worker), median(engine)
 	rep.WorkerEnvRatio = median(ratios(worker, engine))
@@ -170,6 +185,9 @@ func table(r Report) string {
 }
 
 func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
 	s := append([]float64(nil), xs...)
 	sort.Float64s(s)
 	n := len(s)

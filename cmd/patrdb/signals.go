@@ -58,3 +58,19 @@ func (a *App) pause(ctx context.Context, point string) {
 		a.pausePoint(ctx, point)
 	}
 }
+
+// pauseAtFirst wraps a progress callback so that the first report pauses
+// at point (pause): where a command's temporary output exists. Outside
+// tests it is progress itself.
+func (a *App) pauseAtFirst(ctx context.Context, point string, progress func(done, total int64)) func(done, total int64) {
+	if a.pausePoint == nil {
+		return progress
+	}
+	paused := false
+	return both(progress, func(int64, int64) {
+		if !paused {
+			paused = true
+			a.pause(ctx, point)
+		}
+	})
+}

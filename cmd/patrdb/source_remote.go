@@ -336,7 +336,7 @@ func decodeRemoteEvent(re remoteEvent) (logEvent, error) {
 	}
 	var rec any
 	switch re.Kind {
-	case store.EvRunCreate, store.EvRunStatus, store.EvRunVersion:
+	case store.EvRunCreate, store.EvRunStatus, store.EvRunVersion, store.EvRunDrop:
 		var rj api.RunJSON
 		if err := json.Unmarshal(re.Payload, &rj); err != nil {
 			return bad(err)
