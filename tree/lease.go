@@ -353,20 +353,24 @@ func (gs *grantScan) try(n *store.Node) error {
 func (c *Coordinator) checkLease(s *Submission, n *store.Node, g *store.Group, version uint64) (*held, error) {
 	c.mu.Lock()
 	h := c.leases[n.ID]
+	var l held // a copy: renewals change the lease under the lock
+	if h != nil {
+		l = *h
+	}
 	c.mu.Unlock()
 	switch {
-	case h == nil || h.ID != s.Lease:
+	case h == nil || l.ID != s.Lease:
 		return nil, fmt.Errorf("%w: lease %q is not node %d's current lease (it expired and was handed on, was released, or the coordinator restarted): lease again", ErrLeaseLost, s.Lease, n.ID)
-	case h.Worker != s.Worker:
-		return nil, fmt.Errorf("%w: lease %q of node %d was granted to worker %q, not %q", ErrNotHolder, s.Lease, n.ID, h.Worker, s.Worker)
-	case !c.opts.Now().Before(h.expires()):
-		return nil, fmt.Errorf("%w: lease %q of node %d expired at %s: lease again", ErrLeaseLost, s.Lease, n.ID, h.expires().Format(time.RFC3339))
+	case l.Worker != s.Worker:
+		return nil, fmt.Errorf("%w: lease %q of node %d was granted to worker %q, not %q", ErrNotHolder, s.Lease, n.ID, l.Worker, s.Worker)
+	case !c.opts.Now().Before(l.expires()):
+		return nil, fmt.Errorf("%w: lease %q of node %d expired at %s: lease again", ErrLeaseLost, s.Lease, n.ID, l.expires().Format(time.RFC3339))
 	case n.Status != store.NodeActive:
 		return nil, fmt.Errorf("%w: node %d is %s", ErrBranchEnded, n.ID, n.Status)
-	case !h.current(n, g):
-		return nil, fmt.Errorf("%w: lease %q was for interval %d attempt %d; node %d is at interval %d attempt %d", ErrLeaseLost, s.Lease, h.Interval, h.Attempt, n.ID, g.Interval, n.Attempt)
-	case c.voided(h, version):
-		return nil, fmt.Errorf("%w: lease %q of node %d was granted at policy version %d; version %d was published since (on_publish abort): lease again with the new weights", ErrLeaseLost, s.Lease, n.ID, h.RunVersion, version)
+	case !l.current(n, g):
+		return nil, fmt.Errorf("%w: lease %q was for interval %d attempt %d; node %d is at interval %d attempt %d", ErrLeaseLost, s.Lease, l.Interval, l.Attempt, n.ID, g.Interval, n.Attempt)
+	case c.voided(&l, version):
+		return nil, fmt.Errorf("%w: lease %q of node %d was granted at policy version %d; version %d was published since (on_publish abort): lease again with the new weights", ErrLeaseLost, s.Lease, n.ID, l.RunVersion, version)
 	}
 	return h, nil
 }
