@@ -228,7 +228,7 @@ class WholeStepTest(ServedTest):
             return [RuntimeError("CUDA out of memory") if r.key.branch == bad.key.branch else m
                     for r, m in zip(reqs, moves)]
 
-        w = RolloutWorker(self.client, "r1", act, toy_worker.ToyEnv(), toy_worker.toy_score, poll=0.01)
+        w = RolloutWorker(self.client, "r1", act, toy_worker.ToyEnv(), toy_worker.toy_score, name="w", poll=0.01)
         w.run(1, deadline=time.monotonic() + 60)
         advs = d.wait(1, timeout=30)[g.id]
         node = self.client.node("r1", bad.node).node
