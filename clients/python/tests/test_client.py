@@ -322,6 +322,47 @@ class ReadmeTest(ServedTest):
         self.assertEqual(self.client.frontier("swe-1"), [])
 
 
+class ReadmeAsyncTest(ServedTest):
+    """The README's Verifier and dynamic-sampling examples, run as written with
+    the toy agent standing in for the policy, sandboxes and reward models."""
+
+    def block(self, marker):
+        with open(os.path.join(HERE, "..", "README.md")) as f:
+            blocks = f.read().split("```python\n")
+        return next(code for code in (b.split("```")[0] for b in blocks[1:]) if marker in code)
+
+    def namespace(self):
+        sandbox = type("Sandbox", (), {"run_suite": staticmethod(lambda gold, action: action == "a0")})
+        prm_client = type("Prm", (), {"score": staticmethod(lambda prompt, history: toy_worker.toy_score(None, history))})
+        return {"c": self.client, "act": toy_worker.toy_act, "Env": toy_worker.ToyEnv, "score": toy_worker.toy_score,
+                "step": 1, "tasks": toy_worker.toy_tasks(2), "sandbox": sandbox, "prm_client": prm_client}
+
+    def test_the_verifier_example_runs(self):
+        ns = self.namespace()
+        exec(self.block("Verifier(c"), ns)
+        self.assertEqual(sorted(ns["advantages"]), [g.id for g in self.client.groups("swe-2", 1)])
+        self.assertGreater(ns["v"].stats.rewards, 0)
+        self.assertGreater(ns["v"].stats.scores, 0)
+        self.assertEqual(self.client.step_status("swe-2", 1).open, 0)
+        # Finished leaves have the verifier's rewards, not the env's 0.25s;
+        # pruned ones keep their turns' sum.
+        ended = {n.id for g in ns["advantages"] for n in self.client.tree("swe-2", g).nodes
+                 if n.status in ("completed", "truncated")}
+        self.assertTrue(ended)
+        self.assertLessEqual({a.outcome for g in ns["advantages"].values() for a in g if a.leaf in ended}, {0.0, 1.0})
+
+    def test_the_dynamic_sampling_example_runs(self):
+        self.client.create_run("swe-1", tree=self.tree, client_key="create-swe-1")
+        ns = self.namespace()
+        supply = toy_worker.toy_tasks(6)[2:]
+        ns["sample_tasks"] = lambda k: [supply.pop(0) for _ in range(min(k, len(supply)))]
+        exec(self.block("informative="), ns)
+        res = ns["res"]
+        self.assertEqual(len(res.informative) + len(res.filtered), len(self.client.groups("swe-1", 1)))
+        self.assertGreaterEqual(len(res.informative), min(2, len(res.tasks) - len(res.filtered)))
+        self.assertEqual(sorted(set(int(x) for x in ns["b"]["row_group"])), res.informative)
+
+
 class ExampleTest(ServedTest):
     def test_the_example_worker_runs(self):
         script = os.path.join(os.path.dirname(HERE), "examples", "toy_worker.py")
@@ -358,7 +399,7 @@ class ExampleAsyncTest(ServedTest):
         self.assertEqual(len(advs), 2)
         nodes = [n for g in advs for n in self.client.tree("r1", g).nodes]
         self.assertNotIn("failed", {n.status for n in nodes})
-        self.assertEqual(sum(n.status == "completed" for n in nodes), verifier["verifier"]["rewards"])
+        self.assertEqual(sum(n.status in ("completed", "truncated") for n in nodes), verifier["verifier"]["rewards"])
 
 
 class LeaseTest(ServedTest):

@@ -87,11 +87,15 @@ class DeferredRewardTest(ServedTest):
         self.assertEqual(st.active, 0)
         self.assertEqual(st.awaiting_rewards, len(pend.rewards))
         self.assertEqual(set(st.done) & waiting, set())
-        for w in pend.rewards:
+        for w in pend.rewards:  # every leaf that ended or reached max_turns, none pruned
             self.assertEqual(len(w.history), w.path_len)
-            self.assertTrue(w.history[-1].done)
+            self.assertTrue(w.history[-1].done or w.path_len == self.tree["max_turns"])
             self.assertTrue(w.task.id.startswith("task-"))
             self.assertLess(w.since_at, w.due_at)
+        ended = [n for g in self.client.groups("later", 1) for n in self.client.tree("later", g.id).nodes
+                 if n.status in ("completed", "truncated")]
+        self.assertEqual(sorted(n.id for n in ended), sorted(w.node for w in pend.rewards))
+        self.assertIn("truncated", {n.status for n in ended})
         self.assertFalse(any(g.status == "closed" for g in self.client.groups("later", 1) if g.id in waiting))
         time.sleep(1.0)  # the verifier comes later
         stats = Verifier(self.client, "later", reward_fn=toy_worker.toy_reward).run(1, deadline=time.monotonic() + 30)
@@ -186,7 +190,7 @@ class TwoVerifiersTest(ServedTest):
         stats = [j() for j in joins]
         d.wait(1, timeout=30)
         leaves = [n for g in self.client.groups("two", 1) for n in self.client.tree("two", g.id).nodes
-                  if n.status == "completed"]
+                  if n.status in ("completed", "truncated")]
         self.assertEqual(sum(s.rewards for s in stats), len(leaves))
         self.assertEqual(sum(s.refused for s in stats), len(leaves))  # each computed twice, taken once
         self.assertTrue(all(n.has_reward for n in leaves))
