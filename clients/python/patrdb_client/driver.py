@@ -113,20 +113,28 @@ class StepDriver:
 
     def drive(self, step: int, tasks: Sequence[TaskLike], informative: int = 0,
               more_tasks: Optional[MoreTasksFn] = None, shape: Optional[ShapeFn] = None,
-              timeout: Optional[float] = None, tree: Optional[Mapping[str, Any]] = None) -> StepAdvantages:
+              timeout: Optional[float] = None, tree: Optional[Mapping[str, Any]] = None,
+              max_tasks: int = 0) -> StepAdvantages:
         """Opens ``step`` with ``tasks`` and closes its groups as they finish.
-        With ``informative`` N (dynamic sampling), whenever the groups closed
-        informative plus those still open fall short of N — a group closed with
-        zero outcome variance, or every branch failed — it asks
-        ``more_tasks(k)`` for k more tasks and extends the step with them (the
-        step's tasks, then the new ones), until N groups closed informative or
-        ``more_tasks`` returns none. It opens no task it does not need if every
-        open group turns out informative. The filtered groups stay closed on
-        record with their zero-variance flag; the answer lists them apart.
+        With ``informative`` N (dynamic sampling, the rule of the Go engine's
+        RolloutInformative), whenever the groups closed informative plus those
+        still open fall short of N — a group closed with zero outcome variance,
+        or every branch failed — it asks ``more_tasks(k)`` for up to k more
+        tasks and extends the step with them (the step's tasks, then the new
+        ones), until N groups closed informative, ``more_tasks`` gives fewer
+        than asked for (it has no more), or ``max_tasks`` are open (default
+        8 N). It opens no task it does not need if every open group turns out
+        informative. The filtered groups stay closed on record with their
+        zero-variance flag; the answer lists them apart.
 
         A restarted driver passes the same first tasks: the step's recorded
         tasks (an extension included) are taken up again, so nothing is
-        opened twice."""
+        opened twice. ``more_tasks`` should give the same tasks again for a
+        step driven again (a dataset iterator keyed by step)."""
+        if informative < 0 or max_tasks < 0:
+            raise ValueError(f"informative {informative} and max_tasks {max_tasks} must be >= 0")
+        if informative and more_tasks is not None and not max_tasks:
+            max_tasks = 8 * informative
         want = [_task(t) for t in tasks]
         recorded = [_task_of(g) for g in self.client.groups(self.run_id, step)]
         if len(recorded) > len(want) and recorded[:len(want)] == want:
@@ -143,14 +151,14 @@ class StepDriver:
             if informative and len(seen) < st.closed + len(st.done):
                 seen = self._flags(step)  # closed before this driver looked (a restart)
             undecided = st.open - len(st.done)
-            need = informative - sum(seen.values()) - undecided
+            need = min(informative - sum(seen.values()) - undecided, max_tasks - len(want))
             if need > 0 and not exhausted:
-                more = [_task(t) for t in (more_tasks(need) or [])]  # type: ignore[misc]
+                more = [_task(t) for t in (more_tasks(need) or [])][:need]  # type: ignore[misc]
+                exhausted = len(more) < need
                 if more:
                     want = want + more
                     self.extend(step, want, tree)
                     continue
-                exhausted = True
             if undecided == 0:
                 break
             self._check(step, st, deadline)
@@ -168,9 +176,9 @@ class StepDriver:
 
 def drive_step(client: Client, run: str, step: int, tasks: Sequence[TaskLike], shape: Optional[ShapeFn] = None,
                timeout: Optional[float] = None, tree: Optional[Mapping[str, Any]] = None, poll: float = 0.1,
-               informative: int = 0, more_tasks: Optional[MoreTasksFn] = None) -> StepAdvantages:
+               informative: int = 0, more_tasks: Optional[MoreTasksFn] = None, max_tasks: int = 0) -> StepAdvantages:
     """Opens ``step`` with ``tasks``, waits until workers have grown every group,
     closes them, and returns the advantages by group id. With ``informative``
     N it opens further tasks from ``more_tasks(k)`` until N groups closed with
     non-zero outcome variance (StepDriver.drive)."""
-    return StepDriver(client, run, poll).drive(step, tasks, informative, more_tasks, shape, timeout, tree)
+    return StepDriver(client, run, poll).drive(step, tasks, informative, more_tasks, shape, timeout, tree, max_tasks)

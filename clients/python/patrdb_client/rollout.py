@@ -70,8 +70,10 @@ class RolloutWorker:
     for every branch waiting for a move at once: a call goes out when every
     sampling branch waits, ``max_batch`` requests are queued, or the oldest
     has waited ``linger`` seconds; a larger batch is split into calls of at
-    most ``max_batch`` issued concurrently (several inference replicas), so
-    ``act`` must be safe to call from several threads.
+    most ``max_batch`` issued concurrently (several inference replicas): ``act``
+    is called from several threads at once unless ``max_calls`` bounds the
+    calls in flight (1 for a policy that is not safe for concurrent calls,
+    such as an in-process vllm.LLM).
     ``env`` has ``reset(task)`` and ``restore(task, history, state)`` returning
     an episode with ``step(key, move) -> Observation`` and ``state()``;
     ``scorer(task, history)`` is the process score in [0,1] (None when the run
@@ -104,16 +106,16 @@ class RolloutWorker:
                  name: str = "", max_branches: int = 16, ttl_ms: int = 0, poll: float = 0.05,
                  policy_version: int = 0, on_submit: Optional[Callable[[List[Submission], Submitted], None]] = None,
                  concurrency: int = 0, max_batch: int = 0, linger: float = 0.005, each_turn: bool = False,
-                 defer_rewards: bool = False):
+                 defer_rewards: bool = False, max_calls: int = 0):
         if not name:
             raise ValueError("a RolloutWorker needs a name: leases are bound to the worker that took them")
-        if max_branches < 0 or concurrency < 0 or max_batch < 0 or ttl_ms < 0 or linger < 0:
-            raise ValueError("max_branches, concurrency, max_batch, ttl_ms and linger must be >= 0")
+        if min(max_branches, concurrency, max_batch, max_calls, ttl_ms, linger) < 0:
+            raise ValueError("max_branches, concurrency, max_batch, max_calls, ttl_ms and linger must be >= 0")
         self.client, self.run_id, self.act, self.env, self.scorer = client, run, act, env, scorer
         self.name = name
         self.max_branches, self.ttl_ms, self.poll = max_branches, ttl_ms, poll
         self.concurrency = concurrency or max_branches or 64
-        self.max_batch, self.linger = max_batch, linger
+        self.max_batch, self.max_calls, self.linger = max_batch, max_calls, linger
         self.each_turn, self.defer_rewards = each_turn, defer_rewards
         self.policy_version = policy_version
         self.on_submit = on_submit
@@ -145,7 +147,8 @@ class _Session:
             stats.max_batch = max(stats.max_batch, n)
 
         self.sampler = Sampler(w.act, w.env, w.scorer, max_batch=w.max_batch, concurrency=w.concurrency,
-                               linger=w.linger, version=lambda: w.policy_version, on_call=on_call)
+                               linger=w.linger, version=lambda: w.policy_version, on_call=on_call,
+                               max_calls=w.max_calls)
         self.reports: "queue.Queue[Tuple[Branch, Optional[Turn], Optional[bytes]]]" = queue.Queue()
         self.quit = threading.Event()
         self.lock = threading.Lock()
@@ -372,7 +375,16 @@ class _Session:
         """Renews the leases held every 0.4 of their TTL, and stops the sampling
         of any the server says are gone (their submits would be refused)."""
         w = self.w
-        while not self.quit.wait(heartbeat_every(int(self.ttl()))):
+        last = time.monotonic()
+        while True:
+            # Waits at most a second at a time, so leases granted meanwhile
+            # with a shorter TTL than assumed are renewed in time.
+            left = last + heartbeat_every(int(self.ttl())) - time.monotonic()
+            if left > 0:
+                if self.quit.wait(min(left, 1.0)):
+                    return
+                continue
+            last = time.monotonic()
             with self.lock:
                 ids = list(self.held)
             if not ids:

@@ -10,8 +10,9 @@ sampling branch waits for a move, or ``max_batch`` requests are queued — or
 when the oldest request has waited ``linger`` seconds while other branches
 still step their envs. A larger queue is split into calls of at most
 ``max_batch`` requests, issued concurrently (several inference replicas serve
-them at once). Restores, env steps and scorer calls run at most
-``concurrency`` at a time.
+them at once), at most ``max_calls`` at a time when that is set (1 for a
+policy that is not safe for concurrent calls). Restores, env steps and scorer
+calls run at most ``concurrency`` at a time.
 """
 
 from __future__ import annotations
@@ -137,11 +138,12 @@ class Sampler:
 
     def __init__(self, act: ActFn, env: Env, scorer: Optional[ScoreFn], max_batch: int = 0, concurrency: int = 8,
                  linger: float = 0.005, version: Callable[[], int] = lambda: 0,
-                 on_call: Optional[Callable[[int], None]] = None):
-        if max_batch < 0 or concurrency < 1 or linger < 0:
-            raise ValueError(f"max_batch {max_batch} must be >= 0, concurrency {concurrency} >= 1, linger {linger} >= 0")
+                 on_call: Optional[Callable[[int], None]] = None, max_calls: int = 0):
+        if max_batch < 0 or concurrency < 1 or linger < 0 or max_calls < 0:
+            raise ValueError(f"max_batch {max_batch} and max_calls {max_calls} must be >= 0, concurrency {concurrency} "
+                             f">= 1, linger {linger} >= 0")
         self.act, self.env, self.scorer = act, env, scorer
-        self.max_batch, self.linger, self.version = max_batch, linger, version
+        self.max_batch, self.max_calls, self.linger, self.version = max_batch, max_calls, linger, version
         self.on_call = on_call
         self.stats = SamplerStats()
         self._slots = threading.BoundedSemaphore(concurrency)
@@ -150,6 +152,7 @@ class Sampler:
         self._first = 0.0     # when the oldest queued request was queued
         self._sampling = 0    # branches started and not yet through their turns
         self._waiting = 0     # of those, how many wait for a move (queued or in a call)
+        self._calls = 0       # policy calls in flight
         self._closed = False
         self._lingerer = threading.Thread(target=self._linger_loop, name="patrdb-linger", daemon=True)
         self._lingerer.start()
@@ -307,21 +310,27 @@ class Sampler:
 
     def _dispatch(self) -> None:
         """Sends every queued request, in calls of at most max_batch, each call
-        on a thread of its own. Holds _cv."""
-        while self._queue:
+        on a thread of its own; with max_calls calls in flight, the rest wait
+        for one to end. Holds _cv."""
+        while self._queue and not self._busy():
             n = len(self._queue) if self.max_batch == 0 else min(len(self._queue), self.max_batch)
             batch, self._queue = self._queue[:n], self._queue[n:]
+            self._calls += 1
             self.stats.policy_calls += 1
             self.stats.max_batch = max(self.stats.max_batch, n)
             if self.on_call is not None:
                 self.on_call(n)
             threading.Thread(target=self._call, args=(batch,), name="patrdb-act", daemon=True).start()
 
+    def _busy(self) -> bool:
+        """max_calls policy calls are in flight. Holds _cv."""
+        return self.max_calls > 0 and self._calls >= self.max_calls
+
     def _linger_loop(self) -> None:
         with self._cv:
             while not self._closed:
-                if not self._queue:
-                    self._cv.wait()
+                if not self._queue or self._busy():
+                    self._cv.wait()  # a request queued, or a call ended
                     continue
                 left = self._first + self.linger - time.monotonic()
                 if left <= 0:
@@ -344,6 +353,9 @@ class Sampler:
             err = e
         with self._cv:
             self._waiting -= len(batch)
+            self._calls -= 1
+            if self._queue:  # requests that waited for this call to end
+                self._dispatch()
         for i, p in enumerate(batch):
             if err is not None:
                 p.err = err

@@ -115,6 +115,12 @@ class DynamicSamplingTest(ServedTest):
         self.assertEqual(len(res.filtered), 2)
         self.assertEqual(self.client.step_status("ds", 1).open, 0)
 
+    def test_max_tasks_caps_the_step(self):
+        res = self.drive(tasks("flat-0", "flat-1"), informative=3, max_tasks=4)
+        self.assertEqual([t.id for t in res.tasks], ["flat-0", "flat-1", "flat-2", "mixed-2"])
+        self.assertEqual((len(res.informative), len(res.filtered)), (1, 3))
+        self.assertEqual(sum(self.asked), 2)
+
     def test_without_informative_the_step_is_the_tasks_given(self):
         res = self.drive(tasks("flat-0", "mixed-0"), informative=0)
         self.assertEqual(self.asked, [])

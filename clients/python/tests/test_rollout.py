@@ -348,6 +348,13 @@ class ConcurrencyTest(ServedTest):
         self.assertGreaterEqual(peak_calls, 2)  # the calls of one turn's 16 requests overlap
 
 
+    def test_max_calls_bounds_the_policy_calls_in_flight(self):
+        w, _, calls, peak_calls, _ = self.grow("mc", max_batch=4, max_calls=1)
+        self.assertEqual(sum(calls), 32)
+        self.assertLessEqual(max(calls), 4)
+        self.assertEqual(peak_calls, 1)
+
+
 class EachTurnTest(ServedTest):
     def test_each_turn_is_durable_before_the_interval_ends(self):
         self.client.create_run("et", tree={"b0": 1, "k": 3, "max_turns": 3, "no_scoring": True}, client_key="create-et")
