@@ -1,7 +1,7 @@
 // Package replay reads a run's event log back: typed streaming iteration,
 // the run's state as it stood after any event, counterfactual ("what-if")
 // routing over the recorded process scores, run statistics, and JSONL and
-// Parquet export.
+// RL export (the Parquet lake is package lake's).
 //
 // It imports store, and tree only for the pure routing function and its
 // Config; it never writes to the store.

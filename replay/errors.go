@@ -23,16 +23,6 @@ var (
 	// and Force was not set.
 	ErrOutExists = errors.New("replay: export target exists and is not empty")
 
-	// ErrLakeConflict: a Parquet export would write a partition the lake
-	// already holds with other content, and Force was not set. Nothing was
-	// written.
-	ErrLakeConflict = errors.New("replay: the lake holds other content for these partitions")
-
-	// ErrLakeLayout: the Parquet export target holds an export of the
-	// run=<id>/step=<n> layout at its top, which readers of the lake's
-	// table folders would not see and globs would mix in.
-	ErrLakeLayout = errors.New("replay: export target is not a patrdb lake")
-
 	// ErrExportOptions: an ExportOptions field is out of range (no Out, an
 	// unknown Format).
 	ErrExportOptions = errors.New("replay: bad export options")

@@ -22,12 +22,6 @@ const (
 	// whole path materialised, for tools that want flat rollouts) and
 	// nodes.jsonl (one line per node with its parent and fork point).
 	JSONL Format = "jsonl"
-	// Parquet writes a lake: one folder per table (LakeTables), each
-	// partitioned as <table>/run=<id>/step=<n>/part-<k>.parquet, with
-	// typed columns (token ids list<int32>, logprobs list<float32>),
-	// zstd-compressed. Runs and steps are added to an existing lake; what
-	// is there is never rewritten (see Export).
-	Parquet Format = "parquet"
 	// RL writes, per step, rl.jsonl and rl.parquet: one row per leaf of the
 	// step's closed groups with its training sequence (package batch's rows
 	// layout: input_ids, loss_mask, old_logprobs, advantages, positions),
@@ -37,16 +31,14 @@ const (
 
 // ExportOptions configure Export.
 type ExportOptions struct {
-	// Out is the folder the run goes into: for JSONL and RL as
-	// Out/run=<id>/step=<n>/, for Parquet the lake's root. Required.
+	// Out is the folder the run goes into, as Out/run=<id>/step=<n>/.
+	// Required.
 	Out string
-	// Format is JSONL or Parquet. Required.
+	// Format is JSONL or RL. Required. (A Parquet lake is package lake's.)
 	Format Format
-	// Force, for JSONL and RL, allows a non-empty Out: only Out/run=<id>
-	// is replaced, anything else in Out is left alone; without it a
-	// non-empty Out is ErrOutExists. For Parquet, whose lake takes new runs
-	// and steps without it, Force replaces the partitions whose content
-	// differs instead of refusing with ErrLakeConflict.
+	// Force allows a non-empty Out: only Out/run=<id> is replaced,
+	// anything else in Out is left alone; without it a non-empty Out is
+	// ErrOutExists.
 	Force bool
 	// OnProgress, when not nil, is called as work completes with the units
 	// done so far and the total (groups + rubrics + events), on the
@@ -61,9 +53,9 @@ func (o ExportOptions) Validate() error {
 		return fmt.Errorf("%w: Out is empty", ErrExportOptions)
 	}
 	switch o.Format {
-	case JSONL, Parquet, RL:
+	case JSONL, RL:
 	default:
-		return fmt.Errorf("%w: format %q, want %s, %s or %s", ErrExportOptions, o.Format, JSONL, Parquet, RL)
+		return fmt.Errorf("%w: format %q, want %s or %s", ErrExportOptions, o.Format, JSONL, RL)
 	}
 	return nil
 }
@@ -81,17 +73,11 @@ type ExportFile struct {
 type ExportResult struct {
 	Run    string       `json:"run"`
 	Format Format       `json:"format"`
-	Dir    string       `json:"dir"`   // Out/run=<id>; for Parquet the lake root
-	Files  []ExportFile `json:"files"` // the files written (for Parquet: added to the lake)
+	Dir    string       `json:"dir"`   // Out/run=<id>
+	Files  []ExportFile `json:"files"` // the files written
 	// Rows per table over all files.
 	Rows  map[string]int64 `json:"rows"`
 	Bytes int64            `json:"bytes"`
-	// Skipped are the Parquet partitions (<table>/run=<id>/step=<n>) the
-	// lake already held with the same content.
-	Skipped []string `json:"skipped,omitempty"`
-	// HeldBack are the steps of a running run not written because its
-	// trainer may still change them (see Export).
-	HeldBack []uint64 `json:"held_back,omitempty"`
 }
 
 // Export writes the run under opts.Out, reading everything inside r's
@@ -100,17 +86,8 @@ type ExportResult struct {
 // JSONL and RL go into Hive-style folders run=<id>/step=<n>/, written into a
 // temporary folder beside the target and renamed into place at the end: on
 // any error, including ctx's cancellation, nothing is left behind and an
-// existing export is untouched.
-//
-// Parquet adds the run to the lake at opts.Out (created if absent), one
-// partition <table>/run=<id>/step=<n>/ at a time. A partition the lake
-// already holds with the same rows is skipped (ExportResult.Skipped); one
-// it holds with other rows (a different run under the same id, or a step
-// that changed) is ErrLakeConflict, and the lake is left exactly as it was.
-// A running run's steps enter the lake once they are settled: checkpointed
-// (so all their groups are closed) and followed by an event of a later
-// step; the rest are ExportResult.HeldBack. Exporting the same run again as
-// it grows therefore adds only its new steps.
+// existing export is untouched. (The Parquet lake, which follows a run as
+// it grows, is package lake's.)
 func Export(ctx context.Context, r *store.RunTx, opts ExportOptions) (*ExportResult, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -122,9 +99,6 @@ func Export(ctx context.Context, r *store.RunTx, opts ExportOptions) (*ExportRes
 	// record must be intact and agree with the run's links and event log.
 	if err := r.Verify(); err != nil {
 		return nil, err
-	}
-	if opts.Format == Parquet {
-		return exportLake(ctx, r, opts)
 	}
 	target := filepath.Clean(opts.Out)
 	empty, err := emptyOrAbsent(target)
@@ -250,6 +224,32 @@ func swapDir(src, dst string) error {
 	return nil
 }
 
+// GroupRecords are one group's records as an export writes them.
+type GroupRecords struct {
+	Nodes []store.Node
+	// Turns are each node's own turns, read once: a table of turns takes
+	// them as they are, and the leaves' paths share them.
+	Turns      map[uint64][]store.Turn
+	Advantages []store.Advantage
+}
+
+// ReadGroup reads group g's nodes, their own turns and its advantages.
+func ReadGroup(r *store.RunTx, g store.Group) (GroupRecords, error) {
+	var rec GroupRecords
+	nodes, err := r.GroupNodes(g)
+	if err != nil {
+		return rec, err
+	}
+	rec.Nodes, rec.Turns = nodes, make(map[uint64][]store.Turn, len(nodes))
+	for _, n := range nodes {
+		if rec.Turns[n.ID], err = r.Turns(n.ID); err != nil {
+			return rec, err
+		}
+	}
+	rec.Advantages, err = r.Advantages(g.Step, g.ID)
+	return rec, err
+}
+
 // exporter walks the run once and feeds a format's table writers.
 type exporter struct {
 	ctx    context.Context
@@ -288,8 +288,6 @@ func newExporter(ctx context.Context, r *store.RunTx, opts ExportOptions, dir st
 	switch opts.Format {
 	case JSONL:
 		ex.sink = newJSONLSink(dir, r.ID())
-	case Parquet:
-		ex.sink = newLakeSink(dir, r.ID())
 	case RL:
 		ex.sink = newRLSink(dir, r)
 	}
@@ -318,23 +316,11 @@ func (ex *exporter) run() (err error) {
 		if err := ex.ctx.Err(); err != nil {
 			return err
 		}
-		nodes, err := r.GroupNodes(g)
+		rec, err := ReadGroup(r, g)
 		if err != nil {
 			return err
 		}
-		// Each node's own turns are read once: the turns table takes them
-		// as they are, and the leaves' paths share them.
-		turns := make(map[uint64][]store.Turn, len(nodes))
-		for _, n := range nodes {
-			if turns[n.ID], err = r.Turns(n.ID); err != nil {
-				return err
-			}
-		}
-		advs, err := r.Advantages(g.Step, g.ID)
-		if err != nil {
-			return err
-		}
-		if err := ex.sink.group(g.Step, g, nodes, turns, advs); err != nil {
+		if err := ex.sink.group(g.Step, g, rec.Nodes, rec.Turns, rec.Advantages); err != nil {
 			return err
 		}
 		ex.progress(1)

@@ -37,13 +37,6 @@ func exportCtx(ctx context.Context, db *store.DB, run string, opts replay.Export
 	return res, err
 }
 
-// readTable reads every step's files of one lake table back with
-// parquet-go, by step folder.
-func readTable[T any](t *testing.T, out, run, table string) map[string][]T {
-	t.Helper()
-	return readSteps[T](t, filepath.Join(out, table, "run="+run, "step=*", "part-*.parquet"))
-}
-
 // readSteps reads the Parquet files a glob matches, by step folder.
 func readSteps[T any](t *testing.T, glob string) map[string][]T {
 	t.Helper()
@@ -134,176 +127,6 @@ func readStoreTotals(t *testing.T, db *store.DB, run string) storeTotals {
 }
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
-
-// TestExportParquetRoundTrip exports a run, reads every table back with
-// parquet-go and matches counts and sums against the store.
-func TestExportParquetRoundTrip(t *testing.T) {
-	db := storetest.Open(t)
-	spec := mediumSpec("run-1")
-	buildOneTx(t, db, spec)
-	out := filepath.Join(t.TempDir(), "lake")
-	var lastDone, lastTotal int64
-	res, err := export(t, db, spec.id, replay.ExportOptions{Out: out, Format: replay.Parquet,
-		OnProgress: func(done, total int64) { lastDone, lastTotal = done, total }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if lastDone != lastTotal || lastTotal == 0 {
-		t.Errorf("progress ended at %d of %d", lastDone, lastTotal)
-	}
-	want := readStoreTotals(t, db, spec.id)
-
-	nodes := readTable[replay.NodeRow](t, out, spec.id, "nodes")
-	if len(nodes) != spec.steps {
-		t.Errorf("nodes in %d step folders, want %d", len(nodes), spec.steps)
-	}
-	var nNodes, nLeaves int
-	var rewardSum float64
-	for dir, rows := range nodes {
-		for _, n := range rows {
-			nNodes++
-			if n.Leaf {
-				nLeaves++
-			}
-			if n.Reward != nil {
-				rewardSum += *n.Reward
-			}
-			if got := "step=" + itoa(want.nodeStep[uint64(n.Node)]); got != dir {
-				t.Errorf("node %d in %s, belongs in %s", n.Node, dir, got)
-			}
-			if len(n.Decisions) != len(n.Scores) {
-				t.Errorf("node %d: %d decisions, %d scores", n.Node, len(n.Decisions), len(n.Scores))
-			}
-		}
-	}
-	if nNodes != want.nodes || nLeaves != want.leaves || !near(rewardSum, want.rewardSum) {
-		t.Errorf("nodes %d leaves %d reward sum %v; store %d %d %v", nNodes, nLeaves, rewardSum, want.nodes, want.leaves, want.rewardSum)
-	}
-
-	var nTurns, aTok, oTok int
-	var idSum int64
-	var lpSum float64
-	for _, rows := range readTable[replay.TurnRow](t, out, spec.id, "turns") {
-		for _, tu := range rows {
-			nTurns++
-			aTok += len(tu.ActionTokens)
-			oTok += len(tu.ObservationTokens)
-			for _, x := range tu.ActionTokens {
-				idSum += int64(x)
-			}
-			for _, x := range tu.ObservationTokens {
-				idSum += int64(x)
-			}
-			for _, lp := range tu.ActionLogprobs {
-				lpSum += float64(lp)
-			}
-		}
-	}
-	if nTurns != want.turns || aTok != want.actionTokens || oTok != want.obsTokens || idSum != want.tokenIDSum || !near(lpSum, want.logprobSum) {
-		t.Errorf("turns %d, tokens %d+%d, id sum %d, logprob sum %v; store %d, %d+%d, %d, %v",
-			nTurns, aTok, oTok, idSum, lpSum, want.turns, want.actionTokens, want.obsTokens, want.tokenIDSum, want.logprobSum)
-	}
-
-	var nAdv int
-	var advSum, outcomeSum float64
-	for _, rows := range readTable[replay.AdvantageRow](t, out, spec.id, "advantages") {
-		for _, a := range rows {
-			nAdv++
-			advSum += a.Advantage
-			outcomeSum += a.Outcome
-		}
-	}
-	if nAdv != want.advs || !near(advSum, want.advSum) || !near(outcomeSum, want.outcomeSum) || nAdv != want.leaves {
-		t.Errorf("advantages %d sum %v outcome %v; store %d %v %v", nAdv, advSum, outcomeSum, want.advs, want.advSum, want.outcomeSum)
-	}
-
-	// Rubrics: every version the log holds; the last of each is the
-	// rubric as the store has it.
-	lastRubric := map[int64]replay.RubricRow{}
-	for _, rows := range readTable[replay.RubricRow](t, out, spec.id, "rubrics") {
-		for _, rb := range rows {
-			if rb.Seq > lastRubric[rb.Rubric].Seq {
-				lastRubric[rb.Rubric] = rb
-			}
-		}
-	}
-	if len(lastRubric) != want.rubrics {
-		t.Errorf("%d rubrics, store %d", len(lastRubric), want.rubrics)
-	}
-	_ = db.View(func(tx *store.Tx) error {
-		r, _ := tx.Run(spec.id)
-		rbs, _ := r.Rubrics("")
-		for _, rb := range rbs {
-			got := lastRubric[int64(rb.ID)]
-			if got.Pool != string(rb.Pool) || got.Rho != rb.Rho || got.Usage.Activations != int32(rb.Usage.Activations) || got.Origin.Step != int64(rb.Origin.Step) {
-				t.Errorf("rubric %d: lake's last version %+v, store %+v", rb.ID, got, rb)
-			}
-		}
-		return nil
-	})
-
-	seqs := map[int64]bool{}
-	var last uint64
-	_ = db.View(func(tx *store.Tx) error { r, _ := tx.Run(spec.id); last = r.LastSeq(); return nil })
-	for _, rows := range readTable[replay.EventRow](t, out, spec.id, "events") {
-		for _, e := range rows {
-			if seqs[e.Seq] {
-				t.Errorf("event %d twice", e.Seq)
-			}
-			seqs[e.Seq] = true
-			if e.PayloadJSON == "" || !json.Valid([]byte(e.PayloadJSON)) {
-				t.Errorf("event %d (%s): payload_json %q", e.Seq, e.Kind, e.PayloadJSON)
-			}
-		}
-	}
-	if uint64(len(seqs)) != last {
-		t.Errorf("%d events exported, log has %d", len(seqs), last)
-	}
-	if res.Rows["events"] != int64(last) || res.Rows["turns"] != int64(want.turns) || res.Rows["nodes"] != int64(want.nodes) {
-		t.Errorf("result rows %v", res.Rows)
-	}
-
-	// Typed columns: token ids list<int32>, logprobs list<float32>.
-	f := filepath.Join(out, "turns", "run="+spec.id, "step=1", "part-00000.parquet")
-	fh, err := os.Open(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fh.Close()
-	fi, _ := fh.Stat()
-	pf, err := parquet.OpenFile(fh, fi.Size())
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema := pf.Schema().String()
-	for _, col := range []string{"action_tokens (LIST)", "observation_tokens (LIST)", "action_logprobs (LIST)"} {
-		if !strings.Contains(schema, col) {
-			t.Errorf("schema lacks %s:\n%s", col, schema)
-		}
-	}
-	for _, path := range [][]string{{"action_tokens", "list", "element"}, {"observation_tokens", "list", "element"}, {"action_logprobs", "list", "element"}} {
-		leaf, ok := pf.Schema().Lookup(path...)
-		if !ok {
-			t.Errorf("no column %v", path)
-			continue
-		}
-		want := parquet.Int32Type.Kind()
-		if path[0] == "action_logprobs" {
-			want = parquet.FloatType.Kind()
-		}
-		if k := leaf.Node.Type().Kind(); k != want {
-			t.Errorf("column %v is %v, want %v", path, k, want)
-		}
-	}
-	// Nothing but the tables is left in the lake.
-	entries, _ := os.ReadDir(out)
-	if got := strings.Join(dirNames(entries), ","); got != "advantages,checkpoints,events,groups,nodes,rubrics,runs,turns" {
-		t.Errorf("lake holds %v", got)
-	}
-	if leftovers, _ := filepath.Glob(filepath.Join(filepath.Dir(out), ".*")); len(leftovers) != 0 {
-		t.Errorf("temporary folders left: %v", leftovers)
-	}
-}
 
 func itoa(x uint64) string {
 	b, _ := json.Marshal(x)
@@ -467,10 +290,6 @@ func TestExportRefusesAndReplaces(t *testing.T) {
 	if _, err := export(t, db, "b", replay.ExportOptions{Out: lake, Format: replay.JSONL}); !errors.Is(err, replay.ErrOutExists) {
 		t.Errorf("non-empty out: %v, want ErrOutExists", err)
 	}
-	// A Parquet lake is not mixed into a run=/step= export.
-	if _, err := export(t, db, "b", replay.ExportOptions{Out: lake, Format: replay.Parquet}); !errors.Is(err, replay.ErrLakeLayout) {
-		t.Errorf("parquet into a jsonl export: %v, want ErrLakeLayout", err)
-	}
 	// A file in the way.
 	file := filepath.Join(base, "file")
 	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
@@ -565,7 +384,7 @@ func TestExportCancelLeavesNothing(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		_, err = replay.Export(ctx, r, replay.ExportOptions{Out: out, Format: replay.Parquet,
+		_, err = replay.Export(ctx, r, replay.ExportOptions{Out: out, Format: replay.JSONL,
 			OnProgress: func(done, total int64) {
 				calls++
 				if done > total/2 {

@@ -38,7 +38,7 @@ func StoreKind(k store.EventKind) bool {
 
 func newRecord(k store.EventKind) any {
 	switch k {
-	case store.EvRunCreate, store.EvRunStatus, store.EvRunVersion:
+	case store.EvRunCreate, store.EvRunStatus, store.EvRunVersion, store.EvRunDrop:
 		return new(store.Run)
 	case store.EvGroupOpen, store.EvGroupUpdate, store.EvGroupClose:
 		return new(store.Group)

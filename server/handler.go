@@ -111,6 +111,7 @@ func (s *server) routes() {
 	s.handle("GET "+p+"/runs/{run}/advantages", s.getAdvantages)
 	s.handle("GET "+p+"/runs/{run}/events", s.getEvents)
 	s.handle("GET "+p+"/runs/{run}/checkpoint", s.getCheckpoint)
+	s.handleChecked("GET "+p+"/backup", s.backup) // a copy of the pages, checked by whoever opens it
 	s.viewerRoutes(p)
 	// Writes.
 	s.handle("POST "+p+"/runs", s.createRun)

@@ -48,7 +48,7 @@ func lookupRun(tx *store.Tx, id string) (*store.RunTx, error) {
 // validRunID is the 400 for a run id no run can have.
 func validRunID(id string) error {
 	if !store.ValidRunID(id) {
-		return badRequest("run id %q: want 1-128 bytes of [A-Za-z0-9._-]", id)
+		return badRequest("run id %q: want %s", id, store.RunIDRule)
 	}
 	return nil
 }

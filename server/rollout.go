@@ -52,7 +52,8 @@ func (s *server) lease(w http.ResponseWriter, r *http.Request) error {
 	if s.opts.ReadOnly {
 		return withStatus(http.StatusForbidden, "read_only", errors.New("server: this server is read-only: it hands out no leases"))
 	}
-	// Checked before the conversion, which would overflow.
+	// Range-checked before the conversion: 2^63-1 ms overflowed into a
+	// negative duration, which passed and meant the default TTL.
 	if req.TTLMs < 0 || req.TTLMs > tree.MaxLeaseTTL.Milliseconds() {
 		return badRequest("ttl_ms %d: want 0 (the default) up to %d", req.TTLMs, tree.MaxLeaseTTL.Milliseconds())
 	}

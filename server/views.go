@@ -41,7 +41,7 @@ func EventView(e store.Event) EventJSON {
 	var v any
 	var err error
 	switch k := string(e.Kind); {
-	case k == string(store.EvRunCreate) || k == string(store.EvRunStatus) || k == string(store.EvRunVersion):
+	case k == string(store.EvRunCreate) || k == string(store.EvRunStatus) || k == string(store.EvRunVersion) || k == string(store.EvRunDrop):
 		var r store.Run
 		if err = store.DecodePayload(e, &r); err == nil {
 			v = runJSON(r)

@@ -16,7 +16,7 @@ func (s *server) createRun(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if !store.ValidRunID(req.ID) {
-		return badRequest("id %q: a run id is 1-128 bytes of [A-Za-z0-9._-]", req.ID)
+		return badRequest("id %q: a run id is %s", req.ID, store.RunIDRule)
 	}
 	cfg := runconfig.Default()
 	if err := overlay(req.Tree, &cfg.Tree, "tree"); err != nil {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"maps"
 	"sync"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
@@ -104,6 +105,16 @@ func (c *nodeCache) beginCommit(runs map[string]*RunTx) {
 		if len(r.dirty) != 0 {
 			c.pending[id] = r.dirty
 		}
+		if len(r.droppedNodes) != 0 {
+			gone := maps.Clone(c.pending[id])
+			if gone == nil {
+				gone = make(map[uint64]*dirtyNode, len(r.droppedNodes))
+			}
+			for _, n := range r.droppedNodes {
+				gone[n] = &dirtyNode{} // no record: forgotten at the commit
+			}
+			c.pending[id] = gone
+		}
 	}
 }
 
@@ -115,6 +126,10 @@ func (c *nodeCache) endCommit(txid uint64, ok bool) {
 		if c.lru != nil {
 			for run, dirty := range c.pending {
 				for id, d := range dirty {
+					if d.n == nil {
+						c.lru.Remove(nodeKey{run, id})
+						continue
+					}
 					c.lru.Add(nodeKey{run, id}, cacheEntry{since: txid, node: d.n})
 				}
 			}

@@ -56,7 +56,9 @@ func (c *checker) counters(rc *runCheck, compare bool) {
 	if len(c.vs) != before {
 		return
 	}
-	c.sameCounts(r, stored, rc.tally.totals())
+	walked := rc.tally.totals()
+	droppedCounts(stored, walked, rc.dropped)
+	c.sameCounts(r, stored, walked)
 }
 
 // sameCounts reports every step whose stored counters differ from the

@@ -328,8 +328,16 @@ func (cr *CheckedRun) Info() (Run, error) { return cr.r.Info() }
 // ID is the run's id.
 func (cr *CheckedRun) ID() string { return cr.r.id }
 
-// LastSeq is RunTx.LastSeq (the event bucket's header was checked).
-func (cr *CheckedRun) LastSeq() uint64 { return cr.r.LastSeq() }
+// LastSeq is RunTx.LastSeq, checked: the pages to the last event are
+// walked and the event compared with the sequence.
+func (cr *CheckedRun) LastSeq() (uint64, error) {
+	return checked(cr, func() { cr.paths.Last(cr.buckets[bEvents]) }, func() (uint64, error) {
+		if err := cr.r.checkSequence(bEvents); err != nil {
+			return 0, err
+		}
+		return cr.r.LastSeq(), nil
+	})
+}
 
 // checked runs check, then, if it found nothing, read, with the file open
 // for the page walks: the checks walk the pages read will follow, so read

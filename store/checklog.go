@@ -94,7 +94,7 @@ func (c *checker) logMatches(r *RunTx) {
 		}
 		var rec any
 		switch e.Kind {
-		case EvRunCreate, EvRunStatus, EvRunVersion:
+		case EvRunCreate, EvRunStatus, EvRunVersion, EvRunDrop:
 			if seen.run {
 				continue
 			}

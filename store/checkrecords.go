@@ -23,6 +23,7 @@ type runCheck struct {
 	groupCache map[uint64]*groupInfo // by id: the groups of recent nodes
 	nodes      *[nodeSlots]*Node     // recent nodes, by id modulo nodeSlots; read only
 	lastStep   uint64                // the run record's
+	dropped    uint64                // the run record's DroppedStep: steps up to it hold no records
 	// narrow, when set, is a narrow read: the pages of each lookup are
 	// checked before it, and a lookup whose pages are damaged finds nothing
 	// (the narrow read reports the damage).
@@ -153,6 +154,9 @@ func (c *checker) group(rc *runCheck, k, v []byte) *Group {
 	rc.groupIDs.add(g.ID)
 	rc.groups++
 	rc.tally.group(&g)
+	if rc.dropped > 0 && g.Step <= rc.dropped {
+		c.inv(path, u64key2(g.Step, g.ID), "group of step %d, which the run dropped (through step %d)", g.Step, rc.dropped)
+	}
 	// A checkpoint completes its step; an open group left behind has
 	// active branches that no resume will ever continue.
 	if g.Status == GroupOpen && g.Step <= rc.lastStep {
@@ -343,6 +347,8 @@ func (c *checker) advantage(rc *runCheck, k, v []byte) {
 	switch {
 	case a.Step != keyU64(k, 0) || a.Group != keyU64(k, 1) || a.Leaf != keyU64(k, 2):
 		c.inv(path, cloneBytes(k), "record does not match its key")
+	case rc.dropped > 0 && a.Step <= rc.dropped:
+		c.inv(path, cloneBytes(k), "advantage of step %d, which the run dropped (through step %d)", a.Step, rc.dropped)
 	case n == nil:
 		c.inv(path, cloneBytes(k), "leaf %d does not exist", a.Leaf)
 	case n.Group != a.Group || !n.Status.Leaf():

@@ -18,12 +18,18 @@ import (
 // that every record it will read is intact and consistent.
 
 // VerifyRuns walks, with bounds and without bbolt, the pages a reader
-// follows to list the runs and find one: the root, meta and runs buckets'
-// own pages. It returns nil or a *CorruptError naming the first damaged
-// bucket and page (a page reached twice, outside the file, of the wrong
-// type, ...).
+// follows to list the runs: the root, meta and runs buckets' own pages,
+// not the runs' headers (a damaged one is that run's damage, which
+// VerifyRun and VerifySummary report). It returns nil or a *CorruptError
+// naming the first damaged bucket and page (a page reached twice, outside
+// the file, of the wrong type, ...).
 func (tx *Tx) VerifyRuns() error {
-	return tx.verifyPages(func(p string) bool { return p == "meta" || p == string(bucketRuns) })
+	return tx.verifyPages(func(p string) pagewalk.Reach {
+		if p == "meta" || p == string(bucketRuns) {
+			return pagewalk.Whole
+		}
+		return pagewalk.Skip // listing the runs opens none of them
+	})
 }
 
 // VerifyRun is VerifyRuns plus every page of run id's buckets: once it
@@ -31,18 +37,28 @@ func (tx *Tx) VerifyRuns() error {
 // does not exist verifies as nil (the lookup that follows says so).
 func (tx *Tx) VerifyRun(id string) error {
 	prefix := string(bucketRuns) + "/" + id
-	return tx.verifyPages(func(p string) bool {
-		return p == "meta" || p == string(bucketRuns) || p == prefix || strings.HasPrefix(p, prefix+"/")
+	return tx.verifyPages(func(p string) pagewalk.Reach {
+		if p == "meta" || p == string(bucketRuns) || p == prefix || strings.HasPrefix(p, prefix+"/") {
+			return pagewalk.Whole
+		}
+		return pagewalk.Skip
 	})
 }
 
 // VerifySummary walks, with bounds, the pages a run's summary and the
 // small records beside it read (the run record, its counters and group
 // index, rubrics and checkpoints), so that RunTx.Summary, Rubrics and
-// Checkpoint terminate on a file nobody has checked. A run without counters
-// is summarised by reading its records, so then it is VerifyRun. It costs
+// Checkpoint terminate on a file nobody has checked, and the path to the
+// run's last event, which must agree with the events sequence: the
+// summary's event count is that sequence. A run without counters is
+// summarised by reading its records, so then it is VerifyRun. It costs
 // time in proportion to those small buckets, not to the run.
-func (tx *Tx) VerifySummary(id string) error { return tx.VerifyParts(id) }
+func (tx *Tx) VerifySummary(id string) error {
+	if err := tx.VerifyParts(id); err != nil {
+		return err
+	}
+	return tx.lastEventAgrees(id)
+}
 
 // A RunPart is a part of a run that a reader reads whole, for VerifyParts.
 type RunPart string
@@ -53,14 +69,16 @@ const (
 	PartAdvantages RunPart = bAdv    // the advantage records: RunTx.Advantages
 )
 
-// VerifyParts is VerifySummary plus the pages of parts, for a reader of a
-// file nobody has checked that also reads those parts of run id whole (the
-// step figures read the event log and the advantage records): once it
-// returns nil, reading them through RunTx terminates, and a damaged record
-// among them is an ErrCorrupt as it is decoded (each has a CRC). The nodes
-// and turns, most of a run, are not walked, so it costs time in proportion
-// to the parts; what it cannot see, as VerifySummary, is a record that
-// disagrees with the ones it links to (CheckRun sees that).
+// VerifyParts walks the pages VerifySummary walks (but for the path to the
+// last event) plus the pages of parts, for a reader of a file nobody has
+// checked that reads the run's counters, rubrics and checkpoints, and
+// those parts of run id whole (the step figures read the event log and
+// the advantage records): once it returns nil, reading them through RunTx
+// terminates, and a damaged record among them is an ErrCorrupt as it is
+// decoded (each has a CRC). The nodes and turns, most of a run, are not
+// walked, so it costs time in proportion to the parts; what it cannot see,
+// as VerifySummary, is a record that disagrees with the ones it links to
+// (CheckRun sees that).
 func (tx *Tx) VerifyParts(id string, parts ...RunPart) error {
 	prefix := string(bucketRuns) + "/" + id
 	walk := map[string]bool{prefix: true}
@@ -73,17 +91,56 @@ func (tx *Tx) VerifyParts(id string, parts ...RunPart) error {
 		}
 		walk[prefix+"/"+string(part)] = true
 	}
-	err := tx.verifyPages(func(p string) bool {
-		return p == "meta" || p == string(bucketRuns) || walk[p]
+	err := tx.verifyPages(func(p string) pagewalk.Reach {
+		switch {
+		case p == "meta" || p == string(bucketRuns) || walk[p]:
+			return pagewalk.Whole
+		case strings.HasPrefix(p, prefix+"/"):
+			return pagewalk.Header // the run's handle opens every sub-bucket
+		}
+		return pagewalk.Skip
 	})
 	if err != nil {
 		return err
 	}
-	run := tx.btx.Bucket(bucketRuns).Bucket([]byte(id))
+	runs, err := tx.runsBucket()
+	if runs == nil {
+		return err
+	}
+	run := runs.Bucket([]byte(id))
 	if run != nil && (run.Bucket([]byte(bCounts)) == nil || run.Bucket([]byte(bGroupIDs)) == nil) {
 		return tx.VerifyRun(id)
 	}
 	return nil
+}
+
+// lastEventAgrees walks, with bounds, the pages a cursor follows to run
+// id's last event, and compares that event with the events bucket's
+// sequence, which a summary reports as the run's event count: a damaged
+// sequence (0, with thousands of events on file) is damage, not a figure.
+// nil when the run does not exist (its lookup says so).
+func (tx *Tx) lastEventAgrees(id string) error {
+	p := pagewalk.NewPaths(tx.db.path, tx.btx.DB().Info().PageSize, uint64(tx.btx.Cursor().Bucket().Root()))
+	if err := p.Open(); err != nil {
+		return err
+	}
+	defer p.Close()
+	found := false
+	if runs, ok := p.Sub(p.Root(), string(bucketRuns)); ok {
+		if run, ok := p.Sub(runs, id); ok {
+			if events, ok := p.Sub(run, bEvents); ok {
+				found = p.Last(events)
+			}
+		}
+	}
+	if err := walkError(&p.Walker); err != nil || !found {
+		return err
+	}
+	r, err := tx.handle(id)
+	if err != nil {
+		return err
+	}
+	return r.checkSequence(bEvents)
 }
 
 // VerifyMetas reports a damaged meta page on a read-only DB as a
@@ -112,7 +169,7 @@ func (tx *Tx) VerifyMetas() error {
 // whole file (Compact) reads them.
 func (tx *Tx) VerifyFile() error { return tx.verifyPages(nil) }
 
-func (tx *Tx) verifyPages(descend func(string) bool) error {
+func (tx *Tx) verifyPages(scope pagewalk.Scope) error {
 	if err := tx.check(false); err != nil {
 		return err
 	}
@@ -122,7 +179,7 @@ func (tx *Tx) verifyPages(descend func(string) bool) error {
 	// (no txid matches): readers do not follow it, and a commit running
 	// alongside may replace it.
 	_, w := pagewalk.Walk(tx.db.path, tx.btx.DB().Info().PageSize, math.MaxUint64,
-		uint64(tx.btx.Cursor().Bucket().Root()), descend, false)
+		uint64(tx.btx.Cursor().Bucket().Root()), scope, false)
 	return walkError(w)
 }
 
@@ -161,7 +218,7 @@ func (tx *Tx) CheckRun(id string) ([]Violation, error) {
 	}
 	var missing error
 	c.guard("runs/"+id, func() {
-		if _, err := tx.Run(id); err != nil {
+		if _, err := tx.handle(id); err != nil {
 			missing = err
 			return
 		}

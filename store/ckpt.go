@@ -11,7 +11,10 @@ func (r *RunTx) PutCheckpoint(c Checkpoint) error {
 	if err != nil {
 		return r.tx.fail(err)
 	}
-	if c.Step == 0 || c.Step <= run.LastStep {
+	if err := validStep(c.Step); err != nil {
+		return r.tx.fail(err)
+	}
+	if c.Step <= run.LastStep {
 		return r.tx.fail(invalidf("checkpoint for step %d: run %q has completed step %d", c.Step, r.id, run.LastStep))
 	}
 	if len(c.Inline) == 0 && c.URI == "" {

@@ -41,9 +41,10 @@ func (p *TurnsPayload) DecodeMsgpack(dec *msgpack.Decoder) error {
 	return nil
 }
 
-// Run records: format 4 appended the current policy version.
+// Run records: format 4 appended the current policy version and how far
+// old steps were dropped.
 const (
-	runFields   = 8
+	runFields   = 10
 	runFieldsV3 = 7
 )
 
@@ -60,7 +61,7 @@ func (r *Run) DecodeMsgpack(dec *msgpack.Decoder) error {
 	if n != runFields && n != runFieldsV3 {
 		return fmt.Errorf("run record has %d fields, want %d or %d", n, runFieldsV3, runFields)
 	}
-	fields := []any{&r.ID, &r.Config, &r.Status, &r.LastStep, &r.CreatedAt, &r.UpdatedAt, &r.Meta, &r.PolicyVersion}
+	fields := []any{&r.ID, &r.Config, &r.Status, &r.LastStep, &r.CreatedAt, &r.UpdatedAt, &r.Meta, &r.PolicyVersion, &r.DroppedStep, &r.DroppedSeq}
 	for _, f := range fields[:n] {
 		if err := dec.Decode(f); err != nil {
 			return err

@@ -82,7 +82,8 @@ func TestDecodeMsgpackRefusesNonArray(t *testing.T) {
 }
 
 // A run record decodes from format 3's seven fields (no policy version)
-// and format 4's eight, and refuses any other count.
+// and format 4's ten (and how far its steps were dropped), and refuses
+// any other count.
 func TestRunRecordShapes(t *testing.T) {
 	enc := func(v any) []byte {
 		b, err := msgpack.Marshal(v)
@@ -96,10 +97,10 @@ func TestRunRecordShapes(t *testing.T) {
 	if err := msgpack.Unmarshal(enc(v3), &got); err != nil || got.ID != "r" || got.LastStep != 2 || got.PolicyVersion != 0 || got.Meta["a"] != "b" {
 		t.Fatalf("format 3: %+v, %v", got, err)
 	}
-	if err := msgpack.Unmarshal(enc(append(v3, 7)), &got); err != nil || got.PolicyVersion != 7 || got.UpdatedAt != 20 {
+	if err := msgpack.Unmarshal(enc(append(v3, 7, 2, 30)), &got); err != nil || got.PolicyVersion != 7 || got.UpdatedAt != 20 || got.DroppedStep != 2 || got.DroppedSeq != 30 {
 		t.Fatalf("format 4: %+v, %v", got, err)
 	}
-	for _, bad := range [][]any{v3[:6], append(append([]any{}, v3...), 7, 8), append(append([]any{}, v3...), "seven")} {
+	for _, bad := range [][]any{v3[:6], append(append([]any{}, v3...), 7), append(append([]any{}, v3...), 7, 8, 9, 10), append(append([]any{}, v3...), "seven", 2, 30)} {
 		if err := msgpack.Unmarshal(enc(bad), &got); err == nil {
 			t.Errorf("%v decoded as %+v, want an error", bad, got)
 		}

@@ -41,6 +41,8 @@ func storeEventKind(b []byte) (EventKind, bool) {
 		return EvRunStatus, true
 	case EvRunVersion:
 		return EvRunVersion, true
+	case EvRunDrop:
+		return EvRunDrop, true
 	case EvGroupOpen:
 		return EvGroupOpen, true
 	case EvGroupUpdate:

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -23,6 +24,9 @@ type CompactOptions struct {
 	// (the source file's size, which counts free and partly filled pages
 	// too); the last call has done == total.
 	OnProgress func(done, total int64)
+	// Context, when not nil, stops the copy once done: it ends at its next
+	// key with the context's error, and dst is removed.
+	Context context.Context
 }
 
 // DefaultCompactTxMax is CompactOptions.TxMaxBytes' default.
@@ -81,13 +85,26 @@ func Compact(src *DB, dst string, opts *CompactOptions) (err error) {
 	if fi, err := os.Stat(src.path); err == nil {
 		total = fi.Size()
 	}
-	err = copyBolt(out, src.bolt, o.TxMaxBytes, func(done int64) {
+	ctx := o.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	err = copyBolt(ctx, out, src.bolt, o.TxMaxBytes, func(done int64) {
 		if o.OnProgress != nil {
 			o.OnProgress(min(done, total), total)
 		}
 	})
+	// bbolt grows a file past its data (up to 16 MiB); the copy needs
+	// only its pages, so it is cut to them and is never larger than they.
+	var used int64
+	if err == nil {
+		err = out.View(func(tx *bolt.Tx) error { used = tx.Size(); return nil })
+	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		err = os.Truncate(dst, used)
 	}
 	if err != nil {
 		return fmt.Errorf("compact into %s: %w", dst, err)
@@ -103,8 +120,9 @@ func Compact(src *DB, dst string, opts *CompactOptions) (err error) {
 
 // copyBolt is bbolt's Compact with a progress report: it walks src's
 // buckets in key order and writes them into dst with FillPercent 1,
-// committing whenever a transaction would pass txMax bytes.
-func copyBolt(dst, src *bolt.DB, txMax int64, progress func(done int64)) error {
+// committing whenever a transaction would pass txMax bytes. It stops with
+// ctx's error once ctx is done.
+func copyBolt(ctx context.Context, dst, src *bolt.DB, txMax int64, progress func(done int64)) error {
 	tx, err := dst.Begin(true)
 	if err != nil {
 		return err
@@ -123,6 +141,9 @@ func copyBolt(dst, src *bolt.DB, txMax int64, progress func(done int64)) error {
 	var walk func(path [][]byte, b *bolt.Bucket) error
 	walk = func(path [][]byte, b *bolt.Bucket) error {
 		return b.ForEach(func(k, v []byte) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			sz := int64(len(k) + len(v))
 			if size+sz > txMax && size > 0 {
 				if err := tx.Commit(); err != nil {

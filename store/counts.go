@@ -305,6 +305,9 @@ func (r *RunTx) recount() error {
 	if err != nil {
 		return err
 	}
+	if err := r.keepDroppedCounts(byStep); err != nil {
+		return err
+	}
 	for _, name := range []string{bCounts, bGroupIDs} {
 		if r.b.Bucket([]byte(name)) != nil {
 			if err := r.b.DeleteBucket([]byte(name)); err != nil {

@@ -35,6 +35,11 @@ type DB struct {
 	// own turn keys and refuse writes (ErrNeedsMigration).
 	format atomic.Uint64
 
+	// fresh: opened read-only, the file has no bucket at all (a writer's
+	// first open stopped before the meta bucket). It reads as a new,
+	// empty patrdb file.
+	fresh bool
+
 	// premapped: the file was opened with an initial mapping larger than
 	// itself, so Update sets bbolt's growth step (growStep).
 	premapped bool
@@ -123,8 +128,17 @@ func Open(path string, opts *Options) (*DB, error) {
 	db.cache = newNodeCache(o.CacheNodes)
 	err = guardOpen(func() error {
 		// The pages Open reads next (root bucket, meta bucket) are walked
-		// with bounds first; the runs are Check's business.
-		onlyMeta := func(p string) bool { return p == string(bucketMeta) }
+		// with bounds first, and the runs bucket's header, which every
+		// reader opens; the runs are Check's business.
+		onlyMeta := func(p string) pagewalk.Reach {
+			switch p {
+			case string(bucketMeta):
+				return pagewalk.Whole
+			case string(bucketRuns):
+				return pagewalk.Header
+			}
+			return pagewalk.Skip
+		}
 		if _, problems := pagewalk.File(path, bdb.Info().PageSize, 0, 0, onlyMeta, false); len(problems) > 0 {
 			return &CorruptError{Bucket: "(file)", Reason: strings.Join(problems, "; ")}
 		}

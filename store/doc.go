@@ -34,7 +34,11 @@
 //
 // Ids (groups, nodes, rubrics, event seqs, turn seqs) come from the
 // sequence of the bucket that holds them, so they are allocated in the
-// same transaction that writes the record and never reused.
+// same transaction that writes the record and never reused. A write
+// transaction compares each sequence with its bucket's last record when it
+// first takes a run (sequences.go): a sequence that fell behind (a damaged
+// header) is ErrCorrupt, never an id handed out twice. Run ids are
+// RunIDRule's; steps run from 1 to MaxStep.
 //
 // Every hot bucket grows at its end. A turn is numbered when it is
 // appended, however many branches grow at once, and its node records
@@ -115,4 +119,12 @@
 // Every mutation appends an Event in the same transaction; for the store's
 // own kinds its payload is the record after the mutation, so the log alone
 // rebuilds the state at any sequence number.
+//
+// A run that copied its old steps elsewhere may drop them (RunTx.DropSteps,
+// drop.go): their records and the events that only they needed are
+// deleted, bbolt reuses the pages, and the run record and an EvRunDrop
+// event say how far. Its log then starts with gaps up to Run.DroppedSeq.
+// DB.Backup writes a consistent copy of the file while writers go on, and
+// DB.LoadRun rebuilds a run in another file from its events and turns
+// alone (load.go), checked as Check would before it is kept.
 package store

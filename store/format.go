@@ -17,7 +17,8 @@ import (
 // sequence, so every hot bucket grows at its end (doc.go). Older formats
 // open and read as they are; writing to one is ErrNeedsMigration, and
 // Migrate copies it into a new file of this format. Format 4 appended the
-// run's current policy version to the run record; a format-3 file reads as
+// run's current policy version and how far its old steps were dropped
+// (DropSteps) to the run record; a format-3 file reads as
 // it is, and its first write transaction upgrades it in place (the meta
 // format number, in that same transaction): opening a file never writes.
 const FormatVersion = 4
@@ -75,7 +76,11 @@ func (db *DB) initFormat() error {
 	db.format.Store(format)
 	switch {
 	case fresh && db.opts.ReadOnly:
-		return fmt.Errorf("%w: %s is empty", ErrNotPatrdb, db.path)
+		// A bbolt file with no bucket at all: a writer's first open was
+		// cut short between bbolt's pages and patrdb's meta bucket (a
+		// 16 KiB file). A writer takes it as new; so does a reader: it
+		// holds no runs.
+		db.fresh = true
 	case fresh:
 		return db.bolt.Update(func(tx *bolt.Tx) error {
 			meta, err := tx.CreateBucket(bucketMeta)

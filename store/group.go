@@ -18,8 +18,8 @@ func (r *RunTx) OpenGroup(spec GroupSpec) (Group, error) {
 	if err := r.tx.check(true); err != nil {
 		return Group{}, err
 	}
-	if spec.Step == 0 {
-		return Group{}, r.tx.fail(invalidf("group step 0: steps start at 1"))
+	if err := validStep(spec.Step); err != nil {
+		return Group{}, r.tx.fail(err)
 	}
 	if err := validText(spec.Meta, "gold", spec.Gold, "prompt", spec.Prompt, "task", spec.Task); err != nil {
 		return Group{}, r.tx.fail(err)

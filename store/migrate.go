@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -37,6 +38,13 @@ const migrateTxKeys = 20000
 // the ranges and sequence numbers, with every other field, and every
 // other record, as it was.
 func Migrate(src, dst string, opts *Options) (res MigrateResult, err error) {
+	return MigrateContext(context.Background(), src, dst, opts)
+}
+
+// MigrateContext is Migrate, stopped by ctx: once ctx is done the copy
+// ends at its next transaction (each copies at most 20,000 keys) with
+// ctx's error, and dst is removed.
+func MigrateContext(ctx context.Context, src, dst string, opts *Options) (res MigrateResult, err error) {
 	if opts == nil {
 		opts = DefaultOptions()
 	}
@@ -76,7 +84,7 @@ func Migrate(src, dst string, opts *Options) (res MigrateResult, err error) {
 		return res, err
 	}
 	for _, id := range ids {
-		if err := migrateRun(from, to, id, &res); err != nil {
+		if err := migrateRun(ctx, from, to, id, &res); err != nil {
 			return res, fmt.Errorf("patrdb: migrating run %q: %w", id, err)
 		}
 	}
@@ -84,7 +92,7 @@ func Migrate(src, dst string, opts *Options) (res MigrateResult, err error) {
 	if err := to.bolt.Sync(); err != nil {
 		return res, err
 	}
-	if err := verifyMigration(from, to, ids); err != nil {
+	if err := verifyMigration(ctx, from, to, ids); err != nil {
 		return res, fmt.Errorf("patrdb: the migrated copy differs from the source: %w", err)
 	}
 	return res, nil
@@ -92,7 +100,7 @@ func Migrate(src, dst string, opts *Options) (res MigrateResult, err error) {
 
 // migrateRun copies one run: its turns renumbered, nodes given their
 // ranges, events rewritten to match, every other bucket as it is.
-func migrateRun(from, to *DB, id string, res *MigrateResult) error {
+func migrateRun(ctx context.Context, from, to *DB, id string, res *MigrateResult) error {
 	err := to.bolt.Update(func(btx *bolt.Tx) error {
 		b, err := btx.Bucket(bucketRuns).CreateBucket([]byte(id))
 		if err != nil {
@@ -117,7 +125,7 @@ func migrateRun(from, to *DB, id string, res *MigrateResult) error {
 	// Turns first: the first sequence number of each node's turns.
 	first := map[uint64]uint64{}
 	var seq uint64
-	err = copyBucket(from, to, id, bTurns, func(k, v []byte) ([]byte, []byte, error) {
+	err = copyBucket(ctx, from, to, id, bTurns, func(k, v []byte) ([]byte, []byte, error) {
 		if len(k) != 16 {
 			return nil, nil, &CorruptError{Bucket: "runs/" + id + "/" + bTurns, Key: cloneBytes(k), Reason: "key is not node|index"}
 		}
@@ -139,7 +147,7 @@ func migrateRun(from, to *DB, id string, res *MigrateResult) error {
 		}
 	}
 	path := "runs/" + id + "/"
-	err = copyBucket(from, to, id, bNodes, func(k, v []byte) ([]byte, []byte, error) {
+	err = copyBucket(ctx, from, to, id, bNodes, func(k, v []byte) ([]byte, []byte, error) {
 		var n Node
 		if err := decodeValue(path+bNodes, k, v, &n); err != nil {
 			return nil, nil, err
@@ -152,7 +160,7 @@ func migrateRun(from, to *DB, id string, res *MigrateResult) error {
 		return err
 	}
 	turns := map[uint64]int{} // each node's turn count as the log replays
-	err = copyBucket(from, to, id, bEvents, func(k, v []byte) ([]byte, []byte, error) {
+	err = copyBucket(ctx, from, to, id, bEvents, func(k, v []byte) ([]byte, []byte, error) {
 		var e Event
 		if err := decodeEvent(path+bEvents, k, v, &e, nil); err != nil {
 			return nil, nil, err
@@ -188,7 +196,7 @@ func migrateRun(from, to *DB, id string, res *MigrateResult) error {
 		if name == bTurns || name == bNodes || name == bEvents {
 			continue
 		}
-		if err := copyBucket(from, to, id, name, nil); err != nil {
+		if err := copyBucket(ctx, from, to, id, name, nil); err != nil {
 			return err
 		}
 	}
@@ -212,9 +220,12 @@ func migrateRun(from, to *DB, id string, res *MigrateResult) error {
 // copyBucket copies a run's sub-bucket from one file to the other, a
 // bounded number of keys per transaction, through edit (nil: as it is),
 // and then its sequence.
-func copyBucket(from, to *DB, run, name string, edit func(k, v []byte) ([]byte, []byte, error)) error {
+func copyBucket(ctx context.Context, from, to *DB, run, name string, edit func(k, v []byte) ([]byte, []byte, error)) error {
 	var after []byte
 	for done := false; !done; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		err := from.View(func(tx *Tx) error {
 			r, err := tx.Run(run)
 			if err != nil {
@@ -267,8 +278,11 @@ func copyBucket(from, to *DB, run, name string, edit func(k, v []byte) ([]byte, 
 
 // verifyMigration reads every run back from both files through the API
 // and wants the same records, then a clean Check of the copy.
-func verifyMigration(from, to *DB, ids []string) error {
+func verifyMigration(ctx context.Context, from, to *DB, ids []string) error {
 	for _, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		err := from.View(func(ftx *Tx) error {
 			return to.View(func(ttx *Tx) error {
 				fr, err := ftx.Run(id)

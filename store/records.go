@@ -9,6 +9,20 @@ const (
 	RunFailed   RunStatus = "failed"
 )
 
+// MaxStep is the largest step number. Steps run from 1 to 2^53 - 1: every
+// JSON reader reads them exactly (JavaScript's numbers are doubles), and a
+// run never takes that many (at a step a second, 285 million years), so no
+// checkpointed step leaves a run without a next one (as 2^64 - 1 did).
+const MaxStep = 1<<53 - 1
+
+// validStep refuses a step outside 1..MaxStep.
+func validStep(step uint64) error {
+	if step == 0 || step > MaxStep {
+		return invalidf("step %d: steps run from 1 to %d", step, uint64(MaxStep))
+	}
+	return nil
+}
+
 // Run is one training run. Steps are numbered from 1; LastStep 0 means no
 // step has completed.
 type Run struct {
@@ -25,6 +39,12 @@ type Run struct {
 	// the staleness of sampled turns is measured. 0 until one is published
 	// (format 4 on).
 	PolicyVersion uint64 `json:"policy_version"`
+	// DroppedStep and DroppedSeq say how far DropSteps deleted the run's
+	// old steps: every record of the steps up to DroppedStep, and events
+	// up to DroppedSeq that those records or later versions made
+	// redundant (drop.go). Zero: nothing was dropped.
+	DroppedStep uint64 `json:"dropped_step,omitempty"`
+	DroppedSeq  uint64 `json:"dropped_seq,omitempty"`
 }
 
 // GroupStatus is open while the tree grows and closed once its advantages

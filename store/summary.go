@@ -9,13 +9,17 @@ import (
 // without walking its nodes: `patrdb runs`, `patrdb show` and the HTTP API
 // all report it.
 type RunSummary struct {
-	Run        string    `json:"run"`
-	Status     RunStatus `json:"status"`
-	LastStep   uint64    `json:"last_step"` // last completed step
-	Groups     int       `json:"groups"`
-	OpenGroups int       `json:"open_groups"`
-	OpenStep   uint64    `json:"open_step"` // latest step with an open group; 0 when none
-	Nodes      int       `json:"nodes"`
+	Run      string    `json:"run"`
+	Status   RunStatus `json:"status"`
+	LastStep uint64    `json:"last_step"` // last completed step
+	// DroppedStep is how far the run's old steps were dropped from the
+	// file (DropSteps): their records are gone, their counters stay in
+	// these figures. 0: none.
+	DroppedStep uint64 `json:"dropped_step,omitempty"`
+	Groups      int    `json:"groups"`
+	OpenGroups  int    `json:"open_groups"`
+	OpenStep    uint64 `json:"open_step"` // latest step with an open group; 0 when none
+	Nodes       int    `json:"nodes"`
 	// ByStatus counts the nodes in every status, zeros included.
 	ByStatus map[NodeStatus]int `json:"by_status"`
 	Leaves   int                `json:"leaves"`
@@ -69,7 +73,7 @@ func (r *RunTx) Summary(o SummaryOptions) (RunSummary, error) {
 	if err != nil {
 		return RunSummary{}, err
 	}
-	s := RunSummary{Run: r.id, Status: info.Status, LastStep: info.LastStep, Events: r.LastSeq()}
+	s := RunSummary{Run: r.id, Status: info.Status, LastStep: info.LastStep, DroppedStep: info.DroppedStep, Events: r.LastSeq()}
 	var total counts
 	take := func(step uint64, c *counts) error {
 		if step == 0 {

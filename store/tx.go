@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"regexp"
 	"sort"
 	"time"
@@ -82,11 +83,37 @@ func (tx *Tx) check(write bool) error {
 	return nil
 }
 
+// RunIDRule is the grammar of a run id, as every interface words it: the
+// id is a path segment of the API's URLs and a folder name in the lake
+// (run=<id>), where "." and ".." would name another place.
+const RunIDRule = "1-128 bytes of [A-Za-z0-9._-], other than . and .."
+
 var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
 
-// ValidRunID reports whether id may name a run: 1–128 bytes of
-// [A-Za-z0-9._-].
-func ValidRunID(id string) bool { return runIDPattern.MatchString(id) }
+// ValidRunID reports whether id may name a run (RunIDRule).
+func ValidRunID(id string) bool { return id != "." && id != ".." && runIDPattern.MatchString(id) }
+
+// damagedHeader is the error for a run whose bucket, or one of whose
+// sub-buckets, bbolt could not open (it panicked with p): it opens each
+// again to name the one whose header is damaged.
+func (tx *Tx) damagedHeader(id string, p any) error {
+	opens := func(open func()) (ok bool) {
+		defer func() { ok = recover() == nil }()
+		open()
+		return
+	}
+	path := "runs/" + id
+	var run *bolt.Bucket
+	if opens(func() { run = tx.btx.Bucket(bucketRuns).Bucket([]byte(id)) }) && run != nil {
+		for _, name := range append(subBuckets[:], bCounts, bGroupIDs) {
+			if !opens(func() { run.Bucket([]byte(name)) }) {
+				path += "/" + name
+				break
+			}
+		}
+	}
+	return &CorruptError{Bucket: path, Reason: fmt.Sprintf("its bucket header is damaged (bbolt: %v)", p)}
+}
 
 // CreateRun creates a run with the given id and opaque JSON config.
 func (tx *Tx) CreateRun(id string, config []byte, meta map[string]string) (*RunTx, error) {
@@ -94,9 +121,12 @@ func (tx *Tx) CreateRun(id string, config []byte, meta map[string]string) (*RunT
 		return nil, err
 	}
 	if !ValidRunID(id) {
-		return nil, tx.fail(invalidf("run id %q: want 1-128 bytes of [A-Za-z0-9._-]", id))
+		return nil, tx.fail(invalidf("run id %q: want %s", id, RunIDRule))
 	}
-	runs := tx.btx.Bucket(bucketRuns)
+	runs, err := tx.runsBucket()
+	if err != nil {
+		return nil, tx.fail(err)
+	}
 	if runs.Bucket([]byte(id)) != nil {
 		return nil, tx.fail(existsf("run %q", id))
 	}
@@ -110,6 +140,7 @@ func (tx *Tx) CreateRun(id string, config []byte, meta map[string]string) (*RunT
 		}
 	}
 	r := tx.bind(id, b)
+	r.sequencesOK = true // all empty
 	now := tx.db.opts.now().UnixNano()
 	run := Run{ID: id, Config: cloneBytes(config), Status: RunRunning, CreatedAt: now, UpdatedAt: now, Meta: meta}
 	if err := r.putRun(&run, EvRunCreate); err != nil {
@@ -123,14 +154,63 @@ func (tx *Tx) Run(id string) (*RunTx, error) {
 	if err := tx.check(false); err != nil {
 		return nil, err
 	}
+	r, err := tx.handle(id)
+	if err != nil || !tx.Writable() || r.sequencesOK {
+		return r, err
+	}
+	// Before anything is written to the run (sequences.go).
+	if err := r.checkSequences(); err != nil {
+		return nil, tx.fail(err)
+	}
+	r.sequencesOK = true
+	return r, nil
+}
+
+// handle is the transaction's handle on run id, bound on first use. Check
+// takes it as it is; Run checks a writer's sequences first.
+func (tx *Tx) handle(id string) (*RunTx, error) {
 	if r, ok := tx.runs[id]; ok {
 		return r, nil
 	}
-	b := tx.btx.Bucket(bucketRuns).Bucket([]byte(id))
+	return tx.open(id)
+}
+
+// open binds run id, opening its bucket and every sub-bucket. bbolt takes
+// a bucket header it opens on trust: one that says root 0 with no inline
+// page after it makes bbolt index past the value, a panic here, which
+// becomes the run's ErrCorrupt instead of the caller's crash. (A reader
+// of a file nobody checked walks the headers first: VerifySummary,
+// VerifyRun, CheckedRun.)
+func (tx *Tx) open(id string) (r *RunTx, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r, err = nil, tx.damagedHeader(id, p)
+		}
+	}()
+	runs, err := tx.runsBucket()
+	if err != nil {
+		return nil, err
+	}
+	var b *bolt.Bucket
+	if runs != nil {
+		b = runs.Bucket([]byte(id))
+	}
 	if b == nil {
 		return nil, notFoundf("run %q", id)
 	}
 	return tx.bind(id, b), nil
+}
+
+// runsBucket is the bucket of every run. A fresh file has none yet and
+// holds no runs (nil, nil); any other file without one is damaged.
+func (tx *Tx) runsBucket() (*bolt.Bucket, error) {
+	if b := tx.btx.Bucket(bucketRuns); b != nil {
+		return b, nil
+	}
+	if tx.db.fresh {
+		return nil, nil
+	}
+	return nil, &CorruptError{Bucket: "runs", Reason: "the runs bucket is missing"}
 }
 
 // RunIDs lists the runs in key order.
@@ -138,8 +218,12 @@ func (tx *Tx) RunIDs() ([]string, error) {
 	if err := tx.check(false); err != nil {
 		return nil, err
 	}
+	runs, err := tx.runsBucket()
+	if runs == nil {
+		return nil, err
+	}
 	var ids []string
-	err := tx.btx.Bucket(bucketRuns).ForEachBucket(func(k []byte) error {
+	err = runs.ForEachBucket(func(k []byte) error {
 		ids = append(ids, string(k))
 		return nil
 	})
@@ -272,6 +356,12 @@ type RunTx struct {
 	// firstNew is the first node id this write transaction gave out (0:
 	// none yet): a node from there on has only the children in kids.
 	firstNew uint64
+	// sequencesOK: a write transaction found the run's id sequences in
+	// step with its records (sequences.go).
+	sequencesOK bool
+	// droppedNodes are the nodes DropSteps deleted, for the node cache to
+	// forget at the commit.
+	droppedNodes []uint64
 }
 
 func (tx *Tx) bind(id string, b *bolt.Bucket) *RunTx {

@@ -463,7 +463,7 @@ func canonical(t *testing.T, db *store.DB, run string) []string {
 			decs = append(decs, fmt.Sprintf("%d:%s/%s/%d@%.4f", dc.Interval, dc.Action, dc.Rule, dc.Children, dc.Score))
 		}
 		a, hasAdv := adv[n.ID]
-		out = append(out, fmt.Sprintf("%s %s fork%d %v %v %v reward=%t:%g adv=%t:%.6f", place(n), n.Status, n.Fork, acts, n.Scores, decs, n.HasReward, n.Reward, hasAdv, a))
+		out = append(out, fmt.Sprintf("%s %s fork%d %v %v %v reward=%t:%v adv=%t:%v", place(n), n.Status, n.Fork, acts, n.Scores, decs, n.HasReward, n.Reward, hasAdv, a))
 	}
 	sort.Strings(out)
 	return out

@@ -110,8 +110,8 @@ func New(db *store.DB, run string, opts Options) (*Engine, error) {
 	if policy == nil || opts.Env == nil {
 		return nil, fmt.Errorf("%w: a Policy or BatchPolicy, and an Env, are required", ErrInvalidConfig)
 	}
-	if opts.Scorer == nil && !opts.Config.NoScoring {
-		return nil, fmt.Errorf("%w: Scorer is required unless NoScoring", ErrInvalidConfig)
+	if opts.Scorer == nil && !opts.Config.NoScoring && !opts.Config.RemoteScores {
+		return nil, fmt.Errorf("%w: Scorer is required unless NoScoring or RemoteScores", ErrInvalidConfig)
 	}
 	if opts.MaxBatch < 0 || opts.Workers < 0 {
 		return nil, fmt.Errorf("%w: MaxBatch %d and Workers %d must be >= 0", ErrInvalidConfig, opts.MaxBatch, opts.Workers)
@@ -175,6 +175,10 @@ type StepResult struct {
 	// branches recorded failed for good (left out of the advantages).
 	Retries int
 	Failed  int
+	// Informative and Filtered are, for RolloutInformative, the step's
+	// groups that closed with and without outcome variance.
+	Informative []uint64
+	Filtered    []uint64
 }
 
 // Rollout opens one tree per task at step and grows them until every

@@ -9,8 +9,9 @@ import (
 
 // closeGroups closes each finished group in its own transaction: rubric
 // shaping (if any) is prepared outside it, then the shaping's writes, the
-// advantages and the close commit together.
-func (e *Engine) closeGroups(ctx context.Context, step uint64, groups []uint64, res *StepResult) error {
+// advantages and the close commit together, with an EvGroupFilter event
+// when filter is set (dynamic sampling) and the group carries no gradient.
+func (e *Engine) closeGroups(ctx context.Context, step uint64, groups []uint64, res *StepResult, filter bool) error {
 	for _, id := range groups {
 		var g store.Group
 		var leaves []Leaf
@@ -32,8 +33,18 @@ func (e *Engine) closeGroups(ctx context.Context, step uint64, groups []uint64, 
 		}
 		var gr GroupResult
 		if err := e.db.Update(func(tx *store.Tx) (err error) {
-			gr, err = e.coord.Close(tx, step, id, shaping, e.opts.Eps)
-			return err
+			if gr, err = e.coord.Close(tx, step, id, shaping, e.opts.Eps); err != nil || !filter {
+				return err
+			}
+			if len(gr.Advantages) == 0 || gr.Advantages[0].ZeroVariance {
+				r, err := tx.Run(e.run)
+				if err != nil {
+					return err
+				}
+				_, err = r.AppendEvent(EvGroupFilter, step, id, 0, 0, map[string]string{"reason": "zero outcome variance"})
+				return err
+			}
+			return nil
 		}); err != nil {
 			return err
 		}

@@ -89,6 +89,12 @@ type driver struct {
 	leases []string // ids of the leases in flight, for the heartbeat
 
 	waveTurns int // turns committed since the last OnInterval
+
+	// Dynamic sampling (RolloutInformative): what the step wants, the
+	// tasks it opened, and whether More ran dry.
+	sampling  *Sampling
+	opened    []Task
+	exhausted bool
 }
 
 // send reports news to the drive, unless the drive is over. News is never
@@ -148,10 +154,13 @@ func (d *driver) run() (*StepResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := e.closeGroups(d.ctx, d.step, done, d.res); err != nil {
+	if err := d.close(done); err != nil {
 		return nil, err
 	}
 	for {
+		if _, err := d.topUp(); err != nil {
+			return nil, err
+		}
 		started, err := d.lease()
 		if err != nil {
 			return nil, err
@@ -201,7 +210,7 @@ func (d *driver) idle() (bool, error) {
 		return false, err
 	}
 	if len(st.Done) > 0 {
-		return true, e.closeGroups(d.ctx, d.step, st.Done, d.res)
+		return true, d.close(st.Done)
 	}
 	switch {
 	case st.Open == 0:
@@ -361,7 +370,7 @@ func (d *driver) collectWave(take func(news) error, finished *[]*flight, partial
 			d.tally(subs, nil, 0)
 			// A group whose last branch ended in this round closes now, as
 			// a resume after a crash here would close it first.
-			if err := d.e.closeGroups(d.ctx, d.step, sub.Done, d.res); err != nil {
+			if err := d.close(sub.Done); err != nil {
 				return err
 			}
 		}
@@ -404,21 +413,12 @@ func (d *driver) roundDone(r int) bool {
 	return true
 }
 
-// next waits for one piece of news, or for the drive's context to end
-// while none is there: news already sent is taken first, so work a branch
-// finished before the end is still committed.
+// next waits for one piece of news. Every branch in flight reports, also
+// when the drive's context ends (the sampler fails it with the context's
+// error), so the drive never leaves work behind that a branch finished
+// before the end: a wave's last round is committed whole or not at all.
 func (d *driver) next(take func(news) error) error {
-	var n news
-	select {
-	case n = <-d.news:
-	default:
-		select {
-		case n = <-d.news:
-		case <-d.ctx.Done():
-			return d.interrupted(d.ctx.Err())
-		}
-	}
-	if err := take(n); err != nil {
+	if err := take(<-d.news); err != nil {
 		return d.interrupted(err)
 	}
 	return nil
@@ -569,7 +569,13 @@ func (d *driver) settle(sub *Submitted) error {
 			}
 		}
 	}
-	return d.e.closeGroups(d.ctx, d.step, sub.Done, d.res)
+	return d.close(sub.Done)
+}
+
+// close closes finished groups (Engine.closeGroups), recording the ones a
+// dynamically sampled step filters out.
+func (d *driver) close(groups []uint64) error {
+	return d.e.closeGroups(d.ctx, d.step, groups, d.res, d.sampling != nil)
 }
 
 // finishedGroups lists the open groups of step with nothing left to wait

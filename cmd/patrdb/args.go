@@ -39,7 +39,7 @@ func parseID(what, s string) (uint64, error) {
 // even opened.
 func parseRunID(s string) (string, error) {
 	if !store.ValidRunID(s) {
-		return "", usageErrorf("RUN %q: a run id is 1-128 bytes of [A-Za-z0-9._-]", s)
+		return "", usageErrorf("RUN %q: a run id is %s", s, store.RunIDRule)
 	}
 	return s, nil
 }

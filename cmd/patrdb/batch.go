@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/patrdb/patrdb/batch"
+	"github.com/patrdb/patrdb/internal/publish"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -114,19 +114,30 @@ func (a *App) batch(ctx context.Context, rf *remoteFlags, runArg string, f *batc
 	if _, err := os.Stat(f.out); err == nil && !f.force {
 		return usageErrorf("--out %s exists: use --force to replace it", f.out)
 	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	g, ctx := publish.Watch(ctx)
+	defer g.Close()
 	b, raw, err := a.readBatch(ctx, rf, id, step, opts)
+	if ctx.Err() != nil {
+		return interrupted("batch", f.out)
+	}
 	if err != nil {
 		return err
 	}
-	n, err := writeFileAtomic(f.out, func(w io.Writer) (int64, error) {
+	n, err := writeFileAtomic(g, f.out, f.force, func(w io.Writer) (int64, error) {
 		if raw != nil {
 			n, err := w.Write(raw)
 			return int64(n), err
 		}
 		return b.WriteTo(w)
-	})
+	}, func() { a.pause(ctx, "batch") })
+	if errors.Is(err, publish.ErrExists) {
+		return usageErrorf("--out %s exists: use --force to replace it", f.out)
+	}
 	if err != nil {
-		return err
+		return published(ctx, err, "batch", f.out, "--out")
 	}
 	out := batchOutput{Run: b.Run, Step: b.Step, Layout: string(b.Layout), Out: f.out, Bytes: n, Rows: b.Len(),
 		Tokens: len(b.InputIDs), TokensMaterialised: b.TokensMaterialised, TokensPacked: b.TokensPacked,
@@ -196,26 +207,30 @@ func (a *App) readBatch(ctx context.Context, rf *remoteFlags, id string, step ui
 }
 
 // writeFileAtomic writes path through a temporary file beside it, renamed
-// into place once complete and synced.
-func writeFileAtomic(path string, write func(io.Writer) (int64, error)) (int64, error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+// into place once complete and synced (replacing a file there only when
+// replace is set); g's stop signal removes it. written runs between the
+// two (a test's pause point).
+func writeFileAtomic(g *publish.Guard, path string, replace bool, write func(io.Writer) (int64, error), written func()) (int64, error) {
+	o, err := g.Begin(path)
 	if err != nil {
 		return 0, err
 	}
-	defer os.Remove(tmp.Name()) // after the rename, a no-op
-	bw := bufio.NewWriterSize(tmp, 1<<20)
+	defer o.Abort()
+	f, err := o.Create(0o600)
+	if err != nil {
+		return 0, err
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
 	n, err := write(bw)
 	if err == nil {
 		err = bw.Flush()
 	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
+	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), path)
+		written()
+		err = o.Publish(replace)
 	}
 	return n, err
 }

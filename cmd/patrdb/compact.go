@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"github.com/patrdb/patrdb/internal/publish"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -60,31 +60,26 @@ func (a *App) compact(out string) error {
 		return err
 	}
 
-	// Build the copy in a folder beside its destination and link it into
-	// place only when it is complete and verified, so --out is never a
-	// half-written file.
-	tmpDir, err := os.MkdirTemp(filepath.Dir(out), "."+filepath.Base(out)+".tmp-*")
+	// The copy is built under a temporary name beside --out and renamed
+	// into place only when it is complete and verified, so --out is never
+	// a half-written file; a stop signal removes it and stops the copy.
+	g, ctx := publish.Watch(context.Background())
+	defer g.Close()
+	o, err := g.Begin(out)
 	if err != nil {
-		return err
+		return published(ctx, err, "compact", out, "--out")
 	}
-	defer os.RemoveAll(tmpDir)
-	tmpPath := filepath.Join(tmpDir, filepath.Base(out))
-	// The copy cannot be cancelled: a stop signal removes the temporary
-	// copy at once, the copy runs on into the unlinked file, and the
-	// command then ends without linking it.
-	ctx, stop := onStop(context.Background(), func() { _ = os.RemoveAll(tmpDir) })
-	defer stop()
-	opts := &store.CompactOptions{FileMode: srcInfo.Mode().Perm()}
+	defer o.Abort()
+	opts := &store.CompactOptions{FileMode: srcInfo.Mode().Perm(), Context: ctx}
 	finishBar := func() {}
 	if !a.json && a.isTerminal(a.stderr) {
 		opts.OnProgress, finishBar = progressBar(a.stderr, "compact")
 	}
-	err = store.Compact(src, tmpPath, opts)
+	err = store.Compact(src, o.Path(), opts)
 	finishBar()
-	interrupted := fmt.Errorf("compact interrupted: nothing was written to %s", out)
 	switch {
 	case ctx.Err() != nil:
-		return interrupted
+		return interrupted("compact", out)
 	case errors.Is(err, store.ErrCorrupt):
 		return a.damaged(err)
 	case err != nil:
@@ -92,7 +87,7 @@ func (a *App) compact(out string) error {
 	}
 	a.pause(ctx, "compact")
 	if ctx.Err() != nil {
-		return interrupted
+		return interrupted("compact", out)
 	}
 	res := compactOutput{Source: a.dbPath, Out: out, SourceBytes: srcInfo.Size(), PageSize: src.PageSize()}
 	if err := src.View(func(tx *store.Tx) error {
@@ -102,13 +97,8 @@ func (a *App) compact(out string) error {
 	}); err != nil {
 		return err
 	}
-	// A signal from here on removes the copy under the link: it then
-	// fails, and the interruption is what to report.
-	if err := linkNew(tmpPath, out); err != nil {
-		if ctx.Err() != nil {
-			return interrupted
-		}
-		return err
+	if err := o.Publish(false); err != nil {
+		return published(ctx, err, "compact", out, "--out")
 	}
 	if fi, err := os.Stat(out); err == nil {
 		res.OutBytes = fi.Size()
@@ -123,30 +113,4 @@ func (a *App) compact(out string) error {
 	_, err = fmt.Fprintf(a.stdout, "compacted %s (%s) into %s (%s, %.0f%% of the original), page size %d, %s\n",
 		res.Source, fmtBytes(res.SourceBytes), res.Out, fmtBytes(res.OutBytes), pct, res.PageSize, plural(res.Runs, "run", "runs"))
 	return err
-}
-
-// linkNew moves the finished copy to out without ever replacing a file
-// that appeared there meanwhile: a hard link fails if out exists (rename
-// would silently overwrite). File systems without hard links fall back to a
-// checked rename.
-func linkNew(tmp, out string) error {
-	err := os.Link(tmp, out)
-	switch {
-	case err == nil:
-	case errors.Is(err, fs.ErrExist):
-		return usageErrorf("%s already exists; compact never overwrites (remove it or choose another --out)", out)
-	default:
-		if _, serr := os.Lstat(out); serr == nil {
-			return usageErrorf("%s already exists; compact never overwrites (remove it or choose another --out)", out)
-		}
-		if err := os.Rename(tmp, out); err != nil {
-			return err
-		}
-	}
-	// Make the new directory entry durable.
-	if d, err := os.Open(filepath.Dir(out)); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
 }

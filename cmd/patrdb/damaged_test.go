@@ -7,13 +7,19 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/patrdb/patrdb/server"
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
 )
 
 // hangLimit is how long one command may take on a damaged file before it
@@ -140,11 +146,12 @@ func judgeDamaged(t *testing.T, what string, args []string, r result, hung bool,
 	}
 }
 
-// TestDamagedFixtures runs every read command on the self- and
-// parent-pointing fixtures: check exits 1, the others exit non-zero with
-// one line naming the damage, or print exactly what they print on the
-// undamaged file (a run the damage does not touch). Every answer is kept
-// in testdata/damaged_*.golden.
+// TestDamagedFixtures runs every read command on the damaged fixtures
+// (the self- and parent-pointing files and the derived ones): check exits
+// 1, the others exit non-zero with one line naming the damage, or print
+// exactly what they print on the undamaged file (a run the damage does not
+// touch); runs lists the damaged run as damaged beside the other one's
+// figures. Every answer is kept in testdata/damaged_*.golden.
 func TestDamagedFixtures(t *testing.T) {
 	dir := t.TempDir()
 	base := copyTo(t, filepath.Join(damagedDir, "base.db"), filepath.Join(dir, "base.db"))
@@ -152,21 +159,36 @@ func TestDamagedFixtures(t *testing.T) {
 	for _, args := range readOnlyCommands {
 		clean[strings.Join(args, " ")] = readUndamaged(t, base, args)
 	}
-	for _, name := range []string{"self-pointing", "parent-pointing"} {
+	for _, name := range append([]string{"self-pointing", "parent-pointing"}, derivedFixtures...) {
 		t.Run(name, func(t *testing.T) {
-			path := copyTo(t, filepath.Join(damagedDir, name+".db"), filepath.Join(dir, name+".db"))
+			path := damagedFixture(t, dir, name)
 			var log strings.Builder
 			for _, args := range readOnlyCommands {
 				r, hung := readCommand(t, path, args)
 				judgeDamaged(t, name, args, r, hung, clean[strings.Join(args, " ")])
-				if args[0] == "check" && r.code != 1 {
+				switch {
+				case args[0] == "check" && r.code != 1:
 					t.Errorf("%v: exit %d, want 1", args, r.code)
+				case args[0] == "runs" && len(args) == 1 && (r.code != 2 || !damagedListing(r.stdout, "patr-4x4", "grpo-4x4")):
+					t.Errorf("%v: exit %d, want 2 with grpo-4x4 listed and patr-4x4 marked damaged:\n%s", args, r.code, r.stdout)
 				}
 				fmt.Fprintf(&log, "$ patrdb %s\nexit %d\n%s%s\n", strings.Join(args, " "), r.code, r.stdout, r.stderr)
 			}
 			golden(t, "damaged_"+name, strings.ReplaceAll(log.String(), dir, "$DIR"))
 		})
 	}
+}
+
+// damagedFixture is a copy in dir of the damaged fixture name: a
+// committed file, or base.db damaged as derivedFixtures says.
+func damagedFixture(t *testing.T, dir, name string) string {
+	t.Helper()
+	if slices.Contains(derivedFixtures, name) {
+		path := copyTo(t, filepath.Join(damagedDir, "base.db"), filepath.Join(dir, name+".db"))
+		damageDerived(t, path, name)
+		return path
+	}
+	return copyTo(t, filepath.Join(damagedDir, name+".db"), filepath.Join(dir, name+".db"))
 }
 
 // TestServeDamagedFixture: serve opens the self-pointing fixture, answers
@@ -223,7 +245,11 @@ func TestServeDamagedFixture(t *testing.T) {
 			}
 			// The CLI through the server: the damaged run is one line and
 			// exit 2, the other one reads.
-			cli(t, "--db", path, "runs", "--server", p.url).fails(t, 2, `run "patr-4x4" is damaged`, "patrdb check")
+			r := cli(t, "--db", path, "runs", "--server", p.url)
+			r.fails(t, 2, `run "patr-4x4" is damaged`, "patrdb check")
+			if !damagedListing(r.stdout, "patr-4x4", "grpo-4x4") {
+				t.Errorf("runs through the server printed %q", r.stdout)
+			}
 			cli(t, "--db", path, "show", "patr-4x4", "--server", p.url).fails(t, 2, "damaged")
 			if r := cli(t, "--db", path, "show", "grpo-4x4", "--server", p.url); r.code != 0 {
 				t.Errorf("show grpo-4x4 through the server: exit %d: %s", r.code, r.stderr)
@@ -252,4 +278,140 @@ func copyTo(t *testing.T, src, dst string) string {
 		t.Fatal(err)
 	}
 	return dst
+}
+
+// TestWritersRefuseTheDamagedFixtures: a writer never writes into a run
+// damaged as the derived fixtures are — the library's Update returns ErrCorrupt
+// naming the damage (with the events sequence at 0 it had overwritten
+// event 1 and returned nil) and leaves the file as it was, and serve
+// answers the write 500 "damaged" — while the file's other run takes
+// writes. The answers are kept in testdata/damaged_writes.golden.
+func TestWritersRefuseTheDamagedFixtures(t *testing.T) {
+	dir := t.TempDir()
+	src := currentFormatBase(t)
+	var log strings.Builder
+	// Not rubrics-leaf-short: a writer trusts its pages, and the write
+	// below reads no rubric (a reader walks them: TestDamagedFixtures).
+	for _, name := range derivedFixtures[:3] {
+		path := copyTo(t, src, filepath.Join(dir, name+".db"))
+		damageDerived(t, path, name)
+		fmt.Fprintf(&log, "== %s\n", name)
+		before := fileHash(t, path)
+		db, err := store.Open(path, storetest.Options())
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		setStatus := func(run string) error {
+			return db.Update(func(tx *store.Tx) error {
+				r, err := tx.Run(run)
+				if err != nil {
+					return err
+				}
+				return r.SetRunStatus(store.RunFinished)
+			})
+		}
+		err = setStatus("patr-4x4")
+		if !errors.Is(err, store.ErrCorrupt) {
+			t.Errorf("%s: library write to patr-4x4: %v, want ErrCorrupt", name, err)
+		}
+		fmt.Fprintf(&log, "library write to patr-4x4: %v\n", err)
+		if fileHash(t, path) != before {
+			t.Errorf("%s: the refused write changed the file", name)
+		}
+		if err := setStatus("grpo-4x4"); err != nil {
+			t.Errorf("%s: library write to grpo-4x4: %v", name, err)
+		}
+		h, err := server.NewHandler(db, server.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(h)
+		for i, c := range []struct {
+			run  string
+			want int
+		}{{"patr-4x4", 500}, {"grpo-4x4", 200}} {
+			body := fmt.Sprintf(`{"status":"running","client_key":"k%d"}`, i)
+			resp, err := http.Post(srv.URL+"/api/v1/runs/"+c.run+"/status", "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var reply struct{ Code string }
+			_ = json.NewDecoder(resp.Body).Decode(&reply)
+			resp.Body.Close()
+			if resp.StatusCode != c.want {
+				t.Errorf("%s: POST status of %s: %d %q, want %d", name, c.run, resp.StatusCode, reply.Code, c.want)
+			}
+			fmt.Fprintf(&log, "POST /api/v1/runs/%s/status: %d %s\n", c.run, resp.StatusCode, reply.Code)
+		}
+		srv.Close()
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	golden(t, "damaged_writes", strings.ReplaceAll(log.String(), dir, "$DIR"))
+}
+
+// currentFormatBase is the golden fixture written now with base.db's page
+// size, not compacted: base.db is of format 1, which takes no writes and
+// keeps no counters (so every summary of it walks the whole run).
+func currentFormatBase(t *testing.T) string {
+	t.Helper()
+	src := filepath.Join(t.TempDir(), "src.db")
+	o := storetest.Options()
+	o.PageSize = damagedPageSize
+	buildFixtureOpts(t, src, o)
+	return src
+}
+
+// TestServeListsTheDerivedFixtures: the API's run list names the run
+// damaged as the derived fixtures are and serves the other run (with a
+// header of the run's at root 0 it answered 500 for every run), and the
+// damaged run's summary answers 500 "damaged". The runs keep counters, so
+// a summary reads only them.
+func TestServeListsTheDerivedFixtures(t *testing.T) {
+	dir := t.TempDir()
+	src := currentFormatBase(t)
+	for _, name := range derivedFixtures {
+		t.Run(name, func(t *testing.T) {
+			path := copyTo(t, src, filepath.Join(dir, name+".db"))
+			damageDerived(t, path, name)
+			o := storetest.Options()
+			o.ReadOnly = true
+			db, err := store.Open(path, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			h, err := server.NewHandler(db, server.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			var list struct {
+				Runs []struct {
+					Run struct {
+						ID     string
+						Status string
+					}
+					Damaged string
+				}
+			}
+			if getJSON(t, srv.URL+"/api/v1/runs", "", &list); len(list.Runs) != 2 ||
+				list.Runs[0].Run.ID != "grpo-4x4" || list.Runs[0].Damaged != "" || list.Runs[0].Run.Status == "" ||
+				list.Runs[1].Run.ID != "patr-4x4" || !strings.Contains(list.Runs[1].Damaged, "is damaged") {
+				t.Errorf("run list: %+v", list)
+			}
+			for path, want := range map[string]int{"/api/v1/runs/patr-4x4": 500, "/api/v1/runs/grpo-4x4": 200} {
+				resp, err := http.Get(srv.URL + path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != want {
+					t.Errorf("GET %s: %d, want %d", path, resp.StatusCode, want)
+				}
+			}
+		})
+	}
 }

@@ -128,7 +128,7 @@ func (a *App) demo(ctx context.Context, f *demoFlags) error {
 		return usageErrorf("--discount %v: want a number in (0, 1]", f.discount)
 	}
 	if f.run != "" && !store.ValidRunID(f.run) {
-		return usageErrorf("--run %q: a run id is 1-128 bytes of [A-Za-z0-9._-]", f.run)
+		return usageErrorf("--run %q: a run id is %s", f.run, store.RunIDRule)
 	}
 	if f.resume && f.mode == "both" {
 		return usageErrorf("--resume continues one run; give --mode patr or grpo")

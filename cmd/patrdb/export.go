@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,30 +17,36 @@ import (
 )
 
 type exportFlags struct {
-	format string
-	out    string
-	force  bool
+	format  string
+	out     string
+	force   bool
+	as      string
+	replace bool
+	rf      *remoteFlags
 }
 
 func newExportCommand(app *App) *cobra.Command {
 	f := &exportFlags{}
 	cmd := &cobra.Command{
-		Use:   "export RUN --format jsonl|parquet|rl --out DIR",
-		Short: "Write a run into a Parquet lake, or as JSONL or RL training rows in run=/step= folders",
+		Use:   "export RUN --format parquet|jsonl|rl --out LAKE|DIR",
+		Short: "Add a run to a Parquet lake (a folder or s3://bucket/prefix), or write it as JSONL or RL rows",
 		Long: `export writes a run for analysis tools:
 
-  parquet  a lake: one folder per table, DIR/<table>/run=<id>/step=<n>/
-           part-<k>.parquet, for the tables runs, groups, checkpoints,
-           nodes, turns, advantages, rubrics and events (docs/lake.md lists
-           their columns, with DuckDB and pandas recipes). Typed columns
-           (token ids list<int32>, logprobs list<float32>, zstd); run and
-           step come from the folder names (hive partitioning). New runs and
-           new steps are added to an existing lake; what is there is never
-           rewritten: a step already there with the same content is skipped,
-           one with other content refuses the export (the lake stays as it
-           was) unless --force replaces it. A running run's steps are added
-           once checkpointed and followed by the next step; the others are
-           listed as held back.
+  parquet  adds the run to a lake: a folder, or s3://bucket/prefix (the
+           endpoint, region and credentials come from AWS_ENDPOINT_URL,
+           AWS_REGION, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or the
+           shared credentials file). One folder per table,
+           LAKE/<table>/run=<name>/step=<n>/part-<k>.parquet, for the tables
+           runs, groups, checkpoints, nodes, turns, advantages, rubrics and
+           events (docs/lake.md lists their columns, with DuckDB and pandas
+           recipes). A step joins the lake once the run has checkpointed it,
+           with its part of the event log; a finished or failed run joins
+           whole. Exporting again adds what is new, so export as often as you
+           like; patrdb serve --lake exports each step as it is checkpointed.
+           The lake holds one run under a name: a run from another file under
+           the same name is refused (the lake stays as it was); --as NAME
+           exports under another name, --replace replaces the lake's run
+           whole, never mixing the two.
   jsonl    DIR/run=<id>/step=<n>/trajectories.jsonl: one line per leaf with
            its whole path materialised (task, prompt, reward, advantage,
            every turn with its token ids and logprobs); nodes.jsonl: one line
@@ -50,14 +57,16 @@ func newExportCommand(app *App) *cobra.Command {
            old_logprobs, advantages, positions), group, leaf, status, reward
            and advantage (floats).
 
-Files are written into a hidden folder and renamed into place when complete,
-so an error or an interrupt leaves no partial file behind. For jsonl and rl a
-DIR that exists and is not empty is refused unless --force, which replaces
-only DIR/run=<id>. A progress bar is drawn on stderr when it is a terminal.
+Files are written under a temporary name (in the lake, a hidden .export-*
+folder) and published only when complete, so an error or an interrupt
+(Ctrl-C, SIGTERM, SIGHUP) leaves no partial file behind; the next export
+removes what a killed one left. For jsonl and rl a DIR that exists and is
+not empty is refused unless --force, which replaces only DIR/run=<id>. A
+progress bar is drawn on stderr when it is a terminal.
 
-export reads the file itself (every turn of every leaf), not a server: while
-a trainer or patrdb serve owns the file, export a copy of it, or wait until
-the owner stops.`,
+While patrdb serve (or a trainer serving in-process) holds the file, export
+reads a consistent copy of it through that server (GET /api/v1/backup; --server
+URL names it, else the address the owner wrote next to the file is used).`,
 		Args:              needArgs("RUN"),
 		ValidArgsFunction: app.completeRuns,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -65,10 +74,13 @@ the owner stops.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.format, "format", "", "jsonl, parquet or rl (required)")
-	fl.StringVar(&f.out, "out", "", "the lake, or the folder to write run=<id>/step=<n>/ into (`DIR`, required)")
-	fl.BoolVar(&f.force, "force", false, "parquet: replace steps the lake holds with other content; jsonl, rl: write into a non-empty DIR, replacing DIR/run=<id>")
-	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"jsonl", "parquet", "rl"}, cobra.ShellCompDirectiveNoFileComp))
+	fl.StringVar(&f.format, "format", "", "parquet, jsonl or rl (required)")
+	fl.StringVar(&f.out, "out", "", "the lake (a folder or s3://bucket/prefix), or the folder to write run=<id>/step=<n>/ into (required)")
+	fl.BoolVar(&f.force, "force", false, "jsonl, rl: write into a non-empty DIR, replacing DIR/run=<id>")
+	fl.StringVar(&f.as, "as", "", "parquet: the run's `NAME` in the lake (default: its id in the file)")
+	fl.BoolVar(&f.replace, "replace", false, "parquet: replace whatever the lake holds under the name, all of it")
+	f.rf = addRemoteFlags(app, cmd)
+	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"parquet", "jsonl", "rl"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
@@ -77,25 +89,36 @@ func (a *App) export(ctx context.Context, runArg string, f *exportFlags) (err er
 	if err != nil {
 		return err
 	}
-	opts := replay.ExportOptions{Out: f.out, Format: replay.Format(f.format), Force: f.force}
 	switch {
 	case f.format == "":
-		return usageErrorf("export needs --format jsonl, parquet or rl")
+		return usageErrorf("export needs --format parquet, jsonl or rl")
 	case f.out == "":
-		return usageErrorf("export needs --out DIR")
+		return usageErrorf("export needs --out LAKE or DIR")
+	case f.format == "parquet":
+		if f.force {
+			return usageErrorf("--force is for jsonl and rl; into a lake, use --as NAME for another name, or --replace to replace the lake's run whole")
+		}
+		return a.exportLake(ctx, id, f)
+	case f.as != "" || f.replace:
+		return usageErrorf("--as and --replace are for --format parquet; for jsonl and rl, --force replaces DIR/run=<id>")
 	}
+	opts := replay.ExportOptions{Out: f.out, Format: replay.Format(f.format), Force: f.force}
 	if err := opts.Validate(); err != nil {
-		return usageErrorf("--format %q: want jsonl, parquet or rl", f.format)
+		return usageErrorf("--format %q: want parquet, jsonl or rl", f.format)
 	}
 	finishBar := func() {}
 	if !a.json && a.isTerminal(a.stderr) {
 		opts.OnProgress, finishBar = progressBar(a.stderr, "export "+id)
 	}
-	db, err := a.openRead()
+	// A stop signal cancels the export, which then removes its temporary
+	// folder instead of leaving half a step behind.
+	ctx, stop := onStop(ctx, nil)
+	defer stop()
+	db, done, err := a.openSnapshot(ctx, f.rf)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer done()
 	made, err := makeDirs(f.out)
 	if err != nil {
 		return err
@@ -105,19 +128,7 @@ func (a *App) export(ctx context.Context, runArg string, f *exportFlags) (err er
 			os.RemoveAll(made) // only folders this export created, so a failure leaves no trace
 		}
 	}()
-	// A stop signal cancels the export, which then removes its temporary
-	// folder instead of leaving half a partition behind.
-	ctx, stop := onStop(ctx, nil)
-	defer stop()
-	if a.pausePoint != nil {
-		paused := false
-		opts.OnProgress = both(opts.OnProgress, func(int64, int64) {
-			if !paused {
-				paused = true
-				a.pause(ctx, "export")
-			}
-		})
-	}
+	opts.OnProgress = a.pauseAtFirst(ctx, "export", opts.OnProgress)
 	var res *replay.ExportResult
 	err = db.View(func(tx *store.Tx) error {
 		r, err := a.lookupRun(tx, id)
@@ -128,14 +139,7 @@ func (a *App) export(ctx context.Context, runArg string, f *exportFlags) (err er
 		return err
 	})
 	finishBar()
-	var conflict *replay.LakeConflictError
 	switch {
-	case errors.As(err, &conflict):
-		return usageErrorf("--out %s holds other content for %s: nothing was written; export into another lake, or use --force to replace those steps", f.out, conflict.List())
-	case errors.Is(err, replay.ErrLakeLayout):
-		return usageErrorf("--out %s holds a run=/step= export, not a lake: export parquet into another folder", f.out)
-	case errors.Is(err, replay.ErrOutExists) && f.format == string(replay.Parquet):
-		return usageErrorf("--out %s is a file: give a folder for the lake", f.out)
 	case errors.Is(err, replay.ErrOutExists):
 		return usageErrorf("--out %s exists and is not empty: use --force to replace run=%s inside it", f.out, id)
 	case errors.Is(err, context.Canceled):
@@ -143,44 +147,32 @@ func (a *App) export(ctx context.Context, runArg string, f *exportFlags) (err er
 	case err != nil:
 		return err
 	}
-	out := res
 	if a.json {
-		return a.printJSON(out)
+		return a.printJSON(res)
 	}
 	w := bufio.NewWriter(a.stdout)
 	steps := map[uint64]bool{}
-	for _, ef := range out.Files {
+	for _, ef := range res.Files {
 		steps[ef.Step] = true
 	}
-	if res.Format == replay.Parquet {
-		fmt.Fprintf(w, "added run %s to the lake %s: %s in %s, %s\n", out.Run, out.Dir,
-			plural(len(out.Files), "file", "files"), plural(len(steps), "step", "steps"), fmtBytes(out.Bytes))
-		if len(out.Skipped) > 0 {
-			fmt.Fprintf(w, "skipped %s the lake already held\n", plural(len(out.Skipped), "partition", "partitions"))
-		}
-		if n := len(out.HeldBack); n > 0 {
-			held, it := fmt.Sprintf("step %d", out.HeldBack[0]), "it"
-			if n > 1 {
-				held, it = fmt.Sprintf("steps %d-%d", out.HeldBack[0], out.HeldBack[n-1]), "them"
-			}
-			fmt.Fprintf(w, "held back %s: the run is still writing %s; export again once its trainer has checkpointed %s and moved on\n", held, it, it)
-		}
-	} else {
-		fmt.Fprintf(w, "exported run %s as %s to %s: %s in %s, %s\n", out.Run, out.Format, out.Dir,
-			plural(len(out.Files), "file", "files"), plural(len(steps), "step folder", "step folders"), fmtBytes(out.Bytes))
+	fmt.Fprintf(w, "exported run %s as %s to %s: %s in %s, %s\n", res.Run, res.Format, res.Dir,
+		plural(len(res.Files), "file", "files"), plural(len(steps), "step folder", "step folders"), fmtBytes(res.Bytes))
+	if len(res.Files) > 0 {
+		printRows(w, res.Rows, []string{"trajectories", "nodes", "rl.jsonl", "rl.parquet"})
 	}
-	if len(out.Files) == 0 {
-		return w.Flush()
-	}
+	return w.Flush()
+}
+
+// printRows prints the rows per table, in order.
+func printRows(w io.Writer, rows map[string]int64, order []string) {
 	t := newTable(w)
 	fmt.Fprintln(t, "TABLE\tROWS")
-	for _, table := range append([]string{"trajectories"}, append(replay.LakeTables, "rl.jsonl", "rl.parquet")...) {
-		if n, ok := out.Rows[table]; ok {
+	for _, table := range order {
+		if n, ok := rows[table]; ok {
 			fmt.Fprintf(t, "%s\t%d\n", table, n)
 		}
 	}
 	t.Flush()
-	return w.Flush()
 }
 
 // makeDirs creates dir and any missing parents, and returns the topmost

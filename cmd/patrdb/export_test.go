@@ -1,8 +1,10 @@
 package main
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/patrdb/patrdb/lake"
 	"github.com/patrdb/patrdb/replay"
 )
 
@@ -24,22 +27,22 @@ func TestExportGolden(t *testing.T) {
 func TestExportWritesReadableFiles(t *testing.T) {
 	path := fixture(t)
 	before := fileHash(t, path)
-	lake := filepath.Join(t.TempDir(), "lake")
-	var out replay.ExportResult
-	if err := json.Unmarshal([]byte(cli(t, "--db", path, "export", "patr-4x4", "--format", "parquet", "--out", lake, "--json").ok(t).stdout), &out); err != nil {
+	dir := filepath.Join(t.TempDir(), "lake")
+	var out lake.ExportResult
+	if err := json.Unmarshal([]byte(cli(t, "--db", path, "export", "patr-4x4", "--format", "parquet", "--out", dir, "--json").ok(t).stdout), &out); err != nil {
 		t.Fatal(err)
 	}
-	if out.Dir != lake || len(out.Files) == 0 {
+	if out.Lake != dir || len(out.Files) == 0 {
 		t.Fatalf("export: %+v", out)
 	}
 	turns := 0
 	for _, f := range out.Files {
-		fi, err := os.Stat(filepath.Join(lake, filepath.FromSlash(f.Path)))
+		fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(f.Key)))
 		if err != nil || fi.Size() != f.Bytes {
-			t.Errorf("%s: %v, %d bytes listed", f.Path, err, f.Bytes)
+			t.Errorf("%s: %v, %d bytes listed", f.Key, err, f.Bytes)
 		}
 		if f.Table == "turns" {
-			rows, err := parquet.ReadFile[replay.TurnRow](filepath.Join(lake, filepath.FromSlash(f.Path)))
+			rows, err := parquet.ReadFile[lake.TurnRow](filepath.Join(dir, filepath.FromSlash(f.Key)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -57,33 +60,52 @@ func TestExportWritesReadableFiles(t *testing.T) {
 		}
 	}
 	// The fixture's run is running at step 2: the lake takes step 1 only.
-	if int64(turns) != out.Rows["turns"] || turns == 0 || turns >= stored || len(out.HeldBack) != 1 || out.HeldBack[0] != 2 {
-		t.Errorf("turns read back %d, listed %d, stored %d; held back %v", turns, out.Rows["turns"], stored, out.HeldBack)
+	if int64(turns) != out.Rows["turns"] || turns == 0 || turns >= stored || len(out.HeldBack) != 1 || out.HeldBack[0] != 2 || out.Through != 1 {
+		t.Errorf("turns read back %d, listed %d, stored %d; held back %v, through %d", turns, out.Rows["turns"], stored, out.HeldBack, out.Through)
 	}
 	// Another run joins the lake; run patr-4x4 stays; exporting it again
 	// adds nothing.
-	cli(t, "--db", path, "export", "grpo-4x4", "--format", "parquet", "--out", lake).ok(t)
-	entries, _ := os.ReadDir(filepath.Join(lake, "nodes"))
+	cli(t, "--db", path, "export", "grpo-4x4", "--format", "parquet", "--out", dir).ok(t)
+	entries, _ := os.ReadDir(filepath.Join(dir, "nodes"))
 	if len(entries) != 2 || entries[0].Name() != "run=grpo-4x4" || entries[1].Name() != "run=patr-4x4" {
 		t.Errorf("lake: %v", entries)
 	}
-	again := cli(t, "--db", path, "export", "patr-4x4", "--format", "parquet", "--out", lake).ok(t).stdout
-	if !strings.Contains(again, "0 files") || !strings.Contains(again, "skipped") {
+	again := cli(t, "--db", path, "export", "patr-4x4", "--format", "parquet", "--out", dir).ok(t).stdout
+	if !strings.Contains(again, "nothing to add") || !strings.Contains(again, "held back step 2") {
 		t.Errorf("export again:\n%s", again)
 	}
-	// Other content under the same run id is refused in one line.
+	// Another run under the same name is refused in one line with the way
+	// out; --as exports it beside.
 	other := filepath.Join(t.TempDir(), "other")
-	cli(t, "--db", path, "export", "grpo-4x4", "--format", "parquet", "--out", other).ok(t)
-	if err := os.Rename(filepath.Join(other, "nodes", "run=grpo-4x4"), filepath.Join(other, "nodes", "run=patr-4x4")); err != nil {
-		t.Fatal(err)
+	cli(t, "--db", path, "export", "grpo-4x4", "--format", "parquet", "--out", other, "--as", "patr-4x4").ok(t)
+	held := treeHash(t, other)
+	cli(t, "--db", path, "export", "patr-4x4", "--format", "parquet", "--out", other).fails(t, 2, "another file", "--as NAME", "--replace")
+	if treeHash(t, other) != held {
+		t.Error("a refused export changed the lake")
 	}
-	if err := os.Rename(filepath.Join(lake, "nodes", "run=patr-4x4"), filepath.Join(t.TempDir(), "gone")); err != nil {
-		t.Fatal(err)
-	}
-	cli(t, "--db", path, "export", "patr-4x4", "--format", "parquet", "--out", other).fails(t, 2, "nodes/run=patr-4x4/step=", "--force")
+	cli(t, "--db", path, "export", "patr-4x4", "--format", "parquet", "--out", other, "--as", "patr-again").ok(t)
+	cli(t, "--db", path, "export", "patr-4x4", "--format", "parquet", "--out", other, "--force").fails(t, 2, "--force is for jsonl and rl")
 	if fileHash(t, path) != before {
 		t.Error("export changed the file")
 	}
+}
+
+// treeHash digests every file under dir, with its path.
+func treeHash(t *testing.T, dir string) string {
+	t.Helper()
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		fmt.Fprintf(h, "%s %x\n", p, sha256.Sum256(b))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%x", h.Sum(nil))
 }
 
 func TestExportProgressOnlyOnATerminal(t *testing.T) {

@@ -17,8 +17,10 @@ var (
 	commandGroup = map[string]string{
 		"runs": "read", "show": "read", "tree": "read", "traj": "read", "frontier": "read", "rubrics": "read",
 		"adv": "read", "replay": "read", "stats": "read",
-		"demo": "write", "serve": "write", "export": "write", "plot": "write", "batch": "write",
-		"check": "file", "compact": "file", "migrate": "file", "completion": "file", "version": "file",
+		"demo": "write", "serve": "write", "export": "write", "plot": "write", "batch": "write", "mark": "write",
+		"restore": "write",
+		"check":   "file", "compact": "file", "migrate": "file", "backup": "file", "retain": "file",
+		"completion": "file", "version": "file",
 	}
 )
 
@@ -33,11 +35,15 @@ var commandExamples = map[string]string{
 	"adv":      "patrdb adv demo --step 3",
 	"replay":   "patrdb replay demo --until 120\npatrdb replay demo --what-if delta=0.3,m=3",
 	"stats":    "patrdb stats\npatrdb stats demo --json",
-	"export":   "patrdb export demo --format parquet --out lake/",
+	"export":   "patrdb export demo --format parquet --out lake/\npatrdb export demo --format parquet --out s3://bucket/lake --as demo-2",
+	"backup":   "patrdb backup --db patr.db --out patr-backup.db",
+	"retain":   "patrdb retain demo --keep-steps 10 --lake s3://bucket/lake",
+	"restore":  "patrdb restore s3://bucket/lake --run demo --out demo.db",
+	"mark":     "patrdb mark demo finished",
 	"check":    "patrdb check --db patr.db",
 	"compact":  "patrdb compact --db patr.db --out patr-compact.db",
 	"demo":     "patrdb demo --steps 20 --batch 8 --seed 1\npatrdb demo --mode both --map 8x8 --rubrics",
-	"serve":    "patrdb serve --db patr.db --addr 127.0.0.1:8080",
+	"serve":    "patrdb serve --db patr.db --addr 127.0.0.1:8080\npatrdb serve --db patr.db --lake s3://bucket/lake --keep-steps 10",
 	"plot":     "patrdb plot patr-1 grpo-1 --out curves.svg",
 	"batch":    "patrdb batch demo --step 3 --out step3.parquet",
 	"migrate":  "patrdb migrate --db old.db",

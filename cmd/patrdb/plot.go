@@ -1,11 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"image/color"
 	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,6 +19,7 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/patrdb/patrdb/internal/frozenlake"
+	"github.com/patrdb/patrdb/internal/publish"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -274,7 +275,8 @@ func curvesTitle(curves []*frozenlake.Curve) string {
 }
 
 // writeImage renders the panels at w×h pixels (96 dpi) and writes them to
-// path through a temporary file renamed into place.
+// path through a temporary file renamed into place (package publish): a
+// stop signal removes it, and leaves path as it was.
 func writeImage(path, format string, w, h int, panels [][]*plot.Plot) (err error) {
 	const dpi = 96
 	width, height := vg.Length(w)*vg.Inch/dpi, vg.Length(h)*vg.Inch/dpi
@@ -296,24 +298,23 @@ func writeImage(path, format string, w, h int, panels [][]*plot.Plot) (err error
 	for i := range panels {
 		panels[i][0].Draw(cells[i][0])
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	g, ctx := publish.Watch(context.Background())
+	defer g.Close()
+	o, err := g.Begin(path)
+	if err != nil {
+		return published(ctx, fmt.Errorf("--out %s: %w", path, err), "plot", path, "--out")
+	}
+	defer o.Abort()
+	f, err := o.Create(0o644)
 	if err != nil {
 		return fmt.Errorf("--out %s: %w", path, err)
 	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = canvas.WriteTo(tmp); err != nil {
-		return err
+	_, err = canvas.WriteTo(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return err
+	if err == nil {
+		err = o.Publish(true)
 	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return published(ctx, err, "plot", path, "--out")
 }

@@ -150,7 +150,10 @@ func (a *App) replayLog(rf *remoteFlags, runArg string, f *replayFlags) error {
 	// is kept.
 	w := bufio.NewWriter(a.stdout)
 	err = a.readRun(rf, id, func(r runReader) error {
-		last := r.LastSeq()
+		last, err := r.LastSeq()
+		if err != nil {
+			return err
+		}
 		if until == 0 {
 			until = last
 		}
@@ -173,7 +176,7 @@ func (a *App) replayLog(rf *remoteFlags, runArg string, f *replayFlags) error {
 		// --from. One pass does both.
 		st := replay.NewState(id)
 		first := true
-		err := r.events(1, until, func(e logEvent) error {
+		err = r.events(1, until, func(e logEvent) error {
 			if err := st.Apply(e.Event); err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -29,12 +30,24 @@ disk, which reads every page of the run.` + remoteHelp,
 
 // runsOutput is `runs --json`.
 type runsOutput struct {
-	Runs []store.RunSummary `json:"runs"`
+	Runs []runRow `json:"runs"`
 }
 
+// runRow is one run of `runs --json`: its summary, or, for a run that is
+// damaged where its summary reads, its id and why (the API's run list
+// says it the same way).
+type runRow struct {
+	store.RunSummary
+	Damaged string `json:"damaged,omitempty"`
+}
+
+// runs lists every run. A damaged run is that run's problem: it is listed
+// as damaged and the others are summarised as usual, and the command then
+// fails (exit 2) naming it, so exit 0 means every row is whole.
 func (a *App) runs(rf *remoteFlags, withBytes bool) error {
-	out := runsOutput{Runs: []store.RunSummary{}}
+	out := runsOutput{Runs: []runRow{}}
 	where := a.dbPath
+	var damaged []error
 	err := a.read(rf, func(src source) error {
 		where = src.where()
 		ids, err := src.RunIDs()
@@ -43,23 +56,48 @@ func (a *App) runs(rf *remoteFlags, withBytes bool) error {
 		}
 		for _, id := range ids {
 			r, err := src.summaryRun(id, withBytes)
+			var s store.RunSummary
+			if err == nil {
+				s, err = r.Summary(store.SummaryOptions{Buckets: withBytes})
+			}
+			if errors.Is(err, store.ErrCorrupt) {
+				err = a.damaged(err)
+				damaged = append(damaged, err)
+				out.Runs = append(out.Runs, runRow{RunSummary: store.RunSummary{Run: id}, Damaged: errorText(err)})
+				continue
+			}
 			if err != nil {
 				return err
 			}
-			s, err := r.Summary(store.SummaryOptions{Buckets: withBytes})
-			if err != nil {
-				return err
-			}
-			out.Runs = append(out.Runs, s)
+			out.Runs = append(out.Runs, runRow{RunSummary: s})
 		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	if a.json {
-		return a.printJSON(out)
+	err = errors.Join(damaged...)
+	if len(damaged) > 1 {
+		err = a.damagedRuns(len(damaged), len(out.Runs), where)
 	}
+	if a.json {
+		if err := a.printJSON(out); err != nil {
+			return err
+		}
+	} else if err := a.printRuns(out, where, withBytes); err != nil {
+		return err
+	}
+	return err
+}
+
+// damagedRuns is the one line for several damaged runs (each is named in
+// its row).
+func (a *App) damagedRuns(n, of int, where string) error {
+	return &codeError{exitUsage, &damagedError{fmt.Sprintf("%d of the %d runs in %s are damaged (marked in the list): run patrdb check --db %s to list the damage", n, of, where, a.dbPath)}}
+}
+
+// printRuns is the table of `runs`.
+func (a *App) printRuns(out runsOutput, where string, withBytes bool) error {
 	w := bufio.NewWriter(a.stdout)
 	if len(out.Runs) == 0 {
 		fmt.Fprintf(w, "no runs in %s\n", where)
@@ -73,6 +111,14 @@ func (a *App) runs(rf *remoteFlags, withBytes bool) error {
 	fmt.Fprintln(t, head)
 	var walked []string
 	for _, r := range out.Runs {
+		if r.Damaged != "" {
+			fmt.Fprintf(t, "%s\tdamaged\t-\t-\t-\t-\t-", r.Run)
+			if withBytes {
+				fmt.Fprint(t, "\t-")
+			}
+			fmt.Fprintln(t)
+			continue
+		}
 		fmt.Fprintf(t, "%s\t%s\t%d\t%d\t%d\t%d\t%d", r.Run, r.Status, r.LastStep, r.Groups, r.Nodes, r.Turns, r.Leaves)
 		if withBytes {
 			fmt.Fprintf(t, "\t%d", r.Bytes)

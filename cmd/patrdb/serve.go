@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/patrdb/patrdb/lake"
 	"github.com/patrdb/patrdb/server"
 	"github.com/patrdb/patrdb/store"
 )
@@ -24,6 +25,8 @@ type serveFlags struct {
 	tokenFile string
 	readOnly  bool
 	accessLog string
+	lake      string
+	keepSteps uint64
 }
 
 func newServeCommand(app *App) *cobra.Command {
@@ -42,13 +45,25 @@ bytes) and every API request must then carry "Authorization: Bearer TOKEN"
 
 While it serves, it writes its address to <db>.serve next to the file, so
 other patrdb commands that find the file locked talk to it instead; the
-file is removed when serve stops on SIGINT or SIGTERM. The first line on
-stdout is "serving PATH at URL" (with --json, one JSON object).
+file is removed when serve stops on SIGINT or SIGTERM. When it cannot
+write it (a full disk), it serves anyway and says so on stderr: readers
+then need --server URL, and on a full disk writes fail (507) until space
+is freed. The first line on stdout is "serving PATH at URL" (with --json,
+one JSON object).
 
 GET /api/v1/ lists the endpoints and the API version, /api/v1/openapi.json
 is their OpenAPI document, and /metrics has Prometheus metrics (requests
 by route and status, latencies, store figures). --access-log FILE appends
-one Common Log Format line per request to FILE ("-": stderr).`,
+one Common Log Format line per request to FILE ("-": stderr).
+
+--lake URL (a folder or s3://bucket/prefix, see patrdb export) exports every
+run of the file into that Parquet lake as it grows: each step as soon as the
+run has checkpointed it, with its part of the event log, while workers go on
+writing; a run marked finished or failed whole. serve holds each run in the
+lake while it runs: another exporter of it is refused. --keep-steps N then
+drops from the file each step the lake holds once it is older than the run's
+last N checkpointed steps, so the file stops growing (patrdb retain); patrdb
+restore rebuilds the run from the lake.`,
 		Args: needArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return app.serve(cmd.Context(), f) },
 	}
@@ -57,6 +72,8 @@ one Common Log Format line per request to FILE ("-": stderr).`,
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the bearer token; required for a non-loopback --addr")
 	fl.BoolVar(&f.readOnly, "read-only", false, "open the file read-only and refuse every write endpoint")
 	fl.StringVar(&f.accessLog, "access-log", "", "append one line per request to `FILE` (\"-\": stderr)")
+	fl.StringVar(&f.lake, "lake", "", "export every run into this Parquet lake (a folder or s3://bucket/prefix) as it is checkpointed")
+	fl.Uint64Var(&f.keepSteps, "keep-steps", 0, "with --lake: drop from the file the steps the lake holds, keeping the last `N` checkpointed ones")
 	return cmd
 }
 
@@ -66,6 +83,10 @@ type serveStarted struct {
 	URL      string `json:"url"`
 	ReadOnly bool   `json:"read_only"`
 	Token    bool   `json:"token"` // whether requests need the bearer token
+	// Lake is the lake the runs are exported into ("" for none), with the
+	// steps kept in the file (0: all).
+	Lake      string `json:"lake,omitempty"`
+	KeepSteps uint64 `json:"keep_steps,omitempty"`
 }
 
 func (a *App) serve(ctx context.Context, f *serveFlags) error {
@@ -78,6 +99,12 @@ func (a *App) serve(ctx context.Context, f *serveFlags) error {
 	}
 	if err := server.CheckBind(f.addr, token); err != nil {
 		return usageErrorf("--addr %s: %v", f.addr, err)
+	}
+	switch {
+	case f.keepSteps > 0 && f.lake == "":
+		return usageErrorf("--keep-steps needs --lake: only steps the lake holds are dropped")
+	case f.keepSteps > 0 && f.readOnly:
+		return usageErrorf("--keep-steps drops steps from the file: it cannot with --read-only")
 	}
 	if ctx == nil {
 		ctx = context.Background()
@@ -115,6 +142,22 @@ func (a *App) serve(ctx context.Context, f *serveFlags) error {
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
+	if f.lake != "" {
+		lk, err := a.openLake("--lake", f.lake)
+		if err != nil {
+			return err
+		}
+		follower, err := lk.Follow(db, lake.FollowOptions{KeepSteps: f.keepSteps, Logger: log})
+		if err != nil {
+			return usageErrorf("--lake: %v", err)
+		}
+		// Stopped before the file is closed, after a last export.
+		defer func() {
+			if err := follower.Close(); err != nil {
+				log.Warn("patrdb: the last export into the lake failed", "lake", f.lake, "err", err)
+			}
+		}()
+	}
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return usageErrorf("--addr %s: %v", f.addr, err)
@@ -123,21 +166,31 @@ func (a *App) serve(ctx context.Context, f *serveFlags) error {
 	srv := server.NewHTTPServer(f.addr, h)
 
 	// Announce the address only as the file's writer: a read-only serve
-	// shares the lock, and readers can open the file themselves.
+	// shares the lock, and readers can open the file themselves. Serving
+	// does not depend on it: on a full disk (where the address cannot be
+	// written) the file is still served, reads and all, and the warning
+	// says why writes will fail.
 	if !f.readOnly {
 		if err := server.WriteAddrFile(a.dbPath, base); err != nil {
-			ln.Close()
-			return fmt.Errorf("writing %s: %w", server.AddrFile(a.dbPath), err)
+			fmt.Fprintln(a.stderr, errorLine(a.unannounced(err, base)))
+		} else {
+			defer server.RemoveAddrFile(a.dbPath, base)
 		}
-		defer server.RemoveAddrFile(a.dbPath, base)
 	}
 	if a.json {
-		if err := a.printJSON(serveStarted{Path: a.dbPath, URL: base, ReadOnly: f.readOnly, Token: token != ""}); err != nil {
+		if err := a.printJSON(serveStarted{Path: a.dbPath, URL: base, ReadOnly: f.readOnly, Token: token != "", Lake: f.lake, KeepSteps: f.keepSteps}); err != nil {
 			ln.Close()
 			return err
 		}
 	} else {
 		fmt.Fprintf(a.stdout, "serving %s at %s\n", a.dbPath, base)
+		if f.lake != "" {
+			kept := ""
+			if f.keepSteps > 0 {
+				kept = fmt.Sprintf(", keeping the last %d in the file", f.keepSteps)
+			}
+			fmt.Fprintf(a.stdout, "exporting each checkpointed step into %s%s\n", f.lake, kept)
+		}
 	}
 
 	errc := make(chan error, 1)
@@ -155,6 +208,17 @@ func (a *App) serve(ctx context.Context, f *serveFlags) error {
 		return fmt.Errorf("stopping the server: %w", err)
 	}
 	return nil
+}
+
+// unannounced is the warning of a serve that could not write its address
+// file: readers of the file must be given the address, and on a full disk
+// the writes it takes will fail until space is freed.
+func (a *App) unannounced(err error, base string) error {
+	next := fmt.Sprintf("serving anyway; readers of %s must be given --server %s", a.dbPath, base)
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		next += "; the disk is full, so writes will fail (HTTP 507 full) until space is freed"
+	}
+	return fmt.Errorf("warning: cannot write %s: %v: %s", server.AddrFile(a.dbPath), errorText(err), next)
 }
 
 // connectAddr is the address a client on this machine dials: the host

@@ -246,5 +246,8 @@ func stepProgress(o showOutput) string {
 			break
 		}
 	}
+	if o.DroppedStep > 0 {
+		s += fmt.Sprintf("; steps 1-%d dropped from the file (patrdb retain: a lake holds them)", o.DroppedStep)
+	}
 	return s
 }

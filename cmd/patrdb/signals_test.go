@@ -13,11 +13,12 @@ import (
 	"time"
 )
 
-// A stop signal in the middle of export or compact leaves neither the
-// destination nor any temporary file: the child is stopped where its
-// temporary output exists (App.pause) and signalled there.
+// A stop signal in the middle of export, compact, migrate or batch leaves
+// neither the destination nor any temporary file: the child is stopped
+// where its temporary output exists (App.pause) and signalled there.
 func TestStopSignalsRemoveTemporaryOutput(t *testing.T) {
 	db := fixture(t)
+	old := oldFile(t)
 	cases := []struct {
 		name string
 		args func(out string) []string
@@ -29,6 +30,10 @@ func TestStopSignalsRemoveTemporaryOutput(t *testing.T) {
 			return []string{"export", "patr-4x4", "--format", "parquet", "--out", filepath.Join(out, "lake")}
 		}},
 		{"compact", func(out string) []string { return []string{"compact", "--out", filepath.Join(out, "c.db")} }},
+		{"migrate", func(out string) []string { return []string{"migrate", old, filepath.Join(out, "m.db")} }},
+		{"batch", func(out string) []string {
+			return []string{"batch", "patr-4x4", "--step", "1", "--out", filepath.Join(out, "b.safetensors")}
+		}},
 	}
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		for _, c := range cases {

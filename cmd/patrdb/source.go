@@ -43,7 +43,7 @@ type source interface {
 type runReader interface {
 	ID() string
 	Info() (store.Run, error)
-	LastSeq() uint64
+	LastSeq() (uint64, error)
 	Summary(o store.SummaryOptions) (store.RunSummary, error)
 	ForEachGroup(step uint64, fn func(store.Group) error) error
 	Groups(step uint64) ([]store.Group, error)
@@ -158,6 +158,10 @@ func (s *fileSource) summaryRun(id string, withBytes bool) (runReader, error) {
 // fileRun is a run of the file: the store's own handle plus what the
 // commands compute from it.
 type fileRun struct{ *store.RunTx }
+
+// LastSeq is RunTx.LastSeq, with the runReader's signature (a checked
+// read of the file can fail).
+func (r fileRun) LastSeq() (uint64, error) { return r.RunTx.LastSeq(), nil }
 
 func (r fileRun) events(from, to uint64, fn func(logEvent) error) error {
 	return replay.Iterate(r.RunTx, from, to, func(e replay.Event) error { return fn(logEvent{Event: e}) })

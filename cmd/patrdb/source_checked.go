@@ -31,7 +31,7 @@ func (r checkedRun) sound() (fileRun, error) {
 
 func (r checkedRun) ID() string               { return r.c.ID() }
 func (r checkedRun) Info() (store.Run, error) { return damagedOr(r.app, r.c.Info) }
-func (r checkedRun) LastSeq() uint64          { return r.c.LastSeq() }
+func (r checkedRun) LastSeq() (uint64, error) { return damagedOr(r.app, r.c.LastSeq) }
 
 func (r checkedRun) LatestGroup() (store.Group, error) { return damagedOr(r.app, r.c.LatestGroup) }
 

@@ -78,7 +78,7 @@ type remoteRun struct {
 
 func (r *remoteRun) ID() string                                { return r.id }
 func (r *remoteRun) Info() (store.Run, error)                  { return r.sum.Run.Record(), nil }
-func (r *remoteRun) LastSeq() uint64                           { return r.sum.Events }
+func (r *remoteRun) LastSeq() (uint64, error)                  { return r.sum.Events, nil }
 func (r *remoteRun) Groups(step uint64) ([]store.Group, error) { return r.cl.Groups(r.ctx, r.id, step) }
 
 // LatestGroup is the last of the run's groups: the API lists them in key
@@ -336,7 +336,7 @@ func decodeRemoteEvent(re remoteEvent) (logEvent, error) {
 	}
 	var rec any
 	switch re.Kind {
-	case store.EvRunCreate, store.EvRunStatus, store.EvRunVersion:
+	case store.EvRunCreate, store.EvRunStatus, store.EvRunVersion, store.EvRunDrop:
 		var rj api.RunJSON
 		if err := json.Unmarshal(re.Payload, &rj); err != nil {
 			return bad(err)
@@ -406,12 +406,12 @@ func (r *remoteRun) stats() (*replay.RunStats, error) {
 // poolHistory is replay's rubric pool sizes at the end of each step, from
 // the rubric events the API serves.
 func poolHistory(r runReader) ([]replay.PoolSizes, error) {
-	last := r.LastSeq()
-	if last == 0 {
-		return nil, nil
+	last, err := r.LastSeq()
+	if last == 0 || err != nil {
+		return nil, err
 	}
 	var pt replay.PoolTracker
-	err := r.events(1, last, func(e logEvent) error {
+	err = r.events(1, last, func(e logEvent) error {
 		rb, _ := e.Record.(*store.Rubric)
 		pt.Observe(e.Step, rb)
 		return nil

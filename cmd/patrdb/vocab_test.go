@@ -11,6 +11,7 @@ import (
 
 	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/internal/vocab"
+	"github.com/patrdb/patrdb/lake"
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/rubricpool"
 	"github.com/patrdb/patrdb/server"
@@ -110,9 +111,15 @@ var vocabDefs = []vocab.Def{
 	vocab.DefOf("WhatIfReport", replay.WhatIfReport{}),
 	vocab.DefOf("TreeConfig", tree.Config{}),
 	vocab.DefOf("ExportResult", replay.ExportResult{}),
+	vocab.DefOf("LakeExportResult", lake.ExportResult{}),
+	vocab.DefOf("RetainResult", lake.RetainResult{}),
+	vocab.DefOf("RestoreResult", lake.RestoreResult{}),
+	vocab.DefOf("LakeManifest", lake.Manifest{}),
 	vocab.DefOf("Violation", store.Violation{}),
 	// The commands' --json documents.
 	vocab.DefOf("cli.adv", advOutput{}),
+	vocab.DefOf("cli.backup", backupOutput{}),
+	vocab.DefOf("cli.mark", markOutput{}),
 	vocab.DefOf("cli.batch", batchOutput{}),
 	vocab.DefOf("cli.check", checkOutput{}),
 	vocab.DefOf("cli.compact", compactOutput{}),

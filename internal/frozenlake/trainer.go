@@ -67,7 +67,7 @@ func (c *TrainConfig) Validate() error {
 	case c.Epochs < 1 || !(c.LR > 0) || c.ClipEps < 0:
 		return fmt.Errorf("%w: epochs %d, lr %v, clip %v", store.ErrInvalid, c.Epochs, c.LR, c.ClipEps)
 	case !store.ValidRunID(c.Run):
-		return fmt.Errorf("%w: run id %q: want 1-128 bytes of [A-Za-z0-9._-]", store.ErrInvalid, c.Run)
+		return fmt.Errorf("%w: run id %q: want %s", store.ErrInvalid, c.Run, store.RunIDRule)
 	}
 	if _, err := MapByName(c.Map); err != nil {
 		return fmt.Errorf("%w: %v", store.ErrInvalid, err)

@@ -85,6 +85,20 @@ func (p *Policy) ActBatch(ctx context.Context, reqs []tree.ActRequest) ([]tree.M
 // calls. StepLatency stands for the sandbox's tool execution.
 type Env struct {
 	StepLatency time.Duration
+	// SlowChance of a step's tool calls take SlowLatency instead (a test
+	// suite that runs for seconds), drawn from the TurnKey.
+	SlowChance  float64
+	SlowLatency time.Duration
+	// OnStep, when set, sees every step's key and the time its tool took.
+	OnStep func(key tree.TurnKey, took time.Duration)
+}
+
+// ToolTime is how long the tool call of the turn at key takes.
+func (e *Env) ToolTime(key tree.TurnKey) time.Duration {
+	if e.SlowChance > 0 && float64(keyHash(key, 5)%1_000_000) < e.SlowChance*1_000_000 {
+		return e.SlowLatency
+	}
+	return e.StepLatency
 }
 
 type episode struct {
@@ -129,8 +143,17 @@ func (e *Env) Restore(_ context.Context, task tree.Task, hist []store.Turn, stat
 
 // Step runs the tool call and answers with 1–4 KB of output.
 func (ep *episode) Step(ctx context.Context, key tree.TurnKey, mv tree.Move) (tree.Observation, error) {
-	if ep.env.StepLatency > 0 {
-		time.Sleep(ep.env.StepLatency)
+	if d := ep.env.ToolTime(key); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return tree.Observation{}, ctx.Err()
+		case <-t.C:
+		}
+		if ep.env.OnStep != nil {
+			ep.env.OnStep(key, d)
+		}
 	}
 	ep.steps++
 	if strings.HasPrefix(mv.Text, "<tool>run_tests") {

@@ -82,6 +82,8 @@ class Run:
     updated_at: int = 0
     meta: Dict[str, str] = field(default_factory=dict)
     policy_version: int = 0  # the newest weights the trainer published
+    dropped_step: int = 0  # steps up to it were dropped from the file (retention; a lake holds them)
+    dropped_seq: int = 0  # and events up to it that only they needed
 
 
 @dataclass
@@ -113,6 +115,7 @@ class RunSummary:
     run: Run = field(default_factory=Run)
     status: str = ""
     last_step: int = 0
+    dropped_step: int = 0  # steps up to it were dropped from the file; their figures stay
     groups: int = 0
     open_groups: int = 0
     open_step: int = 0

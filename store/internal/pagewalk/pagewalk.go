@@ -135,9 +135,39 @@ type Walker struct {
 	Problems []string
 	// firstPath and firstMsg are the first problem, split at its bucket.
 	FirstPath, FirstMsg string
-	// descend says whether to walk into the sub-bucket at path; nil walks
-	// everything.
-	descend func(path string) bool
+	// scope says how much of the sub-bucket at path to read; nil reads
+	// every bucket whole.
+	scope Scope
+}
+
+// Reach is how much of a bucket a walk reads.
+type Reach int
+
+const (
+	// Skip: none of it. The reader does not open the bucket (a list of
+	// the runs does not open each run's bucket).
+	Skip Reach = iota
+	// Header: the bucket's header, and an inline bucket's page, which is
+	// what opening the bucket reads; none of its pages. A reader that
+	// opens a bucket it does not read (a run's handle opens every
+	// sub-bucket of the run) needs them sound: bbolt takes a header with
+	// root 0 and no inline page after it as an inline bucket and indexes
+	// past its value.
+	Header
+	// Whole: every page of the bucket, and the buckets inside it as the
+	// scope says.
+	Whole
+)
+
+// Scope says how much of the bucket at path (e.g. "runs/r1/nodes") a walk
+// reads.
+type Scope func(path string) Reach
+
+func (w *Walker) reach(path string) Reach {
+	if w.scope == nil {
+		return Whole
+	}
+	return w.scope(path)
 }
 
 const maxPageProblems = 100
@@ -284,12 +314,14 @@ func (w *Walker) tree(root uint64, path string, depth int) {
 			w.at(path, "branch page %d holds %d elements", it.id, count)
 			continue
 		}
+		next := uint64(boltHeaderSize + count*boltElemSize) // where the next key must start (packed)
 		for i := 0; i < count; i++ {
-			at := boltHeaderSize + i*boltElemSize
+			at := uint64(boltHeaderSize + i*boltElemSize)
 			e := buf[at:]
-			if end := uint64(at) + uint64(ne.Uint32(e)) + uint64(ne.Uint32(e[4:])); end > uint64(len(buf)) {
-				w.at(path, "branch page %d element %d points past the page", it.id, i)
-				continue
+			if msg := packedAt(buf, i, at+uint64(ne.Uint32(e)), uint64(ne.Uint32(e[4:])), &next); msg != "" {
+				w.at(path, "branch page %d %s", it.id, msg)
+				stack = stack[:len(stack)-i] // none of this page's children
+				break
 			}
 			stack = append(stack, item{ne.Uint64(e[8:]), it.depth + 1})
 		}
@@ -297,35 +329,37 @@ func (w *Walker) tree(root uint64, path string, depth int) {
 }
 
 // leaf checks the elements of a leaf page (or an inline bucket's page) and
-// walks the buckets it holds.
+// walks the buckets it holds as the scope says.
 func (w *Walker) leaf(buf []byte, path string, depth int) {
 	count := int(ne.Uint16(buf[10:]))
 	if boltHeaderSize+count*boltElemSize > len(buf) {
 		w.at(path, "leaf page %d holds %d elements, more than fit", ne.Uint64(buf), count)
 		return
 	}
+	next := uint64(boltHeaderSize + count*boltElemSize) // where the next key must start (packed)
 	for i := 0; i < count; i++ {
-		at := boltHeaderSize + i*boltElemSize
+		at := uint64(boltHeaderSize + i*boltElemSize)
 		e := buf[at:]
 		flags, pos, ksize, vsize := ne.Uint32(e), uint64(ne.Uint32(e[4:])), uint64(ne.Uint32(e[8:])), uint64(ne.Uint32(e[12:]))
-		if uint64(at)+pos+ksize+vsize > uint64(len(buf)) {
-			w.at(path, "leaf page %d element %d points past the page", ne.Uint64(buf), i)
-			continue
+		if msg := packedAt(buf, i, at+pos, ksize+vsize, &next); msg != "" {
+			w.at(path, "leaf page %d %s", ne.Uint64(buf), msg)
+			return
 		}
 		if flags&boltBucketFlag == 0 {
 			continue
 		}
-		kstart := uint64(at) + pos
+		kstart := at + pos
 		sub := path + "/" + string(buf[kstart:kstart+ksize])
 		if path == "" {
 			sub = string(buf[kstart : kstart+ksize])
 		}
+		reach := w.reach(sub)
+		if reach == Skip {
+			continue
+		}
 		v := buf[kstart+ksize : kstart+ksize+vsize]
 		if len(v) < 16 {
 			w.at(sub, "bucket header is %d bytes", len(v))
-			continue
-		}
-		if w.descend != nil && !w.descend(sub) {
 			continue
 		}
 		if depth+1 > maxTreeDepth {
@@ -333,40 +367,120 @@ func (w *Walker) leaf(buf []byte, path string, depth int) {
 			continue
 		}
 		if root := ne.Uint64(v); root != 0 {
-			w.tree(root, sub, depth+1)
+			if reach == Header {
+				w.rootInFile(root, sub)
+			} else {
+				w.tree(root, sub, depth+1)
+			}
 			continue
 		}
 		inline := v[16:]
-		if len(inline) < boltHeaderSize || ne.Uint16(inline[8:]) != boltLeafFlag {
-			w.at(sub, "inline bucket page is damaged")
+		if msg := inlinePage(inline); msg != "" {
+			w.at(sub, "%s", msg)
+			continue
+		}
+		if reach == Header {
 			continue
 		}
 		w.leaf(inline, sub, depth+1)
 	}
 }
 
+// rootInFile checks, without reading it, that a bucket's root page id
+// lies inside the file and below the high-water mark.
+func (w *Walker) rootInFile(id uint64, path string) {
+	switch pages := uint64(w.size) / uint64(w.pageSize); {
+	case id < 2 || id >= w.hwm:
+		w.at(path, "root page %d outside 2..%d", id, w.hwm-1)
+	case id >= pages:
+		w.at(path, "root page %d lies past the end of the file (%d bytes)", id, w.size)
+	}
+}
+
+// inlinePage checks an inline bucket's page (the bucket's value after its
+// header) as opening the bucket reads it: a leaf whose elements fit and
+// are packed, the last ending where the value ends (bbolt sizes the value
+// to the page, so a count that lost an element shows). "" when it is
+// sound.
+func inlinePage(inline []byte) string {
+	if len(inline) < boltHeaderSize || ne.Uint16(inline[8:]) != boltLeafFlag {
+		return "inline bucket page is damaged"
+	}
+	if n := int(ne.Uint16(inline[10:])); boltHeaderSize+n*boltElemSize > len(inline) {
+		return fmt.Sprintf("inline bucket page holds %d elements, more than fit", n)
+	}
+	end, msg := packed(inline, true)
+	switch {
+	case msg != "":
+		return "inline bucket page " + msg
+	case end != uint64(len(inline)):
+		return fmt.Sprintf("inline bucket page's elements end at byte %d of its %d", end, len(inline))
+	}
+	return ""
+}
+
+// packed checks that the elements of a branch or leaf page whose element
+// headers fit lie inside it, packed one after another right after the
+// headers, as bbolt writes every page: a changed element count or offset
+// breaks the packing (a leaf that lost its last element from its count
+// would otherwise read as a shorter, sound page). It returns where the
+// last element ends, and "" when they are packed.
+func packed(buf []byte, leaf bool) (end uint64, msg string) {
+	count := int(ne.Uint16(buf[10:]))
+	next := uint64(boltHeaderSize + count*boltElemSize)
+	for i := 0; i < count; i++ {
+		at := uint64(boltHeaderSize + i*boltElemSize)
+		e := buf[at:]
+		var pos, size uint64
+		if leaf {
+			pos, size = uint64(ne.Uint32(e[4:])), uint64(ne.Uint32(e[8:]))+uint64(ne.Uint32(e[12:]))
+		} else {
+			pos, size = uint64(ne.Uint32(e)), uint64(ne.Uint32(e[4:]))
+		}
+		if msg := packedAt(buf, i, at+pos, size, &next); msg != "" {
+			return 0, msg
+		}
+	}
+	return next, ""
+}
+
+// packedAt checks that element i, whose key starts at start and whose key
+// and value take size bytes, starts at *next (where the one before it
+// ended, or after the element headers) and ends inside buf; *next moves
+// past it.
+func packedAt(buf []byte, i int, start, size uint64, next *uint64) string {
+	switch {
+	case start != *next:
+		return fmt.Sprintf("element %d is not where the page's layout puts it", i)
+	case start+size > uint64(len(buf)):
+		return fmt.Sprintf("element %d points past the page", i)
+	}
+	*next = start + size
+	return ""
+}
+
 // File checks the file's meta pages, freelist and b-trees. A reader
 // passes its snapshot's txid and root page; txid 0 walks what bbolt would
-// open. descend limits which buckets are walked (nil: all). With
-// reportMetas, a damaged meta page is reported in metas even when the other
-// one is good; only a caller that keeps commits out may ask, as a meta page
-// being written reads torn. Problems with the pages a reader would follow
-// are in pages.
-func File(path string, pageSize int, txid, root uint64, descend func(string) bool, reportMetas bool) (metas, pages []string) {
-	metas, w := Walk(path, pageSize, txid, root, descend, reportMetas)
+// open. scope says how much of each bucket is read (nil: all of every
+// one). With reportMetas, a damaged meta page is reported in metas even
+// when the other one is good; only a caller that keeps commits out may
+// ask, as a meta page being written reads torn. Problems with the pages a
+// reader would follow are in pages.
+func File(path string, pageSize int, txid, root uint64, scope Scope, reportMetas bool) (metas, pages []string) {
+	metas, w := Walk(path, pageSize, txid, root, scope, reportMetas)
 	return metas, w.Problems
 }
 
 // Walk is File returning the walker, which keeps the first
 // problem apart.
-func Walk(path string, pageSize int, txid, root uint64, descend func(string) bool, reportMetas bool) (metas []string, w *Walker) {
-	return walk(path, pageSize, txid, root, descend, reportMetas, true)
+func Walk(path string, pageSize int, txid, root uint64, scope Scope, reportMetas bool) (metas []string, w *Walker) {
+	return walk(path, pageSize, txid, root, scope, reportMetas, true)
 }
 
 // walk is Walk; mapped says whether to map the file where the platform
 // can, rather than read it page by page.
-func walk(path string, pageSize int, txid, root uint64, descend func(string) bool, reportMetas, mapped bool) (metas []string, w *Walker) {
-	w = &Walker{descend: descend}
+func walk(path string, pageSize int, txid, root uint64, scope Scope, reportMetas, mapped bool) (metas []string, w *Walker) {
+	w = &Walker{scope: scope}
 	f, err := os.Open(path)
 	if err != nil {
 		w.at("", "%v", err)

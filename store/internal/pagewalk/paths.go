@@ -136,8 +136,8 @@ func (p *Paths) Sub(b Bucket, name string) (sub Bucket, ok bool) {
 		return sub, true
 	}
 	inline := v[16:]
-	if len(inline) < boltHeaderSize || ne.Uint16(inline[8:]) != boltLeafFlag {
-		p.at(sub.Path, "inline bucket page is damaged")
+	if msg := inlinePage(inline); msg != "" {
+		p.at(sub.Path, "%s", msg)
 		return Bucket{}, false
 	}
 	pg, msg := elements(inline, true)
@@ -311,39 +311,31 @@ func (p *Paths) page(id uint64, from edge, lower, upper []byte, below bool, path
 // bbolt writes every page), with keys ascending.
 func elements(buf []byte, leaf bool) (*checkedPage, string) {
 	count := int(ne.Uint16(buf[10:]))
+	if boltHeaderSize+count*boltElemSize > len(buf) {
+		return nil, fmt.Sprintf("holds %d elements, more than fit", count)
+	}
+	if _, msg := packed(buf, leaf); msg != "" {
+		return nil, msg
+	}
 	pg := &checkedPage{leaf: leaf, keys: make([][]byte, count)}
 	if leaf {
 		pg.flags, pg.vals = make([]uint32, count), make([][]byte, count)
 	} else {
 		pg.kids = make([]uint64, count)
 	}
-	next := uint64(boltHeaderSize + count*boltElemSize) // where the next element's key must start
-	if next > uint64(len(buf)) {
-		return nil, fmt.Sprintf("holds %d elements, more than fit", count)
-	}
 	for i := 0; i < count; i++ {
 		at := uint64(boltHeaderSize + i*boltElemSize)
 		e := buf[at:]
-		var pos, ksize, vsize uint64
 		if leaf {
-			pos, ksize, vsize = uint64(ne.Uint32(e[4:])), uint64(ne.Uint32(e[8:])), uint64(ne.Uint32(e[12:]))
+			start, ksize, vsize := at+uint64(ne.Uint32(e[4:])), uint64(ne.Uint32(e[8:])), uint64(ne.Uint32(e[12:]))
 			pg.flags[i] = ne.Uint32(e)
-		} else {
-			pos, ksize = uint64(ne.Uint32(e)), uint64(ne.Uint32(e[4:]))
-			pg.kids[i] = ne.Uint64(e[8:])
-		}
-		start := at + pos
-		switch {
-		case start != next:
-			return nil, fmt.Sprintf("element %d is not where the page's layout puts it", i)
-		case start+ksize+vsize > uint64(len(buf)):
-			return nil, fmt.Sprintf("element %d points past the page", i)
-		}
-		pg.keys[i] = buf[start : start+ksize : start+ksize]
-		if leaf {
+			pg.keys[i] = buf[start : start+ksize : start+ksize]
 			pg.vals[i] = buf[start+ksize : start+ksize+vsize : start+ksize+vsize]
+		} else {
+			start, ksize := at+uint64(ne.Uint32(e)), uint64(ne.Uint32(e[4:]))
+			pg.kids[i] = ne.Uint64(e[8:])
+			pg.keys[i] = buf[start : start+ksize : start+ksize]
 		}
-		next = start + ksize + vsize
 		if i > 0 && bytes.Compare(pg.keys[i-1], pg.keys[i]) >= 0 {
 			return nil, fmt.Sprintf("keys %d and %d are out of order", i-1, i)
 		}

@@ -1,6 +1,6 @@
 //go:build duckdb
 
-package replay_test
+package lake_test
 
 import (
 	"context"
@@ -16,13 +16,17 @@ import (
 
 	_ "github.com/duckdb/duckdb-go/v2"
 
-	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/internal/frozenlake"
+	"github.com/patrdb/patrdb/lake"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
 
-// Every SQL block of docs/lake.md runs against a real DuckDB over a lake of
-// two exported runs, and the recipes' figures match the store's.
+// Every SQL block of docs/lake.md runs against a real DuckDB over a lake
+// of exported runs, and the recipes' figures match the store's: once over
+// the default demo (PaTR without rubrics: the lake's rubrics table has no
+// rows), once with a run with rubrics beside it whose id looks like a
+// number.
 func TestLakeRecipesInDuckDB(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join("..", "docs", "lake.md"))
 	if err != nil {
@@ -32,39 +36,93 @@ func TestLakeRecipesInDuckDB(t *testing.T) {
 	if len(blocks) < 5 {
 		t.Fatalf("docs/lake.md has %d sql blocks", len(blocks))
 	}
+	demo := frozenlake.DefaultTrainConfig("patr")
+	demo.Run, demo.Steps, demo.Batch, demo.EvalEpisodes = "patr-4x4", 4, 4, 10
+	withRubrics := trainConfig("7", 3, 2)
+	t.Run("default demo", func(t *testing.T) { recipes(t, blocks, demo) })
+	t.Run("with rubrics", func(t *testing.T) { recipes(t, blocks, demo, withRubrics) })
+}
 
-	db := storetest.Open(t)
-	specs := []runSpec{mediumSpec("patr-4x4"), smallSpec("7")} // "7": a run id that looks like a number
-	for _, s := range specs {
-		buildOneTx(t, db, s)
+// storeTotals are a run's figures the recipes compute, read from the store.
+type storeTotals struct {
+	leaves, actionTokens, rubrics, decisions, events int
+	steps                                            map[uint64]bool // with leaves
+}
+
+func readTotals(t *testing.T, db *store.DB, run string) storeTotals {
+	t.Helper()
+	st := storeTotals{steps: map[uint64]bool{}}
+	err := db.View(func(tx *store.Tx) error {
+		r, err := tx.Run(run)
+		if err != nil {
+			return err
+		}
+		st.events = int(r.LastSeq())
+		rbs, _ := r.Rubrics("")
+		st.rubrics = len(rbs)
+		return r.ForEachGroup(0, func(g store.Group) error {
+			ns, err := r.GroupNodes(g)
+			for _, n := range ns {
+				st.decisions += len(n.Decisions)
+				if n.Status.Leaf() {
+					st.leaves++
+					st.steps[n.Step] = true
+				}
+				ts, _ := r.Turns(n.ID)
+				for _, tr := range ts {
+					st.actionTokens += len(tr.ActionTokens)
+				}
+			}
+			return err
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
+	return st
+}
+
+func recipes(t *testing.T, blocks [][]string, cfgs ...frozenlake.TrainConfig) {
+	db := storetest.Open(t)
 	dir := t.TempDir()
-	for _, s := range specs {
-		if _, err := export(t, db, s.id, replay.ExportOptions{Out: filepath.Join(dir, "lake"), Format: replay.Parquet}); err != nil {
+	lk := openLake(t, filepath.Join(dir, "lake"))
+	var want storeTotals
+	want.steps = map[uint64]bool{}
+	stepRows := 0
+	for _, c := range cfgs {
+		tr, err := frozenlake.NewTrainer(db, c, nil)
+		if err != nil {
 			t.Fatal(err)
 		}
+		tr.ShaperFor = frozenlake.RubricShaper
+		if _, err := tr.Train(context.Background(), false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lk.Export(context.Background(), db, c.Run, lake.ExportOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		st := readTotals(t, db, c.Run)
+		want.leaves += st.leaves
+		want.actionTokens += st.actionTokens
+		want.rubrics += st.rubrics
+		want.decisions += st.decisions
+		want.events += st.events
+		stepRows += len(st.steps)
 	}
-	want := map[string]storeTotals{}
 	var leaf uint64
 	var path []store.PathTurn
-	decisions, events := 0, 0
-	_ = db.View(func(tx *store.Tx) error {
-		for _, s := range specs {
-			want[s.id] = readStoreTotals(t, db, s.id)
-			r, _ := tx.Run(s.id)
-			events += int(r.LastSeq())
-			_ = r.ForEachGroup(0, func(g store.Group) error {
-				nodes, _ := r.GroupNodes(g)
-				for _, n := range nodes {
-					decisions += len(n.Decisions)
-					if s.id == "patr-4x4" && n.Status.Leaf() && n.Depth > 0 && leaf == 0 {
-						leaf = n.ID
-					}
-				}
-				return nil
-			})
-		}
+	err := db.View(func(tx *store.Tx) error {
 		r, _ := tx.Run("patr-4x4")
+		_ = r.ForEachGroup(0, func(g store.Group) error {
+			nodes, _ := r.GroupNodes(g)
+			for _, n := range nodes {
+				if n.Status.Leaf() && n.Depth > 0 && leaf == 0 {
+					leaf = n.ID
+				}
+			}
+			return nil
+		})
+		var err error
 		path, err = r.Trajectory(leaf)
 		return err
 	})
@@ -100,19 +158,15 @@ func TestLakeRecipesInDuckDB(t *testing.T) {
 		case strings.Contains(sqlText, "CREATE VIEW"):
 			continue
 		case strings.Contains(sqlText, "FROM runs"):
-			if len(rows) != len(specs) || rows[0]["run"] != "7" || rows[1]["status"] != string(store.RunFinished) {
+			if len(rows) != len(cfgs) || rows[len(rows)-1]["status"] != string(store.RunFinished) {
 				t.Errorf("runs as they stand: %v", rows)
 			}
 		case strings.Contains(sqlText, "mean_reward"):
-			var leaves float64
-			for _, s := range specs {
-				leaves += float64(want[s.id].leaves)
+			if got := sum(rows, "leaves"); got != float64(want.leaves) {
+				t.Errorf("leaves per step add up to %v, store %v", got, want.leaves)
 			}
-			if got := sum(rows, "leaves"); got != leaves {
-				t.Errorf("leaves per step add up to %v, store %v", got, leaves)
-			}
-			if len(rows) != 6 || rows[0]["run"] != "7" || num(t, rows[0]["step"]) != 1 {
-				t.Errorf("leaves per step: %v", rows)
+			if len(rows) != stepRows || num(t, rows[0]["step"]) != 1 {
+				t.Errorf("leaves per step: %v, want %d rows", rows, stepRows)
 			}
 		case strings.Contains(sqlText, "LIMIT 10"):
 			if len(rows) != 10 || rows[0]["task"] == "" || num(t, rows[0]["advantage"]) < num(t, rows[9]["advantage"]) {
@@ -128,28 +182,20 @@ func TestLakeRecipesInDuckDB(t *testing.T) {
 				}
 			}
 		case strings.Contains(sqlText, "mean_logprob"):
-			var tokens float64
-			for _, s := range specs {
-				tokens += float64(want[s.id].actionTokens)
-			}
-			if got := sum(rows, "action_tokens"); got != tokens {
-				t.Errorf("action tokens %v, store %v", got, tokens)
+			if got := sum(rows, "action_tokens"); got != float64(want.actionTokens) {
+				t.Errorf("action tokens %v, store %v", got, want.actionTokens)
 			}
 		case strings.Contains(sqlText, "FROM rubrics"):
-			var n int
-			for _, s := range specs {
-				n += want[s.id].rubrics
-			}
-			if len(rows) != n || rows[0]["pool"] != "public" {
-				t.Errorf("%d rubrics as they stand (first %v), store %d", len(rows), rows[0], n)
+			if len(rows) != want.rubrics || (len(rows) > 0 && rows[0]["pool"] != "public") {
+				t.Errorf("%d rubrics as they stand (%v), store %d", len(rows), rows, want.rubrics)
 			}
 		case strings.Contains(sqlText, "unnest(decisions)"):
-			if got := sum(rows, "decisions"); got != float64(decisions) {
-				t.Errorf("decisions %v, store %d", got, decisions)
+			if got := sum(rows, "decisions"); got != float64(want.decisions) {
+				t.Errorf("decisions %v, store %d", got, want.decisions)
 			}
 		case strings.Contains(sqlText, "FROM events"):
-			if got := sum(rows, "events"); got != float64(events) {
-				t.Errorf("events %v, store %d", got, events)
+			if got := sum(rows, "events"); got != float64(want.events) {
+				t.Errorf("events %v, store %d", got, want.events)
 			}
 		default:
 			t.Errorf("block %d has no check:\n%s", i, sqlText)

@@ -1,4 +1,4 @@
-package replay
+package lake
 
 // The lake's rows, one type per table. Column names are the json names of
 // the store's records, except that a table's own key column is named for

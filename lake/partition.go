@@ -1,0 +1,30 @@
+package lake
+
+import "github.com/patrdb/patrdb/store"
+
+// The log's partitions. The log tables (runs, rubrics, events) put each
+// event in the partition of the step the trainer was in when it was
+// written: the highest step any event so far carried, and at least the
+// step after the last one the run record had completed. So a step's
+// checkpoint and the run record it completes are in that step's partition,
+// and every event after them in a later one: once a step is checkpointed,
+// its part of the log never changes, and the export that adds the step
+// adds all of it. A trainer that checkpoints every few steps still gets
+// each step's events in its own partition.
+
+// cursor is the partition state after an event.
+type cursor struct {
+	MaxStep  uint64 `json:"max_step"`  // the highest step an event carried
+	LastStep uint64 `json:"last_step"` // the run record's last completed step
+}
+
+// advance returns e's partition and moves the cursor past it; run is the
+// record e carries when it is a run event, nil otherwise.
+func (c *cursor) advance(e store.Event, run *store.Run) uint64 {
+	c.MaxStep = max(c.MaxStep, e.Step)
+	step := max(c.MaxStep, c.LastStep+1)
+	if run != nil {
+		c.LastStep = max(c.LastStep, run.LastStep)
+	}
+	return step
+}

@@ -1,0 +1,78 @@
+package store_test
+
+import (
+	"errors"
+	"os"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
+)
+
+// A writer killed during its very first open can leave bbolt's four pages
+// (16 KiB) without patrdb's meta bucket. The writer takes such a file as
+// new; a reader now does too (it had called it "not a patrdb file ... is
+// empty"): it lists no runs, finds none, checks clean, and leaves the
+// bytes as they were. A writer's open then makes it a patrdb file.
+func TestAFileCutShortInItsFirstOpenReadsEmpty(t *testing.T) {
+	path := tempPath(t, "fresh.db")
+	bdb, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bdb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() != 16<<10 {
+		t.Fatalf("bbolt's new file: %v, %v", fi, err)
+	}
+	before := fileDigest(t, path)
+	db := openReadOnly(t, path)
+	view(t, db, func(tx *store.Tx) error {
+		if ids, err := tx.RunIDs(); err != nil || len(ids) != 0 {
+			t.Errorf("RunIDs: %v, %v", ids, err)
+		}
+		if runs, err := tx.Runs(); err != nil || len(runs) != 0 {
+			t.Errorf("Runs: %v, %v", runs, err)
+		}
+		if _, err := tx.Run("r"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Run: %v, want ErrNotFound", err)
+		}
+		if _, err := tx.CheckedRun("r"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("CheckedRun: %v, want ErrNotFound", err)
+		}
+		for name, verify := range map[string]func(string) error{"VerifySummary": tx.VerifySummary, "VerifyRun": tx.VerifyRun} {
+			if err := verify("r"); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+		if err := tx.VerifyRuns(); err != nil {
+			t.Errorf("VerifyRuns: %v", err)
+		}
+		return nil
+	})
+	if vs, err := db.Check(); err != nil || len(vs) != 0 {
+		t.Errorf("Check: %v, %v", vs, err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fileDigest(t, path) != before {
+		t.Fatal("reading the file changed it")
+	}
+	wdb := storetest.OpenPath(t, path, storetest.Options())
+	update(t, wdb, func(tx *store.Tx) error { _, _, err := runWithRoot(tx); return err })
+	if err := wdb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = openReadOnly(t, path)
+	defer db.Close()
+	view(t, db, func(tx *store.Tx) error {
+		if ids, err := tx.RunIDs(); err != nil || len(ids) != 1 {
+			t.Errorf("after a writer's open: RunIDs %v, %v", ids, err)
+		}
+		return nil
+	})
+}

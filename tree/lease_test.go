@@ -1,0 +1,153 @@
+package tree_test
+
+import (
+	"errors"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/patrdb/patrdb/rollout"
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
+	"github.com/patrdb/patrdb/tree"
+)
+
+// Leases for long work: bound to their worker, renewed by heartbeats,
+// extended by submits, given back by release.
+
+func leaseEnv(t *testing.T) (*store.DB, *tree.Coordinator, *clock) {
+	t.Helper()
+	db := storetest.Open(t)
+	cfg := tree.DefaultConfig()
+	cfg.B0, cfg.K, cfg.MaxTurns = 2, 3, 9
+	clk := &clock{t: time.Unix(1_000_000, 0)}
+	c := coordinator(t, db, "r", cfg, &tree.CoordinatorOptions{LeaseTTL: 30 * time.Second, Now: clk.now})
+	openStep(t, c, 1, tasks(1))
+	return db, c, clk
+}
+
+// TestLeaseIsBoundToItsWorker: a lease's id is 128 random bits, and a
+// submit, renewal or release naming it for another worker is refused —
+// even with the right id — and writes nothing; its holder goes on.
+func TestLeaseIsBoundToItsWorker(t *testing.T) {
+	db, c, _ := leaseEnv(t)
+	ls := lease(t, c, tree.LeaseRequest{Worker: "alice"})
+	if len(ls) != 2 {
+		t.Fatalf("leases %+v", ls)
+	}
+	hex32 := regexp.MustCompile(`^[0-9a-f]{32}$`)
+	if !hex32.MatchString(ls[0].ID) || !hex32.MatchString(ls[1].ID) || ls[0].ID == ls[1].ID {
+		t.Fatalf("lease ids %q %q: want 128 random bits each", ls[0].ID, ls[1].ID)
+	}
+	a := ls[0]
+	before := dumpRun(t, db, "r")
+	stolen := tree.Submission{Lease: a.ID, Worker: "mallory", Node: a.Node, Turns: turnsN("m", 3), Score: ptr(0.9)}
+	if _, err := submit(c, stolen); !errors.Is(err, tree.ErrNotHolder) || !errors.Is(err, tree.ErrConflict) {
+		t.Fatalf("another worker's submit under alice's lease: %v, want ErrNotHolder", err)
+	}
+	if d := diffDump(dumpRun(t, db, "r"), before); d != "" {
+		t.Fatalf("a refused submit wrote: %s", d)
+	}
+	for _, st := range append(c.Renew("mallory", []string{a.ID}), c.Release("mallory", []string{a.ID})...) {
+		if st.Held || st.Reason == "" {
+			t.Errorf("mallory renewing or releasing alice's lease: %+v", st)
+		}
+	}
+	if again := lease(t, c, tree.LeaseRequest{Worker: "mallory"}); len(again) != 0 {
+		t.Fatalf("alice's branches leased to mallory: %+v", again)
+	}
+	if _, err := submit(c, tree.Submission{Lease: a.ID, Worker: "alice", Node: a.Node, Turns: turnsN("a", 3), Score: ptr(0.5)}); err != nil {
+		t.Fatalf("alice's own submit: %v", err)
+	}
+}
+
+// TestHeartbeatsOutliveATool: a lease renewed every 0.4 TTL stays its
+// holder's through a tool call of three TTLs, and the interval then
+// commits; a lease nobody renews is handed on after its TTL and grace.
+func TestHeartbeatsOutliveATool(t *testing.T) {
+	_, c, clk := leaseEnv(t)
+	ls := lease(t, c, tree.LeaseRequest{Worker: "slow"})
+	kept, dropped := ls[0], ls[1]
+	every := rollout.HeartbeatEvery(30 * time.Second)
+	for elapsed := time.Duration(0); elapsed < 90*time.Second; elapsed += every {
+		clk.add(every)
+		if st := c.Renew("slow", []string{kept.ID}); !st[0].Held || st[0].ExpiresAt != clk.now().Add(30*time.Second).UnixNano() {
+			t.Fatalf("renewal at +%v: %+v", elapsed+every, st[0])
+		}
+	}
+	// 96 s in: the unrenewed lease is long gone, the renewed one held.
+	got := lease(t, c, tree.LeaseRequest{Worker: "other"})
+	if len(got) != 1 || got[0].Node != dropped.Node {
+		t.Fatalf("after 96 s another worker leased %+v, want only node %d", got, dropped.Node)
+	}
+	if st := c.Renew("slow", []string{dropped.ID}); st[0].Held {
+		t.Fatalf("a lease handed on renewed: %+v", st[0])
+	}
+	if _, err := submit(c, tree.Submission{Lease: kept.ID, Worker: "slow", Node: kept.Node, Turns: turnsN("k", 3), Score: ptr(0.5)}); err != nil {
+		t.Fatalf("the interval under a renewed lease: %v", err)
+	}
+	if _, err := submit(c, tree.Submission{Lease: dropped.ID, Worker: "slow", Node: dropped.Node, Turns: turnsN("d", 3), Score: ptr(0.5)}); !errors.Is(err, tree.ErrLeaseLost) {
+		t.Fatalf("a submit under the lease handed on: %v, want ErrLeaseLost", err)
+	}
+}
+
+// TestPartialSubmitsExtendTheLease: turns submitted inside an interval are
+// durable at once and count as a sign of life.
+func TestPartialSubmitsExtendTheLease(t *testing.T) {
+	db, c, clk := leaseEnv(t)
+	l := lease(t, c, tree.LeaseRequest{Worker: "w", Max: 1})[0]
+	for i := range 3 {
+		clk.add(25 * time.Second) // under the TTL each time, 75 s in all
+		s := tree.Submission{Lease: l.ID, Worker: "w", Node: l.Node, From: i, Turns: turnsN("p", 1)}
+		if _, err := submit(c, s); err != nil {
+			t.Fatalf("partial submit %d at +%ds: %v", i, 25*(i+1), err)
+		}
+		var n store.Node
+		if err := db.View(func(tx *store.Tx) error {
+			r, _ := tx.Run("r")
+			n, _ = r.Node(l.Node)
+			return nil
+		}); err != nil || n.Turns != i+1 {
+			t.Fatalf("after partial submit %d the node stores %d turns", i, n.Turns)
+		}
+	}
+	if _, err := submit(c, tree.Submission{Lease: l.ID, Worker: "w", Node: l.Node, From: 3, Score: ptr(0.5)}); err != nil {
+		t.Fatalf("the score 75 s after the lease, under a 30 s TTL: %v", err)
+	}
+}
+
+// TestReleaseHandsOnAtOnce: a released branch is leased again without
+// waiting for the TTL, and the releaser's submit is refused.
+func TestReleaseHandsOnAtOnce(t *testing.T) {
+	_, c, _ := leaseEnv(t)
+	l := lease(t, c, tree.LeaseRequest{Worker: "quitter", Max: 1})[0]
+	if st := c.Release("quitter", []string{l.ID, "no-such-lease"}); st[0].Held || st[0].Reason != "released" || st[1].Held {
+		t.Fatalf("release: %+v", st)
+	}
+	got := lease(t, c, tree.LeaseRequest{Worker: "next", Max: 1})
+	if len(got) != 1 || got[0].Node != l.Node {
+		t.Fatalf("after the release: %+v, want node %d", got, l.Node)
+	}
+	if _, err := submit(c, tree.Submission{Lease: l.ID, Worker: "quitter", Node: l.Node, Turns: turnsN("q", 1)}); !errors.Is(err, tree.ErrLeaseLost) {
+		t.Fatalf("a submit under a released lease: %v, want ErrLeaseLost", err)
+	}
+}
+
+// TestLeaseRequestBounds: a lease names its worker and a TTL up to
+// MaxLeaseTTL; nothing is granted otherwise.
+func TestLeaseRequestBounds(t *testing.T) {
+	_, c, _ := leaseEnv(t)
+	for name, req := range map[string]tree.LeaseRequest{
+		"no worker":    {},
+		"negative max": {Worker: "w", Max: -1},
+		"TTL too long": {Worker: "w", TTL: tree.MaxLeaseTTL + time.Millisecond},
+		"negative TTL": {Worker: "w", TTL: -time.Second},
+	} {
+		if ls, err := c.Lease(req, nil); !errors.Is(err, store.ErrInvalid) || len(ls) != 0 {
+			t.Errorf("%s: %v %v, want ErrInvalid", name, ls, err)
+		}
+	}
+	if got := lease(t, c, tree.LeaseRequest{Worker: "w"}); len(got) != 2 {
+		t.Fatalf("a valid request after the refused ones: %+v", got)
+	}
+}

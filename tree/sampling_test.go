@@ -1,0 +1,142 @@
+package tree_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
+	"github.com/patrdb/patrdb/tree"
+)
+
+// flatEnv ends every episode after one turn: tasks named flat-* pay every
+// branch 1 (a group without variance), the others pay by the branch.
+type flatEnv struct{}
+
+type flatEpisode struct{ task string }
+
+func (flatEnv) Reset(_ context.Context, task tree.Task) (tree.Episode, error) {
+	return flatEpisode{task.ID}, nil
+}
+
+func (flatEnv) Restore(_ context.Context, task tree.Task, _ []store.Turn, _ []byte) (tree.Episode, error) {
+	return flatEpisode{task.ID}, nil
+}
+
+func (ep flatEpisode) Step(_ context.Context, key tree.TurnKey, _ tree.Move) (tree.Observation, error) {
+	r := 1.0
+	if !strings.HasPrefix(ep.task, "flat-") {
+		r = float64(key.Branch % 2)
+	}
+	return tree.Observation{Text: "end", Reward: r, Done: true}, nil
+}
+
+func (flatEpisode) State() []byte { return nil }
+
+type constPolicy struct{}
+
+func (constPolicy) Act(context.Context, tree.TurnKey, tree.Task, []store.Turn) (tree.Move, error) {
+	return tree.Move{Text: "go"}, nil
+}
+
+// TestRolloutInformative: a step that wants three informative groups
+// opens further tasks, in order, until the third closes with outcome
+// variance — exactly the tasks up to it — records each filtered group, and
+// stops at MaxTasks when the tasks run short of it; either barrier.
+func TestRolloutInformative(t *testing.T) {
+	seq := []string{"flat-0", "flat-1", "vary-0", "flat-2", "vary-1", "flat-3", "vary-2", "vary-3", "vary-4"}
+	task := func(id string) tree.Task { return tree.Task{ID: id, Prompt: "p " + id} }
+	for _, c := range []struct {
+		name     string
+		barrier  tree.Barrier
+		maxTasks int
+		opened   int
+		inf      []string
+	}{
+		{"group barrier", tree.BarrierGroup, 0, 7, []string{"vary-0", "vary-1", "vary-2"}},
+		{"step barrier", tree.BarrierStep, 0, 7, []string{"vary-0", "vary-1", "vary-2"}},
+		{"capped", tree.BarrierGroup, 5, 5, []string{"vary-0", "vary-1"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db := storetest.Open(t)
+			cfg := tree.DefaultConfig()
+			cfg.NoScoring, cfg.B0, cfg.K, cfg.MaxTurns = true, 4, 1, 1
+			newRun(t, db, "r", cfg)
+			e := mustEngine(t, db, "r", tree.Options{Config: cfg, Policy: constPolicy{}, Env: flatEnv{}, Barrier: c.barrier})
+			next := 3
+			more := func(n int) ([]tree.Task, error) {
+				var out []tree.Task
+				for ; n > 0 && next < len(seq); n, next = n-1, next+1 {
+					out = append(out, task(seq[next]))
+				}
+				return out, nil
+			}
+			res, err := e.RolloutInformative(context.Background(), 1, []tree.Task{task(seq[0]), task(seq[1]), task(seq[2])},
+				tree.Sampling{Want: 3, More: more, MaxTasks: c.maxTasks})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var groups []store.Group
+			filterEvents := map[uint64]bool{}
+			if err := db.View(func(tx *store.Tx) error {
+				r, _ := tx.Run("r")
+				groups, _ = r.Groups(1)
+				return r.Events(1, func(ev store.Event) error {
+					if ev.Kind == tree.EvGroupFilter {
+						filterEvents[ev.Group] = true
+					}
+					return nil
+				})
+			}); err != nil {
+				t.Fatal(err)
+			}
+			var opened, inf []string
+			byID := map[uint64]string{}
+			for _, g := range groups {
+				opened = append(opened, g.Task)
+				byID[g.ID] = g.Task
+				if g.Status != store.GroupClosed {
+					t.Errorf("group %d (%s) left %s", g.ID, g.Task, g.Status)
+				}
+			}
+			for _, id := range res.Informative {
+				inf = append(inf, byID[id])
+			}
+			if !reflect.DeepEqual(opened, seq[:c.opened]) || !reflect.DeepEqual(inf, c.inf) {
+				t.Fatalf("opened %v, informative %v; want %v and %v", opened, inf, seq[:c.opened], c.inf)
+			}
+			if len(res.Filtered) != c.opened-len(c.inf) || len(filterEvents) != len(res.Filtered) {
+				t.Fatalf("filtered %v with events for %v", res.Filtered, filterEvents)
+			}
+			for _, id := range res.Filtered {
+				if !strings.HasPrefix(byID[id], "flat-") || !filterEvents[id] {
+					t.Errorf("group %d (%s) filtered, event %t", id, byID[id], filterEvents[id])
+				}
+			}
+		})
+	}
+}
+
+// TestRolloutInformativeResumes: driven again after its tasks were
+// extended, a step continues from the tasks it holds.
+func TestRolloutInformativeResumes(t *testing.T) {
+	db := storetest.Open(t)
+	cfg := tree.DefaultConfig()
+	cfg.NoScoring, cfg.B0, cfg.K, cfg.MaxTurns = true, 2, 1, 1
+	newRun(t, db, "r", cfg)
+	e := mustEngine(t, db, "r", tree.Options{Config: cfg, Policy: constPolicy{}, Env: flatEnv{}})
+	first := []tree.Task{{ID: "flat-a", Prompt: "p"}}
+	c, err := tree.NewCoordinator(db, "r", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	openStep(t, c, 1, append(first, tree.Task{ID: "vary-b", Prompt: "p"})) // extended before a crash
+	res, err := e.RolloutInformative(context.Background(), 1, first, tree.Sampling{Want: 1,
+		More: func(int) ([]tree.Task, error) { return nil, fmt.Errorf("no more needed") }})
+	if err != nil || len(res.Informative) != 1 || len(res.Filtered) != 1 {
+		t.Fatalf("resumed: %+v %v", res, err)
+	}
+}
