@@ -15,7 +15,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from .client import BadRequest, Client, Conflict, PatrdbError, new_client_key
 from .driver import StepAdvantages, StepDriver, drive_step
@@ -175,6 +175,10 @@ class _Session:
     def run(self) -> WorkerStats:
         w = self.w
         wait = w.poll
+        # With deferred rewards the worker marks the submission that ends a
+        # branch — its episode done, or its path at the run's max_turns — and
+        # so reads max_turns once (the server refuses reward_pending on turns
+        # that let the branch go on).
         while w.defer_rewards and self.max_turns is None:
             try:
                 self.max_turns = int(w.client.run(w.run_id).run.config["tree"].get("max_turns") or 0)
