@@ -167,11 +167,8 @@ class StepDriver:
 
     def _flags(self, step: int) -> Dict[int, bool]:
         """Whether each closed group of the step was informative."""
-        advs: Dict[int, List[Advantage]] = {}
-        for a in self.client.advantages(self.run_id, step=step):
-            advs.setdefault(a.group, []).append(a)
-        return {g.id: _informative(advs.get(g.id, [])) for g in self.client.groups(self.run_id, step)
-                if g.status == "closed"}
+        res = self.advantages(step)
+        return {g: g in res.informative for g in res.informative + res.filtered}
 
 
 def drive_step(client: Client, run: str, step: int, tasks: Sequence[TaskLike], shape: Optional[ShapeFn] = None,

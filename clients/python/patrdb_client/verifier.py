@@ -47,7 +47,9 @@ class Verifier:
     history)`` — a process score in [0,1] — for each branch awaiting a remote
     score (runs with ``remote_scores``), up to ``concurrency`` calls at once,
     and submits the results as they come, under client keys. ``history`` is
-    the branch's whole path, root first.
+    the branch's whole path, root first, read once per branch (the list is
+    polled without the paths, which for a step of long trajectories are
+    large). ``reward_fn`` and ``score_fn`` run on ``concurrency`` threads.
 
     A function that raises (or returns a reward that is not finite, a score
     outside [0,1]) delivers an error instead: the leaf is recorded failed —
@@ -73,8 +75,11 @@ class Verifier:
         active branch left (its workers are through), or until ``deadline`` (a
         time.monotonic() value: then TimeoutError). With ``until``, a finished
         step is waited on until the event is set (a driver may extend it)."""
-        with cf.ThreadPoolExecutor(self.concurrency, thread_name_prefix="patrdb-verify") as pool:
+        pool = cf.ThreadPoolExecutor(self.concurrency, thread_name_prefix="patrdb-verify")
+        try:
             return self._run(pool, step, deadline, until)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)  # past a deadline, calls still running are left be
 
     def _run(self, pool: cf.ThreadPoolExecutor, step: int, deadline: Optional[float],
              until: Optional[threading.Event]) -> VerifierStats:
@@ -84,7 +89,9 @@ class Verifier:
         while True:
             self._left(step, deadline)
             try:
-                p = self.client.pending(self.run_id, step, history=True)
+                # The list alone, polled often; each branch's path is read
+                # once, when its computation starts.
+                p = self.client.pending(self.run_id, step, history=False)
             except Exception as e:  # noqa: BLE001
                 if not _transient(e):
                     raise
@@ -108,12 +115,21 @@ class Verifier:
                     return self.stats
                 self._sleep(self.poll, deadline)
                 continue
+            # With every slot busy, new work could not start anyway: wait for
+            # a result rather than list the pending work again.
             left = self._left(step, deadline)
-            done, _ = cf.wait(running, timeout=self.poll if left is None else min(self.poll, left),
-                              return_when=cf.FIRST_COMPLETED)
-            results = [f.result() for f in done]
+            timeout = None if len(running) >= self.concurrency else self.poll
+            if left is not None:
+                timeout = left if timeout is None else min(timeout, left)
+            done, _ = cf.wait(running, timeout=timeout, return_when=cf.FIRST_COMPLETED)
+            results = []
             for f in done:
-                del running[f]
+                k = running.pop(f)
+                r = f.result()
+                if r is None:
+                    seen.discard(k)  # its path could not be read: taken on again at the next look
+                else:
+                    results.append(r)
             self._submit([r for r in results if isinstance(r, RewardSubmission)], deadline)
             self._submit([r for r in results if isinstance(r, ScoreSubmission)], deadline)
 
@@ -128,15 +144,23 @@ class Verifier:
             return False
         return st.active == 0 and (self.reward_fn is None or st.awaiting_rewards == 0)
 
-    def _compute(self, kind: str, fn: Callable[[Task, List[Turn]], float], w: PendingWork) -> _Item:
+    def _compute(self, kind: str, fn: Callable[[Task, List[Turn]], float], w: PendingWork) -> Optional[_Item]:
+        """The reward or score of w, or its error; None when its path could not
+        be read (the server did not answer)."""
         try:
-            v = float(fn(w.task, list(w.history)))
+            history = [t.turn() for t in self.client.trajectory(self.run_id, w.node).turns]
+        except Exception as e:  # noqa: BLE001
+            if _transient(e):
+                return None
+            raise
+        try:
+            v = float(fn(w.task, history))
             if kind == "score" and not 0.0 <= v <= 1.0:
                 raise ValueError(f"returned {v} for node {w.node}, want a score in [0,1]")
             if kind == "reward" and not math.isfinite(v):
                 raise ValueError(f"returned {v} for node {w.node}, want a finite reward")
         except Exception as e:  # noqa: BLE001 - delivered as the branch's error
-            msg = f"{type(e).__name__}: {e}" if not str(e) else str(e)
+            msg = str(e) or type(e).__name__
             if kind == "reward":
                 return RewardSubmission(w.node, error=msg)
             return ScoreSubmission(w.node, w.interval, error=msg)
@@ -153,10 +177,13 @@ class Verifier:
         try:
             self._send(items, deadline)
             return
-        except (Conflict, BadRequest):
+        except Conflict:
             if len(items) == 1:
                 self.stats.refused += 1
                 return
+        except BadRequest:
+            if len(items) == 1:
+                raise
         for it in items:
             try:
                 self._send([it], deadline)

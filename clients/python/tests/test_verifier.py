@@ -166,6 +166,37 @@ class DeferredRewardTest(ServedTest):
         got = canonical(self.client, "remote", 1)
         self.assertEqual(got, want)
 
+    def test_a_busy_verifier_waits_for_a_result_rather_than_list_again(self):
+        self.client.create_run("busy", tree=self.tree, client_key="create-busy")
+        d = StepDriver(self.client, "busy", poll=0.02)
+        d.open(1, toy_worker.toy_tasks(1))
+        Grower(self.client, "busy", 1, defer_rewards=True).join()
+        pending = len(self.client.pending("busy", 1).rewards)
+        lists = []
+        listing = self.client.pending
+
+        def counted(*a, **kw):
+            lists.append(kw.get("history"))
+            return listing(*a, **kw)
+
+        self.client.pending = counted
+
+        def slow(task, history):
+            time.sleep(0.5)  # a test suite
+            return toy_worker.toy_reward(task, history)
+
+        try:
+            v = Verifier(self.client, "busy", reward_fn=slow, concurrency=1, poll=0.01)
+            stats = v.run(1, deadline=time.monotonic() + 60)
+        finally:
+            del self.client.pending
+        self.assertEqual(stats.rewards, pending)
+        # One look per result (and one at the end), not one per 10 ms poll
+        # while each 0.5 s reward runs; never with every path.
+        self.assertLessEqual(len(lists), pending + 3)
+        self.assertEqual(set(lists), {False})
+        d.wait(1, timeout=30)
+
     def test_a_verifier_needs_work_to_do(self):
         with self.assertRaises(ValueError):
             Verifier(self.client, "r1")
