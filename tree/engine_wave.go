@@ -439,7 +439,7 @@ func (d *driver) submissions(partial []news, finished []*flight) (subs []Submiss
 	for _, n := range partial {
 		f := n.f
 		subs = append(subs, Submission{Lease: f.Lease.ID, Worker: e.opts.Worker, Node: f.Lease.Node, From: f.Lease.From + f.queued,
-			Turns: []store.Turn{n.turn}, EnvState: n.state})
+			Turns: []store.Turn{n.turn}, EnvState: n.state, RewardPending: e.opts.DeferRewards})
 		f.queued++
 	}
 	sort.Slice(finished, func(i, j int) bool { return finished[i].order < finished[j].order })
@@ -454,7 +454,7 @@ func (d *driver) submissions(partial []news, finished []*flight) (subs []Submiss
 			s.Turns, s.Score = f.Turns[f.queued:], f.Score
 			if len(s.Turns) > 0 {
 				s.EnvState = f.Episode.State()
-				s.RewardPending = e.opts.DeferRewards && f.Ended
+				s.RewardPending = e.opts.DeferRewards
 			}
 		}
 		f.queued = len(f.Turns)
