@@ -153,7 +153,6 @@ class _Session:
         self.quit = threading.Event()
         self.lock = threading.Lock()
         self.held: Dict[str, Branch] = {}  # lease id -> branch
-        self.max_turns: Optional[int] = None  # the run's, read when rewards are deferred
         self.heart = threading.Thread(target=self._heartbeat, name=f"patrdb-heartbeat-{w.name}", daemon=True)
         self.heart.start()
 
@@ -175,18 +174,6 @@ class _Session:
     def run(self) -> WorkerStats:
         w = self.w
         wait = w.poll
-        # With deferred rewards the worker marks the submission that ends a
-        # branch — its episode done, or its path at the run's max_turns — and
-        # so reads max_turns once (the server refuses reward_pending on turns
-        # that let the branch go on).
-        while w.defer_rewards and self.max_turns is None:
-            try:
-                self.max_turns = int(w.client.run(w.run_id).run.config["tree"].get("max_turns") or 0)
-            except Exception as e:  # noqa: BLE001
-                if not _transient(e):
-                    raise
-                self.sleep(wait)
-                wait = min(2 * wait, 2.0)
         while True:
             self.left()
             cap = w.max_branches
@@ -265,8 +252,11 @@ class _Session:
                 if b.cancelled:
                     continue
                 s.turns, s.env_state = [turn], state
+                # Every submit with turns carries it: the server defers the
+                # reward of the one that ends the branch (done, or cut at
+                # max_turns), and ignores it on the others.
+                s.reward_pending = w.defer_rewards
                 b.sent += 1
-                s.reward_pending = self.ends(b, b.sent, turn.done)
             elif b.cancelled:
                 # Stopped: the lease was lost (or the worker is ending).
                 ended.append(b)
@@ -279,7 +269,7 @@ class _Session:
                 s.turns, s.score = b.turns[b.sent:], b.score
                 if s.turns:
                     s.env_state = b.episode.state() if b.episode is not None else None
-                    s.reward_pending = self.ends(b, len(b.turns), b.ended)
+                    s.reward_pending = w.defer_rewards
                 b.sent = len(b.turns)
                 ended.append(b)
                 if not s.turns and s.score is None:
@@ -292,14 +282,6 @@ class _Session:
                 for b in ended:
                     b.cancel()
                     self.held.pop(b.lease.id, None)
-
-    def ends(self, b: Branch, turns: int, done: bool) -> bool:
-        """Whether, with defer_rewards, the submission of b's first ``turns``
-        turns ends it with its reward pending: the episode is done, or its path
-        reaches the run's max_turns (truncated: the verifier judges it too)."""
-        if not self.w.defer_rewards:
-            return False
-        return done or bool(self.max_turns) and b.lease.path_len + turns >= self.max_turns  # type: ignore[operator]
 
     def submit_sorted(self, subs: List[Submission]) -> None:
         if not subs:

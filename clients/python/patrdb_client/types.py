@@ -149,6 +149,13 @@ class StepMetrics:
     zero_variance_share: float = 0.0
     unlocked_groups: int = 0
     pools: Dict[str, int] = field(default_factory=dict)
+    # Policy versions behind the run's: the step's turns when written
+    # (sampled), its leaves' whole paths when their group closed (consumed,
+    # the wait counted); 0 for a run that never published a version.
+    sampled_staleness_mean: float = 0.0
+    sampled_staleness_max: int = 0
+    consumed_staleness_mean: float = 0.0
+    consumed_staleness_max: int = 0
 
 
 @dataclass

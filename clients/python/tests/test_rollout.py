@@ -266,6 +266,13 @@ class VersionTest(ServedTest):
         g = self.client.groups("v", 1)[0]
         for root in g.roots:
             self.assertEqual([t.policy_version for t in self.client.trajectory("v", root).turns], [2, 2])
+        # Staleness, as the step's figures report it: one version behind when
+        # sampled, and when consumed (closed at version 4).
+        self.client.publish("v", 4, client_key="pub-4")
+        StepDriver(self.client, "v").wait(1, timeout=30)
+        m = self.client.steps("v")[0]
+        self.assertEqual((m.sampled_staleness_max, m.sampled_staleness_mean), (1, 1.0))
+        self.assertEqual((m.consumed_staleness_max, m.consumed_staleness_mean), (2, 2.0))
 
     def test_publish_under_abort_voids_the_leases_in_flight(self):
         self.client.create_run("ab", tree={"b0": 2, "k": 2, "max_turns": 2, "no_scoring": True, "on_publish": "abort"},
