@@ -260,8 +260,12 @@ func killRound(t *testing.T, bin, self, python, script string, tasks int) (worke
 			acks := filepath.Join(dir, fmt.Sprintf("py-%d.acks", i))
 			ackFiles = append(ackFiles, acks)
 			workers = append(workers, &proc{name: fmt.Sprint("py-", i), cmd: func() *exec.Cmd {
-				cmd := exec.Command(python, script, "--url", url, "--run", run, "--step", "1", "--name", fmt.Sprint("py-", i),
-					"--max", "3", "--ttl-ms", "300", "--acks", acks)
+				args := []string{script, "--url", url, "--run", run, "--step", "1", "--name", fmt.Sprint("py-", i),
+					"--max", "3", "--ttl-ms", "300", "--acks", acks}
+				if i%2 == 1 { // tool calls of 0–2 s under 300 ms leases, rewards to the verifier
+					args = append(args, "--slow-tool", "2", "--defer-rewards")
+				}
+				cmd := exec.Command(python, args...)
 				cmd.Stderr = os.Stderr
 				return cmd
 			}})
