@@ -36,14 +36,30 @@ type OpenStepResponse struct {
 // that keeps no state can restore its environment and prompt its policy.
 // A lease writes nothing, so it carries no client key; asking again hands
 // out other branches, never the ones still held.
+//
+// Have names the paths the worker still holds from its earlier leases
+// (node and path length): a grant whose branch is one of them, or a child
+// forked from one, carries only the turns past what the worker has
+// (LeaseGrant.HistoryOf and HistoryFrom say which), so a worker does not
+// receive a path again and again as its branch advances.
 type LeaseRequest struct {
-	Worker        string `json:"worker"`
-	Max           int    `json:"max"`
-	Step          uint64 `json:"step"`
-	TTLMs         int64  `json:"ttl_ms"`
-	PolicyVersion uint64 `json:"policy_version,omitempty"`
-	History       *bool  `json:"history,omitempty"`
+	Worker        string     `json:"worker"`
+	Max           int        `json:"max"`
+	Step          uint64     `json:"step"`
+	TTLMs         int64      `json:"ttl_ms"`
+	PolicyVersion uint64     `json:"policy_version,omitempty"`
+	History       *bool      `json:"history,omitempty"`
+	Have          []HeldPath `json:"have,omitempty"`
 }
+
+// HeldPath is a path a worker holds: the first PathLen turns of Node's.
+type HeldPath struct {
+	Node    uint64 `json:"node"`
+	PathLen int    `json:"path_len"`
+}
+
+// MaxHave bounds LeaseRequest.Have.
+const MaxHave = 4096
 
 // LeasesRequest is POST /api/v1/runs/{run}/leases/renew (a heartbeat: each
 // lease Worker still holds lasts its TTL from now) and .../leases/release
@@ -99,10 +115,16 @@ type PendingResponse struct {
 }
 
 // LeaseGrant is one leased branch: the lease and, when asked for, the
-// turns of its path so far (root first, inherited prefix included).
+// turns of its path so far (root first, inherited prefix included). When
+// HistoryOf is set, History holds only the path's turns from index
+// HistoryFrom on; the first HistoryFrom are those of the path the worker
+// said it holds for node HistoryOf (the branch itself, or the parent it
+// forked from).
 type LeaseGrant struct {
 	rollout.Lease
-	History []store.Turn `json:"history,omitempty"`
+	History     []store.Turn `json:"history,omitempty"`
+	HistoryOf   uint64       `json:"history_of,omitempty"`
+	HistoryFrom int          `json:"history_from,omitempty"`
 }
 
 // LeaseResponse answers POST .../leases; an empty list means nothing is

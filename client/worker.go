@@ -119,6 +119,8 @@ type workSession struct {
 
 	mu   sync.Mutex
 	held map[string]*held // lease id → branch
+
+	paths pathCache // the paths of branches this worker grew last (its loop's alone)
 }
 
 func (w *Worker) start(ctx context.Context) (*workSession, error) {
@@ -145,7 +147,7 @@ func (w *Worker) start(ctx context.Context) (*workSession, error) {
 		return nil, err
 	}
 	ws := &workSession{w: w, ctx: ctx, cancel: cancel, sampler: s, reports: make(chan report, max), quit: make(chan struct{}),
-		max: max, poll: poll, held: map[string]*held{}}
+		max: max, poll: poll, held: map[string]*held{}, paths: pathCache{limit: 4 * max}}
 	ws.hb.Add(1)
 	go ws.heartbeat()
 	return ws, nil
@@ -225,7 +227,7 @@ func (ws *workSession) run(step uint64) error {
 		leased := 0
 		if free > 0 {
 			grants, err := w.Client.Lease(ws.ctx, w.Run, api.LeaseRequest{Worker: w.Name, Max: free, Step: step,
-				TTLMs: w.TTL.Milliseconds(), PolicyVersion: w.PolicyVersion})
+				TTLMs: w.TTL.Milliseconds(), PolicyVersion: w.PolicyVersion, Have: ws.paths.have()})
 			switch {
 			case err != nil && !transient(ws.ctx, err):
 				return err
@@ -288,6 +290,9 @@ func (ws *workSession) begin(grants []api.LeaseGrant) {
 		return
 	}
 	ws.st.Leases += len(grants)
+	for i := range grants {
+		grants[i].History = ws.paths.complete(grants[i])
+	}
 	bs := make([]*rollout.Branch, len(grants))
 	byBranch := make(map[*rollout.Branch]*held, len(grants))
 	ws.mu.Lock()
@@ -347,6 +352,9 @@ func (ws *workSession) submit(reports []report) error {
 			}
 			h.sent = len(h.Turns)
 			ended = append(ended, h)
+			if !h.Ended {
+				ws.paths.put(h.Lease.Node, h.Path()) // it may come back: survive, or fork children
+			}
 			if len(s.Turns) == 0 && s.Score == nil {
 				continue
 			}
@@ -442,4 +450,47 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// pathCache keeps the paths of the branches a worker grew last, so the
+// server need not send them again with the branch's next interval or its
+// children's first (LeaseRequest.Have). It holds up to limit paths and
+// forgets the oldest first.
+type pathCache struct {
+	limit int
+	paths map[uint64][]store.Turn
+	order []uint64
+}
+
+func (c *pathCache) put(node uint64, path []store.Turn) {
+	if c.paths == nil {
+		c.paths = map[uint64][]store.Turn{}
+	}
+	if _, ok := c.paths[node]; !ok {
+		c.order = append(c.order, node)
+	}
+	c.paths[node] = path
+	for len(c.order) > c.limit {
+		delete(c.paths, c.order[0])
+		c.order = c.order[1:]
+	}
+}
+
+// have lists the cached paths for a lease request.
+func (c *pathCache) have() []api.HeldPath {
+	out := make([]api.HeldPath, 0, len(c.order))
+	for _, n := range c.order {
+		out = append(out, api.HeldPath{Node: n, PathLen: len(c.paths[n])})
+	}
+	return out
+}
+
+// complete is a grant's whole history: what the worker holds of the path
+// the grant names, then the turns it carries.
+func (c *pathCache) complete(g api.LeaseGrant) []store.Turn {
+	if g.HistoryOf == 0 {
+		return g.History
+	}
+	held := c.paths[g.HistoryOf]
+	return append(held[:g.HistoryFrom:g.HistoryFrom], g.History...)
 }

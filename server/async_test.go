@@ -197,3 +197,57 @@ func containsCode(body []byte, code string) bool {
 	var eb api.ErrorBody
 	return jsonUnmarshal(body, &eb) == nil && eb.Code == code
 }
+
+// TestLeaseSkipsHeldPaths: a worker that says which paths it holds gets,
+// for a survivor and for the children forked from a branch it grew, only
+// the turns past them — and the path it rebuilds is the branch's.
+func TestLeaseSkipsHeldPaths(t *testing.T) {
+	e := newEnv(t, Options{})
+	createRun(e, "r1", `{"b0":2,"k":2,"m":2,"top_expand":1,"delta":0.3,"max_turns":6}`)
+	openStep(e, "r1", 1)
+	ls, err := e.c.Lease(bg, "r1", api.LeaseRequest{Worker: "w", Step: 1})
+	if err != nil || len(ls) != 2 {
+		t.Fatalf("%v %v", ls, err)
+	}
+	paths := map[uint64][]store.Turn{}
+	var subs []tree.Submission
+	for i, l := range ls {
+		turns := []store.Turn{turn(fmt.Sprint("a", i), 0), turn(fmt.Sprint("b", i), 0)}
+		subs = append(subs, tree.Submission{Lease: l.ID, Worker: "w", Node: l.Node, Turns: turns, Score: ptr([]float64{0.9, 0.8}[i])})
+		paths[l.Node] = turns
+	}
+	if _, err := e.c.Submit(bg, "r1", SubmitRequest{Keyed: Keyed{ClientKey: "s"}, Submissions: subs}); err != nil {
+		t.Fatal(err)
+	}
+	var have []api.HeldPath
+	for n, p := range paths {
+		have = append(have, api.HeldPath{Node: n, PathLen: len(p)})
+	}
+	next, err := e.c.Lease(bg, "r1", api.LeaseRequest{Worker: "w", Step: 1, Have: have})
+	if err != nil || len(next) != 3 { // the survivor and the first root's two children
+		t.Fatalf("%+v %v", next, err)
+	}
+	for _, g := range next {
+		if g.HistoryOf == 0 || len(g.History) != 0 {
+			t.Errorf("lease of node %d: history of %d from %d, %d turns sent; want none sent", g.Node, g.HistoryOf, g.HistoryFrom, len(g.History))
+			continue
+		}
+		rebuilt := append(paths[g.HistoryOf][:g.HistoryFrom:g.HistoryFrom], g.History...)
+		tr, err := e.c.Trajectory(bg, "r1", g.Node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rebuilt) != len(tr.Turns) || len(rebuilt) != g.PathLen {
+			t.Fatalf("node %d: rebuilt %d turns, its path has %d (lease path_len %d)", g.Node, len(rebuilt), len(tr.Turns), g.PathLen)
+		}
+		for i := range rebuilt {
+			if rebuilt[i].Action != tr.Turns[i].Action {
+				t.Errorf("node %d turn %d: rebuilt %q, stored %q", g.Node, i, rebuilt[i].Action, tr.Turns[i].Action)
+			}
+		}
+	}
+	st, _, body := e.call(http.MethodPost, "/api/v1/runs/r1/leases", api.LeaseRequest{Worker: "w", Have: make([]api.HeldPath, api.MaxHave+1)})
+	if st != http.StatusBadRequest {
+		t.Errorf("have over its bound: %d %s", st, body)
+	}
+}

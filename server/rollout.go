@@ -57,6 +57,13 @@ func (s *server) lease(w http.ResponseWriter, r *http.Request) error {
 	if req.TTLMs < 0 || req.TTLMs > tree.MaxLeaseTTL.Milliseconds() {
 		return badRequest("ttl_ms %d: want 0 (the default) up to %d", req.TTLMs, tree.MaxLeaseTTL.Milliseconds())
 	}
+	if len(req.Have) > api.MaxHave {
+		return badRequest("have lists %d paths, want at most %d", len(req.Have), api.MaxHave)
+	}
+	have := make(map[uint64]int, len(req.Have))
+	for _, h := range req.Have {
+		have[h.Node] = h.PathLen
+	}
 	if err := s.expireOverdue(c); err != nil {
 		return err
 	}
@@ -72,7 +79,7 @@ func (s *server) lease(w http.ResponseWriter, r *http.Request) error {
 		for _, l := range leases {
 			g := LeaseGrant{Lease: l}
 			if req.History == nil || *req.History {
-				if g.History, err = history(rt, l.Node); err != nil {
+				if g.History, g.HistoryOf, g.HistoryFrom, err = historyPast(rt, l, have); err != nil {
 					return err
 				}
 			}
@@ -84,6 +91,28 @@ func (s *server) lease(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return s.ok(w, out)
+}
+
+// historyPast is the path of l's branch, less what the worker holds: when
+// it holds the branch's own path (a survivor) or its parent's up to the
+// fork (a new child), only the turns past it, with the node whose path
+// supplies the rest and how many turns that is.
+func historyPast(rt *store.RunTx, l tree.Lease, have map[uint64]int) (turns []store.Turn, of uint64, from int, err error) {
+	if n, ok := have[l.Node]; ok && n == l.PathLen {
+		return nil, l.Node, n, nil
+	}
+	if len(have) > 0 {
+		node, err := rt.Node(l.Node)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		if n, ok := have[node.Parent]; ok && node.Parent != 0 && n >= node.Base {
+			own, err := rt.Turns(l.Node)
+			return own, node.Parent, node.Base, err
+		}
+	}
+	turns, err = history(rt, l.Node)
+	return turns, 0, 0, err
 }
 
 // history is the turns of node's path, root first.

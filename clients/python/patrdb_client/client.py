@@ -420,7 +420,8 @@ class Client:
         return from_json(OpenStepResult, self._post(self._run(run, "steps"), body, client_key))
 
     def lease(self, run: str, worker: str = "", max: int = 0, step: int = 0, ttl_ms: int = 0,
-              history: bool = True, policy_version: int = 0) -> List[Lease]:
+              history: bool = True, policy_version: int = 0,
+              have: Optional[Sequence[Tuple[int, int]]] = None) -> List[Lease]:
         """Leases up to ``max`` branches (0: every free one) of ``step`` (0: any open
         step) that need work, for ``ttl_ms`` milliseconds without a sign of life (0:
         the server's default, 30 s; renew every 0.4 TTL while a tool runs). The
@@ -428,10 +429,15 @@ class Client:
         ``policy_version`` is the version of the weights the worker samples with: a
         worker further behind the run's version than its max_staleness is refused
         (Conflict "stale"). With ``history`` each lease carries its branch's path so
-        far. Writes nothing."""
+        far; ``have`` lists (node, path length) of the paths the worker still holds,
+        and a lease of such a branch, or of a child forked from it, then carries
+        only the turns past them (``history_of`` names the node whose held path
+        supplies the first ``history_from`` turns). Writes nothing."""
         body: Dict[str, Any] = {"worker": worker, "max": max, "step": step, "ttl_ms": ttl_ms, "history": history}
         if policy_version:
             body["policy_version"] = int(policy_version)
+        if have:
+            body["have"] = [{"node": int(n), "path_len": int(k)} for n, k in have]
         return [from_json(Lease, x) for x in self.request("POST", self._run(run, "leases"), body)[1]["leases"]]
 
     def renew_leases(self, run: str, worker: str, leases: Sequence[str]) -> List[LeaseState]:

@@ -11,6 +11,8 @@ last committed turn.
 
 from __future__ import annotations
 
+import collections
+
 import queue
 import threading
 import time
@@ -153,6 +155,10 @@ class _Session:
         self.quit = threading.Event()
         self.lock = threading.Lock()
         self.held: Dict[str, Branch] = {}  # lease id -> branch
+        # Paths of the branches this worker grew last (the loop's alone): the
+        # server sends only what is past them (Client.lease's have).
+        self.paths: "collections.OrderedDict[int, List[Turn]]" = collections.OrderedDict()
+        self.path_limit = 4 * max(w.max_branches, 16)
         self.heart = threading.Thread(target=self._heartbeat, name=f"patrdb-heartbeat-{w.name}", daemon=True)
         self.heart.start()
 
@@ -182,7 +188,8 @@ class _Session:
             if room:
                 try:
                     grants = w.client.lease(w.run_id, w.name, cap - len(self.held) if cap else 0, self.step, w.ttl_ms,
-                                            policy_version=w.policy_version)
+                                            policy_version=w.policy_version,
+                                            have=[(n, len(p)) for n, p in self.paths.items()])
                 except Exception as e:  # noqa: BLE001 - only transport failures are retried
                     if not _transient(e):
                         raise
@@ -224,6 +231,9 @@ class _Session:
         if not grants:
             return
         self.stats.leases += len(grants)
+        for g in grants:
+            if g.history_of:  # the server sent only the turns past the path held
+                g.history = self.paths[g.history_of][:g.history_from] + list(g.history)
         bs = [Branch(g) for g in grants]
         with self.lock:
             for b in bs:
@@ -272,6 +282,8 @@ class _Session:
                     s.reward_pending = w.defer_rewards
                 b.sent = len(b.turns)
                 ended.append(b)
+                if not b.ended:  # it may come back: survive, or fork children
+                    self.hold_path(l.node, b.history)
                 if not s.turns and s.score is None:
                     continue
             subs.append(s)
@@ -282,6 +294,14 @@ class _Session:
                 for b in ended:
                     b.cancel()
                     self.held.pop(b.lease.id, None)
+
+    def hold_path(self, node: int, path: List[Turn]) -> None:
+        """Keeps a branch's path, so its next lease (or its children's) need not
+        carry it again; the oldest of 4 × max_branches paths goes first."""
+        self.paths[node] = path
+        self.paths.move_to_end(node)
+        while len(self.paths) > self.path_limit:
+            self.paths.popitem(last=False)
 
     def submit_sorted(self, subs: List[Submission]) -> None:
         if not subs:

@@ -450,6 +450,8 @@ class Lease:
     policy_version: int = 0  # the worker's weights, as it said when leasing
     run_version: int = 0  # the run's current policy version at the grant
     history: List[Turn] = field(default_factory=list)  # the path so far, root first
+    history_of: int = 0  # when set: history holds the path from history_from on; the rest is node history_of's held path
+    history_from: int = 0
 
 
 @dataclass
