@@ -188,13 +188,13 @@ func (n *Node) AwaitsReward() bool {
 // Turn is one interaction turn. Token ids and logprobs are stored packed
 // little-endian, not as msgpack arrays.
 type Turn struct {
-	Action            string    `json:"action"`
-	ActionTokens      []uint32  `json:"action_tokens,omitempty"`
-	ActionLogprobs    []float32 `json:"action_logprobs,omitempty"`
-	Observation       string    `json:"observation"`
-	ObservationTokens []uint32  `json:"observation_tokens,omitempty"`
-	Reward            float64   `json:"reward"`
-	Done              bool      `json:"done"`
+	Action            string   `json:"action"`
+	ActionTokens      TokenIDs `json:"action_tokens,omitempty"`
+	ActionLogprobs    Logprobs `json:"action_logprobs,omitempty"`
+	Observation       string   `json:"observation"`
+	ObservationTokens TokenIDs `json:"observation_tokens,omitempty"`
+	Reward            float64  `json:"reward"`
+	Done              bool     `json:"done"`
 	// PolicyVersion is the version of the policy weights that sampled the
 	// action (the trainer's own counter, e.g. its optimizer step); 0 when
 	// the writer did not say. Staleness is current version − this.

@@ -40,7 +40,7 @@ func TestEncodeTurnExactSize(t *testing.T) {
 			if err != nil {
 				t.Fatalf("action %d bytes, %d tokens: %v", sl, tl, err)
 			}
-			for _, s := range []*[]uint32{&turn.ActionTokens, &turn.ObservationTokens} {
+			for _, s := range []*store.TokenIDs{&turn.ActionTokens, &turn.ObservationTokens} {
 				if len(*s) == 0 {
 					*s = nil
 				}
