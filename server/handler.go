@@ -111,12 +111,14 @@ func (s *server) routes() {
 	s.handle("GET "+p+"/runs/{run}/advantages", s.getAdvantages)
 	s.handle("GET "+p+"/runs/{run}/events", s.getEvents)
 	s.handle("GET "+p+"/runs/{run}/checkpoint", s.getCheckpoint)
+	s.handle("GET "+p+"/runs/{run}/scalars", s.getScalars)
 	s.handleChecked("GET "+p+"/backup", s.backup) // a copy of the pages, checked by whoever opens it
 	s.viewerRoutes(p)
 	// Writes.
 	s.handle("POST "+p+"/runs", s.createRun)
 	s.handle("POST "+p+"/runs/{run}/status", s.setRunStatus)
 	s.handle("POST "+p+"/runs/{run}/checkpoints", s.putCheckpoint)
+	s.handle("POST "+p+"/runs/{run}/scalars", s.putScalars)
 	s.handle("POST "+p+"/runs/{run}/steps", s.openStep)
 	s.handle("POST "+p+"/runs/{run}/leases", s.lease)                 // hands out work, writes nothing
 	s.handle("POST "+p+"/runs/{run}/leases/renew", s.renewLeases)     // a heartbeat, writes nothing
