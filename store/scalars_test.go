@@ -401,4 +401,3 @@ func setFormat(t *testing.T, path string, format uint64) {
 		t.Fatal(err)
 	}
 }
-
