@@ -19,7 +19,7 @@ type server struct {
 	batch   batcher
 	coords  coordinators
 	mux     *http.ServeMux
-	routed  http.Handler // mux behind the gzip wrapper (gzip.go)
+	routed  http.Handler      // mux behind the gzip wrapper (gzip.go)
 	token   [sha256.Size]byte // sha256 of Options.Token, compared in constant time
 	ops     *operations       // routes, metrics, access log
 	steps   stepFollowers     // per-step figures kept up to date per run
