@@ -105,6 +105,8 @@ var vocabDefs = []vocab.Def{
 	vocab.DefOf("EnvSteps", server.EnvSteps{}),
 	vocab.DefOf("GroupView", replay.GroupView{}),
 	vocab.DefOf("TrajectoryView", replay.TrajectoryView{}),
+	vocab.DefOf("SearchResult", replay.SearchResult{}),
+	vocab.DefOf("BranchesView", replay.BranchesView{}),
 	vocab.DefOf("RubricPage", server.RubricPage{}),
 	vocab.DefOf("RubricView", rubricpool.RubricView{}),
 	// Library results the CLI prints as they are.
