@@ -17,7 +17,7 @@ type NodeQuery struct {
 	Statuses []store.NodeStatus // any of these statuses (none: any)
 	// LeavesOnly keeps the leaves (completed, pruned, truncated): the
 	// trajectories a group trains on.
-	LeavesOnly bool
+	LeavesOnly                 bool
 	MinReward, MaxReward       *float64 // the outcome reward; a node without one never matches a bound
 	MinScore, MaxScore         *float64 // the last process score
 	MinAdvantage, MaxAdvantage *float64 // the leaf's advantage
@@ -44,23 +44,23 @@ const (
 // SearchHit is one node the search found, with what the viewer lists of it
 // and, for a text search, where the text was found.
 type SearchHit struct {
-	Node          uint64           `json:"node"`
-	Step          uint64           `json:"step"`
-	Group         uint64           `json:"group"`
-	Task          string           `json:"task"`
-	Status        store.NodeStatus `json:"status"`
-	Depth         int              `json:"depth"`
-	PathLen       int              `json:"path_len"` // turns from the root
-	Reward        *float64         `json:"reward"`
-	LastScore     *float64         `json:"last_score"`
-	Advantage     *float64         `json:"advantage"`
-	MinVersion    uint64           `json:"min_policy_version,omitempty"`
-	MaxVersion    uint64           `json:"max_policy_version,omitempty"`
-	Attempt       int              `json:"attempt,omitempty"`
-	Error         string           `json:"error,omitempty"`
-	MatchTurn     int              `json:"match_turn"`     // the path position of the first turn holding the text; -1 the prompt, -2 no text searched
-	MatchSnippet  string           `json:"match_snippet"` // the text around it
-	MatchWhere    string           `json:"match_where"`   // "prompt", "action" or "observation"
+	Node         uint64           `json:"node"`
+	Step         uint64           `json:"step"`
+	Group        uint64           `json:"group"`
+	Task         string           `json:"task"`
+	Status       store.NodeStatus `json:"status"`
+	Depth        int              `json:"depth"`
+	PathLen      int              `json:"path_len"` // turns from the root
+	Reward       *float64         `json:"reward"`
+	LastScore    *float64         `json:"last_score"`
+	Advantage    *float64         `json:"advantage"`
+	MinVersion   uint64           `json:"min_policy_version,omitempty"`
+	MaxVersion   uint64           `json:"max_policy_version,omitempty"`
+	Attempt      int              `json:"attempt,omitempty"`
+	Error        string           `json:"error,omitempty"`
+	MatchTurn    int              `json:"match_turn"`    // the path position of the first turn holding the text; -1 the prompt, -2 no text searched
+	MatchSnippet string           `json:"match_snippet"` // the text around it
+	MatchWhere   string           `json:"match_where"`   // "prompt", "action" or "observation"
 }
 
 // SearchResult is a search's answer: the first Limit matches, newest step
@@ -152,8 +152,8 @@ func (q *NodeQuery) check() error {
 		}
 	}
 	for _, b := range []struct {
-		name     string
-		lo, hi   *float64
+		name   string
+		lo, hi *float64
 	}{{"reward", q.MinReward, q.MaxReward}, {"score", q.MinScore, q.MaxScore}, {"advantage", q.MinAdvantage, q.MaxAdvantage}} {
 		for _, v := range []*float64{b.lo, b.hi} {
 			if v != nil && (math.IsNaN(*v) || math.IsInf(*v, 0)) {

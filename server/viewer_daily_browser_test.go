@@ -50,7 +50,9 @@ func agentRun(t *testing.T, db *store.DB) agentIDs {
 						`<tool_result>{"results": [{"airline": "blue", "price": 129}, {"airline": "red", "price": 141}], "count": 2}</tool_result>`),
 					turn("Compare the two fares.", "Blue is 12 dollars cheaper."))
 			},
-			func() error { return r.AppendTurns(ids.D, 0, turn("Give up.", "No booking made: needle-alpha"), turn("Stop.", "Done.")) },
+			func() error {
+				return r.AppendTurns(ids.D, 0, turn("Give up.", "No booking made: needle-alpha"), turn("Stop.", "Done."))
+			},
 			func() error { return r.Score(ids.A, store.Score{Interval: 0, Turn: 2, Value: 0.75}) },
 			func() error { return r.Score(ids.D, store.Score{Interval: 0, Turn: 2, Value: 0.125}) },
 			func() error {
