@@ -55,7 +55,9 @@
 // Formats 1 and 2 keyed turns node|index, which scattered concurrent
 // branches' appends over the b-tree and left its pages a third full. This
 // build opens and reads them as they are, but refuses to write to them
-// (ErrNeedsMigration); Migrate copies one into a new format-3 file.
+// (ErrNeedsMigration); Migrate copies one into a new file of the current
+// format. Formats 3 and 4 are written as they are: a write transaction
+// moves the file's format number on (format.go).
 //
 // # Records
 //
