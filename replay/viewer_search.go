@@ -99,13 +99,9 @@ func Search(r *store.RunTx, q NodeQuery) (*SearchResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		advs, err := r.Advantages(g.Step, g.ID)
+		adv, _, err := leafAdvantages(r, g)
 		if err != nil {
 			return nil, err
-		}
-		adv := make(map[uint64]float64, len(advs))
-		for _, a := range advs {
-			adv[a.Leaf] = a.Advantage
 		}
 		var text *textIndex
 		if needle != "" {

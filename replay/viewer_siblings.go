@@ -97,13 +97,9 @@ func ViewBranches(r TreeReads, nodes []uint64) (*BranchesView, error) {
 	if err != nil {
 		return nil, err
 	}
-	advs, err := r.Advantages(g.Step, g.ID)
+	adv, _, err := leafAdvantages(r, g)
 	if err != nil {
 		return nil, err
-	}
-	adv := map[uint64]float64{}
-	for _, a := range advs {
-		adv[a.Leaf] = a.Advantage
 	}
 	// The fork: the longest prefix of path positions holding the same
 	// stored turn (node, own index) in every branch.

@@ -30,13 +30,18 @@ func (s *server) searchRun(w http.ResponseWriter, r *http.Request) error {
 		out, err = replay.Search(rt, q)
 		return err
 	})
+	return s.viewReply(w, out, err)
+}
+
+// viewReply sends a view, or a view query replay refused as a 400.
+func (s *server) viewReply(w http.ResponseWriter, v any, err error) error {
 	if errors.Is(err, replay.ErrViewQuery) {
 		return withStatus(http.StatusBadRequest, "invalid", err)
 	}
 	if err != nil {
 		return err
 	}
-	return s.ok(w, out)
+	return s.ok(w, v)
 }
 
 // nodeQuery reads a search's query string.
@@ -108,11 +113,5 @@ func (s *server) viewBranches(w http.ResponseWriter, r *http.Request) error {
 		out, err = replay.ViewBranches(rt, ids)
 		return err
 	})
-	if errors.Is(err, replay.ErrViewQuery) {
-		return withStatus(http.StatusBadRequest, "invalid", err)
-	}
-	if err != nil {
-		return err
-	}
-	return s.ok(w, out)
+	return s.viewReply(w, out, err)
 }
