@@ -20,4 +20,21 @@ type StepMetrics struct {
 	// (PoolTracker's rule: an event belongs to the highest step any event
 	// so far carried).
 	Pools map[store.RubricPool]int `json:"pools"`
+	Staleness
+}
+
+// Staleness is how many policy versions behind the run's current one a
+// step's data was (replay.StalenessTracker computes it): its turns when
+// they were written (sampled_*: the turn's version against the run's at
+// its commit), and its leaves' whole paths when their group closed and
+// its advantages were computed (consumed_*: the oldest turn of each
+// leaf's path against the run's version at the close; the time the data
+// waited counts). Means are over turns and over leaves; turns and paths
+// that record no version are left out. All 0 for a run that never
+// published a version.
+type Staleness struct {
+	SampledMean  float64 `json:"sampled_staleness_mean"`
+	SampledMax   uint64  `json:"sampled_staleness_max"`
+	ConsumedMean float64 `json:"consumed_staleness_mean"`
+	ConsumedMax  uint64  `json:"consumed_staleness_max"`
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -60,7 +61,9 @@ func (v *Verifier) Serve(ctx context.Context, step uint64) (VerifyStats, error) 
 		poll = 100 * time.Millisecond
 	}
 	for {
-		p, err := v.Client.Pending(ctx, v.Run, step, true)
+		// The listing leaves the paths out: a branch's path is read once,
+		// when its reward or score is computed, not with every poll.
+		p, err := v.Client.Pending(ctx, v.Run, step, false)
 		if err != nil {
 			if transient(ctx, err) && sleep(ctx, poll) {
 				continue
@@ -113,8 +116,13 @@ func (v *Verifier) compute(ctx context.Context, rewards, scores []api.PendingIte
 	}
 	for i, p := range rewards {
 		run(func() {
-			r, err := v.Reward(ctx, p.Task, p.History)
 			rs[i] = rollout.RewardSubmission{Node: p.Node}
+			path, err := v.path(ctx, p)
+			if err != nil {
+				rs[i].Node = 0 // not delivered: asked again at the next look
+				return
+			}
+			r, err := v.Reward(ctx, p.Task, path)
 			if err != nil {
 				rs[i].Error = err.Error()
 			} else {
@@ -124,8 +132,13 @@ func (v *Verifier) compute(ctx context.Context, rewards, scores []api.PendingIte
 	}
 	for i, p := range scores {
 		run(func() {
-			s, err := v.Score(ctx, p.Task, p.History)
 			ss[i] = rollout.ScoreSubmission{Node: p.Node, Interval: p.Interval}
+			path, err := v.path(ctx, p)
+			if err != nil {
+				ss[i].Node = 0
+				return
+			}
+			s, err := v.Score(ctx, p.Task, path)
 			switch {
 			case err != nil:
 				ss[i].Error = err.Error()
@@ -137,7 +150,25 @@ func (v *Verifier) compute(ctx context.Context, rewards, scores []api.PendingIte
 		})
 	}
 	wg.Wait()
-	return rs, ss
+	return slices.DeleteFunc(rs, func(r rollout.RewardSubmission) bool { return r.Node == 0 }),
+		slices.DeleteFunc(ss, func(s rollout.ScoreSubmission) bool { return s.Node == 0 })
+}
+
+// path reads a pending branch's whole path (its history when the listing
+// carried it).
+func (v *Verifier) path(ctx context.Context, p api.PendingItem) ([]store.Turn, error) {
+	if p.History != nil {
+		return p.History, nil
+	}
+	tr, err := retried(ctx, func() (api.Trajectory, error) { return v.Client.Trajectory(ctx, v.Run, p.Node) })
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.Turn, len(tr.Turns))
+	for i := range tr.Turns {
+		out[i] = tr.Turns[i].Turn
+	}
+	return out, nil
 }
 
 // deliver submits rewards and scores, together when it can; a refusal

@@ -327,7 +327,7 @@ func (ws *workSession) submit(reports []report) error {
 		s := rollout.Submission{Lease: h.Lease.ID, Worker: w.Name, Node: h.Lease.Node, From: h.Lease.From + h.sent}
 		switch {
 		case r.turn != nil:
-			s.Turns, s.EnvState = []store.Turn{*r.turn}, r.state
+			s.Turns, s.EnvState, s.RewardPending = []store.Turn{*r.turn}, r.state, w.DeferRewards
 			h.sent++
 		case r.err != nil || h.Context.Err() != nil:
 			// Stopped: the worker is ending, or the lease was lost.
@@ -343,7 +343,7 @@ func (ws *workSession) submit(reports []report) error {
 			s.Turns, s.Score = h.Turns[h.sent:], h.Score
 			if len(s.Turns) > 0 {
 				s.EnvState = h.Episode.State()
-				s.RewardPending = w.DeferRewards && h.Ended
+				s.RewardPending = w.DeferRewards
 			}
 			h.sent = len(h.Turns)
 			ended = append(ended, h)

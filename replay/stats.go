@@ -72,12 +72,12 @@ type StepStats struct {
 	ZeroVarAfter   int `json:"zero_variance_after_groups"`
 	UnlockedGroups int `json:"unlocked_groups"`
 	// Policy versions of the turns sampled (0 when the writer recorded
-	// none), and the staleness of the oldest: the run's newest version
-	// minus this step's oldest, how far behind the current policy the
-	// step's data can be.
+	// none), and how many versions behind the run's current one the
+	// step's turns were when written and its leaves when their groups
+	// closed (StalenessTracker).
 	MinPolicyVersion uint64 `json:"min_policy_version"`
 	MaxPolicyVersion uint64 `json:"max_policy_version"`
-	MaxStaleness     uint64 `json:"max_staleness"`
+	Staleness
 }
 
 func (s *StepStats) merge(o *StepStats) {
@@ -175,9 +175,13 @@ func Stats(r *store.RunTx) (*RunStats, error) {
 		return nil, err
 	}
 	rs := sb.Finish()
-	if rs.Pools, err = PoolHistory(r); err != nil {
+	var pt PoolTracker
+	var st StalenessTracker
+	if _, err := pt.observeEvents(r, 1, nil, &st); err != nil {
 		return nil, err
 	}
+	rs.Pools = pt.Sizes()
+	rs.SetStaleness(&st)
 	if rs.Buckets, err = r.BucketSizes(); err != nil {
 		return nil, err
 	}
@@ -228,16 +232,16 @@ func (b *StatsBuilder) flush() {
 func (b *StatsBuilder) Finish() *RunStats {
 	b.flush()
 	b.rs.Total.finish()
-	cur := b.rs.Total.MaxPolicyVersion
-	for i := range b.rs.Steps {
-		if s := &b.rs.Steps[i]; s.MinPolicyVersion > 0 {
-			s.MaxStaleness = cur - s.MinPolicyVersion
-		}
-	}
-	if b.rs.Total.MinPolicyVersion > 0 {
-		b.rs.Total.MaxStaleness = cur - b.rs.Total.MinPolicyVersion
-	}
 	return b.rs
+}
+
+// SetStaleness fills each step's and the total's staleness figures from a
+// tracker that followed the run's whole log.
+func (rs *RunStats) SetStaleness(t *StalenessTracker) {
+	for i := range rs.Steps {
+		rs.Steps[i].Staleness = t.Of(rs.Steps[i].Step)
+	}
+	rs.Total.Staleness = t.Total()
 }
 
 // groupStats is the StepStats of one group (Groups = 1).
@@ -316,7 +320,7 @@ func GroupFlags(advs []store.Advantage) store.Advantage {
 // sizes at the end of every step, by PoolTracker's step rule.
 func PoolHistory(r *store.RunTx) ([]PoolSizes, error) {
 	var pt PoolTracker
-	if _, err := pt.observeEvents(r, 1, nil); err != nil {
+	if _, err := pt.observeEvents(r, 1, nil, nil); err != nil {
 		return nil, err
 	}
 	return pt.Sizes(), nil
@@ -324,10 +328,16 @@ func PoolHistory(r *store.RunTx) ([]PoolSizes, error) {
 
 // observeEvents feeds the tracker run r's events from seq from on, and
 // returns the seq after the last one read. advSteps, when not nil, gets
-// the step of every advantage record written in that stretch.
-func (p *PoolTracker) observeEvents(r *store.RunTx, from uint64, advSteps map[uint64]bool) (next uint64, err error) {
+// the step of every advantage record written in that stretch; stale, when
+// not nil, follows the same events.
+func (p *PoolTracker) observeEvents(r *store.RunTx, from uint64, advSteps map[uint64]bool, stale *StalenessTracker) (next uint64, err error) {
 	next = from
 	err = r.Events(from, func(e store.Event) error {
+		if stale != nil {
+			if err := stale.observe(e); err != nil {
+				return err
+			}
+		}
 		var rb *store.Rubric
 		switch e.Kind {
 		case store.EvRubricPut, store.EvRubricUpdate, store.EvRubricMove:

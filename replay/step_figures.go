@@ -29,6 +29,7 @@ type StepFollower struct {
 	mu     sync.Mutex
 	run    string
 	pools  PoolTracker
+	stale  StalenessTracker
 	leaves map[uint64]leafFigures // by step, as of next
 	next   uint64                 // the first event not observed yet; 0 before the first call
 }
@@ -41,7 +42,7 @@ type leafFigures struct {
 
 // Figures is StepFigures(r), reading only the events new to the follower.
 func (f *StepFollower) Figures(r *store.RunTx) ([]StepMetrics, error) {
-	pools, leaves, err := f.follow(r)
+	pools, leaves, stale, err := f.follow(r)
 	if err != nil {
 		return nil, err
 	}
@@ -85,6 +86,7 @@ func (f *StepFollower) Figures(r *store.RunTx) ([]StepMetrics, error) {
 		if p, ok := pools[st]; ok {
 			last = p
 		}
+		m.Staleness = stale.Of(st)
 		m.Pools = map[store.RubricPool]int{}
 		for _, pool := range []store.RubricPool{store.PoolCandidate, store.PoolPublic, store.PoolRetired, store.PoolMerged} {
 			m.Pools[pool] = last[pool]
@@ -126,16 +128,17 @@ func stepLeaves(advs []store.Advantage, into map[uint64]leafFigures) {
 // each step ended, and each step's leaf figures, by step. The advantage
 // records of a step are read again only when an event since the last call
 // wrote one of them.
-func (f *StepFollower) follow(r *store.RunTx) (map[uint64]map[store.RubricPool]int, map[uint64]leafFigures, error) {
+func (f *StepFollower) follow(r *store.RunTx) (map[uint64]map[store.RubricPool]int, map[uint64]leafFigures, *StalenessTracker, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var (
 		sizes  []PoolSizes
 		leaves map[uint64]leafFigures
+		stale  *StalenessTracker
 	)
 	if f.next != 0 && f.run == r.ID() && r.LastSeq() >= f.next-1 {
 		changed := map[uint64]bool{}
-		next, err := f.pools.observeEvents(r, f.next, changed)
+		next, err := f.pools.observeEvents(r, f.next, changed, &f.stale)
 		if err == nil {
 			for st := range changed {
 				var advs []store.Advantage
@@ -147,35 +150,36 @@ func (f *StepFollower) follow(r *store.RunTx) (map[uint64]map[store.RubricPool]i
 			}
 		}
 		if err != nil {
-			f.next = 0 // start again from the first event next time
-			return nil, nil, err
+			f.next, f.stale = 0, StalenessTracker{} // start again from the first event next time
+			return nil, nil, nil, err
 		}
 		f.next = next
-		sizes, leaves = f.pools.SizesSoFar(), maps.Clone(f.leaves)
+		sizes, leaves, stale = f.pools.SizesSoFar(), maps.Clone(f.leaves), f.stale.clone()
 	} else {
 		// The first call, or a reader older than the follower's place (a
 		// request that began before the previous one): read from the
 		// start; only a reader as new as the follower moves it on.
 		var pt PoolTracker
-		next, err := pt.observeEvents(r, 1, nil)
+		st := &StalenessTracker{}
+		next, err := pt.observeEvents(r, 1, nil, st)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		advs, err := r.Advantages(0, 0)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		leaves = map[uint64]leafFigures{}
 		stepLeaves(advs, leaves)
 		if f.next == 0 || f.run != r.ID() {
-			f.run, f.pools, f.next, f.leaves = r.ID(), pt, next, maps.Clone(leaves)
+			f.run, f.pools, f.next, f.leaves, f.stale = r.ID(), pt, next, maps.Clone(leaves), *st.clone()
 		}
-		sizes = pt.SizesSoFar()
+		sizes, stale = pt.SizesSoFar(), st
 	}
 	out := make(map[uint64]map[store.RubricPool]int, len(sizes))
 	for _, ps := range sizes {
 		out[ps.Step] = map[store.RubricPool]int{store.PoolCandidate: ps.Candidate, store.PoolPublic: ps.Public,
 			store.PoolRetired: ps.Retired, store.PoolMerged: ps.Merged}
 	}
-	return out, leaves, nil
+	return out, leaves, stale, nil
 }

@@ -23,9 +23,11 @@ type Submission struct {
 	// one is done, or MaxTurns is reached); without it the leaf gets the
 	// sum of its path's turn rewards. A pruned branch always gets that sum.
 	Reward *float64 `json:"reward,omitempty"`
-	// RewardPending ends the branch with its outcome reward still to come:
-	// a verifier or a remote reward model submits it later, from any
-	// process (SubmitRewards). The group closes once every leaf has one.
+	// RewardPending defers the outcome reward of a branch these turns end
+	// (its episode ends, or MaxTurns cuts it): a verifier or a remote reward
+	// model submits it later, from any process (SubmitRewards), and the
+	// group closes once every leaf has one. On turns that do not end the
+	// branch it has no effect, so a worker may set it on every submit.
 	RewardPending bool `json:"reward_pending,omitempty"`
 	// Error, when set, reports that the branch's policy, env or scorer
 	// failed: no turns go with it. The branch is retried (from its stored

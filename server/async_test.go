@@ -55,7 +55,25 @@ func TestHeartbeatsCarryALongToolCall(t *testing.T) {
 	var stolen atomic.Int32
 	ctx, cancel := context.WithCancel(bg)
 	defer cancel()
-	go func() { // another worker asks for work all the while
+	type result struct {
+		st  client.WorkStats
+		err error
+	}
+	worked := make(chan result, 1)
+	go func() {
+		// Without heartbeats the branch would change hands forever.
+		wctx, wcancel := context.WithTimeout(bg, 20*time.Second)
+		defer wcancel()
+		st, err := w.Work(wctx, 1)
+		worked <- result{st, err}
+	}()
+	for { // once the slow worker holds the branch, another asks for work all the while
+		if s, err := e.c.StepStatus(bg, "r1", 1); err == nil && (s.Leased == 1 || s.Active == 0) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	go func() {
 		for ctx.Err() == nil {
 			ls, err := e.c.Lease(ctx, "r1", api.LeaseRequest{Worker: "thief", Step: 1, TTLMs: 1})
 			if err == nil {
@@ -64,10 +82,8 @@ func TestHeartbeatsCarryALongToolCall(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
-	// Without heartbeats the branch would change hands forever.
-	wctx, wcancel := context.WithTimeout(bg, 20*time.Second)
-	defer wcancel()
-	st, err := w.Work(wctx, 1)
+	res := <-worked
+	st, err := res.st, res.err
 	cancel()
 	if err != nil {
 		t.Fatalf("%v after %+v; the other worker was handed %d branches", err, st, stolen.Load())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,11 +21,16 @@ import (
 
 func branchHash(k tree.TurnKey) uint64 { return k.Branch % 1000003 }
 
-type fakePolicy struct{ calls, maxBatch int }
+type fakePolicy struct {
+	mu              sync.Mutex // batches may be asked for concurrently
+	calls, maxBatch int
+}
 
 func (p *fakePolicy) ActBatch(_ context.Context, reqs []tree.ActRequest) ([]tree.Move, error) {
+	p.mu.Lock()
 	p.calls++
 	p.maxBatch = max(p.maxBatch, len(reqs))
+	p.mu.Unlock()
 	out := make([]tree.Move, len(reqs))
 	for i, r := range reqs {
 		h := branchHash(r.Key)
@@ -114,4 +120,41 @@ func closeDone(t testing.TB, c *client.Client, run string, step uint64) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// slowTools makes one env step in eight of the fake agent a tool call of
+// 0–2 s, drawn from the TurnKey (the turn itself is the fake's).
+type slowTools struct{ fakeEnv }
+
+type slowToolsEpisode struct{ fakeEpisode }
+
+func (slowTools) Reset(context.Context, tree.Task) (tree.Episode, error) {
+	return slowToolsEpisode{}, nil
+}
+func (slowTools) Restore(context.Context, tree.Task, []store.Turn, []byte) (tree.Episode, error) {
+	return slowToolsEpisode{}, nil
+}
+
+func (ep slowToolsEpisode) Step(ctx context.Context, k tree.TurnKey, m tree.Move) (tree.Observation, error) {
+	if h := k.Branch*31 + uint64(k.Path); h%8 == 0 {
+		t := time.NewTimer(time.Duration(h/8%2000) * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return tree.Observation{}, ctx.Err()
+		case <-t.C:
+		}
+	}
+	return ep.fakeEpisode.Step(ctx, k, m)
+}
+
+// pathReward is the fake agent's outcome reward as a verifier computes it
+// apart from the worker: what the coordinator records inline, the sum of
+// the path's turn rewards.
+func pathReward(_ context.Context, _ tree.Task, path []store.Turn) (float64, error) {
+	sum := 0.0
+	for _, t := range path {
+		sum += t.Reward
+	}
+	return sum, nil
 }

@@ -37,7 +37,7 @@ import (
 // workerEnv names the environment variables that turn the test binary
 // into a Go worker process (TestMain).
 const (
-	workerEnv = "PATRDB_TEST_WORKER" // "url run step name acks"
+	workerEnv = "PATRDB_TEST_WORKER" // "url run step name acks [slow] [defer]"
 )
 
 func TestMain(m *testing.M) {
@@ -66,6 +66,14 @@ func workerMain(spec string) int {
 				writeAck(acks, s.Node, s.From, s.Turns)
 			}
 		}}
+	for _, opt := range f[5:] {
+		switch opt {
+		case "slow": // tool calls of up to 2 s, under 300 ms leases: heartbeats carry them
+			w.Env = slowTools{}
+		case "defer": // rewards come from the test's verifier
+			w.DeferRewards = true
+		}
+	}
 	if _, err := w.Work(context.Background(), step); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		return 1
@@ -234,7 +242,12 @@ func killRound(t *testing.T, bin, self, python, script string, tasks int) (worke
 	for i := range 4 {
 		acks := filepath.Join(dir, fmt.Sprintf("go-%d.acks", i))
 		ackFiles = append(ackFiles, acks)
-		spec := fmt.Sprintf("%s %s 1 go-%d %s", url, run, i, acks)
+		// Half the Go workers leave their rewards to the verifier; all
+		// have tool calls of up to 2 s now and then under 300 ms leases.
+		spec := fmt.Sprintf("%s %s 1 go-%d %s slow", url, run, i, acks)
+		if i%2 == 0 {
+			spec += " defer"
+		}
 		workers = append(workers, &proc{name: fmt.Sprint("go-", i), cmd: func() *exec.Cmd {
 			cmd := exec.Command(self, "-test.run=^$")
 			cmd.Env = append(os.Environ(), workerEnv+"="+spec)
@@ -247,8 +260,12 @@ func killRound(t *testing.T, bin, self, python, script string, tasks int) (worke
 			acks := filepath.Join(dir, fmt.Sprintf("py-%d.acks", i))
 			ackFiles = append(ackFiles, acks)
 			workers = append(workers, &proc{name: fmt.Sprint("py-", i), cmd: func() *exec.Cmd {
-				cmd := exec.Command(python, script, "--url", url, "--run", run, "--step", "1", "--name", fmt.Sprint("py-", i),
-					"--max", "3", "--ttl-ms", "300", "--acks", acks)
+				args := []string{script, "--url", url, "--run", run, "--step", "1", "--name", fmt.Sprint("py-", i),
+					"--max", "3", "--ttl-ms", "300", "--acks", acks}
+				if i%2 == 1 { // tool calls of 0–2 s under 300 ms leases, rewards to the verifier
+					args = append(args, "--slow-tool", "2", "--defer-rewards")
+				}
+				cmd := exec.Command(python, args...)
 				cmd.Stderr = os.Stderr
 				return cmd
 			}})
@@ -266,6 +283,20 @@ func killRound(t *testing.T, bin, self, python, script string, tasks int) (worke
 		for _, w := range workers {
 			w.kill()
 		}
+	}()
+
+	// A verifier in this process delivers the deferred rewards, over
+	// HTTP, through the server's kills.
+	vctx, stopVerifier := context.WithCancel(bg)
+	defer stopVerifier()
+	verified := make(chan error, 1)
+	var vstats client.VerifyStats
+	go func() {
+		vc := client.New(url)
+		vc.HTTP.Timeout = 10 * time.Second
+		var err error
+		vstats, err = (&client.Verifier{Client: vc, Run: run, Reward: pathReward, Poll: 20 * time.Millisecond}).Serve(vctx, 1)
+		verified <- err
 	}()
 
 	// Chaos: kill a random worker (restarted at once) or the server
@@ -318,8 +349,16 @@ func killRound(t *testing.T, bin, self, python, script string, tasks int) (worke
 			t.Fatalf("%s did not finish", w.name)
 		}
 	}
+	select {
+	case err := <-verified:
+		if err != nil {
+			t.Fatalf("verifier: %v", err)
+		}
+	case <-time.After(time.Until(deadline)):
+		t.Fatal("the verifier did not finish")
+	}
 	closeDone(t, c, run, 1)
-	t.Logf("%d workers, %d tasks: %d worker kills, %d server kills", len(workers), tasks, workerKills, serverKills)
+	t.Logf("%d workers, %d tasks: %d worker kills, %d server kills, %d rewards deferred to the verifier", len(workers), tasks, workerKills, serverKills, vstats.Rewards)
 	if workerKills+serverKills == 0 {
 		t.Fatal("the step finished before anything was killed: give it more tasks")
 	}

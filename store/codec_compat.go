@@ -19,7 +19,8 @@ var (
 )
 
 // DecodeMsgpack reads a turns payload of format 1 (from, count, turns), 2
-// (and the policy-version range) or 3 (and the turn sequence number).
+// (and the policy-version range), 3 (and the turn sequence number) or 4
+// (and the oldest version written).
 func (p *TurnsPayload) DecodeMsgpack(dec *msgpack.Decoder) error {
 	n, err := dec.DecodeArrayLen()
 	if err != nil {
@@ -29,10 +30,10 @@ func (p *TurnsPayload) DecodeMsgpack(dec *msgpack.Decoder) error {
 	if n == -1 {
 		return nil
 	}
-	if n != turnsPayloadFields && n != turnsPayloadFieldsV2 && n != turnsPayloadFieldsV1 {
-		return fmt.Errorf("turns payload has %d fields, want %d, %d or %d", n, turnsPayloadFieldsV1, turnsPayloadFieldsV2, turnsPayloadFields)
+	if n != turnsPayloadFields && n != turnsPayloadFieldsV3 && n != turnsPayloadFieldsV2 && n != turnsPayloadFieldsV1 {
+		return fmt.Errorf("turns payload has %d fields, want %d, %d, %d or %d", n, turnsPayloadFieldsV1, turnsPayloadFieldsV2, turnsPayloadFieldsV3, turnsPayloadFields)
 	}
-	fields := []any{&p.From, &p.Count, &p.Turns, &p.MinVersion, &p.MaxVersion, &p.Seq}
+	fields := []any{&p.From, &p.Count, &p.Turns, &p.MinVersion, &p.MaxVersion, &p.Seq, &p.Oldest}
 	for _, f := range fields[:n] {
 		if err := dec.Decode(f); err != nil {
 			return err

@@ -28,6 +28,7 @@ func TestTurnsPayloadShapes(t *testing.T) {
 		{"format 1", enc([]int{2, 3, 5}), store.TurnsPayload{From: 2, Count: 3, Turns: 5}},
 		{"format 2", enc([]int{2, 3, 5, 7, 9}), store.TurnsPayload{From: 2, Count: 3, Turns: 5, MinVersion: 7, MaxVersion: 9}},
 		{"format 3", enc([]int{2, 3, 5, 7, 9, 11}), store.TurnsPayload{From: 2, Count: 3, Turns: 5, MinVersion: 7, MaxVersion: 9, Seq: 11}},
+		{"format 4", enc([]int{2, 3, 5, 7, 9, 11, 8}), store.TurnsPayload{From: 2, Count: 3, Turns: 5, MinVersion: 7, MaxVersion: 9, Seq: 11, Oldest: 8}},
 		{"nil", enc(nil), store.TurnsPayload{}},
 	} {
 		got := store.TurnsPayload{From: -1, Seq: 99} // decoding replaces it whole
@@ -41,6 +42,7 @@ func TestTurnsPayloadShapes(t *testing.T) {
 	}{
 		{"2 fields", enc([]int{2, 3})},
 		{"4 fields", enc([]int{2, 3, 5, 7})},
+		{"8 fields", enc([]int{2, 3, 5, 7, 9, 11, 8, 1})},
 		{"a string for the count", enc([]any{2, "three", 5})},
 		{"a string for the last field", enc([]any{2, 3, "five"})},
 	} {

@@ -41,7 +41,7 @@ func goldenRecords() map[string]struct {
 			LowVarStreak: 1, GroupsUnlocked: 2, N: 9, SumX: 4.5, SumY: 3, SumXY: 2, SumXX: 3, SumYY: 2}, CreatedStep: 2}
 	ckpt := Checkpoint{Step: 2, Inline: []byte("policy"), URI: "file:///w/2", Hash: "sha256:00ff",
 		Meta: map[string]string{"lr": "0.1"}, CreatedAt: 1767322800000000000}
-	tp := TurnsPayload{From: 3, Count: 2, Turns: 5, MinVersion: 11, MaxVersion: 12, Seq: 300}
+	tp := TurnsPayload{From: 3, Count: 2, Turns: 5, MinVersion: 11, MaxVersion: 12, Seq: 300, Oldest: 11}
 	scalars := Scalars{Step: 4, Values: map[string]float64{"loss": 0.75, "kl": 0.0125, "train/lr": 1e-6}, UpdatedAt: 1767322800000000000}
 
 	type entry = struct {

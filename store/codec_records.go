@@ -49,15 +49,18 @@ func decodeFast(payload []byte, v any) bool {
 	case *TurnsPayload:
 		m := msgpReader{b: payload}
 		fields := m.arrayLen()
-		if p == nil || (fields != turnsPayloadFields && fields != turnsPayloadFieldsV2 && fields != turnsPayloadFieldsV1) {
+		if p == nil || (fields != turnsPayloadFields && fields != turnsPayloadFieldsV3 && fields != turnsPayloadFieldsV2 && fields != turnsPayloadFieldsV1) {
 			return false
 		}
 		tp := TurnsPayload{From: m.int(), Count: m.int(), Turns: m.int()}
 		if fields >= turnsPayloadFieldsV2 {
 			tp.MinVersion, tp.MaxVersion = m.uint64(), m.uint64()
 		}
-		if fields == turnsPayloadFields {
+		if fields >= turnsPayloadFieldsV3 {
 			tp.Seq = m.uint64()
+		}
+		if fields == turnsPayloadFields {
+			tp.Oldest = m.uint64()
 		}
 		if m.err != nil {
 			return false
@@ -69,7 +72,8 @@ func decodeFast(payload []byte, v any) bool {
 }
 
 const (
-	turnsPayloadFields   = 6 // format 3 appended the turn sequence number
+	turnsPayloadFields   = 7 // format 4 appended the oldest version written
+	turnsPayloadFieldsV3 = 6 // format 3 appended the turn sequence number
 	turnsPayloadFieldsV2 = 5
 	turnsPayloadFieldsV1 = 3
 	advantageFields      = 13
@@ -121,7 +125,7 @@ func encodeTurnsPayload(p *TurnsPayload) []byte {
 }
 
 // turnsPayloadMax bounds an EvTurns payload's size.
-const turnsPayloadMax = 1 + 6*9
+const turnsPayloadMax = 1 + 7*9
 
 func appendTurnsPayloadMsgp(b []byte, p *TurnsPayload) []byte {
 	b = appendArrayLen(b, turnsPayloadFields)
@@ -130,5 +134,6 @@ func appendTurnsPayloadMsgp(b []byte, p *TurnsPayload) []byte {
 	b = appendInt(b, int64(p.Turns))
 	b = appendUint(b, p.MinVersion)
 	b = appendUint(b, p.MaxVersion)
-	return appendUint(b, p.Seq)
+	b = appendUint(b, p.Seq)
+	return appendUint(b, p.Oldest)
 }

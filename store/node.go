@@ -346,6 +346,27 @@ func (r *RunTx) Frontier() ([]uint64, error) {
 	return out, err
 }
 
+// FrontierFrom calls fn with the ids of the active nodes from id from on,
+// in id order, until fn returns false: a walk that stops early costs what
+// it reads, whatever the frontier's width (a lease grant asking for a few
+// branches of a step with thousands).
+func (r *RunTx) FrontierFrom(from uint64, fn func(id uint64) bool) error {
+	b, err := r.bucket(bFrontier)
+	if err != nil {
+		return err
+	}
+	c := b.Cursor()
+	for k, _ := c.Seek(u64key(from)); k != nil; k, _ = c.Next() {
+		if len(k) != 8 {
+			return &CorruptError{Bucket: r.bpath(bFrontier), Key: cloneBytes(k), Reason: "frontier key is not 8 bytes"}
+		}
+		if !fn(keyU64(k, 0)) {
+			return nil
+		}
+	}
+	return nil
+}
+
 // FrontierNodes returns the active nodes' records.
 func (r *RunTx) FrontierNodes() ([]Node, error) {
 	ids, err := r.Frontier()

@@ -365,7 +365,10 @@ type Event struct {
 // indexes written, and the node's turn count and policy-version range
 // after the write (format 2 added the versions; format 1 wrote 3 fields),
 // and the turn sequence number of the first turn past the node's old count
-// (format 3; 0 when the write only rewrote turns, or in older files).
+// (format 3; 0 when the write only rewrote turns, or in older files), and
+// the oldest policy version among the turns written (format 4; 0 when none
+// says): with the run's version at the event's place in the log, how stale
+// they were when sampled.
 type TurnsPayload struct {
 	_msgpack   struct{} `msgpack:",as_array"`
 	From       int      `json:"from"`
@@ -374,6 +377,7 @@ type TurnsPayload struct {
 	MinVersion uint64   `json:"min_policy_version,omitempty"`
 	MaxVersion uint64   `json:"max_policy_version,omitempty"`
 	Seq        uint64   `json:"-"` // where the new turns are stored: not part of the JSON vocabulary
+	Oldest     uint64   `json:"oldest_policy_version,omitempty"`
 }
 
 // Apply sets what the payload records on the node it was written for (the

@@ -190,7 +190,7 @@ func (r *RunTx) putTurns(p *Node, from int, src EncodedTurns) error {
 	if err := r.putNode(d, &old, n, ""); err != nil {
 		return r.tx.fail(err)
 	}
-	tp := TurnsPayload{From: from, Count: count, Turns: n.Turns, MinVersion: n.MinVersion, MaxVersion: n.MaxVersion, Seq: seq}
+	tp := TurnsPayload{From: from, Count: count, Turns: n.Turns, MinVersion: n.MinVersion, MaxVersion: n.MaxVersion, Seq: seq, Oldest: src.lo}
 	_, err = r.putEvent(&Event{Kind: EvTurns, Step: n.Step, Group: n.Group, Node: p.ID}, turnsPayloadMax,
 		func(b []byte) []byte { return appendTurnsPayloadMsgp(b, &tp) })
 	return r.tx.fail(err)

@@ -96,6 +96,9 @@ const (
 	MaxWidth   = 4096    // TopExpand and MaxActive
 	MaxTurnCap = 100_000 // MaxTurns and RepeatPrune
 	MaxDelta   = 1e6     // prune margin (anything >= 1 already prunes nothing by score)
+	// MaxChildren caps the children one routing creates (TopExpand × M),
+	// all in the transaction of the submit that completes the interval.
+	MaxChildren = 8192
 )
 
 // DefaultConfig returns the defaults of docs/methods.md, which follow the
@@ -136,6 +139,9 @@ func (c Config) Validate() error {
 	between("K", c.K, 1, MaxK, "")
 	between("M", c.M, 1, MaxM, "")
 	between("TopExpand", c.TopExpand, 0, MaxWidth, "")
+	if c.TopExpand*c.M > MaxChildren {
+		bad("TopExpand", "× M = %d children in one routing, want at most %d", c.TopExpand*c.M, MaxChildren)
+	}
 	// Delta >= 1 is legal: scores lie in [0,1], so it disables pruning by
 	// score (what-if analyses ask for it).
 	if !(c.Delta >= 0 && c.Delta <= MaxDelta) {

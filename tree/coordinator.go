@@ -46,6 +46,11 @@ type Coordinator struct {
 	// version is the newest run policy version this coordinator has read or
 	// published: renewals judge OnPublishAbort by it without a read.
 	version uint64
+	// cursor is where the next grant of a few branches starts looking (the
+	// node after the last one granted), idle the last round that found
+	// nothing to grant.
+	cursor uint64
+	idle   idleRound
 	// pending notes when each branch was first seen awaiting a deferred
 	// reward or a remote score, for PendingTTL. It lives in memory: a
 	// restarted coordinator starts the wait again from the first time it
@@ -183,7 +188,7 @@ func (c *Coordinator) runTx(tx *store.Tx) (*store.RunTx, error) { return tx.Run(
 // new tasks × B0): they are written in one transaction, which every other
 // writer of the file waits for. A larger step opens in parts — OpenStep
 // extends a step whose groups are a prefix of its tasks.
-const MaxRootsPerOpen = 16384
+const MaxRootsPerOpen = 8192
 
 // OpenStep opens one group per task at step, each with B0 root branches,
 // in task order. Task ids are non-empty and unique within the step.

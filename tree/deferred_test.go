@@ -20,12 +20,14 @@ import (
 
 // grader serves a step's pending work from outside the engine: every
 // pending score is hashScore of the branch's path, every pending reward
-// the sum of its turn rewards (what the engine records inline), each
-// delivered after delay.
+// the sum of its turn rewards (what the engine records inline). Its first
+// delivery comes delay after it first found work, the rest as soon as
+// they are found.
 type grader struct {
-	c     *tree.Coordinator
-	step  uint64
-	delay time.Duration
+	c       *tree.Coordinator
+	step    uint64
+	delay   time.Duration
+	delayed bool
 
 	mu      sync.Mutex
 	scores  int
@@ -59,7 +61,10 @@ func (g *grader) serve(ctx context.Context) error {
 			time.Sleep(2 * time.Millisecond)
 			continue
 		}
-		time.Sleep(g.delay)
+		if !g.delayed {
+			g.delayed = true
+			time.Sleep(g.delay)
+		}
 		var ss []tree.ScoreSubmission
 		for _, w := range p.Scores {
 			ss = append(ss, tree.ScoreSubmission{Node: w.Node, Interval: w.Interval, Score: ptr(hashScore(w.Task, paths[w.Node]))})

@@ -216,16 +216,18 @@ func (d *driver) idle() (bool, error) {
 	case st.Open == 0:
 		sort.Slice(d.res.Groups, func(i, j int) bool { return d.res.Groups[i].Group.ID < d.res.Groups[j].Group.ID })
 		return false, nil
-	case st.AwaitingRewards > 0 || st.AwaitingScores > 0:
-		select {
-		case <-d.ctx.Done():
-			return false, fmt.Errorf("tree: rollout interrupted while %d rewards and %d scores were pending: %w", st.AwaitingRewards, st.AwaitingScores, d.ctx.Err())
-		case <-time.After(e.opts.Poll):
-		}
-		return true, nil
+	case st.Leased > 0 && st.AwaitingRewards == 0 && st.AwaitingScores == 0:
+		// Every branch is leased elsewhere (another worker of this run).
+		return false, fmt.Errorf("%w: step %d has %d open groups whose branches other workers hold", ErrConflict, d.step, st.Open)
 	}
-	// Every branch is leased elsewhere (another worker of this run).
-	return false, fmt.Errorf("%w: step %d has %d open groups whose branches other workers hold", ErrConflict, d.step, st.Open)
+	// Rewards or scores are due from elsewhere, or one just arrived and
+	// opened new work since the lease above: look again after a poll.
+	select {
+	case <-d.ctx.Done():
+		return false, fmt.Errorf("tree: rollout interrupted while %d rewards and %d scores were pending: %w", st.AwaitingRewards, st.AwaitingScores, d.ctx.Err())
+	case <-time.After(e.opts.Poll):
+	}
+	return true, nil
 }
 
 // lease takes every branch of the step that needs work and no one holds,
@@ -439,7 +441,7 @@ func (d *driver) submissions(partial []news, finished []*flight) (subs []Submiss
 	for _, n := range partial {
 		f := n.f
 		subs = append(subs, Submission{Lease: f.Lease.ID, Worker: e.opts.Worker, Node: f.Lease.Node, From: f.Lease.From + f.queued,
-			Turns: []store.Turn{n.turn}, EnvState: n.state})
+			Turns: []store.Turn{n.turn}, EnvState: n.state, RewardPending: e.opts.DeferRewards})
 		f.queued++
 	}
 	sort.Slice(finished, func(i, j int) bool { return finished[i].order < finished[j].order })
@@ -454,7 +456,7 @@ func (d *driver) submissions(partial []news, finished []*flight) (subs []Submiss
 			s.Turns, s.Score = f.Turns[f.queued:], f.Score
 			if len(s.Turns) > 0 {
 				s.EnvState = f.Episode.State()
-				s.RewardPending = e.opts.DeferRewards && f.Ended
+				s.RewardPending = e.opts.DeferRewards
 			}
 		}
 		f.queued = len(f.Turns)

@@ -127,8 +127,10 @@ func (c *Coordinator) noteVersion(v uint64) {
 	c.version = max(c.version, v)
 }
 
-// drop forgets a lease; c.mu must be held.
+// drop forgets a lease; c.mu must be held. Its branch may be free now,
+// so a round that found nothing to grant is forgotten too.
 func (c *Coordinator) drop(l *held) {
+	c.idle = idleRound{}
 	if c.leases[l.Node] == l {
 		delete(c.leases, l.Node)
 	}
@@ -159,6 +161,31 @@ func (c *Coordinator) grant(tx *store.Tx, req LeaseRequest) ([]Lease, error) {
 		return nil, fmt.Errorf("%w: worker %q samples with policy version %d, %d behind run %q's version %d (max_staleness %d): load newer weights",
 			ErrStale, req.Worker, req.PolicyVersion, info.PolicyVersion-req.PolicyVersion, c.run, info.PolicyVersion, c.cfg.MaxStaleness)
 	}
+	gs := &grantScan{c: c, r: r, tx: tx, req: req, info: info, ttl: ttl, now: c.opts.Now(), groups: map[uint64]store.Group{}}
+	if req.Max == 0 {
+		return gs.all()
+	}
+	return gs.some()
+}
+
+// grantScan is one grant's walk of the frontier.
+type grantScan struct {
+	c      *Coordinator
+	r      *store.RunTx
+	tx     *store.Tx
+	req    LeaseRequest
+	info   store.Run
+	ttl    time.Duration
+	now    time.Time
+	groups map[uint64]store.Group
+	out    []Lease
+}
+
+// all grants every free branch, in step, group and node order: the
+// engine's wave, which must be the same from run to run. It reads the
+// whole frontier, and forgets the leases of branches no longer on it.
+func (gs *grantScan) all() ([]Lease, error) {
+	c, r := gs.c, gs.r
 	active, err := r.FrontierNodes()
 	if err != nil {
 		return nil, err
@@ -173,10 +200,8 @@ func (c *Coordinator) grant(tx *store.Tx, req LeaseRequest) ([]Lease, error) {
 		}
 		return a.ID < b.ID
 	})
-	now := c.opts.Now()
-	if req.Step == 0 {
-		// Forget the leases of branches that are no longer active, so the
-		// table stays the size of the frontier.
+	if gs.req.Step == 0 {
+		// Keep the table the size of the frontier.
 		live := make(map[uint64]bool, len(active))
 		for i := range active {
 			live[active[i].ID] = true
@@ -187,60 +212,139 @@ func (c *Coordinator) grant(tx *store.Tx, req LeaseRequest) ([]Lease, error) {
 			}
 		}
 	}
-	var out []Lease
-	groups := map[uint64]store.Group{}
 	for i := range active {
-		n := &active[i]
-		if n.Step <= info.LastStep || (req.Step != 0 && n.Step != req.Step) {
-			continue
-		}
-		if req.Max > 0 && len(out) >= req.Max {
-			break
-		}
-		g, ok := groups[n.Group]
-		if !ok {
-			if g, err = r.GroupAt(n.Step, n.Group); err != nil {
-				return nil, err
-			}
-			groups[n.Group] = g
-		}
-		if g.Status != store.GroupOpen {
-			continue
-		}
-		if h := c.leases[n.ID]; h != nil && h.current(n, &g) && !h.regrantable(now) && !c.voided(h, info.PolicyVersion) {
-			continue
-		}
-		ph := c.phase(n, &g)
-		if ph == routable || (ph == needScore && c.cfg.RemoteScores) {
-			continue
-		}
-		start := intervalStart(n, &g, c.cfg.K)
-		turns := start + c.cfg.K - n.PathLen()
-		if c.cfg.MaxTurns > 0 {
-			turns = min(turns, c.cfg.MaxTurns-n.PathLen())
-		}
-		key, err := branchKeyOf(r, *n)
-		if err != nil {
+		if err := gs.try(&active[i]); err != nil {
 			return nil, err
 		}
-		if h := c.leases[n.ID]; h != nil {
-			c.drop(h)
-		}
-		l := &held{Lease: Lease{
-			ID: newLeaseID(), Worker: req.Worker,
-			Node: n.ID, Group: g.ID, Step: g.Step, Interval: g.Interval, Attempt: n.Attempt,
-			From: n.Turns, PathLen: n.PathLen(), Turns: max(turns, 0),
-			Score: !c.cfg.NoScoring && !c.cfg.RemoteScores && (c.cfg.MaxTurns == 0 || start+c.cfg.K < c.cfg.MaxTurns),
-			Key: TurnKey{Seed: c.cfg.Seed, Step: g.Step, Group: g.ID, Node: n.ID, Branch: key,
-				Index: n.Turns, Path: n.PathLen(), Attempt: n.Attempt},
-			Task: TaskOf(g), EnvState: n.EnvState, ExpiresAt: now.Add(ttl).UnixNano(), TTLMs: ttl.Milliseconds(),
-			PolicyVersion: req.PolicyVersion, RunVersion: info.PolicyVersion},
-			ttl: ttl, snapshot: tx.Snapshot(),
-		}
-		c.leases[n.ID], c.byID[l.ID] = l, l
-		out = append(out, l.Lease)
 	}
-	return out, nil
+	return gs.out, nil
+}
+
+// some grants up to Max free branches, in node order from where the last
+// such grant stopped, going round the frontier once at most: a worker's
+// request costs the branches it passes, not the step's width. A round that
+// found nothing is remembered until the file changes or a lease it passed
+// runs out, so workers polling a step whose branches are all held do not
+// each walk it.
+func (gs *grantScan) some() ([]Lease, error) {
+	c := gs.c
+	if c.idle.snapshot == gs.tx.Snapshot() && gs.now.Before(c.idle.until) && c.idle.step == gs.req.Step {
+		return nil, nil
+	}
+	until := gs.now.Add(MaxLeaseTTL)
+	start, last := c.cursor, uint64(0)
+	visit := func(id uint64) (bool, error) {
+		n, err := gs.r.Node(id)
+		if err != nil {
+			return false, err
+		}
+		if h := c.leases[id]; h != nil {
+			if free := h.expires().Add(min(LeaseGrace, h.ttl/10)); free.Before(until) {
+				until = free
+			}
+		}
+		before := len(gs.out)
+		if err := gs.try(&n); err != nil {
+			return false, err
+		}
+		if len(gs.out) > before {
+			last = id
+		}
+		return len(gs.out) < gs.req.Max, nil
+	}
+	var werr error
+	walk := func(from, to uint64) bool {
+		more := true
+		err := gs.r.FrontierFrom(from, func(id uint64) bool {
+			if to != 0 && id >= to {
+				return false
+			}
+			more, werr = visit(id)
+			return more && werr == nil
+		})
+		if werr == nil {
+			werr = err
+		}
+		return more && werr == nil
+	}
+	if walk(start, 0) && start > 0 {
+		walk(0, start)
+	}
+	if werr != nil {
+		return nil, werr
+	}
+	if len(gs.out) == 0 {
+		c.idle = idleRound{snapshot: gs.tx.Snapshot(), until: until, step: gs.req.Step}
+	} else {
+		c.cursor = last + 1
+	}
+	return gs.out, nil
+}
+
+// idleRound remembers a full round of the frontier that found nothing to
+// grant: nothing changes before the file does or until a lease it passed
+// can be handed on.
+type idleRound struct {
+	snapshot uint64
+	until    time.Time
+	step     uint64
+}
+
+// try grants n when it is a branch of the asked step that needs work and
+// no one holds.
+func (gs *grantScan) try(n *store.Node) error {
+	c, r, req := gs.c, gs.r, gs.req
+	if n.Step <= gs.info.LastStep || (req.Step != 0 && n.Step != req.Step) {
+		return nil
+	}
+	if req.Max > 0 && len(gs.out) >= req.Max {
+		return nil
+	}
+	g, ok := gs.groups[n.Group]
+	if !ok {
+		var err error
+		if g, err = r.GroupAt(n.Step, n.Group); err != nil {
+			return err
+		}
+		gs.groups[n.Group] = g
+	}
+	if g.Status != store.GroupOpen {
+		return nil
+	}
+	if h := c.leases[n.ID]; h != nil && h.current(n, &g) && !h.regrantable(gs.now) && !c.voided(h, gs.info.PolicyVersion) {
+		return nil
+	}
+	ph := c.phase(n, &g)
+	if ph == routable || (ph == needScore && c.cfg.RemoteScores) {
+		return nil
+	}
+	start := intervalStart(n, &g, c.cfg.K)
+	turns := start + c.cfg.K - n.PathLen()
+	if c.cfg.MaxTurns > 0 {
+		turns = min(turns, c.cfg.MaxTurns-n.PathLen())
+	}
+	key, err := branchKeyOf(r, *n)
+	if err != nil {
+		return err
+	}
+	if h := c.leases[n.ID]; h != nil {
+		c.drop(h)
+	}
+	ttl, now := gs.ttl, gs.now
+	l := &held{Lease: Lease{
+		ID: newLeaseID(), Worker: req.Worker,
+		Node: n.ID, Group: g.ID, Step: g.Step, Interval: g.Interval, Attempt: n.Attempt,
+		From: n.Turns, PathLen: n.PathLen(), Turns: max(turns, 0),
+		Score: !c.cfg.NoScoring && !c.cfg.RemoteScores && (c.cfg.MaxTurns == 0 || start+c.cfg.K < c.cfg.MaxTurns),
+		Key: TurnKey{Seed: c.cfg.Seed, Step: g.Step, Group: g.ID, Node: n.ID, Branch: key,
+			Index: n.Turns, Path: n.PathLen(), Attempt: n.Attempt},
+		Task: TaskOf(g), EnvState: n.EnvState, ExpiresAt: now.Add(ttl).UnixNano(), TTLMs: ttl.Milliseconds(),
+		PolicyVersion: req.PolicyVersion, RunVersion: gs.info.PolicyVersion},
+		ttl: ttl, snapshot: gs.tx.Snapshot(),
+	}
+	c.leases[n.ID], c.byID[l.ID] = l, l
+	gs.out = append(gs.out, l.Lease)
+	return nil
 }
 
 // checkLease finds the lease a submit names and checks it is the branch's
@@ -249,20 +353,24 @@ func (c *Coordinator) grant(tx *store.Tx, req LeaseRequest) ([]Lease, error) {
 func (c *Coordinator) checkLease(s *Submission, n *store.Node, g *store.Group, version uint64) (*held, error) {
 	c.mu.Lock()
 	h := c.leases[n.ID]
+	var l held // a copy: renewals change the lease under the lock
+	if h != nil {
+		l = *h
+	}
 	c.mu.Unlock()
 	switch {
-	case h == nil || h.ID != s.Lease:
+	case h == nil || l.ID != s.Lease:
 		return nil, fmt.Errorf("%w: lease %q is not node %d's current lease (it expired and was handed on, was released, or the coordinator restarted): lease again", ErrLeaseLost, s.Lease, n.ID)
-	case h.Worker != s.Worker:
-		return nil, fmt.Errorf("%w: lease %q of node %d was granted to worker %q, not %q", ErrNotHolder, s.Lease, n.ID, h.Worker, s.Worker)
-	case !c.opts.Now().Before(h.expires()):
-		return nil, fmt.Errorf("%w: lease %q of node %d expired at %s: lease again", ErrLeaseLost, s.Lease, n.ID, h.expires().Format(time.RFC3339))
+	case l.Worker != s.Worker:
+		return nil, fmt.Errorf("%w: lease %q of node %d was granted to worker %q, not %q", ErrNotHolder, s.Lease, n.ID, l.Worker, s.Worker)
+	case !c.opts.Now().Before(l.expires()):
+		return nil, fmt.Errorf("%w: lease %q of node %d expired at %s: lease again", ErrLeaseLost, s.Lease, n.ID, l.expires().Format(time.RFC3339))
 	case n.Status != store.NodeActive:
 		return nil, fmt.Errorf("%w: node %d is %s", ErrBranchEnded, n.ID, n.Status)
-	case !h.current(n, g):
-		return nil, fmt.Errorf("%w: lease %q was for interval %d attempt %d; node %d is at interval %d attempt %d", ErrLeaseLost, s.Lease, h.Interval, h.Attempt, n.ID, g.Interval, n.Attempt)
-	case c.voided(h, version):
-		return nil, fmt.Errorf("%w: lease %q of node %d was granted at policy version %d; version %d was published since (on_publish abort): lease again with the new weights", ErrLeaseLost, s.Lease, n.ID, h.RunVersion, version)
+	case !l.current(n, g):
+		return nil, fmt.Errorf("%w: lease %q was for interval %d attempt %d; node %d is at interval %d attempt %d", ErrLeaseLost, s.Lease, l.Interval, l.Attempt, n.ID, g.Interval, n.Attempt)
+	case c.voided(&l, version):
+		return nil, fmt.Errorf("%w: lease %q of node %d was granted at policy version %d; version %d was published since (on_publish abort): lease again with the new weights", ErrLeaseLost, s.Lease, n.ID, l.RunVersion, version)
 	}
 	return h, nil
 }

@@ -120,7 +120,11 @@ func TestPartialSubmitsExtendTheLease(t *testing.T) {
 // waiting for the TTL, and the releaser's submit is refused.
 func TestReleaseHandsOnAtOnce(t *testing.T) {
 	_, c, _ := leaseEnv(t)
-	l := lease(t, c, tree.LeaseRequest{Worker: "quitter", Max: 1})[0]
+	all := lease(t, c, tree.LeaseRequest{Worker: "quitter", Max: 2})
+	if got := lease(t, c, tree.LeaseRequest{Worker: "next", Max: 1}); len(got) != 0 {
+		t.Fatalf("held branches leased: %+v", got)
+	}
+	l := all[0]
 	if st := c.Release("quitter", []string{l.ID, "no-such-lease"}); st[0].Held || st[0].Reason != "released" || st[1].Held {
 		t.Fatalf("release: %+v", st)
 	}

@@ -172,7 +172,7 @@ func (c *Coordinator) submitOne(r *store.RunTx, s *Submission, version uint64) (
 	switch {
 	case s.Reward != nil && s.RewardPending:
 		return SubmitResult{}, g, fmt.Errorf("%w: node %d: a reward and reward_pending exclude each other", store.ErrInvalid, n.ID)
-	case (s.Reward != nil || s.RewardPending) && !ended && !truncated:
+	case s.Reward != nil && !ended && !truncated:
 		return SubmitResult{}, g, fmt.Errorf("%w: a reward goes with the turns that end a branch; node %d goes on", store.ErrInvalid, n.ID)
 	case s.Score != nil && c.cfg.NoScoring:
 		return SubmitResult{}, g, fmt.Errorf("%w: run %q does not score branches (NoScoring)", ErrConflict, c.run)

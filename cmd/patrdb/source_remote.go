@@ -394,6 +394,18 @@ func (r *remoteRun) stats() (*replay.RunStats, error) {
 		sb.AddGroup(g, nodes, advs[key{g.Step, g.ID}])
 	}
 	rs := sb.Finish()
+	var st replay.StalenessTracker
+	if last, err := r.LastSeq(); err != nil {
+		return nil, err
+	} else if last > 0 {
+		if err := r.events(1, last, func(e logEvent) error {
+			st.Observe(e.Event.Event, e.Record)
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
+	rs.SetStaleness(&st)
 	sum, err := r.Summary(store.SummaryOptions{Buckets: true})
 	if err != nil {
 		return nil, err

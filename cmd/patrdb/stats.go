@@ -136,7 +136,8 @@ func writeRunStats(w io.Writer, r *replay.RunStats) {
 		fmt.Fprintf(w, "  in flight        %d active, %d failed nodes\n", s.Active, s.Failed)
 	}
 	if s.MaxPolicyVersion > 0 {
-		fmt.Fprintf(w, "  policy versions  %d–%d; the oldest data is %d versions behind the newest\n", s.MinPolicyVersion, s.MaxPolicyVersion, s.MaxStaleness)
+		fmt.Fprintf(w, "  policy versions  %d–%d; staleness when sampled mean %s max %d, when consumed mean %s max %d\n",
+			s.MinPolicyVersion, s.MaxPolicyVersion, fmtNum(s.SampledMean), s.SampledMax, fmtNum(s.ConsumedMean), s.ConsumedMax)
 	}
 	if len(r.Steps) > 0 {
 		fmt.Fprintln(w)

@@ -66,26 +66,35 @@ func run(args []string, out io.Writer) error {
 			return err
 		}
 		info, err := r.Info()
+		if err != nil {
+			return err
+		}
 		last = info.LastStep
-		return err
+		if info.Status != store.RunRunning && last < uint64(*steps) {
+			return r.SetRunStatus(store.RunRunning) // trained further than it was marked finished
+		}
+		return nil
 	})
 	if err != nil {
 		return err
 	}
 
 	policy := &llmfake.Policy{Latency: *latency}
-	engine, err := tree.New(db, *runID, tree.Options{
-		Config:      cfg,
-		BatchPolicy: policy,
-		Env:         &llmfake.Env{},
-		Scorer:      llmfake.Scorer{},
-		MaxBatch:    *maxBatch,
-	})
-	if err != nil {
-		return err
-	}
 	for step := last + 1; step <= uint64(*steps); step++ {
 		policy.Version = step // the weights after step-1 updates
+		// The engine leases with the version of the weights it samples with
+		// (a run whose max_staleness it exceeds refuses it).
+		engine, err := tree.New(db, *runID, tree.Options{
+			Config:        cfg,
+			BatchPolicy:   policy,
+			Env:           &llmfake.Env{},
+			Scorer:        llmfake.Scorer{},
+			MaxBatch:      *maxBatch,
+			PolicyVersion: step,
+		})
+		if err != nil {
+			return err
+		}
 		start := time.Now()
 		// Rollout continues a step a crash interrupted (same tasks), or
 		// opens it.
@@ -101,14 +110,24 @@ func run(args []string, out io.Writer) error {
 			}
 		}
 		// ... your optimizer step on the leaves' tokens and advantages ...
-		// The checkpoint marks the step complete, in one transaction; the
-		// weights themselves live on a file system.
+		// The new weights' version is published (staleness is measured
+		// against it) and the checkpoint marks the step complete, in one
+		// transaction; the weights themselves live on a file system.
 		err = db.Update(func(tx *store.Tx) error {
+			if err := engine.Coordinator().Publish(tx, step+1); err != nil {
+				return err
+			}
 			r, err := tx.Run(*runID)
 			if err != nil {
 				return err
 			}
-			return r.PutCheckpoint(store.Checkpoint{Step: step, URI: fmt.Sprintf("file:///ckpt/%s/%d", *runID, step)})
+			if err := r.PutCheckpoint(store.Checkpoint{Step: step, URI: fmt.Sprintf("file:///ckpt/%s/%d", *runID, step)}); err != nil {
+				return err
+			}
+			if step == uint64(*steps) {
+				return r.SetRunStatus(store.RunFinished) // every step is in: the lake exports the last one too
+			}
+			return nil
 		})
 		if err != nil {
 			return err

@@ -11,18 +11,16 @@ on a free loopback port over a scratch file.
 
 import argparse
 import os
-import shutil
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
 from patrdb_client import Client  # noqa: E402
+from served import served  # noqa: E402
 
 
 def rate(c, n, threads, reconnect):
@@ -47,38 +45,20 @@ def main():
     ap.add_argument("--n", type=int, default=1500)
     ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args()
-    tmp = tempfile.mkdtemp(prefix="patrdb-bench-")
-    try:
-        binary = a.bin or os.path.join(tmp, "patrdb")
-        if not a.bin:
-            subprocess.run(["go", "build", "-o", binary, "./cmd/patrdb"], cwd=os.path.join(HERE, "..", "..", ".."),
-                           check=True)
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        p = subprocess.Popen([binary, "--db", os.path.join(tmp, "b.db"), "serve", "--addr", f"127.0.0.1:{port}"],
-                             stdout=subprocess.PIPE, text=True)
-        p.stdout.readline()
-        try:
-            c = Client(f"http://127.0.0.1:{port}")
-            c.create_run("bench", client_key="bench")
-            for threads in (1, 4):
-                per = {True: [], False: []}
-                for _ in range(a.rounds):  # interleaved, so drift hits both alike
-                    for reconnect in (True, False):
-                        per[reconnect].append(rate(c, a.n // threads, threads, reconnect))
-                ratios = [k / r for k, r in zip(per[False], per[True])]
-                for name, xs in (("new connection per request", per[True]), ("keep-alive", per[False])):
-                    print(f"{threads} thread(s), {name}: median {statistics.median(xs):.0f} req/s "
-                          f"(min {min(xs):.0f}, max {max(xs):.0f})")
-                print(f"{threads} thread(s), keep-alive / new connection: median {statistics.median(ratios):.2f}x "
-                      f"(min {min(ratios):.2f}, max {max(ratios):.2f})")
-        finally:
-            p.terminate()
-            p.wait()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
+    with served(a.bin) as url:
+        c = Client(url)
+        c.create_run("bench", client_key="bench")
+        for threads in (1, 4):
+            per = {True: [], False: []}
+            for _ in range(a.rounds):  # interleaved, so drift hits both alike
+                for reconnect in (True, False):
+                    per[reconnect].append(rate(c, a.n // threads, threads, reconnect))
+            ratios = [k / r for k, r in zip(per[False], per[True])]
+            for name, xs in (("new connection per request", per[True]), ("keep-alive", per[False])):
+                print(f"{threads} thread(s), {name}: median {statistics.median(xs):.0f} req/s "
+                      f"(min {min(xs):.0f}, max {max(xs):.0f})")
+            print(f"{threads} thread(s), keep-alive / new connection: median {statistics.median(ratios):.2f}x "
+                  f"(min {min(ratios):.2f}, max {max(ratios):.2f})")
 
 if __name__ == "__main__":
     main()

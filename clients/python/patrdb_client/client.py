@@ -14,9 +14,10 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optio
 
 from .batch import Batch
 from .types import (ActiveRubrics, ConsolidateNeed, InduceNeed, JudgeNeed, ShapeResult, Advantage, Checkpoint,
-                    CheckpointResult, CloseGroupResult, Event, EventPage, Group, GroupTree, Health, Lease, Node,
-                    NodeInfo, OpenStepResult, Rubric, Run, RunSummary, Scalars, ScalarsPage, ScalarsResult, Stats,
-                    StepMetrics, StepStatus, Submission, Submitted, Task, Trajectory, Turn, from_json)
+                    CheckpointResult, CloseGroupResult, Event, EventPage, Group, GroupTree, Health, Lease, LeaseState,
+                    Node, NodeInfo, OpenStepResult, PendingResult, RewardSubmission, Rubric, Run, RunSummary, Scalars,
+                    ScalarsPage, ScalarsResult, ScoreSubmission, Stats, StepMetrics, StepStatus, Submission, Submitted,
+                    Task, Trajectory, Turn, from_json)
 
 __all__ = ["Client", "PatrdbError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "Conflict",
            "ServerError", "BadResponse", "IncompatibleServer", "new_client_key", "MIN_API_VERSION"]
@@ -55,7 +56,11 @@ class NotFound(PatrdbError):
 class Conflict(PatrdbError):
     """409: the state forbids the request. Nothing was written. ``code`` says which
     rule: "lease_lost" (the lease expired and was handed on, the interval is over,
-    or the server restarted: drop the work and lease again), "branch_ended",
+    a published policy version voided it, or the server restarted: drop the work
+    and lease again), "not_holder" (the lease was granted to another worker),
+    "stale" (the worker's policy version, or a turn's, is further behind the
+    run's than its max_staleness: load newer weights), "not_pending" (a deferred
+    reward or remote score for a branch that awaits none), "branch_ended",
     "too_early" (a score before the interval's K turns), "step_exists",
     "config_mismatch", or "conflict" (a closed group, a client key reused for a
     different request, ...)."""
@@ -390,7 +395,9 @@ class Client:
     def create_run(self, run: str, tree: Optional[Mapping[str, Any]] = None, rubric: Optional[Mapping[str, Any]] = None,
                    meta: Optional[Mapping[str, str]] = None, client_key: Optional[str] = None) -> Run:
         """Creates a run. ``tree`` and ``rubric`` override the defaults field by field
-        (tree: b0, k, m, top_expand, delta, prune_rule, repeat_prune, max_turns, max_active, seed, no_scoring)."""
+        (tree: b0, k, m, top_expand, delta, prune_rule, repeat_prune, max_turns, max_active, seed, no_scoring,
+        and for asynchronous rollouts max_staleness, on_publish ("continue" or "abort"), remote_scores,
+        pending_ttl_ms)."""
         body: Dict[str, Any] = {"id": run}
         if tree is not None:
             body["tree"] = dict(tree)
@@ -435,7 +442,9 @@ class Client:
                   tree: Optional[Mapping[str, Any]] = None, client_key: Optional[str] = None) -> OpenStepResult:
         """Opens one group per task at ``step``, each with the run's B0 root branches.
         Asking again with the same tasks returns the same groups (a restarted driver);
-        other tasks are a Conflict ("step_exists"). ``tree`` names the tree config
+        the step's tasks followed by more open groups for the new ones (a step
+        extended for more informative groups); other tasks, or fewer, are a Conflict
+        ("step_exists"). ``tree`` names the tree config
         fields you rely on (e.g. ``{"k": 5}``): a run that recorded other values
         refuses with Conflict ("config_mismatch")."""
         body: Dict[str, Any] = {"step": step, "tasks": [t.to_json() if isinstance(t, Task) else dict(t) for t in tasks]}
@@ -444,12 +453,74 @@ class Client:
         return from_json(OpenStepResult, self._post(self._run(run, "steps"), body, client_key))
 
     def lease(self, run: str, worker: str = "", max: int = 0, step: int = 0, ttl_ms: int = 0,
-              history: bool = True) -> List[Lease]:
+              history: bool = True, policy_version: int = 0) -> List[Lease]:
         """Leases up to ``max`` branches (0: every free one) of ``step`` (0: any open
-        step) that need work, for ``ttl_ms`` milliseconds (0: the server's default).
-        With ``history`` each lease carries its branch's path so far. Writes nothing."""
-        body = {"worker": worker, "max": max, "step": step, "ttl_ms": ttl_ms, "history": history}
+        step) that need work, for ``ttl_ms`` milliseconds without a sign of life (0:
+        the server's default, 30 s; renew every 0.4 TTL while a tool runs). The
+        leases are ``worker``'s alone: every submit, renewal and release names it.
+        ``policy_version`` is the version of the weights the worker samples with: a
+        worker further behind the run's version than its max_staleness is refused
+        (Conflict "stale"). With ``history`` each lease carries its branch's path so
+        far. Writes nothing."""
+        body: Dict[str, Any] = {"worker": worker, "max": max, "step": step, "ttl_ms": ttl_ms, "history": history}
+        if policy_version:
+            body["policy_version"] = int(policy_version)
         return [from_json(Lease, x) for x in self.request("POST", self._run(run, "leases"), body)[1]["leases"]]
+
+    def renew_leases(self, run: str, worker: str, leases: Sequence[str]) -> List[LeaseState]:
+        """A heartbeat: each lease ``worker`` still holds lasts its TTL from now
+        again. The answer says lease by lease whether it is held, or why it is
+        gone (drop that branch's work). Writes nothing."""
+        return self._leases(run, "renew", worker, leases)
+
+    def release_leases(self, run: str, worker: str, leases: Sequence[str]) -> List[LeaseState]:
+        """Gives leases back: their branches may be leased again at once. What was
+        submitted under them stays. Writes nothing."""
+        return self._leases(run, "release", worker, leases)
+
+    def _leases(self, run: str, what: str, worker: str, leases: Sequence[str]) -> List[LeaseState]:
+        body = {"worker": worker, "leases": [str(x) for x in leases]}
+        out = self.request("POST", self._run(run, "leases", what), body)[1]
+        return [from_json(LeaseState, x) for x in out["leases"]]
+
+    def publish(self, run: str, version: int, client_key: Optional[str] = None) -> Run:
+        """Records ``version`` as the run's current policy version (new weights are
+        live). Versions only go forward. From then on leases and turns are judged
+        against it (the run's max_staleness), and under on_publish "abort" every
+        lease granted before it is void."""
+        return from_json(Run, self._post(self._run(run, "version"), {"version": int(version)}, client_key)["run"])
+
+    def pending(self, run: str, step: int, history: bool = True) -> PendingResult:
+        """The branches of ``step`` that wait for a remote process score
+        (``scores``) or a deferred outcome reward (``rewards``), each with its
+        path when ``history``. Listing them starts their pending timeout."""
+        q = {"history": "1" if history else "0"}
+        return from_json(PendingResult, self._get(self._run(run, "steps", step, "pending"), **q))
+
+    def submit_rewards(self, run: str, rewards: Sequence[Union[RewardSubmission, Mapping[str, Any]]],
+                       client_key: Optional[str] = None) -> Submitted:
+        """Delivers deferred outcome rewards (or the verifier's errors) in one
+        transaction, from any process. One that names a branch awaiting no
+        reward refuses the request (Conflict "not_pending") and nothing is
+        written. ``done`` lists the groups left with nothing to wait for."""
+        return self._deliver(run, "rewards", "reward", rewards, client_key)
+
+    def submit_scores(self, run: str, scores: Sequence[Union[ScoreSubmission, Mapping[str, Any]]],
+                      client_key: Optional[str] = None) -> Submitted:
+        """Delivers process scores (or the scorer's errors) apart from the turns
+        they score, in one transaction, from any process (a remote process reward
+        model; the run has remote_scores). A group routes when its interval's last
+        score arrives, exactly as if its workers had scored."""
+        return self._deliver(run, "scores", "score", scores, client_key)
+
+    def _deliver(self, run: str, what: str, value: str,
+                 items: Sequence[Union[RewardSubmission, ScoreSubmission, Mapping[str, Any]]],
+                 client_key: Optional[str]) -> Submitted:
+        body = [x.to_json() if isinstance(x, (RewardSubmission, ScoreSubmission)) else dict(x) for x in items]
+        for x in body:
+            if x.get(value) is not None:
+                _check_finite(x[value], f"node {x.get('node')} {value}")
+        return from_json(Submitted, self._post(self._run(run, what), {what: body}, client_key))
 
     def submit(self, run: str, submissions: Sequence[Union[Submission, Mapping[str, Any]]],
                client_key: Optional[str] = None) -> Submitted:
@@ -471,7 +542,8 @@ class Client:
         return from_json(OpenStepResult, self._post(self._run(run, "steps", step, "abandon"), {"reason": reason}, client_key))
 
     def step_status(self, run: str, step: int) -> StepStatus:
-        """Open, done-but-not-closed and closed groups, active and leased branches."""
+        """Open, done-but-not-closed and closed groups, active and leased branches,
+        branches awaiting a remote score or a deferred reward, the run's policy version."""
         return from_json(StepStatus, self._get(self._run(run, "steps", step, "status")))
 
     def close_group(self, run: str, group: int, rubric_scores: Optional[Mapping[int, float]] = None,

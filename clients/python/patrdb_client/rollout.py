@@ -1,4 +1,4 @@
-"""Rollout workers and a step driver over the server's lease protocol.
+"""Rollout workers over the server's lease protocol.
 
 The server keeps every PaTR rule: which branch needs how many turns, when a
 score is due, routing, failures, advantages. A worker only leases branches,
@@ -11,59 +11,32 @@ last committed turn.
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Union
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Tuple
 
-from .client import Client, Conflict, BadRequest, PatrdbError, new_client_key
-from .types import Advantage, Lease, StepStatus, Submission, Submitted, Task, Turn, TurnKey
+from .client import BadRequest, Client, Conflict, PatrdbError, new_client_key
+from .driver import StepAdvantages, StepDriver, drive_step
+from .sampler import ActFn, ActRequest, Branch, Env, Episode, Move, Observation, Sampler, ScoreFn
+from .types import Lease, Submission, Submitted, Turn
 
 __all__ = ["ActRequest", "Move", "Observation", "Episode", "Env", "RolloutWorker", "WorkerStats", "StepDriver",
-           "drive_step"]
+           "StepAdvantages", "drive_step", "DEFAULT_LEASE_TTL_MS", "heartbeat_every"]
+
+# The server's lease TTL when a worker asks for none: long enough that a
+# missed heartbeat costs nothing, short enough that a dead worker's branches
+# go to another within seconds.
+DEFAULT_LEASE_TTL_MS = 30_000
 
 
-@dataclass
-class ActRequest:
-    """One branch's next turn to sample: its key (draw randomness from it), its
-    task and its full history (inherited prefix included; do not modify it)."""
-    key: TurnKey
-    task: Task
-    history: List[Turn]
-
-
-@dataclass
-class Move:
-    """What the policy emits for one turn: the action text, its token ids and
-    their logprobs (one per token, each <= 0, or none)."""
-    text: str
-    tokens: List[int] = field(default_factory=list)
-    logprobs: List[float] = field(default_factory=list)
-    policy_version: int = 0
-
-
-@dataclass
-class Observation:
-    """The environment's answer to an action; ``done`` ends the episode."""
-    text: str
-    tokens: List[int] = field(default_factory=list)
-    reward: float = 0.0
-    done: bool = False
-
-
-class Episode(Protocol):
-    def step(self, key: TurnKey, move: Move) -> Observation: ...
-
-    def state(self) -> Optional[bytes]: ...  # an opaque reference restore accepts, or None
-
-
-class Env(Protocol):
-    def reset(self, task: Task) -> Episode: ...
-
-    def restore(self, task: Task, history: List[Turn], state: Optional[bytes]) -> Episode: ...
-
-
-ActFn = Callable[[List[ActRequest]], Sequence[Union[Move, BaseException]]]
-ScoreFn = Callable[[Task, List[Turn]], float]
+def heartbeat_every(ttl_ms: int) -> float:
+    """Seconds between a worker's renewals of leases of ``ttl_ms``: 0.4 TTL,
+    so one lost renewal costs nothing and a dead worker's branches are handed
+    on within three heartbeats (the TTL plus the server's grace of at most
+    0.1 TTL is less than 3 × 0.4 TTL)."""
+    return 0.4 * ttl_ms / 1000.0
 
 
 @dataclass
@@ -72,24 +45,9 @@ class WorkerStats:
     turns: int = 0         # turns the server acknowledged
     submits: int = 0       # acknowledged submit requests
     policy_calls: int = 0
-    max_batch: int = 0
-    lost: int = 0          # branches whose work was refused (lease lost, branch ended) and dropped
-
-
-class _Branch:
-    def __init__(self, lease: Lease):
-        self.lease = lease
-        self.history: List[Turn] = list(lease.history)
-        self.turns: List[Turn] = []
-        self.episode: Optional[Episode] = None
-        self.ended = False
-        self.score: Optional[float] = None
-        self.error = ""
-
-    def key(self) -> TurnKey:
-        k = self.lease.key
-        n = len(self.turns)
-        return TurnKey(k.seed, k.step, k.group, k.node, k.branch, k.index + n, k.path + n, k.attempt)
+    max_batch: int = 0     # the most requests one policy call carried
+    lost: int = 0          # branches whose work was refused or whose lease was lost, and dropped
+    renewals: int = 0      # heartbeats the server answered
 
 
 def _transient(e: BaseException) -> bool:
@@ -100,212 +58,346 @@ def _transient(e: BaseException) -> bool:
 
 
 class RolloutWorker:
-    """Grows a step's branches: lease up to ``max_branches``, sample their
-    intervals with one ``act`` call per round (every branch still sampling),
-    step the episodes, score, submit; repeat until the step has no active branch.
+    """Grows a step's branches: leases up to ``max_branches`` and advances each
+    on its own — a policy move, an env step, turn after turn, then its process
+    score — submitting each branch as soon as it is through its interval and
+    leasing more as room frees up. While a branch's tool runs, a heartbeat
+    renews its lease every 0.4 TTL, so a TTL of tens of seconds outlives tool
+    calls of minutes, and a dead worker's branches return within about a TTL.
 
     ``act(requests) -> moves`` is your batched policy (one vLLM/SGLang call;
-    an exception in place of a move fails that request alone);
+    an exception in place of a move fails that request alone). It is called
+    for every branch waiting for a move at once: a call goes out when every
+    sampling branch waits, ``max_batch`` requests are queued, or the oldest
+    has waited ``linger`` seconds; a larger batch is split into calls of at
+    most ``max_batch`` issued concurrently (several inference replicas): ``act``
+    is called from several threads at once unless ``max_calls`` bounds the
+    calls in flight (1 for a policy that is not safe for concurrent calls,
+    such as an in-process vllm.LLM).
     ``env`` has ``reset(task)`` and ``restore(task, history, state)`` returning
     an episode with ``step(key, move) -> Observation`` and ``state()``;
     ``scorer(task, history)`` is the process score in [0,1] (None when the run
-    does not score). A failing act, env or scorer call fails only its branch:
-    the failure is submitted and the server retries or records it. A refused
-    submit (409: the lease was lost) drops the work and leases again; a
-    transport error or 5xx is retried with the same client key, so a submit
-    the server did commit is answered as before instead of written twice.
+    does not score, or a remote scorer does: see Verifier). Restores, env steps
+    and scorer calls run on the branches' threads, at most ``concurrency`` at a
+    time (default ``max_branches``): ``env`` and ``scorer`` must be safe for
+    concurrent use; an episode is used by one thread at a time.
+
+    ``name`` is required: a lease is bound to the worker that took it, and
+    every submission, renewal and release names it. ``policy_version`` is the
+    version of the weights the worker samples with, sent with its lease
+    requests and recorded on turns whose move carries none; set it when the
+    worker loads new weights. A worker further behind the run's published
+    version than its max_staleness is refused: ``run`` raises Conflict
+    ("stale").
+
+    ``each_turn`` submits every turn as it is sampled (durable at once, and a
+    sign of life), not only each branch's whole interval. ``defer_rewards``
+    ends each branch with its outcome reward pending, for a Verifier (or any
+    process) to deliver with ``Client.submit_rewards``.
+
+    A failing act, env or scorer call fails only its branch: the failure is
+    submitted and the server retries or records it. A refused submit (409:
+    the lease was lost) drops the branch's work and leases again; a transport
+    error or 5xx is retried with the same client key, so a submit the server
+    did commit is answered as before instead of written twice.
     """
 
     def __init__(self, client: Client, run: str, act: ActFn, env: Env, scorer: Optional[ScoreFn] = None,
                  name: str = "", max_branches: int = 16, ttl_ms: int = 0, poll: float = 0.05,
-                 policy_version: int = 0, on_submit: Optional[Callable[[List[Submission], Submitted], None]] = None):
+                 policy_version: int = 0, on_submit: Optional[Callable[[List[Submission], Submitted], None]] = None,
+                 concurrency: int = 0, max_batch: int = 0, linger: float = 0.005, each_turn: bool = False,
+                 defer_rewards: bool = False, max_calls: int = 0):
+        if not name:
+            raise ValueError("a RolloutWorker needs a name: leases are bound to the worker that took them")
+        if min(max_branches, concurrency, max_batch, max_calls, ttl_ms, linger) < 0:
+            raise ValueError("max_branches, concurrency, max_batch, max_calls, ttl_ms and linger must be >= 0")
         self.client, self.run_id, self.act, self.env, self.scorer = client, run, act, env, scorer
-        self.name = name or new_client_key()[:8]
+        self.name = name
         self.max_branches, self.ttl_ms, self.poll = max_branches, ttl_ms, poll
+        self.concurrency = concurrency or max_branches or 64
+        self.max_batch, self.max_calls, self.linger = max_batch, max_calls, linger
+        self.each_turn, self.defer_rewards = each_turn, defer_rewards
         self.policy_version = policy_version
         self.on_submit = on_submit
         self.stats = WorkerStats()
 
-    def run(self, step: int, deadline: Optional[float] = None) -> WorkerStats:
+    def run(self, step: int, deadline: Optional[float] = None, until: Optional[threading.Event] = None) -> WorkerStats:
         """Works on ``step`` until it has no active branch (closing the groups is
-        the driver's), or until ``deadline`` (a time.monotonic() value)."""
-        wait = self.poll
-        while deadline is None or time.monotonic() < deadline:
-            try:
-                leases = self.client.lease(self.run_id, self.name, self.max_branches, step, self.ttl_ms)
-                if not leases and self.client.step_status(self.run_id, step).active == 0:
-                    return self.stats
-            except Exception as e:  # noqa: BLE001 - only transport failures are retried
-                if not _transient(e):
-                    raise
-                time.sleep(wait)
-                wait = min(2 * wait, 2.0)
-                continue
-            wait = self.poll
-            if not leases:
-                time.sleep(self.poll)  # every free branch is held by another worker
-                continue
-            self.stats.leases += len(leases)
-            self._submit(self._sample(leases))
-        raise TimeoutError(f"step {step} of run {self.run_id!r} still has active branches at the deadline")
+        the driver's), or until ``deadline`` (a time.monotonic() value: then
+        TimeoutError). With ``until``, a step without active branches is waited
+        on until the event is set (a driver that may still extend the step for
+        more informative groups sets it when it returns). On return it releases
+        every lease it still holds, so another worker takes them at once."""
+        s = _Session(self, step, deadline, until)
+        try:
+            return s.run()
+        finally:
+            s.stop()
 
-    def _sample(self, leases: List[Lease]) -> List[_Branch]:
-        wave = [_Branch(l) for l in leases]
-        for b in wave:
-            try:
-                l = b.lease
-                if not l.history and l.env_state is None:
-                    b.episode = self.env.reset(l.task)
-                else:
-                    b.episode = self.env.restore(l.task, list(l.history), l.env_state)
-            except Exception as e:  # noqa: BLE001 - the branch fails, not the worker
-                b.error = f"env restore: {e}"
+
+class _Session:
+    """One RolloutWorker.run call."""
+
+    def __init__(self, w: RolloutWorker, step: int, deadline: Optional[float], until: Optional[threading.Event]):
+        self.w, self.step, self.deadline, self.until = w, step, deadline, until
+        self.stats = stats = w.stats
+
+        def on_call(n: int) -> None:  # not a method: the sampler must not hold the session (a cycle)
+            stats.policy_calls += 1
+            stats.max_batch = max(stats.max_batch, n)
+
+        self.sampler = Sampler(w.act, w.env, w.scorer, max_batch=w.max_batch, concurrency=w.concurrency,
+                               linger=w.linger, version=lambda: w.policy_version, on_call=on_call,
+                               max_calls=w.max_calls)
+        self.reports: "queue.Queue[Tuple[Branch, Optional[Turn], Optional[bytes]]]" = queue.Queue()
+        self.quit = threading.Event()
+        self.lock = threading.Lock()
+        self.held: Dict[str, Branch] = {}  # lease id -> branch
+        self.heart = threading.Thread(target=self._heartbeat, name=f"patrdb-heartbeat-{w.name}", daemon=True)
+        self.heart.start()
+
+    # ---- the loop ----
+
+    def left(self) -> Optional[float]:
+        """Seconds to the deadline (None: no deadline); TimeoutError past it."""
+        if self.deadline is None:
+            return None
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"step {self.step} of run {self.w.run_id!r} still has active branches at the deadline")
+        return left
+
+    def sleep(self, d: float) -> None:
+        left = self.left()
+        time.sleep(d if left is None else min(d, left))
+
+    def run(self) -> WorkerStats:
+        w = self.w
+        wait = w.poll
         while True:
-            who = [b for b in wave if not b.error and not b.ended and len(b.turns) < b.lease.turns]
-            if not who:
-                break
-            reqs = [ActRequest(b.key(), b.lease.task, b.history) for b in who]
-            self.stats.policy_calls += 1
-            self.stats.max_batch = max(self.stats.max_batch, len(reqs))
-            try:
-                moves = list(self.act(reqs))
-                if len(moves) != len(reqs):
-                    raise ValueError(f"act returned {len(moves)} moves for {len(reqs)} requests")
-            except Exception as e:  # noqa: BLE001
-                for b in who:
-                    b.error = f"policy: {e}"
-                continue
-            for b, mv in zip(who, moves):
-                if isinstance(mv, BaseException):
-                    b.error = f"policy: {mv}"
-                    continue
+            self.left()
+            cap = w.max_branches
+            room = cap == 0 or len(self.held) < cap
+            leased = 0
+            if room:
                 try:
-                    obs = b.episode.step(b.key(), mv)
-                except Exception as e:  # noqa: BLE001
-                    b.error = f"env: {e}"
+                    grants = w.client.lease(w.run_id, w.name, cap - len(self.held) if cap else 0, self.step, w.ttl_ms,
+                                            policy_version=w.policy_version)
+                except Exception as e:  # noqa: BLE001 - only transport failures are retried
+                    if not _transient(e):
+                        raise
+                    self.sleep(wait)
+                    wait = min(2 * wait, 2.0)
                     continue
-                t = Turn(action=mv.text, observation=obs.text, action_tokens=list(mv.tokens),
-                         action_logprobs=list(mv.logprobs), observation_tokens=list(obs.tokens),
-                         reward=obs.reward, done=obs.done, policy_version=mv.policy_version or self.policy_version)
-                b.turns.append(t)
-                b.history = b.history + [t]
-                b.ended = obs.done
-        for b in wave:
-            if b.error or b.ended or not b.lease.score or len(b.turns) != b.lease.turns or self.scorer is None:
+                wait = w.poll
+                self.begin(grants)
+                leased = len(grants)
+            if not self.held:
+                try:
+                    if w.client.step_status(w.run_id, self.step).active == 0 and (
+                            self.until is None or self.until.is_set()):
+                        return self.stats
+                except Exception as e:  # noqa: BLE001
+                    if not _transient(e):
+                        raise
+                self.sleep(w.poll)  # every free branch is held by another worker, or awaits a remote score
                 continue
+            # Wait for news; with room for more branches and none leased just
+            # now, only for a poll, then ask again.
+            timeout = w.poll if room and leased == 0 else None
+            left = self.left()
+            if left is not None:
+                timeout = left if timeout is None else min(timeout, left)
             try:
-                s = float(self.scorer(b.lease.task, b.history))
-                if not 0.0 <= s <= 1.0:
-                    raise ValueError(f"returned {s}, want a score in [0,1]")
-                b.score = s
-            except Exception as e:  # noqa: BLE001
-                b.error = f"scorer: {e}"
-        return wave
+                got = [self.reports.get(timeout=timeout)]
+            except queue.Empty:
+                continue
+            while True:
+                try:
+                    got.append(self.reports.get_nowait())
+                except queue.Empty:
+                    break
+            self.submit(got)
 
-    def _submit(self, wave: List[_Branch]) -> None:
-        subs = []
-        for b in wave:
+    def begin(self, grants: List[Lease]) -> None:
+        """Starts sampling the granted branches."""
+        if not grants:
+            return
+        self.stats.leases += len(grants)
+        bs = [Branch(g) for g in grants]
+        with self.lock:
+            for b in bs:
+                self.held[b.lease.id] = b
+        on_turn = self.on_turn if self.w.each_turn else None
+        self.sampler.start(bs, lambda b: self.reports.put((b, None, None)), on_turn)
+
+    def on_turn(self, b: Branch, t: Turn) -> None:
+        """each_turn: reports a turn with the episode's state after it."""
+        self.reports.put((b, t, b.episode.state() if b.episode is not None else None))
+
+    # ---- submits ----
+
+    def submit(self, reports: List[Tuple[Branch, Optional[Turn], Optional[bytes]]]) -> None:
+        """Sends what the reports carry in one request: each turn reported
+        (each_turn), and each finished branch's turns not sent yet with its
+        score, or its failure. A refused request (409, 400) is sorted out branch
+        by branch, so one lost lease does not cost the others their work."""
+        w = self.w
+        subs: List[Submission] = []
+        ended: List[Branch] = []
+        for b, turn, state in reports:
             l = b.lease
-            if b.error:
-                subs.append(Submission(l.id, l.node, l.from_, error=b.error, worker=self.name))
-            elif b.turns or b.score is not None:
-                state = b.episode.state() if b.turns else None
-                subs.append(Submission(l.id, l.node, l.from_, turns=b.turns, env_state=state, score=b.score, worker=self.name))
+            s = Submission(l.id, l.node, l.from_ + b.sent, worker=w.name)
+            if turn is not None:
+                if b.cancelled:
+                    continue
+                s.turns, s.env_state = [turn], state
+                # Every submit with turns carries it: the server defers the
+                # reward of the one that ends the branch (done, or cut at
+                # max_turns), and ignores it on the others.
+                s.reward_pending = w.defer_rewards
+                b.sent += 1
+            elif b.cancelled:
+                # Stopped: the lease was lost (or the worker is ending).
+                ended.append(b)
+                self.lose(b)
+                continue
+            elif b.error:
+                s.error = b.error
+                ended.append(b)
+            else:
+                s.turns, s.score = b.turns[b.sent:], b.score
+                if s.turns:
+                    s.env_state = b.episode.state() if b.episode is not None else None
+                    s.reward_pending = w.defer_rewards
+                b.sent = len(b.turns)
+                ended.append(b)
+                if not s.turns and s.score is None:
+                    continue
+            subs.append(s)
+        try:
+            self.submit_sorted(subs)
+        finally:
+            with self.lock:
+                for b in ended:
+                    b.cancel()
+                    self.held.pop(b.lease.id, None)
+
+    def submit_sorted(self, subs: List[Submission]) -> None:
         if not subs:
             return
         try:
-            self._send(subs)
+            self.send(subs)
             return
         except Conflict:
             if len(subs) == 1:
-                self.stats.lost += 1
+                self.lose_lease(subs[0].lease)
                 return
         except BadRequest:
             if len(subs) == 1 and not subs[0].turns:
                 raise
-        # Sort the refusal out branch by branch: one lost lease must not cost
-        # the others their work.
         for s in subs:
             try:
-                self._send([s])
+                self.send([s])
             except BadRequest as e:
                 if not s.turns:
                     raise
                 # The store refused what the policy or env produced: the
                 # branch failed like on any other policy or env error.
                 try:
-                    self._send([Submission(s.lease, s.node, s.from_, error=f"turn: {e.message}", worker=self.name)])
+                    self.send([Submission(s.lease, s.node, s.from_, error=f"turn: {e.message}", worker=self.w.name)])
                 except Conflict:
-                    self.stats.lost += 1
+                    pass
+                self.lose_lease(s.lease, count=False)
             except Conflict:
-                self.stats.lost += 1
+                self.lose_lease(s.lease)
 
-    def _send(self, subs: List[Submission]) -> Submitted:
+    def lose(self, b: Branch, count: bool = True) -> None:
+        """Stops b and counts it lost once (not when the worker is ending)."""
+        b.cancel()
+        if count and not b.lost and not self.quit.is_set():
+            b.lost = True
+            self.stats.lost += 1
+
+    def lose_lease(self, lease: str, count: bool = True) -> None:
+        with self.lock:
+            b = self.held.get(lease)
+        if b is not None:
+            self.lose(b, count)
+
+    def send(self, subs: List[Submission]) -> Submitted:
+        """Submits under one client key, retrying transport failures and 5xx with
+        that key until the server answers (or the deadline): the retry of a
+        submit that did commit gets the first answer back instead of writing
+        again."""
+        w = self.w
         key = new_client_key()
-        wait = self.poll
+        wait = w.poll
         while True:
             try:
-                out = self.client.submit(self.run_id, subs, client_key=key)
+                out = w.client.submit(w.run_id, subs, client_key=key)
             except Exception as e:  # noqa: BLE001
                 if not _transient(e):
                     raise
-                time.sleep(wait)
+                self.sleep(wait)
                 wait = min(2 * wait, 2.0)
                 continue
             self.stats.submits += 1
             self.stats.turns += sum(len(s.turns) for s in subs)
-            if self.on_submit:
-                self.on_submit(subs, out)
+            if w.on_submit:
+                w.on_submit(subs, out)
             return out
 
+    # ---- leases ----
 
-class StepDriver:
-    """The trainer's side of a step: open it, wait while workers grow it, close
-    each group as it finishes, and hand back the advantages. Client keys are
-    deterministic, so a restarted driver gets the same groups back and never
-    closes a group twice."""
+    def ttl(self) -> float:
+        """The TTL, in ms, of the leases held (the server's answer; the
+        worker's ttl_ms or the default before any)."""
+        with self.lock:
+            ttls = [b.lease.ttl_ms for b in self.held.values() if b.lease.ttl_ms > 0]
+        return min(ttls) if ttls else (self.w.ttl_ms or DEFAULT_LEASE_TTL_MS)
 
-    def __init__(self, client: Client, run: str, poll: float = 0.1):
-        self.client, self.run_id, self.poll = client, run, poll
-
-    def open(self, step: int, tasks: Sequence[Union[Task, Mapping[str, Any]]],
-             tree: Optional[Mapping[str, Any]] = None) -> List[int]:
-        """Opens the step (or finds it opened); returns its group ids in task order."""
-        res = self.client.open_step(self.run_id, step, tasks, tree=tree, client_key=f"{self.run_id}/step/{step}/open")
-        return [g.id for g in res.groups]
-
-    def close_done(self, step: int, shape: Optional[Callable[[int], Mapping[str, Any]]] = None) -> StepStatus:
-        """Closes every group of the step that has no active branch left; ``shape(group)``
-        may return close_group's shaping arguments (rubric_scores, lambda_, pool)."""
-        st = self.client.step_status(self.run_id, step)
-        for g in st.done:
-            kw = dict(shape(g)) if shape else {}
-            self.client.close_group(self.run_id, g, client_key=f"{self.run_id}/group/{g}/close", **kw)
-        return st
-
-    def wait(self, step: int, shape: Optional[Callable[[int], Mapping[str, Any]]] = None,
-             timeout: Optional[float] = None) -> Dict[int, List[Advantage]]:
-        """Closes groups as they finish until none is open; returns each group's
-        advantages (one per leaf, leaf id order)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+    def _heartbeat(self) -> None:
+        """Renews the leases held every 0.4 of their TTL, and stops the sampling
+        of any the server says are gone (their submits would be refused)."""
+        w = self.w
+        last = time.monotonic()
         while True:
-            st = self.close_done(step, shape)
-            if st.open == len(st.done):  # every open group was just closed
-                break
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(f"step {step}: {st.open} groups open, {st.active} active branches, {st.leased} leased")
-            time.sleep(self.poll)
-        out: Dict[int, List[Advantage]] = {}
-        for a in self.client.advantages(self.run_id, step=step):
-            out.setdefault(a.group, []).append(a)
-        return out
+            # Waits at most a second at a time, so leases granted meanwhile
+            # with a shorter TTL than assumed are renewed in time.
+            left = last + heartbeat_every(int(self.ttl())) - time.monotonic()
+            if left > 0:
+                if self.quit.wait(min(left, 1.0)):
+                    return
+                continue
+            last = time.monotonic()
+            with self.lock:
+                ids = list(self.held)
+            if not ids:
+                continue
+            try:
+                states = w.client.renew_leases(w.run_id, w.name, ids)
+            except Exception:  # noqa: BLE001 - the next heartbeat tries again; a lease outlives one miss
+                continue
+            self.stats.renewals += 1
+            with self.lock:
+                lost = [self.held[s.id] for s in states if not s.held and s.id in self.held]
+            for b in lost:
+                b.cancel()
 
-
-def drive_step(client: Client, run: str, step: int, tasks: Sequence[Union[Task, Mapping[str, Any]]],
-               shape: Optional[Callable[[int], Mapping[str, Any]]] = None, timeout: Optional[float] = None,
-               tree: Optional[Mapping[str, Any]] = None, poll: float = 0.1) -> Dict[int, List[Advantage]]:
-    """Opens ``step`` with ``tasks``, waits until workers have grown every group,
-    closes them, and returns the advantages by group id."""
-    d = StepDriver(client, run, poll)
-    d.open(step, tasks, tree)
-    return d.wait(step, shape, timeout)
+    def stop(self) -> None:
+        """Ends the heartbeat and every branch still sampling, and releases the
+        leases still held."""
+        self.quit.set()
+        self.sampler.close()
+        with self.lock:
+            bs = list(self.held.values())
+            self.held.clear()
+        for b in bs:
+            b.cancel()
+        self.heart.join(timeout=5)
+        if bs:
+            try:
+                self.w.client.release_leases(self.w.run_id, self.w.name, [b.lease.id for b in bs])
+            except Exception:  # noqa: BLE001 - unreleased leases expire after their TTL
+                pass

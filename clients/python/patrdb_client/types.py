@@ -17,8 +17,9 @@ __all__ = [
     "from_json", "Health", "Run", "BucketSize", "RunSummary", "StepMetrics", "Group", "Score",
     "Decision", "Node", "NodeInfo", "GroupTree", "Turn", "PathTurn", "Segment", "Trajectory",
     "Advantage", "RubricOrigin", "RubricUsage", "Rubric", "Checkpoint", "Event", "EventPage",
-    "RunStats", "Stats", "Task", "TurnKey", "Lease", "Submission", "SubmitResult", "RoutedDecision", "Routing",
-    "Submitted", "OpenStepResult", "StepStatus", "CloseGroupResult", "CheckpointResult", "ActiveRubrics",
+    "RunStats", "Stats", "Task", "TurnKey", "Lease", "LeaseState", "Submission", "SubmitResult", "RoutedDecision",
+    "Routing", "Submitted", "OpenStepResult", "StepStatus", "RewardSubmission", "ScoreSubmission", "PendingWork",
+    "PendingResult", "CloseGroupResult", "CheckpointResult", "ActiveRubrics",
     "Scalars", "ScalarsResult", "ScalarsPage",
     "JudgeNeed", "InduceNeed",
     "ConsolidateNeed", "ShapeNeeds", "LeafScore", "ShapeResult",
@@ -149,6 +150,13 @@ class StepMetrics:
     zero_variance_share: float = 0.0
     unlocked_groups: int = 0
     pools: Dict[str, int] = field(default_factory=dict)
+    # Policy versions behind the run's: the step's turns when written
+    # (sampled), its leaves' whole paths when their group closed (consumed,
+    # the wait counted); 0 for a run that never published a version.
+    sampled_staleness_mean: float = 0.0
+    sampled_staleness_max: int = 0
+    consumed_staleness_mean: float = 0.0
+    consumed_staleness_max: int = 0
 
 
 @dataclass
@@ -446,6 +454,18 @@ class Lease:
 
 
 @dataclass
+class LeaseState:
+    """A lease after a renewal (heartbeat) or a release: ``held`` with its new
+    ``expires_at`` (unix nanoseconds), else ``reason`` says why it is gone
+    (it expired and may have been handed on, another worker holds it, a
+    published policy version voided it, the server restarted, "released")."""
+    id: str = ""
+    held: bool = False
+    expires_at: int = 0
+    reason: str = ""
+
+
+@dataclass
 class Submission:
     """A worker's report on a leased branch: its turns, then (once the interval's
     turns are in) its process score, or the error that stopped it. ``reward`` is
@@ -536,6 +556,68 @@ class StepStatus:
     awaiting_scores: int = 0  # active branches waiting for a remote process score
     awaiting_rewards: int = 0  # finished branches waiting for their deferred reward
     policy_version: int = 0  # the run's current policy version
+
+
+@dataclass
+class RewardSubmission:
+    """A deferred outcome reward for a finished branch that awaits one, or the
+    verifier's ``error`` (the leaf is then recorded failed, never given 0)."""
+    node: int
+    reward: Optional[float] = None
+    error: str = ""
+
+    def to_json(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"node": int(self.node)}
+        if self.reward is not None:
+            out["reward"] = float(self.reward)
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+@dataclass
+class ScoreSubmission:
+    """A process score in [0,1] for a branch that awaits one after its
+    interval's K turns (runs with ``remote_scores``), or the scorer's
+    ``error`` (the branch fails and is retried like on any scorer failure)."""
+    node: int
+    interval: int
+    score: Optional[float] = None
+    error: str = ""
+
+    def to_json(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"node": int(self.node), "interval": int(self.interval)}
+        if self.score is not None:
+            out["score"] = float(self.score)
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+@dataclass
+class PendingWork:
+    """A branch that waits for work from outside its workers: a remote process
+    score (for ``interval``) or its deferred outcome reward. ``since_at`` is
+    when the server first saw it waiting and ``due_at`` when it gives up on
+    it (unix nanoseconds); ``history`` is its path, root first, when asked for."""
+    node: int = 0
+    group: int = 0
+    step: int = 0
+    interval: int = 0
+    attempt: int = 0
+    path_len: int = 0
+    task: Task = field(default_factory=Task)
+    since_at: int = 0
+    due_at: int = 0
+    history: List[Turn] = field(default_factory=list)
+
+
+@dataclass
+class PendingResult:
+    """What a step waits for from outside its workers (``Client.pending``)."""
+    step: int = 0
+    scores: List[PendingWork] = field(default_factory=list)
+    rewards: List[PendingWork] = field(default_factory=list)
 
 
 @dataclass

@@ -24,8 +24,8 @@ if os.environ.get("PATRDB_CLIENT_INSTALLED") != "1":  # else test the installed 
 
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
 
-from patrdb_client import (BadRequest, Client, Conflict, NotFound, RolloutWorker, StepDriver, Submission,  # noqa: E402
-                           Task, Turn, Unauthorized)
+from patrdb_client import (BadRequest, Client, Conflict, NotFound, RewardSubmission, RolloutWorker,  # noqa: E402
+                           ScoreSubmission, StepDriver, Submission, Task, Turn, Unauthorized)
 import toy_worker  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
@@ -228,7 +228,7 @@ class WholeStepTest(ServedTest):
             return [RuntimeError("CUDA out of memory") if r.key.branch == bad.key.branch else m
                     for r, m in zip(reqs, moves)]
 
-        w = RolloutWorker(self.client, "r1", act, toy_worker.ToyEnv(), toy_worker.toy_score, poll=0.01)
+        w = RolloutWorker(self.client, "r1", act, toy_worker.ToyEnv(), toy_worker.toy_score, name="w", poll=0.01)
         w.run(1, deadline=time.monotonic() + 60)
         advs = d.wait(1, timeout=30)[g.id]
         node = self.client.node("r1", bad.node).node
@@ -322,6 +322,47 @@ class ReadmeTest(ServedTest):
         self.assertEqual(self.client.frontier("swe-1"), [])
 
 
+class ReadmeAsyncTest(ServedTest):
+    """The README's Verifier and dynamic-sampling examples, run as written with
+    the toy agent standing in for the policy, sandboxes and reward models."""
+
+    def block(self, marker):
+        with open(os.path.join(HERE, "..", "README.md")) as f:
+            blocks = f.read().split("```python\n")
+        return next(code for code in (b.split("```")[0] for b in blocks[1:]) if marker in code)
+
+    def namespace(self):
+        sandbox = type("Sandbox", (), {"run_suite": staticmethod(lambda gold, action: action == "a0")})
+        prm_client = type("Prm", (), {"score": staticmethod(lambda prompt, history: toy_worker.toy_score(None, history))})
+        return {"c": self.client, "act": toy_worker.toy_act, "Env": toy_worker.ToyEnv, "score": toy_worker.toy_score,
+                "step": 1, "tasks": toy_worker.toy_tasks(2), "sandbox": sandbox, "prm_client": prm_client}
+
+    def test_the_verifier_example_runs(self):
+        ns = self.namespace()
+        exec(self.block("Verifier(c"), ns)
+        self.assertEqual(sorted(ns["advantages"]), [g.id for g in self.client.groups("swe-2", 1)])
+        self.assertGreater(ns["v"].stats.rewards, 0)
+        self.assertGreater(ns["v"].stats.scores, 0)
+        self.assertEqual(self.client.step_status("swe-2", 1).open, 0)
+        # Finished leaves have the verifier's rewards, not the env's 0.25s;
+        # pruned ones keep their turns' sum.
+        ended = {n.id for g in ns["advantages"] for n in self.client.tree("swe-2", g).nodes
+                 if n.status in ("completed", "truncated")}
+        self.assertTrue(ended)
+        self.assertLessEqual({a.outcome for g in ns["advantages"].values() for a in g if a.leaf in ended}, {0.0, 1.0})
+
+    def test_the_dynamic_sampling_example_runs(self):
+        self.client.create_run("swe-1", tree=self.tree, client_key="create-swe-1")
+        ns = self.namespace()
+        supply = toy_worker.toy_tasks(6)[2:]
+        ns["sample_tasks"] = lambda k: [supply.pop(0) for _ in range(min(k, len(supply)))]
+        exec(self.block("informative="), ns)
+        res = ns["res"]
+        self.assertEqual(len(res.informative) + len(res.filtered), len(self.client.groups("swe-1", 1)))
+        self.assertGreaterEqual(len(res.informative), min(2, len(res.tasks) - len(res.filtered)))
+        self.assertEqual(sorted(set(int(x) for x in ns["b"]["row_group"])), res.informative)
+
+
 class ExampleTest(ServedTest):
     def test_the_example_worker_runs(self):
         script = os.path.join(os.path.dirname(HERE), "examples", "toy_worker.py")
@@ -335,6 +376,98 @@ class ExampleTest(ServedTest):
                              capture_output=True, text=True, timeout=60)
         self.assertEqual(one.returncode, 0, one.stderr)
         self.assertEqual(json.loads(one.stdout)["leases"], 0)
+
+
+class ExampleAsyncTest(ServedTest):
+    def test_the_example_defers_rewards_to_a_verifier_process(self):
+        script = os.path.join(os.path.dirname(HERE), "examples", "toy_worker.py")
+        d = StepDriver(self.client, "r1", poll=0.02)
+        d.open(1, toy_worker.toy_tasks(2))
+        base = [sys.executable, script, "--url", self.server.url, "--run", "r1", "--step", "1"]
+        procs = [subprocess.Popen(base + ["--name", "slow", "--slow-tool", "0.2", "--defer-rewards", "--ttl-ms", "300",
+                                          "--each-turn"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
+                 subprocess.Popen(base + ["--verifier-only"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)]
+        outs = [p.communicate(timeout=120) for p in procs]
+        for p, (out, err) in zip(procs, outs):
+            self.assertEqual(p.returncode, 0, err)
+        worker, verifier = (json.loads(out) for out, _ in outs)
+        self.assertGreater(worker["turns"], 0)
+        self.assertEqual(worker["lost"], 0)
+        self.assertGreater(verifier["verifier"]["rewards"], 0)
+        self.assertEqual(verifier["verifier"]["errors"], 0)
+        advs = d.wait(1, timeout=30)
+        self.assertEqual(len(advs), 2)
+        nodes = [n for g in advs for n in self.client.tree("r1", g).nodes]
+        self.assertNotIn("failed", {n.status for n in nodes})
+        self.assertEqual(sum(n.status in ("completed", "truncated") for n in nodes), verifier["verifier"]["rewards"])
+
+
+class LeaseTest(ServedTest):
+    def test_a_lease_is_refused_to_another_worker(self):
+        self.client.open_step("r1", 1, [Task("t")], client_key="open")
+        leases = self.client.lease("r1", "a", step=1, ttl_ms=5000)
+        ids = [l.id for l in leases]
+        self.assertEqual(len(set(ids)), 3)
+        self.assertTrue(all(len(i) == 32 and int(i, 16) >= 0 for i in ids))  # 128 random bits
+        self.assertTrue(all(l.worker == "a" and l.ttl_ms == 5000 for l in leases))
+        l = leases[0]
+        seq = self.last_seq()
+        for worker in ("b", ""):
+            with self.assertRaises(Conflict) as cm:
+                self.client.submit("r1", [Submission(l.id, l.node, worker=worker, turns=[Turn("x", "o")])])
+            self.assertEqual(cm.exception.code, "not_holder")
+        self.assertEqual(self.last_seq(), seq)
+        # Another worker can neither renew nor release it, nor lease the branch.
+        [st] = self.client.renew_leases("r1", "b", [l.id])
+        self.assertFalse(st.held)
+        self.assertIn('granted to worker "a"', st.reason)
+        self.assertFalse(self.client.release_leases("r1", "b", [l.id])[0].held)
+        self.assertEqual(self.client.lease("r1", "b", step=1), [])
+        [st] = self.client.renew_leases("r1", "a", [l.id])
+        self.assertTrue(st.held)
+        self.assertGreaterEqual(st.expires_at, l.expires_at)
+        self.assertEqual(self.client.renew_leases("r1", "a", ["0" * 32])[0].held, False)
+        with self.assertRaises(BadRequest):
+            self.client.renew_leases("r1", "", [l.id])
+        # Released, the branches go to the next worker at once.
+        self.assertEqual([s.reason for s in self.client.release_leases("r1", "a", ids)], ["released"] * 3)
+        self.assertEqual(sorted(x.node for x in self.client.lease("r1", "b", step=1)), sorted(x.node for x in leases))
+        self.assertEqual(self.last_seq(), seq)  # none of it writes
+
+    def test_publish_and_pending(self):
+        run = self.client.publish("r1", 2, client_key="pub-2")
+        self.assertEqual(run.policy_version, 2)
+        self.assertEqual(self.client.run("r1").run.policy_version, 2)
+        seq = self.last_seq()
+        with self.assertRaises(BadRequest):  # versions only go forward
+            self.client.publish("r1", 1)
+        self.assertEqual(self.last_seq(), seq)
+        g = self.client.open_step("r1", 1, [Task("t")], client_key="open").groups[0]
+        self.assertEqual(self.client.step_status("r1", 1).policy_version, 2)
+        leases = self.client.lease("r1", "w", step=1, policy_version=2)
+        self.assertTrue(all((x.policy_version, x.run_version) == (2, 2) for x in leases))
+        self.client.submit("r1", [Submission(x.id, x.node, worker="w", turns=[Turn("a", "o", done=True, policy_version=2)],
+                                             reward_pending=True) for x in leases])
+        st = self.client.step_status("r1", 1)
+        self.assertEqual((st.active, st.awaiting_rewards, st.done), (0, 3, []))
+        p = self.client.pending("r1", 1, history=False)
+        self.assertEqual([w.node for w in p.rewards], g.roots)
+        self.assertTrue(all(w.history == [] and w.path_len == 1 and w.task.id == "t" for w in p.rewards))
+        self.assertEqual([t.action for t in self.client.pending("r1", 1).rewards[0].history], ["a"])
+        with self.assertRaises(ValueError):  # never sent
+            self.client.submit_rewards("r1", [RewardSubmission(g.roots[0], float("nan"))])
+        with self.assertRaises(Conflict) as cm:  # not awaiting a score
+            self.client.submit_scores("r1", [ScoreSubmission(g.roots[0], 0, 0.5)])
+        self.assertEqual(cm.exception.code, "not_pending")
+        out = self.client.submit_rewards("r1", [RewardSubmission(g.roots[0], 1.0), {"node": g.roots[1], "reward": 0.0},
+                                                RewardSubmission(g.roots[2], error="sandbox died")])
+        self.assertEqual(out.done, [g.id])
+        with self.assertRaises(Conflict) as cm:  # delivered already
+            self.client.submit_rewards("r1", [RewardSubmission(g.roots[0], 1.0)])
+        self.assertEqual(cm.exception.code, "not_pending")
+        advs = self.client.close_group("r1", g.id).advantages
+        self.assertEqual([(a.leaf, a.outcome) for a in advs], [(g.roots[0], 1.0), (g.roots[1], 0.0)])
+        self.assertEqual(self.client.node("r1", g.roots[2]).node.status, "failed")
 
 
 class RubricTest(ServedTest):

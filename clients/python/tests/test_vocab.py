@@ -96,8 +96,8 @@ class VocabularyTest(unittest.TestCase):
     def test_every_schema_record_the_api_sends_has_a_client_type(self):
         defs = _load_defs()
         api = ["Run", "Group", "Node", "Turn", "PathTurn", "Segment", "Advantage", "Rubric", "Checkpoint", "Event",
-               "RunSummary", "GroupTree", "NodeInfo", "Trajectory", "EventPage", "Stats", "Lease", "Submitted",
-               "StepStatus", "ShapeResult"]
+               "RunSummary", "GroupTree", "NodeInfo", "Trajectory", "EventPage", "Stats", "Lease", "LeaseState",
+               "Submitted", "StepStatus", "PendingResult", "PendingWork", "ShapeResult"]
         for name in api:
             self.assertIn(name, defs)
             self.assertTrue(hasattr(types, name), f"the client has no type for {name}")

@@ -1,0 +1,89 @@
+package replay_test
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
+	"github.com/patrdb/patrdb/tree"
+)
+
+// TestStaleness: one branch samples two turns with version 1 while the
+// run is at 1, then — the run at 3, under on_publish continue — two more
+// with version 1 and one with version 2 that end it; the group closes at
+// version 4. Sampled: lags 0, 0, 2, 2, 1 (mean 1, max 2); consumed: the
+// path's oldest turn, version 1, against 4 (3). Stats and the step
+// figures say the same.
+func TestStaleness(t *testing.T) {
+	db := storetest.Open(t)
+	cfg := tree.DefaultConfig()
+	cfg.B0, cfg.K, cfg.MaxTurns, cfg.NoScoring = 1, 5, 5, true
+	if err := db.Update(func(tx *store.Tx) error { _, err := tx.CreateRun("r", tree.ConfigJSON(cfg), nil); return err }); err != nil {
+		t.Fatal(err)
+	}
+	c, err := tree.NewCoordinator(db, "r", nil, &tree.CoordinatorOptions{LeaseTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	update := func(fn func(tx *store.Tx) error) {
+		t.Helper()
+		if err := db.Update(fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	turn := func(v uint64, done bool) store.Turn {
+		return store.Turn{Action: "a", Observation: "o", PolicyVersion: v, Done: done}
+	}
+	update(func(tx *store.Tx) error { _, err := c.OpenStep(tx, 1, []tree.Task{{ID: "t"}}); return err })
+	update(func(tx *store.Tx) error { return c.Publish(tx, 1) })
+	ls, err := c.Lease(tree.LeaseRequest{Worker: "w", PolicyVersion: 1}, nil)
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("%v %v", ls, err)
+	}
+	l := ls[0]
+	sub := func(from int, turns ...store.Turn) {
+		t.Helper()
+		update(func(tx *store.Tx) error {
+			_, err := c.Submit(tx, []tree.Submission{{Lease: l.ID, Worker: "w", Node: l.Node, From: from, Turns: turns}})
+			return err
+		})
+	}
+	sub(0, turn(1, false), turn(1, false))
+	update(func(tx *store.Tx) error { return c.Publish(tx, 3) })
+	sub(2, turn(1, false), turn(1, false))
+	sub(4, turn(2, true))
+	update(func(tx *store.Tx) error { return c.Publish(tx, 4) })
+	update(func(tx *store.Tx) error { _, err := c.Close(tx, 1, 1, nil, 0); return err })
+
+	want := replay.Staleness{SampledMean: 1, SampledMax: 2, ConsumedMean: 3, ConsumedMax: 3}
+	same := func(what string, got replay.Staleness) {
+		t.Helper()
+		if math.Abs(got.SampledMean-want.SampledMean) > 1e-12 || got.SampledMax != want.SampledMax ||
+			got.ConsumedMean != want.ConsumedMean || got.ConsumedMax != want.ConsumedMax {
+			t.Errorf("%s: %+v, want %+v", what, got, want)
+		}
+	}
+	if err := db.View(func(tx *store.Tx) error {
+		r, err := tx.Run("r")
+		if err != nil {
+			return err
+		}
+		rs, err := replay.Stats(r)
+		if err != nil {
+			return err
+		}
+		same("stats, step 1", rs.Steps[0].Staleness)
+		same("stats, total", rs.Total.Staleness)
+		figs, err := replay.StepFigures(r)
+		if err != nil {
+			return err
+		}
+		same("step figures", figs[0].Staleness)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
