@@ -45,8 +45,8 @@ func TestLakeRecipesInDuckDB(t *testing.T) {
 
 // storeTotals are a run's figures the recipes compute, read from the store.
 type storeTotals struct {
-	leaves, actionTokens, rubrics, decisions, events int
-	steps                                            map[uint64]bool // with leaves
+	leaves, actionTokens, rubrics, decisions, events, lossSteps int
+	steps                                                       map[uint64]bool // with leaves
 }
 
 func readTotals(t *testing.T, db *store.DB, run string) storeTotals {
@@ -98,6 +98,27 @@ func recipes(t *testing.T, blocks [][]string, cfgs ...frozenlake.TrainConfig) {
 		if _, err := tr.Train(context.Background(), false); err != nil {
 			t.Fatal(err)
 		}
+		// The trainer's figures: a loss per step, logged once with a
+		// wrong value and again with the right one.
+		var logged int
+		err = db.Update(func(tx *store.Tx) error {
+			r, err := tx.Run(c.Run)
+			if err != nil {
+				return err
+			}
+			info, err := r.Info()
+			for s := uint64(1); err == nil && s <= info.LastStep; s++ {
+				if err = r.PutScalars(s, map[string]float64{"loss": -1, "kl": 0.5}); err == nil {
+					err = r.PutScalars(s, map[string]float64{"loss": 1 / float64(s)})
+				}
+				logged++
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.lossSteps += logged
 		if _, err := lk.Export(context.Background(), db, c.Run, lake.ExportOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -192,6 +213,15 @@ func recipes(t *testing.T, blocks [][]string, cfgs ...frozenlake.TrainConfig) {
 		case strings.Contains(sqlText, "unnest(decisions)"):
 			if got := sum(rows, "decisions"); got != float64(want.decisions) {
 				t.Errorf("decisions %v, store %d", got, want.decisions)
+			}
+		case strings.Contains(sqlText, "FROM scalars"):
+			if len(rows) != want.lossSteps {
+				t.Errorf("%d steps with a loss, %d logged", len(rows), want.lossSteps)
+			}
+			for _, r := range rows {
+				if num(t, r["loss"]) != 1/num(t, r["step"]) || math.IsNaN(num(t, r["rollout_reward"])) {
+					t.Errorf("loss per step: %v, want the last value logged (1/step) beside the mean reward", r)
+				}
 			}
 		case strings.Contains(sqlText, "FROM events"):
 			if got := sum(rows, "events"); got != float64(want.events) {

@@ -167,6 +167,19 @@ type RubricUsageRow struct {
 	SumYY          float64 `parquet:"sum_yy"`
 }
 
+// ScalarRow is a row of the scalars table: one of a trainer's figures of a
+// step (store.Scalars) as one write left it, in the log's partition (the
+// trainer's step when it logged before the step's checkpoint, the next one
+// when after). A figure's value as it stands is its row with the highest
+// seq for its scalar_step and name.
+type ScalarRow struct {
+	Seq        int64   `parquet:"seq"`
+	ScalarStep int64   `parquet:"scalar_step"` // the step the figure describes
+	Name       string  `parquet:"name,dict"`
+	Value      float64 `parquet:"value"`
+	UpdatedAt  int64   `parquet:"updated_at"`
+}
+
 // EventRow is a row of the events table, in the partition of the step the
 // trainer was in when it was written; EventStep is the step the event
 // itself names (a rubric's creation step, a run's last completed step).

@@ -2,15 +2,17 @@ package lake
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 )
 
-// sink writes the lake's eight tables of one run into the staging folder.
+// sink writes the lake's tables of one run into the staging folder.
 // Groups, nodes, turns, advantages and checkpoints come from the records
-// of each step; runs, rubrics and events from the event log, whose
-// payloads are those records as each event left them.
+// of each step; runs, rubrics, events and scalars from the event log,
+// whose payloads are those records as each event left them.
 type sink struct {
 	runs    table[RunRow]
 	groups  table[GroupRow]
@@ -20,6 +22,7 @@ type sink struct {
 	advs    table[AdvantageRow]
 	rubrics table[RubricRow]
 	events  table[EventRow]
+	scalars table[ScalarRow]
 	files   []File
 }
 
@@ -35,6 +38,7 @@ func newSink(stage, name string) *sink {
 	s.advs = newTable[AdvantageRow]("advantages", name, stage, 1<<16, 1<<22, f)
 	s.rubrics = newTable[RubricRow]("rubrics", name, stage, 1<<16, 0, f)
 	s.events = newTable[EventRow]("events", name, stage, 1<<16, 1<<22, f)
+	s.scalars = newTable[ScalarRow]("scalars", name, stage, 1<<16, 0, f)
 	return s
 }
 
@@ -141,6 +145,17 @@ func (s *sink) event(step uint64, e store.Event, de replay.Event) error {
 			return err
 		}
 		return s.rubrics.write(rubricRow(e.Seq, rec))
+	case *store.Scalars:
+		if err := s.scalars.at(step); err != nil {
+			return err
+		}
+		for _, name := range slices.Sorted(maps.Keys(rec.Values)) {
+			err := s.scalars.write(ScalarRow{Seq: int64(e.Seq), ScalarStep: int64(rec.Step), Name: name,
+				Value: rec.Values[name], UpdatedAt: rec.UpdatedAt})
+			if err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -180,7 +195,7 @@ func payloadJSON(e replay.Event) string {
 // empty writes each table's step=0 partition, with no rows.
 func (s *sink) empty() error {
 	for _, at := range []func(uint64) error{s.runs.at, s.groups.at, s.ckpts.at, s.nodes.at, s.turns.at,
-		s.advs.at, s.rubrics.at, s.events.at} {
+		s.advs.at, s.rubrics.at, s.events.at, s.scalars.at} {
 		if err := at(0); err != nil {
 			return err
 		}
@@ -192,7 +207,7 @@ func (s *sink) empty() error {
 func (s *sink) close() ([]File, error) {
 	var first error
 	for _, c := range []func() error{s.runs.close, s.groups.close, s.ckpts.close, s.nodes.close, s.turns.close,
-		s.advs.close, s.rubrics.close, s.events.close} {
+		s.advs.close, s.rubrics.close, s.events.close, s.scalars.close} {
 		if err := c(); err != nil && first == nil {
 			first = err
 		}
@@ -202,7 +217,7 @@ func (s *sink) close() ([]File, error) {
 
 func (s *sink) abort() {
 	for _, a := range []func(){s.runs.abort, s.groups.abort, s.ckpts.abort, s.nodes.abort, s.turns.abort,
-		s.advs.abort, s.rubrics.abort, s.events.abort} {
+		s.advs.abort, s.rubrics.abort, s.events.abort, s.scalars.abort} {
 		a()
 	}
 }

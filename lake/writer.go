@@ -11,7 +11,7 @@ import (
 
 // Tables are the lake's tables, each a folder of the lake:
 // <table>/run=<name>/step=<n>/part-<k>.parquet.
-var Tables = []string{"runs", "groups", "checkpoints", "nodes", "turns", "advantages", "rubrics", "events"}
+var Tables = []string{"runs", "groups", "checkpoints", "nodes", "turns", "advantages", "rubrics", "events", "scalars"}
 
 // File is one file an export added to the lake.
 type File struct {

@@ -20,6 +20,7 @@ import (
 //	adv.put                               *store.Advantage
 //	rubric.put, rubric.update, rubric.move *store.Rubric
 //	ckpt.put                              *store.Checkpoint
+//	scalars.put                           *store.Scalars
 //
 // each the record as it stood right after the event. Kinds written by
 // packages above the store ("rubric.judge", ...) leave Record nil: their
@@ -52,6 +53,8 @@ func newRecord(k store.EventKind) any {
 		return new(store.Rubric)
 	case store.EvCheckpoint:
 		return new(store.Checkpoint)
+	case store.EvScalars:
+		return new(store.Scalars)
 	}
 	return nil
 }

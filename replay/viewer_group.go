@@ -102,13 +102,9 @@ func ViewGroup(r TreeReads, id uint64) (*GroupView, error) {
 	if err != nil {
 		return nil, err
 	}
-	advs, err := r.Advantages(g.Step, g.ID)
+	adv, advs, err := leafAdvantages(r, g)
 	if err != nil {
 		return nil, err
-	}
-	adv := make(map[uint64]float64, len(advs))
-	for _, a := range advs {
-		adv[a.Leaf] = a.Advantage
 	}
 	out := &GroupView{Group: groupHead(g), Nodes: make([]TreeNode, 0, len(nodes))}
 	sum := &out.Summary
@@ -184,4 +180,20 @@ func finitePtr(x float64) *float64 {
 		return nil
 	}
 	return &x
+}
+
+// leafAdvantages reads group g's advantage records, and each leaf's
+// advantage by its id.
+func leafAdvantages(r interface {
+	Advantages(step, group uint64) ([]store.Advantage, error)
+}, g store.Group) (map[uint64]float64, []store.Advantage, error) {
+	advs, err := r.Advantages(g.Step, g.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	adv := make(map[uint64]float64, len(advs))
+	for _, a := range advs {
+		adv[a.Leaf] = a.Advantage
+	}
+	return adv, advs, nil
 }

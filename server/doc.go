@@ -43,6 +43,7 @@
 //	GET /api/v1/runs/{run}/advantages[?step=N[&group=G]]  {"advantages": [Advantage]}
 //	GET /api/v1/runs/{run}/events[?from=SEQ&limit=N]      EventPage (paged; next = following from)
 //	GET /api/v1/runs/{run}/checkpoint[?step=N]      {"checkpoint": Checkpoint}
+//	GET /api/v1/runs/{run}/scalars[?from=STEP]      ScalarsPage: the trainer's figures of each step
 //
 // The viewer's reads (viewer_api.go) send figures package replay computes:
 //
@@ -50,6 +51,8 @@
 //	GET /api/v1/runs/{run}/groups/{group}/view      replay.GroupView: the tree depth-first, its summary
 //	GET /api/v1/runs/{run}/nodes/{node}/view        replay.TrajectoryView: prompt, turns with token figures, scores on the path, advantage
 //	GET /api/v1/runs/{run}/rubrics/page[?pool=P,P&q=TEXT&sort=id|rho|support|activations&offset=N&limit=N]  RubricPage
+//	GET /api/v1/runs/{run}/search[?text=&status=&leaves=&min_reward=...&limit=N]  replay.SearchResult
+//	GET /api/v1/runs/{run}/branches?nodes=A,B[,...] replay.BranchesView: branches side by side from their fork
 //
 // # Writes
 //
@@ -61,6 +64,7 @@
 //	POST /api/v1/runs                               CreateRunRequest → 201 {"run"}
 //	POST /api/v1/runs/{run}/status                  RunStatusRequest
 //	POST /api/v1/runs/{run}/checkpoints             CheckpointRequest → 201 (marks the step complete)
+//	POST /api/v1/runs/{run}/scalars                 ScalarsRequest → 201 ScalarsResponse (merged into the step's figures)
 //	POST /api/v1/runs/{run}/steps                   OpenStepRequest → OpenStepResponse (one group per task, B0 roots; idempotent per task list)
 //	POST /api/v1/runs/{run}/leases                  LeaseRequest → LeaseResponse (branches to work on; writes nothing, no client key)
 //	POST /api/v1/runs/{run}/submit                  SubmitRequest → rollout.Submitted (turns, scores, rewards, failures; routes completed intervals)

@@ -19,6 +19,7 @@ type server struct {
 	batch   batcher
 	coords  coordinators
 	mux     *http.ServeMux
+	routed  http.Handler      // mux behind the gzip wrapper (gzip.go)
 	token   [sha256.Size]byte // sha256 of Options.Token, compared in constant time
 	ops     *operations       // routes, metrics, access log
 	steps   stepFollowers     // per-step figures kept up to date per run
@@ -59,6 +60,7 @@ func NewHandler(db *store.DB, opts Options) (http.Handler, error) {
 	s.mux = http.NewServeMux()
 	s.ops = newOperations(db, s.opts)
 	s.routes()
+	s.routed = withGzip(s.mux)
 	return s, nil
 }
 
@@ -111,12 +113,14 @@ func (s *server) routes() {
 	s.handle("GET "+p+"/runs/{run}/advantages", s.getAdvantages)
 	s.handle("GET "+p+"/runs/{run}/events", s.getEvents)
 	s.handle("GET "+p+"/runs/{run}/checkpoint", s.getCheckpoint)
+	s.handle("GET "+p+"/runs/{run}/scalars", s.getScalars)
 	s.handleChecked("GET "+p+"/backup", s.backup) // a copy of the pages, checked by whoever opens it
 	s.viewerRoutes(p)
 	// Writes.
 	s.handle("POST "+p+"/runs", s.createRun)
 	s.handle("POST "+p+"/runs/{run}/status", s.setRunStatus)
 	s.handle("POST "+p+"/runs/{run}/checkpoints", s.putCheckpoint)
+	s.handle("POST "+p+"/runs/{run}/scalars", s.putScalars)
 	s.handle("POST "+p+"/runs/{run}/steps", s.openStep)
 	s.handle("POST "+p+"/runs/{run}/leases", s.lease)                 // hands out work, writes nothing
 	s.handle("POST "+p+"/runs/{run}/leases/renew", s.renewLeases)     // a heartbeat, writes nothing
@@ -167,7 +171,7 @@ func (s *server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		writeRaw(w, http.StatusUnauthorized, errorJSON(401, "unauthorized", "missing or wrong bearer token (Authorization: Bearer <token>)"))
 		return
 	}
-	s.mux.ServeHTTP(w, r)
+	s.routed.ServeHTTP(w, r)
 }
 
 // authorized compares the request's bearer token with the server's in

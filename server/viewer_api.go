@@ -24,6 +24,8 @@ func (s *server) viewerRoutes(prefix string) {
 	s.handleChecked("GET "+prefix+"/runs/{run}/groups/{group}/view", s.viewGroup)
 	s.handleChecked("GET "+prefix+"/runs/{run}/nodes/{node}/view", s.viewTrajectory)
 	s.handleChecked("GET "+prefix+"/runs/{run}/rubrics/page", s.viewRubrics)
+	s.handle("GET "+prefix+"/runs/{run}/search", s.searchRun)
+	s.handleChecked("GET "+prefix+"/runs/{run}/branches", s.viewBranches)
 }
 
 // EnvSteps is GET /api/v1/runs/{run}/env-steps: the environment work of

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -260,13 +261,29 @@ func TestViewerRunPage(t *testing.T) {
 	if page.Total != inPlay || inPlay < 1000 {
 		t.Fatalf("rubric page total %d, pools %v", page.Total, page.Pools)
 	}
+	// The trainer's own figures of each step, charted beside the rollouts'.
+	if err := e.db.Update(func(tx *store.Tx) error {
+		r, err := tx.Run("big")
+		if err != nil {
+			return err
+		}
+		for s := uint64(1); s <= 100; s++ {
+			x := float64(s)
+			if err := r.PutScalars(s, map[string]float64{"loss": 1.5/(1+x/12) + 0.05*math.Sin(x), "kl": 0.002 * x * (1 + 0.3*math.Cos(x/3))}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	// The server checks a run once before serving it; that is the server's
 	// start, not the page's load.
 	e.get("/api/v1/runs/big/env-steps", &EnvSteps{})
 	e.get("/api/v1/runs/small/env-steps", &EnvSteps{})
 
 	p := newPage(t, "about:blank")
-	ready := `document.querySelectorAll("#charts path.series").length === 5 && document.querySelectorAll("#tree .row").length > 0 &&
+	ready := `document.querySelectorAll("#charts figure.plot").length === 6 && document.querySelectorAll("#tree .row").length > 0 &&
 		document.getElementById("run-summary").textContent !== "" && document.querySelectorAll("#runs button").length === 2 &&
 		document.querySelectorAll("#rubrics tbody tr[data-rubric]").length === 50 && document.getElementById("status").textContent === ""`
 	// A shared machine only ever slows a load down, so the budget holds
@@ -291,7 +308,8 @@ func TestViewerRunPage(t *testing.T) {
 		t.Errorf("step picker %s, want the last of 100 steps", s)
 	}
 	captions := js[[]string](p, `Array.from(document.querySelectorAll("#charts figcaption")).map(f => f.textContent)`)
-	if len(captions) != 4 || !strings.HasPrefix(captions[0], "Success") || !strings.HasPrefix(captions[1], "Mean outcome reward") {
+	if len(captions) != 6 || !strings.HasPrefix(captions[0], "Success") || !strings.HasPrefix(captions[1], "Mean outcome reward") ||
+		captions[4] != "trainer: kl" || captions[5] != "trainer: loss" {
 		t.Errorf("charts %q: success and mean reward each want their own", captions)
 	}
 	p.shot("run")
@@ -322,7 +340,7 @@ func TestViewerRunPage(t *testing.T) {
 
 	// Comparison: tick the other run; curves overlay, configs line up.
 	p.do(chromedp.Click(chromedp.CSS(`#runs input[data-compare="small"]`)))
-	p.wait(`!document.getElementById("compare-panel").hidden && document.querySelectorAll("#compare-charts path.series").length === 6`)
+	p.wait(`!document.getElementById("compare-panel").hidden && document.querySelectorAll("#compare-charts figure.plot").length === 5`)
 	if s := js[string](p, `location.search`); !strings.Contains(s, "compare=big%2Csmall") {
 		t.Errorf("comparison URL %q", s)
 	}
@@ -331,10 +349,10 @@ func TestViewerRunPage(t *testing.T) {
 		t.Errorf("config rows that differ: %v", differs)
 	}
 	p.do(chromedp.SetValue(chromedp.CSS("#compare-panel select.xaxis"), "env"), chromedp.Evaluate[chromedp.Void](`document.querySelector("#compare-panel select.xaxis").dispatchEvent(new Event("change"))`))
-	p.wait(`Array.from(document.querySelectorAll("#compare-charts text")).some(t => t.textContent.endsWith("env steps"))`)
+	p.wait(`document.querySelector("#compare-charts .u-legend").textContent.includes("env steps")`)
 	p.shot("compare")
 	p.do(chromedp.Reload())
-	p.wait(`!document.getElementById("compare-panel").hidden && document.querySelectorAll("#compare-charts path.series").length === 6`)
+	p.wait(`!document.getElementById("compare-panel").hidden && document.querySelectorAll("#compare-charts figure.plot").length === 5`)
 	// Opening a run from the list leaves the comparison for that run.
 	p.do(chromedp.Click(chromedp.CSS(`#runs button[data-run="small"]`)))
 	p.wait(`document.getElementById("compare-panel").hidden && document.getElementById("run-title").textContent === "run small" &&
@@ -374,7 +392,7 @@ func TestViewerLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.wait(`document.querySelectorAll("#step option").length === 3 && document.querySelectorAll("#charts path.series").length === 5`)
+	p.wait(`document.querySelectorAll("#step option").length === 3 && document.querySelectorAll("#charts figure.plot").length === 3`)
 	// The reader's place stays: step 2 is still the one shown.
 	if s := js[string](p, `document.getElementById("step").value`); s != "2" {
 		t.Errorf("after a refresh the step is %s, want 2", s)

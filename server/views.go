@@ -55,6 +55,9 @@ func EventView(e store.Event) EventJSON {
 	case k == string(store.EvCheckpoint):
 		var c store.Checkpoint
 		err, v = store.DecodePayload(e, &c), &c
+	case k == string(store.EvScalars):
+		var sc store.Scalars
+		err, v = store.DecodePayload(e, &sc), &sc
 	case k == KindReply:
 		var rr replyRecord
 		if err = store.DecodePayload(e, &rr); err == nil {

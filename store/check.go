@@ -227,6 +227,7 @@ func (c *checker) run(id string) {
 	c.advantages(rc)
 	c.rubrics(r)
 	c.checkpoints(r)
+	c.scalars(r)
 	c.events(r, info.DroppedSeq)
 	c.logMatches(r)
 	c.ids(r, bGroups, 1)

@@ -25,8 +25,8 @@ import (
 
 // logged remembers, per bucket, the ids whose last event was met.
 type logged struct {
-	run                                bool
-	groups, nodes, adv, rubrics, ckpts *idSet
+	run                                         bool
+	groups, nodes, adv, rubrics, ckpts, scalars *idSet
 	// The ids whose last event wrote a key that holds no record: a record
 	// of theirs elsewhere is not the logged one (groups and advantages,
 	// whose key holds more than their id).
@@ -44,7 +44,7 @@ func (c *checker) logMatches(r *RunTx) {
 	path := r.bpath(bEvents)
 	seq := func(name string) uint64 { return r.subBucket(name).Sequence() }
 	seen := logged{groups: newIDSet(seq(bGroups)), nodes: newIDSet(seq(bNodes)), adv: newIDSet(seq(bNodes)),
-		rubrics: newIDSet(seq(bRubrics)), ckpts: newIDSet(1 << 12),
+		rubrics: newIDSet(seq(bRubrics)), ckpts: newIDSet(1 << 12), scalars: newIDSet(1 << 12),
 		groupsMissing: newIDSet(seq(bGroups)), advMissing: newIDSet(seq(bNodes))}
 	turns := map[uint64]pendingTurns{}
 	roots := map[string][]uint64{} // group key → roots added after its last event, newest first
@@ -62,10 +62,15 @@ func (c *checker) logMatches(r *RunTx) {
 	// records are their last event's payload, copied.
 	compare := func(name string, key []byte, seq uint64, want any, payload []byte) (exists bool) {
 		b, bpath := r.b, r.path
-		if name != "" {
+		if name == bScalars {
+			b, bpath = r.scalarsBucket(), r.bpath(name)
+		} else if name != "" {
 			b, bpath = r.subBucket(name), r.bpath(name)
 		}
-		raw := b.Get(key)
+		var raw []byte
+		if b != nil {
+			raw = b.Get(key)
+		}
 		if raw == nil {
 			inv(bpath, cloneBytes(key), "record missing: event %d wrote it", seq)
 			return false
@@ -114,6 +119,8 @@ func (c *checker) logMatches(r *RunTx) {
 			rec = new(Rubric)
 		case EvCheckpoint:
 			rec = new(Checkpoint)
+		case EvScalars:
+			rec = new(Scalars)
 		default:
 			continue // a kind defined above the store
 		}
@@ -188,6 +195,12 @@ func (c *checker) logMatches(r *RunTx) {
 			}
 			seen.ckpts.add(x.Step)
 			compare(bCkpt, u64key(x.Step), e.Seq, x, e.Payload)
+		case *Scalars:
+			if seen.scalars.has(x.Step) {
+				continue
+			}
+			seen.scalars.add(x.Step)
+			compare(bScalars, u64key(x.Step), e.Seq, x, e.Payload)
 		}
 	}
 	if !clean {
@@ -206,7 +219,14 @@ func (c *checker) logMatches(r *RunTx) {
 			dups = c.duplicateIDs(r, name, keyLen, idAt)
 		}
 		var suspects [][]byte
-		_ = r.subBucket(name).ForEach(func(k, _ []byte) error {
+		b := r.subBucket(name)
+		if name == bScalars {
+			b = r.scalarsBucket()
+		}
+		if b == nil {
+			return
+		}
+		_ = b.ForEach(func(k, _ []byte) error {
 			switch {
 			case len(k) != keyLen || !ids.has(keyU64(k, idAt)):
 			case missing != nil && missing.has(keyU64(k, idAt)):
@@ -234,6 +254,7 @@ func (c *checker) logMatches(r *RunTx) {
 	unlogged(bAdv, 24, 2, seen.adv, seen.advMissing)
 	unlogged(bRubrics, 8, 0, seen.rubrics, nil)
 	unlogged(bCkpt, 8, 0, seen.ckpts, nil)
+	unlogged(bScalars, 8, 0, seen.scalars, nil)
 }
 
 // maxDuplicateIDs bounds the ids duplicateIDs returns: more than that many

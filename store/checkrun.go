@@ -82,7 +82,7 @@ const (
 func (tx *Tx) VerifyParts(id string, parts ...RunPart) error {
 	prefix := string(bucketRuns) + "/" + id
 	walk := map[string]bool{prefix: true}
-	for _, name := range []string{bCounts, bGroupIDs, bRubrics, bCkpt} {
+	for _, name := range []string{bCounts, bGroupIDs, bRubrics, bCkpt, bScalars} {
 		walk[prefix+"/"+name] = true
 	}
 	for _, part := range parts {

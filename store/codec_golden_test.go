@@ -42,6 +42,7 @@ func goldenRecords() map[string]struct {
 	ckpt := Checkpoint{Step: 2, Inline: []byte("policy"), URI: "file:///w/2", Hash: "sha256:00ff",
 		Meta: map[string]string{"lr": "0.1"}, CreatedAt: 1767322800000000000}
 	tp := TurnsPayload{From: 3, Count: 2, Turns: 5, MinVersion: 11, MaxVersion: 12, Seq: 300, Oldest: 11}
+	scalars := Scalars{Step: 4, Values: map[string]float64{"loss": 0.75, "kl": 0.0125, "train/lr": 1e-6}, UpdatedAt: 1767322800000000000}
 
 	type entry = struct {
 		val  []byte
@@ -81,6 +82,7 @@ func goldenRecords() map[string]struct {
 		"advantage":     {must(encodeValue(&adv)), &adv, generic(&adv)},
 		"rubric":        {must(encodeValue(&rubric)), &rubric, generic(&rubric)},
 		"checkpoint":    {must(encodeValue(&ckpt)), &ckpt, generic(&ckpt)},
+		"scalars":       {must(encodeValue(&scalars)), &scalars, generic(&scalars)},
 		// The meta bucket's keys and values (not framed), key=value per line.
 		"meta": {meta, nil, nil},
 	}

@@ -27,6 +27,7 @@ package store_test
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -201,6 +202,16 @@ func (w *workload) step(r *store.RunTx, info store.Run, rng *rand.Rand) error {
 	}
 	if n < wlGroups {
 		return w.openGroup(r, cur, n, rng)
+	}
+	// The trainer's figures: one transaction of their own, then one more
+	// merged into the step's record with the checkpoint.
+	if _, err := r.ScalarsAt(cur); errors.Is(err, store.ErrNotFound) {
+		return r.PutScalars(cur, map[string]float64{"loss": rng.Float64(), "kl": rng.Float64() / 10, "grad_norm": rng.NormFloat64()})
+	} else if err != nil {
+		return err
+	}
+	if err := r.PutScalars(cur, map[string]float64{"lr": 1e-6 * float64(cur), "loss": rng.Float64()}); err != nil {
+		return err
 	}
 	inline := make([]byte, 24)
 	for j := range inline {

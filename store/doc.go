@@ -5,7 +5,7 @@
 //
 // # On disk
 //
-// One bbolt file (format 3), 4 KiB pages unless created otherwise
+// One bbolt file (format 5), 4 KiB pages unless created otherwise
 // (Options.PageSize):
 //
 //	meta                      magic "patrdb\0", format version (u64 BE), writer
@@ -23,6 +23,7 @@
 //	    events/  seq          Event        one per mutation, seq = 1, 2, 3, ...
 //	    counts/  step         counters     the run's figures (key 0) and each step's
 //	    groupids/group|step   (empty)      finds a group's key from its id
+//	    scalars/ step         Scalars      the trainer's figures of a step (loss, kl, ...)
 //
 // The counters (nodes by status, leaves, turns, groups open and closed,
 // rewards, zero-variance groups) are kept by every write of a node, group
@@ -54,7 +55,9 @@
 // Formats 1 and 2 keyed turns node|index, which scattered concurrent
 // branches' appends over the b-tree and left its pages a third full. This
 // build opens and reads them as they are, but refuses to write to them
-// (ErrNeedsMigration); Migrate copies one into a new format-3 file.
+// (ErrNeedsMigration); Migrate copies one into a new file of the current
+// format. Formats 3 and 4 are written as they are: a write transaction
+// moves the file's format number on (format.go).
 //
 // # Records
 //

@@ -18,9 +18,10 @@ import (
 // step's checkpoint, those that wrote a record that is gone, or one that a
 // later event wrote again (old versions of the run record and of rubrics),
 // and the events of kinds defined above the store stamped with a dropped
-// step. What stays: every step after it, the rubrics (each with the event
-// that last wrote it), the last checkpoint, and the counters of every step,
-// dropped ones included, so the run's figures still describe all of it.
+// step. What stays: every step after it, the rubrics and every step's
+// scalars (each with the event that last wrote it), the last checkpoint,
+// and the counters of every step, dropped ones included, so the run's
+// figures still describe all of it.
 //
 // It is on record twice: the run record says how far the run was dropped
 // (Run.DroppedStep, Run.DroppedSeq), and the event that wrote it has its own
@@ -110,13 +111,14 @@ func (r *RunTx) dropEvents(from, through uint64) (cut uint64, n int, err error) 
 		return 0, 0, err
 	}
 	path := r.bpath(bEvents)
-	// A rubric keeps the last event that wrote it; one met here is the
-	// last when the record is still that event's payload.
+	// A rubric, and a step's scalars (which outlive their step), keep the
+	// last event that wrote them; one met here is the last when the record
+	// is still that event's payload.
 	type lastWrite struct {
 		key     []byte
 		payload []byte
 	}
-	rubrics := map[uint64]lastWrite{}
+	rubrics, scalars := map[uint64]lastWrite{}, map[uint64]lastWrite{}
 	var gone [][]byte
 	c := b.Cursor()
 	for k, v := c.Seek(u64key(from + 1)); k != nil; k, v = c.Next() {
@@ -133,6 +135,11 @@ func (r *RunTx) dropEvents(from, through uint64) (cut uint64, n int, err error) 
 				gone = append(gone, prev.key)
 			}
 			rubrics[e.Rubric] = lastWrite{cloneBytes(k), e.Payload}
+		case EvScalars:
+			if prev, ok := scalars[e.Step]; ok {
+				gone = append(gone, prev.key)
+			}
+			scalars[e.Step] = lastWrite{cloneBytes(k), e.Payload}
 		default:
 			// Group, node, turn, advantage and checkpoint events carry the
 			// step of their record; other kinds the step they were written
@@ -154,13 +161,20 @@ func (r *RunTx) dropEvents(from, through uint64) (cut uint64, n int, err error) 
 	if err != nil {
 		return 0, 0, err
 	}
-	for id, w := range rubrics {
-		raw := rb.Get(u64key(id))
-		if raw != nil && len(raw) >= headerLen && bytes.Equal(raw[headerLen:], w.payload) {
-			continue // still the record: keep it
+	keep := func(b *bolt.Bucket, writes map[uint64]lastWrite) {
+		for id, w := range writes {
+			var raw []byte
+			if b != nil {
+				raw = b.Get(u64key(id))
+			}
+			if raw != nil && len(raw) >= headerLen && bytes.Equal(raw[headerLen:], w.payload) {
+				continue // still the record: keep it
+			}
+			gone = append(gone, w.key)
 		}
-		gone = append(gone, w.key)
 	}
+	keep(rb, rubrics)
+	keep(r.scalarsBucket(), scalars)
 	for _, k := range gone {
 		if err := b.Delete(k); err != nil {
 			return 0, 0, err

@@ -21,14 +21,19 @@ import (
 // (DropSteps) to the run record; a format-3 file reads as
 // it is, and its first write transaction upgrades it in place (the meta
 // format number, in that same transaction): opening a file never writes.
-const FormatVersion = 4
+// Format 5 added a run's scalars bucket (the trainer's figures of each
+// step, scalars.go) and its event kind; a format-3 or 4 file upgrades the
+// same way, since none of its records changed. An older build refuses a
+// format-5 file rather than drop, restore or check a run without the
+// records it does not know.
+const FormatVersion = 5
 
 // readableFormats are the older formats this build reads (not writes).
-var readableFormats = map[uint64]bool{1: true, 2: true, 3: true}
+var readableFormats = map[uint64]bool{1: true, 2: true, 3: true, 4: true}
 
 // upgradableFormats are the older formats whose records this build writes
 // as they are: a write transaction only moves their meta format number on.
-var upgradableFormats = map[uint64]bool{3: true}
+var upgradableFormats = map[uint64]bool{3: true, 4: true}
 
 // Version is the patrdb release that wrote a file, recorded in meta.
 const Version = "0.1.0"

@@ -83,6 +83,9 @@ func (l *RunLoader) bucket(name string) (*bolt.Bucket, error) {
 		l.tx = tx
 	}
 	b := l.tx.Bucket(bucketRuns).Bucket([]byte(l.id))
+	if name == bScalars { // created by the first record, as PutScalars does
+		return b.CreateBucketIfNotExists([]byte(name))
+	}
 	if name != "" {
 		b = b.Bucket([]byte(name))
 		if f, ok := fillPercent[name]; ok {
@@ -221,6 +224,12 @@ func (l *RunLoader) apply(e *Event) error {
 			return err
 		}
 		return l.put(bCkpt, u64key(c.Step), framedPayload(e.Payload))
+	case EvScalars:
+		var s Scalars
+		if err := DecodePayload(*e, &s); err != nil {
+			return err
+		}
+		return l.put(bScalars, u64key(s.Step), framedPayload(e.Payload))
 	}
 	return nil // a kind defined above the store: only the event
 }

@@ -97,15 +97,8 @@ func (a *App) completeRuns(cmd *cobra.Command, args []string, _ string) ([]strin
 	if len(args) != 0 {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	rf := &remoteFlags{}
-	if f := cmd.Flags().Lookup("server"); f != nil {
-		rf.server = f.Value.String()
-	}
-	if f := cmd.Flags().Lookup("token-file"); f != nil {
-		rf.tokenFile = f.Value.String()
-	}
 	var ids []string
-	err := a.read(rf, func(src source) error {
+	err := a.read(completionRemote(cmd), func(src source) error {
 		var err error
 		ids, err = src.RunIDs()
 		return err
@@ -114,6 +107,19 @@ func (a *App) completeRuns(cmd *cobra.Command, args []string, _ string) ([]strin
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	return ids, cobra.ShellCompDirectiveNoFileComp
+}
+
+// completionRemote is the --server and --token-file a command line being
+// completed gave, so completion reads where the command would.
+func completionRemote(cmd *cobra.Command) *remoteFlags {
+	rf := &remoteFlags{}
+	if f := cmd.Flags().Lookup("server"); f != nil {
+		rf.server = f.Value.String()
+	}
+	if f := cmd.Flags().Lookup("token-file"); f != nil {
+		rf.tokenFile = f.Value.String()
+	}
+	return rf
 }
 
 func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }

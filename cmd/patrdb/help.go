@@ -45,7 +45,7 @@ var commandExamples = map[string]string{
 	"demo":     "patrdb demo --steps 20 --batch 8 --seed 1\npatrdb demo --mode both --map 8x8 --rubrics",
 	"serve":    "patrdb serve --db patr.db --addr 127.0.0.1:8080\npatrdb serve --db patr.db --lake s3://bucket/lake --keep-steps 10",
 	"plot":     "patrdb plot patr-1 grpo-1 --out curves.svg",
-	"batch":    "patrdb batch demo --step 3 --out step3.parquet",
+	"batch":    "patrdb batch demo --step 3 --out step3.safetensors",
 	"migrate":  "patrdb migrate --db old.db",
 	"version":  "patrdb version\npatrdb --version",
 }

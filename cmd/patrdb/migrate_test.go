@@ -28,7 +28,7 @@ func TestMigrateCopiesAnOlderFile(t *testing.T) {
 	if err := json.Unmarshal([]byte(res.stdout), &out); err != nil {
 		t.Fatalf("%v: %s", err, res.stdout)
 	}
-	if out.From != 1 || out.To != 4 || out.Runs == 0 || out.Nodes == 0 || out.Turns == 0 {
+	if out.From != 1 || out.To != 5 || out.Runs == 0 || out.Nodes == 0 || out.Turns == 0 {
 		t.Errorf("migrate --json: %+v", out)
 	}
 	if fileHash(t, src) != before {

@@ -354,6 +354,8 @@ func decodeRemoteEvent(re remoteEvent) (logEvent, error) {
 		rec = new(store.Rubric)
 	case store.EvCheckpoint:
 		rec = new(store.Checkpoint)
+	case store.EvScalars:
+		rec = new(store.Scalars)
 	default: // the node kinds
 		rec = new(store.Node)
 	}

@@ -30,7 +30,7 @@ group of step N).
 nodes coloured by status and edges labelled with the fork turn; --format json
 (or --json) a nested structure.` + remoteHelp,
 		Args:              needArgs("RUN", "GROUP"),
-		ValidArgsFunction: app.completeRuns,
+		ValidArgsFunction: app.completeRunGroups,
 	}
 	rf := addRemoteFlags(app, cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {

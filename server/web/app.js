@@ -6,7 +6,7 @@
 "use strict";
 
 const SVGNS = "http://www.w3.org/2000/svg";
-const state = { run: null, runs: [], listed: false, steps: [], env: [], step: 0, group: 0, node: 0, compare: [], events: 0 };
+const state = { run: null, runs: [], listed: false, steps: [], env: [], scalars: null, step: 0, group: 0, node: 0, compare: [], events: 0 };
 
 // ---- token ----
 // A server started with a token is opened as /#token=...; the fragment never
@@ -192,6 +192,7 @@ async function showRun(id, step, group, node) {
   $("run-panel").hidden = false;
   if (changed || !state.steps.length) {
     state.env = null;
+    state.scalars = null;
     const rubrics = loadRubrics(0);
     const steps = await take(`/runs/${enc(id)}/steps`);
     state.steps = steps.steps;
@@ -277,6 +278,7 @@ async function refresh() {
       const steps = await api(`/runs/${enc(state.run)}/steps`);
       state.steps = steps.steps;
       state.env = null;
+      state.scalars = null;
       drawRunHead(state.run);
       await drawRunCharts();
       const at = state.step;

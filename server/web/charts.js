@@ -1,16 +1,24 @@
-// Curves per step or per env step, run comparison, and the rubric table.
+// Curves per step or per env step, the trainer's own figures, run
+// comparison, and the rubric table. Charts are uPlot's (vendor/, MIT, no
+// network): hover values in the legend, round ticks, a log scale and
+// smoothing; a figure with nothing to show is left out, never drawn empty.
 "use strict";
 
 const PALETTE = ["#2f7ed8", "#d0453a", "#2e9d57", "#8a63d2", "#d89b22", "#1a9aa0", "#c2528b", "#555"];
-let xAxis = "step";
+const view = { x: "step", smooth: 0, log: false };
+// The charts drawn, by figure id: tests and the reader's own console read
+// their data (uPlot instances).
+const patrdbCharts = {};
 
 function initCharts() {
   for (const s of document.querySelectorAll("select.xaxis")) {
-    s.addEventListener("change", e => {
-      xAxis = e.target.value;
-      for (const o of document.querySelectorAll("select.xaxis")) o.value = xAxis;
-      guard(state.compare.length ? showCompare : drawRunCharts)();
-    });
+    s.addEventListener("change", e => { view.x = e.target.value; syncControls(); redrawCharts(); });
+  }
+  for (const s of document.querySelectorAll("input.smooth")) {
+    s.addEventListener("input", e => { view.smooth = Number(e.target.value); syncControls(); redrawCharts(false); });
+  }
+  for (const s of document.querySelectorAll("input.logy")) {
+    s.addEventListener("change", e => { view.log = e.target.checked; syncControls(); redrawCharts(false); });
   }
   $("compare-close").addEventListener("click", () => {
     const keep = state.compare[0];
@@ -19,12 +27,34 @@ function initCharts() {
   });
 }
 
+function syncControls() {
+  for (const o of document.querySelectorAll("select.xaxis")) o.value = view.x;
+  for (const o of document.querySelectorAll("input.smooth")) o.value = view.smooth;
+  for (const o of document.querySelectorAll("input.logy")) o.checked = view.log;
+  for (const o of document.querySelectorAll(".smooth-value")) o.textContent = view.smooth.toFixed(2);
+}
+
+// redrawCharts draws again what is on screen; refetch: the x axis changed,
+// so env steps may be needed.
+function redrawCharts(refetch = true) {
+  if (state.compare.length) guard(refetch ? showCompare : drawCompareCharts)();
+  else guard(drawRunCharts)();
+}
+
 // series of one run's figure against the chosen x axis: env steps come
-// from the run's view, the figures from its steps.
+// from the run's env-steps, the figures from its steps.
 function seriesOf(steps, env, figure, closedOnly) {
   const envAt = new Map((env || []).map(e => [e.step, e.env_steps_total]));
   return steps.filter(s => !closedOnly || s.closed_groups > 0)
-    .map(s => [xAxis === "env" ? (envAt.get(s.step) || 0) : s.step, figure(s)]);
+    .map(s => [view.x === "env" ? (envAt.get(s.step) || 0) : s.step, figure(s)]);
+}
+
+// scalarSeries is one trainer figure of a run against the x axis.
+function scalarSeries(scalars, env, name) {
+  const envAt = new Map((env || []).map(e => [e.step, e.env_steps_total]));
+  return scalars.steps.filter(s => name in s.values)
+    .map(s => [view.x === "env" ? (envAt.get(s.step) ?? null) : s.step, s.values[name]])
+    .filter(p => p[0] !== null);
 }
 
 const FIGURES = [
@@ -33,78 +63,116 @@ const FIGURES = [
   { id: "zv", title: "Zero-variance groups (share)", fn: s => s.zero_variance_share, max: 1 },
 ];
 
-function chartBox(id, title) {
-  return el("figure", {}, el("figcaption", { text: title }),
-    el("svg:svg", { id, class: "chart", viewBox: "0 0 360 180", role: "img", "aria-label": title }));
-}
-
 // envSteps fetches a run's env steps per step, needed only once a reader
 // plots against them.
 async function envSteps(id) {
-  return xAxis === "env" ? (await api(`/runs/${enc(id)}/env-steps`)).steps : [];
+  return view.x === "env" ? (await api(`/runs/${enc(id)}/env-steps`)).steps : [];
+}
+
+async function scalarsOf(id) {
+  return api(`/runs/${enc(id)}/scalars`);
+}
+
+// smooth is the exponential moving average TensorBoard draws, debiased
+// so the first points are not pulled toward 0.
+function smooth(points, w) {
+  if (!w) return points;
+  let last = 0, n = 0;
+  return points.map(([x, y]) => {
+    if (y === null || !isFinite(y)) return [x, y];
+    last = last * w + (1 - w) * y;
+    n++;
+    return [x, last / (1 - w ** n)];
+  });
+}
+
+// hasSignal is false for a figure whose every value is 0 or missing (the
+// rubric pools of a run without rubrics): drawn, it would say nothing.
+const hasSignal = series => series.some(s => s.points.some(p => p[1]));
+
+function drawRunChartsInto(box, prefix, figs) {
+  for (const k of Object.keys(patrdbCharts)) if (k.startsWith(prefix)) { patrdbCharts[k].destroy(); delete patrdbCharts[k]; }
+  box.replaceChildren();
+  const shown = figs.filter(f => f.series.some(s => s.points.length) && (!f.dropFlat || hasSignal(f.series)));
+  if (!shown.length) {
+    box.append(el("p", { class: "dim", text: "nothing to chart yet: no closed step and no trainer figures" }));
+    return;
+  }
+  for (const f of shown) plot(box, prefix + f.id, f);
 }
 
 async function drawRunCharts() {
-  if (xAxis === "env" && !state.env) state.env = await envSteps(state.run);
-  const box = $("charts");
-  box.replaceChildren(...FIGURES.map(f => chartBox("chart-" + f.id, f.title)), chartBox("chart-pools", "Rubric pools in play (public, candidate)"));
-  for (const f of FIGURES) {
-    lineChart($("chart-" + f.id), [{ name: f.id, color: "#2f7ed8", points: seriesOf(state.steps, state.env, f.fn, true) }], f.max);
-  }
+  if (view.x === "env" && !state.env) state.env = await envSteps(state.run);
+  if (!state.scalars) state.scalars = await scalarsOf(state.run);
+  const figs = FIGURES.map(f => ({ id: f.id, title: f.title, max: f.max,
+    series: [{ name: f.id, color: PALETTE[0], points: seriesOf(state.steps, state.env, f.fn, true) }] }));
   const colors = { public: "#2e9d57", candidate: "#d89b22" };
-  lineChart($("chart-pools"), Object.keys(colors).map(p => (
-    { name: p, color: colors[p], points: seriesOf(state.steps, state.env, s => s.pools[p] || 0, false) })));
   const last = state.steps[state.steps.length - 1];
-  if (last) box.querySelector("#chart-pools").previousSibling.textContent +=
-    ` · now also ${last.pools.retired || 0} retired, ${last.pools.merged || 0} merged`;
+  figs.push({ id: "pools", dropFlat: true,
+    title: "Rubric pools in play (public, candidate)" + (last ? ` · now also ${last.pools.retired || 0} retired, ${last.pools.merged || 0} merged` : ""),
+    series: Object.keys(colors).map(p => ({ name: p, color: colors[p], points: seriesOf(state.steps, state.env, s => s.pools[p] || 0, false) })) });
+  for (const name of state.scalars.names) {
+    figs.push({ id: "scalar-" + name, trainer: true, title: `trainer: ${name}`,
+      series: [{ name, color: PALETTE[3], points: scalarSeries(state.scalars, state.env, name) }] });
+  }
+  drawRunChartsInto($("charts"), "chart-", figs);
 }
 
-function lineChart(svg, series, yMax) {
-  svg.replaceChildren();
-  const W = 360, H = 180, R = 8, T = 22, B = 22;
-  const all = series.flatMap(s => s.points);
-  if (all.length === 0) {
-    svg.append(el("svg:text", { x: W / 2, y: H / 2, "text-anchor": "middle", text: "no closed steps yet" }));
-    return;
+// plot draws one figure: its series (each [[x, y], ...]) on a shared x.
+function plot(box, id, f) {
+  const xs = [...new Set(f.series.flatMap(s => s.points.map(p => p[0])))].sort((a, b) => a - b);
+  const at = new Map(xs.map((x, i) => [x, i]));
+  const data = [xs];
+  const series = [{ label: view.x === "env" ? "env steps" : "step" }];
+  const lines = f.series.flatMap(s => view.smooth ? [{ ...s, raw: true }, s] : [s]);
+  let positive = true;
+  for (const s of lines) {
+    const ys = new Array(xs.length).fill(null);
+    for (const [x, y] of s.raw || !view.smooth ? s.points : smooth(s.points, view.smooth)) {
+      ys[at.get(x)] = y;
+      if (y !== null && y <= 0) positive = false;
+    }
+    data.push(ys);
+    series.push({ label: s.raw ? s.name + " (raw)" : s.name, stroke: s.raw ? s.color + "40" : s.color, width: s.raw ? 1 : 2,
+      spanGaps: true, points: { show: xs.length <= 40 && !s.raw }, value: (u, v) => v === null || v === undefined ? "–" : fmt(v, 4) });
   }
-  const xs = all.map(p => p[0]), ys = all.map(p => p[1]);
-  const x0 = Math.min(...xs), x1 = Math.max(...xs);
-  const ymax = yMax ?? Math.max(1e-9, ...ys);
-  const ymin = Math.min(0, ...ys);
-  const tick = i => {
-    const v = ymin + (ymax - ymin) * i / 4;
-    return ymax - ymin > 4 ? Math.round(v) : v;
+  const log = view.log && positive;
+  const fig = el("figure", { class: "plot" + (f.trainer ? " trainer" : ""), "data-id": id, "data-series": f.series.length,
+    "data-points": Math.max(...f.series.map(s => s.points.length)) },
+  el("figcaption", { text: f.title + (view.log && !positive ? " (linear: log needs positive values)" : "") }));
+  box.append(fig);
+  const opts = {
+    width: 380, height: 190, legend: { live: true },
+    cursor: { drag: { x: false, y: false } },
+    scales: { x: { time: false }, y: log ? { distr: 3 } : { range: (u, lo, hi) => yRange(lo, hi, f.max) } },
+    axes: [{ size: 30, incrs: WHOLE, values: (u, ticks) => ticks.map(v => shortNum(v)) }, { size: 48, values: (u, ticks) => ticks.map(v => shortNum(v)) }],
+    series,
   };
-  const labels = [0, 1, 2, 3, 4].map(i => fmt(tick(i), 2));
-  const L = Math.max(34, 8 + 7 * Math.max(...labels.map(t => String(t).length)));
-  const sx = x => L + (x1 === x0 ? (W - L - R) / 2 : (x - x0) / (x1 - x0) * (W - L - R));
-  const sy = y => H - B - (y - ymin) / (ymax - ymin || 1) * (H - T - B);
-  for (let i = 0; i <= 4; i++) {
-    svg.append(el("svg:line", { class: "grid", x1: L, x2: W - R, y1: sy(tick(i)), y2: sy(tick(i)) }));
-    svg.append(el("svg:text", { x: L - 4, y: sy(tick(i)) + 3, "text-anchor": "end", text: labels[i] }));
-  }
-  svg.append(el("svg:line", { class: "axis", x1: L, x2: W - R, y1: H - B, y2: H - B }));
-  svg.append(el("svg:line", { class: "axis", x1: L, x2: L, y1: T, y2: H - B }));
-  const unit = xAxis === "env" ? " env steps" : "";
-  const xl = v => xAxis === "env" ? `${v}${unit}` : `step ${v}`;
-  svg.append(el("svg:text", { x: sx(x0), y: H - 6, "text-anchor": x1 === x0 ? "middle" : "start", text: xl(x0) }));
-  if (x1 !== x0) svg.append(el("svg:text", { x: sx(x1), y: H - 6, "text-anchor": "end", text: xl(x1) }));
-  let lx = L;
-  for (const s of series) {
-    const d = s.points.map((p, i) => `${i ? "L" : "M"}${sx(p[0]).toFixed(1)},${sy(p[1]).toFixed(1)}`).join("");
-    svg.append(el("svg:path", { class: "series", d, stroke: s.color, "data-series": s.name },
-      el("svg:title", { text: s.name })));
-    // Few points get markers with a tooltip; many would only hide the line.
-    if (s.points.length <= 40) for (const p of s.points) {
-      svg.append(el("svg:circle", { cx: sx(p[0]), cy: sy(p[1]), r: 2.2, fill: s.color },
-        el("svg:title", { text: `${s.name} at ${xl(p[0])}: ${fmt(p[1])}` })));
-    }
-    if (series.length > 1) {
-      svg.append(el("svg:rect", { x: lx, y: 6, width: 10, height: 6, fill: s.color }));
-      svg.append(el("svg:text", { x: lx + 13, y: 12, text: s.name }));
-      lx += 20 + s.name.length * 5.5;
-    }
-  }
+  patrdbCharts[id] = new uPlot(opts, data, fig);
+}
+
+// WHOLE are the x axis' tick steps: steps and env steps are counts, so
+// ticks fall on whole, round numbers (1, 2, 5, 10, 20, 50, ...).
+const WHOLE = [1, 2, 5].flatMap(m => [1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8].map(p => m * p)).sort((a, b) => a - b);
+
+// yRange starts a positive figure at 0 and ends a share at 1, and gives a
+// flat line room, so ticks land on round values.
+function yRange(lo, hi, max) {
+  if (lo === null || hi === null) return [0, 1];
+  let a = Math.min(lo, 0), b = max !== undefined ? Math.max(hi, max) : hi;
+  if (a === b) b = a + (Math.abs(a) || 1);
+  return uPlot.rangeNum(a, b, 0.05, true);
+}
+
+// shortNum writes an axis value briefly: 12k, 0.25, 1e-6.
+function shortNum(v) {
+  if (v === null || v === undefined) return ""; // a log axis' skipped tick
+  if (v === 0) return "0";
+  const a = Math.abs(v);
+  if (a >= 1e6) return (v / 1e6).toPrecision(3).replace(/\.?0+$/, "") + "M";
+  if (a >= 1e4) return (v / 1e3).toPrecision(3).replace(/\.?0+$/, "") + "k";
+  if (a < 1e-3) return Number(v.toPrecision(2)).toExponential();
+  return String(Number(v.toPrecision(4)));
 }
 
 // ---- comparison ----
@@ -120,21 +188,31 @@ function toggleCompare(id, on) {
   })();
 }
 
+let compared = [];
+
 async function showCompare() {
   clearTimeout(liveTimer);
   drawRunList();
-  const runs = await Promise.all(state.compare.map(async id => {
-    const [steps, env] = await Promise.all([api(`/runs/${enc(id)}/steps`), envSteps(id)]);
-    return { id, steps: steps.steps, env, run: summaryOf(id).run };
+  compared = await Promise.all(state.compare.map(async id => {
+    const [steps, env, scalars] = await Promise.all([api(`/runs/${enc(id)}/steps`), envSteps(id), scalarsOf(id)]);
+    return { id, steps: steps.steps, env, scalars, run: summaryOf(id).run };
   }));
   $("compare-panel").hidden = false;
-  $("compare-title").textContent = `Comparing ${runs.map(r => r.id).join(", ")}`;
-  const box = $("compare-charts");
-  box.replaceChildren(...FIGURES.map(f => chartBox("cmp-" + f.id, f.title)));
-  for (const f of FIGURES) {
-    lineChart($("cmp-" + f.id), runs.map((r, i) => ({ name: r.id, color: PALETTE[i % PALETTE.length], points: seriesOf(r.steps, r.env, f.fn, true) })), f.max);
+  $("compare-title").textContent = `Comparing ${compared.map(r => r.id).join(", ")}`;
+  drawCompareCharts();
+  drawConfigTable(compared);
+}
+
+function drawCompareCharts() {
+  const color = i => PALETTE[i % PALETTE.length];
+  const figs = FIGURES.map(f => ({ id: f.id, title: f.title, max: f.max,
+    series: compared.map((r, i) => ({ name: r.id, color: color(i), points: seriesOf(r.steps, r.env, f.fn, true) })) }));
+  const names = [...new Set(compared.flatMap(r => r.scalars.names))].sort();
+  for (const name of names) {
+    figs.push({ id: "scalar-" + name, trainer: true, title: `trainer: ${name}`,
+      series: compared.map((r, i) => ({ name: r.id, color: color(i), points: scalarSeries(r.scalars, r.env, name) })) });
   }
-  drawConfigTable(runs);
+  drawRunChartsInto($("compare-charts"), "cmp-", figs);
 }
 
 // flatten turns a config into dotted keys, so two runs line up key by key.

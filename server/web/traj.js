@@ -18,6 +18,11 @@ function block(kind, text, tokens) {
   const lines = lineCount(text);
   const pre = el("pre", { class: "block " + kind, text });
   const what = `${kind} · ${lines} line${lines === 1 ? "" : "s"}${tokens ? ` · ${tokens} tokens` : ""}`;
+  // Text that carries JSON (a tool call, a tool's result) reads as its
+  // structure, the text itself a click away.
+  const json = structured(text);
+  if (json) return el("div", { class: "blk has-json" }, el("div", { class: "blk-head dim", text: what }), json,
+    el("details", { class: "blk raw" }, el("summary", { text: "as written" }), pre));
   if (lines <= FOLD_LINES && text.length <= FOLD_CHARS) return el("div", { class: "blk" }, el("div", { class: "blk-head dim", text: what }), pre);
   return el("details", { class: "blk folded" }, el("summary", { text: what + " (folded)" }), pre);
 }

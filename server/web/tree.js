@@ -6,7 +6,7 @@
 "use strict";
 
 const BIG = 300, LEAF_ROWS = 200;
-const tree = { view: null, byId: new Map(), kids: new Map(), open: new Set(), focus: 0, sortKey: "reward", sortDesc: true };
+const tree = { view: null, byId: new Map(), kids: new Map(), open: new Set(), focus: 0, sortKey: "reward", sortDesc: true, picked: new Set() };
 
 function initTree() {
   $("colour").addEventListener("change", () => drawRows());
@@ -15,7 +15,7 @@ function initTree() {
   $("collapse-all").addEventListener("click", () => { tree.open.clear(); drawRows(); });
   $("tree").addEventListener("keydown", treeKey);
   $("leaves-more").addEventListener("click", () => { tree.allLeaves = true; drawLeaves(); });
-  for (const th of document.querySelectorAll("#leaves th")) {
+  for (const th of document.querySelectorAll("#leaves th[data-key]")) {
     const sortBy = () => {
       const k = th.dataset.key;
       tree.sortDesc = tree.sortKey === k ? !tree.sortDesc : k !== "id" && k !== "status";
@@ -41,6 +41,8 @@ function drawGroup(view, keep) {
   }
   if (!keep) {
     tree.allLeaves = false;
+    tree.picked = new Set();
+    $("branches").hidden = true;
     tree.open = new Set(view.nodes.length > BIG ? [] : view.nodes.filter(n => n.child_count).map(n => n.id));
     tree.focus = view.nodes.length ? view.nodes[0].id : 0;
   }
@@ -221,7 +223,7 @@ function drawLeaves() {
   const k = tree.sortKey, sign = tree.sortDesc ? -1 : 1;
   const val = v => v === null || v === undefined ? -Infinity : v;
   leaves.sort((a, b) => (typeof a[k] === "string" ? a[k].localeCompare(b[k]) : val(a[k]) - val(b[k])) * sign || a.id - b.id);
-  for (const th of document.querySelectorAll("#leaves th")) {
+  for (const th of document.querySelectorAll("#leaves th[data-key]")) {
     th.setAttribute("aria-sort", th.dataset.key === k ? (tree.sortDesc ? "descending" : "ascending") : "none");
   }
   // The best (or worst) rows of a big group first; the rest on request.
@@ -240,7 +242,19 @@ function drawLeaves() {
   document.querySelector("#leaves tbody").replaceChildren(...shown.map((l, i) => el("tr", {
     "data-node": l.id, tabindex: i ? "-1" : "0", class: l.id === state.node ? "sel" : null,
     on: { click: () => pick.node(l.id), keydown: e => { if (e.key === "Enter") pick.node(l.id); else move(e, e.currentTarget); } } },
-  el("td", { class: "num", text: "#" + l.id }), el("td", { text: l.status }),
+  el("td", {}, branchBox(l.id)), el("td", { class: "num", text: "#" + l.id }), el("td", { text: l.status }),
   el("td", { class: "num", text: fmt(l.reward) }), el("td", { class: "num", text: fmt(l.advantage) }),
   el("td", { class: "num", text: l.length }))));
+}
+
+// branchBox ticks a leaf for the side-by-side view of branches.
+function branchBox(id) {
+  const b = el("input", { type: "checkbox", "aria-label": "compare branch " + id, "data-branch": id,
+    on: { click: e => e.stopPropagation(), change: e => {
+      if (e.target.checked) tree.picked.add(id); else tree.picked.delete(id);
+      $("branches-open").disabled = tree.picked.size < 2;
+      $("branches-open").textContent = `side by side (${tree.picked.size})`;
+    } } });
+  b.checked = tree.picked.has(id);
+  return b;
 }

@@ -15,12 +15,12 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optio
 from .batch import Batch
 from .types import (ActiveRubrics, ConsolidateNeed, InduceNeed, JudgeNeed, ShapeResult, Advantage, Checkpoint,
                     CheckpointResult, CloseGroupResult, Event, EventPage, Group, GroupTree, Health, Lease, LeaseState,
-                    Node, NodeInfo, OpenStepResult, PendingResult, RewardSubmission, Rubric, Run, RunSummary,
-                    ScoreSubmission, Stats, StepMetrics, StepStatus, Submission, Submitted, Task, Trajectory, Turn,
-                    from_json)
+                    Node, NodeInfo, OpenStepResult, PendingResult, RewardSubmission, Rubric, Run, RunSummary, Scalars,
+                    ScalarsPage, ScalarsResult, ScoreSubmission, Stats, StepMetrics, StepStatus, Submission, Submitted,
+                    Task, Trajectory, Turn, from_json)
 
 __all__ = ["Client", "PatrdbError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "Conflict",
-           "ServerError", "IncompatibleServer", "new_client_key", "MIN_API_VERSION"]
+           "ServerError", "BadResponse", "IncompatibleServer", "new_client_key", "MIN_API_VERSION"]
 
 __version__ = "0.2.0"
 
@@ -33,7 +33,7 @@ class PatrdbError(Exception):
     """A non-2xx answer: ``status`` (HTTP), ``code`` (machine word) and the server's one-line message."""
 
     def __init__(self, status: int, code: str, message: str):
-        super().__init__(f"HTTP {status} {code}: {message}")
+        super().__init__(f"HTTP {status} {code}: {message}" if code else f"HTTP {status}: {message}")
         self.status, self.code, self.message = status, code, message
 
 
@@ -70,12 +70,30 @@ class ServerError(PatrdbError):
     """5xx: the server failed; a write may be retried with the same client key."""
 
 
+class BadResponse(PatrdbError):
+    """An answer that is not the API's JSON (another service on the port, a proxy's error page):
+    ``message`` quotes the start of the body."""
+
+
 class IncompatibleServer(Exception):
     """The server speaks an API version this client cannot use (see ``MIN_API_VERSION``)."""
 
 
 _BY_STATUS = {400: BadRequest, 413: BadRequest, 415: BadRequest, 401: Unauthorized, 403: Forbidden,
               404: NotFound, 405: BadRequest, 409: Conflict}
+
+
+def _body_excerpt(raw: bytes, limit: int = 200) -> str:
+    text = raw.decode(errors="replace").strip()
+    return text if len(text) <= limit else text[:limit] + f"... ({len(raw)} bytes)"
+
+
+def _json_answer(status: int, raw: bytes) -> Any:
+    """The decoded body of a 2xx answer; BadResponse, naming status and body, when it is not JSON."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise BadResponse(status, "not_json", "the answer is not JSON: " + (_body_excerpt(raw) or "(empty)")) from None
 
 
 def _retry_after(value: Optional[str]) -> float:
@@ -181,7 +199,8 @@ class Client:
             raise IncompatibleServer("the server has no /api/v1/ index, so it predates API versions: "
                                      f"this client needs API {MIN_API_VERSION[0]}.{MIN_API_VERSION[1]} or newer; "
                                      "upgrade patrdb") from None
-        version = str(json.loads(raw).get("api_version", ""))
+        index = _json_answer(200, raw)
+        version = str(index.get("api_version", "") if isinstance(index, dict) else "")
         try:
             major, minor = (int(x) for x in version.split(".")[:2])
         except ValueError:
@@ -212,7 +231,7 @@ class Client:
             content_type: str = "application/json") -> Tuple[int, Dict[str, Any]]:
         """Sends bytes as they are (tests use it to send what ``request`` refuses)."""
         status, raw = self.fetch(method, path, data, query, content_type)
-        return status, json.loads(raw) if raw else {}
+        return status, _json_answer(status, raw) if raw else {}
 
     def fetch(self, method: str, path: str, data: Optional[bytes] = None, query: Optional[Dict[str, Any]] = None,
               content_type: str = "application/json", _checked: bool = False) -> Tuple[int, bytes]:
@@ -260,8 +279,10 @@ class Client:
                 return status, raw
             try:
                 eb = json.loads(raw)
+                if not isinstance(eb, dict):
+                    raise ValueError
             except ValueError:
-                eb = {"error": raw.decode(errors="replace").strip(), "code": ""}
+                eb = {"error": "(not JSON) " + (_body_excerpt(raw) or "(empty body)"), "code": ""}
             err = _BY_STATUS.get(status, ServerError if status >= 500 else PatrdbError)(
                 status, eb.get("code", ""), eb.get("error", ""))
             if status < 500:
@@ -402,6 +423,18 @@ class Client:
         if meta:
             body["meta"] = dict(meta)
         return from_json(CheckpointResult, self._post(self._run(run, "checkpoints"), body, client_key))
+
+    def log(self, run: str, step: int, values: Mapping[str, Any], client_key: Optional[str] = None) -> Scalars:
+        """Records the trainer's own figures of ``step`` — ``log("exp-1", 3, {"loss": 0.42, "kl": 0.01})`` —
+        beside its rollouts, merged into what the step holds (a name logged again replaces its value).
+        Values are finite numbers (a numpy scalar or a 0-d tensor's ``.item()`` too). Returns the step's
+        record after the write."""
+        body = {"step": step, "values": {str(k): _check_finite(float(v), f"scalar {k!r}") for k, v in values.items()}}
+        return from_json(ScalarsResult, self._post(self._run(run, "scalars"), body, client_key)).scalars
+
+    def scalars(self, run: str, from_step: int = 0) -> ScalarsPage:
+        """The trainer's figures of every step from ``from_step`` on, in step order."""
+        return from_json(ScalarsPage, self._get(self._run(run, "scalars"), **({"from": from_step} if from_step else {})))
 
     # ---- the rollout protocol ----
 

@@ -20,6 +20,7 @@ __all__ = [
     "RunStats", "Stats", "Task", "TurnKey", "Lease", "LeaseState", "Submission", "SubmitResult", "RoutedDecision",
     "Routing", "Submitted", "OpenStepResult", "StepStatus", "RewardSubmission", "ScoreSubmission", "PendingWork",
     "PendingResult", "CloseGroupResult", "CheckpointResult", "ActiveRubrics",
+    "Scalars", "ScalarsResult", "ScalarsPage",
     "JudgeNeed", "InduceNeed",
     "ConsolidateNeed", "ShapeNeeds", "LeafScore", "ShapeResult",
 ]
@@ -631,6 +632,25 @@ class CloseGroupResult:
 class CheckpointResult:
     checkpoint: Checkpoint = field(default_factory=Checkpoint)
     run: Run = field(default_factory=Run)
+
+
+@dataclass
+class Scalars:
+    """A trainer's own figures of one step (``Client.log``)."""
+    step: int = 0
+    values: Dict[str, float] = field(default_factory=dict)
+    updated_at: int = 0  # unix nanoseconds of the last write
+
+
+@dataclass
+class ScalarsResult:
+    scalars: Scalars = field(default_factory=Scalars)
+
+
+@dataclass
+class ScalarsPage:
+    names: List[str] = field(default_factory=list)  # every name the steps use, sorted
+    steps: List[Scalars] = field(default_factory=list)
 
 
 @dataclass

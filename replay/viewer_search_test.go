@@ -1,0 +1,185 @@
+package replay_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/store"
+)
+
+// The search finds exactly the nodes a walk of every trajectory finds:
+// those whose prompt or path (inherited prefix included) holds the text,
+// within the status and reward filters.
+func TestSearchMatchesEveryTrajectory(t *testing.T) {
+	db := viewerRun(t)
+	err := db.View(func(tx *store.Tx) error {
+		r, err := tx.Run("m")
+		if err != nil {
+			return err
+		}
+		type node struct {
+			n    store.Node
+			text string
+		}
+		var all []node
+		err = r.ForEachGroup(0, func(g store.Group) error {
+			nodes, err := r.GroupNodes(g)
+			for _, n := range nodes {
+				path, err := r.Trajectory(n.ID)
+				if err != nil {
+					return err
+				}
+				var b strings.Builder
+				b.WriteString(g.Prompt + "\n")
+				for _, t := range path {
+					b.WriteString(t.Action + "\n" + t.Observation + "\n")
+				}
+				all = append(all, node{n, strings.ToLower(b.String())})
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		// A word some paths hold and others not: one turn's action.
+		var word string
+		for _, x := range all {
+			if x.n.Depth > 0 && x.n.Status == store.NodeCompleted {
+				turns, _ := r.Turns(x.n.ID)
+				if len(turns) > 0 {
+					word = strings.ToUpper(turns[0].Action) // case is ignored
+					break
+				}
+			}
+		}
+		one := 0.5
+		for _, q := range []replay.NodeQuery{
+			{Text: word, Limit: replay.MaxSearchLimit},
+			{Text: word, Statuses: []store.NodeStatus{store.NodeCompleted}, Limit: replay.MaxSearchLimit},
+			{Statuses: []store.NodeStatus{store.NodePruned, store.NodeTruncated}, Limit: replay.MaxSearchLimit},
+			{LeavesOnly: true, MinReward: &one, Limit: replay.MaxSearchLimit},
+		} {
+			res, err := replay.Search(r, q)
+			if err != nil {
+				return err
+			}
+			var want []uint64
+			for _, x := range all {
+				if (q.Text == "" || strings.Contains(x.text, strings.ToLower(q.Text))) &&
+					(len(q.Statuses) == 0 || slices.Contains(q.Statuses, x.n.Status)) &&
+					(!q.LeavesOnly || x.n.Status.Leaf()) &&
+					(q.MinReward == nil || x.n.HasReward && x.n.Reward >= *q.MinReward) {
+					want = append(want, x.n.ID)
+				}
+			}
+			var got []uint64
+			for _, h := range res.Hits {
+				got = append(got, h.Node)
+				if q.Text != "" && !strings.Contains(strings.ToLower(h.MatchSnippet), strings.ToLower(q.Text)) {
+					t.Errorf("hit %d: snippet %q lacks %q", h.Node, h.MatchSnippet, q.Text)
+				}
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			if len(want) == 0 || len(want) == len(all) || !slices.Equal(got, want) || res.More {
+				t.Errorf("query %+v: %d hits %v, a walk finds %d %v (of %d nodes)", q, len(got), got, len(want), want, len(all))
+			}
+		}
+		// The limit stops the search and says so; bad queries are refused.
+		res, err := replay.Search(r, replay.NodeQuery{Limit: 3})
+		if err != nil || len(res.Hits) != 3 || !res.More || res.Hits[0].Step < res.Hits[2].Step {
+			t.Errorf("limit 3: %d hits, more %v, %v", len(res.Hits), res.More, err)
+		}
+		lo, hi := 1.0, 0.0
+		for _, q := range []replay.NodeQuery{{Statuses: []store.NodeStatus{"lost"}}, {MinReward: &lo, MaxReward: &hi}} {
+			if _, err := replay.Search(r, q); !errors.Is(err, replay.ErrViewQuery) {
+				t.Errorf("query %+v: %v, want ErrViewQuery", q, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Branches of one group part where their paths stop sharing stored turns:
+// each branch shows its own turns from there, the turns before are the
+// same stored turns in both.
+func TestViewBranchesPartAtTheFork(t *testing.T) {
+	db := viewerRun(t)
+	err := db.View(func(tx *store.Tx) error {
+		r, err := tx.Run("m")
+		if err != nil {
+			return err
+		}
+		checked := 0
+		err = r.ForEachGroup(0, func(g store.Group) error {
+			nodes, err := r.GroupNodes(g)
+			if err != nil {
+				return err
+			}
+			var leaves []store.Node
+			for _, n := range nodes {
+				if n.Status.Leaf() && n.Depth > 0 {
+					leaves = append(leaves, n)
+				}
+			}
+			if len(leaves) < 2 {
+				return nil
+			}
+			a, b := leaves[0], leaves[1]
+			v, err := replay.ViewBranches(r, []uint64{a.ID, b.ID})
+			if err != nil {
+				return err
+			}
+			ta, _ := r.Trajectory(a.ID)
+			tb, _ := r.Trajectory(b.ID)
+			k := 0
+			for k < len(ta) && k < len(tb) && ta[k].Node == tb[k].Node && ta[k].Index == tb[k].Index {
+				k++
+			}
+			if v.Fork != k || len(v.Branches) != 2 || len(v.Branches[0].Turns) != len(ta)-k || len(v.Branches[1].Turns) != len(tb)-k {
+				t.Errorf("group %d: fork %d (walk: %d), %d and %d turns past it", g.ID, v.Fork, k, len(v.Branches[0].Turns), len(v.Branches[1].Turns))
+			}
+			if len(v.Branches[0].Turns) > 0 && len(v.Branches[1].Turns) > 0 && v.Branches[0].Turns[0].Node == v.Branches[1].Turns[0].Node &&
+				v.Branches[0].Turns[0].Index == v.Branches[1].Turns[0].Index {
+				t.Errorf("group %d: the branches' first turns past the fork are one stored turn", g.ID)
+			}
+			for _, br := range v.Branches {
+				for _, iv := range br.Intervals {
+					if iv.Turn < v.Fork {
+						t.Errorf("node %d: a score at turn %d, before the fork %d", br.Node, iv.Turn, v.Fork)
+					}
+				}
+			}
+			checked++
+			return nil
+		})
+		if err != nil || checked == 0 {
+			t.Fatalf("%d groups checked: %v", checked, err)
+		}
+		// One group only; 2 to MaxBranches nodes.
+		var first, other uint64
+		_ = r.ForEachGroup(0, func(g store.Group) error {
+			if first == 0 {
+				first = g.Roots[0]
+			} else if other == 0 {
+				other = g.Roots[0]
+			}
+			return nil
+		})
+		for _, ids := range [][]uint64{{first}, {first, other}, {first, first}} {
+			if _, err := replay.ViewBranches(r, ids); !errors.Is(err, replay.ErrViewQuery) {
+				t.Errorf("branches %v: %v, want ErrViewQuery", ids, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
