@@ -295,7 +295,7 @@ func (c *Client) Node(ctx context.Context, run string, node uint64) (api.NodeInf
 // Trajectory is GET /api/v1/runs/{run}/nodes/{node}/trajectory.
 func (c *Client) Trajectory(ctx context.Context, run string, node uint64) (api.Trajectory, error) {
 	var out api.Trajectory
-	return out, c.do(ctx, http.MethodGet, runPath(run, "nodes", u64(node), "trajectory"), nil, &out)
+	return out, c.do(ctx, http.MethodGet, runPath(run, "nodes", u64(node), "trajectory")+c.tokensQuery(ctx, "?"), nil, &out)
 }
 
 // Frontier is GET /api/v1/runs/{run}/frontier (step 0: every step).
@@ -374,16 +374,53 @@ func (c *Client) OpenStep(ctx context.Context, run string, req api.OpenStepReque
 	return out, c.do(ctx, http.MethodPost, runPath(run, "steps"), &req, &out)
 }
 
-// Lease is POST /api/v1/runs/{run}/leases.
+// Lease is POST /api/v1/runs/{run}/leases. The histories come packed when
+// the server speaks it (api.PackedSince).
 func (c *Client) Lease(ctx context.Context, run string, req api.LeaseRequest) ([]api.LeaseGrant, error) {
 	var out api.LeaseResponse
-	return out.Leases, c.do(ctx, http.MethodPost, runPath(run, "leases"), &req, &out)
+	return out.Leases, c.do(ctx, http.MethodPost, runPath(run, "leases")+c.tokensQuery(ctx, "?"), &req, &out)
 }
 
-// Submit is POST /api/v1/runs/{run}/submit.
+// Submit is POST /api/v1/runs/{run}/submit. Its turns travel packed when
+// the server speaks it.
 func (c *Client) Submit(ctx context.Context, run string, req api.SubmitRequest) (rollout.Submitted, error) {
 	var out rollout.Submitted
-	return out, c.do(ctx, http.MethodPost, runPath(run, "submit"), &req, &out)
+	if req.ClientKey == "" { // before packing: the packed body hides the key
+		req.ClientKey = NewKey()
+	}
+	var body any = &req
+	if c.packed(ctx) {
+		body = api.Packed(req)
+	}
+	return out, c.do(ctx, http.MethodPost, runPath(run, "submit"), body, &out)
+}
+
+// packed reports whether the server reads and writes packed token arrays
+// (API version api.PackedSince or later).
+func (c *Client) packed(ctx context.Context) bool {
+	v, err := c.APIVersion(ctx)
+	return err == nil && v != "" && versionAtLeast(v, api.PackedSince)
+}
+
+// tokensQuery is the query that asks for packed turns (after sep), or "".
+func (c *Client) tokensQuery(ctx context.Context, sep string) string {
+	if c.packed(ctx) {
+		return sep + "tokens=" + api.TokensPacked
+	}
+	return ""
+}
+
+// versionAtLeast compares "<major>.<minor>" versions.
+func versionAtLeast(v, want string) bool {
+	num := func(s string) (int, int) {
+		a, b, _ := strings.Cut(s, ".")
+		x, _ := strconv.Atoi(a)
+		y, _ := strconv.Atoi(b)
+		return x, y
+	}
+	vm, vn := num(v)
+	wm, wn := num(want)
+	return vm > wm || (vm == wm && vn >= wn)
 }
 
 // RenewLeases is POST /api/v1/runs/{run}/leases/renew: a heartbeat for
@@ -422,11 +459,11 @@ func (c *Client) SubmitScores(ctx context.Context, run string, req api.ScoresReq
 // branch's path when withHistory.
 func (c *Client) Pending(ctx context.Context, run string, step uint64, withHistory bool) (api.PendingResponse, error) {
 	var out api.PendingResponse
-	q := ""
+	q := "?history=0"
 	if withHistory {
 		q = "?history=1"
 	}
-	return out, c.do(ctx, http.MethodGet, runPath(run, "steps", u64(step), "pending")+q, nil, &out)
+	return out, c.do(ctx, http.MethodGet, runPath(run, "steps", u64(step), "pending")+q+c.tokensQuery(ctx, "&"), nil, &out)
 }
 
 // CloseGroup is POST /api/v1/runs/{run}/groups/{group}/close.

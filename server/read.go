@@ -21,6 +21,18 @@ func (s *server) ok(w http.ResponseWriter, v any) error {
 	return nil
 }
 
+// okTurns answers v, whose turns are written packed when the request asks
+// (tokens=packed; api.Packed).
+func (s *server) okTurns(w http.ResponseWriter, r *http.Request, v any) error {
+	switch r.URL.Query().Get("tokens") {
+	case "":
+		return s.ok(w, v)
+	case api.TokensPacked:
+		return s.ok(w, api.Packed(v))
+	}
+	return badRequest("tokens=%q: want %q (or none, for arrays of numbers)", r.URL.Query().Get("tokens"), api.TokensPacked)
+}
+
 // lookupRun returns the run named in the path, or a 404 naming it.
 // viewRun runs fn over the request's run (the {run} path value) in one
 // read transaction, so every read endpoint answers from one snapshot.
@@ -276,7 +288,7 @@ func (s *server) getTrajectory(w http.ResponseWriter, r *http.Request) error {
 	if out.Turns == nil {
 		out.Turns = []store.PathTurn{}
 	}
-	return s.ok(w, out)
+	return s.okTurns(w, r, out)
 }
 
 func (s *server) getFrontier(w http.ResponseWriter, r *http.Request) error {

@@ -90,7 +90,7 @@ func (s *server) lease(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.ok(w, out)
+	return s.okTurns(w, r, out)
 }
 
 // historyPast is the path of l's branch, less what the worker holds: when
@@ -324,5 +324,5 @@ func (s *server) pending(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.ok(w, out)
+	return s.okTurns(w, r, out)
 }

@@ -1,0 +1,150 @@
+package api
+
+import (
+	"encoding/base64"
+	"encoding/json"
+
+	"github.com/patrdb/patrdb/rollout"
+	"github.com/patrdb/patrdb/store"
+)
+
+// The packed wire. A turn's token ids and logprobs are JSON arrays of
+// numbers, what people read; programs may ask for them packed instead —
+// the same fields, each a base64 string of the little-endian 4-byte words
+// (docs/json.md) — which a reader decodes without parsing a number per
+// token. A request asks for packed answers with the query parameter
+// tokens=packed (leases, a trajectory, a step's pending work); the server
+// reads packed turns in any request body (submits), and every reader here
+// (store.TokenIDs, store.Logprobs) takes either form. PackedSince is the
+// API version that speaks it.
+
+// PackedSince is the first API version ("<major>.<minor>") that reads and
+// writes packed token arrays.
+const PackedSince = "1.5"
+
+// TokensPacked is the query value that asks for packed answers.
+const TokensPacked = "packed"
+
+// PackedIDs are token ids written packed.
+type PackedIDs []uint32
+
+// MarshalJSON writes the ids as base64 of their little-endian words.
+func (p PackedIDs) MarshalJSON() ([]byte, error) { return b64JSON(store.PackWords(p)), nil }
+
+// PackedLogprobs are logprobs written packed.
+type PackedLogprobs []float32
+
+// MarshalJSON writes the logprobs as base64 of their little-endian words.
+func (p PackedLogprobs) MarshalJSON() ([]byte, error) { return b64JSON(store.PackFloats(p)), nil }
+
+func b64JSON(words []byte) []byte {
+	out := make([]byte, 0, base64.StdEncoding.EncodedLen(len(words))+2)
+	out = append(out, '"')
+	out = base64.StdEncoding.AppendEncode(out, words)
+	return append(out, '"')
+}
+
+// PackedTurn is a store.Turn whose token arrays are written packed: the
+// same fields under the same names.
+type PackedTurn struct {
+	Action            string         `json:"action"`
+	ActionTokens      PackedIDs      `json:"action_tokens,omitempty"`
+	ActionLogprobs    PackedLogprobs `json:"action_logprobs,omitempty"`
+	Observation       string         `json:"observation"`
+	ObservationTokens PackedIDs      `json:"observation_tokens,omitempty"`
+	Reward            float64        `json:"reward"`
+	Done              bool           `json:"done"`
+	PolicyVersion     uint64         `json:"policy_version,omitempty"`
+}
+
+// PackTurns are ts to be written packed (sharing their arrays).
+func PackTurns(ts []store.Turn) []PackedTurn {
+	if ts == nil {
+		return nil
+	}
+	out := make([]PackedTurn, len(ts))
+	for i, t := range ts {
+		out[i] = PackedTurn{Action: t.Action, ActionTokens: PackedIDs(t.ActionTokens), ActionLogprobs: PackedLogprobs(t.ActionLogprobs),
+			Observation: t.Observation, ObservationTokens: PackedIDs(t.ObservationTokens), Reward: t.Reward, Done: t.Done,
+			PolicyVersion: t.PolicyVersion}
+	}
+	return out
+}
+
+// PackedPathTurn is a store.PathTurn written packed.
+type PackedPathTurn struct {
+	PackedTurn
+	Node  uint64 `json:"node"`
+	Index int    `json:"index"`
+}
+
+// Packed returns v with every turn it carries written packed, for the
+// replies and requests that carry turns: LeaseResponse, Trajectory,
+// PendingResponse, SubmitRequest. Anything else is returned as it is.
+func Packed(v any) any {
+	switch v := v.(type) {
+	case LeaseResponse:
+		out := packedLeaseResponse{Leases: make([]packedLeaseGrant, len(v.Leases))}
+		for i, g := range v.Leases {
+			out.Leases[i] = packedLeaseGrant{LeaseGrant: g, History: PackTurns(g.History)}
+		}
+		return out
+	case Trajectory:
+		out := packedTrajectory{Trajectory: v, Turns: make([]PackedPathTurn, len(v.Turns))}
+		for i, pt := range v.Turns {
+			out.Turns[i] = PackedPathTurn{PackedTurn: PackTurns([]store.Turn{pt.Turn})[0], Node: pt.Node, Index: pt.Index}
+		}
+		return out
+	case PendingResponse:
+		pack := func(items []PendingItem) []packedPendingItem {
+			out := make([]packedPendingItem, len(items))
+			for i, it := range items {
+				out[i] = packedPendingItem{PendingItem: it, History: PackTurns(it.History)}
+			}
+			return out
+		}
+		return packedPendingResponse{Step: v.Step, Scores: pack(v.Scores), Rewards: pack(v.Rewards)}
+	case SubmitRequest:
+		out := packedSubmitRequest{Keyed: v.Keyed, Submissions: make([]packedSubmission, len(v.Submissions))}
+		for i, s := range v.Submissions {
+			out.Submissions[i] = packedSubmission{Submission: s, Turns: PackTurns(s.Turns)}
+		}
+		return out
+	}
+	return v
+}
+
+// The packed shapes: each the record it embeds with its turns (a field of
+// the same JSON name, which hides the embedded one) written packed.
+type (
+	packedLeaseGrant struct {
+		LeaseGrant
+		History []PackedTurn `json:"history,omitempty"`
+	}
+	packedLeaseResponse struct {
+		Leases []packedLeaseGrant `json:"leases"`
+	}
+	packedTrajectory struct {
+		Trajectory
+		Turns []PackedPathTurn `json:"turns"`
+	}
+	packedPendingItem struct {
+		PendingItem
+		History []PackedTurn `json:"history,omitempty"`
+	}
+	packedPendingResponse struct {
+		Step    uint64              `json:"step"`
+		Scores  []packedPendingItem `json:"scores"`
+		Rewards []packedPendingItem `json:"rewards"`
+	}
+	packedSubmission struct {
+		rollout.Submission
+		Turns []PackedTurn `json:"turns,omitempty"`
+	}
+	packedSubmitRequest struct {
+		Keyed
+		Submissions []packedSubmission `json:"submissions"`
+	}
+)
+
+var _ json.Marshaler = PackedIDs(nil)
