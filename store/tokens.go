@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -80,4 +81,47 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// MaxTokenID is the largest token id the store accepts: 2^31 − 1. Token
+// ids leave the store as int32 (the index type of embedding layers and
+// of a training batch's input_ids), where 2^31 would wrap to −2^31.
+const MaxTokenID = 1<<31 - 1
+
+// validTokenIDs refuses an id above MaxTokenID, naming the first; what
+// says whose ids they are ("action token"). The common case is tested a
+// word at a time, two ids a word, like the turn rule's other checks.
+func validTokenIDs(what string, ids []uint32) error {
+	if tokenIDsFit(ids) {
+		return nil
+	}
+	for i, id := range ids {
+		if id > MaxTokenID {
+			return invalidf("%s %d is %d; token ids must be at most %d (2^31 − 1), the int32 that embedding layers index with", what, i, id, MaxTokenID)
+		}
+	}
+	return nil
+}
+
+// tokenIDsFit reports whether no id has its top bit set.
+func tokenIDsFit(ids []uint32) bool {
+	n := 4 * len(ids)
+	switch n {
+	case 0:
+		return true
+	case 4:
+		return ids[0] <= MaxTokenID
+	}
+	p := unsafe.Pointer(unsafe.SliceData(ids))
+	var or uint64
+	i := 0
+	for ; i <= n-32; i += 32 {
+		or |= word(p, i) | word(p, i+8) | word(p, i+16) | word(p, i+24)
+	}
+	for ; i <= n-8; i += 8 {
+		or |= word(p, i)
+	}
+	// The last word again, which holds the odd id out if there is one.
+	or |= word(p, n-8)
+	return or&0x80000000_80000000 == 0
 }

@@ -9,8 +9,9 @@ import (
 
 // validTurn is the rule every stored turn keeps: text is valid UTF-8 (a
 // JSON or Parquet reader would otherwise get U+FFFD in its place), the
-// reward is finite, and the logprobs, when given, are one finite value
-// <= 0 per action token (a trainer computes importance ratios from them).
+// reward is finite, token ids are at most MaxTokenID, and the logprobs,
+// when given, are one finite value <= 0 per action token (a trainer
+// computes importance ratios from them).
 //
 // It reads every byte of text and every logprob appended: tested value
 // by value it was nearly a quarter of the instructions patrdb spends
@@ -25,6 +26,10 @@ func validTurn(t *Turn) error {
 		return invalidf("observation text is not valid UTF-8")
 	case !finite(t.Reward):
 		return invalidf("reward %v is not finite", t.Reward)
+	case !tokenIDsFit(t.ActionTokens):
+		return validTokenIDs("action token", t.ActionTokens)
+	case !tokenIDsFit(t.ObservationTokens):
+		return validTokenIDs("observation token", t.ObservationTokens)
 	case len(t.ActionLogprobs) != 0 && len(t.ActionLogprobs) != len(t.ActionTokens):
 		return invalidf("%d action logprobs for %d action tokens (give one per token, or none)", len(t.ActionLogprobs), len(t.ActionTokens))
 	case !logprobsValid(t.ActionLogprobs):
