@@ -105,23 +105,11 @@ func validTokenIDs(what string, ids []uint32) error {
 
 // tokenIDsFit reports whether no id has its top bit set.
 func tokenIDsFit(ids []uint32) bool {
-	n := 4 * len(ids)
-	switch n {
+	switch len(ids) {
 	case 0:
 		return true
-	case 4:
+	case 1:
 		return ids[0] <= MaxTokenID
 	}
-	p := unsafe.Pointer(unsafe.SliceData(ids))
-	var or uint64
-	i := 0
-	for ; i <= n-32; i += 32 {
-		or |= word(p, i) | word(p, i+8) | word(p, i+16) | word(p, i+24)
-	}
-	for ; i <= n-8; i += 8 {
-		or |= word(p, i)
-	}
-	// The last word again, which holds the odd id out if there is one.
-	or |= word(p, n-8)
-	return or&0x80000000_80000000 == 0
+	return orWords(unsafe.Pointer(unsafe.SliceData(ids)), 4*len(ids))&0x80000000_80000000 == 0
 }

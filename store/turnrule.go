@@ -97,18 +97,24 @@ func validUTF8(s string) bool {
 			or |= uint64(s[i])
 		}
 	} else {
-		p := unsafe.Pointer(unsafe.StringData(s))
-		i := 0
-		for ; i <= n-32; i += 32 {
-			or |= word(p, i) | word(p, i+8) | word(p, i+16) | word(p, i+24)
-		}
-		for ; i <= n-8; i += 8 {
-			or |= word(p, i)
-		}
-		// The last word again, which holds the bytes the loops left.
-		or |= word(p, n-8)
+		or = orWords(unsafe.Pointer(unsafe.StringData(s)), n)
 	}
 	return or&0x80808080_80808080 == 0 || utf8.ValidString(s)
+}
+
+// orWords ORs together the n >= 8 bytes at p, a word at a time, four
+// words an iteration; the last word is read again, which holds the bytes
+// the loops left.
+func orWords(p unsafe.Pointer, n int) uint64 {
+	var or uint64
+	i := 0
+	for ; i <= n-32; i += 32 {
+		or |= word(p, i) | word(p, i+8) | word(p, i+16) | word(p, i+24)
+	}
+	for ; i <= n-8; i += 8 {
+		or |= word(p, i)
+	}
+	return or | word(p, n-8)
 }
 
 // word reads the eight bytes at p+i, which must all lie inside one
