@@ -56,7 +56,41 @@ func TestBatchWritesTheStepsBatch(t *testing.T) {
 			t.Errorf("%s: through the server the file differs (%v)", layout, err)
 		}
 	}
+	// Each credit rule and normalisation: the package's file, which names them.
+	for _, credit := range []string{"repeat", "mean", "owner"} {
+		for _, norm := range []string{"token-mean", "seq-mean-token-mean"} {
+			out := filepath.Join(dir, credit+norm+".safetensors")
+			cli(t, "--db", path, "batch", "patr-4x4", "--step", "1", "--layout", "tree", "--credit", credit, "--norm", norm, "--out", out).ok(t)
+			got, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := batch.Decode(got)
+			if err != nil || string(b.Credit) != credit || string(b.Norm) != norm {
+				t.Fatalf("--credit %s --norm %s: file says %q %q (%v)", credit, norm, b.Credit, b.Norm, err)
+			}
+			db, err := store.Open(path, &store.Options{ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := batch.ReadDB(db, "patr-4x4", 1, batch.Options{Layout: batch.Tree, Credit: batch.Credit(credit), Norm: batch.Norm(norm)})
+			db.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			if _, err := want.WriteTo(&buf); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, buf.Bytes()) {
+				t.Errorf("--credit %s --norm %s: the file is not the package's", credit, norm)
+			}
+		}
+	}
 	text := cli(t, "--db", path, "batch", "patr-4x4", "--step", "2", "--out", filepath.Join(dir, "open.safetensors")).ok(t).stdout
+	if !bytes.Contains([]byte(text), []byte("credit repeat, token-mean")) {
+		t.Errorf("the output does not name the credit rule and normalisation:\n%s", text)
+	}
 	if !bytes.Contains([]byte(text), []byte("still open")) {
 		t.Errorf("step 2 has open groups, output does not say so:\n%s", text)
 	}
@@ -70,6 +104,8 @@ func TestBatchErrors(t *testing.T) {
 	cli(t, "--db", path, "batch", "patr-4x4", "--step", "1").fails(t, 2, "--out")
 	cli(t, "--db", path, "batch", "patr-4x4", "--step", "x", "--out", out).fails(t, 2, `--step "x"`)
 	cli(t, "--db", path, "batch", "patr-4x4", "--step", "1", "--layout", "packed", "--out", out).fails(t, 2, `--layout "packed"`)
+	cli(t, "--db", path, "batch", "patr-4x4", "--step", "1", "--credit", "sum", "--out", out).fails(t, 2, `--credit "sum"`, "repeat, mean or owner")
+	cli(t, "--db", path, "batch", "patr-4x4", "--step", "1", "--norm", "seq-mean", "--out", out).fails(t, 2, `--norm "seq-mean"`)
 	cli(t, "--db", path, "batch", "patr-4x4", "--step", "1", "--min-policy-version", "3", "--max-policy-version", "2", "--out", out).fails(t, 2, "--min-policy-version")
 	cli(t, "--db", path, "batch", "patr-4x4", "--step", "9", "--out", out).fails(t, 1, "step 9", "no groups")
 	cli(t, "--db", path, "batch", "patr-4x4", "--step", "1", "--groups", "99", "--out", out).fails(t, 1, "group 99")
