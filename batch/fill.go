@@ -105,10 +105,11 @@ func (rd *reader) fill(b *Batch) {
 // carry them.
 type tally struct{ missing, dropped int64 }
 
-// clearTokens zeroes the mask, logprobs and advantages of tokens [lo, hi):
-// most of them stay 0 (prompt and observation tokens, prefixes a row does
-// not own), so one clear and then only the trainable tokens written is
-// cheaper than a clear per run of untrainable ones.
+// clearTokens zeroes the sparse arrays of tokens [lo, hi): most of their
+// values stay 0 (prompt and observation tokens, prefixes a row does not
+// train, all but a turn's last token), so one clear and then only the
+// trained tokens and turn ends written is cheaper than a clear per run of
+// untrained ones.
 func clearTokens(b *Batch, lo, hi int) {
 	clear(b.LossMask[lo:hi])
 	clear(b.OldLogprobs[lo:hi])

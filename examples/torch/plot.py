@@ -75,9 +75,10 @@ def write_svg(path: str, records: List[Dict], modes: Sequence[str], title: str) 
         out.append(f'<polyline points="{line}" fill="none" stroke="{c}" stroke-width="2"{dash}/>')
     for i, mode in enumerate(modes):
         c = COLOURS.get(mode, "#444")
-        y = TOP + 16 + 18 * i
-        out.append(f'<line x1="{W - 230}" x2="{W - 200}" y1="{y}" y2="{y}" stroke="{c}" stroke-width="2"/>')
-        out.append(f'<text x="{W - 194}" y="{y + 4}">{mode}: sampled (solid), greedy (dashed)</text>')
+        y = H - BOTTOM - 16 - 18 * (len(modes) - 1 - i)
+        x = W - RIGHT - 280
+        out.append(f'<line x1="{x}" x2="{x + 30}" y1="{y}" y2="{y}" stroke="{c}" stroke-width="2"/>')
+        out.append(f'<text x="{x + 36}" y="{y + 4}">{mode}: sampled (solid), greedy (dashed)</text>')
     out.append("</svg>")
     with open(path, "w") as f:
         f.write("\n".join(out) + "\n")
