@@ -1,6 +1,6 @@
 """The learning curves of train.py's runs as an SVG (standard library only): per
-mode, the evaluated success against env steps played, mean over seeds with a
-band of +- one standard deviation (solid: actions sampled; dashed: greedy),
+mode, the evaluated success against env steps played, mean over seeds (solid:
+actions sampled, with a band of +- one standard deviation; dashed: greedy),
 each run interpolated between its own steps up to the fewest env steps any
 run of the mode reached."""
 
@@ -67,9 +67,10 @@ def write_svg(path: str, records: List[Dict], modes: Sequence[str], title: str) 
         if not b:
             continue
         c = COLOURS.get(mode, "#444")
-        upper = " ".join(f"{px(x):.1f},{py(min(m + s, 1)):.1f}" for x, m, s in b)
-        lower = " ".join(f"{px(x):.1f},{py(max(m - s, 0)):.1f}" for x, m, s in reversed(b))
-        out.append(f'<polygon points="{upper} {lower}" fill="{c}" fill-opacity="0.15" stroke="none"/>')
+        if key == "eval_sampled":  # a greedy walk succeeds or not: its band would fill the plot
+            upper = " ".join(f"{px(x):.1f},{py(min(m + s, 1)):.1f}" for x, m, s in b)
+            lower = " ".join(f"{px(x):.1f},{py(max(m - s, 0)):.1f}" for x, m, s in reversed(b))
+            out.append(f'<polygon points="{upper} {lower}" fill="{c}" fill-opacity="0.15" stroke="none"/>')
         dash = ' stroke-dasharray="6 4"' if key == "eval_greedy" else ""
         line = " ".join(f"{px(x):.1f},{py(m):.1f}" for x, m, _ in b)
         out.append(f'<polyline points="{line}" fill="none" stroke="{c}" stroke-width="2"{dash}/>')

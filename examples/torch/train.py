@@ -6,7 +6,9 @@ RolloutWorker grows them (the server routes PaTR's branches: expand, survive,
 prune; GRPO runs B0=8 independent walks), the driver closes the groups, the
 trainer fetches the step's batch with ``Client.batch`` in the tree layout
 (every token once, credit ``repeat``) and takes ``--epochs`` steps of the
-clipped GRPO loss computed over the packed tree from the batch's coefficients.
+clipped GRPO loss computed over the packed tree from the batch's coefficients
+(none when every advantage is 0: Adam's momentum would otherwise keep moving
+the weights on nothing, which collapsed a converged policy in a trial run).
 Every run spends exactly ``--budget`` env steps: once spent, the environment
 refuses moves and the groups it cut are not trained on.
 
@@ -39,6 +41,7 @@ try:
 except ImportError:  # run from a checkout: the client beside it
     sys.path.insert(0, os.path.join(HERE, "..", "..", "clients", "python"))
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from patrdb_client import Client, RolloutWorker, StepDriver  # noqa: E402
@@ -112,8 +115,13 @@ def train_run(client: Client, a: argparse.Namespace, mode: str, seed: int, log) 
             rec.update(leaves=len(batch), tokens=len(batch["input_ids"]),
                        tree_token_ratio=float(batch.metadata["tree_token_ratio"]),
                        success=sum(1 for x in batch["row_reward"] if float(x) > 0) / max(len(batch), 1))
+            # A batch whose every advantage is 0 (all groups zero-variance) has no
+            # gradient: no optimiser step either, so Adam's momentum does not keep
+            # moving the weights on nothing.
+            epochs = a.epochs if np.any(np.asarray(batch["row_advantage"]) != 0) else 0
             plan = TreePlan(batch)
-            for _ in range(a.epochs):
+            loss = torch.zeros(())
+            for _ in range(epochs):
                 loss = clipped_loss(tree_logprobs(policy, plan), batch, a.clip)
                 opt.zero_grad()
                 loss.backward()
@@ -151,6 +159,13 @@ def summary(records: List[Dict], modes: List[str]) -> List[str]:
         sd = (lambda xs: statistics.stdev(xs) if len(xs) > 1 else 0.0)
         lines.append(f"{mode}: success sampled {statistics.mean(s):.3f} ± {sd(s):.3f}, greedy {statistics.mean(g):.3f} "
                      f"± {sd(g):.3f} (mean ± sd over {len(last)} seeds) at {'/'.join(map(str, e))} env steps")
+        # How soon: the env steps at which each run's sampled success first reached 0.9.
+        first = [min((r["env_steps"] for r in records if r["mode"] == mode and r["seed"] == seed and
+                      r["eval_sampled"] >= 0.9), default=None) for seed in sorted(last)]
+        reached = [x for x in first if x is not None]
+        if reached:
+            lines.append(f"{mode}: sampled success first >= 0.9 after {statistics.mean(reached):.0f} ± {sd(reached):.0f} "
+                         f"env steps ({len(reached)} of {len(first)} seeds reached it)")
     return lines
 
 
