@@ -181,7 +181,7 @@ func TestFileRoundTrip(t *testing.T) {
 		}
 		if f.Metadata["run"] != "llm" || f.Metadata["step"] != "1" || f.Metadata["layout"] != string(layout) ||
 			f.Metadata["rows"] != fmt.Sprint(b.Len()) || f.Metadata["policy_version_min"] == "" ||
-			f.Metadata["credit"] != "repeat" || f.Metadata["credit_rule"] != batch.CreditRules[batch.Repeat] ||
+			f.Metadata["credit"] != "repeat" || f.Metadata["credit_rule"] != batch.CreditRule(batch.Repeat) ||
 			f.Metadata["loss_norm"] != "token-mean" || f.Metadata["loss_tokens"] != fmt.Sprint(b.LossTokens) ||
 			f.Metadata["turn_rewards_dropped"] == "0" || f.Metadata["format"] != "patrdb-batch/2" {
 			t.Errorf("%s: metadata %v", layout, f.Metadata)

@@ -295,7 +295,7 @@ func TestOutOfRange(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		g, err := r.OpenGroup(store.GroupSpec{Step: 1, PromptTokens: []uint32{1, 2}})
+		g, err := r.OpenGroup(store.GroupSpec{Step: 1, PromptTokens: []uint32{1, 0x7fffabce}})
 		if err != nil {
 			return err
 		}
@@ -320,7 +320,7 @@ func TestOutOfRange(t *testing.T) {
 	if _, err := batch.ReadDB(db, "r", 1, batch.Options{MaxPolicyVersion: 5}); err != nil {
 		t.Errorf("window without the wide version: %v", err)
 	}
-	setWideID(t, db, "r", 0x7fffabcd)
+	setWideID(t, db, "turns", 0x7fffabcd)
 	for _, layout := range []batch.Layout{batch.Rows, batch.Tree} {
 		b, err := batch.ReadDB(db, "r", 1, batch.Options{Layout: layout, MaxPolicyVersion: 5})
 		if !errors.Is(err, batch.ErrOutOfRange) || b != nil || !strings.Contains(err.Error(), "action token 0 of turn 0 of node") ||
@@ -328,17 +328,23 @@ func TestOutOfRange(t *testing.T) {
 			t.Errorf("%s: id of 2^31 and more: %v", layout, err)
 		}
 	}
-	setWideID(t, db, "r", 0xffffabcd) // restored, so the closing check passes
+	setWideID(t, db, "turns", 0xffffabcd) // restored, so the closing check passes
+	setWideID(t, db, "groups", 0x7fffabce)
+	if _, err := batch.ReadDB(db, "r", 1, batch.Options{MaxPolicyVersion: 5}); !errors.Is(err, batch.ErrOutOfRange) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("prompt token 1 of group 1 is %d", uint32(0xffffabce))) {
+		t.Errorf("prompt id of 2^31 and more: %v", err)
+	}
+	setWideID(t, db, "groups", 0xffffabce)
 }
 
-// setWideID rewrites, in every stored turn of run, the token id from as
-// from | 1<<31 or back, keeping each value's CRC32C sound: a turn as a
-// file written before the store refused such ids holds it.
-func setWideID(t *testing.T, db *store.DB, run string, from uint32) {
+// setWideID rewrites, in every record of run r's bucket (turns, groups),
+// the token id from as from ^ 1<<31, keeping each value's CRC32C sound: a
+// record as a file written before the store refused such ids holds it.
+func setWideID(t *testing.T, db *store.DB, bucket string, from uint32) {
 	t.Helper()
 	old, repl := binary.LittleEndian.AppendUint32(nil, from), binary.LittleEndian.AppendUint32(nil, from^1<<31)
 	err := storetest.Bolt(db).Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte("runs")).Bucket([]byte(run)).Bucket([]byte("turns"))
+		b := tx.Bucket([]byte("runs")).Bucket([]byte("r")).Bucket([]byte(bucket))
 		changed := 0
 		err := b.ForEach(func(k, v []byte) error {
 			if !bytes.Contains(v, old) {
@@ -350,7 +356,7 @@ func setWideID(t *testing.T, db *store.DB, run string, from uint32) {
 			return b.Put(bytes.Clone(k), v)
 		})
 		if err == nil && changed == 0 {
-			err = fmt.Errorf("no turn holds id %#x", from)
+			err = fmt.Errorf("no record of %s holds id %#x", bucket, from)
 		}
 		return err
 	})

@@ -20,12 +20,18 @@ const FormatName = "patrdb-batch/2"
 // shared segment (seg_owner), the row that trains it under Mean and Owner.
 const OwnershipRule = "a segment shared by several rows is owned by the row whose leaf has the smallest node id"
 
-// CreditRules are the file's "credit_rule" metadata, each rule of the
-// package documentation in one line.
-var CreditRules = map[Credit]string{
-	Repeat: "every row trains all its action tokens with its leaf's advantage: a shared token is trained once per row that contains it",
-	Mean:   "a shared token is trained once, in its owner row, with the mean advantage of the rows that contain it; masked in the others",
-	Owner:  "a shared token is trained once, in its owner row, with that row's advantage; masked in the others",
+// CreditRule is the file's "credit_rule" metadata: the rule of the package
+// documentation in one line ("" for an unknown rule).
+func CreditRule(c Credit) string {
+	switch c {
+	case Repeat:
+		return "every row trains all its action tokens with its leaf's advantage: a shared token is trained once per row that contains it"
+	case Mean:
+		return "a shared token is trained once, in its owner row, with the mean advantage of the rows that contain it; masked in the others"
+	case Owner:
+		return "a shared token is trained once, in its owner row, with that row's advantage; masked in the others"
+	}
+	return ""
 }
 
 type column struct {
@@ -71,7 +77,7 @@ func (b *Batch) Metadata() map[string]string {
 		"row_status":                     statusLegend,
 		"prefix_owner":                   OwnershipRule,
 		"credit":                         string(b.Credit),
-		"credit_rule":                    CreditRules[b.Credit],
+		"credit_rule":                    CreditRule(b.Credit),
 		"loss_norm":                      string(b.Norm),
 		"loss_tokens":                    strconv.FormatInt(b.LossTokens, 10),
 		"loss_rows":                      strconv.FormatInt(b.LossRows, 10),
