@@ -171,7 +171,8 @@ def clipped_loss(logp: torch.Tensor, batch: Batch, eps: float) -> torch.Tensor:
     """The clipped GRPO/PPO loss from the batch's coefficients, over either layout:
     sum(-coef_pos * min(rho, 1+eps) + coef_neg * max(rho, 1-eps)), already normalised
     by the batch's norm; equal over the packed tree to the rows loss."""
-    old, pos, neg = (torch.tensor(np.asarray(batch[n]), dtype=logp.dtype) for n in ("old_logprobs", "coef_pos", "coef_neg"))
+    old, pos, neg = (torch.tensor(np.asarray(batch[n]), dtype=logp.dtype)
+                     for n in ("old_logprobs", "coef_pos", "coef_neg"))
     rho = torch.exp(logp - old)
     return (-pos * rho.clamp(max=1 + eps) + neg * rho.clamp(min=1 - eps)).sum()
 

@@ -108,8 +108,8 @@ class Served(unittest.TestCase):
         driver = StepDriver(cls.client, "lake", poll=0.01)
         driver.open(1, [cls.lake.task(f"t{i}") for i in range(8)], tree=tree)
         env = lk.Env(cls.lake, lk.Budget(None), 3)
-        RolloutWorker(cls.client, "lake", Actor(cls.policy, 3, 1), env, env.score, max_branches=256, poll=0.01,
-                      policy_version=1).run(1)
+        RolloutWorker(cls.client, "lake", Actor(cls.policy, 3, 1), env, env.score, name="lake-worker", max_branches=256,
+                      poll=0.01, policy_version=1).run(1)
         driver.wait(1, timeout=120)
         # The client's toy agent: three action tokens a turn.
         toy = {"b0": 3, "k": 2, "m": 2, "top_expand": 1, "delta": 0.1, "repeat_prune": 0, "max_turns": 8}
@@ -120,7 +120,7 @@ class Served(unittest.TestCase):
             t.prompt_tokens = [40, 41, 42]
         driver.open(1, tasks)
         RolloutWorker(cls.client, "toy", toy_worker.toy_act, toy_worker.ToyEnv(), toy_worker.toy_score,
-                      max_branches=64, poll=0.01).run(1)
+                      name="toy-worker", max_branches=64, poll=0.01).run(1)
         driver.wait(1, timeout=120)
 
     @classmethod

@@ -157,15 +157,16 @@ def summary(records: List[Dict], modes: List[str]) -> List[str]:
         g = [r["eval_greedy"] for r in last.values()]
         e = sorted({r["env_steps"] for r in last.values()})
         sd = (lambda xs: statistics.stdev(xs) if len(xs) > 1 else 0.0)
-        lines.append(f"{mode}: success sampled {statistics.mean(s):.3f} ± {sd(s):.3f}, greedy {statistics.mean(g):.3f} "
-                     f"± {sd(g):.3f} (mean ± sd over {len(last)} seeds) at {'/'.join(map(str, e))} env steps")
+        lines.append(f"{mode}: success sampled {statistics.mean(s):.3f} ± {sd(s):.3f}, "
+                     f"greedy {statistics.mean(g):.3f} ± {sd(g):.3f} (mean ± sd over {len(last)} seeds) "
+                     f"at {'/'.join(map(str, e))} env steps")
         # How soon: the env steps at which each run's sampled success first reached 0.9.
         first = [min((r["env_steps"] for r in records if r["mode"] == mode and r["seed"] == seed and
                       r["eval_sampled"] >= 0.9), default=None) for seed in sorted(last)]
         reached = [x for x in first if x is not None]
         if reached:
-            lines.append(f"{mode}: sampled success first >= 0.9 after {statistics.mean(reached):.0f} ± {sd(reached):.0f} "
-                         f"env steps ({len(reached)} of {len(first)} seeds reached it)")
+            lines.append(f"{mode}: sampled success first >= 0.9 after {statistics.mean(reached):.0f} "
+                         f"± {sd(reached):.0f} env steps ({len(reached)} of {len(first)} seeds reached it)")
     return lines
 
 

@@ -9,7 +9,8 @@ from . import test_client as tc
 
 try:
     import numpy as np
-    from patrdb_client.arrays import expand, group_spans, padded, row_token_index, tree_attention_mask, tree_predecessors
+    from patrdb_client.arrays import (expand, group_spans, padded, row_token_index, tree_attention_mask,
+                                      tree_predecessors)
 except ImportError:  # pragma: no cover - depends on the machine
     np = None
 
