@@ -28,21 +28,9 @@ func TestBatchWritesTheStepsBatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		db, err := store.Open(path, &store.Options{ReadOnly: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := batch.ReadDB(db, "patr-4x4", 1, batch.Options{Layout: batch.Layout(layout)})
-		db.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var buf bytes.Buffer
-		if _, err := want.WriteTo(&buf); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, buf.Bytes()) || res.Bytes != int64(len(got)) || res.Rows != want.Len() || res.Rows == 0 || res.Layout != layout {
-			t.Errorf("%s: wrote %d bytes (%+v), batch.ReadDB gives %d", layout, len(got), res, buf.Len())
+		want, wantBytes := packageBatch(t, path, batch.Options{Layout: batch.Layout(layout)})
+		if !bytes.Equal(got, wantBytes) || res.Bytes != int64(len(got)) || res.Rows != want.Len() || res.Rows == 0 || res.Layout != layout {
+			t.Errorf("%s: wrote %d bytes (%+v), batch.ReadDB gives %d", layout, len(got), res, len(wantBytes))
 		}
 		if layout == "tree" && res.TreeTokenRatio <= 1 {
 			t.Errorf("tree token ratio %v: the fixture's leaves share prefixes", res.TreeTokenRatio)
@@ -69,20 +57,8 @@ func TestBatchWritesTheStepsBatch(t *testing.T) {
 			if err != nil || string(b.Credit) != credit || string(b.Norm) != norm {
 				t.Fatalf("--credit %s --norm %s: file says %q %q (%v)", credit, norm, b.Credit, b.Norm, err)
 			}
-			db, err := store.Open(path, &store.Options{ReadOnly: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, err := batch.ReadDB(db, "patr-4x4", 1, batch.Options{Layout: batch.Tree, Credit: batch.Credit(credit), Norm: batch.Norm(norm)})
-			db.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var buf bytes.Buffer
-			if _, err := want.WriteTo(&buf); err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, buf.Bytes()) {
+			_, want := packageBatch(t, path, batch.Options{Layout: batch.Tree, Credit: batch.Credit(credit), Norm: batch.Norm(norm)})
+			if !bytes.Equal(got, want) {
 				t.Errorf("--credit %s --norm %s: the file is not the package's", credit, norm)
 			}
 		}
@@ -94,6 +70,26 @@ func TestBatchWritesTheStepsBatch(t *testing.T) {
 	if !bytes.Contains([]byte(text), []byte("still open")) {
 		t.Errorf("step 2 has open groups, output does not say so:\n%s", text)
 	}
+}
+
+// packageBatch is step 1 of the fixture's run as package batch reads and
+// writes it.
+func packageBatch(t *testing.T, path string, opts batch.Options) (*batch.Batch, []byte) {
+	t.Helper()
+	db, err := store.Open(path, &store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b, err := batch.ReadDB(db, "patr-4x4", 1, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := b.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return b, buf.Bytes()
 }
 
 func TestBatchErrors(t *testing.T) {
