@@ -94,7 +94,9 @@ class Served(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="patrdb-torch-test-")
+        cls.addClassCleanup(shutil.rmtree, cls.dir, ignore_errors=True)
         cls.serve = train.Serve(BIN, os.path.join(cls.dir, "t.db"))
+        cls.addClassCleanup(cls.serve.stop)  # also when what follows fails
         cls.client = Client(cls.serve.url, retries=5, backoff=0.1)
         # The lake agent, under PaTR's routing, untrained: prefixes shared by
         # expansion, pruned and truncated leaves.
@@ -122,11 +124,6 @@ class Served(unittest.TestCase):
         RolloutWorker(cls.client, "toy", toy_worker.toy_act, toy_worker.ToyEnv(), toy_worker.toy_score,
                       name="toy-worker", max_branches=64, poll=0.01).run(1)
         driver.wait(1, timeout=120)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.serve.stop()
-        shutil.rmtree(cls.dir, ignore_errors=True)
 
 
 class TreeLossTest(Served):
