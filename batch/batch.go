@@ -14,10 +14,42 @@ const (
 	Tree Layout = "tree"
 )
 
-// Options choose the rows of a batch and its layout. The zero value is
-// the rows layout of every GRPO leaf of every closed group of the step.
+// Credit is the rule that says which rows train a token several rows
+// share, and with which advantage (see the package documentation).
+type Credit string
+
+const (
+	// Repeat: every row trains its whole path with its leaf's advantage,
+	// so a shared token counts once per row that contains it — GRPO over
+	// the leaves' full trajectories, the PaTR objective.
+	Repeat Credit = "repeat"
+	// Mean: a shared token is trained once, in its owner row, with the
+	// mean of the advantages of the rows that contain it.
+	Mean Credit = "mean"
+	// Owner: a shared token is trained once, in its owner row, with that
+	// row's advantage (the rule of format 1 files).
+	Owner Credit = "owner"
+)
+
+// Norm is how the loss coefficients normalise the summed token losses,
+// named as verl's loss_agg_mode names them.
+type Norm string
+
+const (
+	// TokenMean divides by the trained tokens of all rows together.
+	TokenMean Norm = "token-mean"
+	// SeqMeanTokenMean averages each row over its own trained tokens,
+	// then over the rows that train any token.
+	SeqMeanTokenMean Norm = "seq-mean-token-mean"
+)
+
+// Options choose the rows of a batch, its layout and its credit rule. The
+// zero value is the rows layout of every GRPO leaf of every closed group
+// of the step, credited Repeat, normalised TokenMean.
 type Options struct {
 	Layout Layout   // Rows when empty
+	Credit Credit   // Repeat when empty
+	Norm   Norm     // TokenMean when empty
 	Groups []uint64 // only these groups of the step; nil: all of them
 
 	ExcludePruned    bool // leave out leaves pruned by routing (kept as negatives otherwise)
@@ -36,6 +68,10 @@ func (o Options) Validate() error {
 	switch {
 	case o.Layout != "" && o.Layout != Rows && o.Layout != Tree:
 		return invalid("layout %q: want rows or tree", o.Layout)
+	case o.Credit != "" && o.Credit != Repeat && o.Credit != Mean && o.Credit != Owner:
+		return invalid("credit %q: want repeat, mean or owner", o.Credit)
+	case o.Norm != "" && o.Norm != TokenMean && o.Norm != SeqMeanTokenMean:
+		return invalid("norm %q: want token-mean or seq-mean-token-mean", o.Norm)
 	case o.MaxPolicyVersion != 0 && o.MaxPolicyVersion < o.MinPolicyVersion:
 		return invalid("policy-version window [%d, %d] is empty", o.MinPolicyVersion, o.MaxPolicyVersion)
 	}
@@ -51,6 +87,20 @@ func (o Options) layout() Layout {
 		return Rows
 	}
 	return o.Layout
+}
+
+func (o Options) credit() Credit {
+	if o.Credit == "" {
+		return Repeat
+	}
+	return o.Credit
+}
+
+func (o Options) norm() Norm {
+	if o.Norm == "" {
+		return TokenMean
+	}
+	return o.Norm
 }
 
 // includes reports whether a node in status s becomes a row.
@@ -92,14 +142,28 @@ type Batch struct {
 	Run        string
 	Step       uint64
 	Layout     Layout
+	Credit     Credit
+	Norm       Norm
 	Groups     []uint64 // closed groups read, in id order
 	OpenGroups []uint64 // groups of the step still open, not read
 
 	InputIDs    []int32
-	LossMask    []uint8
+	LossMask    []uint8 // 1 where a row trains the token (Tree: any row)
 	OldLogprobs []float32
-	Advantages  []float32
+	Advantages  []float32 // the credit rule's advantage (Tree: see the package documentation)
 	Positions   []int32
+	// The clipped loss's coefficients and the weight of any other
+	// per-token term (package documentation, "The loss"): 0 where
+	// LossMask is 0.
+	CoefPos    []float32
+	CoefNeg    []float32
+	LossWeight []float32
+	// Per token, whatever the credit: the policy version that sampled its
+	// turn (0 on prompt tokens), its turn's index on the path (-1 on
+	// prompt tokens), and each turn's reward on its last action token.
+	PolicyVersions []int64
+	TurnIndex      []int32
+	TurnRewards    []float32
 
 	RowOffsets   []int64 // Rows: row i is tokens [RowOffsets[i], RowOffsets[i+1])
 	RowSegment   []int64 // Tree: the last segment of row i's sequence
@@ -110,6 +174,7 @@ type Batch struct {
 	RowAdvantage []float64 // the leaf's GRPO advantage; 0 for failed rows
 	RowPolicyMin []int64   // oldest and newest policy version on the row's path
 	RowPolicyMax []int64
+	RowPromptLen []int64 // the prompt tokens that start the row
 
 	SegOffsets []int64 // Tree: segment j is tokens [SegOffsets[j], SegOffsets[j+1])
 	SegParent  []int64 // -1 for a group's prompt segment
@@ -125,6 +190,14 @@ type Batch struct {
 	// ActionTokensWithoutLogprobs counts trainable tokens whose turn was
 	// written without logprobs (their old_logprobs are 0).
 	ActionTokensWithoutLogprobs int64
+	// LossTokens and LossRows are the normalisers the coefficients were
+	// divided by: the trained tokens of the rows layout (LossMask's sum
+	// there) and the rows that train at least one.
+	LossTokens int64
+	LossRows   int64
+	// TurnRewardsDropped counts turns (each once) with a nonzero reward
+	// and no action token to carry it.
+	TurnRewardsDropped int64
 }
 
 // Len is the number of rows.

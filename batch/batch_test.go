@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -59,12 +60,29 @@ func sameBatch(tb testing.TB, what string, got, want *batch.Batch) {
 	tb.Fatalf("%s: metadata differs:\n got %v\nwant %v", what, gf.Metadata, wf.Metadata)
 }
 
-// checkStep proves, for every option set, that each row equals the
-// trainer's own rebuild from Trajectory, and that the tree layout expands
-// back to exactly the rows.
+// credits are every credit rule with every normalisation.
+var credits = func() (out []batch.Options) {
+	for _, c := range []batch.Credit{batch.Repeat, batch.Mean, batch.Owner} {
+		for _, n := range []batch.Norm{batch.TokenMean, batch.SeqMeanTokenMean} {
+			out = append(out, batch.Options{Credit: c, Norm: n})
+		}
+	}
+	return out
+}()
+
+// checkStep proves, for every option set under every credit rule and
+// normalisation, that each row equals the trainer's own rebuild from
+// Trajectory, and that the tree layout expands back to exactly the rows.
 func checkStep(t *testing.T, db *store.DB, run string, step uint64) {
 	t.Helper()
+	var all []batch.Options
 	for _, opts := range optionSets {
+		for _, c := range credits {
+			opts.Credit, opts.Norm = c.Credit, c.Norm
+			all = append(all, opts)
+		}
+	}
+	for _, opts := range all {
 		name := fmt.Sprintf("step %d %+v", step, opts)
 		err := db.View(func(tx *store.Tx) error {
 			r, err := tx.Run(run)
@@ -162,8 +180,23 @@ func TestFileRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		if f.Metadata["run"] != "llm" || f.Metadata["step"] != "1" || f.Metadata["layout"] != string(layout) ||
-			f.Metadata["rows"] != fmt.Sprint(b.Len()) || f.Metadata["policy_version_min"] == "" {
+			f.Metadata["rows"] != fmt.Sprint(b.Len()) || f.Metadata["policy_version_min"] == "" ||
+			f.Metadata["credit"] != "repeat" || f.Metadata["credit_rule"] != batch.CreditRule(batch.Repeat) ||
+			f.Metadata["loss_norm"] != "token-mean" || f.Metadata["loss_tokens"] != fmt.Sprint(b.LossTokens) ||
+			f.Metadata["turn_rewards_dropped"] == "0" || f.Metadata["format"] != "patrdb-batch/2" {
 			t.Errorf("%s: metadata %v", layout, f.Metadata)
+		}
+		// A file of another format or credit is not read as this one.
+		for key, v := range map[string]string{"format": "patrdb-batch/1", "credit": "sum", "loss_norm": ""} {
+			md := maps.Clone(f.Metadata)
+			md[key] = v
+			var buf bytes.Buffer
+			if _, err := safetensors.Write(&buf, md, b.Tensors()); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := batch.Decode(buf.Bytes()); !errors.Is(err, batch.ErrNotBatch) {
+				t.Errorf("%s: %s=%q: %v", layout, key, v, err)
+			}
 		}
 		// A truncated or damaged file is refused, never half read.
 		for _, bad := range [][]byte{raw[:len(raw)-1], raw[:7], append([]byte{0xff, 0xff, 0, 0, 0, 0, 0, 0}, raw[8:]...)} {
@@ -211,7 +244,7 @@ func TestErrors(t *testing.T) {
 	if _, err := batch.ReadDB(db, "nope", 1, batch.Options{}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("missing run: %v", err)
 	}
-	for _, o := range []batch.Options{{Layout: "packed"}, {MinPolicyVersion: 5, MaxPolicyVersion: 4}} {
+	for _, o := range []batch.Options{{Layout: "packed"}, {MinPolicyVersion: 5, MaxPolicyVersion: 4}, {Credit: "sum"}, {Norm: "seq-mean"}} {
 		if _, err := batch.ReadDB(db, "llm", 1, o); !errors.Is(err, batch.ErrInvalidOptions) || !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("%+v: %v", o, err)
 		}

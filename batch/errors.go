@@ -10,3 +10,10 @@ var ErrInvalidOptions = errors.New("batch: invalid options")
 // (a missing or mis-shaped tensor, unknown layout). Damage to the file's
 // framing is safetensors.ErrFormat; both are reported together.
 var ErrNotBatch = errors.New("batch: not a patrdb batch file")
+
+// ErrOutOfRange: a value the step holds does not fit the tensor that
+// would carry it (a token id of 2^31 or more in an int32 input_ids, a
+// policy version beyond int64, a row longer than int32 positions count).
+// The batch is refused rather than written with the value wrapped. It
+// also matches store.ErrInvalid.
+var ErrOutOfRange = errors.New("batch: value out of range")

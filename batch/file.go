@@ -11,12 +11,28 @@ import (
 )
 
 // FormatName is the file's "format" metadata: bumped if a tensor changes
-// meaning.
-const FormatName = "patrdb-batch/1"
+// meaning. Format 1 trained a shared token only in its owner row (the
+// Owner rule, which format 2 still writes on request) and had no
+// coefficients or turn-level tensors.
+const FormatName = "patrdb-batch/2"
 
-// OwnershipRule is the file's "prefix_owner" metadata, the rule of the
-// package documentation in one line.
-const OwnershipRule = "a token shared by several rows is trainable only in the row whose leaf has the smallest node id; masked, with logprob and advantage 0, in the others"
+// OwnershipRule is the file's "prefix_owner" metadata: which row owns a
+// shared segment (seg_owner), the row that trains it under Mean and Owner.
+const OwnershipRule = "a segment shared by several rows is owned by the row whose leaf has the smallest node id"
+
+// CreditRule is the file's "credit_rule" metadata: the rule of the package
+// documentation in one line ("" for an unknown rule).
+func CreditRule(c Credit) string {
+	switch c {
+	case Repeat:
+		return "every row trains all its action tokens with its leaf's advantage: a shared token is trained once per row that contains it"
+	case Mean:
+		return "a shared token is trained once, in its owner row, with the mean advantage of the rows that contain it; masked in the others"
+	case Owner:
+		return "a shared token is trained once, in its owner row, with that row's advantage; masked in the others"
+	}
+	return ""
+}
 
 type column struct {
 	name string
@@ -33,6 +49,8 @@ func (b *Batch) Tensors() []safetensors.Tensor {
 	ts := []safetensors.Tensor{
 		col("input_ids", b.InputIDs), col("loss_mask", b.LossMask), col("old_logprobs", b.OldLogprobs),
 		col("advantages", b.Advantages), col("positions", b.Positions),
+		col("coef_pos", b.CoefPos), col("coef_neg", b.CoefNeg), col("loss_weight", b.LossWeight),
+		col("policy_versions", b.PolicyVersions), col("turn_index", b.TurnIndex), col("turn_rewards", b.TurnRewards),
 	}
 	if b.Layout == Rows {
 		ts = append(ts, col("row_offsets", b.RowOffsets))
@@ -42,7 +60,7 @@ func (b *Batch) Tensors() []safetensors.Tensor {
 	}
 	return append(ts, col("row_leaf", b.RowLeaf), col("row_group", b.RowGroup), col("row_status", b.RowStatus),
 		col("row_reward", b.RowReward), col("row_advantage", b.RowAdvantage),
-		col("row_policy_min", b.RowPolicyMin), col("row_policy_max", b.RowPolicyMax))
+		col("row_policy_min", b.RowPolicyMin), col("row_policy_max", b.RowPolicyMax), col("row_prompt_len", b.RowPromptLen))
 }
 
 // Metadata is the file's __metadata__: what the batch is and how it was
@@ -58,6 +76,12 @@ func (b *Batch) Metadata() map[string]string {
 		"action_tokens_without_logprobs": strconv.FormatInt(b.ActionTokensWithoutLogprobs, 10),
 		"row_status":                     statusLegend,
 		"prefix_owner":                   OwnershipRule,
+		"credit":                         string(b.Credit),
+		"credit_rule":                    CreditRule(b.Credit),
+		"loss_norm":                      string(b.Norm),
+		"loss_tokens":                    strconv.FormatInt(b.LossTokens, 10),
+		"loss_rows":                      strconv.FormatInt(b.LossRows, 10),
+		"turn_rewards_dropped":           strconv.FormatInt(b.TurnRewardsDropped, 10),
 	}
 	if lo, hi, ok := b.PolicyRange(); ok {
 		m["policy_version_min"], m["policy_version_max"] = strconv.FormatInt(lo, 10), strconv.FormatInt(hi, 10)
@@ -102,12 +126,15 @@ func Decode(data []byte) (*Batch, error) {
 	if md["format"] != FormatName {
 		return nil, fmt.Errorf("%w: format %q, want %q", ErrNotBatch, md["format"], FormatName)
 	}
-	b := &Batch{Run: md["run"], Layout: Layout(md["layout"])}
+	b := &Batch{Run: md["run"], Layout: Layout(md["layout"]), Credit: Credit(md["credit"]), Norm: Norm(md["loss_norm"])}
 	if b.Step, err = strconv.ParseUint(md["step"], 10, 64); err != nil {
 		return nil, fmt.Errorf("%w: step %q", ErrNotBatch, md["step"])
 	}
 	if b.Layout != Rows && b.Layout != Tree {
 		return nil, fmt.Errorf("%w: layout %q", ErrNotBatch, b.Layout)
+	}
+	if (Options{Credit: b.Credit, Norm: b.Norm}).Validate() != nil || b.Credit == "" || b.Norm == "" {
+		return nil, fmt.Errorf("%w: credit %q, loss_norm %q", ErrNotBatch, b.Credit, b.Norm)
 	}
 	for _, p := range []struct {
 		key string
@@ -120,7 +147,8 @@ func Decode(data []byte) (*Batch, error) {
 	for _, p := range []struct {
 		key string
 		dst *int64
-	}{{"tokens_materialised", &b.TokensMaterialised}, {"tokens_packed", &b.TokensPacked}, {"action_tokens_without_logprobs", &b.ActionTokensWithoutLogprobs}} {
+	}{{"tokens_materialised", &b.TokensMaterialised}, {"tokens_packed", &b.TokensPacked}, {"action_tokens_without_logprobs", &b.ActionTokensWithoutLogprobs},
+		{"loss_tokens", &b.LossTokens}, {"loss_rows", &b.LossRows}, {"turn_rewards_dropped", &b.TurnRewardsDropped}} {
 		if *p.dst, err = strconv.ParseInt(md[p.key], 10, 64); err != nil {
 			return nil, fmt.Errorf("%w: %s %q", ErrNotBatch, p.key, md[p.key])
 		}
@@ -133,6 +161,12 @@ func Decode(data []byte) (*Batch, error) {
 	get(&d, "old_logprobs", &b.OldLogprobs)
 	get(&d, "advantages", &b.Advantages)
 	get(&d, "positions", &b.Positions)
+	get(&d, "coef_pos", &b.CoefPos)
+	get(&d, "coef_neg", &b.CoefNeg)
+	get(&d, "loss_weight", &b.LossWeight)
+	get(&d, "policy_versions", &b.PolicyVersions)
+	get(&d, "turn_index", &b.TurnIndex)
+	get(&d, "turn_rewards", &b.TurnRewards)
 	if b.Layout == Rows {
 		get(&d, "row_offsets", &b.RowOffsets)
 	} else {
@@ -150,6 +184,7 @@ func Decode(data []byte) (*Batch, error) {
 	get(&d, "row_advantage", &b.RowAdvantage)
 	get(&d, "row_policy_min", &b.RowPolicyMin)
 	get(&d, "row_policy_max", &b.RowPolicyMax)
+	get(&d, "row_prompt_len", &b.RowPromptLen)
 	if d.err == nil && len(d.f.Tensors) != len(tmpl) {
 		d.err = fmt.Errorf("%w: %d tensors, want %d", ErrNotBatch, len(d.f.Tensors), len(tmpl))
 	}
@@ -205,12 +240,13 @@ func splitIDs(s string) ([]uint64, error) {
 func (b *Batch) checkShape() error {
 	bad := func(what string) error { return fmt.Errorf("%w: %s", ErrNotBatch, what) }
 	n, nr := len(b.InputIDs), len(b.RowLeaf)
-	for _, l := range []int{len(b.LossMask), len(b.OldLogprobs), len(b.Advantages), len(b.Positions)} {
+	for _, l := range []int{len(b.LossMask), len(b.OldLogprobs), len(b.Advantages), len(b.Positions), len(b.CoefPos),
+		len(b.CoefNeg), len(b.LossWeight), len(b.PolicyVersions), len(b.TurnIndex), len(b.TurnRewards)} {
 		if l != n {
 			return bad("token arrays differ in length")
 		}
 	}
-	for _, l := range []int{len(b.RowGroup), len(b.RowStatus), len(b.RowReward), len(b.RowAdvantage), len(b.RowPolicyMin), len(b.RowPolicyMax)} {
+	for _, l := range []int{len(b.RowGroup), len(b.RowStatus), len(b.RowReward), len(b.RowAdvantage), len(b.RowPolicyMin), len(b.RowPolicyMax), len(b.RowPromptLen)} {
 		if l != nr {
 			return bad("row arrays differ in length")
 		}

@@ -6,24 +6,23 @@ import (
 	"sync"
 
 	"github.com/patrdb/patrdb/batch/safetensors"
-	"github.com/patrdb/patrdb/store"
 )
 
-// fill sizes the token arrays once, clears the mask, logprob and
-// advantage arrays when they are reused, and writes the rows (or segments)
-// on up to GOMAXPROCS goroutines.
+// fill sizes the token arrays once, clears the sparse ones (mask,
+// logprobs, advantages, coefficients, turn rewards) when they are reused,
+// and writes the rows (or segments) on up to GOMAXPROCS goroutines.
 func (rd *reader) fill(b *Batch) {
 	nr := len(rd.rows)
 	b.RowLeaf, b.RowGroup = make([]int64, nr), make([]int64, nr)
 	b.RowStatus, b.RowReward, b.RowAdvantage = make([]uint8, nr), make([]float64, nr), make([]float64, nr)
-	b.RowPolicyMin, b.RowPolicyMax = make([]int64, nr), make([]int64, nr)
+	b.RowPolicyMin, b.RowPolicyMax, b.RowPromptLen = make([]int64, nr), make([]int64, nr), make([]int64, nr)
 	for i, rw := range rd.rows {
-		b.RowLeaf[i], b.RowGroup[i] = int64(rw.leaf.ID), int64(rd.groups[rw.group].ID)
+		g := rd.groups[rw.group]
+		b.RowLeaf[i], b.RowGroup[i] = int64(rw.leaf.ID), int64(g.ID)
 		b.RowStatus[i], b.RowReward[i] = statusCodes[rw.leaf.Status], rw.leaf.Reward
-		if rw.leaf.Status != store.NodeFailed {
-			b.RowAdvantage[i] = rw.adv
-		}
+		b.RowAdvantage[i] = rd.cr.rowAdv[i]
 		b.RowPolicyMin[i], b.RowPolicyMax[i] = int64(rw.vmin), int64(rw.vmax)
+		b.RowPromptLen[i] = int64(len(g.PromptTokens))
 		b.TokensMaterialised += rd.tokens[i]
 	}
 	for _, s := range rd.segs {
@@ -45,68 +44,80 @@ func (rd *reader) fill(b *Batch) {
 	}
 	// Arrays grow makes anew are already 0; reused ones are cleared as
 	// their rows are written.
-	zeroed := int64(cap(b.LossMask)) < n && int64(cap(b.OldLogprobs)) < n && int64(cap(b.Advantages)) < n
+	zeroed := true
+	for _, c := range []int{cap(b.LossMask), cap(b.OldLogprobs), cap(b.Advantages), cap(b.CoefPos), cap(b.CoefNeg), cap(b.LossWeight), cap(b.TurnRewards)} {
+		zeroed = zeroed && int64(c) < n
+	}
 	b.InputIDs, b.LossMask, b.OldLogprobs = grow(b.InputIDs, n), grow(b.LossMask, n), grow(b.OldLogprobs, n)
 	b.Advantages, b.Positions = grow(b.Advantages, n), grow(b.Positions, n)
+	b.CoefPos, b.CoefNeg, b.LossWeight = grow(b.CoefPos, n), grow(b.CoefNeg, n), grow(b.LossWeight, n)
+	b.PolicyVersions, b.TurnIndex, b.TurnRewards = grow(b.PolicyVersions, n), grow(b.TurnIndex, n), grow(b.TurnRewards, n)
 	if !zeroed {
 		// Large clears take the processor's streaming-store path, which
 		// small per-row ones do not.
 		whole := []int64{0, n / 2, n}
-		inParallel(whole, func(lo, hi int) int64 {
+		inParallel(whole, func(lo, hi int) tally {
 			clearTokens(b, int(whole[lo]), int(whole[hi]))
-			return 0
+			return tally{}
 		})
 	}
+	var t tally
 	if b.Layout == Rows {
 		b.RowOffsets = make([]int64, nr+1)
 		for ri, t := range rd.tokens {
 			b.RowOffsets[ri+1] = b.RowOffsets[ri] + t
 		}
-		b.ActionTokensWithoutLogprobs = inParallel(b.RowOffsets, func(lo, hi int) (missing int64) {
-			start := 0
-			if lo > 0 {
-				start = rd.rowEnd[lo-1]
-			}
+		t = inParallel(b.RowOffsets, func(lo, hi int) (t tally) {
 			for ri := lo; ri < hi; ri++ {
 				off := int(b.RowOffsets[ri])
 				copy(b.Positions[off:b.RowOffsets[ri+1]], iota)
-				for _, si := range rd.rowSegs[start:rd.rowEnd[ri]] {
-					off = rd.write(b, si, off, rd.segs[si].owner == ri, &missing)
+				for _, si := range rd.rowSegments(ri) {
+					off = rd.write(b, si, off, ri, &t)
 				}
-				start = rd.rowEnd[ri]
 			}
-			return missing
+			return t
 		})
-		return
-	}
-	ns := len(rd.segs)
-	b.SegOffsets, b.SegParent, b.SegGroup = make([]int64, ns+1), make([]int64, ns), make([]int64, ns)
-	b.SegNode, b.SegOwner, b.RowSegment = make([]int64, ns), make([]int64, ns), make([]int64, nr)
-	for si, s := range rd.segs {
-		b.SegOffsets[si+1] = b.SegOffsets[si] + int64(s.tokens)
-		b.SegParent[si], b.SegGroup[si], b.SegNode[si], b.SegOwner[si] = int64(s.parent), int64(rd.groups[s.group].ID), int64(s.node), int64(s.owner)
-	}
-	for ri := range rd.rows {
-		b.RowSegment[ri] = int64(rd.rowSegs[rd.rowEnd[ri]-1])
-	}
-	b.ActionTokensWithoutLogprobs = inParallel(b.SegOffsets, func(lo, hi int) (missing int64) {
-		for si := lo; si < hi; si++ {
-			off, end := int(b.SegOffsets[si]), int(b.SegOffsets[si+1])
-			copy(b.Positions[off:end], iota[rd.segs[si].depth:])
-			rd.write(b, si, off, true, &missing)
+	} else {
+		ns := len(rd.segs)
+		b.SegOffsets, b.SegParent, b.SegGroup = make([]int64, ns+1), make([]int64, ns), make([]int64, ns)
+		b.SegNode, b.SegOwner, b.RowSegment = make([]int64, ns), make([]int64, ns), make([]int64, nr)
+		for si, s := range rd.segs {
+			b.SegOffsets[si+1] = b.SegOffsets[si] + int64(s.tokens)
+			b.SegParent[si], b.SegGroup[si], b.SegNode[si], b.SegOwner[si] = int64(s.parent), int64(rd.groups[s.group].ID), int64(s.node), int64(s.owner)
 		}
-		return missing
-	})
+		for ri := range rd.rows {
+			b.RowSegment[ri] = int64(rd.rowSegs[rd.rowEnd[ri]-1])
+		}
+		t = inParallel(b.SegOffsets, func(lo, hi int) (t tally) {
+			for si := lo; si < hi; si++ {
+				off, end := int(b.SegOffsets[si]), int(b.SegOffsets[si+1])
+				copy(b.Positions[off:end], iota[rd.segs[si].depth:])
+				rd.write(b, si, off, -1, &t)
+			}
+			return t
+		})
+	}
+	b.ActionTokensWithoutLogprobs, b.TurnRewardsDropped = t.missing, t.dropped
 }
 
-// clearTokens zeroes the mask, logprobs and advantages of tokens [lo, hi):
-// most of them stay 0 (prompt and observation tokens, prefixes a row does
-// not own), so one clear and then only the trainable tokens written is
-// cheaper than a clear per run of untrainable ones.
+// tally counts, each turn once whatever the layout, the trained tokens
+// written without logprobs and the turn rewards with no action token to
+// carry them.
+type tally struct{ missing, dropped int64 }
+
+// clearTokens zeroes the sparse arrays of tokens [lo, hi): most of their
+// values stay 0 (prompt and observation tokens, prefixes a row does not
+// train, all but a turn's last token), so one clear and then only the
+// trained tokens and turn ends written is cheaper than a clear per run of
+// untrained ones.
 func clearTokens(b *Batch, lo, hi int) {
 	clear(b.LossMask[lo:hi])
 	clear(b.OldLogprobs[lo:hi])
 	clear(b.Advantages[lo:hi])
+	clear(b.CoefPos[lo:hi])
+	clear(b.CoefNeg[lo:hi])
+	clear(b.LossWeight[lo:hi])
+	clear(b.TurnRewards[lo:hi])
 }
 
 // parallelMin is the number of tokens below which one goroutine writes
@@ -117,15 +128,15 @@ var parallelMin int64 = 1 << 18
 // [offsets[i], offsets[i+1])) into runs of about equal tokens, one per
 // processor, and runs fn on each concurrently. Each run writes only its
 // own token range, so the runs share nothing; it returns the sum of their
-// results.
-func inParallel(offsets []int64, fn func(lo, hi int) int64) int64 {
+// tallies.
+func inParallel(offsets []int64, fn func(lo, hi int) tally) tally {
 	units := len(offsets) - 1
 	total := offsets[units]
 	p := min(runtime.GOMAXPROCS(0), units, 8)
 	if total < parallelMin || p <= 1 {
 		return fn(0, units)
 	}
-	results := make([]int64, p)
+	results := make([]tally, p)
 	var wg sync.WaitGroup
 	lo := 0
 	for k := range p {
@@ -142,47 +153,70 @@ func inParallel(offsets []int64, fn func(lo, hi int) int64) int64 {
 		lo = hi
 	}
 	wg.Wait()
-	var sum int64
+	var sum tally
 	for _, r := range results {
-		sum += r
+		sum.missing += r.missing
+		sum.dropped += r.dropped
 	}
 	return sum
 }
 
 // write writes segment si's tokens at off and returns the offset after
-// them; owned says whether its action tokens are trainable here. The mask,
-// logprob and advantage arrays are already 0: only trainable tokens touch
-// them.
-func (rd *reader) write(b *Batch, si, off int, owned bool, missing *int64) int {
+// them: into row ri of the rows layout, or into the tree (ri = -1). The
+// sparse arrays are already 0: only trained tokens and turn ends touch
+// them; the others are written whole.
+func (rd *reader) write(b *Batch, si, off, ri int, t *tally) int {
 	s := rd.segs[si]
 	if s.node == 0 {
-		for i, t := range rd.groups[s.group].PromptTokens {
-			b.InputIDs[off+i] = int32(t)
+		for i, id := range rd.groups[s.group].PromptTokens {
+			b.InputIDs[off+i] = int32(id)
 		}
-		return off + s.tokens
+		end := off + s.tokens
+		clear(b.PolicyVersions[off:end])
+		fill(b.TurnIndex[off:end], -1)
+		return end
 	}
-	adv := float32(0)
-	if rw := rd.rows[s.owner]; owned && rw.leaf.Status != store.NodeFailed {
-		adv = float32(rw.adv)
+	var trained bool
+	var c segCredit
+	if ri < 0 {
+		trained, c = true, rd.cr.tree[si]
+	} else if trained = rd.trains(ri, si); trained {
+		w := rd.cr.rowW[ri]
+		c.adv = rd.advOf(ri, si)
+		c.pos, c.neg = coefs(w, c.adv)
+		c.weight = float32(w)
 	}
+	once := ri < 0 || s.owner == ri // this is where the tallies count the segment
 	at := rd.turnAt[s.node]
-	for _, t := range rd.refs[at+s.from : at+s.to] {
-		end := off + len(t.ActionTokens)/4
-		safetensors.Decode(b.InputIDs[off:end], t.ActionTokens)
-		if owned {
+	for k, v := range rd.refs[at+s.from : at+s.to] {
+		start, end := off, off+len(v.ActionTokens)/4
+		safetensors.Decode(b.InputIDs[off:end], v.ActionTokens)
+		if trained {
 			fill(b.LossMask[off:end], 1)
-			if adv != 0 {
-				fill(b.Advantages[off:end], adv)
+			for _, p := range []struct {
+				dst []float32
+				v   float32
+			}{{b.Advantages, c.adv}, {b.CoefPos, c.pos}, {b.CoefNeg, c.neg}, {b.LossWeight, c.weight}} {
+				if p.v != 0 {
+					fill(p.dst[off:end], p.v)
+				}
 			}
-			if len(t.ActionLogprobs) > 0 {
-				safetensors.Decode(b.OldLogprobs[off:end], t.ActionLogprobs)
-			} else {
-				*missing += int64(end - off)
+			if len(v.ActionLogprobs) > 0 {
+				safetensors.Decode(b.OldLogprobs[off:end], v.ActionLogprobs)
+			} else if once {
+				t.missing += int64(end - off)
 			}
+		}
+		if end > off {
+			b.TurnRewards[end-1] = float32(v.Reward)
+		} else if once && v.Reward != 0 {
+			t.dropped++
 		}
 		off = end
-		end = off + len(t.ObservationTokens)/4
-		safetensors.Decode(b.InputIDs[off:end], t.ObservationTokens)
+		end = off + len(v.ObservationTokens)/4
+		safetensors.Decode(b.InputIDs[off:end], v.ObservationTokens)
+		fill(b.PolicyVersions[start:end], int64(v.PolicyVersion))
+		fill(b.TurnIndex[start:end], int32(s.turn0+k))
 		off = end
 	}
 	return off

@@ -43,8 +43,9 @@ func (rd *reader) plan() {
 					if !ok {
 						si = len(rd.segs)
 						p := rd.segs[prev]
+						tokens, actions := rd.turnTokens(s.Node, from, c)
 						rd.segs = append(rd.segs, seg{group: p.group, node: s.Node, from: from, to: c, parent: prev,
-							owner: ri, tokens: rd.turnTokens(s.Node, from, c), depth: p.depth + p.tokens})
+							owner: ri, tokens: tokens, actions: actions, depth: p.depth + p.tokens, turn0: p.turn0 + p.to - p.from})
 						rd.segAt[k] = si
 					}
 					rd.rowSegs = append(rd.rowSegs, si)
@@ -59,11 +60,13 @@ func (rd *reader) plan() {
 	}
 }
 
-func (rd *reader) turnTokens(node uint64, from, to int) int {
-	n := 0
+// turnTokens counts the tokens, and the action tokens among them, of
+// turns [from, to) of node.
+func (rd *reader) turnTokens(node uint64, from, to int) (tokens, actions int) {
 	at := rd.turnAt[node]
 	for _, t := range rd.refs[at+from : at+to] {
-		n += (len(t.ActionTokens) + len(t.ObservationTokens)) / 4
+		tokens += (len(t.ActionTokens) + len(t.ObservationTokens)) / 4
+		actions += len(t.ActionTokens) / 4
 	}
-	return n
+	return tokens, actions
 }

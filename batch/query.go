@@ -7,13 +7,15 @@ import (
 )
 
 // Query is opts as URL query parameters (what GET .../steps/{step}/batch
-// takes): layout, groups (comma-separated ids), exclude_pruned,
+// takes): layout, credit, norm, groups (comma-separated ids), exclude_pruned,
 // exclude_truncated, include_failed (true/false), min_policy_version,
 // max_policy_version. Zero values are left out.
 func (o Options) Query() url.Values {
 	q := url.Values{}
-	if o.Layout != "" {
-		q.Set("layout", string(o.Layout))
+	for name, v := range map[string]string{"layout": string(o.Layout), "credit": string(o.Credit), "norm": string(o.Norm)} {
+		if v != "" {
+			q.Set(name, v)
+		}
 	}
 	if o.Groups != nil {
 		q.Set("groups", joinIDs(o.Groups))
@@ -42,6 +44,10 @@ func ParseQuery(q url.Values) (Options, error) {
 		switch name {
 		case "layout":
 			o.Layout = Layout(v)
+		case "credit":
+			o.Credit = Credit(v)
+		case "norm":
+			o.Norm = Norm(v)
 		case "groups":
 			o.Groups, err = splitIDs(strings.TrimSpace(v)) // empty: every group
 		case "exclude_pruned":
@@ -55,7 +61,7 @@ func ParseQuery(q url.Values) (Options, error) {
 		case "max_policy_version":
 			o.MaxPolicyVersion, err = strconv.ParseUint(v, 10, 64)
 		default:
-			return o, invalid("unknown parameter %q (want layout, groups, exclude_pruned, exclude_truncated, include_failed, min_policy_version, max_policy_version)", name)
+			return o, invalid("unknown parameter %q (want layout, credit, norm, groups, exclude_pruned, exclude_truncated, include_failed, min_policy_version, max_policy_version)", name)
 		}
 		if err != nil {
 			return o, invalid("%s=%q does not parse", name, v)

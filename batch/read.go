@@ -3,6 +3,7 @@ package batch
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/patrdb/patrdb/store"
@@ -70,10 +71,20 @@ func ReadInto(dst *Batch, r Reads, step uint64, opts Options) error {
 	if err := rd.view(); err != nil {
 		return err
 	}
-	rd.filter()
+	if err := rd.filter(); err != nil {
+		return err
+	}
 	rd.plan()
-	*dst = Batch{Run: r.ID(), Step: step, Layout: opts.layout(), Groups: dst.Groups[:0], OpenGroups: dst.OpenGroups[:0],
-		InputIDs: dst.InputIDs, LossMask: dst.LossMask, OldLogprobs: dst.OldLogprobs, Advantages: dst.Advantages, Positions: dst.Positions}
+	if err := rd.bounds(); err != nil {
+		return err
+	}
+	rd.credit()
+	*dst = Batch{Run: r.ID(), Step: step, Layout: opts.layout(), Credit: rd.cr.rule, Norm: rd.cr.norm,
+		Groups: dst.Groups[:0], OpenGroups: dst.OpenGroups[:0],
+		InputIDs: dst.InputIDs, LossMask: dst.LossMask, OldLogprobs: dst.OldLogprobs, Advantages: dst.Advantages, Positions: dst.Positions,
+		CoefPos: dst.CoefPos, CoefNeg: dst.CoefNeg, LossWeight: dst.LossWeight,
+		PolicyVersions: dst.PolicyVersions, TurnIndex: dst.TurnIndex, TurnRewards: dst.TurnRewards,
+		LossTokens: rd.cr.tokens, LossRows: rd.cr.rows}
 	for _, g := range rd.groups {
 		dst.Groups = append(dst.Groups, g.ID)
 	}
@@ -103,9 +114,11 @@ type seg struct {
 	node     uint64
 	from, to int
 	parent   int
-	owner    int // row index
+	owner    int // row index: the first row, in leaf id order, that contains it
 	tokens   int
+	actions  int // action tokens among them
 	depth    int // tokens before it in every sequence that contains it
+	turn0    int // turns before it on every path that contains it
 }
 
 type segKey struct {
@@ -128,6 +141,7 @@ type reader struct {
 	rowSegs []int   // each row's segments, root first, back to back
 	rowEnd  []int   // row i's segments end at rowSegs[rowEnd[i]]
 	tokens  []int64 // tokens of each row
+	cr      credit
 }
 
 func (rd *reader) collect(step uint64) error {
@@ -185,6 +199,9 @@ func (rd *reader) collect(step uint64) error {
 
 // addGroup adds the rows of one closed group, in leaf id order.
 func (rd *reader) addGroup(g store.Group, advOf map[uint64]float64) error {
+	if i, ok := firstWide(g.PromptTokens); ok {
+		return outOfRange("prompt token %d of group %d is %d", i, g.ID, g.PromptTokens[i])
+	}
 	gi := len(rd.groups)
 	rd.groups = append(rd.groups, g)
 	nodes, err := rd.r.GroupNodes(g)
@@ -230,6 +247,15 @@ func (rd *reader) view() error {
 			if len(v.ActionLogprobs) != 0 && len(v.ActionLogprobs) != len(v.ActionTokens) {
 				return &store.CorruptError{Bucket: "runs/" + rd.r.ID() + "/turns", Reason: fmt.Sprintf("turn %d of node %d: %d logprob bytes for %d action token bytes", i, s.Node, len(v.ActionLogprobs), len(v.ActionTokens))}
 			}
+			for _, ids := range []struct {
+				what  string
+				bytes []byte
+			}{{"action", v.ActionTokens}, {"observation", v.ObservationTokens}} {
+				if !idsFit(ids.bytes) {
+					j, id := firstWideBytes(ids.bytes)
+					return outOfRange("%s token %d of turn %d of node %d is %d", ids.what, j, i, s.Node, id)
+				}
+			}
 		}
 		at += s.Count
 	}
@@ -238,7 +264,7 @@ func (rd *reader) view() error {
 
 // filter sets each row's policy-version range and drops the rows outside
 // the window.
-func (rd *reader) filter() {
+func (rd *reader) filter() error {
 	kept := rd.rows[:0]
 	for _, rw := range rd.rows {
 		first := true
@@ -257,7 +283,11 @@ func (rd *reader) filter() {
 		if rw.vmin < rd.opts.MinPolicyVersion || (rd.opts.MaxPolicyVersion != 0 && rw.vmax > rd.opts.MaxPolicyVersion) {
 			continue
 		}
+		if rw.vmax > math.MaxInt64 {
+			return outOfRange("policy version %d on the path of node %d exceeds the int64 policy_versions", rw.vmax, rw.leaf.ID)
+		}
 		kept = append(kept, rw)
 	}
 	rd.rows = kept
+	return nil
 }

@@ -10,8 +10,8 @@ import (
 )
 
 // RLRow is one row of the rl export: a leaf's training row as package
-// batch builds it (rows layout, each shared prefix trainable in the row of
-// the smallest leaf id). Parquet takes run and step from the folder names.
+// batch builds it (rows layout, default options: credit repeat, every leaf
+// trains its whole path). Parquet takes run and step from the folder names.
 type RLRow struct {
 	Run              string    `json:"run" parquet:"-"`
 	Step             uint64    `json:"step" parquet:"-"`

@@ -11,7 +11,7 @@ import (
 // trainBatch is GET /api/v1/runs/{run}/steps/{step}/batch: the step's
 // training batch (package batch) as a safetensors file, read in one
 // transaction and streamed from its arrays. The query takes
-// batch.Options.Query's parameters.
+// batch.Options.Query's parameters (layout, credit, norm, the filters).
 func (s *server) trainBatch(w http.ResponseWriter, r *http.Request) error {
 	step, err := pathID(r, "step")
 	if err != nil {
@@ -32,7 +32,7 @@ func (s *server) trainBatch(w http.ResponseWriter, r *http.Request) error {
 	h := w.Header()
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set("Content-Length", strconv.FormatInt(size, 10))
-	h.Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", fmt.Sprintf("%s-step%d-%s.safetensors", b.Run, step, b.Layout)))
+	h.Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", fmt.Sprintf("%s-step%d-%s-%s.safetensors", b.Run, step, b.Layout, b.Credit)))
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	if _, err := b.WriteTo(w); err != nil {

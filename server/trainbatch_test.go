@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/patrdb/patrdb/batch"
@@ -50,7 +51,8 @@ func TestTrainBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, opts := range []batch.Options{{}, {Layout: batch.Tree}, {Layout: batch.Tree, Groups: []uint64{og.Group.ID}, MinPolicyVersion: 0, ExcludePruned: true}} {
+	for _, opts := range []batch.Options{{}, {Layout: batch.Tree}, {Layout: batch.Tree, Groups: []uint64{og.Group.ID}, MinPolicyVersion: 0, ExcludePruned: true},
+		{Layout: batch.Tree, Credit: batch.Mean, Norm: batch.SeqMeanTokenMean}, {Credit: batch.Owner}} {
 		got, err := e.c.Batch(bg, "r", 1, opts)
 		if err != nil {
 			t.Fatal(err)
@@ -70,12 +72,13 @@ func TestTrainBatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b.Len() != 2 || !slices.Equal(b.InputIDs[:3], []int32{7, 8, 9}) {
-			t.Errorf("%+v: %d rows, tokens %v", opts, b.Len(), b.InputIDs)
+		if b.Len() != 2 || !slices.Equal(b.InputIDs[:3], []int32{7, 8, 9}) || b.Credit != want.Credit || b.Norm != want.Norm {
+			t.Errorf("%+v: %d rows, tokens %v, credit %q %q", opts, b.Len(), b.InputIDs, b.Credit, b.Norm)
 		}
 	}
-	st, h, body := e.call(http.MethodGet, "/api/v1/runs/r/steps/1/batch?layout=tree", nil)
-	if st != http.StatusOK || h.Get("Content-Type") != "application/octet-stream" || h.Get("Content-Length") == "" || len(body) == 0 {
+	st, h, body := e.call(http.MethodGet, "/api/v1/runs/r/steps/1/batch?layout=tree&credit=mean", nil)
+	if st != http.StatusOK || h.Get("Content-Type") != "application/octet-stream" || h.Get("Content-Length") == "" || len(body) == 0 ||
+		!strings.Contains(h.Get("Content-Disposition"), "r-step1-tree-mean.safetensors") {
 		t.Errorf("GET batch: %d %v", st, h)
 	}
 	for path, want := range map[string]int{
@@ -85,6 +88,8 @@ func TestTrainBatch(t *testing.T) {
 		"/api/v1/runs/r/steps/1/batch?layout=packed": http.StatusBadRequest,
 		"/api/v1/runs/r/steps/1/batch?groups=x":      http.StatusBadRequest,
 		"/api/v1/runs/r/steps/1/batch?colour=blue":   http.StatusBadRequest,
+		"/api/v1/runs/r/steps/1/batch?credit=sum":    http.StatusBadRequest,
+		"/api/v1/runs/r/steps/1/batch?norm=seq-mean": http.StatusBadRequest,
 		"/api/v1/runs/r/steps/1/batch?groups=99":     http.StatusNotFound,
 	} {
 		if st, _, body := e.call(http.MethodGet, path, nil); st != want {

@@ -24,6 +24,9 @@ func (r *RunTx) OpenGroup(spec GroupSpec) (Group, error) {
 	if err := validText(spec.Meta, "gold", spec.Gold, "prompt", spec.Prompt, "task", spec.Task); err != nil {
 		return Group{}, r.tx.fail(err)
 	}
+	if err := validTokenIDs("prompt token", spec.PromptTokens); err != nil {
+		return Group{}, r.tx.fail(err)
+	}
 	b, err := r.bucket(bGroups)
 	if err != nil {
 		return Group{}, r.tx.fail(err)

@@ -93,7 +93,7 @@ func textTurn(label string) store.Turn {
 	n := uint32(len(label))
 	return store.Turn{
 		Action:            "act " + label,
-		ActionTokens:      []uint32{n, 0xFFFFFFFF, 7},
+		ActionTokens:      []uint32{n, store.MaxTokenID, 7},
 		ActionLogprobs:    []float32{-0.25, -math.MaxFloat32, -float32(n)},
 		Observation:       "obs " + label,
 		ObservationTokens: []uint32{1, 2, 3, n},

@@ -328,14 +328,17 @@ func (m *modelMachine) AddNode(t *rapid.T) {
 	m.event(store.EvNodeAdd, n)
 }
 
+// tokenID draws a token id the store accepts.
+var tokenID = rapid.Uint32Range(0, store.MaxTokenID)
+
 func genTurn(t *rapid.T, label string) store.Turn {
 	na := rapid.IntRange(0, 5).Draw(t, label+"na")
 	return store.Turn{
 		Action:            rapid.StringN(0, 10, -1).Draw(t, label+"action"),
-		ActionTokens:      rapid.SliceOfN(rapid.Uint32(), na, na).Draw(t, label+"atok"),
+		ActionTokens:      rapid.SliceOfN(tokenID, na, na).Draw(t, label+"atok"),
 		ActionLogprobs:    rapid.SliceOfN(rapid.Float32Range(-30, 0), na, na).Draw(t, label+"alp"),
 		Observation:       rapid.String().Draw(t, label+"obs"),
-		ObservationTokens: rapid.SliceOfN(rapid.Uint32(), 0, 8).Draw(t, label+"otok"),
+		ObservationTokens: rapid.SliceOfN(tokenID, 0, 8).Draw(t, label+"otok"),
 		Reward:            rapid.Float64Range(-1, 1).Draw(t, label+"reward"),
 		Done:              rapid.Bool().Draw(t, label+"done"),
 	}
@@ -352,7 +355,7 @@ func (m *modelMachine) AppendTurns(t *rapid.T) {
 	if n.n.Status != store.NodeActive {
 		want = store.ErrInvalid
 	} else {
-		switch variant(t, 3) {
+		switch variant(t, 4) {
 		case 1:
 			from = n.n.Turns + 1
 			want = store.ErrInvalid
@@ -361,6 +364,10 @@ func (m *modelMachine) AppendTurns(t *rapid.T) {
 			want = store.ErrInvalid
 		case 3:
 			want = store.ErrNotFound
+		case 4:
+			last := &turns[len(turns)-1]
+			last.ObservationTokens = append(last.ObservationTokens, rapid.Uint32Range(store.MaxTokenID+1, math.MaxUint32).Draw(t, "wideid"))
+			want = store.ErrInvalid
 		}
 	}
 	id := n.n.ID
@@ -1038,7 +1045,7 @@ func pathEqual(a, b []store.PathTurn) bool {
 }
 
 // dumpDB serialises every bucket, key, value and sequence of the file.
-func dumpDB(t *rapid.T, db *store.DB) []byte {
+func dumpDB(t interface{ Fatal(...any) }, db *store.DB) []byte {
 	var buf bytes.Buffer
 	var walk func(path string, c *bolt.Cursor, sub func([]byte) *bolt.Bucket)
 	walk = func(path string, c *bolt.Cursor, sub func([]byte) *bolt.Bucket) {

@@ -232,7 +232,7 @@ func TestTurnRoundTrip(t *testing.T) {
 	db := storetest.Open(t)
 	special := store.Turn{
 		Action:            "héllo\x00world", // any bytes, not only UTF-8 text
-		ActionTokens:      []uint32{0, 1, 0xFFFFFFFF, 151643},
+		ActionTokens:      []uint32{0, 1, store.MaxTokenID, 151643},
 		ActionLogprobs:    []float32{0, -1e-30, -math.MaxFloat32, -math.SmallestNonzeroFloat32},
 		Observation:       string(bytes.Repeat([]byte("obs "), 1000)),
 		ObservationTokens: make([]uint32, 1200),

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -80,4 +81,35 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// MaxTokenID is the largest token id the store accepts: 2^31 − 1. Token
+// ids leave the store as int32 (the index type of embedding layers and
+// of a training batch's input_ids), where 2^31 would wrap to −2^31.
+const MaxTokenID = 1<<31 - 1
+
+// validTokenIDs refuses an id above MaxTokenID, naming the first; what
+// says whose ids they are ("action token"). The common case is tested a
+// word at a time, two ids a word, like the turn rule's other checks.
+func validTokenIDs(what string, ids []uint32) error {
+	if tokenIDsFit(ids) {
+		return nil
+	}
+	for i, id := range ids {
+		if id > MaxTokenID {
+			return invalidf("%s %d is %d; token ids must be at most %d (2^31 − 1), the int32 that embedding layers index with", what, i, id, MaxTokenID)
+		}
+	}
+	return nil
+}
+
+// tokenIDsFit reports whether no id has its top bit set.
+func tokenIDsFit(ids []uint32) bool {
+	switch len(ids) {
+	case 0:
+		return true
+	case 1:
+		return ids[0] <= MaxTokenID
+	}
+	return orWords(unsafe.Pointer(unsafe.SliceData(ids)), 4*len(ids))&0x80000000_80000000 == 0
 }

@@ -25,7 +25,7 @@ func TestViewTurns(t *testing.T) {
 	}
 	defer db.Close()
 	turns := []store.Turn{
-		{Action: "a", ActionTokens: []uint32{1, 2, 1 << 31}, ActionLogprobs: []float32{-1, -0.5, 0}, Observation: "o",
+		{Action: "a", ActionTokens: []uint32{1, 2, store.MaxTokenID}, ActionLogprobs: []float32{-1, -0.5, 0}, Observation: "o",
 			ObservationTokens: []uint32{9}, Reward: 0.5, PolicyVersion: 7},
 		{Action: "b", ObservationTokens: []uint32{3, 4}, Done: true},
 	}

@@ -9,8 +9,9 @@ import (
 
 // validTurn is the rule every stored turn keeps: text is valid UTF-8 (a
 // JSON or Parquet reader would otherwise get U+FFFD in its place), the
-// reward is finite, and the logprobs, when given, are one finite value
-// <= 0 per action token (a trainer computes importance ratios from them).
+// reward is finite, token ids are at most MaxTokenID, and the logprobs,
+// when given, are one finite value <= 0 per action token (a trainer
+// computes importance ratios from them).
 //
 // It reads every byte of text and every logprob appended: tested value
 // by value it was nearly a quarter of the instructions patrdb spends
@@ -25,6 +26,10 @@ func validTurn(t *Turn) error {
 		return invalidf("observation text is not valid UTF-8")
 	case !finite(t.Reward):
 		return invalidf("reward %v is not finite", t.Reward)
+	case !tokenIDsFit(t.ActionTokens):
+		return validTokenIDs("action token", t.ActionTokens)
+	case !tokenIDsFit(t.ObservationTokens):
+		return validTokenIDs("observation token", t.ObservationTokens)
 	case len(t.ActionLogprobs) != 0 && len(t.ActionLogprobs) != len(t.ActionTokens):
 		return invalidf("%d action logprobs for %d action tokens (give one per token, or none)", len(t.ActionLogprobs), len(t.ActionTokens))
 	case !logprobsValid(t.ActionLogprobs):
@@ -92,18 +97,24 @@ func validUTF8(s string) bool {
 			or |= uint64(s[i])
 		}
 	} else {
-		p := unsafe.Pointer(unsafe.StringData(s))
-		i := 0
-		for ; i <= n-32; i += 32 {
-			or |= word(p, i) | word(p, i+8) | word(p, i+16) | word(p, i+24)
-		}
-		for ; i <= n-8; i += 8 {
-			or |= word(p, i)
-		}
-		// The last word again, which holds the bytes the loops left.
-		or |= word(p, n-8)
+		or = orWords(unsafe.Pointer(unsafe.StringData(s)), n)
 	}
 	return or&0x80808080_80808080 == 0 || utf8.ValidString(s)
+}
+
+// orWords ORs together the n >= 8 bytes at p, a word at a time, four
+// words an iteration; the last word is read again, which holds the bytes
+// the loops left.
+func orWords(p unsafe.Pointer, n int) uint64 {
+	var or uint64
+	i := 0
+	for ; i <= n-32; i += 32 {
+		or |= word(p, i) | word(p, i+8) | word(p, i+16) | word(p, i+24)
+	}
+	for ; i <= n-8; i += 8 {
+		or |= word(p, i)
+	}
+	return or | word(p, n-8)
 }
 
 // word reads the eight bytes at p+i, which must all lie inside one

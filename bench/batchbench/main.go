@@ -199,7 +199,7 @@ func run(c config, command string) (string, error) {
 		f.row(w)
 	}
 	(&figure{name: "tree layout on the wire vs its per-token arrays", unit: "bytes",
-		got: []float64{float64(wire)}, anchor: []float64{float64(tokenBytes)}, gotName: "safetensors file", anchorName: "input_ids+loss_mask+old_logprobs+advantages+positions",
+		got: []float64{float64(wire)}, anchor: []float64{float64(tokenBytes)}, gotName: "safetensors file", anchorName: "its per-token arrays",
 		target: "≤ 1.1×", max: 1.1}).row(w)
 	actions := 0
 	for _, m := range tree.LossMask {
@@ -207,8 +207,8 @@ func run(c config, command string) (string, error) {
 	}
 	(&figure{name: "tree layout on the wire vs the token ids and action logprobs alone (4 bytes each)", unit: "bytes",
 		got: []float64{float64(wire)}, anchor: []float64{float64(4*len(tree.InputIDs) + 4*actions)}, gotName: "safetensors file", anchorName: "ids + logprobs"}).row(w)
-	fmt.Fprintf(w, "\nNotes: the memcpy anchor copies, between two warm buffers, exactly as many bytes as the rows batch's arrays hold (17 bytes per token: int32 id, uint8 mask, float32 logprob, float32 advantage, int32 position, plus the row tables). The batch side opens a read transaction, walks the step's groups and leaves, checks every stored turn's CRC once and decodes its token arrays straight from the mapped pages into the reused buffers. The per-leaf JSON path is what a Python trainer did before: one GET per group (tree, advantages) and per leaf (trajectory), typed records, Python lists of token ids per row. The tree layout's wire bytes add the JSON header, the segment and row tables to its per-token arrays. Store built in %s (NoSync).\n",
-		built.Round(time.Millisecond))
+	fmt.Fprintf(w, "\nNotes: the memcpy anchor copies, between two warm buffers, exactly as many bytes as the rows batch's arrays hold (%d bytes per token: int32 id, uint8 mask, float32 logprob, advantage and three loss coefficients, int32 position, int64 policy version, int32 turn index, float32 turn reward; plus the row tables). The batch side opens a read transaction, walks the step's groups and leaves, checks every stored turn's CRC once and decodes its token arrays straight from the mapped pages into the reused buffers. The per-leaf JSON path is what a Python trainer did before: one GET per group (tree, advantages) and per leaf (trajectory), typed records, Python lists of token ids per row. The tree layout's wire bytes add the JSON header, the segment and row tables to its per-token arrays. Store built in %s (NoSync).\n",
+		tokenBytes/int64(len(tree.InputIDs)), built.Round(time.Millisecond))
 	fmt.Fprintf(w, "\n%s\n", endMarker)
 	return out.String(), nil
 }
@@ -247,7 +247,17 @@ func arrayBytes(b *batch.Batch) int64 {
 	return n
 }
 
-func tokenArrayBytes(b *batch.Batch) int64 { return int64(len(b.InputIDs)) * 17 }
+// tokenArrayBytes is the bytes of b's per-token arrays (those as long as
+// its token ids).
+func tokenArrayBytes(b *batch.Batch) int64 {
+	var n int64
+	for _, t := range b.Tensors() {
+		if t.Shape[0] == len(b.InputIDs) {
+			n += int64(len(t.Data))
+		}
+	}
+	return n
+}
 
 // serve starts server.Handler on a loopback port.
 func serve(db *store.DB) (string, func(), error) {

@@ -28,21 +28,9 @@ func TestBatchWritesTheStepsBatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		db, err := store.Open(path, &store.Options{ReadOnly: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := batch.ReadDB(db, "patr-4x4", 1, batch.Options{Layout: batch.Layout(layout)})
-		db.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var buf bytes.Buffer
-		if _, err := want.WriteTo(&buf); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, buf.Bytes()) || res.Bytes != int64(len(got)) || res.Rows != want.Len() || res.Rows == 0 || res.Layout != layout {
-			t.Errorf("%s: wrote %d bytes (%+v), batch.ReadDB gives %d", layout, len(got), res, buf.Len())
+		want, wantBytes := packageBatch(t, path, batch.Options{Layout: batch.Layout(layout)})
+		if !bytes.Equal(got, wantBytes) || res.Bytes != int64(len(got)) || res.Rows != want.Len() || res.Rows == 0 || res.Layout != layout {
+			t.Errorf("%s: wrote %d bytes (%+v), batch.ReadDB gives %d", layout, len(got), res, len(wantBytes))
 		}
 		if layout == "tree" && res.TreeTokenRatio <= 1 {
 			t.Errorf("tree token ratio %v: the fixture's leaves share prefixes", res.TreeTokenRatio)
@@ -56,10 +44,52 @@ func TestBatchWritesTheStepsBatch(t *testing.T) {
 			t.Errorf("%s: through the server the file differs (%v)", layout, err)
 		}
 	}
+	// Each credit rule and normalisation: the package's file, which names them.
+	for _, credit := range []string{"repeat", "mean", "owner"} {
+		for _, norm := range []string{"token-mean", "seq-mean-token-mean"} {
+			out := filepath.Join(dir, credit+norm+".safetensors")
+			cli(t, "--db", path, "batch", "patr-4x4", "--step", "1", "--layout", "tree", "--credit", credit, "--norm", norm, "--out", out).ok(t)
+			got, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := batch.Decode(got)
+			if err != nil || string(b.Credit) != credit || string(b.Norm) != norm {
+				t.Fatalf("--credit %s --norm %s: file says %q %q (%v)", credit, norm, b.Credit, b.Norm, err)
+			}
+			_, want := packageBatch(t, path, batch.Options{Layout: batch.Tree, Credit: batch.Credit(credit), Norm: batch.Norm(norm)})
+			if !bytes.Equal(got, want) {
+				t.Errorf("--credit %s --norm %s: the file is not the package's", credit, norm)
+			}
+		}
+	}
 	text := cli(t, "--db", path, "batch", "patr-4x4", "--step", "2", "--out", filepath.Join(dir, "open.safetensors")).ok(t).stdout
+	if !bytes.Contains([]byte(text), []byte("credit repeat, token-mean")) {
+		t.Errorf("the output does not name the credit rule and normalisation:\n%s", text)
+	}
 	if !bytes.Contains([]byte(text), []byte("still open")) {
 		t.Errorf("step 2 has open groups, output does not say so:\n%s", text)
 	}
+}
+
+// packageBatch is step 1 of the fixture's run as package batch reads and
+// writes it.
+func packageBatch(t *testing.T, path string, opts batch.Options) (*batch.Batch, []byte) {
+	t.Helper()
+	db, err := store.Open(path, &store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b, err := batch.ReadDB(db, "patr-4x4", 1, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := b.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return b, buf.Bytes()
 }
 
 func TestBatchErrors(t *testing.T) {
@@ -70,6 +100,8 @@ func TestBatchErrors(t *testing.T) {
 	cli(t, "--db", path, "batch", "patr-4x4", "--step", "1").fails(t, 2, "--out")
 	cli(t, "--db", path, "batch", "patr-4x4", "--step", "x", "--out", out).fails(t, 2, `--step "x"`)
 	cli(t, "--db", path, "batch", "patr-4x4", "--step", "1", "--layout", "packed", "--out", out).fails(t, 2, `--layout "packed"`)
+	cli(t, "--db", path, "batch", "patr-4x4", "--step", "1", "--credit", "sum", "--out", out).fails(t, 2, `--credit "sum"`, "repeat, mean or owner")
+	cli(t, "--db", path, "batch", "patr-4x4", "--step", "1", "--norm", "seq-mean", "--out", out).fails(t, 2, `--norm "seq-mean"`)
 	cli(t, "--db", path, "batch", "patr-4x4", "--step", "1", "--min-policy-version", "3", "--max-policy-version", "2", "--out", out).fails(t, 2, "--min-policy-version")
 	cli(t, "--db", path, "batch", "patr-4x4", "--step", "9", "--out", out).fails(t, 1, "step 9", "no groups")
 	cli(t, "--db", path, "batch", "patr-4x4", "--step", "1", "--groups", "99", "--out", out).fails(t, 1, "group 99")

@@ -1,15 +1,31 @@
 """Training batches as patrdb serves them: safetensors files parsed with the standard library.
 
 A batch file (``GET /api/v1/runs/{run}/steps/{step}/batch``, ``patrdb batch``)
-holds, per token, ``input_ids`` (int32), ``loss_mask`` (uint8, 1 on action
-tokens), ``old_logprobs`` and ``advantages`` (float32, 0 where the mask is 0)
-and ``positions`` (int32); per row (one per leaf) ``row_leaf``, ``row_group``,
-``row_status``, ``row_reward``, ``row_advantage``, ``row_policy_min`` and
-``row_policy_max``. The rows layout delimits rows with ``row_offsets``; the
-tree layout holds every token once, in segments (``seg_offsets``,
-``seg_parent``, ``seg_group``, ``seg_node``, ``seg_owner``) with each row's
-last segment in ``row_segment``. A prefix shared by several rows is trainable
-only in the row of the smallest leaf id (``seg_owner`` in the tree).
+holds, per token, ``input_ids`` (int32), ``loss_mask`` (uint8, 1 where a row
+trains the token), ``old_logprobs`` and ``advantages`` (float32, 0 where the
+mask is 0), ``positions`` (int32), the loss coefficients ``coef_pos``,
+``coef_neg`` and ``loss_weight`` (float32), and ``policy_versions`` (int64),
+``turn_index`` (int32, -1 on prompt tokens) and ``turn_rewards`` (float32, each
+turn's reward on its last action token); per row (one per leaf) ``row_leaf``,
+``row_group``, ``row_status``, ``row_reward``, ``row_advantage``,
+``row_policy_min``, ``row_policy_max`` and ``row_prompt_len``. The rows layout
+delimits rows with ``row_offsets``; the tree layout holds every token once, in
+segments (``seg_offsets``, ``seg_parent``, ``seg_group``, ``seg_node``,
+``seg_owner``) with each row's last segment in ``row_segment``.
+
+A token several leaves share is credited by the batch's ``credit`` rule:
+``repeat`` (the default: every leaf trains its whole path, so the token is
+trained once per leaf below it), ``mean`` (once, in the row of the smallest
+leaf id, with the mean advantage of the leaves below it) or ``owner`` (once,
+with that leaf's advantage). With ratio ``rho = exp(logp - old_logprobs)``, the
+clipped PPO/GRPO loss normalised as the batch's ``norm`` says is, over either
+layout::
+
+    loss = sum(-coef_pos * min(rho, 1 + eps) + coef_neg * max(rho, 1 - eps))
+
+and over the tree it equals the rows loss exactly (the Go package ``batch``
+documents the derivation). ``patrdb_client.arrays`` turns a batch into the
+padded arrays a verl-style trainer takes.
 
 Arrays are numpy arrays (views of the file's bytes) when numpy is
 importable, ``memoryview`` objects cast to the element type otherwise.
@@ -28,7 +44,13 @@ try:  # numpy is optional: the client needs only the standard library
 except ImportError:  # pragma: no cover - depends on the machine
     _np = None
 
-__all__ = ["Batch", "SafetensorsError", "parse_safetensors"]
+__all__ = ["Batch", "SafetensorsError", "parse_safetensors", "weight", "FORMAT", "TOKEN_ARRAYS"]
+
+FORMAT = "patrdb-batch/2"
+
+# The per-token arrays, in the file's order.
+TOKEN_ARRAYS = ("input_ids", "loss_mask", "old_logprobs", "advantages", "positions", "coef_pos", "coef_neg",
+                "loss_weight", "policy_versions", "turn_index", "turn_rewards")
 
 # dtype -> (struct/array format, numpy dtype, size)
 _DTYPES = {"U8": ("B", "<u1", 1), "I32": ("i", "<i4", 4), "I64": ("q", "<i8", 8),
@@ -99,16 +121,32 @@ def parse_safetensors(data: bytes) -> Tuple[Dict[str, Any], Dict[str, str]]:
     return tensors, {str(k): str(v) for k, v in meta.items()}
 
 
+def _f32(x: float) -> float:
+    """x rounded to float32, as the Go writer rounds."""
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def weight(norm: str, tokens: int, rows: int, n: int) -> float:
+    """The weight w_r of every trained token of a row that trains ``n`` tokens:
+    1/tokens (token-mean) or 1/(rows*n) (seq-mean-token-mean), 0 when n is 0."""
+    if n == 0:
+        return 0.0
+    if norm == "seq-mean-token-mean":
+        return 1.0 / (float(rows) * float(n))
+    return 1.0 / float(tokens)
+
+
 class Batch:
     """One step's training batch. ``tensors`` maps each name to its array;
-    ``metadata`` is the file's ``__metadata__`` (run, step, layout, groups,
-    rows, tree_token_ratio, policy versions, ...)."""
+    ``metadata`` is the file's ``__metadata__`` (run, step, layout, credit,
+    loss_norm, groups, rows, tree_token_ratio, policy versions, ...)."""
 
     def __init__(self, data: bytes):
         self.tensors, self.metadata = parse_safetensors(data)
         self.nbytes = len(data)
-        if self.metadata.get("format") != "patrdb-batch/1" or self.layout not in ("rows", "tree"):
-            raise SafetensorsError(f"not a patrdb batch file (format {self.metadata.get('format')!r})")
+        if self.metadata.get("format") != FORMAT or self.layout not in ("rows", "tree"):
+            raise SafetensorsError(f"not a {FORMAT} batch file (format {self.metadata.get('format')!r}); "
+                                   "write it again with this version's patrdb batch")
 
     @classmethod
     def load(cls, path: str) -> "Batch":
@@ -119,6 +157,14 @@ class Batch:
     @property
     def layout(self) -> str:
         return self.metadata.get("layout", "")
+
+    @property
+    def credit(self) -> str:
+        return self.metadata.get("credit", "")
+
+    @property
+    def norm(self) -> str:
+        return self.metadata.get("loss_norm", "")
 
     @property
     def run(self) -> str:
@@ -135,26 +181,36 @@ class Batch:
         return self.tensors[name]
 
     def row(self, i: int) -> Dict[str, List]:
-        """Row ``i`` as lists: input_ids, loss_mask, old_logprobs, advantages, positions.
-        In the tree layout the row is expanded from its segments, masked where
-        it does not own them, so it equals the rows layout's row ``i``."""
+        """Row ``i``'s per-token arrays as lists (``TOKEN_ARRAYS``). In the tree layout
+        the row is expanded from its segments and trained as the credit rule says
+        (every segment with the row's advantage under ``repeat``; the segments it owns,
+        with the tree's advantage, under ``mean`` and ``owner``), its coefficients
+        computed for the row: it equals the rows layout's row ``i``."""
         t = self.tensors
-        names = ("input_ids", "loss_mask", "old_logprobs", "advantages", "positions")
         if self.layout == "rows":
             lo, hi = int(t["row_offsets"][i]), int(t["row_offsets"][i + 1])
-            return {n: list(t[n][lo:hi]) for n in names}
+            return {n: list(t[n][lo:hi]) for n in TOKEN_ARRAYS}
         path = []
         s = int(t["row_segment"][i])
         while s >= 0:
             path.append(s)
             s = int(t["seg_parent"][s])
-        out: Dict[str, List] = {n: [] for n in names}
+        out: Dict[str, List] = {n: [] for n in TOKEN_ARRAYS}
+        repeat = self.credit == "repeat"
+        row_adv = _f32(float(t["row_advantage"][i]))
         for s in reversed(path):
             lo, hi = int(t["seg_offsets"][s]), int(t["seg_offsets"][s + 1])
-            owned = int(t["seg_owner"][s]) == i
-            for n in names:
-                if owned or n in ("input_ids", "positions"):
-                    out[n].extend(t[n][lo:hi])
-                else:
-                    out[n].extend([0] * (hi - lo))
+            trained = repeat or int(t["seg_owner"][s]) == i
+            for n in ("input_ids", "positions", "policy_versions", "turn_index", "turn_rewards"):
+                out[n].extend(t[n][lo:hi])
+            for j in range(lo, hi):
+                m = int(t["loss_mask"][j]) if trained else 0
+                out["loss_mask"].append(m)
+                out["old_logprobs"].append(float(t["old_logprobs"][j]) if m else 0.0)
+                out["advantages"].append((row_adv if repeat else float(t["advantages"][j])) if m else 0.0)
+        w = weight(self.norm, int(self.metadata["loss_tokens"]), int(self.metadata["loss_rows"]), sum(out["loss_mask"]))
+        for m, a in zip(out["loss_mask"], out["advantages"]):
+            out["coef_pos"].append(_f32(w * a) if m and a > 0 else 0.0)
+            out["coef_neg"].append(_f32(w * -a) if m and a < 0 else 0.0)
+            out["loss_weight"].append(_f32(w) if m else 0.0)
         return out

@@ -373,11 +373,14 @@ class Client:
 
     def batch(self, run: str, step: int, layout: str = "rows", groups: Optional[Sequence[int]] = None,
               exclude_pruned: bool = False, exclude_truncated: bool = False, include_failed: bool = False,
-              min_policy_version: int = 0, max_policy_version: int = 0) -> Batch:
+              min_policy_version: int = 0, max_policy_version: int = 0, credit: str = "repeat",
+              norm: str = "token-mean") -> Batch:
         """The training batch of ``step`` (its closed groups' leaves), ``layout`` "rows"
-        (one row per leaf, whole sequence) or "tree" (every token once), parsed from the
-        safetensors file the server streams; see ``patrdb_client.batch``."""
-        q: Dict[str, Any] = {"layout": layout}
+        (one row per leaf, whole sequence) or "tree" (every token once), ``credit`` on
+        shared tokens "repeat", "mean" or "owner", loss coefficients normalised
+        ``norm`` "token-mean" or "seq-mean-token-mean", parsed from the safetensors
+        file the server streams; see ``patrdb_client.batch``."""
+        q: Dict[str, Any] = {"layout": layout, "credit": credit, "norm": norm}
         if groups is not None:
             q["groups"] = ",".join(str(int(g)) for g in groups)
         for name, on in (("exclude_pruned", exclude_pruned), ("exclude_truncated", exclude_truncated),

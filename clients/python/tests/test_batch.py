@@ -8,6 +8,7 @@ import subprocess
 import unittest
 
 from patrdb_client import Batch, BadRequest, NotFound, SafetensorsError, parse_safetensors
+from patrdb_client.batch import TOKEN_ARRAYS, weight
 
 from . import test_client as tc
 
@@ -24,51 +25,106 @@ def f32(x):
     return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
+FLOATS = ("old_logprobs", "advantages", "coef_pos", "coef_neg", "loss_weight", "turn_rewards")
+
+
+CREDITS = [(c, n) for c in ("repeat", "mean", "owner") for n in ("token-mean", "seq-mean-token-mean")]
+
+
+def grow_step(test, step, groups=2):
+    """Grows step of run r1 with the toy agent, prompt tokens [900+g, 901, 902] and
+    policy version step+4."""
+    tasks = tc.toy_worker.toy_tasks(groups)
+    for g, t in enumerate(tasks):
+        t.prompt_tokens = [900 + g, 901, 902]
+    tc.grow(test.client, "r1", step, task_list=tasks, policy_version=step + 4)
+    for g, grp in enumerate(test.client.groups("r1", step)):
+        test.assertEqual(grp.prompt_tokens, [900 + g, 901, 902])
+
+
 class BatchTest(tc.ServedTest):
     def grow_step(self, step, groups=2):
-        tasks = tc.toy_worker.toy_tasks(groups)
-        for g, t in enumerate(tasks):
-            t.prompt_tokens = [900 + g, 901, 902]
-        tc.grow(self.client, "r1", step, task_list=tasks)
-        for g, grp in enumerate(self.client.groups("r1", step)):
-            self.assertEqual(grp.prompt_tokens, [900 + g, 901, 902])
+        grow_step(self, step, groups)
 
-    def rebuild(self, step):
-        """What a trainer builds by hand: one row per leaf from its trajectory, each
-        shared turn trainable only in the row of the smallest leaf id."""
-        rows = []
+    def rebuild(self, step, credit="repeat", norm="token-mean"):
+        """What a trainer builds by hand from trajectories: one row per leaf, each shared
+        turn trained as the credit rule says, the loss coefficients normalised by norm."""
+        leaves, sharers, owner = [], {}, {}
         for g in self.client.groups("r1", step):
             tree = self.client.tree("r1", g.id)
             advs = {a.leaf: a.advantage for a in self.client.advantages("r1", step=step, group=g.id)}
-            owner = {}
             for n in sorted(tree.nodes, key=lambda n: n.id):
                 if n.status not in ("completed", "pruned", "truncated"):
                     continue
-                row = {"input_ids": list(g.prompt_tokens), "loss_mask": [0] * len(g.prompt_tokens)}
-                row["old_logprobs"] = [0.0] * len(g.prompt_tokens)
-                row["advantages"] = [0.0] * len(g.prompt_tokens)
-                for pt in self.client.trajectory("r1", n.id).turns:
-                    own = owner.setdefault((pt.node, pt.index), n.id) == n.id
-                    for i, tok in enumerate(pt.action_tokens):
-                        row["input_ids"].append(tok)
-                        row["loss_mask"].append(1 if own else 0)
-                        row["old_logprobs"].append(f32(pt.action_logprobs[i]) if own else 0.0)
-                        row["advantages"].append(f32(advs[n.id]) if own else 0.0)
-                    for tok in pt.observation_tokens:
-                        row["input_ids"].append(tok)
-                        row["loss_mask"].append(0)
-                        row["old_logprobs"].append(0.0)
-                        row["advantages"].append(0.0)
-                row["positions"] = list(range(len(row["input_ids"])))
-                rows.append((n.id, row))
+                turns = self.client.trajectory("r1", n.id).turns
+                leaves.append((n.id, g, advs[n.id], turns))
+                for pt in turns:
+                    owner.setdefault((pt.node, pt.index), len(leaves) - 1)
+                    sharers.setdefault((pt.node, pt.index), []).append(len(leaves) - 1)
+
+        def trains(r, k):
+            return credit == "repeat" or owner[k] == r
+
+        def adv_of(r, k):
+            if credit == "mean":
+                return f32(sum(leaves[s][2] for s in sharers[k]) / len(sharers[k]))
+            return f32(leaves[r][2])
+
+        trained = [sum(len(pt.action_tokens) for pt in turns if trains(r, (pt.node, pt.index)))
+                   for r, (_, _, _, turns) in enumerate(leaves)]
+        n_tokens, n_rows = sum(trained), sum(1 for n in trained if n)
+        rows = []
+        for r, (leaf, g, _, turns) in enumerate(leaves):
+            w = weight(norm, n_tokens, n_rows, trained[r])
+            row = {k: [] for k in TOKEN_ARRAYS}
+
+            def add(tok, version, turn, reward=0.0, lp=None, a=0.0):
+                row["input_ids"].append(tok)
+                row["policy_versions"].append(version)
+                row["turn_index"].append(turn)
+                row["turn_rewards"].append(reward)
+                row["loss_mask"].append(0 if lp is None else 1)
+                row["old_logprobs"].append(0.0 if lp is None else lp)
+                row["advantages"].append(a)
+                row["coef_pos"].append(f32(w * a) if lp is not None and a > 0 else 0.0)
+                row["coef_neg"].append(f32(-w * a) if lp is not None and a < 0 else 0.0)
+                row["loss_weight"].append(f32(w) if lp is not None else 0.0)
+
+            for tok in g.prompt_tokens:
+                add(tok, 0, -1)
+            for ti, pt in enumerate(turns):
+                k = (pt.node, pt.index)
+                for i, tok in enumerate(pt.action_tokens):
+                    last = f32(pt.reward) if i == len(pt.action_tokens) - 1 else 0.0
+                    if trains(r, k):
+                        add(tok, pt.policy_version, ti, last, f32(pt.action_logprobs[i]), adv_of(r, k))
+                    else:
+                        add(tok, pt.policy_version, ti, last)
+                for tok in pt.observation_tokens:
+                    add(tok, pt.policy_version, ti)
+            row["positions"] = list(range(len(row["input_ids"])))
+            rows.append((leaf, row))
         return rows
+
+    def as_lists(self, row):
+        return {k: [float(x) if k in FLOATS else int(x) for x in v] for k, v in row.items()}
 
     def test_rows_and_tree_equal_the_trajectories(self):
         self.grow_step(1)
-        want = self.rebuild(1)
+        for credit, norm in CREDITS:
+            want = self.rebuild(1, credit, norm)
+            rows = self.client.batch("r1", 1, credit=credit, norm=norm)
+            tree = self.client.batch("r1", 1, layout="tree", credit=credit, norm=norm)
+            self.assertEqual((rows.run, rows.step, rows.layout, tree.layout, rows.credit, tree.norm),
+                             ("r1", 1, "rows", "tree", credit, norm))
+            self.assertEqual(len(rows), len(want))
+            self.assertEqual([int(x) for x in rows["row_leaf"]], [leaf for leaf, _ in want])
+            for i, (leaf, row) in enumerate(want):
+                self.assertEqual(self.as_lists(rows.row(i)), row, f"{credit} {norm}: row {i} (leaf {leaf})")
+                self.assertEqual(self.as_lists(tree.row(i)), row, f"{credit} {norm}: tree row {i} (leaf {leaf})")
+            self.assertEqual(int(rows.metadata["loss_tokens"]), sum(sum(r["loss_mask"]) for _, r in want))
         rows = self.client.batch("r1", 1)
         tree = self.client.batch("r1", 1, layout="tree")
-        self.assertEqual((rows.run, rows.step, rows.layout, tree.layout), ("r1", 1, "rows", "tree"))
         try:
             import numpy
             self.assertIsInstance(rows["input_ids"], numpy.ndarray)
@@ -76,19 +132,16 @@ class BatchTest(tc.ServedTest):
         except ImportError:
             self.assertIsInstance(rows["input_ids"], memoryview)
             self.assertEqual((rows["input_ids"].format, rows["old_logprobs"].format), ("i", "f"))
-        self.assertEqual(len(rows), len(want))
-        self.assertEqual([int(x) for x in rows["row_leaf"]], [leaf for leaf, _ in want])
-        for i, (leaf, row) in enumerate(want):
-            got = {k: [float(x) if k in ("old_logprobs", "advantages") else int(x) for x in v]
-                   for k, v in rows.row(i).items()}
-            self.assertEqual(got, row, f"row {i} (leaf {leaf})")
-            self.assertEqual({k: list(v) for k, v in tree.row(i).items()}, {k: list(v) for k, v in rows.row(i).items()})
+        self.assertEqual(rows.credit, "repeat")
+        self.assertEqual([int(x) for x in rows["row_prompt_len"]], [3] * len(rows))
+        self.assertEqual({int(x) for x in rows["policy_versions"]}, {0, 5})
+        self.assertGreater(sum(1 for x in rows["turn_rewards"] if float(x) == 0.25), 0)
         self.assertLess(len(tree["input_ids"]), len(rows["input_ids"]))
         self.assertGreater(float(tree.metadata["tree_token_ratio"]), 1.0)
         self.assertEqual(tree.metadata["tokens_packed"], str(len(tree["input_ids"])))
         # Filters: pruned leaves left out, one group only.
         pruned = sum(1 for s in rows["row_status"] if int(s) == 1)
-        self.assertEqual(len(self.client.batch("r1", 1, exclude_pruned=True)), len(want) - pruned)
+        self.assertEqual(len(self.client.batch("r1", 1, exclude_pruned=True)), len(rows) - pruned)
         first = int(rows["row_group"][0])
         one = self.client.batch("r1", 1, groups=[first])
         self.assertEqual({int(g) for g in one["row_group"]}, {first})
@@ -125,6 +178,10 @@ class BatchTest(tc.ServedTest):
             self.client.batch("r1", 9)
         with self.assertRaises(BadRequest):
             self.client.batch("r1", 1, layout="packed")
+        with self.assertRaises(BadRequest):
+            self.client.batch("r1", 1, credit="sum")
+        with self.assertRaises(BadRequest):
+            self.client.batch("r1", 1, norm="seq-mean")
         with self.assertRaises(NotFound):
             self.client.batch("nope", 1)
         data = self.client.fetch("GET", "/api/v1/runs/r1/steps/1/batch")[1]

@@ -96,13 +96,13 @@ def toy(client, run, name, **kw):
                          max_branches=kw.pop("max_branches", 3), poll=0.01, **kw)
 
 
-def grow(client, run, step, workers=2, tasks=2, task_list=None):
-    """Opens step with the toy tasks (or task_list), grows it with worker threads,
-    closes it."""
+def grow(client, run, step, workers=2, tasks=2, task_list=None, **kw):
+    """Opens step with the toy tasks (or task_list), grows it with worker threads
+    (made with toy's keyword arguments kw), closes it."""
     import threading
     d = StepDriver(client, run, poll=0.02)
     d.open(step, task_list if task_list is not None else toy_worker.toy_tasks(tasks))
-    ws = [toy(client, run, f"w{i}") for i in range(workers)]
+    ws = [toy(client, run, f"w{i}", **kw) for i in range(workers)]
     errors = []
 
     def work(w):
