@@ -27,6 +27,7 @@ __version__ = "0.2.0"
 # The oldest server API this client can use, (major, minor): the major is
 # the /api/v<major> prefix; a minor adds endpoints (1.1: the /api/v1/ index).
 MIN_API_VERSION = (1, 1)
+PACKED_SINCE = (1, 5)  # the API version that reads and writes packed token arrays
 
 
 class PatrdbError(Exception):
@@ -216,6 +217,22 @@ class Client:
         """The server's API version once checked ("" when checking is off)."""
         return self._api_version
 
+    def packed(self) -> bool:
+        """Whether the server reads and writes packed token arrays (API 1.5 on):
+        then turns travel as base64 of their little-endian words, not as arrays
+        of numbers, both ways."""
+        version = self._api_version
+        if version is None:
+            version = self.check_version()
+        try:
+            major, minor = (int(x) for x in (version or "").split(".")[:2])
+        except ValueError:
+            return False
+        return (major, minor) >= PACKED_SINCE
+
+    def _tokens(self) -> Dict[str, Any]:
+        return {"tokens": "packed"} if self.packed() else {}
+
     # ---- transport ----
 
     def request(self, method: str, path: str, body: Optional[Dict[str, Any]] = None,
@@ -341,7 +358,7 @@ class Client:
         return from_json(NodeInfo, self._get(self._run(run, "nodes", node)))
 
     def trajectory(self, run: str, node: int) -> Trajectory:
-        return from_json(Trajectory, self._get(self._run(run, "nodes", node, "trajectory")))
+        return from_json(Trajectory, self._get(self._run(run, "nodes", node, "trajectory"), **self._tokens()))
 
     def frontier(self, run: str, step: int = 0) -> List[Node]:
         """The active nodes (of one step, or all): what a resume continues."""
@@ -474,7 +491,7 @@ class Client:
             body["policy_version"] = int(policy_version)
         if have:
             body["have"] = [{"node": int(n), "path_len": int(k)} for n, k in have]
-        return [from_json(Lease, x) for x in self.request("POST", self._run(run, "leases"), body)[1]["leases"]]
+        return [from_json(Lease, x) for x in self.request("POST", self._run(run, "leases"), body, query=self._tokens())[1]["leases"]]
 
     def renew_leases(self, run: str, worker: str, leases: Sequence[str]) -> List[LeaseState]:
         """A heartbeat: each lease ``worker`` still holds lasts its TTL from now
@@ -503,7 +520,7 @@ class Client:
         """The branches of ``step`` that wait for a remote process score
         (``scores``) or a deferred outcome reward (``rewards``), each with its
         path when ``history``. Listing them starts their pending timeout."""
-        q = {"history": "1" if history else "0"}
+        q = {"history": "1" if history else "0", **self._tokens()}
         return from_json(PendingResult, self._get(self._run(run, "steps", step, "pending"), **q))
 
     def submit_rewards(self, run: str, rewards: Sequence[Union[RewardSubmission, Mapping[str, Any]]],
@@ -536,7 +553,8 @@ class Client:
         """Submits leased work in one transaction: turns, scores, outcome rewards,
         failures. One refused submission refuses all (nothing is written); the
         server routes every group whose interval the submit completed."""
-        subs = [s.to_json() if isinstance(s, Submission) else dict(s) for s in submissions]
+        packed = self.packed()
+        subs = [s.to_json(packed) if isinstance(s, Submission) else dict(s) for s in submissions]
         for s in subs:
             for i, t in enumerate(s.get("turns", ())):
                 _check_finite(t.get("reward", 0.0), f"node {s.get('node')} turn {i} reward")

@@ -7,11 +7,13 @@ not know, so a newer server does not break an older client.
 
 from __future__ import annotations
 
+import array
 import base64
 import dataclasses
+import sys
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 __all__ = [
     "from_json", "Health", "Run", "BucketSize", "RunSummary", "StepMetrics", "Group", "Score",
@@ -26,6 +28,25 @@ __all__ = [
 ]
 
 
+def unpack_words(text: str, kind: str) -> List[Any]:
+    """A packed token array (base64 of little-endian 4-byte words): ids
+    (kind "I") or logprobs ("f"), as a list."""
+    a = array.array(kind)
+    a.frombytes(base64.b64decode(text))
+    if sys.byteorder != "little":
+        a.byteswap()
+    return a.tolist()
+
+
+def pack_words(values: Sequence[Any], kind: str) -> str:
+    """Values as a packed token array: base64 of their little-endian 4-byte
+    words (kind "I" for ids, "f" for logprobs)."""
+    a = array.array(kind, values)
+    if sys.byteorder != "little":
+        a.byteswap()
+    return base64.b64encode(a.tobytes()).decode("ascii")
+
+
 def _convert(tp: Any, value: Any) -> Any:
     if value is None:
         return None
@@ -35,6 +56,10 @@ def _convert(tp: Any, value: Any) -> Any:
         inner = [a for a in args if a is not type(None)]
         return _convert(inner[0], value) if inner else value
     if origin in (list, List):
+        if args and args[0] in (int, float) and isinstance(value, str):  # packed tokens or logprobs
+            return unpack_words(value, "I" if args[0] is int else "f")
+        if args and args[0] in (int, str, bool):
+            return list(value)
         return [_convert(args[0], v) for v in value] if args else list(value)
     if origin in (dict, Dict):
         return {k: _convert(args[1], v) for k, v in value.items()} if args else dict(value)
@@ -245,17 +270,20 @@ class Turn:
     done: bool = False
     policy_version: int = 0  # the weights that sampled the action
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self, packed: bool = False) -> Dict[str, Any]:
+        """The turn as the API reads it; ``packed`` writes its token arrays as
+        base64 of their little-endian words (servers of API 1.5 on)."""
         out: Dict[str, Any] = {"action": self.action, "observation": self.observation,
                                "reward": float(self.reward), "done": bool(self.done)}
         if self.policy_version:
             out["policy_version"] = int(self.policy_version)
-        if self.action_tokens:
-            out["action_tokens"] = [int(t) for t in self.action_tokens]
-        if self.action_logprobs:
-            out["action_logprobs"] = [float(x) for x in self.action_logprobs]
-        if self.observation_tokens:
-            out["observation_tokens"] = [int(t) for t in self.observation_tokens]
+        for name, kind in (("action_tokens", "I"), ("action_logprobs", "f"), ("observation_tokens", "I")):
+            values = getattr(self, name)
+            if len(values):
+                if packed:
+                    out[name] = pack_words(values, kind)
+                else:
+                    out[name] = [int(t) for t in values] if kind == "I" else [float(x) for x in values]
         return out
 
 
@@ -483,12 +511,12 @@ class Submission:
     worker: str = ""  # the worker the lease was granted to
     reward_pending: bool = False  # the branch ends with its reward to come (submit_rewards)
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self, packed: bool = False) -> Dict[str, Any]:
         out: Dict[str, Any] = {"lease": self.lease, "worker": self.worker, "node": int(self.node), "from": int(self.from_)}
         if self.reward_pending:
             out["reward_pending"] = True
         if self.turns:
-            out["turns"] = [t.to_json() if isinstance(t, Turn) else dict(t) for t in self.turns]
+            out["turns"] = [t.to_json(packed) if isinstance(t, Turn) else dict(t) for t in self.turns]
         if self.env_state is not None:
             out["env_state"] = base64.b64encode(self.env_state).decode()
         if self.score is not None:
