@@ -1,8 +1,8 @@
 package api
 
 import (
+	"encoding"
 	"encoding/base64"
-	"encoding/json"
 
 	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
@@ -28,20 +28,19 @@ const TokensPacked = "packed"
 // PackedIDs are token ids written packed.
 type PackedIDs []uint32
 
-// MarshalJSON writes the ids as base64 of their little-endian words.
-func (p PackedIDs) MarshalJSON() ([]byte, error) { return b64JSON(store.PackWords(p)), nil }
+// MarshalText writes the ids as base64 of their little-endian words (a
+// text marshaler: encoding/json writes it as a string without parsing it
+// again, as it would a MarshalJSON's output).
+func (p PackedIDs) MarshalText() ([]byte, error) { return b64(store.PackWords(p)), nil }
 
 // PackedLogprobs are logprobs written packed.
 type PackedLogprobs []float32
 
-// MarshalJSON writes the logprobs as base64 of their little-endian words.
-func (p PackedLogprobs) MarshalJSON() ([]byte, error) { return b64JSON(store.PackFloats(p)), nil }
+// MarshalText writes the logprobs as base64 of their little-endian words.
+func (p PackedLogprobs) MarshalText() ([]byte, error) { return b64(store.PackFloats(p)), nil }
 
-func b64JSON(words []byte) []byte {
-	out := make([]byte, 0, base64.StdEncoding.EncodedLen(len(words))+2)
-	out = append(out, '"')
-	out = base64.StdEncoding.AppendEncode(out, words)
-	return append(out, '"')
+func b64(words []byte) []byte {
+	return base64.StdEncoding.AppendEncode(make([]byte, 0, base64.StdEncoding.EncodedLen(len(words))), words)
 }
 
 // PackedTurn is a store.Turn whose token arrays are written packed: the
@@ -147,4 +146,4 @@ type (
 	}
 )
 
-var _ json.Marshaler = PackedIDs(nil)
+var _ encoding.TextMarshaler = PackedIDs(nil)

@@ -46,8 +46,17 @@ type Client struct {
 const DefaultCheckWait = 30 * time.Minute
 
 // New returns a client of the server at base.
+//
+// Its HTTP client does not ask for gzip-encoded replies: between a trainer
+// and its server (a loopback, a cluster's network) compressing megabytes of
+// trajectories costs both ends more CPU than the bytes saved; give HTTP a
+// client of your own (http.DefaultTransport asks for gzip) across a slow
+// link.
 func New(base string) *Client {
-	return &Client{Base: strings.TrimRight(base, "/"), HTTP: &http.Client{Timeout: 60 * time.Second}, Backoff: 100 * time.Millisecond}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DisableCompression = true
+	return &Client{Base: strings.TrimRight(base, "/"), HTTP: &http.Client{Timeout: 60 * time.Second, Transport: t},
+		Backoff: 100 * time.Millisecond}
 }
 
 // APIError is a non-2xx answer. It matches store.ErrNotFound (404),

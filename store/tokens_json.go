@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -64,11 +65,15 @@ func unpackJSON(b []byte) (packed []byte, ok bool, err error) {
 	if len(b) == 0 || b[0] != '"' {
 		return nil, false, nil
 	}
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, true, err
+	text := b[1 : len(b)-1] // base64 needs no escapes; a writer that used some is unquoted
+	if bytes.IndexByte(text, '\\') >= 0 {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return nil, true, err
+		}
+		text = []byte(s)
 	}
-	packed, err = base64.StdEncoding.DecodeString(s)
+	packed, err = base64.StdEncoding.AppendDecode(make([]byte, 0, base64.StdEncoding.DecodedLen(len(text))), text)
 	if err != nil {
 		return nil, true, fmt.Errorf("packed words are not base64: %v", err)
 	}
