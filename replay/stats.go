@@ -339,16 +339,16 @@ func (p *PoolTracker) observeEvents(r *store.RunTx, from uint64, advSteps map[ui
 			}
 		}
 		var rb *store.Rubric
-		switch e.Kind {
-		case store.EvRubricPut, store.EvRubricUpdate, store.EvRubricMove:
-			rb = new(store.Rubric)
-			if err := store.DecodePayload(e, rb); err != nil {
-				return err
+		if e.Rubric != 0 { // a rubric's own events name it; the rest need no look-up
+			if rec, ok := store.RecordFor(e.Kind).(*store.Rubric); ok {
+				if err := store.DecodePayload(e, rec); err != nil {
+					return err
+				}
+				rb = rec
 			}
-		case store.EvAdvantage:
-			if advSteps != nil {
-				advSteps[e.Step] = true
-			}
+		}
+		if e.Kind == store.EvAdvantage && advSteps != nil {
+			advSteps[e.Step] = true
 		}
 		p.Observe(e.Step, rb)
 		next = e.Seq + 1

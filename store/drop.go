@@ -125,10 +125,10 @@ func (r *RunTx) dropEvents(from, through uint64) (cut uint64, n int, err error) 
 			return 0, 0, err
 		}
 		drop := false
-		switch e.Kind {
-		case EvRunCreate, EvRunStatus, EvRunDrop:
+		switch recordOf(e.Kind) {
+		case recRun:
 			drop = true // the drop writes the run record again
-		case EvRubricPut, EvRubricUpdate, EvRubricMove:
+		case recRubric:
 			if prev, ok := rubrics[e.Rubric]; ok {
 				gone = append(gone, prev.key)
 			}

@@ -165,8 +165,8 @@ func migrateRun(ctx context.Context, from, to *DB, id string, res *MigrateResult
 		if err := decodeEvent(path+bEvents, k, v, &e, nil); err != nil {
 			return nil, nil, err
 		}
-		switch e.Kind {
-		case EvNodeAdd, EvNodeScore, EvNodeRoute, EvNodeStatus, EvNodeReward, EvNodeEnvState:
+		switch recordOf(e.Kind) {
+		case recNode:
 			var n Node
 			if err := DecodePayload(e, &n); err != nil {
 				return nil, nil, err
@@ -174,7 +174,7 @@ func migrateRun(ctx context.Context, from, to *DB, id string, res *MigrateResult
 			ranges(&n)
 			turns[n.ID] = n.Turns
 			e.Payload = encodeNode(&n)[headerLen:]
-		case EvTurns:
+		case recTurns:
 			var p TurnsPayload
 			if err := DecodePayload(e, &p); err != nil {
 				return nil, nil, err

@@ -319,7 +319,8 @@ func decodeRemoteEvent(re remoteEvent) (logEvent, error) {
 	if len(re.Payload) > 0 && string(re.Payload) != "null" {
 		e.sent = re.Payload
 	}
-	if !replay.StoreKind(re.Kind) {
+	rec := store.RecordFor(re.Kind)
+	if rec == nil {
 		return e, nil
 	}
 	bad := func(err error) (logEvent, error) {
@@ -334,9 +335,7 @@ func decodeRemoteEvent(re remoteEvent) (logEvent, error) {
 	if json.Unmarshal(re.Payload, &undecodable) == nil && undecodable.Undecodable != "" {
 		return bad(fmt.Errorf("%s", undecodable.Undecodable))
 	}
-	var rec any
-	switch re.Kind {
-	case store.EvRunCreate, store.EvRunStatus, store.EvRunVersion, store.EvRunDrop:
+	if _, ok := rec.(*store.Run); ok { // sent with its config as a JSON value
 		var rj api.RunJSON
 		if err := json.Unmarshal(re.Payload, &rj); err != nil {
 			return bad(err)
@@ -344,18 +343,6 @@ func decodeRemoteEvent(re remoteEvent) (logEvent, error) {
 		run := rj.Record()
 		e.Record = &run
 		return e, nil
-	case store.EvGroupOpen, store.EvGroupUpdate, store.EvGroupClose:
-		rec = new(store.Group)
-	case store.EvTurns:
-		rec = new(store.TurnsPayload)
-	case store.EvAdvantage:
-		rec = new(store.Advantage)
-	case store.EvRubricPut, store.EvRubricUpdate, store.EvRubricMove:
-		rec = new(store.Rubric)
-	case store.EvCheckpoint:
-		rec = new(store.Checkpoint)
-	default: // the node kinds
-		rec = new(store.Node)
 	}
 	if err := json.Unmarshal(re.Payload, rec); err != nil {
 		return bad(err)
