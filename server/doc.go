@@ -54,7 +54,8 @@
 // # Writes
 //
 // Every write body carries "client_key". The first answer to a key is kept
-// (a KindReply event in the same transaction as the write); repeating the
+// (store.RunTx.PutReply, in the same transaction as the write, found again
+// by key in the run's reply index, however long its log); repeating the
 // request returns it byte for byte with "Idempotent-Replay: true" and
 // writes nothing; the same key with a different request is a 409.
 //

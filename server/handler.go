@@ -13,15 +13,14 @@ import (
 
 // server is the state behind one Handler.
 type server struct {
-	db      *store.DB
-	opts    Options
-	replies replyIndex // touched only by the batch leader
-	batch   batcher
-	coords  coordinators
-	mux     *http.ServeMux
-	token   [sha256.Size]byte // sha256 of Options.Token, compared in constant time
-	ops     *operations       // routes, metrics, access log
-	steps   stepFollowers     // per-step figures kept up to date per run
+	db     *store.DB
+	opts   Options
+	batch  batcher
+	coords coordinators
+	mux    *http.ServeMux
+	token  [sha256.Size]byte // sha256 of Options.Token, compared in constant time
+	ops    *operations       // routes, metrics, access log
+	steps  stepFollowers     // per-step figures kept up to date per run
 	soundness
 }
 
@@ -52,7 +51,7 @@ func NewHandler(db *store.DB, opts Options) (http.Handler, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	s := &server{db: db, opts: opts.withDefaults(), replies: replyIndex{runs: map[string]map[string]uint64{}}}
+	s := &server{db: db, opts: opts.withDefaults()}
 	if s.opts.Token != "" {
 		s.token = sha256.Sum256([]byte(s.opts.Token))
 	}

@@ -47,11 +47,6 @@ func EventView(e store.Event) EventJSON {
 				v = runJSON(*r)
 			}
 		}
-	case e.Kind == KindReply:
-		var rr replyRecord
-		if err = store.DecodePayload(e, &rr); err == nil {
-			v = replyJSON{Key: rr.Key, Op: rr.Op, Status: rr.Status, Body: rawJSON(rr.Body)}
-		}
 	default:
 		err = msgpack.Unmarshal(e.Payload, &v)
 		v = jsonSafe(v)
@@ -63,13 +58,6 @@ func EventView(e store.Event) EventJSON {
 	}
 	out.Payload = v
 	return out
-}
-
-type replyJSON struct {
-	Key    string          `json:"client_key"`
-	Op     string          `json:"op"`
-	Status int             `json:"status"`
-	Body   json.RawMessage `json:"body"`
 }
 
 // jsonSafe turns what a generic msgpack decode produces (maps with

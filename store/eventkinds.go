@@ -19,6 +19,7 @@ const (
 	recAdvantage
 	recRubric
 	recCheckpoint
+	recReply
 )
 
 var eventKinds = [...]struct {
@@ -44,6 +45,7 @@ var eventKinds = [...]struct {
 	{EvRubricUpdate, recRubric},
 	{EvRubricMove, recRubric},
 	{EvCheckpoint, recCheckpoint},
+	{EvReply, recReply},
 }
 
 // EventKinds returns the store's own event kinds, those whose payload is
@@ -58,8 +60,8 @@ func EventKinds() []EventKind {
 
 // RecordFor returns a new zero record of the type an event of kind k holds
 // as its payload — *Run, *Group, *Node, *TurnsPayload (EvTurns),
-// *Advantage, *Rubric or *Checkpoint, for DecodePayload — or nil for a
-// kind defined above the store.
+// *Advantage, *Rubric, *Checkpoint or *Reply, for DecodePayload — or nil
+// for a kind defined above the store.
 func RecordFor(k EventKind) any {
 	switch recordOf(k) {
 	case recRun:
@@ -76,6 +78,8 @@ func RecordFor(k EventKind) any {
 		return new(Rubric)
 	case recCheckpoint:
 		return new(Checkpoint)
+	case recReply:
+		return new(Reply)
 	}
 	return nil
 }

@@ -46,6 +46,9 @@ func TestEventKindTableCoversTheLog(t *testing.T) {
 		if err := r.CloseGroup(f.G2.Step, f.G2.ID); err != nil { // group.close
 			return err
 		}
+		if _, err := r.PutReply(store.Reply{Key: "k", Op: "POST /x", Status: 200, Body: []byte("{}")}); err != nil {
+			return err
+		}
 		if err := r.PublishVersion(2); err != nil {
 			return err
 		}
@@ -59,7 +62,8 @@ func TestEventKindTableCoversTheLog(t *testing.T) {
 	}
 	want := map[string]reflect.Type{"run.": reflect.TypeFor[*store.Run](), "group.": reflect.TypeFor[*store.Group](),
 		"node.": reflect.TypeFor[*store.Node](), "adv.": reflect.TypeFor[*store.Advantage](),
-		"rubric.": reflect.TypeFor[*store.Rubric](), "ckpt.": reflect.TypeFor[*store.Checkpoint]()}
+		"rubric.": reflect.TypeFor[*store.Rubric](), "ckpt.": reflect.TypeFor[*store.Checkpoint](),
+		"server.": reflect.TypeFor[*store.Reply]()}
 	seen := map[store.EventKind]bool{}
 	read() // the drop deleted the first events
 	for _, e := range events {

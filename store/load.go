@@ -59,7 +59,7 @@ func (db *DB) LoadRun(id string) (*RunLoader, error) {
 		if err != nil {
 			return err
 		}
-		for _, name := range subBuckets {
+		for _, name := range append(subBuckets[:], bReplies) {
 			if _, err := b.CreateBucket([]byte(name)); err != nil {
 				return err
 			}
@@ -221,6 +221,12 @@ func (l *RunLoader) apply(e *Event) error {
 			return err
 		}
 		return l.put(bCkpt, u64key(c.Step), framedPayload(e.Payload))
+	case recReply:
+		var rep Reply
+		if err := DecodePayload(*e, &rep); err != nil {
+			return err
+		}
+		return l.put(bReplies, []byte(rep.Key), u64key(e.Seq))
 	}
 	return nil // a kind defined above the store: only the event
 }

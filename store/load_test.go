@@ -50,6 +50,9 @@ func TestLoadRunRebuildsTheRun(t *testing.T) {
 		if err := r.AppendTurns(f.B, 2, textTurns("bb", 2)...); err != nil {
 			return err
 		}
+		if _, err := r.PutReply(store.Reply{Key: "k1", Op: "POST /x", Status: 201, Body: []byte(`{"a":1}`)}); err != nil {
+			return err
+		}
 		return r.PublishVersion(3)
 	})
 	dst := storetest.Open(t)
@@ -57,6 +60,9 @@ func TestLoadRunRebuildsTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustCheck(t, dst)
+	if rep, err := lookUp(t, dst, false, "copy", "k1"); err != nil || rep.Status != 201 {
+		t.Errorf("the copy's reply to k1: %+v %v", rep, err)
+	}
 	want, got := dumpRun(t, src, "r1"), dumpRun(t, dst, "copy")
 	want.Info.ID = "copy"
 	for i := range want.Events {

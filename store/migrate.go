@@ -206,14 +206,18 @@ func migrateRun(ctx context.Context, from, to *DB, id string, res *MigrateResult
 	if err != nil {
 		return err
 	}
-	// The run's counters and group index, which older files lack, from the
-	// records just copied.
+	// The run's counters, group index and reply index, which older files
+	// lack, from the records and the log just copied.
 	return to.Update(func(tx *Tx) error {
 		r, err := tx.Run(id)
 		if err != nil {
 			return err
 		}
-		return r.Recount()
+		if err := r.Recount(); err != nil {
+			return err
+		}
+		_, err = r.replyIndex()
+		return err
 	})
 }
 
