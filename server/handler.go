@@ -96,6 +96,7 @@ func (s *server) routes() {
 	s.handle("GET "+p+"/runs", s.listRuns)
 	s.handleChecked("GET "+p+"/runs/{run}", s.getRun)
 	s.handleChecked("GET "+p+"/runs/{run}/steps", s.stepMetrics)
+	s.handle("GET "+p+"/runs/{run}/stats", s.runStatistics)
 	s.handleChecked("GET "+p+"/runs/{run}/steps/{step}/groups", s.stepGroups)
 	s.handle("GET "+p+"/runs/{run}/steps/{step}/status", s.stepStatus)
 	s.handle("GET "+p+"/runs/{run}/steps/{step}/pending", s.pending)
