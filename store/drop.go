@@ -18,11 +18,11 @@ import (
 // step's checkpoint, those that wrote a record that is gone, or one that a
 // later event wrote again (old versions of the run record and of rubrics),
 // the replies with their index entries (reply.go: a retry of a write that
-// old is answered anew),
-// and the events of kinds defined above the store stamped with a dropped
-// step. What stays: every step after it, the rubrics (each with the event
-// that last wrote it), the last checkpoint, and the counters of every step,
-// dropped ones included, so the run's figures still describe all of it.
+// old is answered anew), and the events of kinds defined above the store
+// stamped with a dropped step. What stays: every step after it, the
+// rubrics (each with the event that last wrote it), the last checkpoint,
+// and the counters of every step, dropped ones included, so the run's
+// figures still describe all of it.
 //
 // It is on record twice: the run record says how far the run was dropped
 // (Run.DroppedStep, Run.DroppedSeq), and the event that wrote it has its own

@@ -96,7 +96,10 @@ func (r *RunTx) Reply(key string) (Reply, error) {
 			return Reply{}, r.tx.fail(err)
 		}
 	}
-	v := idx.Get([]byte(key))
+	var v []byte
+	if key != "" {
+		v = idx.Get([]byte(key))
+	}
 	if v == nil {
 		return Reply{}, notFoundf("no reply to key %q in run %q", key, r.id)
 	}
@@ -194,8 +197,8 @@ func (r *RunTx) replyIndex() (*bolt.Bucket, error) {
 	return b, nil
 }
 
-// dropReply removes the index entry of the reply event at seq, whose
-// payload is payload, as DropSteps deletes that event.
+// dropReply removes the index entry of reply event e (at seq) as
+// DropSteps deletes the event.
 func (r *RunTx) dropReply(seq uint64, e Event) error {
 	idx := r.b.Bucket([]byte(bReplies))
 	if idx == nil {
