@@ -8,9 +8,13 @@ type StepMetrics struct {
 	Step         uint64 `json:"step"`
 	Groups       int    `json:"groups"`
 	ClosedGroups int    `json:"closed_groups"`
-	Leaves       int    `json:"leaves"` // leaves with an advantage record (closed groups)
-	// Success is the share of those leaves whose outcome reward is > 0 (a
-	// FrozenLake goal, a passing SWE patch); MeanReward their mean outcome.
+	// Leaves are the step's ended branches (completed, pruned, truncated)
+	// in open and closed groups; MeanReward the mean outcome reward of
+	// those that have one (0 when none): the figures GET /runs, patrdb
+	// show and patrdb stats print (docs/json.md). Success is the share of
+	// the closed groups' leaves (those with an advantage record) whose
+	// outcome reward is > 0 (a FrozenLake goal, a passing SWE patch).
+	Leaves            int     `json:"leaves"`
 	Success           float64 `json:"success"`
 	MeanReward        float64 `json:"mean_reward"`
 	ZeroVariance      int     `json:"zero_variance_groups"` // closed groups whose outcome rewards were all equal

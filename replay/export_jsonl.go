@@ -10,10 +10,14 @@ import (
 
 // The JSONL lines. Field names are the export's contract (snake_case); the
 // lines carry run and step themselves so a line read on its own is whole.
+// They hold every column of the Parquet lake's tables of the same records
+// (package lake's rows: nodes, turns, advantages, and the group columns a
+// trajectory needs), under the same names; lake's tests compare them.
 
 type jsonTurn struct {
-	Node              uint64    `json:"node"`  // the node that stores the turn
-	Index             int       `json:"index"` // its index among that node's own turns
+	Node              uint64    `json:"node"`     // the node that stores the turn
+	Index             int       `json:"index"`    // its index among that node's own turns
+	Position          int       `json:"position"` // in the path from the root: the storing node's base + index
 	Action            string    `json:"action"`
 	ActionTokens      []uint32  `json:"action_tokens"`
 	ActionLogprobs    []float32 `json:"action_logprobs"`
@@ -21,6 +25,7 @@ type jsonTurn struct {
 	ObservationTokens []uint32  `json:"observation_tokens"`
 	Reward            float64   `json:"reward"`
 	Done              bool      `json:"done"`
+	PolicyVersion     uint64    `json:"policy_version"` // the weights that sampled it; 0 when the writer recorded none
 }
 
 type jsonAdvantage struct {
@@ -37,18 +42,21 @@ type jsonAdvantage struct {
 }
 
 type jsonTrajectory struct {
-	Run       string         `json:"run"`
-	Step      uint64         `json:"step"`
-	Group     uint64         `json:"group"`
-	Task      string         `json:"task"`
-	Prompt    string         `json:"prompt"`
-	Gold      string         `json:"gold,omitempty"`
-	Leaf      uint64         `json:"leaf"`
-	Status    string         `json:"status"`
-	Reward    *float64       `json:"reward"` // null when the leaf has none
-	Advantage *jsonAdvantage `json:"advantage"`
-	PathLen   int            `json:"path_len"`
-	Turns     []jsonTurn     `json:"turns"`
+	Run    string `json:"run"`
+	Step   uint64 `json:"step"`
+	Group  uint64 `json:"group"`
+	Task   string `json:"task"`
+	Prompt string `json:"prompt"`
+	// PromptTokens are the group's prompt token ids, when its writer gave
+	// them.
+	PromptTokens []uint32       `json:"prompt_tokens"`
+	Gold         string         `json:"gold"`
+	Leaf         uint64         `json:"leaf"`
+	Status       string         `json:"status"`
+	Reward       *float64       `json:"reward"` // null when the leaf has none
+	Advantage    *jsonAdvantage `json:"advantage"`
+	PathLen      int            `json:"path_len"`
+	Turns        []jsonTurn     `json:"turns"`
 }
 
 type jsonScore struct {
@@ -84,8 +92,13 @@ type jsonNode struct {
 	Reward    *float64       `json:"reward"`
 	Scores    []jsonScore    `json:"scores"`
 	Decisions []jsonDecision `json:"decisions"`
-	Worker    string         `json:"worker,omitempty"`
+	Worker    string         `json:"worker"`
 	Attempt   int            `json:"attempt"`
+	Error     string         `json:"error"` // why a failed branch failed
+	// The policy versions of the node's own turns, oldest and newest (0
+	// when none recorded one).
+	MinPolicyVersion uint64 `json:"min_policy_version"`
+	MaxPolicyVersion uint64 `json:"max_policy_version"`
 }
 
 // jsonlTable is one table's current file.
@@ -181,7 +194,7 @@ func (s *jsonlSink) group(step uint64, g store.Group, nodes []store.Node, turns 
 		if err != nil {
 			return err
 		}
-		line := jsonTrajectory{Run: s.run, Step: g.Step, Group: g.ID, Task: g.Task, Prompt: g.Prompt, Gold: g.Gold,
+		line := jsonTrajectory{Run: s.run, Step: g.Step, Group: g.ID, Task: g.Task, Prompt: g.Prompt, PromptTokens: nonNil(g.PromptTokens), Gold: g.Gold,
 			Leaf: n.ID, Status: string(n.Status), Reward: rewardOf(n), PathLen: len(path), Turns: path}
 		if a := adv[n.ID]; a != nil {
 			line.Advantage = &jsonAdvantage{Outcome: a.Outcome, RubricScore: a.RubricScore, Lambda: a.Lambda, Total: a.Total,
@@ -218,7 +231,8 @@ func (s *jsonlSink) abort() {
 func jsonNodeOf(run string, n *store.Node) jsonNode {
 	j := jsonNode{Run: run, Step: n.Step, Group: n.Group, Node: n.ID, Parent: n.Parent, Fork: n.Fork, Base: n.Base,
 		Ordinal: n.Ordinal, Depth: n.Depth, Status: string(n.Status), Leaf: n.Status.Leaf(), Turns: n.Turns,
-		PathLen: n.PathLen(), Reward: rewardOf(n), Worker: n.Worker, Attempt: n.Attempt,
+		PathLen: n.PathLen(), Reward: rewardOf(n), Worker: n.Worker, Attempt: n.Attempt, Error: n.Error,
+		MinPolicyVersion: n.MinVersion, MaxPolicyVersion: n.MaxVersion,
 		Scores: make([]jsonScore, len(n.Scores)), Decisions: make([]jsonDecision, len(n.Decisions))}
 	for i, s := range n.Scores {
 		j.Scores[i] = jsonScore{Interval: s.Interval, Turn: s.Turn, Value: s.Value}
@@ -263,9 +277,9 @@ func materialise(n *store.Node, byID map[uint64]*store.Node, turns map[uint64][]
 			return nil, fmt.Errorf("%w: node %d: path needs %d turns of node %d, which has %d", store.ErrCorrupt, n.ID, segs[i].count, segs[i].node, len(own))
 		}
 		for k, t := range own[:segs[i].count] {
-			out = append(out, jsonTurn{Node: segs[i].node, Index: k, Action: t.Action,
+			out = append(out, jsonTurn{Node: segs[i].node, Index: k, Position: len(out), Action: t.Action,
 				ActionTokens: nonNil(t.ActionTokens), ActionLogprobs: nonNil(t.ActionLogprobs), Observation: t.Observation,
-				ObservationTokens: nonNil(t.ObservationTokens), Reward: t.Reward, Done: t.Done})
+				ObservationTokens: nonNil(t.ObservationTokens), Reward: t.Reward, Done: t.Done, PolicyVersion: t.PolicyVersion})
 		}
 	}
 	return out, nil

@@ -31,39 +31,11 @@ type Event struct {
 	Record any `json:"record,omitempty"`
 }
 
-// StoreKind reports whether k is one of the store's own event kinds, whose
-// payload Decode turns into a record.
-func StoreKind(k store.EventKind) bool {
-	return newRecord(k) != nil
-}
-
-func newRecord(k store.EventKind) any {
-	switch k {
-	case store.EvRunCreate, store.EvRunStatus, store.EvRunVersion, store.EvRunDrop:
-		return new(store.Run)
-	case store.EvGroupOpen, store.EvGroupUpdate, store.EvGroupClose:
-		return new(store.Group)
-	case store.EvNodeAdd, store.EvNodeScore, store.EvNodeRoute, store.EvNodeStatus, store.EvNodeReward, store.EvNodeEnvState:
-		return new(store.Node)
-	case store.EvTurns:
-		return new(store.TurnsPayload)
-	case store.EvAdvantage:
-		return new(store.Advantage)
-	case store.EvRubricPut, store.EvRubricUpdate, store.EvRubricMove:
-		return new(store.Rubric)
-	case store.EvCheckpoint:
-		return new(store.Checkpoint)
-	case store.EvScalars:
-		return new(store.Scalars)
-	}
-	return nil
-}
-
 // Decode decodes e's payload by its kind. A store kind whose payload does
 // not decode is store.ErrCorrupt; other kinds are returned undecoded.
 func Decode(e store.Event) (Event, error) {
 	out := Event{Event: e}
-	rec := newRecord(e.Kind)
+	rec := store.RecordFor(e.Kind)
 	if rec == nil {
 		return out, nil
 	}

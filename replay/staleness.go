@@ -187,22 +187,14 @@ func (t *StalenessTracker) Total() Staleness {
 func (t *StalenessTracker) observe(e store.Event) error {
 	var rec any
 	switch e.Kind {
-	case store.EvRunVersion:
-		rec = new(store.Run)
-	case store.EvNodeAdd:
-		rec = new(store.Node)
-	case store.EvTurns:
-		rec = new(store.TurnsPayload)
-	case store.EvAdvantage:
-		rec = new(store.Advantage)
-	case store.EvGroupClose:
-	default:
-		return nil
-	}
-	if rec != nil {
+	case store.EvRunVersion, store.EvNodeAdd, store.EvTurns, store.EvAdvantage:
+		rec = store.RecordFor(e.Kind)
 		if err := store.DecodePayload(e, rec); err != nil {
 			return err
 		}
+	case store.EvGroupClose: // the event alone
+	default:
+		return nil
 	}
 	t.Observe(e, rec)
 	return nil

@@ -78,7 +78,7 @@ func (s *State) Apply(e Event) error {
 	if e.Seq <= s.Seq {
 		return logErrorf("event %d after event %d", e.Seq, s.Seq)
 	}
-	if e.Record == nil && StoreKind(e.Kind) {
+	if e.Record == nil {
 		var err error
 		if e, err = Decode(e.Event); err != nil {
 			return err

@@ -41,9 +41,15 @@ type StepStats struct {
 	Step   uint64 `json:"step"`
 	Groups int    `json:"groups"`
 	Nodes  int    `json:"nodes"`
-	Leaves int    `json:"leaves"` // completed, pruned and truncated nodes
-	Active int    `json:"active"` // the frontier
-	Failed int    `json:"failed"`
+	// Leaves, Rewarded and MeanReward are the store's figures of the
+	// step (store.StepSummary, docs/json.md): the branches that ended —
+	// completed, pruned, truncated — in open and closed groups, those with
+	// an outcome reward, and the mean of those rewards (null when none).
+	Leaves     int      `json:"leaves"`
+	Rewarded   int      `json:"rewarded"`
+	MeanReward *float64 `json:"mean_reward"`
+	Active     int      `json:"active"` // the frontier
+	Failed     int      `json:"failed"`
 	// TurnsStored is every node's own turns: what the file holds.
 	// TurnsMaterialised is the sum of the leaves' path lengths: what a
 	// flat dump of every leaf trajectory would hold. PrefixSharing is their
@@ -156,9 +162,12 @@ type RunStats struct {
 
 // Stats computes a run's statistics. It reads the groups one at a time (so
 // memory is bounded by the largest group) and walks the event log once for
-// the rubric pools; the bucket sizes read every page of the run.
+// the rubric pools; the bucket sizes read every page of the run. Leaves
+// and their mean reward are the run's summary's (store.RunTx.Summary), so
+// every interface prints the one figure: for a run that dropped old steps
+// they count those steps too, as the summary does.
 func Stats(r *store.RunTx) (*RunStats, error) {
-	sb := NewStatsBuilder(r.ID(), r.LastSeq())
+	sb := newStatsBuilder(r.ID(), r.LastSeq())
 	err := r.ForEachGroup(0, func(g store.Group) error {
 		nodes, err := r.GroupNodes(g)
 		if err != nil {
@@ -168,47 +177,52 @@ func Stats(r *store.RunTx) (*RunStats, error) {
 		if err != nil {
 			return err
 		}
-		sb.AddGroup(g, nodes, advs)
+		sb.addGroup(g, nodes, advs)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	rs := sb.Finish()
+	rs := sb.finish()
 	var pt PoolTracker
 	var st StalenessTracker
 	if _, err := pt.observeEvents(r, 1, nil, &st); err != nil {
 		return nil, err
 	}
 	rs.Pools = pt.Sizes()
-	rs.SetStaleness(&st)
-	if rs.Buckets, err = r.BucketSizes(); err != nil {
+	rs.setStaleness(&st)
+	sum, err := r.Summary(store.SummaryOptions{Steps: true, Buckets: true})
+	if err != nil {
 		return nil, err
 	}
-	for _, b := range rs.Buckets {
-		rs.Bytes += b.Bytes
+	rs.Buckets, rs.Bytes = sum.Buckets, sum.Bytes
+	rs.Total.Leaves, rs.Total.Rewarded, rs.Total.MeanReward = sum.Leaves, sum.Rewarded, sum.MeanReward
+	byStep := make(map[uint64]store.StepSummary, len(sum.Steps))
+	for _, s := range sum.Steps {
+		byStep[s.Step] = s
+	}
+	for i := range rs.Steps {
+		s := byStep[rs.Steps[i].Step]
+		rs.Steps[i].Leaves, rs.Steps[i].Rewarded, rs.Steps[i].MeanReward = s.Leaves, s.Rewarded, s.MeanReward
 	}
 	return rs, nil
 }
 
-// StatsBuilder accumulates groups, in step order, into a RunStats. Stats
-// feeds it from the file; readers over other transports (the CLI through
-// the HTTP API) feed it the same records, so every figure is computed here
-// and nowhere else.
-type StatsBuilder struct {
+// statsBuilder accumulates groups, in step order, into a RunStats.
+type statsBuilder struct {
 	rs  *RunStats
 	cur *StepStats
 }
 
-// NewStatsBuilder starts the statistics of run, whose log has events
+// newStatsBuilder starts the statistics of run, whose log has events
 // events.
-func NewStatsBuilder(run string, events uint64) *StatsBuilder {
-	return &StatsBuilder{rs: &RunStats{Run: run, Events: events}}
+func newStatsBuilder(run string, events uint64) *statsBuilder {
+	return &statsBuilder{rs: &RunStats{Run: run, Events: events}}
 }
 
-// AddGroup adds one group with every node of it and its advantage records.
+// addGroup adds one group with every node of it and its advantage records.
 // Groups must come in step order.
-func (b *StatsBuilder) AddGroup(g store.Group, nodes []store.Node, advs []store.Advantage) {
+func (b *statsBuilder) addGroup(g store.Group, nodes []store.Node, advs []store.Advantage) {
 	if b.cur == nil || b.cur.Step != g.Step {
 		b.flush()
 		b.cur = &StepStats{Step: g.Step}
@@ -218,7 +232,7 @@ func (b *StatsBuilder) AddGroup(g store.Group, nodes []store.Node, advs []store.
 	b.cur.merge(&gs)
 }
 
-func (b *StatsBuilder) flush() {
+func (b *statsBuilder) flush() {
 	if b.cur != nil {
 		b.rs.Total.merge(b.cur)
 		b.cur.finish()
@@ -227,17 +241,17 @@ func (b *StatsBuilder) flush() {
 	}
 }
 
-// Finish closes the last step and the totals and returns the statistics
+// finish closes the last step and the totals and returns the statistics
 // (Pools, Buckets and Bytes are the caller's to fill).
-func (b *StatsBuilder) Finish() *RunStats {
+func (b *statsBuilder) finish() *RunStats {
 	b.flush()
 	b.rs.Total.finish()
 	return b.rs
 }
 
-// SetStaleness fills each step's and the total's staleness figures from a
+// setStaleness fills each step's and the total's staleness figures from a
 // tracker that followed the run's whole log.
-func (rs *RunStats) SetStaleness(t *StalenessTracker) {
+func (rs *RunStats) setStaleness(t *StalenessTracker) {
 	for i := range rs.Steps {
 		rs.Steps[i].Staleness = t.Of(rs.Steps[i].Step)
 	}
@@ -339,16 +353,16 @@ func (p *PoolTracker) observeEvents(r *store.RunTx, from uint64, advSteps map[ui
 			}
 		}
 		var rb *store.Rubric
-		switch e.Kind {
-		case store.EvRubricPut, store.EvRubricUpdate, store.EvRubricMove:
-			rb = new(store.Rubric)
-			if err := store.DecodePayload(e, rb); err != nil {
-				return err
+		if e.Rubric != 0 { // a rubric's own events name it; the rest need no look-up
+			if rec, ok := store.RecordFor(e.Kind).(*store.Rubric); ok {
+				if err := store.DecodePayload(e, rec); err != nil {
+					return err
+				}
+				rb = rec
 			}
-		case store.EvAdvantage:
-			if advSteps != nil {
-				advSteps[e.Step] = true
-			}
+		}
+		if e.Kind == store.EvAdvantage && advSteps != nil {
+			advSteps[e.Step] = true
 		}
 		p.Observe(e.Step, rb)
 		next = e.Seq + 1

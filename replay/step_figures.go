@@ -12,9 +12,10 @@ import (
 // StepMetrics is package api's: the server serves it as it is.
 type StepMetrics = api.StepMetrics
 
-// StepFigures computes every step's StepMetrics: the groups from the run's
-// per-step counters, the leaves from the advantage records, the pool sizes
-// from the event log.
+// StepFigures computes every step's StepMetrics: the groups, leaves and
+// mean reward from the run's per-step counters (store.StepSummary, the
+// figures every interface prints), success and zero variance from the
+// advantage records, the pool sizes from the event log.
 func StepFigures(r *store.RunTx) ([]StepMetrics, error) {
 	return new(StepFollower).Figures(r)
 }
@@ -34,10 +35,10 @@ type StepFollower struct {
 	next   uint64                 // the first event not observed yet; 0 before the first call
 }
 
-// leafFigures are one step's figures from its advantage records.
+// leafFigures are one step's figures from its advantage records (the
+// leaves of its closed groups).
 type leafFigures struct {
 	leaves, wins, zeroVariance, unlocked int
-	outcomes                             float64
 }
 
 // Figures is StepFigures(r), reading only the events new to the follower.
@@ -61,14 +62,16 @@ func (f *StepFollower) Figures(r *store.RunTx) ([]StepMetrics, error) {
 	}
 	for _, st := range sum.Steps {
 		m := get(st.Step)
-		m.Groups, m.ClosedGroups = st.Groups, st.Groups-st.OpenGroups
+		m.Groups, m.ClosedGroups, m.Leaves = st.Groups, st.Groups-st.OpenGroups, st.Leaves
+		if st.MeanReward != nil {
+			m.MeanReward = *st.MeanReward
+		}
 	}
 	for st, lf := range leaves {
 		m := get(st)
-		m.Leaves, m.ZeroVariance, m.Unlocked = lf.leaves, lf.zeroVariance, lf.unlocked
+		m.ZeroVariance, m.Unlocked = lf.zeroVariance, lf.unlocked
 		if lf.leaves > 0 {
 			m.Success = float64(lf.wins) / float64(lf.leaves)
-			m.MeanReward = lf.outcomes / float64(lf.leaves)
 		}
 	}
 	steps := make([]uint64, 0, len(byStep))
@@ -108,7 +111,6 @@ func stepLeaves(advs []store.Advantage, into map[uint64]leafFigures) {
 		lf := into[advs[i].Step]
 		for _, a := range advs[i:j] {
 			lf.leaves++
-			lf.outcomes += a.Outcome
 			if a.Outcome > 0 {
 				lf.wins++
 			}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync"
@@ -25,6 +26,10 @@ import (
 // maxBatch bounds one transaction; a larger backlog goes in several.
 const maxBatch = 256
 
+// errAnsweredOnly rolls back a batch whose every job was answered from a
+// stored reply (or refused), so it commits nothing.
+var errAnsweredOnly = errors.New("server: nothing to write")
+
 // job is one write request waiting for its commit.
 type job struct {
 	run, key, op string
@@ -33,8 +38,8 @@ type job struct {
 
 	status int
 	body   []byte
-	seq    uint64
 	replay bool
+	wrote  bool // ran its op, whose writes and reply the batch commits
 	err    error
 
 	done chan struct{} // closed when the job has its answer
@@ -96,17 +101,15 @@ func (s *server) submit(j *job) {
 		batch := append([]*job(nil), b.pending[:n]...)
 		b.pending = append(b.pending[:0:0], b.pending[n:]...)
 		b.mu.Unlock()
-		deferred := s.runBatch(batch)
+		s.runBatch(batch)
 		b.mu.Lock()
-		b.pending = append(deferred, b.pending...)
 	}
 }
 
-// runBatch answers replays, commits the rest in one transaction, and
-// returns the jobs that must wait for the next batch (a second request with
-// a key already in this batch: it is answered as a replay once the first
-// has committed).
-func (s *server) runBatch(batch []*job) (deferred []*job) {
+// runBatch commits the batch in one transaction, each job answered from
+// its key's stored reply or by running it (apply). A job that fails leaves
+// the batch and the rest run again without it.
+func (s *server) runBatch(batch []*job) {
 	// A panic must not strand the queue: every job of the batch still
 	// waiting gets an error, and the leader goes on (submit's loop).
 	defer func() {
@@ -118,54 +121,32 @@ func (s *server) runBatch(batch []*job) (deferred []*job) {
 					j.finish(err)
 				}
 			}
-			deferred = nil
 		}
 	}()
-	var todo []*job
-	type runKey struct{ run, key string }
-	inBatch := map[runKey]bool{}
-	for _, j := range batch {
-		idx, err := s.replies.load(s.db, j.run)
-		if err != nil {
-			j.finish(err)
-			continue
-		}
-		if seq, ok := idx[j.key]; ok {
-			s.answerReplay(j, seq)
-			continue
-		}
-		if k := (runKey{j.run, j.key}); inBatch[k] {
-			deferred = append(deferred, j)
-			continue
-		} else {
-			inBatch[k] = true
-		}
-		todo = append(todo, j)
-	}
+	todo := batch
 	for len(todo) > 0 {
 		failed := -1
 		err := s.db.Update(func(tx *store.Tx) error {
+			wrote := false
 			for i, j := range todo {
 				failed = i
 				if err := s.safeApply(tx, j); err != nil {
 					return err
 				}
+				wrote = wrote || j.wrote
 			}
 			failed = -1
+			if !wrote {
+				return errAnsweredOnly // the file stays byte for byte as it was
+			}
 			return nil
 		})
 		switch {
-		case err == nil:
+		case err == nil || err == errAnsweredOnly:
 			for _, j := range todo {
-				idx := s.replies.runs[j.run]
-				if idx == nil { // the run was created in this batch
-					idx = map[string]uint64{}
-					s.replies.runs[j.run] = idx
-				}
-				idx[j.key] = j.seq
 				j.finish(nil)
 			}
-			return deferred
+			return
 		case failed >= 0:
 			todo[failed].finish(err)
 			todo = append(todo[:failed:failed], todo[failed+1:]...)
@@ -173,10 +154,9 @@ func (s *server) runBatch(batch []*job) (deferred []*job) {
 			for _, j := range todo {
 				j.finish(err)
 			}
-			return deferred
+			return
 		}
 	}
-	return deferred
 }
 
 // safeApply is apply with a handler panic turned into that job's error, so
@@ -191,8 +171,27 @@ func (s *server) safeApply(tx *store.Tx, j *job) (err error) {
 	return apply(tx, j)
 }
 
-// apply runs one job inside the batch's transaction and appends its reply.
+// apply answers one job inside the batch's transaction: with the reply
+// its key already has (a retry; the same key for another request is a
+// 409, the job's answer, which fails nothing else), or by running it and
+// storing its reply beside its writes.
 func apply(tx *store.Tx, j *job) error {
+	j.status, j.body, j.replay, j.wrote, j.err = 0, nil, false, false, nil
+	if rt, err := tx.Run(j.run); err == nil {
+		rep, err := rt.Reply(j.key)
+		switch {
+		case err == nil && (rep.Op != j.op || !bytes.Equal(rep.Fingerprint, j.fp)):
+			j.err = conflict("client_key %q was used for a different request (%s); use a new key for a new request", j.key, rep.Op)
+			return nil
+		case err == nil:
+			j.status, j.body, j.replay = rep.Status, rep.Body, true
+			return nil
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
 	st, v, err := j.fn(tx)
 	if err != nil {
 		return err
@@ -205,26 +204,9 @@ func apply(tx *store.Tx, j *job) error {
 	if err != nil {
 		return err
 	}
-	seq, err := rt.AppendEvent(KindReply, 0, 0, 0, 0, &replyRecord{Key: j.key, Op: j.op, Fingerprint: j.fp, Status: st, Body: body})
-	if err != nil {
+	if _, err := rt.PutReply(store.Reply{Key: j.key, Op: j.op, Fingerprint: j.fp, Status: st, Body: body}); err != nil {
 		return err
 	}
-	j.status, j.body, j.seq = st, body, seq
+	j.status, j.body, j.wrote = st, body, true
 	return nil
-}
-
-// answerReplay answers a repeated request with the stored first answer, or
-// 409 if the key was used for a different request.
-func (s *server) answerReplay(j *job, seq uint64) {
-	rr, err := readReply(s.db, j.run, seq)
-	if err != nil {
-		j.finish(err)
-		return
-	}
-	if rr.Op != j.op || !bytes.Equal(rr.Fingerprint, j.fp) {
-		j.finish(conflict("client_key %q was used for a different request (%s); use a new key for a new request", j.key, rr.Op))
-		return
-	}
-	j.status, j.body, j.replay = rr.Status, rr.Body, true
-	j.finish(nil)
 }

@@ -67,7 +67,7 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 		kinds := map[store.EventKind]int{}
 		err := r.Events(1, func(ev store.Event) error { kinds[ev.Kind]++; return nil })
 		good := 12*rounds + 4*2
-		if kinds[store.EvTurns] != good || kinds[KindReply] != good+2 {
+		if kinds[store.EvTurns] != good || kinds[store.EvReply] != good+2 {
 			t.Errorf("events %v, want %d turn writes", kinds, good)
 		}
 		return err
@@ -79,7 +79,9 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 
 // runBatch directly: a job that fails after writing leaves the batch and
 // its write is rolled back; the others commit together; a second job with
-// a key already in the batch waits and is then answered as a replay.
+// a key already in the batch is answered, in the same transaction, with
+// the first one's reply, and one with that key but another request gets a
+// 409 without failing the batch.
 func TestRunBatch(t *testing.T) {
 	e := newEnv(t, Options{})
 	createRun(e, "r1", testTree)
@@ -107,22 +109,20 @@ func TestRunBatch(t *testing.T) {
 	j3 := mk("k3", appendOp(b, "b0", false))
 	j4 := mk("k1", appendOp(a, "a0", false)) // the same request again
 	j4.fp = j1.fp
-	deferred := s.runBatch([]*job{j1, j2, j3, j4})
-	if len(deferred) != 1 || deferred[0] != j4 {
-		t.Fatalf("deferred %v", deferred)
-	}
-	for _, j := range []*job{j1, j2, j3} {
+	j5 := mk("k3", appendOp(b, "other", false)) // k3's key for another request
+	j5.fp = []byte("other")
+	s.runBatch([]*job{j1, j2, j3, j4, j5})
+	for _, j := range []*job{j1, j2, j3, j4, j5} {
 		<-j.done
 	}
 	if j1.err != nil || j3.err != nil || j2.err == nil || j1.status != 200 || string(j3.body) != "{\"action\":\"b0\"}\n" {
 		t.Fatalf("j1 %v %d, j2 %v, j3 %v %s", j1.err, j1.status, j2.err, j3.err, j3.body)
 	}
-	if again := s.runBatch(deferred); len(again) != 0 {
-		t.Fatal("deferred twice")
+	if j4.err != nil || !j4.replay || string(j4.body) != string(j1.body) {
+		t.Fatalf("j4: %v, replay %v body %s", j4.err, j4.replay, j4.body)
 	}
-	<-j4.done
-	if !j4.replay || string(j4.body) != string(j1.body) {
-		t.Fatalf("j4: replay %v body %s", j4.replay, j4.body)
+	if st, code := classify(j5.err); st != 409 || code != "conflict" {
+		t.Fatalf("j5, a used key for another request: %v (%d %s), want a 409", j5.err, st, code)
 	}
 	_ = e.db.View(func(tx *store.Tx) error {
 		r, _ := tx.Run("r1")
@@ -151,9 +151,7 @@ func TestPanicInABatch(t *testing.T) {
 		return &job{run: "r1", key: key, op: "POST test", fp: []byte(key), fn: fn, done: make(chan struct{}), lead: make(chan struct{}, 1)}
 	}
 	j1, j2, j3 := mk("a", ok), mk("b", boom), mk("c", ok)
-	if d := s.runBatch([]*job{j1, j2, j3}); len(d) != 0 {
-		t.Fatal(d)
-	}
+	s.runBatch([]*job{j1, j2, j3})
 	if j1.err != nil || j3.err != nil || j2.err == nil {
 		t.Fatalf("%v %v %v", j1.err, j2.err, j3.err)
 	}

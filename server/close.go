@@ -14,23 +14,13 @@ func (s *server) closeGroup(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	run := c.Run()
-	scores := map[uint64]float64{}
 	for i, ls := range req.RubricScores {
 		switch {
 		case ls.Leaf == 0:
 			return badRequest("rubric_scores[%d]: leaf is required", i)
 		case ls.Score == nil:
 			return badRequest("rubric_scores[%d]: score is required", i)
-		case !(*ls.Score >= -1 && *ls.Score <= 1):
-			return badRequest("rubric_scores[%d]: score %v is outside [-1,1] (scores are win rates centred within the group)", i, *ls.Score)
 		}
-		if _, dup := scores[ls.Leaf]; dup {
-			return badRequest("rubric_scores[%d]: leaf %d is scored twice", i, ls.Leaf)
-		}
-		scores[ls.Leaf] = *ls.Score
-	}
-	if req.Lambda != nil && !(*req.Lambda >= 0) {
-		return badRequest("lambda %v: want a value >= 0", *req.Lambda)
 	}
 	if len(req.RubricScores) == 0 && (req.Lambda != nil || len(req.Rubrics) > 0) {
 		return badRequest("lambda and rubrics need rubric_scores")
@@ -53,8 +43,8 @@ func (s *server) closeGroup(w http.ResponseWriter, r *http.Request) error {
 			if shaping, err = s.poolShaping(c, tx, g, *req.Pool); err != nil {
 				return 0, nil, err
 			}
-		case len(scores) > 0:
-			if shaping, err = scoreShaping(c, tx, g, scores, req); err != nil {
+		case len(req.RubricScores) > 0:
+			if shaping, err = scoreShaping(c, tx, req); err != nil {
 				return 0, nil, err
 			}
 		}
@@ -69,12 +59,9 @@ func (s *server) closeGroup(w http.ResponseWriter, r *http.Request) error {
 	})
 }
 
-// scoreShaping lines the client's rubric scores up with the group's leaves.
-func scoreShaping(c *tree.Coordinator, tx *store.Tx, g store.Group, scores map[uint64]float64, req CloseGroupRequest) (*tree.Shaping, error) {
-	_, leaves, err := c.Leaves(tx, g.Step, g.ID, false)
-	if err != nil {
-		return nil, err
-	}
+// scoreShaping is the client's rubric scores as a shaping, each named by
+// its leaf; Close holds it to the rules. Lambda defaults to the run's.
+func scoreShaping(c *tree.Coordinator, tx *store.Tx, req CloseGroupRequest) (*tree.Shaping, error) {
 	rt, err := tx.Run(c.Run())
 	if err != nil {
 		return nil, err
@@ -87,15 +74,9 @@ func scoreShaping(c *tree.Coordinator, tx *store.Tx, g store.Group, scores map[u
 	if req.Lambda != nil {
 		shaping.Lambda = *req.Lambda
 	}
-	for _, l := range leaves {
-		sc, ok := scores[l.Node.ID]
-		if !ok {
-			return nil, badRequest("rubric_scores has no score for leaf %d", l.Node.ID)
-		}
-		shaping.Scores = append(shaping.Scores, sc)
-	}
-	if len(scores) != len(leaves) {
-		return nil, badRequest("rubric_scores names %d nodes, but group %d has %d leaves", len(scores), g.ID, len(leaves))
+	for _, ls := range req.RubricScores {
+		shaping.Leaf = append(shaping.Leaf, ls.Leaf)
+		shaping.Scores = append(shaping.Scores, *ls.Score)
 	}
 	for _, id := range req.Rubrics {
 		if _, err := rt.Rubric(id); err != nil {

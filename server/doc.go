@@ -30,6 +30,7 @@
 //	GET /api/v1/runs[?steps=&buckets=]              {"runs": [RunSummary]} (a damaged run: its id and "damaged")
 //	GET /api/v1/runs/{run}[?steps=&buckets=]        RunSummary (from the run's counters; buckets=true walks its pages)
 //	GET /api/v1/runs/{run}/steps                    {"steps": [StepMetrics]} (the viewer's charts)
+//	GET /api/v1/runs/{run}/stats                    replay.RunStats: what patrdb stats RUN prints
 //	GET /api/v1/runs/{run}/steps/{step}/groups      {"step", "groups": [Group]}
 //	GET /api/v1/runs/{run}/steps/{step}/status      StepStatus: open, done (to close) and closed groups, active and leased branches
 //	GET /api/v1/runs/{run}/steps/{step}/batch[?layout=rows|tree&...]  the step's training batch, a safetensors file (package batch)
@@ -57,7 +58,8 @@
 // # Writes
 //
 // Every write body carries "client_key". The first answer to a key is kept
-// (a KindReply event in the same transaction as the write); repeating the
+// (store.RunTx.PutReply, in the same transaction as the write, found again
+// by key in the run's reply index, however long its log); repeating the
 // request returns it byte for byte with "Idempotent-Replay: true" and
 // writes nothing; the same key with a different request is a 409.
 //

@@ -76,6 +76,8 @@ func classify(err error) (int, string) {
 		return http.StatusNotFound, "not_found"
 	case errors.Is(err, store.ErrExists):
 		return http.StatusConflict, "exists"
+	case errors.Is(err, store.ErrStepCompleted):
+		return http.StatusConflict, "conflict"
 	case errors.Is(err, tree.ErrConflict):
 		for _, k := range api.ConflictCodes {
 			if errors.Is(err, k.Err) {
@@ -83,7 +85,7 @@ func classify(err error) (int, string) {
 			}
 		}
 		return http.StatusConflict, "conflict"
-	case errors.Is(err, store.ErrInvalid), errors.Is(err, tree.ErrInvalidConfig), errors.Is(err, rubricpool.ErrInvalidConfig):
+	case errors.Is(err, store.ErrInvalid), errors.Is(err, tree.ErrInvalidConfig), errors.Is(err, tree.ErrInvalidShaping), errors.Is(err, rubricpool.ErrInvalidConfig):
 		return http.StatusBadRequest, "invalid"
 	case errors.Is(err, store.ErrReadOnly):
 		return http.StatusForbidden, "read_only"

@@ -13,16 +13,15 @@ import (
 
 // server is the state behind one Handler.
 type server struct {
-	db      *store.DB
-	opts    Options
-	replies replyIndex // touched only by the batch leader
-	batch   batcher
-	coords  coordinators
-	mux     *http.ServeMux
-	routed  http.Handler      // mux behind the gzip wrapper (gzip.go)
-	token   [sha256.Size]byte // sha256 of Options.Token, compared in constant time
-	ops     *operations       // routes, metrics, access log
-	steps   stepFollowers     // per-step figures kept up to date per run
+	db     *store.DB
+	opts   Options
+	batch  batcher
+	coords coordinators
+	mux    *http.ServeMux
+	routed http.Handler      // mux behind the gzip wrapper (gzip.go)
+	token  [sha256.Size]byte // sha256 of Options.Token, compared in constant time
+	ops    *operations       // routes, metrics, access log
+	steps  stepFollowers     // per-step figures kept up to date per run
 	soundness
 }
 
@@ -53,7 +52,7 @@ func NewHandler(db *store.DB, opts Options) (http.Handler, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	s := &server{db: db, opts: opts.withDefaults(), replies: replyIndex{runs: map[string]map[string]uint64{}}}
+	s := &server{db: db, opts: opts.withDefaults()}
 	if s.opts.Token != "" {
 		s.token = sha256.Sum256([]byte(s.opts.Token))
 	}
@@ -99,6 +98,7 @@ func (s *server) routes() {
 	s.handle("GET "+p+"/runs", s.listRuns)
 	s.handleChecked("GET "+p+"/runs/{run}", s.getRun)
 	s.handleChecked("GET "+p+"/runs/{run}/steps", s.stepMetrics)
+	s.handle("GET "+p+"/runs/{run}/stats", s.runStatistics)
 	s.handleChecked("GET "+p+"/runs/{run}/steps/{step}/groups", s.stepGroups)
 	s.handle("GET "+p+"/runs/{run}/steps/{step}/status", s.stepStatus)
 	s.handle("GET "+p+"/runs/{run}/steps/{step}/pending", s.pending)

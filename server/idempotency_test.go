@@ -143,7 +143,7 @@ func TestRetryAfterRestart(t *testing.T) {
 	// Replies are ordinary events, readable in the log.
 	var page EventPage
 	e2.get(fmt.Sprintf("/api/v1/runs/r1/events?from=%d", seq), &page)
-	if len(page.Events) != 1 || page.Events[0].Kind != KindReply {
+	if len(page.Events) != 1 || page.Events[0].Kind != store.EvReply {
 		t.Fatalf("last event: %+v", page.Events)
 	}
 	p, _ := page.Events[0].Payload.(map[string]any)

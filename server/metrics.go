@@ -31,3 +31,19 @@ func (s *server) stepMetrics(w http.ResponseWriter, r *http.Request) error {
 	}
 	return s.ok(w, out)
 }
+
+// runStatistics is GET /api/v1/runs/{run}/stats: replay's statistics of the
+// run, computed here, so `patrdb stats --server` prints them as they are
+// instead of fetching every record to compute them itself.
+func (s *server) runStatistics(w http.ResponseWriter, r *http.Request) error {
+	var out *replay.RunStats
+	err := s.viewRun(r, func(rt *store.RunTx) error {
+		var err error
+		out, err = replay.Stats(rt)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return s.ok(w, out)
+}

@@ -201,7 +201,7 @@ func TestEventPages(t *testing.T) {
 		}
 		kinds[ev.Kind]++
 	}
-	if kinds[store.EvRunCreate] != 1 || kinds[store.EvGroupOpen] != 1 || kinds[store.EvNodeAdd] != 5 || kinds[store.EvNodeRoute] != 3 || kinds[KindReply] == 0 {
+	if kinds[store.EvRunCreate] != 1 || kinds[store.EvGroupOpen] != 1 || kinds[store.EvNodeAdd] != 5 || kinds[store.EvNodeRoute] != 3 || kinds[store.EvReply] == 0 {
 		t.Errorf("kinds: %v", kinds)
 	}
 	// Payloads come decoded: the run's config as JSON, a node as a record.

@@ -10,23 +10,6 @@ import (
 	"github.com/patrdb/patrdb/store"
 )
 
-// KindReply is the event kind in which the server keeps the first answer to
-// every write, keyed by the request's client key. A retry with the same key
-// finds it and gets that answer back, byte for byte, without writing again;
-// because the reply is appended in the same transaction as the write, a
-// write is never on disk without its reply, nor a reply without its write.
-const KindReply = "server.reply"
-
-// replyRecord is the payload of a KindReply event.
-type replyRecord struct {
-	_msgpack    struct{} `msgpack:",as_array"`
-	Key         string
-	Op          string // e.g. "POST /api/v1/runs/{run}/groups"
-	Fingerprint []byte // sha256 of the request with its client key removed
-	Status      int
-	Body        []byte
-}
-
 // maxClientKey bounds a client key; keys are stored once per write.
 const maxClientKey = 200
 
@@ -45,91 +28,17 @@ func validClientKey(k string) error {
 	return nil
 }
 
-// replyIndex maps client keys to the sequence number of their reply event,
-// per run. A run's index is built by one scan of its event log the first
-// time a write names the run, then kept up to date by the writes
-// themselves; only the batch leader touches it (batch.go).
-type replyIndex struct {
-	runs map[string]map[string]uint64
-}
-
-// load returns the index of run, scanning its log if needed. A run that
-// does not exist yet has an empty index that is not kept.
-func (ix *replyIndex) load(db *store.DB, run string) (map[string]uint64, error) {
-	if m, ok := ix.runs[run]; ok {
-		return m, nil
-	}
-	m := map[string]uint64{}
-	err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(run)
-		if errors.Is(err, store.ErrNotFound) {
-			m = nil
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return r.Events(1, func(e store.Event) error {
-			if e.Kind != KindReply {
-				return nil
-			}
-			var rr replyRecord
-			if err := store.DecodePayload(e, &rr); err != nil {
-				return err
-			}
-			m[rr.Key] = e.Seq
-			return nil
-		})
-	})
-	if err != nil {
-		return nil, err
-	}
-	if m == nil {
-		return map[string]uint64{}, nil
-	}
-	ix.runs[run] = m
-	return m, nil
-}
-
-// reply reads the reply event at seq.
-func readReply(db *store.DB, run string, seq uint64) (replyRecord, error) {
-	var rr replyRecord
-	found := false
-	err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(run)
-		if err != nil {
-			return err
-		}
-		stop := errors.New("stop")
-		err = r.Events(seq, func(e store.Event) error {
-			if e.Seq == seq && e.Kind == KindReply {
-				found = true
-				if err := store.DecodePayload(e, &rr); err != nil {
-					return err
-				}
-			}
-			return stop
-		})
-		if err == stop {
-			return nil
-		}
-		return err
-	})
-	if err == nil && !found {
-		err = fmt.Errorf("%w: reply event %d of run %q vanished", store.ErrCorrupt, seq, run)
-	}
-	return rr, err
-}
-
 // writeOp is one write endpoint's work inside the transaction. It returns
 // the status and the value to answer with; the wrapper records them.
 type writeOp func(tx *store.Tx) (status int, body any, err error)
 
 // write runs op at most once per (run, client key): a first request runs op
-// and stores its answer in the same transaction; a repeat gets the stored
-// answer with the header Idempotent-Replay: true; a different request under
-// a used key is a 409. Failed requests store nothing, so they can be retried
-// with the same key after the cause is fixed.
+// and stores its answer in the same transaction (store.RunTx.PutReply, so
+// a write is never on disk without its answer, nor an answer without its
+// write); a repeat gets the stored answer with the header
+// Idempotent-Replay: true; a different request under a used key is a 409.
+// Failed requests store nothing, so they can be retried with the same key
+// after the cause is fixed.
 func (s *server) write(w http.ResponseWriter, r *http.Request, run string, req api.KeyedRequest, op writeOp) error {
 	if s.opts.ReadOnly {
 		return withStatus(http.StatusForbidden, "read_only", errors.New("server: this server is read-only"))

@@ -3,7 +3,6 @@ package server
 import (
 	"encoding/json"
 	"math"
-	"strings"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -40,38 +39,14 @@ func EventView(e store.Event) EventJSON {
 	}
 	var v any
 	var err error
-	switch k := string(e.Kind); {
-	case k == string(store.EvRunCreate) || k == string(store.EvRunStatus) || k == string(store.EvRunVersion) || k == string(store.EvRunDrop):
-		var r store.Run
-		if err = store.DecodePayload(e, &r); err == nil {
-			v = runJSON(r)
+	switch rec := store.RecordFor(e.Kind); {
+	case rec != nil:
+		if err = store.DecodePayload(e, rec); err == nil {
+			v = rec
+			if r, ok := rec.(*store.Run); ok {
+				v = runJSON(*r)
+			}
 		}
-	case k == string(store.EvTurns):
-		var p store.TurnsPayload
-		err, v = store.DecodePayload(e, &p), &p
-	case k == string(store.EvAdvantage):
-		var a store.Advantage
-		err, v = store.DecodePayload(e, &a), &a
-	case k == string(store.EvCheckpoint):
-		var c store.Checkpoint
-		err, v = store.DecodePayload(e, &c), &c
-	case k == string(store.EvScalars):
-		var sc store.Scalars
-		err, v = store.DecodePayload(e, &sc), &sc
-	case k == KindReply:
-		var rr replyRecord
-		if err = store.DecodePayload(e, &rr); err == nil {
-			v = replyJSON{Key: rr.Key, Op: rr.Op, Status: rr.Status, Body: rawJSON(rr.Body)}
-		}
-	case strings.HasPrefix(k, "group."):
-		var g store.Group
-		err, v = store.DecodePayload(e, &g), &g
-	case strings.HasPrefix(k, "node."):
-		var n store.Node
-		err, v = store.DecodePayload(e, &n), &n
-	case k == string(store.EvRubricPut) || k == string(store.EvRubricUpdate) || k == string(store.EvRubricMove):
-		var rb store.Rubric
-		err, v = store.DecodePayload(e, &rb), &rb
 	default:
 		err = msgpack.Unmarshal(e.Payload, &v)
 		v = jsonSafe(v)
@@ -83,13 +58,6 @@ func EventView(e store.Event) EventJSON {
 	}
 	out.Payload = v
 	return out
-}
-
-type replyJSON struct {
-	Key    string          `json:"client_key"`
-	Op     string          `json:"op"`
-	Status int             `json:"status"`
-	Body   json.RawMessage `json:"body"`
 }
 
 // jsonSafe turns what a generic msgpack decode produces (maps with

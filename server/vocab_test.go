@@ -93,6 +93,7 @@ func TestRepliesMatchSchema(t *testing.T) {
 	list("/api/v1/runs", "runs", "RunSummary")
 	get("/api/v1/runs/r1", "RunSummary")
 	list("/api/v1/runs/r1/steps", "steps", "StepMetrics")
+	get("/api/v1/runs/r1/stats", "ReplayRunStats")
 	list("/api/v1/runs/r1/groups", "groups", "Group")
 	get(fmt.Sprintf("/api/v1/runs/r1/groups/%d", gid), "GroupTree")
 	get(fmt.Sprintf("/api/v1/runs/r1/nodes/%d", roots[0]), "NodeInfo")

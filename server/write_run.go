@@ -93,13 +93,6 @@ func (s *server) putCheckpoint(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return 0, nil, err
 		}
-		info, err := rt.Info()
-		if err != nil {
-			return 0, nil, err
-		}
-		if req.Step <= info.LastStep {
-			return 0, nil, conflict("run %q has completed step %d; a checkpoint must be for a later step", run, info.LastStep)
-		}
 		if err := rt.PutCheckpoint(store.Checkpoint{Step: req.Step, Inline: req.Inline, URI: req.URI, Hash: req.Hash, Meta: req.Meta}); err != nil {
 			return 0, nil, err
 		}
@@ -107,7 +100,7 @@ func (s *server) putCheckpoint(w http.ResponseWriter, r *http.Request) error {
 		if out.Checkpoint, err = rt.Checkpoint(req.Step); err != nil {
 			return 0, nil, err
 		}
-		info, err = rt.Info()
+		info, err := rt.Info()
 		out.Run = runJSON(info)
 		return http.StatusCreated, out, err
 	})

@@ -287,11 +287,14 @@ func badInputs() []badInput {
 	})
 
 	// Checkpoints.
-	for name, step := range map[string]uint64{"equal to LastStep": 2, "before LastStep": 1, "zero": 0} {
-		add("checkpoint step "+name, store.ErrInvalid, func(_ *store.Tx, r *store.RunTx, _ fixture) error {
+	for name, step := range map[string]uint64{"equal to LastStep": 2, "before LastStep": 1} {
+		add("checkpoint step "+name, store.ErrStepCompleted, func(_ *store.Tx, r *store.RunTx, _ fixture) error {
 			return r.PutCheckpoint(store.Checkpoint{Step: step, Inline: []byte("s")})
 		})
 	}
+	add("checkpoint step zero", store.ErrInvalid, func(_ *store.Tx, r *store.RunTx, _ fixture) error {
+		return r.PutCheckpoint(store.Checkpoint{Step: 0, Inline: []byte("s")})
+	})
 	add("checkpoint with neither inline nor URI", store.ErrInvalid, func(_ *store.Tx, r *store.RunTx, _ fixture) error {
 		return r.PutCheckpoint(store.Checkpoint{Step: 3, Hash: "sha256:00"})
 	})

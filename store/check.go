@@ -229,6 +229,7 @@ func (c *checker) run(id string) {
 	c.checkpoints(r)
 	c.scalars(r)
 	c.events(r, info.DroppedSeq)
+	c.replies(r, info.DroppedSeq)
 	c.logMatches(r)
 	c.ids(r, bGroups, 1)
 	c.ids(r, bNodes, 0)
@@ -403,6 +404,8 @@ func (c *checker) events(r *RunTx, droppedSeq uint64) {
 			c.fromErr(path, err)
 		} else if len(k) != 8 || e.Seq != keyU64(k, 0) {
 			c.inv(path, cloneBytes(k), "record does not match its key")
+		} else if e.Kind == EvReply {
+			c.replyLogged(r, &e)
 		}
 		if len(k) == 8 {
 			// DropSteps deletes events up to droppedSeq, leaving gaps there.

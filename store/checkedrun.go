@@ -66,7 +66,7 @@ func (tx *Tx) CheckedRun(id string) (*CheckedRun, error) {
 			return
 		}
 		found = true
-		for _, name := range append(subBuckets[:], bCounts, bGroupIDs) {
+		for _, name := range append(subBuckets[:], laterBuckets[:]...) {
 			if b, ok := p.Sub(run, name); ok {
 				cr.buckets[name] = b
 			}

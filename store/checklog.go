@@ -97,33 +97,21 @@ func (c *checker) logMatches(r *RunTx) {
 			clean = false // reported by events()
 			continue
 		}
-		var rec any
-		switch e.Kind {
-		case EvRunCreate, EvRunStatus, EvRunVersion, EvRunDrop:
+		switch recordOf(e.Kind) {
+		case recNone:
+			continue // a kind defined above the store
+		case recReply:
+			continue // a record of the log alone, indexed (checkreplies.go)
+		case recRun:
 			if seen.run {
 				continue
 			}
-			rec = new(Run)
-		case EvGroupOpen, EvGroupUpdate, EvGroupClose:
-			rec = new(Group)
-		case EvNodeAdd, EvNodeScore, EvNodeRoute, EvNodeStatus, EvNodeReward, EvNodeEnvState:
-			rec = new(Node)
-		case EvTurns:
+		case recTurns:
 			if seen.nodes.has(e.Node) {
 				continue
 			}
-			rec = new(TurnsPayload)
-		case EvAdvantage:
-			rec = new(Advantage)
-		case EvRubricPut, EvRubricUpdate, EvRubricMove:
-			rec = new(Rubric)
-		case EvCheckpoint:
-			rec = new(Checkpoint)
-		case EvScalars:
-			rec = new(Scalars)
-		default:
-			continue // a kind defined above the store
 		}
+		rec := RecordFor(e.Kind)
 		if err := DecodePayload(e, rec); err != nil {
 			inv(path, cloneBytes(k), "%s payload does not decode: %v", e.Kind, err)
 			clean = false
@@ -293,13 +281,13 @@ func (c *checker) loggedKeys(r *RunTx, name string, ids []uint64) map[uint64][]b
 		if decodeValue(r.bpath(bEvents), k, v, &e) != nil {
 			continue
 		}
-		switch {
-		case name == bGroups && (e.Kind == EvGroupOpen || e.Kind == EvGroupUpdate || e.Kind == EvGroupClose):
+		switch rec := recordOf(e.Kind); {
+		case name == bGroups && rec == recGroup:
 			var g Group
 			if DecodePayload(e, &g) == nil && slices.Contains(ids, g.ID) && out[g.ID] == nil {
 				out[g.ID] = u64key2(g.Step, g.ID)
 			}
-		case name == bAdv && e.Kind == EvAdvantage:
+		case name == bAdv && rec == recAdvantage:
 			var a Advantage
 			if DecodePayload(e, &a) == nil && slices.Contains(ids, a.Leaf) && out[a.Leaf] == nil {
 				out[a.Leaf] = u64key3(a.Step, a.Group, a.Leaf)

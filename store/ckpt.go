@@ -1,8 +1,11 @@
 package store
 
+import "fmt"
+
 // PutCheckpoint stores the trainer's state after step c.Step and, in the
 // same transaction, marks that step the run's last completed one. Steps
-// complete in order: c.Step must exceed the run's LastStep.
+// complete in order: c.Step must exceed the run's LastStep, or the
+// checkpoint is ErrStepCompleted.
 func (r *RunTx) PutCheckpoint(c Checkpoint) error {
 	if err := r.tx.check(true); err != nil {
 		return err
@@ -15,7 +18,7 @@ func (r *RunTx) PutCheckpoint(c Checkpoint) error {
 		return r.tx.fail(err)
 	}
 	if c.Step <= run.LastStep {
-		return r.tx.fail(invalidf("checkpoint for step %d: run %q has completed step %d", c.Step, r.id, run.LastStep))
+		return r.tx.fail(fmt.Errorf("%w: checkpoint for step %d: run %q has completed step %d; a checkpoint must be for a later step", ErrStepCompleted, c.Step, r.id, run.LastStep))
 	}
 	if len(c.Inline) == 0 && c.URI == "" {
 		return r.tx.fail(invalidf("checkpoint for step %d holds neither inline state nor a URI", c.Step))

@@ -91,9 +91,7 @@ func TestNodeDecodeInternsStatus(t *testing.T) {
 // allocation, and a kind of the caller's own still decodes (into a
 // string of its own).
 func TestEventDecodeInternsStoreKinds(t *testing.T) {
-	for _, k := range []EventKind{EvRunCreate, EvRunStatus, EvGroupOpen, EvGroupUpdate, EvGroupClose,
-		EvNodeAdd, EvTurns, EvNodeScore, EvNodeRoute, EvNodeStatus, EvNodeReward, EvNodeEnvState,
-		EvAdvantage, EvRubricPut, EvRubricUpdate, EvRubricMove, EvCheckpoint, "caller.kind"} {
+	for _, k := range append(EventKinds(), "caller.kind") {
 		raw := encodeEvent(&Event{Seq: 300, Time: 1 << 40, Kind: k, Step: 2, Group: 70_000, Node: 1 << 33})
 		var e Event
 		a := testing.AllocsPerRun(20, func() {

@@ -29,54 +29,6 @@ func appendEventHead(b []byte, e *Event) []byte {
 	return appendUint(b, e.Rubric)
 }
 
-// storeEventKind returns the package's own string for a kind the store
-// writes, so decoding one allocates nothing: a switch, not a map, since a
-// replay looks one up per event. A kind missing here still decodes (into a
-// fresh string).
-func storeEventKind(b []byte) (EventKind, bool) {
-	switch EventKind(b) {
-	case EvRunCreate:
-		return EvRunCreate, true
-	case EvRunStatus:
-		return EvRunStatus, true
-	case EvRunVersion:
-		return EvRunVersion, true
-	case EvRunDrop:
-		return EvRunDrop, true
-	case EvGroupOpen:
-		return EvGroupOpen, true
-	case EvGroupUpdate:
-		return EvGroupUpdate, true
-	case EvGroupClose:
-		return EvGroupClose, true
-	case EvNodeAdd:
-		return EvNodeAdd, true
-	case EvTurns:
-		return EvTurns, true
-	case EvNodeScore:
-		return EvNodeScore, true
-	case EvNodeRoute:
-		return EvNodeRoute, true
-	case EvNodeStatus:
-		return EvNodeStatus, true
-	case EvNodeReward:
-		return EvNodeReward, true
-	case EvNodeEnvState:
-		return EvNodeEnvState, true
-	case EvAdvantage:
-		return EvAdvantage, true
-	case EvRubricPut:
-		return EvRubricPut, true
-	case EvRubricUpdate:
-		return EvRubricUpdate, true
-	case EvRubricMove:
-		return EvRubricMove, true
-	case EvCheckpoint:
-		return EvCheckpoint, true
-	}
-	return "", false
-}
-
 // decodeEvent is decodeValue for an event, without making e escape to the
 // heap (an interface argument would): RunTx.Events decodes one per key.
 // The payload is copied into payloads' chunks (nil: an allocation of its
@@ -113,7 +65,7 @@ func decodeEventMsgp(payload []byte, e *Event) bool {
 	e.Seq = m.uint64()
 	e.Time = m.int64()
 	kind, _ := m.bytes()
-	if k, ok := storeEventKind(kind); ok {
+	if k, ok := decodedKind(kind); ok {
 		e.Kind = k
 	} else {
 		e.Kind = EventKind(kind)

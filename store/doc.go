@@ -24,6 +24,7 @@
 //	    counts/  step         counters     the run's figures (key 0) and each step's
 //	    groupids/group|step   (empty)      finds a group's key from its id
 //	    scalars/ step         Scalars      the trainer's figures of a step (loss, kl, ...)
+//	    replies/ client key   seq (u64 BE) the EvReply event answering that key
 //
 // The counters (nodes by status, leaves, turns, groups open and closed,
 // rewards, zero-variance groups) are kept by every write of a node, group
@@ -32,6 +33,13 @@
 // neither bucket: it is summarised by reading its records, and its next
 // write transaction (or RunTx.Recount) builds both. Check compares them with
 // the records.
+//
+// The replies index finds the first answer to a keyed write (reply.go),
+// which the log holds, without reading the log: a server looks a retried
+// request's key up in two point reads, however long the run. A run
+// written before it has no replies bucket; the first write transaction
+// that looks a key up or records a reply builds it from the log. Check
+// holds the index and the log's EvReply events to each other.
 //
 // Ids (groups, nodes, rubrics, event seqs, turn seqs) come from the
 // sequence of the bucket that holds them, so they are allocated in the

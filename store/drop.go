@@ -17,9 +17,11 @@ import (
 // checkpoints of those steps; and, among the events up to the dropped
 // step's checkpoint, those that wrote a record that is gone, or one that a
 // later event wrote again (old versions of the run record and of rubrics),
-// and the events of kinds defined above the store stamped with a dropped
-// step. What stays: every step after it, the rubrics and every step's
-// scalars (each with the event that last wrote it), the last checkpoint,
+// the replies with their index entries (reply.go: a retry of a write that
+// old is answered anew), and the events of kinds defined above the store
+// stamped with a dropped step. What stays: every step after it, the
+// rubrics and every step's scalars (each with the event that last wrote
+// it), the last checkpoint,
 // and the counters of every step, dropped ones included, so the run's
 // figures still describe all of it.
 //
@@ -127,15 +129,20 @@ func (r *RunTx) dropEvents(from, through uint64) (cut uint64, n int, err error) 
 			return 0, 0, err
 		}
 		drop := false
-		switch e.Kind {
-		case EvRunCreate, EvRunStatus, EvRunDrop:
+		switch recordOf(e.Kind) {
+		case recRun:
 			drop = true // the drop writes the run record again
-		case EvRubricPut, EvRubricUpdate, EvRubricMove:
+		case recReply:
+			drop = true
+			if err := r.dropReply(e.Seq, e); err != nil {
+				return 0, 0, err
+			}
+		case recRubric:
 			if prev, ok := rubrics[e.Rubric]; ok {
 				gone = append(gone, prev.key)
 			}
 			rubrics[e.Rubric] = lastWrite{cloneBytes(k), e.Payload}
-		case EvScalars:
+		case recScalars:
 			if prev, ok := scalars[e.Step]; ok {
 				gone = append(gone, prev.key)
 			}

@@ -21,6 +21,11 @@ var (
 	// ordinal under a parent, rubric id).
 	ErrExists = errors.New("patrdb: already exists")
 
+	// ErrStepCompleted: a checkpoint names a step the run has completed
+	// already (steps complete in order, each once). The transaction that
+	// saw it does not commit.
+	ErrStepCompleted = errors.New("patrdb: step already completed")
+
 	// ErrCorrupt marks a value that fails its CRC or does not decode, or a
 	// file whose structure is damaged. Always wrapped in *CorruptError when
 	// the damage has a location.

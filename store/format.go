@@ -18,14 +18,15 @@ import (
 // open and read as they are; writing to one is ErrNeedsMigration, and
 // Migrate copies it into a new file of this format. Format 4 appended the
 // run's current policy version and how far its old steps were dropped
-// (DropSteps) to the run record; a format-3 file reads as
-// it is, and its first write transaction upgrades it in place (the meta
-// format number, in that same transaction): opening a file never writes.
-// Format 5 added a run's scalars bucket (the trainer's figures of each
-// step, scalars.go) and its event kind; a format-3 or 4 file upgrades the
-// same way, since none of its records changed. An older build refuses a
-// format-5 file rather than drop, restore or check a run without the
-// records it does not know.
+// (DropSteps) to the run record, and the runs' reply indexes (reply.go),
+// which a run lacking one builds from its log when a write first needs it;
+// a format-3 file reads as it is, and its first write transaction upgrades
+// it in place (the meta format number, in that same transaction): opening
+// a file never writes. Format 5 added a run's scalars bucket (the
+// trainer's figures of each step, scalars.go) and its event kind; a
+// format-3 or 4 file upgrades the same way, since none of its records
+// changed. An older build refuses a format-5 file rather than drop,
+// restore or check a run without the records it does not know.
 const FormatVersion = 5
 
 // readableFormats are the older formats this build reads (not writes).

@@ -59,7 +59,7 @@ func (db *DB) LoadRun(id string) (*RunLoader, error) {
 		if err != nil {
 			return err
 		}
-		for _, name := range subBuckets {
+		for _, name := range append(subBuckets[:], bReplies) {
 			if _, err := b.CreateBucket([]byte(name)); err != nil {
 				return err
 			}
@@ -159,8 +159,8 @@ func (l *RunLoader) Event(e Event) error {
 // apply writes the record a store event wrote (e's payload is rewritten
 // for a run record, see LoadRun).
 func (l *RunLoader) apply(e *Event) error {
-	switch e.Kind {
-	case EvRunCreate, EvRunStatus, EvRunDrop:
+	switch recordOf(e.Kind) {
+	case recRun:
 		var run Run
 		if err := DecodePayload(*e, &run); err != nil {
 			return err
@@ -172,14 +172,14 @@ func (l *RunLoader) apply(e *Event) error {
 		}
 		e.Payload = val[headerLen:]
 		return l.put("", keyRun, val)
-	case EvGroupOpen, EvGroupUpdate, EvGroupClose:
+	case recGroup:
 		var g Group
 		if err := DecodePayload(*e, &g); err != nil {
 			return err
 		}
 		l.seenID(bGroups, g.ID)
 		return l.put(bGroups, u64key2(g.Step, g.ID), framedPayload(e.Payload))
-	case EvNodeAdd, EvNodeScore, EvNodeRoute, EvNodeStatus, EvNodeReward, EvNodeEnvState:
+	case recNode:
 		var n Node
 		if err := DecodePayload(*e, &n); err != nil {
 			return err
@@ -191,7 +191,7 @@ func (l *RunLoader) apply(e *Event) error {
 			}
 		}
 		return l.put(bNodes, u64key(n.ID), framedPayload(e.Payload))
-	case EvTurns:
+	case recTurns:
 		var p TurnsPayload
 		if err := DecodePayload(*e, &p); err != nil {
 			return err
@@ -205,31 +205,37 @@ func (l *RunLoader) apply(e *Event) error {
 			l.turns = max(l.turns, p.Seq+uint64(p.Count)-1)
 		}
 		return l.put(bNodes, u64key(n.ID), encodeNode(n))
-	case EvAdvantage:
+	case recAdvantage:
 		var a Advantage
 		if err := DecodePayload(*e, &a); err != nil {
 			return err
 		}
 		return l.put(bAdv, u64key3(a.Step, a.Group, a.Leaf), framedPayload(e.Payload))
-	case EvRubricPut, EvRubricUpdate, EvRubricMove:
+	case recRubric:
 		rb := new(Rubric)
 		if err := DecodePayload(*e, rb); err != nil {
 			return err
 		}
 		l.seenID(bRubrics, rb.ID)
 		return l.put(bRubrics, u64key(rb.ID), framedPayload(e.Payload))
-	case EvCheckpoint:
+	case recCheckpoint:
 		var c Checkpoint
 		if err := DecodePayload(*e, &c); err != nil {
 			return err
 		}
 		return l.put(bCkpt, u64key(c.Step), framedPayload(e.Payload))
-	case EvScalars:
+	case recScalars:
 		var s Scalars
 		if err := DecodePayload(*e, &s); err != nil {
 			return err
 		}
 		return l.put(bScalars, u64key(s.Step), framedPayload(e.Payload))
+	case recReply:
+		var rep Reply
+		if err := DecodePayload(*e, &rep); err != nil {
+			return err
+		}
+		return l.put(bReplies, []byte(rep.Key), u64key(e.Seq))
 	}
 	return nil // a kind defined above the store: only the event
 }

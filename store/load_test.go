@@ -41,22 +41,32 @@ func loadCopy(tb testing.TB, src, dst *store.DB, id, as string, skipTurn func(no
 func TestLoadRunRebuildsTheRun(t *testing.T) {
 	src := storetest.Open(t)
 	f := buildFixture(t, src)
-	// Turns appended in later commits, interleaved: B's turns in two ranges.
+	// Turns appended in later commits, interleaved: B's turns in two
+	// ranges; a policy version published, the last run record logged.
 	inRun(t, src, true, "r1", func(r *store.RunTx) error {
 		if err := r.AppendTurns(f.X, 1, textTurns("x", 2)...); err != nil {
 			return err
 		}
-		return r.AppendTurns(f.B, 2, textTurns("bb", 2)...)
+		if err := r.AppendTurns(f.B, 2, textTurns("bb", 2)...); err != nil {
+			return err
+		}
+		if _, err := r.PutReply(store.Reply{Key: "k1", Op: "POST /x", Status: 201, Body: []byte(`{"a":1}`)}); err != nil {
+			return err
+		}
+		return r.PublishVersion(3)
 	})
 	dst := storetest.Open(t)
 	if err := loadCopy(t, src, dst, "r1", "copy", nil); err != nil {
 		t.Fatal(err)
 	}
 	mustCheck(t, dst)
+	if rep, err := lookUp(t, dst, false, "copy", "k1"); err != nil || rep.Status != 201 {
+		t.Errorf("the copy's reply to k1: %+v %v", rep, err)
+	}
 	want, got := dumpRun(t, src, "r1"), dumpRun(t, dst, "copy")
 	want.Info.ID = "copy"
 	for i := range want.Events {
-		if k := want.Events[i].Kind; k == store.EvRunCreate || k == store.EvRunStatus {
+		if _, run := store.RecordFor(want.Events[i].Kind).(*store.Run); run {
 			want.Events[i].Payload, got.Events[i].Payload = nil, nil // the run's name is in it
 		}
 	}

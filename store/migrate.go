@@ -165,8 +165,8 @@ func migrateRun(ctx context.Context, from, to *DB, id string, res *MigrateResult
 		if err := decodeEvent(path+bEvents, k, v, &e, nil); err != nil {
 			return nil, nil, err
 		}
-		switch e.Kind {
-		case EvNodeAdd, EvNodeScore, EvNodeRoute, EvNodeStatus, EvNodeReward, EvNodeEnvState:
+		switch recordOf(e.Kind) {
+		case recNode:
 			var n Node
 			if err := DecodePayload(e, &n); err != nil {
 				return nil, nil, err
@@ -174,7 +174,7 @@ func migrateRun(ctx context.Context, from, to *DB, id string, res *MigrateResult
 			ranges(&n)
 			turns[n.ID] = n.Turns
 			e.Payload = encodeNode(&n)[headerLen:]
-		case EvTurns:
+		case recTurns:
 			var p TurnsPayload
 			if err := DecodePayload(e, &p); err != nil {
 				return nil, nil, err
@@ -206,14 +206,18 @@ func migrateRun(ctx context.Context, from, to *DB, id string, res *MigrateResult
 	if err != nil {
 		return err
 	}
-	// The run's counters and group index, which older files lack, from the
-	// records just copied.
+	// The run's counters, group index and reply index, which older files
+	// lack, from the records and the log just copied.
 	return to.Update(func(tx *Tx) error {
 		r, err := tx.Run(id)
 		if err != nil {
 			return err
 		}
-		return r.Recount()
+		if err := r.Recount(); err != nil {
+			return err
+		}
+		_, err = r.replyIndex()
+		return err
 	})
 }
 

@@ -1,6 +1,9 @@
 package store
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Info returns the run's record.
 func (r *RunTx) Info() (Run, error) {
@@ -91,11 +94,11 @@ type BucketSize struct {
 func (r *RunTx) BucketSizes() ([]BucketSize, error) {
 	out := make([]BucketSize, 0, len(subBuckets))
 	pageSize := int64(r.tx.btx.DB().Info().PageSize)
-	for _, name := range append(subBuckets[:], bCounts, bGroupIDs) {
+	for _, name := range append(subBuckets[:], laterBuckets[:]...) {
 		b := r.b.Bucket([]byte(name))
 		if b == nil {
-			if name == bCounts || name == bGroupIDs {
-				continue // a run written before the counters
+			if slices.Contains(laterBuckets[:], name) {
+				continue // a run written before them
 			}
 			return nil, &CorruptError{Bucket: r.path, Reason: "missing sub-bucket " + name}
 		}

@@ -105,7 +105,7 @@ func (tx *Tx) damagedHeader(id string, p any) error {
 	path := "runs/" + id
 	var run *bolt.Bucket
 	if opens(func() { run = tx.btx.Bucket(bucketRuns).Bucket([]byte(id)) }) && run != nil {
-		for _, name := range append(subBuckets[:], bCounts, bGroupIDs) {
+		for _, name := range append(subBuckets[:], laterBuckets[:]...) {
 			if !opens(func() { run.Bucket([]byte(name)) }) {
 				path += "/" + name
 				break
@@ -134,7 +134,7 @@ func (tx *Tx) CreateRun(id string, config []byte, meta map[string]string) (*RunT
 	if err != nil {
 		return nil, tx.fail(err)
 	}
-	for _, name := range append(subBuckets[:], bCounts, bGroupIDs) {
+	for _, name := range append(subBuckets[:], laterBuckets[:]...) {
 		if _, err := b.CreateBucket([]byte(name)); err != nil {
 			return nil, tx.fail(err)
 		}
@@ -266,6 +266,12 @@ const (
 )
 
 var subBuckets = [...]string{bGroups, bNodes, bTurns, bChildren, bFrontier, bAdv, bRubrics, bCkpt, bEvents}
+
+// laterBuckets are the sub-buckets a run written by an older build may
+// lack; each is built from the run's records or log by the first write
+// transaction that needs it (counts.go, reply.go), and a new run has them
+// all from the start.
+var laterBuckets = [...]string{bCounts, bGroupIDs, bReplies}
 
 // subIndex is name's place in subBuckets, -1 when it is not one. Every API
 // call looks up a sub-bucket or two, and a switch on the name costs a

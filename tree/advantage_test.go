@@ -274,8 +274,8 @@ func TestShaperDeclines(t *testing.T) {
 	newRun(t, db, "bad", cfg)
 	o.Shaper = &fakeShaper{lambda: 0.5, badCount: true}
 	_, err := mustEngine(t, db, "bad", o).Rollout(context.Background(), 1, ts)
-	if !errors.Is(err, store.ErrInvalid) {
-		t.Errorf("shaper with one score too many: %v, want ErrInvalid", err)
+	if !errors.Is(err, tree.ErrInvalidShaping) {
+		t.Errorf("shaper with one score too many: %v, want ErrInvalidShaping", err)
 	}
 	for _, g := range dumpRun(t, db, "bad").Groups {
 		if g.Status != store.GroupOpen {

@@ -3,6 +3,7 @@ package tree
 import (
 	"hash/fnv"
 	"math"
+	"slices"
 
 	"github.com/patrdb/patrdb/store"
 )
@@ -125,14 +126,22 @@ func repeatRunOf(r *store.RunTx, n store.Node, limit int) (int, error) {
 	return count, err
 }
 
-// pathReward is the sum of the env rewards along n's path: the outcome
-// reward of a leaf whose writer gave none.
+// pathReward is PathReward of n's path.
 func pathReward(r *store.RunTx, id uint64) (float64, error) {
 	var rewards []float64
 	err := r.PathBackward(id, func(t store.TurnBrief) bool { rewards = append(rewards, t.Reward); return true })
-	var sum float64 // from the root down, as a trainer adds them while sampling
-	for i := len(rewards) - 1; i >= 0; i-- {
-		sum += rewards[i]
+	slices.Reverse(rewards)
+	return PathReward(rewards), err
+}
+
+// PathReward is the outcome reward of a leaf whose writer gave none — a
+// pruned branch, or one that ended or hit the turn cap without a reward
+// of its own: the sum of the env rewards along its path, given root first
+// and added in that order, as a trainer adds them while sampling.
+func PathReward(rewards []float64) float64 {
+	var sum float64
+	for _, r := range rewards {
+		sum += r
 	}
-	return sum, err
+	return sum
 }

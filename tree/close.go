@@ -50,15 +50,21 @@ func (c *Coordinator) Leaves(tx *store.Tx, step, group uint64, withTurns bool) (
 }
 
 // Close closes a group without active branches: GRPO advantages over its
-// leaves (on R = reward + Lambda·score with a shaping, whose scores align
-// with Leaves' order and whose writes apply in the same transaction), then
-// the group's close. A closed group is ErrConflict.
+// leaves (on R = reward + Lambda·score with a shaping, whose writes apply
+// in the same transaction), then the group's close. A shaping that breaks
+// its rules (shaping.go) is ErrInvalidShaping, checked before the group is
+// read; a closed group is ErrConflict.
 func (c *Coordinator) Close(tx *store.Tx, step, group uint64, shaping *Shaping, eps float64) (GroupResult, error) {
 	if eps == 0 {
 		eps = grpo.DefaultEps
 	}
 	if !grpo.ValidEps(eps) {
 		return GroupResult{}, fmt.Errorf("%w: GRPO eps %v, want a finite value >= 0", ErrInvalidConfig, eps)
+	}
+	if shaping != nil {
+		if err := shaping.check(group); err != nil {
+			return GroupResult{}, err
+		}
 	}
 	g, leaves, err := c.Leaves(tx, step, group, false)
 	if err != nil {
@@ -67,8 +73,14 @@ func (c *Coordinator) Close(tx *store.Tx, step, group uint64, shaping *Shaping, 
 	if g.Status != store.GroupOpen {
 		return GroupResult{}, fmt.Errorf("%w: group %d is %s", ErrConflict, g.ID, g.Status)
 	}
-	if shaping != nil && len(shaping.Scores) != len(leaves) {
-		return GroupResult{}, fmt.Errorf("%w: %d shaping scores for %d leaves of group %d", store.ErrInvalid, len(shaping.Scores), len(leaves), g.ID)
+	if shaping != nil {
+		scores, err := shaping.aligned(g.ID, leaves)
+		if err != nil {
+			return GroupResult{}, err
+		}
+		aligned := *shaping
+		aligned.Scores, aligned.Leaf = scores, nil
+		shaping = &aligned
 	}
 	r, err := c.runTx(tx)
 	if err != nil {

@@ -14,6 +14,10 @@ var (
 	// so callers can tell a bad parameter from a storage or runtime failure.
 	ErrInvalidConfig = errors.New("tree: invalid config")
 
+	// ErrInvalidShaping: a Shaping given to Close breaks its rules (a
+	// score outside [-1,1], a negative lambda, not one score per leaf).
+	ErrInvalidShaping = errors.New("tree: invalid shaping")
+
 	// The protocol's refusals (package rollout's, documented there).
 	ErrConflict       = rollout.ErrConflict
 	ErrLeaseLost      = rollout.ErrLeaseLost

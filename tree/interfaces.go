@@ -31,12 +31,17 @@ type Leaf struct {
 	Turns  []store.PathTurn
 }
 
-// Shaping is a Shaper's verdict on one group: a centred score per leaf
-// (aligned with the leaves it was given), the weight it enters the reward
-// with, and the writes that record it, applied in the same transaction as
-// the group's advantages.
+// Shaping is a Shaper's verdict on one group: a centred score per leaf,
+// the weight it enters the reward with, and the writes that record it,
+// applied in the same transaction as the group's advantages.
+//
+// Scores line up with the group's leaves in Leaves' order, or, when Leaf
+// is set, Scores[i] is the score of leaf Leaf[i] (a caller that names its
+// leaves, such as the HTTP API). Close holds every shaping to the rules in
+// shaping.go and refuses one that breaks them with ErrInvalidShaping.
 type Shaping struct {
 	Scores  []float64
+	Leaf    []uint64
 	Lambda  float64
 	Rubrics []uint64
 	Apply   func(r *store.RunTx) error

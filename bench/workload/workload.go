@@ -10,17 +10,19 @@
 // its own seeded generator: branches carry a latent quality that their
 // process scores track with noise, tree.Route decides expand / survive /
 // prune on those scores, branches finish with a quality-dependent hazard or
-// hit the turn cap, and the tree closes with GRPO advantages over its
-// leaves. The same seed gives the same operations, byte for byte, so every
+// hit the turn cap, each leaf's outcome is the engine's (tree.PathReward:
+// the env rewards along its path), and the tree closes with the engine's
+// GRPO advantages over its leaves (tree.Advantages). The same seed gives the same operations, byte for byte, so every
 // contender is handed identical work.
 package workload
 
 import (
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
+	"slices"
 
+	"github.com/patrdb/patrdb/grpo"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/tree"
 )
@@ -298,6 +300,7 @@ type simNode struct {
 	repeat  int
 	status  store.NodeStatus
 	reward  float64
+	path    []float64 // the env rewards along its path, root first
 }
 
 func (s *sim) add(ops []Op, parent *simNode, ordinal int, quality float64) ([]Op, *simNode) {
@@ -306,6 +309,7 @@ func (s *sim) add(ops []Op, parent *simNode, ordinal int, quality float64) ([]Op
 	if parent != nil {
 		n.fork = parent.turns
 		n.base = parent.base + parent.turns
+		n.path = slices.Clone(parent.path) // children fork at the parent's last turn
 		op.Parent, op.Fork = parent.local, n.fork
 	}
 	s.nodes = append(s.nodes, n)
@@ -359,14 +363,17 @@ func (s *sim) run() [][]Op {
 				s.stats.Turns++
 				s.stats.TurnBytes += int64(TurnBytes(&t))
 				turns = append(turns, t)
+				n.path = append(n.path, t.Reward)
 			}
 			ops = append(ops, Op{Kind: OpTurns, Tree: s.tree, Step: s.step, Node: n.local, From: n.turns, Turns: turns})
 			n.turns += len(turns)
+			// A branch that ends has no reward of its own: the engine's
+			// (tree.PathReward) is its outcome, as for a pruned one.
 			switch {
 			case done:
-				n.status, n.reward = store.NodeCompleted, turns[len(turns)-1].Reward
+				n.status, n.reward = store.NodeCompleted, tree.PathReward(n.path)
 			case n.base+n.turns >= cfg.Tree.MaxTurns:
-				n.status = store.NodeTruncated
+				n.status, n.reward = store.NodeTruncated, tree.PathReward(n.path)
 				s.stats.Full++
 			default:
 				still = append(still, n)
@@ -390,9 +397,9 @@ func (s *sim) run() [][]Op {
 				ops = append(ops, Op{Kind: OpRoute, Tree: s.tree, Step: s.step, Node: n.local, Decision: d.Record(iv)})
 				switch d.Action {
 				case tree.Prune:
-					n.status, n.reward = store.NodePruned, 0
+					n.status, n.reward = store.NodePruned, tree.PathReward(n.path)
 					s.stats.Pruned++
-					ops = append(ops, Op{Kind: OpReward, Tree: s.tree, Step: s.step, Node: n.local, Value: 0})
+					ops = append(ops, Op{Kind: OpReward, Tree: s.tree, Step: s.step, Node: n.local, Value: n.reward})
 				case tree.Expand:
 					n.status = store.NodeExpanded
 					for c := range d.Children {
@@ -416,29 +423,19 @@ func (s *sim) run() [][]Op {
 	return out
 }
 
-// close appends the GRPO advantages of every leaf and the group's close.
+// close appends the advantages of every leaf, as the engine computes them
+// (tree.Advantages: GRPO, package grpo), and the group's close.
 func (s *sim) close(ops []Op) []Op {
-	var leaves []*simNode
+	var leaves []tree.Leaf
 	for _, n := range s.nodes {
 		if n.status.Leaf() {
-			leaves = append(leaves, n)
+			leaves = append(leaves, tree.Leaf{Node: store.Node{ID: n.local}, Reward: n.reward})
+			s.stats.Leaves++
+			s.stats.PathTurns += n.base + n.turns
 		}
 	}
-	var mean, sq float64
-	for _, n := range leaves {
-		mean += n.reward
-	}
-	mean /= float64(len(leaves))
-	for _, n := range leaves {
-		sq += (n.reward - mean) * (n.reward - mean)
-	}
-	std := math.Sqrt(sq / float64(len(leaves)))
-	for _, n := range leaves {
-		s.stats.Leaves++
-		s.stats.PathTurns += n.base + n.turns
-		ops = append(ops, Op{Kind: OpAdvantage, Tree: s.tree, Step: s.step, Adv: store.Advantage{
-			Step: s.step, Leaf: n.local, Outcome: n.reward, Total: n.reward, Mean: mean, Std: std,
-			Advantage: (n.reward - mean) / (std + 1e-6), ZeroVariance: std == 0, ZeroVarianceAfter: std == 0}})
+	for _, a := range tree.Advantages(store.Group{Step: s.step}, leaves, nil, grpo.DefaultEps) {
+		ops = append(ops, Op{Kind: OpAdvantage, Tree: s.tree, Step: s.step, Adv: a})
 	}
 	return append(ops, Op{Kind: OpCloseGroup, Tree: s.tree, Step: s.step})
 }

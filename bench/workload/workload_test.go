@@ -5,7 +5,10 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/patrdb/patrdb/grpo"
 	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
+	"github.com/patrdb/patrdb/tree"
 )
 
 func gen(t *testing.T, cfg Config) *Generator {
@@ -188,6 +191,68 @@ func TestValidate(t *testing.T) {
 		mut(&c)
 		if _, err := NewGenerator(c); !errors.Is(err, ErrConfig) {
 			t.Errorf("%+v: err = %v, want ErrConfig", c, err)
+		}
+	}
+}
+
+// TestEngineRules: what a batch writes is what the engine's rules give for
+// the trees it describes — applied to a store, every leaf without a reward
+// of its own has tree.PathReward of its path, and every group's advantage
+// records are tree.Advantages (GRPO, package grpo) of its stored leaves.
+func TestEngineRules(t *testing.T) {
+	for _, cfg := range []Config{SWEConfig(5), FrozenLakeConfig(5)} {
+		cfg.Trees = 6
+		db := storetest.Open(t)
+		if err := db.Update(func(tx *store.Tx) error {
+			_, err := tx.CreateRun("w", tree.ConfigJSON(cfg.Tree), nil)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for _, txn := range gen(t, cfg).Next().Txns {
+			if err := ApplyTxn(db, "w", txn); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c, err := tree.NewCoordinator(db, "w", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = db.View(func(tx *store.Tx) error {
+			r, err := tx.Run("w")
+			if err != nil {
+				return err
+			}
+			groups, err := r.Groups(1)
+			if err != nil {
+				return err
+			}
+			for _, g := range groups {
+				_, leaves, err := c.Leaves(tx, g.Step, g.ID, true)
+				if err != nil {
+					return err
+				}
+				for _, l := range leaves {
+					var path []float64
+					for _, pt := range l.Turns {
+						path = append(path, pt.Reward)
+					}
+					if want := tree.PathReward(path); l.Reward != want {
+						t.Errorf("%s: leaf %d (%s) has reward %v, the engine gives %v", cfg.Kind, l.Node.ID, l.Node.Status, l.Reward, want)
+					}
+				}
+				got, err := r.Advantages(g.Step, g.ID)
+				if err != nil {
+					return err
+				}
+				if want := tree.Advantages(g, leaves, nil, grpo.DefaultEps); !reflect.DeepEqual(got, want) {
+					t.Errorf("%s: group %d advantages\n got  %+v\n want %+v", cfg.Kind, g.ID, got, want)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }

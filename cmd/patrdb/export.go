@@ -48,9 +48,11 @@ func newExportCommand(app *App) *cobra.Command {
            exports under another name, --replace replaces the lake's run
            whole, never mixing the two.
   jsonl    DIR/run=<id>/step=<n>/trajectories.jsonl: one line per leaf with
-           its whole path materialised (task, prompt, reward, advantage,
-           every turn with its token ids and logprobs); nodes.jsonl: one line
-           per node with its parent and fork point.
+           its whole path materialised (task, prompt and its tokens, reward,
+           advantage, every turn with its token ids, logprobs and policy
+           version); nodes.jsonl: one line per node with its parent and fork
+           point. Both carry the columns the parquet lake keeps of the same
+           records, under the same names.
   rl       DIR/run=<id>/step=<n>/rl.jsonl and rl.parquet, the same rows in
            both: one per leaf of the step's closed groups with its training
            sequence as patrdb batch builds it (input_ids, loss_mask,

@@ -369,7 +369,7 @@ func TestRemoteMatchesFileOnWrittenRuns(t *testing.T) {
 	}
 	// The logs did hold what this test is about.
 	replayed := cli(t, "--db", path, "replay", "demo").ok(t).stdout + cli(t, "--db", path, "replay", "api").ok(t).stdout
-	for _, kind := range []string{"rubric.judge", "rubric.activate", server.KindReply} {
+	for _, kind := range []string{"rubric.judge", "rubric.activate", string(store.EvReply)} {
 		if !strings.Contains(replayed, kind) {
 			t.Errorf("no %s event was replayed", kind)
 		}

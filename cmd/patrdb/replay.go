@@ -358,6 +358,8 @@ func eventSummary(e logEvent, view api.EventJSON) string {
 			return "rubric moved to " + string(rec.Pool)
 		}
 		return fmt.Sprintf("rubric updated: %d activations, support %d", rec.Usage.Activations, rec.Support)
+	case *store.Reply:
+		return fmt.Sprintf("server reply %d to %s", rec.Status, rec.Op)
 	case *store.Checkpoint:
 		if rec.URI != "" {
 			return fmt.Sprintf("checkpoint of step %d: %s", rec.Step, rec.URI)
@@ -368,15 +370,6 @@ func eventSummary(e logEvent, view api.EventJSON) string {
 	payload, err := json.Marshal(view.Payload)
 	if err != nil {
 		payload = []byte("null")
-	}
-	if e.Kind == server.KindReply {
-		var rp struct {
-			Op     string `json:"op"`
-			Status int    `json:"status"`
-		}
-		if json.Unmarshal(payload, &rp) == nil && rp.Op != "" {
-			return fmt.Sprintf("server reply %d to %s", rp.Status, rp.Op)
-		}
 	}
 	if string(payload) == "null" {
 		return "no payload"

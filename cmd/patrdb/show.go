@@ -174,7 +174,7 @@ func printShow(w io.Writer, o showOutput) {
 		}
 	}
 	fmt.Fprintf(t, "nodes\t%d: %s\n", o.Nodes, strings.Join(parts, ", "))
-	fmt.Fprintf(t, "leaves\t%d\n", o.Leaves)
+	fmt.Fprintf(t, "leaves\t%d, mean reward %s\n", o.Leaves, meanReward(o.MeanReward))
 	fmt.Fprintf(t, "frontier\t%d active\n", o.Frontier)
 	fmt.Fprintf(t, "turns\t%d stored\n", o.Turns)
 	parts = parts[:0]
@@ -208,10 +208,7 @@ func printShow(w io.Writer, o showOutput) {
 		t = newTable(w)
 		fmt.Fprintln(t, "STEP\tGROUPS\tOPEN\tNODES\tLEAVES\tMEAN REWARD\tZERO-VAR GROUPS\tCHECKPOINT")
 		for _, s := range o.Steps {
-			mean := "-"
-			if s.MeanReward != nil {
-				mean = fmtNum(*s.MeanReward)
-			}
+			mean := meanReward(s.MeanReward)
 			ck := "-"
 			if s.Checkpoint {
 				ck = "yes"

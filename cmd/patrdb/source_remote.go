@@ -319,7 +319,8 @@ func decodeRemoteEvent(re remoteEvent) (logEvent, error) {
 	if len(re.Payload) > 0 && string(re.Payload) != "null" {
 		e.sent = re.Payload
 	}
-	if !replay.StoreKind(re.Kind) {
+	rec := store.RecordFor(re.Kind)
+	if rec == nil {
 		return e, nil
 	}
 	bad := func(err error) (logEvent, error) {
@@ -334,9 +335,7 @@ func decodeRemoteEvent(re remoteEvent) (logEvent, error) {
 	if json.Unmarshal(re.Payload, &undecodable) == nil && undecodable.Undecodable != "" {
 		return bad(fmt.Errorf("%s", undecodable.Undecodable))
 	}
-	var rec any
-	switch re.Kind {
-	case store.EvRunCreate, store.EvRunStatus, store.EvRunVersion, store.EvRunDrop:
+	if _, ok := rec.(*store.Run); ok { // sent with its config as a JSON value
 		var rj api.RunJSON
 		if err := json.Unmarshal(re.Payload, &rj); err != nil {
 			return bad(err)
@@ -344,20 +343,6 @@ func decodeRemoteEvent(re remoteEvent) (logEvent, error) {
 		run := rj.Record()
 		e.Record = &run
 		return e, nil
-	case store.EvGroupOpen, store.EvGroupUpdate, store.EvGroupClose:
-		rec = new(store.Group)
-	case store.EvTurns:
-		rec = new(store.TurnsPayload)
-	case store.EvAdvantage:
-		rec = new(store.Advantage)
-	case store.EvRubricPut, store.EvRubricUpdate, store.EvRubricMove:
-		rec = new(store.Rubric)
-	case store.EvCheckpoint:
-		rec = new(store.Checkpoint)
-	case store.EvScalars:
-		rec = new(store.Scalars)
-	default: // the node kinds
-		rec = new(store.Node)
 	}
 	if err := json.Unmarshal(re.Payload, rec); err != nil {
 		return bad(err)
@@ -366,72 +351,12 @@ func decodeRemoteEvent(re remoteEvent) (logEvent, error) {
 	return e, nil
 }
 
-// stats computes what replay.Stats computes from the file, from the
-// records the API serves: the groups with their nodes, the advantage
-// records, the rubric events and the bucket sizes, fed to the same
-// replay.StatsBuilder and replay.PoolTracker.
+// stats is the server's replay.Stats of the run (GET .../stats): the
+// figures computed once, where the records are.
 func (r *remoteRun) stats() (*replay.RunStats, error) {
-	groups, err := r.Groups(0)
-	if err != nil {
+	var rs replay.RunStats
+	if err := r.getJSON("/api/v1/runs/"+url.PathEscape(r.id)+"/stats", &rs); err != nil {
 		return nil, err
 	}
-	all, err := r.Advantages(0, 0)
-	if err != nil {
-		return nil, err
-	}
-	type key struct{ step, group uint64 }
-	advs := map[key][]store.Advantage{}
-	for _, a := range all {
-		k := key{a.Step, a.Group}
-		advs[k] = append(advs[k], a)
-	}
-	sb := replay.NewStatsBuilder(r.id, r.sum.Events)
-	for _, g := range groups {
-		nodes, err := r.GroupNodes(g)
-		if err != nil {
-			return nil, err
-		}
-		sb.AddGroup(g, nodes, advs[key{g.Step, g.ID}])
-	}
-	rs := sb.Finish()
-	var st replay.StalenessTracker
-	if last, err := r.LastSeq(); err != nil {
-		return nil, err
-	} else if last > 0 {
-		if err := r.events(1, last, func(e logEvent) error {
-			st.Observe(e.Event.Event, e.Record)
-			return nil
-		}); err != nil {
-			return nil, err
-		}
-	}
-	rs.SetStaleness(&st)
-	sum, err := r.Summary(store.SummaryOptions{Buckets: true})
-	if err != nil {
-		return nil, err
-	}
-	rs.Buckets, rs.Bytes = sum.Buckets, sum.Bytes
-	if rs.Pools, err = poolHistory(r); err != nil {
-		return nil, err
-	}
-	return rs, nil
-}
-
-// poolHistory is replay's rubric pool sizes at the end of each step, from
-// the rubric events the API serves.
-func poolHistory(r runReader) ([]replay.PoolSizes, error) {
-	last, err := r.LastSeq()
-	if last == 0 || err != nil {
-		return nil, err
-	}
-	var pt replay.PoolTracker
-	err = r.events(1, last, func(e logEvent) error {
-		rb, _ := e.Record.(*store.Rubric)
-		pt.Observe(e.Step, rb)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return pt.Sizes(), nil
+	return &rs, nil
 }

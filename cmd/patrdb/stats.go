@@ -99,6 +99,14 @@ func sharing(s replay.StepStats) string {
 	return fmt.Sprintf("%.2f×", s.PrefixSharing)
 }
 
+// meanReward is a mean reward, "-" when no leaf has one.
+func meanReward(m *float64) string {
+	if m == nil {
+		return "-"
+	}
+	return fmtNum(*m)
+}
+
 func meanOrDash(l replay.LeafStats) string {
 	if l.Rewarded == 0 {
 		return "-"
@@ -123,8 +131,8 @@ func writeStatsTable(w io.Writer, runs []*replay.RunStats) {
 
 func writeRunStats(w io.Writer, r *replay.RunStats) {
 	s := r.Total
-	fmt.Fprintf(w, "run %s: %s, %s, %s, %s, %s, %s\n", r.Run, plural(len(r.Steps), "step", "steps"), plural(s.Groups, "group", "groups"),
-		plural(s.Nodes, "node", "nodes"), plural(s.Leaves, "leaf", "leaves"), plural(int(r.Events), "event", "events"), fmtBytes(r.Bytes))
+	fmt.Fprintf(w, "run %s: %s, %s, %s, %s (mean reward %s), %s, %s\n", r.Run, plural(len(r.Steps), "step", "steps"), plural(s.Groups, "group", "groups"),
+		plural(s.Nodes, "node", "nodes"), plural(s.Leaves, "leaf", "leaves"), meanReward(s.MeanReward), plural(int(r.Events), "event", "events"), fmtBytes(r.Bytes))
 	fmt.Fprintf(w, "  turns            %d stored, %d materialised in leaf trajectories: prefix sharing %s\n", s.TurnsStored, s.TurnsMaterialised, sharing(s))
 	fmt.Fprintf(w, "  routing          %s, %s%s, %s\n", plural(s.Expansions, "expansion", "expansions"), plural(s.Prunes, "prune", "prunes"),
 		rulesText(s.PrunesByRule), plural(s.Survivals, "survival", "survivals"))
