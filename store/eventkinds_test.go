@@ -52,6 +52,9 @@ func TestEventKindTableCoversTheLog(t *testing.T) {
 		if err := r.PublishVersion(2); err != nil {
 			return err
 		}
+		if err := r.PutScalars(2, map[string]float64{"loss": 0.5}); err != nil {
+			return err
+		}
 		_, err = r.DropSteps(1)
 		return err
 	})
@@ -63,7 +66,7 @@ func TestEventKindTableCoversTheLog(t *testing.T) {
 	want := map[string]reflect.Type{"run.": reflect.TypeFor[*store.Run](), "group.": reflect.TypeFor[*store.Group](),
 		"node.": reflect.TypeFor[*store.Node](), "adv.": reflect.TypeFor[*store.Advantage](),
 		"rubric.": reflect.TypeFor[*store.Rubric](), "ckpt.": reflect.TypeFor[*store.Checkpoint](),
-		"server.": reflect.TypeFor[*store.Reply]()}
+		"server.": reflect.TypeFor[*store.Reply](), "scalars.": reflect.TypeFor[*store.Scalars]()}
 	seen := map[store.EventKind]bool{}
 	read() // the drop deleted the first events
 	for _, e := range events {
