@@ -177,6 +177,12 @@ func TestFileRoundTrip(t *testing.T) {
 		if !bytes.Equal(fileBytes(t, back), raw) {
 			t.Errorf("%s: decoded batch writes different bytes", layout)
 		}
+		// The same file at an address no array type is aligned to decodes
+		// (copied, not viewed) to the same batch.
+		odd := append([]byte{0}, raw...)[1:]
+		if shifted, err := batch.Decode(odd); err != nil || !bytes.Equal(fileBytes(t, shifted), raw) {
+			t.Errorf("%s: the file decoded from a misaligned buffer differs: %v", layout, err)
+		}
 		f, err := safetensors.Read(raw)
 		if err != nil {
 			t.Fatal(err)

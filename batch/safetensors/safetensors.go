@@ -314,6 +314,28 @@ func Values[T Elem](t Tensor) ([]T, error) {
 	return out, nil
 }
 
+// View returns t's elements as T without copying: a slice over t.Data,
+// which must then stay unchanged while the slice is used. ok is false when
+// that cannot be done — a big-endian host, or data not aligned for T —
+// and the caller copies with Values instead.
+func View[T Elem](t Tensor) (xs []T, ok bool, err error) {
+	d := DTypeOf[T]()
+	if t.DType != d {
+		return nil, false, formatErr("tensor %q is %s, not %s", t.Name, t.DType, d)
+	}
+	if !littleEndian {
+		return nil, false, nil
+	}
+	if len(t.Data) == 0 {
+		return []T{}, true, nil
+	}
+	var zero T
+	if uintptr(unsafe.Pointer(&t.Data[0]))%unsafe.Alignof(zero) != 0 {
+		return nil, false, nil
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(&t.Data[0])), len(t.Data)/d.Size()), true, nil
+}
+
 var littleEndian = func() bool {
 	x := uint16(1)
 	return *(*byte)(unsafe.Pointer(&x)) == 1

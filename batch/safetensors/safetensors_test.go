@@ -128,3 +128,33 @@ func FuzzRead(f *testing.F) {
 		}
 	})
 }
+
+// View aliases the file's bytes where it can (the caller's buffer is the
+// batch) and says when it cannot, so the caller copies instead of reading
+// misaligned words.
+func TestViewAliasesAlignedData(t *testing.T) {
+	meta, ts := sample()
+	var buf bytes.Buffer
+	if _, err := Write(&buf, meta, ts); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Read(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, ok, err := View[int32](f.Tensors["ids"])
+	if err != nil || !ok || !slices.Equal(ids, []int32{1, -2, 1 << 30}) {
+		t.Fatalf("View: %v %v %v", ids, ok, err)
+	}
+	f.Tensors["ids"].Data[0] = 7 // the view shares the bytes
+	if ids[0] != 7 {
+		t.Errorf("View copied: ids[0] = %d after the data changed", ids[0])
+	}
+	if _, _, err := View[int64](f.Tensors["ids"]); !errors.Is(err, ErrFormat) {
+		t.Errorf("wrong element type: %v", err)
+	}
+	odd := append([]byte{0}, Bytes([]int32{5, 6})...)[1:]
+	if xs, ok, err := View[int32](Tensor{Name: "odd", DType: I32, Shape: []int{2}, Data: odd}); ok || err != nil || xs != nil {
+		t.Errorf("misaligned data viewed: %v %v %v", xs, ok, err)
+	}
+}

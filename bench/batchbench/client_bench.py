@@ -19,10 +19,15 @@ LEAF = ("completed", "pruned", "truncated")
 
 
 class CountingClient(Client):
-    """Counts requests and response bytes."""
+    """Counts requests and response bytes. Token arrays travel as JSON
+    numbers, as they did before the packed wire (API 1.5): the path a
+    trainer took before the batch endpoint existed."""
 
     requests = 0
     nbytes = 0
+
+    def packed(self):
+        return False
 
     def fetch(self, *args, **kwargs):
         status, body = super().fetch(*args, **kwargs)

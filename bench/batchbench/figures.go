@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"github.com/patrdb/patrdb/batch/batchdb"
+	"github.com/patrdb/patrdb/client"
 	"github.com/patrdb/patrdb/model"
 	"io"
 	"runtime"
@@ -104,11 +106,29 @@ func goFigures(c config, db *store.DB, rows *batch.Batch) ([]*figure, error) {
 	if err := read(&reused); err != nil {
 		return nil, err
 	}
+	url, stop, err := serve(db)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	cl := client.New(url)
+	overHTTP := func() error {
+		data, err := cl.Batch(context.Background(), run0, 1, batch.Options{})
+		if err != nil {
+			return err
+		}
+		_, err = batch.Decode(data)
+		return err
+	}
+	if err := overHTTP(); err != nil { // the server's first read of the run checks it
+		return nil, err
+	}
 	sides := []func() error{
 		func() error { return read(&reused) },
 		func() error { return read(new(batch.Batch)) },
 		func() error { _, err := byHand(db); return err },
 		func() error { copy(dst, src); return nil },
+		overHTTP,
 	}
 	per := make([][]float64, len(sides))    // wall time per side, per repetition
 	perCPU := make([][]float64, len(sides)) // process CPU time, the same way
@@ -144,6 +164,8 @@ func goFigures(c config, db *store.DB, rows *batch.Batch) ([]*figure, error) {
 		{name: "Go, rows assembled by hand from RunTx.Trajectory per leaf vs memcpy", unit: "s",
 			got: per[2], anchor: memcpy, gotName: "Trajectory per leaf", anchorName: name},
 	}
+	figs = append(figs, &figure{name: "Go client over HTTP (client.Batch + batch.Decode, loopback) vs the in-process call (batchdb.Read, fresh buffers)", unit: "s",
+		got: per[4], anchor: per[1], gotName: "HTTP", anchorName: "batchdb.Read", target: "≤ 2×", max: 2})
 	if haveCPU {
 		figs = append(figs, &figure{name: "Go, rows batch (ReadInto) vs memcpy, process CPU time instead of wall time (both cores' work counted; getrusage, 1–4 ms resolution)", unit: "s",
 			got: perCPU[0], anchor: perCPU[3], gotName: "ReadInto", anchorName: name})
