@@ -224,7 +224,9 @@ func timeLatest(path string, reps int, mode latestMode, cold bool) ([]float64, e
 			var err error
 			switch mode {
 			case latestChecked:
-				r, err = tx.CheckedRun(benchRun)
+				if err = tx.CheckReads(); err == nil {
+					r, err = tx.Run(benchRun)
+				}
 			case latestWalkAll:
 				if err = tx.VerifyFile(); err == nil {
 					r, err = tx.Run(benchRun)
