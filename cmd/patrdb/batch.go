@@ -208,10 +208,14 @@ func (a *App) readBatch(ctx context.Context, rf *remoteFlags, id string, step ui
 	defer db.Close()
 	b := new(batch.Batch)
 	err = db.View(func(tx *store.Tx) error {
+		// Only what the batch reads is checked, not the whole run.
 		if err := tx.CheckReads(); err != nil {
 			return a.damaged(err)
 		}
-		r, err := a.lookupRun(tx, id)
+		r, err := tx.Run(id)
+		if errors.Is(err, model.ErrNotFound) {
+			return a.runNotFound(tx, id)
+		}
 		if err == nil {
 			err = batchdb.ReadInto(b, r, step, opts)
 		}
