@@ -10,7 +10,7 @@ package store
 // reads cost time in proportion to what is read, not to the run; see
 // doc.go). A read that has no narrow check (the event log, a whole
 // step's groups, summaries with bucket sizes, ...) checks the whole run
-// once first, as Check with Run set does. Damage on the way is a
+// once first (RunTx.Verify). Damage on the way is a
 // *CorruptError and nothing is returned; damage elsewhere in the run does
 // not stop a read that does not touch it. RunIDs checks the meta pages
 // and the list of runs first.
