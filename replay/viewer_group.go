@@ -73,28 +73,8 @@ type GroupView struct {
 	Nodes   []TreeNode   `json:"nodes"`
 }
 
-// TreeReads is what the group and trajectory views read of a run: a
-// *store.RunTx, or a *store.CheckedRun, whose reads check the pages and
-// records they touch, for a file nobody has checked whole (the server's,
-// until its whole-run check has run), so that opening one group of a big
-// run costs what that group costs.
-type TreeReads interface {
-	Group(id uint64) (model.Group, error)
-	GroupAt(step, id uint64) (model.Group, error)
-	GroupNodes(g model.Group) ([]model.Node, error)
-	Advantages(step, group uint64) ([]model.Advantage, error)
-	Node(id uint64) (model.Node, error)
-	Path(id uint64) ([]model.Segment, error)
-	Trajectory(id uint64) ([]model.PathTurn, error)
-}
-
-var (
-	_ TreeReads = (*store.RunTx)(nil)
-	_ TreeReads = (*store.CheckedRun)(nil)
-)
-
 // ViewGroup reads group id's tree in r.
-func ViewGroup(r TreeReads, id uint64) (*GroupView, error) {
+func ViewGroup(r *store.RunTx, id uint64) (*GroupView, error) {
 	g, err := r.Group(id)
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package replay
 import (
 	"fmt"
 	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/store"
 	"math"
 )
 
@@ -58,7 +59,7 @@ type BranchInterval struct {
 }
 
 // ViewBranches reads nodes (2 to MaxBranches of one group) side by side.
-func ViewBranches(r TreeReads, nodes []uint64) (*BranchesView, error) {
+func ViewBranches(r *store.RunTx, nodes []uint64) (*BranchesView, error) {
 	if len(nodes) < 2 || len(nodes) > MaxBranches {
 		return nil, fmt.Errorf("%w: %d branches: compare 2 to %d", ErrViewQuery, len(nodes), MaxBranches)
 	}

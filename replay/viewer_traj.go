@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/store"
 )
 
 // The viewer's figures are computed here, once, so the HTTP server only
@@ -90,7 +91,7 @@ type TrajectoryView struct {
 }
 
 // ViewTrajectory reads node id's trajectory in r.
-func ViewTrajectory(r TreeReads, id uint64) (*TrajectoryView, error) {
+func ViewTrajectory(r *store.RunTx, id uint64) (*TrajectoryView, error) {
 	n, err := r.Node(id)
 	if err != nil {
 		return nil, err

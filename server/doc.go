@@ -123,7 +123,7 @@
 // timeout), which package client and the Python client wait out. The endpoints
 // of one group, one node or one trajectory, a step's training batch, a
 // run's summary, the list of runs and the viewer's run page check only
-// what they read until the run has checked clean (store.CheckedRun, store.Tx.VerifySummary, and
+// what they read until the run has checked clean (store.Tx.CheckReads, store.Tx.VerifySummary, and
 // store.Tx.VerifyParts for the step figures, which read the event log and
 // the advantage records whole), and answer "damaged" only for damage in
 // what they read.

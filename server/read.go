@@ -186,7 +186,7 @@ func (s *server) stepGroups(w http.ResponseWriter, r *http.Request) error {
 		Step   uint64        `json:"step"`
 		Groups []model.Group `json:"groups"`
 	}{Step: step, Groups: []model.Group{}}
-	err = s.viewChecked(r, func(rt runReads) error {
+	err = s.viewChecked(r, func(rt *store.RunTx) error {
 		gs, err := rt.Groups(step)
 		out.Groups = append(out.Groups, gs...)
 		return err
@@ -225,7 +225,7 @@ func (s *server) getGroup(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var out api.GroupTree
-	err = s.viewChecked(r, func(rt runReads) error {
+	err = s.viewChecked(r, func(rt *store.RunTx) error {
 		var err error
 		if out.Group, err = rt.Group(id); err != nil {
 			return err
@@ -248,7 +248,7 @@ func (s *server) getNode(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var out api.NodeInfo
-	err = s.viewChecked(r, func(rt runReads) error {
+	err = s.viewChecked(r, func(rt *store.RunTx) error {
 		var err error
 		if out.Node, err = rt.Node(id); err != nil {
 			return err
@@ -271,7 +271,7 @@ func (s *server) getTrajectory(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var out api.Trajectory
-	err = s.viewChecked(r, func(rt runReads) error {
+	err = s.viewChecked(r, func(rt *store.RunTx) error {
 		var err error
 		if out.Node, err = rt.Node(id); err != nil {
 			return err

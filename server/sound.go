@@ -3,13 +3,11 @@ package server
 import (
 	"errors"
 	"fmt"
-	"github.com/patrdb/patrdb/batch/batchdb"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/patrdb/patrdb/model"
-	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -22,8 +20,8 @@ import (
 // "damaged" from then on and the others are served. After a run checked
 // clean, the server trusts it: what changes it from then on are writes of
 // this process, through bbolt. The endpoints of one group or one node
-// (handleChecked) skip the whole-run check and read through viewChecked
-// instead, which checks only what they read; a run's summary, listed or
+// (handleChecked) skip the whole-run check and read in checked mode
+// (viewChecked) instead, which checks only what they read; a run's summary, listed or
 // alone, checks only the records a summary reads (read.go, summarize); and
 // the endpoints that read the summary and whole parts of a run (the step
 // figures: the event log and the advantage records) walk only those parts'
@@ -206,35 +204,31 @@ func (s *server) soundRequest(r *http.Request, wholeRun bool) error {
 	return s.sound(id)
 }
 
-// runReads is what the endpoints of one step's groups or batch, one group
-// or one node read of a run.
-type runReads interface {
-	replay.TreeReads
-	batchdb.Reads
-	Children(id uint64) ([]uint64, error)
-}
-
 // viewChecked is viewRun for the endpoints of one group or one node
 // (registered with handleChecked): a run that checked clean, or that this
 // server checked and trusts, is read as viewRun reads it; any other run
-// through store.CheckedRun, whose reads check the pages and records they
-// touch, so the first request for one group of a big run does not pay for
+// in a transaction in checked mode (store.Tx.CheckReads), whose reads
+// check the pages and records they touch, so the first request for one group of a big run does not pay for
 // the whole run. Damage on what it reads answers "damaged"; damage
 // elsewhere in the run does not, even once the whole-run check of another
 // endpoint found it, so the answer does not depend on the order of
 // requests.
-func (s *server) viewChecked(r *http.Request, fn func(runReads) error) error {
+func (s *server) viewChecked(r *http.Request, fn func(*store.RunTx) error) error {
 	id := r.PathValue("run")
 	if s.soundness.trusted(id) || !store.ValidRunID(id) {
-		return s.viewRun(r, func(rt *store.RunTx) error { return fn(rt) })
+		return s.viewRun(r, fn)
 	}
 	return s.db.View(func(tx *store.Tx) error {
-		cr, err := tx.CheckedRun(id)
+		err := tx.CheckReads()
+		var rt *store.RunTx
+		if err == nil {
+			rt, err = tx.Run(id)
+		}
 		if errors.Is(err, model.ErrNotFound) {
 			return notFound("run %q", id)
 		}
 		if err == nil {
-			err = fn(cr)
+			err = fn(rt)
 		}
 		if errors.Is(err, store.ErrCorrupt) {
 			return damagedError(id, err)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/patrdb/patrdb/batch"
+	"github.com/patrdb/patrdb/store"
 )
 
 // trainBatch is GET /api/v1/runs/{run}/steps/{step}/batch: the step's
@@ -23,7 +24,7 @@ func (s *server) trainBatch(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var b batch.Batch
-	if err := s.viewChecked(r, func(rt runReads) error { return batchdb.ReadInto(&b, rt, step, opts) }); err != nil {
+	if err := s.viewChecked(r, func(rt *store.RunTx) error { return batchdb.ReadInto(&b, rt, step, opts) }); err != nil {
 		return err
 	}
 	size, err := b.FileLen()

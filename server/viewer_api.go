@@ -54,7 +54,7 @@ func (s *server) viewGroup(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var out *replay.GroupView
-	err = s.viewChecked(r, func(rt runReads) error {
+	err = s.viewChecked(r, func(rt *store.RunTx) error {
 		out, err = replay.ViewGroup(rt, id)
 		return err
 	})
@@ -70,7 +70,7 @@ func (s *server) viewTrajectory(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var out *replay.TrajectoryView
-	err = s.viewChecked(r, func(rt runReads) error {
+	err = s.viewChecked(r, func(rt *store.RunTx) error {
 		out, err = replay.ViewTrajectory(rt, id)
 		return err
 	})

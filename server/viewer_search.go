@@ -109,7 +109,7 @@ func (s *server) viewBranches(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	var out *replay.BranchesView
-	err := s.viewChecked(r, func(rt runReads) error {
+	err := s.viewChecked(r, func(rt *store.RunTx) error {
 		var err error
 		out, err = replay.ViewBranches(rt, ids)
 		return err

@@ -7,8 +7,8 @@ import (
 	"github.com/patrdb/patrdb/store/internal/pagewalk"
 )
 
-// CheckedRun reads one run of a file nobody has checked, checking only
-// what each read touches: before a method reads, it walks with bounds the
+// checkedRun is what a run handle of a transaction in checked mode
+// (Tx.CheckReads) reads through: it checks only what each read touches: before a method reads, it walks with bounds the
 // pages its lookups follow (internal/pagewalk Paths: the root-to-leaf
 // paths of those keys, not the buckets), and it checks every record it
 // returns against what it links to, with the same per-record checks as
@@ -26,8 +26,8 @@ import (
 // with the event log. Sound runs that check once, for readers of the
 // whole run.
 //
-// A CheckedRun is for a read transaction and lives as long as it.
-type CheckedRun struct {
+// A checkedRun is for a read transaction and lives as long as it.
+type checkedRun struct {
 	r       *RunTx
 	paths   *pagewalk.Paths
 	buckets map[string]pagewalk.Bucket // the run's sub-buckets, headers checked
@@ -36,20 +36,15 @@ type CheckedRun struct {
 	done    map[string]bool // records checked, by bucket and key
 	sound   error
 	whole   bool // Sound ran
+	summary error
+	walked  bool // summaryWalk ran
 }
 
-// CheckedRun opens run id for checked reads, checking the pages that
+// checkedRun opens run id for checked reads, checking the pages that
 // finding the run and its sub-buckets follows and the run record.
 // ErrNotFound when the run does not exist.
-func (tx *Tx) CheckedRun(id string) (*CheckedRun, error) {
-	if err := tx.check(false); err != nil {
-		return nil, err
-	}
-	if tx.Writable() {
-		// Its changed pages are in memory, not where the walk reads.
-		return nil, invalidf("checked reads are for read transactions")
-	}
-	cr := &CheckedRun{
+func (tx *Tx) checkedRun(id string) (*checkedRun, error) {
+	cr := &checkedRun{
 		paths:   pagewalk.NewPaths(tx.db.path, tx.btx.DB().Info().PageSize, uint64(tx.btx.Cursor().Bucket().Root())),
 		buckets: map[string]pagewalk.Bucket{},
 		c:       &checker{tx: tx},
@@ -79,7 +74,7 @@ func (tx *Tx) CheckedRun(id string) (*CheckedRun, error) {
 	if !found {
 		return nil, notFoundf("run %q", id)
 	}
-	if cr.r, err = tx.Run(id); err != nil {
+	if cr.r, err = tx.handle(id); err != nil {
 		return nil, err
 	}
 	for _, name := range subBuckets {
@@ -102,7 +97,7 @@ func (tx *Tx) CheckedRun(id string) (*CheckedRun, error) {
 // page walks, and returns the first problem found: a damaged page, else a
 // record that failed its checks. A fault inside bbolt (which a checked
 // page cannot cause) is a problem too, not a crash.
-func (cr *CheckedRun) read(fn func()) error {
+func (cr *checkedRun) read(fn func()) error {
 	if err := cr.paths.Open(); err != nil {
 		return err
 	}
@@ -117,7 +112,7 @@ func (cr *CheckedRun) read(fn func()) error {
 	return nil
 }
 
-func (cr *CheckedRun) path() string {
+func (cr *checkedRun) path() string {
 	if cr.r == nil {
 		return "runs"
 	}
@@ -126,7 +121,7 @@ func (cr *CheckedRun) path() string {
 
 // reach checks the pages a cursor follows through the keys lo <= k < hi
 // of sub-bucket name, and reports whether they are sound.
-func (cr *CheckedRun) reach(name string, lo, hi []byte) bool {
+func (cr *checkedRun) reach(name string, lo, hi []byte) bool {
 	b, ok := cr.buckets[name]
 	if !ok {
 		return false // a missing bucket: bbolt reads nothing
@@ -135,7 +130,7 @@ func (cr *CheckedRun) reach(name string, lo, hi []byte) bool {
 }
 
 // reachTurns checks the pages holding n's turns (and the one after them).
-func (cr *CheckedRun) reachTurns(n *model.Node, legacy bool) bool {
+func (cr *checkedRun) reachTurns(n *model.Node, legacy bool) bool {
 	if legacy {
 		return cr.reach(bTurns, u64key(n.ID), prefixEnd(u64key(n.ID)))
 	}
@@ -148,8 +143,8 @@ func (cr *CheckedRun) reachTurns(n *model.Node, legacy bool) bool {
 }
 
 // once reports whether the record at key of bucket name is met for the
-// first time (each record is checked once per CheckedRun).
-func (cr *CheckedRun) once(name string, key []byte) bool {
+// first time (each record is checked once per run handle).
+func (cr *checkedRun) once(name string, key []byte) bool {
 	k := name + "/" + string(key)
 	if cr.done[k] {
 		return false
@@ -159,7 +154,7 @@ func (cr *CheckedRun) once(name string, key []byte) bool {
 }
 
 // indexedGroup finds group id through the group index.
-func (cr *CheckedRun) indexedGroup(rc *runCheck, id uint64) *groupInfo {
+func (cr *checkedRun) indexedGroup(rc *runCheck, id uint64) *groupInfo {
 	if !cr.reach(bGroupIDs, u64key(id), prefixEnd(u64key(id))) {
 		return nil
 	}
@@ -172,7 +167,7 @@ func (cr *CheckedRun) indexedGroup(rc *runCheck, id uint64) *groupInfo {
 
 // checkGroup checks the group record at step|id and its roots' records,
 // once.
-func (cr *CheckedRun) checkGroup(step, id uint64) {
+func (cr *checkedRun) checkGroup(step, id uint64) {
 	k := u64key2(step, id)
 	if !cr.once(bGroups, k) {
 		return
@@ -197,7 +192,7 @@ func (cr *CheckedRun) checkGroup(step, id uint64) {
 
 // checkNode checks node id's record, its group's and its stored turns,
 // once, and returns it (nil when missing or damaged).
-func (cr *CheckedRun) checkNode(id uint64) *model.Node {
+func (cr *checkedRun) checkNode(id uint64) *model.Node {
 	k := u64key(id)
 	v := cr.rc.get(bNodes, k)
 	if v == nil {
@@ -219,7 +214,7 @@ func (cr *CheckedRun) checkNode(id uint64) *model.Node {
 
 // checkTurns checks every stored turn of n (decoded: its CRC) and that
 // there are as many as its record says.
-func (cr *CheckedRun) checkTurns(n *model.Node) {
+func (cr *checkedRun) checkTurns(n *model.Node) {
 	legacy := cr.r.legacyTurns()
 	k := u64key(n.ID)
 	cr.c.nodeTurns(cr.rc, k, n, legacy)
@@ -250,7 +245,7 @@ func (cr *CheckedRun) checkTurns(n *model.Node) {
 
 // checkChildren checks node id's entries of the children index, once, and
 // returns the children they name.
-func (cr *CheckedRun) checkChildren(id uint64) []uint64 {
+func (cr *checkedRun) checkChildren(id uint64) []uint64 {
 	lo := u64key(id)
 	if !cr.reach(bChildren, lo, prefixEnd(lo)) {
 		return nil
@@ -272,7 +267,7 @@ func (cr *CheckedRun) checkChildren(id uint64) []uint64 {
 
 // checkAdvantages checks the advantage records under prefix (step|group,
 // step or nothing), once.
-func (cr *CheckedRun) checkAdvantages(prefix []byte) {
+func (cr *checkedRun) checkAdvantages(prefix []byte) {
 	if !cr.once(bAdv, prefix) || !cr.reach(bAdv, prefix, prefixEnd(prefix)) {
 		return
 	}
@@ -286,7 +281,7 @@ func (cr *CheckedRun) checkAdvantages(prefix []byte) {
 
 // checkGroupsUnder checks the group records under prefix (a step or
 // nothing), once.
-func (cr *CheckedRun) checkGroupsUnder(prefix []byte) {
+func (cr *checkedRun) checkGroupsUnder(prefix []byte) {
 	if !cr.once(bGroups+"*", prefix) || !cr.reach(bGroups, prefix, prefixEnd(prefix)) {
 		return
 	}
@@ -303,7 +298,7 @@ func (cr *CheckedRun) checkGroupsUnder(prefix []byte) {
 // checkTree checks the nodes of group g, its children index entries and
 // its leaves' advantages, walking down from its roots; it stops at the
 // first problem (a damaged index could lead anywhere).
-func (cr *CheckedRun) checkTree(g model.Group) {
+func (cr *checkedRun) checkTree(g model.Group) {
 	cr.checkGroup(g.Step, g.ID)
 	queue := append([]uint64(nil), g.Roots...)
 	seen := map[uint64]bool{}
@@ -324,14 +319,14 @@ func (cr *CheckedRun) checkTree(g model.Group) {
 }
 
 // Info is RunTx.Info (checked when the run was opened).
-func (cr *CheckedRun) Info() (model.Run, error) { return cr.r.Info() }
+func (cr *checkedRun) Info() (model.Run, error) { return cr.r.Info() }
 
 // ID is the run's id.
-func (cr *CheckedRun) ID() string { return cr.r.id }
+func (cr *checkedRun) ID() string { return cr.r.id }
 
 // LastSeq is RunTx.LastSeq, checked: the pages to the last event are
 // walked and the event compared with the sequence.
-func (cr *CheckedRun) LastSeq() (uint64, error) {
+func (cr *checkedRun) LastSeq() (uint64, error) {
 	return checked(cr, func() { cr.paths.Last(cr.buckets[bEvents]) }, func() (uint64, error) {
 		if err := cr.r.checkSequence(bEvents); err != nil {
 			return 0, err
@@ -343,7 +338,7 @@ func (cr *CheckedRun) LastSeq() (uint64, error) {
 // checked runs check, then, if it found nothing, read, with the file open
 // for the page walks: the checks walk the pages read will follow, so read
 // touches only checked pages.
-func checked[T any](cr *CheckedRun, check func(), read func() (T, error)) (T, error) {
+func checked[T any](cr *checkedRun, check func(), read func() (T, error)) (T, error) {
 	var out T
 	var rerr error
 	err := cr.read(func() {
@@ -359,7 +354,7 @@ func checked[T any](cr *CheckedRun, check func(), read func() (T, error)) (T, er
 }
 
 // LatestGroup is RunTx.LatestGroup, checked.
-func (cr *CheckedRun) LatestGroup() (model.Group, error) {
+func (cr *checkedRun) LatestGroup() (model.Group, error) {
 	return checked(cr, func() { cr.paths.Last(cr.buckets[bGroups]) }, func() (model.Group, error) {
 		g, err := cr.r.LatestGroup()
 		if err == nil {
@@ -370,12 +365,12 @@ func (cr *CheckedRun) LatestGroup() (model.Group, error) {
 }
 
 // GroupAt is RunTx.GroupAt, checked.
-func (cr *CheckedRun) GroupAt(step, id uint64) (model.Group, error) {
+func (cr *checkedRun) GroupAt(step, id uint64) (model.Group, error) {
 	return checked(cr, func() { cr.checkGroup(step, id) }, func() (model.Group, error) { return cr.r.GroupAt(step, id) })
 }
 
 // Group is RunTx.Group, checked.
-func (cr *CheckedRun) Group(id uint64) (model.Group, error) {
+func (cr *checkedRun) Group(id uint64) (model.Group, error) {
 	return checked(cr, func() {
 		ids := cr.r.b.Bucket([]byte(bGroupIDs))
 		if ids == nil {
@@ -389,7 +384,7 @@ func (cr *CheckedRun) Group(id uint64) (model.Group, error) {
 }
 
 // Groups is RunTx.Groups, checked (step 0: every group, each checked).
-func (cr *CheckedRun) Groups(step uint64) ([]model.Group, error) {
+func (cr *checkedRun) Groups(step uint64) ([]model.Group, error) {
 	var prefix []byte
 	if step != 0 {
 		prefix = u64key(step)
@@ -399,24 +394,24 @@ func (cr *CheckedRun) Groups(step uint64) ([]model.Group, error) {
 
 // GroupNodes is RunTx.GroupNodes, checked: every node of the group, its
 // entries in the children index, its turns, and the group's advantages.
-func (cr *CheckedRun) GroupNodes(g model.Group) ([]model.Node, error) {
+func (cr *checkedRun) GroupNodes(g model.Group) ([]model.Node, error) {
 	return checked(cr, func() { cr.checkTree(g) }, func() ([]model.Node, error) { return cr.r.GroupNodes(g) })
 }
 
 // Advantages is RunTx.Advantages, checked: each record against its leaf.
-func (cr *CheckedRun) Advantages(step, group uint64) ([]model.Advantage, error) {
+func (cr *checkedRun) Advantages(step, group uint64) ([]model.Advantage, error) {
 	return checked(cr, func() { cr.checkAdvantages(advPrefix(step, group)) },
 		func() ([]model.Advantage, error) { return cr.r.Advantages(step, group) })
 }
 
 // Children is RunTx.Children, checked: the node's entries in the children
 // index and the children they name.
-func (cr *CheckedRun) Children(id uint64) ([]uint64, error) {
+func (cr *checkedRun) Children(id uint64) ([]uint64, error) {
 	return checked(cr, func() { cr.checkChildren(id) }, func() ([]uint64, error) { return cr.r.Children(id) })
 }
 
 // LastAdvantage is RunTx.LastAdvantage, checked.
-func (cr *CheckedRun) LastAdvantage() (model.Advantage, error) {
+func (cr *checkedRun) LastAdvantage() (model.Advantage, error) {
 	return checked(cr, func() { cr.paths.Last(cr.buckets[bAdv]) }, func() (model.Advantage, error) {
 		a, err := cr.r.LastAdvantage()
 		if k := u64key3(a.Step, a.Group, a.Leaf); err == nil && cr.once(bAdv, k) {
@@ -429,12 +424,12 @@ func (cr *CheckedRun) LastAdvantage() (model.Advantage, error) {
 }
 
 // Node is RunTx.Node, checked (with its group and turns).
-func (cr *CheckedRun) Node(id uint64) (model.Node, error) {
+func (cr *checkedRun) Node(id uint64) (model.Node, error) {
 	return checked(cr, func() { cr.checkNode(id) }, func() (model.Node, error) { return cr.r.Node(id) })
 }
 
 // checkPath checks node id and its ancestors, root last.
-func (cr *CheckedRun) checkPath(id uint64) {
+func (cr *checkedRun) checkPath(id uint64) {
 	for hops := 0; id != 0 && len(cr.c.vs) == 0 && cr.paths.OK(); hops++ {
 		n := cr.checkNode(id)
 		if n == nil || hops > n.Depth {
@@ -445,20 +440,20 @@ func (cr *CheckedRun) checkPath(id uint64) {
 }
 
 // Path is RunTx.Path, checked: the node and every ancestor.
-func (cr *CheckedRun) Path(id uint64) ([]model.Segment, error) {
+func (cr *checkedRun) Path(id uint64) ([]model.Segment, error) {
 	return checked(cr, func() { cr.checkPath(id) }, func() ([]model.Segment, error) { return cr.r.Path(id) })
 }
 
 // Trajectory is RunTx.Trajectory, checked: the node, every ancestor and
 // their turns.
-func (cr *CheckedRun) Trajectory(id uint64) ([]model.PathTurn, error) {
+func (cr *checkedRun) Trajectory(id uint64) ([]model.PathTurn, error) {
 	return checked(cr, func() { cr.checkPath(id) }, func() ([]model.PathTurn, error) { return cr.r.Trajectory(id) })
 }
 
 // ViewTurns is RunTx.ViewTurns, checked: each segment's node, its group
 // and its stored turns (all of them decoded, so their CRCs are checked,
 // and the pages that hold them walked).
-func (cr *CheckedRun) ViewTurns(segs []model.Segment) ([]TurnView, error) {
+func (cr *checkedRun) ViewTurns(segs []model.Segment) ([]TurnView, error) {
 	return checked(cr, func() {
 		for _, s := range segs {
 			if cr.checkNode(s.Node); len(cr.c.vs) > 0 || !cr.paths.OK() {
@@ -470,7 +465,7 @@ func (cr *CheckedRun) ViewTurns(segs []model.Segment) ([]TurnView, error) {
 
 // FrontierNodes is RunTx.FrontierNodes, checked: every frontier entry and
 // the node it names.
-func (cr *CheckedRun) FrontierNodes() ([]model.Node, error) {
+func (cr *checkedRun) FrontierNodes() ([]model.Node, error) {
 	return checked(cr, func() {
 		if !cr.reach(bFrontier, nil, nil) {
 			return
@@ -490,31 +485,31 @@ func (cr *CheckedRun) FrontierNodes() ([]model.Node, error) {
 // checkSmall checks every record of a small bucket of the run (rubrics,
 // checkpoints) with check, once: its records refer to each other (a
 // merged rubric to the one it merged into), and there are few.
-func (cr *CheckedRun) checkSmall(name string, check func(*RunTx)) {
+func (cr *checkedRun) checkSmall(name string, check func(*RunTx)) {
 	if cr.once(name, nil) && cr.reach(name, nil, nil) {
 		check(cr.r)
 	}
 }
 
 // Rubrics is RunTx.Rubrics, checked: every rubric of the run.
-func (cr *CheckedRun) Rubrics(pool model.RubricPool) ([]model.Rubric, error) {
+func (cr *checkedRun) Rubrics(pool model.RubricPool) ([]model.Rubric, error) {
 	return checked(cr, func() { cr.checkSmall(bRubrics, cr.c.rubrics) }, func() ([]model.Rubric, error) { return cr.r.Rubrics(pool) })
 }
 
 // Rubric is RunTx.Rubric, checked: every rubric of the run.
-func (cr *CheckedRun) Rubric(id uint64) (model.Rubric, error) {
+func (cr *checkedRun) Rubric(id uint64) (model.Rubric, error) {
 	return checked(cr, func() { cr.checkSmall(bRubrics, cr.c.rubrics) }, func() (model.Rubric, error) { return cr.r.Rubric(id) })
 }
 
 // Checkpoint is RunTx.Checkpoint, checked: every checkpoint of the run.
-func (cr *CheckedRun) Checkpoint(step uint64) (model.Checkpoint, error) {
+func (cr *checkedRun) Checkpoint(step uint64) (model.Checkpoint, error) {
 	return checked(cr, func() { cr.checkSmall(bCkpt, cr.c.checkpoints) }, func() (model.Checkpoint, error) { return cr.r.Checkpoint(step) })
 }
 
 // Sound checks the whole run once (RunTx.Verify) and then hands out the
 // run's plain handle, for reads that have no narrow check (the event log,
 // replay, stats, exports).
-func (cr *CheckedRun) Sound() (*RunTx, error) {
+func (cr *checkedRun) Sound() (*RunTx, error) {
 	if !cr.whole {
 		cr.whole = true
 		cr.sound = cr.r.Verify()
@@ -523,6 +518,16 @@ func (cr *CheckedRun) Sound() (*RunTx, error) {
 		return nil, cr.sound
 	}
 	return cr.r, nil
+}
+
+// summaryWalk walks once the pages a summary reads (Tx.VerifySummary):
+// the run's counters, group index, rubrics and checkpoints.
+func (cr *checkedRun) summaryWalk() error {
+	if !cr.walked {
+		cr.walked = true
+		cr.summary = cr.r.tx.VerifySummary(cr.r.id)
+	}
+	return cr.summary
 }
 
 // pointEnd is the least key above k: a lookup of k alone reads the keys

@@ -16,7 +16,7 @@ import (
 )
 
 // checkedFile is a run of many groups on 1 KiB pages (so each bucket is a
-// b-tree of several levels): its latest group, the one CheckedRun tests
+// b-tree of several levels): its latest group, the one the checked-read tests
 // read, and the first, whose records it must not need.
 type checkedFile struct {
 	path           string
@@ -111,13 +111,21 @@ func buildCheckedFile(t *testing.T, steps int) checkedFile {
 }
 
 // checkedReads is what `tree RUN latest` and `traj RUN LEAF` read, through
-// CheckedRun, or the first error.
+// checked reads, or the first error.
 type checkedReads struct {
 	Group      model.Group
 	Nodes      []model.Node
 	Advantages []model.Advantage
 	Traj       []model.PathTurn
 	Path       []model.Segment
+}
+
+// checkedRun is tx.Run(id) in checked mode.
+func checkedRun(tx *store.Tx, id string) (*store.RunTx, error) {
+	if err := tx.CheckReads(); err != nil {
+		return nil, err
+	}
+	return tx.Run(id)
 }
 
 func readChecked(t *testing.T, path string, leaf uint64) (out checkedReads, err error) {
@@ -132,7 +140,7 @@ func readChecked(t *testing.T, path string, leaf uint64) (out checkedReads, err 
 	done := make(chan error, 1)
 	go func() {
 		done <- db.View(func(tx *store.Tx) error {
-			c, err := tx.CheckedRun("r")
+			c, err := checkedRun(tx, "r")
 			if err != nil {
 				return err
 			}
@@ -229,9 +237,9 @@ func damagedCopy(t *testing.T, src string, fn func(b []byte)) string {
 	return dst
 }
 
-// A sound file reads the same through CheckedRun as through the plain
+// A sound file reads the same through checked reads as through the plain
 // handle.
-func TestCheckedRunReadsWhatThePlainReadsRead(t *testing.T) {
+func TestCheckedReadsReadWhatThePlainReadsRead(t *testing.T) {
 	f := buildCheckedFile(t, 12)
 	got, err := readChecked(t, f.path, f.leaf)
 	if err != nil {
@@ -249,7 +257,7 @@ func TestCheckedRunReadsWhatThePlainReadsRead(t *testing.T) {
 // Damage on what `tree RUN latest` reads fails it with ErrCorrupt naming
 // the bucket, without a hang; damage elsewhere in the run leaves those
 // reads whole (and only the whole-run check finds it).
-func TestCheckedRunFailsOnlyOnWhatItReads(t *testing.T) {
+func TestCheckedReadsFailOnlyOnWhatTheyRead(t *testing.T) {
 	f := buildCheckedFile(t, 12)
 	want := readPlain(t, f.path, f.leaf)
 	nodeAt := storetest.ValueAt(t, f.path, "r", "nodes", u64(f.leaf))
@@ -306,13 +314,13 @@ func TestCheckedRunFailsOnlyOnWhatItReads(t *testing.T) {
 // What a checked read costs follows what it reads, not the run: reading
 // the latest group (and a leaf's trajectory) of a run three times as
 // large checks about as many pages.
-func TestCheckedRunCostFollowsTheRead(t *testing.T) {
+func TestCheckedReadCostFollowsTheRead(t *testing.T) {
 	pages := func(steps int) (checked int, total int64) {
 		f := buildCheckedFile(t, steps)
 		db := openReadOnly(t, f.path)
 		defer db.Close()
 		view(t, db, func(tx *store.Tx) error {
-			c, err := tx.CheckedRun("r")
+			c, err := checkedRun(tx, "r")
 			if err != nil {
 				return err
 			}

@@ -28,7 +28,7 @@ type runCheck struct {
 	// narrow, when set, is a narrow read: the pages of each lookup are
 	// checked before it, and a lookup whose pages are damaged finds nothing
 	// (the narrow read reports the damage).
-	narrow *CheckedRun
+	narrow *checkedRun
 }
 
 func newRunCheck(r *RunTx, lastStep uint64) *runCheck {

@@ -80,6 +80,9 @@ func (r *RunTx) AppendEvent(kind model.EventKind, step, group, node, rubric uint
 }
 
 // LastSeq is the sequence number of the run's last event (0 when none).
+// In checked mode (Tx.CheckReads) it is the events sequence as stored: a
+// reader that prints it reads it from Summary (RunSummary.Events), which
+// compares it with the last event first.
 func (r *RunTx) LastSeq() uint64 {
 	b, err := r.appendBucket(bEvents) // the sequence only: queued events need not be put
 	if err != nil {
@@ -93,6 +96,13 @@ func (r *RunTx) LastSeq() uint64 {
 // Each event's Payload is its own copy, but the payloads of successive
 // events share allocations of 16 KiB: one kept keeps its neighbours'.
 func (r *RunTx) Events(from uint64, fn func(model.Event) error) error {
+	if r.chk != nil {
+		p, err := r.chk.Sound()
+		if err != nil {
+			return err
+		}
+		return p.Events(from, fn)
+	}
 	b, err := r.bucket(bEvents)
 	if err != nil {
 		return err

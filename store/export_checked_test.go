@@ -1,4 +1,4 @@
 package store
 
 // CheckedPages is how many pages cr's reads have checked so far.
-func CheckedPages(cr *CheckedRun) int { return cr.paths.Pages() }
+func CheckedPages(r *RunTx) int { return r.chk.paths.Pages() }

@@ -41,8 +41,8 @@ func TestAFileCutShortInItsFirstOpenReadsEmpty(t *testing.T) {
 		if _, err := tx.Run("r"); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("Run: %v, want ErrNotFound", err)
 		}
-		if _, err := tx.CheckedRun("r"); !errors.Is(err, model.ErrNotFound) {
-			t.Errorf("CheckedRun: %v, want ErrNotFound", err)
+		if _, err := checkedRun(tx, "r"); !errors.Is(err, model.ErrNotFound) {
+			t.Errorf("checked Run: %v, want ErrNotFound", err)
 		}
 		for name, verify := range map[string]func(string) error{"VerifySummary": tx.VerifySummary, "VerifyRun": tx.VerifyRun} {
 			if err := verify("r"); err != nil {

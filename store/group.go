@@ -68,6 +68,9 @@ func (r *RunTx) putGroup(g *model.Group, was model.GroupStatus, kind model.Event
 
 // GroupAt returns the group with the given step and id.
 func (r *RunTx) GroupAt(step, id uint64) (model.Group, error) {
+	if r.chk != nil {
+		return r.chk.GroupAt(step, id)
+	}
 	g, err := r.groupRef(step, id)
 	if err != nil {
 		return model.Group{}, err
@@ -78,6 +81,9 @@ func (r *RunTx) GroupAt(step, id uint64) (model.Group, error) {
 // Group finds a group by id alone, through the run's group index (a run
 // written before the index existed is scanned).
 func (r *RunTx) Group(id uint64) (model.Group, error) {
+	if r.chk != nil {
+		return r.chk.Group(id)
+	}
 	if ids := r.b.Bucket([]byte(bGroupIDs)); ids != nil {
 		prefix := u64key(id)
 		k, _ := ids.Cursor().Seek(prefix)
@@ -106,6 +112,13 @@ func (r *RunTx) Group(id uint64) (model.Group, error) {
 // ForEachGroup calls fn for every group of step (0: every step) in key
 // order.
 func (r *RunTx) ForEachGroup(step uint64, fn func(model.Group) error) error {
+	if r.chk != nil {
+		p, err := r.chk.Sound()
+		if err != nil {
+			return err
+		}
+		return p.ForEachGroup(step, fn)
+	}
 	b, err := r.groupsBucket()
 	if err != nil {
 		return err
@@ -137,6 +150,9 @@ func (r *RunTx) ForEachGroup(step uint64, fn func(model.Group) error) error {
 
 // LatestGroup returns the newest group: the highest id of the latest step.
 func (r *RunTx) LatestGroup() (model.Group, error) {
+	if r.chk != nil {
+		return r.chk.LatestGroup()
+	}
 	var g model.Group
 	b, err := r.groupsBucket()
 	if err != nil {
@@ -158,6 +174,13 @@ func (r *RunTx) LatestGroup() (model.Group, error) {
 // groups of the latest step, so walking backwards stops after a few keys
 // instead of reading the whole run.
 func (r *RunTx) ForEachGroupDesc(fn func(model.Group) error) error {
+	if r.chk != nil {
+		p, err := r.chk.Sound()
+		if err != nil {
+			return err
+		}
+		return p.ForEachGroupDesc(fn)
+	}
 	b, err := r.groupsBucket()
 	if err != nil {
 		return err
@@ -180,7 +203,10 @@ func (r *RunTx) ForEachGroupDesc(fn func(model.Group) error) error {
 
 // Groups returns the groups of step (0: all).
 func (r *RunTx) Groups(step uint64) ([]model.Group, error) {
-	var out []model.Group
+	if r.chk != nil && step != 0 {
+		return r.chk.Groups(step)
+	}
+	var out []model.Group // in checked mode, step 0 is ForEachGroup's whole-run check
 	err := r.ForEachGroup(step, func(g model.Group) error { out = append(out, g); return nil })
 	return out, err
 }
@@ -233,6 +259,9 @@ func (r *RunTx) CloseGroup(step, id uint64) error {
 
 // GroupNodes returns every node of g, roots first, then breadth-first.
 func (r *RunTx) GroupNodes(g model.Group) ([]model.Node, error) {
+	if r.chk != nil {
+		return r.chk.GroupNodes(g)
+	}
 	var out []model.Node
 	err := r.walkGroupNodes(g, func(n *model.Node) error {
 		out = append(out, cloneNode(n))

@@ -225,6 +225,9 @@ func (r *RunTx) writeNode(n *model.Node, rec []byte) error {
 
 // Node returns a node's record, through the LRU when possible.
 func (r *RunTx) Node(id uint64) (model.Node, error) {
+	if r.chk != nil {
+		return r.chk.Node(id)
+	}
 	p, err := r.nodeRef(id)
 	if err != nil {
 		return model.Node{}, err
@@ -297,6 +300,9 @@ func cloneNode(n *model.Node) model.Node {
 
 // Children returns the ids of a node's children in id order.
 func (r *RunTx) Children(id uint64) ([]uint64, error) {
+	if r.chk != nil {
+		return r.chk.Children(id)
+	}
 	kids, err := r.children(id)
 	if r.kids == nil {
 		return kids, err // a read transaction's, read just now
@@ -333,6 +339,13 @@ func (r *RunTx) children(id uint64) ([]uint64, error) {
 
 // Frontier returns the ids of the run's active nodes in id order.
 func (r *RunTx) Frontier() ([]uint64, error) {
+	if r.chk != nil {
+		p, err := r.chk.Sound()
+		if err != nil {
+			return nil, err
+		}
+		return p.Frontier()
+	}
 	b, err := r.bucket(bFrontier)
 	if err != nil {
 		return nil, err
@@ -353,6 +366,13 @@ func (r *RunTx) Frontier() ([]uint64, error) {
 // it reads, whatever the frontier's width (a lease grant asking for a few
 // branches of a step with thousands).
 func (r *RunTx) FrontierFrom(from uint64, fn func(id uint64) bool) error {
+	if r.chk != nil {
+		p, err := r.chk.Sound()
+		if err != nil {
+			return err
+		}
+		return p.FrontierFrom(from, fn)
+	}
 	b, err := r.bucket(bFrontier)
 	if err != nil {
 		return err
@@ -371,6 +391,9 @@ func (r *RunTx) FrontierFrom(from uint64, fn func(id uint64) bool) error {
 
 // FrontierNodes returns the active nodes' records.
 func (r *RunTx) FrontierNodes() ([]model.Node, error) {
+	if r.chk != nil {
+		return r.chk.FrontierNodes()
+	}
 	ids, err := r.Frontier()
 	if err != nil {
 		return nil, err

@@ -128,6 +128,13 @@ func (r *RunTx) PutScalars(step uint64, values map[string]float64) error {
 
 // ScalarsAt returns the scalars of step, or ErrNotFound when it has none.
 func (r *RunTx) ScalarsAt(step uint64) (model.Scalars, error) {
+	if r.chk != nil {
+		p, err := r.chk.Sound()
+		if err != nil {
+			return model.Scalars{}, err
+		}
+		return p.ScalarsAt(step)
+	}
 	var s model.Scalars
 	if err := r.tx.check(false); err != nil {
 		return s, err
@@ -149,6 +156,13 @@ func (r *RunTx) ScalarsAt(step uint64) (model.Scalars, error) {
 // step order (none when the run never logged one). fn's error stops the
 // walk and is returned.
 func (r *RunTx) ForEachScalars(from uint64, fn func(model.Scalars) error) error {
+	if r.chk != nil {
+		p, err := r.chk.Sound()
+		if err != nil {
+			return err
+		}
+		return p.ForEachScalars(from, fn)
+	}
 	if err := r.tx.check(false); err != nil {
 		return err
 	}

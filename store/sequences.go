@@ -14,7 +14,7 @@ import (
 // write transaction compares each sequence with the last record of its
 // bucket when it first binds a run, and refuses the run (ErrCorrupt, and
 // the transaction does not commit) when they disagree; and the readers
-// that print the event count (a run's summary, CheckedRun.LastSeq) check
+// that print the event count (a run's summary, in checked mode too) check
 // it the same way first.
 
 // sequenced are the buckets whose sequence hands out a run's ids.

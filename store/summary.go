@@ -9,6 +9,19 @@ import (
 // Summary returns the run's figures. With counters it reads a few small
 // records; a run without them is walked (RunSummary.Walked).
 func (r *RunTx) Summary(o model.SummaryOptions) (model.RunSummary, error) {
+	if r.chk != nil {
+		var err error
+		p := r.chk.r
+		if o.Buckets {
+			p, err = r.chk.Sound() // the bucket sizes walk every page of the run
+		} else {
+			err = r.chk.summaryWalk()
+		}
+		if err != nil {
+			return model.RunSummary{}, err
+		}
+		return p.Summary(o)
+	}
 	info, err := r.Info()
 	if err != nil {
 		return model.RunSummary{}, err

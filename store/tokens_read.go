@@ -29,6 +29,9 @@ type TurnView struct {
 // GOMAXPROCS goroutines (they touch only the mapped bytes). A missing or
 // damaged turn is ErrCorrupt (the first in segment order).
 func (r *RunTx) ViewTurns(segs []model.Segment) ([]TurnView, error) {
+	if r.chk != nil {
+		return r.chk.ViewTurns(segs)
+	}
 	total := 0
 	for _, s := range segs {
 		total += s.Count

@@ -200,6 +200,13 @@ func (r *RunTx) putTurns(p *model.Node, from int, src EncodedTurns) error {
 
 // Turns returns a node's own turns.
 func (r *RunTx) Turns(id uint64) ([]model.Turn, error) {
+	if r.chk != nil {
+		p, err := r.chk.Sound()
+		if err != nil {
+			return nil, err
+		}
+		return p.Turns(id)
+	}
 	n, err := r.nodeRef(id)
 	if err != nil {
 		return nil, err
@@ -211,6 +218,13 @@ func (r *RunTx) Turns(id uint64) ([]model.Turn, error) {
 
 // Turn returns one of a node's own turns.
 func (r *RunTx) Turn(id uint64, index int) (model.Turn, error) {
+	if r.chk != nil {
+		p, err := r.chk.Sound()
+		if err != nil {
+			return model.Turn{}, err
+		}
+		return p.Turn(id, index)
+	}
 	var t model.Turn
 	b, err := r.bucket(bTurns)
 	if err != nil {

@@ -25,6 +25,11 @@ type Tx struct {
 	start    time.Time  // eventTime's reading of the wall clock
 	turnVals [][]byte   // AppendTurns' scratch: one call's turn values
 	vals     valueArena // the values it puts (txvalues.go)
+	// checkReads: the transaction reads a file nobody has checked
+	// (CheckReads); checked are its run handles, which check what they
+	// read, by id.
+	checkReads bool
+	checked    map[string]*RunTx
 }
 
 func newTx(db *DB, btx *bolt.Tx) *Tx {
@@ -155,6 +160,9 @@ func (tx *Tx) Run(id string) (*RunTx, error) {
 	if err := tx.check(false); err != nil {
 		return nil, err
 	}
+	if tx.checkReads {
+		return tx.checkedHandle(id)
+	}
 	r, err := tx.handle(id)
 	if err != nil || !tx.Writable() || r.sequencesOK {
 		return r, err
@@ -181,7 +189,7 @@ func (tx *Tx) handle(id string) (*RunTx, error) {
 // page after it makes bbolt index past the value, a panic here, which
 // becomes the run's ErrCorrupt instead of the caller's crash. (A reader
 // of a file nobody checked walks the headers first: VerifySummary,
-// VerifyRun, CheckedRun.)
+// VerifyRun, or a transaction in checked mode.)
 func (tx *Tx) open(id string) (r *RunTx, err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -218,6 +226,14 @@ func (tx *Tx) runsBucket() (*bolt.Bucket, error) {
 func (tx *Tx) RunIDs() ([]string, error) {
 	if err := tx.check(false); err != nil {
 		return nil, err
+	}
+	if tx.checkReads {
+		if err := tx.VerifyMetas(); err != nil {
+			return nil, err
+		}
+		if err := tx.VerifyRuns(); err != nil {
+			return nil, err
+		}
 	}
 	runs, err := tx.runsBucket()
 	if runs == nil {
@@ -369,6 +385,9 @@ type RunTx struct {
 	// droppedNodes are the nodes DropSteps deleted, for the node cache to
 	// forget at the commit.
 	droppedNodes []uint64
+	// chk checks what the handle reads: set on the handles of a
+	// transaction in checked mode (checkreads.go), nil on the others.
+	chk *checkedRun
 }
 
 func (tx *Tx) bind(id string, b *bolt.Bucket) *RunTx {

@@ -67,8 +67,8 @@ func TestADamagedHeaderIsThatRunsDamage(t *testing.T) {
 						t.Errorf("%s(r): %v", name, err)
 					}
 				}
-				if _, err := tx.CheckedRun("r1"); !errors.Is(err, store.ErrCorrupt) {
-					t.Errorf("CheckedRun(r1): %v, want ErrCorrupt", err)
+				if _, err := checkedRun(tx, "r1"); !errors.Is(err, store.ErrCorrupt) {
+					t.Errorf("checked Run(r1): %v, want ErrCorrupt", err)
 				}
 				var ce *store.CorruptError
 				if _, err := tx.Run("r1"); !errors.As(err, &ce) || ce.Bucket != bucket {

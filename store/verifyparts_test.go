@@ -120,7 +120,7 @@ func TestVerifyPartsRefusesAnUnknownPart(t *testing.T) {
 	}
 }
 
-// CheckedRun.ViewTurns reads what the plain ViewTurns reads; over a turns
+// ViewTurns in checked mode reads what the plain ViewTurns reads; over a turns
 // page that points back at itself, which the plain cursor would follow
 // forever, it returns ErrCorrupt naming the turns bucket.
 func TestCheckedViewTurns(t *testing.T) {
@@ -133,7 +133,7 @@ func TestCheckedViewTurns(t *testing.T) {
 		db := openReadOnly(t, path)
 		defer db.Close()
 		err = db.View(func(tx *store.Tx) error {
-			cr, err := tx.CheckedRun("r")
+			cr, err := checkedRun(tx, "r")
 			if err != nil {
 				return err
 			}

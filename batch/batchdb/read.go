@@ -27,28 +27,8 @@ func ReadDB(db *store.DB, run string, step uint64, opts batch.Options) (*batch.B
 	return b, nil
 }
 
-// Reads is what a batch reads of a run: a *store.RunTx, or a
-// *store.CheckedRun, whose reads check the pages and records they touch,
-// for a file nobody has checked whole (a server's, until its whole-run
-// check has run), so that the first batch of a step read from a big
-// recorded run costs what the step costs.
-type Reads interface {
-	ID() string
-	Groups(step uint64) ([]model.Group, error)
-	GroupAt(step, id uint64) (model.Group, error)
-	Advantages(step, group uint64) ([]model.Advantage, error)
-	GroupNodes(g model.Group) ([]model.Node, error)
-	Path(id uint64) ([]model.Segment, error)
-	ViewTurns(segs []model.Segment) ([]store.TurnView, error)
-}
-
-var (
-	_ Reads = (*store.RunTx)(nil)
-	_ Reads = (*store.CheckedRun)(nil)
-)
-
 // Read reads the batch of a step inside the caller's transaction.
-func Read(r Reads, step uint64, opts batch.Options) (*batch.Batch, error) {
+func Read(r *store.RunTx, step uint64, opts batch.Options) (*batch.Batch, error) {
 	b := new(batch.Batch)
 	if err := ReadInto(b, r, step, opts); err != nil {
 		return nil, err
@@ -61,8 +41,10 @@ func Read(r Reads, step uint64, opts batch.Options) (*batch.Batch, error) {
 // once. dst's previous contents are overwritten.
 //
 // A step without groups, or a chosen group not in the step, is
-// model.ErrNotFound; damage is store.ErrCorrupt.
-func ReadInto(dst *batch.Batch, r Reads, step uint64, opts batch.Options) error {
+// model.ErrNotFound; damage is store.ErrCorrupt. On a handle of a
+// transaction in checked mode (store.Tx.CheckReads) it checks only what
+// the batch reads: damage elsewhere in the run does not stop it.
+func ReadInto(dst *batch.Batch, r *store.RunTx, step uint64, opts batch.Options) error {
 	if err := opts.Validate(); err != nil {
 		return err
 	}
@@ -130,7 +112,7 @@ type segKey struct {
 }
 
 type reader struct {
-	r      Reads
+	r      *store.RunTx
 	opts   batch.Options
 	groups []model.Group
 	open   []uint64

@@ -208,22 +208,18 @@ func (a *App) readBatch(ctx context.Context, rf *remoteFlags, id string, step ui
 	defer db.Close()
 	b := new(batch.Batch)
 	err = db.View(func(tx *store.Tx) error {
-		r, err := a.lookupRun(tx, id)
-		if err != nil {
-			return err
-		}
 		// Only what the batch reads is checked, not the whole run.
-		cr, err := tx.CheckedRun(id)
-		if err == nil {
-			err = batchdb.Check(cr, step, opts)
-		}
-		if errors.Is(err, store.ErrCorrupt) {
+		if err := tx.CheckReads(); err != nil {
 			return a.damaged(err)
 		}
-		if err != nil {
-			return err
+		r, err := tx.Run(id)
+		if errors.Is(err, model.ErrNotFound) {
+			return a.runNotFound(tx, id)
 		}
-		return batchdb.ReadInto(b, r, step, opts)
+		if err == nil {
+			err = batchdb.ReadInto(b, r, step, opts)
+		}
+		return a.damaged(err)
 	})
 	if errors.Is(err, model.ErrNotFound) {
 		var ce *codeError

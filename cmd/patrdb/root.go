@@ -37,9 +37,9 @@
 //     db.Close()`; find the run with app.lookupRun, never tx.Run (it
 //     walks the run's pages with bounds first: bbolt loops or overflows
 //     its stack on a page that points back; the file source hands out
-//     runs through store.CheckedRun (source_checked.go), whose reads of a
-//     group, node or trajectory check the pages and records they touch
-//     and whose other reads check the whole run first, so damage is one
+//     runs from a transaction in checked mode (store.Tx.CheckReads), whose
+//     reads of a group, node or trajectory check the pages and records
+//     they touch and whose other reads check the whole run first, so damage is one
 //     "damaged" line, never partial output). Add a
 //     read-only command
 //     to readOnlyCommands in root_test.go: that proves it leaves the file

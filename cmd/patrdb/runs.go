@@ -56,7 +56,7 @@ func (a *App) runs(rf *remoteFlags, withBytes bool) error {
 			return err
 		}
 		for _, id := range ids {
-			r, err := src.summaryRun(id, withBytes)
+			r, err := src.Run(id)
 			var s model.RunSummary
 			if err == nil {
 				s, err = r.Summary(model.SummaryOptions{Buckets: withBytes})

@@ -76,7 +76,7 @@ func (a *App) show(rf *remoteFlags, arg string, withBytes bool) error {
 	}
 	var out showOutput
 	err = a.read(rf, func(src source) error {
-		r, err := src.summaryRun(id, withBytes)
+		r, err := src.Run(id)
 		if err != nil {
 			return err
 		}

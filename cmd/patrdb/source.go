@@ -34,10 +34,6 @@ type source interface {
 	// Run returns a reader of one run, or a not-found error naming the run
 	// and where it was looked for.
 	Run(id string) (runReader, error)
-	// summaryRun is Run for a command that reads only the run's summary,
-	// rubrics and checkpoints (withBytes: and its bucket sizes): from the
-	// file it checks just what those read, not the whole run.
-	summaryRun(id string, withBytes bool) (runReader, error)
 }
 
 // runReader is what the read commands need of one run.
@@ -97,7 +93,13 @@ func (a *App) read(rf *remoteFlags, fn func(source) error) error {
 		return err
 	}
 	defer db.Close()
-	return db.View(func(tx *store.Tx) error { return fn(&fileSource{app: a, tx: tx}) })
+	return db.View(func(tx *store.Tx) error {
+		// Nobody has checked the file: every read checks what it touches.
+		if err := tx.CheckReads(); err != nil {
+			return a.damaged(err)
+		}
+		return a.damaged(fn(&fileSource{app: a, tx: tx}))
+	})
 }
 
 // readRun is read for a command about one run.
@@ -120,49 +122,34 @@ type fileSource struct {
 func (s *fileSource) where() string { return s.app.dbPath }
 
 func (s *fileSource) RunIDs() ([]string, error) {
-	if err := s.tx.VerifyMetas(); err != nil {
-		return nil, s.app.damaged(err)
-	}
-	if err := s.tx.VerifyRuns(); err != nil {
-		return nil, s.app.damaged(err)
-	}
-	return s.tx.RunIDs()
+	ids, err := s.tx.RunIDs()
+	return ids, s.app.damaged(err)
 }
 
-// Run hands out a run whose reads check what they touch (checkedRun): a
+// Run hands out the run's handle in the transaction's checked mode: a
 // read command prints all of what it asked for or none of it.
 func (s *fileSource) Run(id string) (runReader, error) {
-	if err := s.tx.VerifyMetas(); err != nil {
-		return nil, s.app.damaged(err)
-	}
-	c, err := s.tx.CheckedRun(id)
+	r, err := s.tx.Run(id)
 	if errors.Is(err, model.ErrNotFound) {
 		return nil, s.app.runNotFound(s.tx, id)
 	}
 	if err != nil {
 		return nil, s.app.damaged(err)
 	}
-	return checkedRun{s.app, c}, nil
-}
-
-func (s *fileSource) summaryRun(id string, withBytes bool) (runReader, error) {
-	if withBytes {
-		return s.Run(id) // the bytes walk every page of the run
-	}
-	r, err := s.app.lookupVerified(s.tx, id, s.tx.VerifySummary)
-	if err != nil {
-		return nil, err
-	}
 	return fileRun{r}, nil
 }
 
-// fileRun is a run of the file: the store's own handle plus what the
-// commands compute from it.
+// fileRun is a run of the file: the store's own handle, whose reads
+// check what they touch (Tx.CheckReads), plus what the commands compute
+// from it.
 type fileRun struct{ *store.RunTx }
 
-// LastSeq is RunTx.LastSeq, with the runReader's signature (a checked
-// read of the file can fail).
-func (r fileRun) LastSeq() (uint64, error) { return r.RunTx.LastSeq(), nil }
+// LastSeq is the run's event count as its summary reads it: in checked
+// mode the summary compares the events sequence with the last event.
+func (r fileRun) LastSeq() (uint64, error) {
+	s, err := r.Summary(model.SummaryOptions{})
+	return s.Events, err
+}
 
 func (r fileRun) events(from, to uint64, fn func(logEvent) error) error {
 	return replay.Iterate(r.RunTx, from, to, func(e replay.Event) error { return fn(logEvent{Event: e}) })

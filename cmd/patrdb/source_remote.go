@@ -43,8 +43,6 @@ func (s *remoteSource) RunIDs() ([]string, error) {
 	return ids, nil
 }
 
-func (s *remoteSource) summaryRun(id string, _ bool) (runReader, error) { return s.Run(id) }
-
 func (s *remoteSource) Run(id string) (runReader, error) {
 	sum, ok := s.runs[id]
 	if sum.Damaged != "" {
