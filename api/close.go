@@ -19,6 +19,10 @@ type CloseGroupRequest struct {
 	// Pool, instead of RubricScores, shapes the group with the run's rubric
 	// buffer: the answers the .../shape exchange gathered.
 	Pool *ShapeAnswers `json:"pool,omitempty"`
+	// Filter says the step is dynamically sampled: a group that closes
+	// with zero outcome variance (or no leaf) is recorded as filtered, a
+	// group.filter event beside its close.
+	Filter bool `json:"filter,omitempty"`
 }
 
 // CloseGroupResponse answers POST .../close: the closed group and one

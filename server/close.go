@@ -50,7 +50,11 @@ func (s *server) closeGroup(w http.ResponseWriter, r *http.Request) error {
 				return 0, nil, err
 			}
 		}
-		gr, err := c.Close(tx, g.Step, g.ID, shaping, 0)
+		close := c.Close
+		if req.Filter {
+			close = c.CloseSampled
+		}
+		gr, err := close(tx, g.Step, g.ID, shaping, 0)
 		if err != nil {
 			return 0, nil, err
 		}

@@ -10,8 +10,8 @@ import (
 
 // closeGroups closes each finished group in its own transaction: rubric
 // shaping (if any) is prepared outside it, then the shaping's writes, the
-// advantages and the close commit together, with an EvGroupFilter event
-// when filter is set (dynamic sampling) and the group carries no gradient.
+// advantages and the close commit together; with filter set (dynamic
+// sampling) through CloseSampled.
 func (e *Engine) closeGroups(ctx context.Context, step uint64, groups []uint64, res *StepResult, filter bool) error {
 	for _, id := range groups {
 		var g model.Group
@@ -33,19 +33,13 @@ func (e *Engine) closeGroups(ctx context.Context, step uint64, groups []uint64, 
 			}
 		}
 		var gr GroupResult
+		close := e.coord.Close
+		if filter {
+			close = e.coord.CloseSampled
+		}
 		if err := e.db.Update(func(tx *store.Tx) (err error) {
-			if gr, err = e.coord.Close(tx, step, id, shaping, e.opts.Eps); err != nil || !filter {
-				return err
-			}
-			if len(gr.Advantages) == 0 || gr.Advantages[0].ZeroVariance {
-				r, err := tx.Run(e.run)
-				if err != nil {
-					return err
-				}
-				_, err = r.AppendEvent(EvGroupFilter, step, id, 0, 0, map[string]string{"reason": "zero outcome variance"})
-				return err
-			}
-			return nil
+			gr, err = close(tx, step, id, shaping, e.opts.Eps)
+			return err
 		}); err != nil {
 			return err
 		}

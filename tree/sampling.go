@@ -32,6 +32,24 @@ type Sampling struct {
 	MaxTasks int
 }
 
+// CloseSampled is Close for a dynamically sampled step: a group that
+// closes carrying no gradient (zero outcome variance, or no leaf) gets an
+// EvGroupFilter event in the same transaction, so the log says why it
+// left the step's informative groups. The engine's RolloutInformative and
+// an HTTP driver (close with "filter": true) record it alike.
+func (c *Coordinator) CloseSampled(tx *store.Tx, step, group uint64, shaping *Shaping, eps float64) (GroupResult, error) {
+	gr, err := c.Close(tx, step, group, shaping, eps)
+	if err != nil || (len(gr.Advantages) > 0 && !gr.Advantages[0].ZeroVariance) {
+		return gr, err
+	}
+	r, err := c.runTx(tx)
+	if err != nil {
+		return gr, err
+	}
+	_, err = r.AppendEvent(EvGroupFilter, step, group, 0, 0, map[string]string{"reason": "zero outcome variance"})
+	return gr, err
+}
+
 // Informative splits the closed groups of step into those whose outcome
 // rewards vary (they carry a gradient) and those that do not (every leaf
 // the same reward, or no leaf at all). A rule of the library, so every

@@ -575,11 +575,16 @@ class Client:
 
     def close_group(self, run: str, group: int, rubric_scores: Optional[Mapping[int, float]] = None,
                     lambda_: Optional[float] = None, rubrics: Optional[Sequence[int]] = None,
-                    pool: Optional[Mapping[str, Any]] = None, client_key: Optional[str] = None) -> CloseGroupResult:
+                    pool: Optional[Mapping[str, Any]] = None, client_key: Optional[str] = None,
+                    filter: bool = False) -> CloseGroupResult:
         """Closes the group and returns its GRPO advantages, shaped by the centred
         ``rubric_scores`` (one per leaf, in [-1, 1]) when given, or by the run's
-        rubric buffer with the answers ``shape_answers`` gathered (``pool``)."""
+        rubric buffer with the answers ``shape_answers`` gathered (``pool``).
+        ``filter`` (dynamic sampling) records a group that closes with zero
+        outcome variance as filtered: a ``group.filter`` event beside its close."""
         body: Dict[str, Any] = {}
+        if filter:
+            body["filter"] = True
         if pool is not None:
             body["pool"] = dict(pool)
         if rubric_scores is not None:

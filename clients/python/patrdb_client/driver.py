@@ -76,13 +76,16 @@ class StepDriver:
         (rubric_scores, lambda_, pool). Returns the status read before closing."""
         return self._close_done(step, shape)[0]
 
-    def _close_done(self, step: int, shape: Optional[ShapeFn]) -> Tuple[StepStatus, Dict[int, bool]]:
-        """close_done, and whether each group it closed was informative."""
+    def _close_done(self, step: int, shape: Optional[ShapeFn],
+                    filter: bool = False) -> Tuple[StepStatus, Dict[int, bool]]:
+        """close_done, and whether each group it closed was informative;
+        ``filter`` records the groups without a gradient as filtered."""
         st = self.client.step_status(self.run_id, step)
         closed: Dict[int, bool] = {}
         for g in st.done:
             kw = dict(shape(g)) if shape else {}
-            res = self.client.close_group(self.run_id, g, client_key=f"{self.run_id}/group/{g}/close", **kw)
+            res = self.client.close_group(self.run_id, g, client_key=f"{self.run_id}/group/{g}/close",
+                                          filter=filter, **kw)
             closed[g] = _informative(res.advantages)
         return st, closed
 
@@ -125,7 +128,8 @@ class StepDriver:
         than asked for (it has no more), or ``max_tasks`` are open (default
         8 N). It opens no task it does not need if every open group turns out
         informative. The filtered groups stay closed on record with their
-        zero-variance flag; the answer lists them apart.
+        zero-variance flag and a ``group.filter`` event, as the Go engine
+        records them; the answer lists them apart.
 
         A restarted driver passes the same first tasks: the step's recorded
         tasks (an extension included) are taken up again, so nothing is
@@ -146,7 +150,7 @@ class StepDriver:
         exhausted = not informative or more_tasks is None
         seen: Dict[int, bool] = {}  # closed group -> informative
         while True:
-            st, closed = self._close_done(step, shape)
+            st, closed = self._close_done(step, shape, filter=informative > 0)
             seen.update(closed)
             if informative and len(seen) < st.closed + len(st.done):
                 seen = self._flags(step)  # closed before this driver looked (a restart)

@@ -95,6 +95,9 @@ class DynamicSamplingTest(ServedTest):
             self.assertTrue(all(a.zero_variance for a in res[g]))
         for g in res.informative:
             self.assertFalse(any(a.zero_variance for a in res[g]))
+        # Each filtered group is on record as such, as the Go engine records it.
+        recorded = sorted(ev.group for ev in self.client.iter_events("ds") if ev.kind == "group.filter")
+        self.assertEqual(recorded, res.filtered)
         # The batch leaves the filtered groups out when asked to.
         b = self.client.batch("ds", 1, groups=res.informative)
         self.assertEqual(sorted(set(int(x) for x in b["row_group"])), res.informative)
