@@ -28,6 +28,7 @@ __version__ = "0.2.0"
 # the /api/v<major> prefix; a minor adds endpoints (1.1: the /api/v1/ index).
 MIN_API_VERSION = (1, 1)
 PACKED_SINCE = (1, 5)  # the API version that reads and writes packed token arrays
+FILTER_SINCE = (1, 6)  # the API version that records filtered groups on close
 
 
 class PatrdbError(Exception):
@@ -221,6 +222,10 @@ class Client:
         """Whether the server reads and writes packed token arrays (API 1.5 on):
         then turns travel as base64 of their little-endian words, not as arrays
         of numbers, both ways."""
+        return self._speaks(PACKED_SINCE)
+
+    def _speaks(self, since: Tuple[int, int]) -> bool:
+        """Whether the server's API version is ``since`` or later."""
         version = self._api_version
         if version is None:
             version = self.check_version()
@@ -228,7 +233,7 @@ class Client:
             major, minor = (int(x) for x in (version or "").split(".")[:2])
         except ValueError:
             return False
-        return (major, minor) >= PACKED_SINCE
+        return (major, minor) >= since
 
     def _tokens(self) -> Dict[str, Any]:
         return {"tokens": "packed"} if self.packed() else {}
@@ -581,9 +586,10 @@ class Client:
         ``rubric_scores`` (one per leaf, in [-1, 1]) when given, or by the run's
         rubric buffer with the answers ``shape_answers`` gathered (``pool``).
         ``filter`` (dynamic sampling) records a group that closes with zero
-        outcome variance as filtered: a ``group.filter`` event beside its close."""
+        outcome variance as filtered: a ``group.filter`` event beside its close
+        (API 1.6 on; an older server closes the group without the record)."""
         body: Dict[str, Any] = {}
-        if filter:
+        if filter and self._speaks(FILTER_SINCE):
             body["filter"] = True
         if pool is not None:
             body["pool"] = dict(pool)
