@@ -34,6 +34,7 @@ var errAnsweredOnly = errors.New("server: nothing to write")
 type job struct {
 	run, key, op string
 	fp           []byte
+	fpBefore     func() ([]byte, error) // the fingerprint an older server stored, if it differs (replies.go)
 	fn           writeOp
 
 	status int
@@ -171,6 +172,22 @@ func (s *server) safeApply(tx *store.Tx, j *job) (err error) {
 	return apply(tx, j)
 }
 
+// sameRequest reports whether a reply stored for op with fingerprint fp
+// answers the request j is.
+func (j *job) sameRequest(op string, fp []byte) bool {
+	if op != j.op {
+		return false
+	}
+	if bytes.Equal(fp, j.fp) {
+		return true
+	}
+	if j.fpBefore == nil {
+		return false
+	}
+	before, err := j.fpBefore()
+	return err == nil && bytes.Equal(fp, before)
+}
+
 // apply answers one job inside the batch's transaction: with the reply
 // its key already has (a retry; the same key for another request is a
 // 409, the job's answer, which fails nothing else), or by running it and
@@ -180,7 +197,7 @@ func apply(tx *store.Tx, j *job) error {
 	if rt, err := tx.Run(j.run); err == nil {
 		rep, err := rt.Reply(j.key)
 		switch {
-		case err == nil && (rep.Op != j.op || !bytes.Equal(rep.Fingerprint, j.fp)):
+		case err == nil && !j.sameRequest(rep.Op, rep.Fingerprint):
 			j.err = conflict("client_key %q was used for a different request (%s); use a new key for a new request", j.key, rep.Op)
 			return nil
 		case err == nil:
