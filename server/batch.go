@@ -144,6 +144,9 @@ func (s *server) runBatch(batch []*job) {
 		})
 		switch {
 		case err == nil || err == errAnsweredOnly:
+			if err == nil {
+				s.ops.prom.batch.Observe(float64(len(todo)))
+			}
 			for _, j := range todo {
 				j.finish(nil)
 			}

@@ -165,3 +165,36 @@ func TestPanicInABatch(t *testing.T) {
 	}
 	openStep(e, "r1", 2)
 }
+
+// patrdb_write_batch_requests counts each commit and the requests it
+// committed: a failed job and a replay are not among them, and a batch
+// that only replays commits nothing.
+func TestBatchRequestsPerCommit(t *testing.T) {
+	e := newEnv(t, Options{})
+	createRun(e, "r1", testTree)
+	s := e.srv.Config.Handler.(*server)
+	counts := func() (requests, commits float64) {
+		_, _, body := e.call(http.MethodGet, "/metrics", nil)
+		requests, _ = metricValue(t, string(body), "patrdb_write_batch_requests_sum")
+		commits, _ = metricValue(t, string(body), "patrdb_write_batch_requests_count")
+		return requests, commits
+	}
+	r0, c0 := counts()
+	if r0 != 1 || c0 != 1 { // the run's creation
+		t.Fatalf("after one write: %v requests in %v commits", r0, c0)
+	}
+	ok := func(tx *store.Tx) (int, any, error) {
+		r, _ := tx.Run("r1")
+		_, err := r.OpenGroup(store.GroupSpec{Step: 1})
+		return 201, "ok", err
+	}
+	fail := func(*store.Tx) (int, any, error) { return 0, nil, conflict("refused") }
+	mk := func(key string, fn writeOp) *job {
+		return &job{run: "r1", key: key, op: "POST test", fp: []byte(key), fn: fn, done: make(chan struct{}), lead: make(chan struct{}, 1)}
+	}
+	s.runBatch([]*job{mk("a", ok), mk("b", fail), mk("c", ok), mk("d", ok)})
+	s.runBatch([]*job{mk("a", ok), mk("c", ok)}) // replays only
+	if r, c := counts(); r-r0 != 3 || c-c0 != 1 {
+		t.Fatalf("%v requests in %v commits, want 3 in 1", r-r0, c-c0)
+	}
+}
