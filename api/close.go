@@ -1,8 +1,6 @@
 package api
 
-import (
-	"github.com/patrdb/patrdb/store"
-)
+import "github.com/patrdb/patrdb/model"
 
 // LeafScore is a leaf's rubric score, centred within its group.
 type LeafScore struct {
@@ -26,6 +24,6 @@ type CloseGroupRequest struct {
 // CloseGroupResponse answers POST .../close: the closed group and one
 // advantage record per leaf, in leaf id order.
 type CloseGroupResponse struct {
-	Group      store.Group       `json:"group"`
-	Advantages []store.Advantage `json:"advantages"`
+	Group      model.Group       `json:"group"`
+	Advantages []model.Advantage `json:"advantages"`
 }

@@ -3,9 +3,9 @@ package api
 import (
 	"encoding"
 	"encoding/base64"
+	"github.com/patrdb/patrdb/model"
 
 	"github.com/patrdb/patrdb/rollout"
-	"github.com/patrdb/patrdb/store"
 )
 
 // The packed wire. A turn's token ids and logprobs are JSON arrays of
@@ -15,7 +15,7 @@ import (
 // token. A request asks for packed answers with the query parameter
 // tokens=packed (leases, a trajectory, a step's pending work); the server
 // reads packed turns in any request body (submits), and every reader here
-// (store.TokenIDs, store.Logprobs) takes either form. PackedSince is the
+// (model.TokenIDs, model.Logprobs) takes either form. PackedSince is the
 // API version that speaks it.
 
 // PackedSince is the first API version ("<major>.<minor>") that reads and
@@ -31,19 +31,19 @@ type PackedIDs []uint32
 // MarshalText writes the ids as base64 of their little-endian words (a
 // text marshaler: encoding/json writes it as a string without parsing it
 // again, as it would a MarshalJSON's output).
-func (p PackedIDs) MarshalText() ([]byte, error) { return b64(store.PackWords(p)), nil }
+func (p PackedIDs) MarshalText() ([]byte, error) { return b64(model.PackWords(p)), nil }
 
 // PackedLogprobs are logprobs written packed.
 type PackedLogprobs []float32
 
 // MarshalText writes the logprobs as base64 of their little-endian words.
-func (p PackedLogprobs) MarshalText() ([]byte, error) { return b64(store.PackFloats(p)), nil }
+func (p PackedLogprobs) MarshalText() ([]byte, error) { return b64(model.PackFloats(p)), nil }
 
 func b64(words []byte) []byte {
 	return base64.StdEncoding.AppendEncode(make([]byte, 0, base64.StdEncoding.EncodedLen(len(words))), words)
 }
 
-// PackedTurn is a store.Turn whose token arrays are written packed: the
+// PackedTurn is a model.Turn whose token arrays are written packed: the
 // same fields under the same names.
 type PackedTurn struct {
 	Action            string         `json:"action"`
@@ -57,7 +57,7 @@ type PackedTurn struct {
 }
 
 // PackTurns are ts to be written packed (sharing their arrays).
-func PackTurns(ts []store.Turn) []PackedTurn {
+func PackTurns(ts []model.Turn) []PackedTurn {
 	if ts == nil {
 		return nil
 	}
@@ -70,7 +70,7 @@ func PackTurns(ts []store.Turn) []PackedTurn {
 	return out
 }
 
-// PackedPathTurn is a store.PathTurn written packed.
+// PackedPathTurn is a model.PathTurn written packed.
 type PackedPathTurn struct {
 	PackedTurn
 	Node  uint64 `json:"node"`
@@ -91,7 +91,7 @@ func Packed(v any) any {
 	case Trajectory:
 		out := packedTrajectory{Trajectory: v, Turns: make([]PackedPathTurn, len(v.Turns))}
 		for i, pt := range v.Turns {
-			out.Turns[i] = PackedPathTurn{PackedTurn: PackTurns([]store.Turn{pt.Turn})[0], Node: pt.Node, Index: pt.Index}
+			out.Turns[i] = PackedPathTurn{PackedTurn: PackTurns([]model.Turn{pt.Turn})[0], Node: pt.Node, Index: pt.Index}
 		}
 		return out
 	case PendingResponse:

@@ -1,8 +1,6 @@
 package api
 
-import (
-	"github.com/patrdb/patrdb/store"
-)
+import "github.com/patrdb/patrdb/model"
 
 // Health is GET /api/v1/health.
 type Health struct {
@@ -22,7 +20,7 @@ type Health struct {
 // adds the bytes per bucket, which walks every page of the run.
 type RunSummary struct {
 	Run RunJSON `json:"run"`
-	store.RunSummary
+	model.RunSummary
 	// Damaged, in the run list only, says why the run cannot be read (its
 	// own endpoints answer 500 "damaged"); every other field is then zero
 	// but the run's id.
@@ -32,13 +30,13 @@ type RunSummary struct {
 // GroupTree is GET /api/v1/runs/{run}/groups/{group}: the group and every
 // node of its tree, roots first, then breadth-first.
 type GroupTree struct {
-	Group store.Group  `json:"group"`
-	Nodes []store.Node `json:"nodes"`
+	Group model.Group  `json:"group"`
+	Nodes []model.Node `json:"nodes"`
 }
 
 // NodeInfo is GET /api/v1/runs/{run}/nodes/{node}.
 type NodeInfo struct {
-	Node     store.Node `json:"node"`
+	Node     model.Node `json:"node"`
 	Children []uint64   `json:"children"`
 }
 
@@ -47,10 +45,10 @@ type NodeInfo struct {
 // PathTurn names the node that stores it); Segments say how many turns each
 // node on the path contributes.
 type Trajectory struct {
-	Node      store.Node       `json:"node"`
+	Node      model.Node       `json:"node"`
 	Inherited int              `json:"inherited"`
-	Segments  []store.Segment  `json:"segments"`
-	Turns     []store.PathTurn `json:"turns"`
+	Segments  []model.Segment  `json:"segments"`
+	Turns     []model.PathTurn `json:"turns"`
 }
 
 // EventPage is GET /api/v1/runs/{run}/events?from=SEQ&limit=N. Next is the
@@ -72,7 +70,7 @@ type RunStats struct {
 	PrefixSharing     float64            `json:"prefix_sharing"`     // materialised / stored; 0 when nothing is stored
 	Events            uint64             `json:"events"`
 	Bytes             int64              `json:"bytes"`
-	Buckets           []store.BucketSize `json:"buckets"`
+	Buckets           []model.BucketSize `json:"buckets"`
 }
 
 // Stats is GET /api/v1/stats (?run=ID for one run).

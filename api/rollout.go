@@ -3,8 +3,8 @@ package api
 import (
 	"encoding/json"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/rollout"
-	"github.com/patrdb/patrdb/store"
 )
 
 // OpenStepRequest is POST /api/v1/runs/{run}/steps: one group per task, each
@@ -23,7 +23,7 @@ type OpenStepRequest struct {
 // OpenStepResponse answers POST .../steps: the step's groups in task order.
 type OpenStepResponse struct {
 	Step   uint64        `json:"step"`
-	Groups []store.Group `json:"groups"`
+	Groups []model.Group `json:"groups"`
 }
 
 // LeaseRequest is POST /api/v1/runs/{run}/leases: up to Max branches (0:
@@ -103,7 +103,7 @@ type ScoresRequest struct {
 // with its path when asked for (?history=1).
 type PendingItem struct {
 	rollout.PendingWork
-	History []store.Turn `json:"history,omitempty"`
+	History []model.Turn `json:"history,omitempty"`
 }
 
 // PendingResponse answers GET /api/v1/runs/{run}/steps/{step}/pending: the
@@ -122,7 +122,7 @@ type PendingResponse struct {
 // forked from).
 type LeaseGrant struct {
 	rollout.Lease
-	History     []store.Turn `json:"history,omitempty"`
+	History     []model.Turn `json:"history,omitempty"`
 	HistoryOf   uint64       `json:"history_of,omitempty"`
 	HistoryFrom int          `json:"history_from,omitempty"`
 }
@@ -148,6 +148,3 @@ type AbandonRequest struct {
 	Keyed
 	Reason string `json:"reason"`
 }
-
-// StepStatus answers GET .../steps/{step}/status (rollout.StepStatus).
-type StepStatus = rollout.StepStatus

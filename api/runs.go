@@ -3,7 +3,7 @@ package api
 import (
 	"encoding/json"
 
-	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/model"
 )
 
 // CreateRunRequest is POST /api/v1/runs. Tree and Rubric overlay the
@@ -24,7 +24,7 @@ type CreateRunResponse struct {
 // RunStatusRequest is POST /api/v1/runs/{run}/status.
 type RunStatusRequest struct {
 	Keyed
-	Status store.RunStatus `json:"status"`
+	Status model.RunStatus `json:"status"`
 }
 
 // CheckpointRequest is POST /api/v1/runs/{run}/checkpoints: the trainer's
@@ -41,6 +41,6 @@ type CheckpointRequest struct {
 
 // CheckpointResponse answers POST /api/v1/runs/{run}/checkpoints (201).
 type CheckpointResponse struct {
-	Checkpoint store.Checkpoint `json:"checkpoint"`
+	Checkpoint model.Checkpoint `json:"checkpoint"`
 	Run        RunJSON          `json:"run"`
 }

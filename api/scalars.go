@@ -1,6 +1,6 @@
 package api
 
-import "github.com/patrdb/patrdb/store"
+import "github.com/patrdb/patrdb/model"
 
 // ScalarsRequest is POST /api/v1/runs/{run}/scalars: a trainer's own
 // figures of one step (loss, kl, entropy, grad norm, learning rate ...),
@@ -14,7 +14,7 @@ type ScalarsRequest struct {
 // ScalarsResponse answers POST /api/v1/runs/{run}/scalars (201): the
 // step's record after the write.
 type ScalarsResponse struct {
-	Scalars store.Scalars `json:"scalars"`
+	Scalars model.Scalars `json:"scalars"`
 }
 
 // ScalarsPage is GET /api/v1/runs/{run}/scalars: the records of the steps
@@ -22,5 +22,5 @@ type ScalarsResponse struct {
 // they use, sorted.
 type ScalarsPage struct {
 	Names []string        `json:"names"`
-	Steps []store.Scalars `json:"steps"`
+	Steps []model.Scalars `json:"steps"`
 }

@@ -3,7 +3,7 @@ package batch
 import (
 	"fmt"
 
-	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/model"
 )
 
 // Layout is the shape of a batch: Rows or Tree.
@@ -79,40 +79,35 @@ func (o Options) Validate() error {
 }
 
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w (%w): %s", ErrInvalidOptions, store.ErrInvalid, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w (%w): %s", ErrInvalidOptions, model.ErrInvalid, fmt.Sprintf(format, args...))
 }
 
-func (o Options) layout() Layout {
+// WithDefaults is o with its empty layout, credit rule and normalisation
+// set to their defaults (Rows, Repeat, TokenMean): the options a batch
+// read with o records.
+func (o Options) WithDefaults() Options {
 	if o.Layout == "" {
-		return Rows
+		o.Layout = Rows
 	}
-	return o.Layout
-}
-
-func (o Options) credit() Credit {
 	if o.Credit == "" {
-		return Repeat
+		o.Credit = Repeat
 	}
-	return o.Credit
-}
-
-func (o Options) norm() Norm {
 	if o.Norm == "" {
-		return TokenMean
+		o.Norm = TokenMean
 	}
-	return o.Norm
+	return o
 }
 
-// includes reports whether a node in status s becomes a row.
-func (o Options) includes(s store.NodeStatus) bool {
+// Includes reports whether a leaf in status s becomes a row.
+func (o Options) Includes(s model.NodeStatus) bool {
 	switch s {
-	case store.NodeCompleted:
+	case model.NodeCompleted:
 		return true
-	case store.NodePruned:
+	case model.NodePruned:
 		return !o.ExcludePruned
-	case store.NodeTruncated:
+	case model.NodeTruncated:
 		return !o.ExcludeTruncated
-	case store.NodeFailed:
+	case model.NodeFailed:
 		return o.IncludeFailed
 	}
 	return false
@@ -126,9 +121,12 @@ const (
 	StatusFailed
 )
 
-var statusCodes = map[store.NodeStatus]uint8{
-	store.NodeCompleted: StatusCompleted, store.NodePruned: StatusPruned,
-	store.NodeTruncated: StatusTruncated, store.NodeFailed: StatusFailed,
+// StatusCode is the RowStatus code of a leaf in status s.
+func StatusCode(s model.NodeStatus) uint8 { return statusCodes[s] }
+
+var statusCodes = map[model.NodeStatus]uint8{
+	model.NodeCompleted: StatusCompleted, model.NodePruned: StatusPruned,
+	model.NodeTruncated: StatusTruncated, model.NodeFailed: StatusFailed,
 }
 
 // statusLegend is how the file's metadata names the codes.

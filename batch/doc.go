@@ -1,5 +1,9 @@
-// Package batch reads a trainer's batch for one rollout step straight from
-// the store, in one read transaction, as flat arrays ready for a GPU:
+// Package batch is a trainer's batch for one rollout step: flat arrays
+// ready for a GPU, their credit rules and loss coefficients, and the file
+// that carries them (Options, Batch, Expand, Decode, WriteTo). Package
+// batchdb reads one from the store in one read transaction; this package
+// imports no storage, so a client that fetches batches over HTTP links
+// none. The two layouts:
 //
 //   - Rows: one row per leaf, its whole sequence — the group's prompt
 //     tokens, then every turn on the path from the root (each turn's action
@@ -29,7 +33,7 @@
 // whose leaf is below it. Options.Credit says which of those rows train
 // it and with which advantage. Write S_t for the rows of the batch that
 // contain token t, A_r for row r's leaf advantage (its GRPO advantage,
-// store.Advantage; 0 for a failed row), and the owner of t for the row
+// model.Advantage; 0 for a failed row), and the owner of t for the row
 // of S_t whose leaf has the smallest node id. Then the rows layout has,
 // on each action token t of row r, loss mask m_rt and advantage A_rt:
 //

@@ -3,7 +3,7 @@ package batch
 import "errors"
 
 // ErrInvalidOptions: an Options field is out of range (an unknown layout,
-// an empty policy-version window). It also matches store.ErrInvalid.
+// an empty policy-version window). It also matches model.ErrInvalid.
 var ErrInvalidOptions = errors.New("batch: invalid options")
 
 // ErrNotBatch: a safetensors file that is not a batch this package wrote
@@ -15,5 +15,5 @@ var ErrNotBatch = errors.New("batch: not a patrdb batch file")
 // would carry it (a token id of 2^31 or more in an int32 input_ids, a
 // policy version beyond int64, a row longer than int32 positions count).
 // The batch is refused rather than written with the value wrapped. It
-// also matches store.ErrInvalid.
+// also matches model.ErrInvalid.
 var ErrOutOfRange = errors.New("batch: value out of range")

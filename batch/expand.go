@@ -62,11 +62,11 @@ func (b *Batch) Expand() *Batch {
 		for _, m := range out.LossMask[start:] {
 			n += int64(m)
 		}
-		w := weight(b.Norm, b.LossTokens, b.LossRows, n)
+		w := RowWeight(b.Norm, b.LossTokens, b.LossRows, n)
 		for i, m := range out.LossMask[start:] {
 			var pos, neg, lw float32
 			if m != 0 {
-				pos, neg = coefs(w, out.Advantages[start+i])
+				pos, neg = Coefs(w, out.Advantages[start+i])
 				lw = float32(w)
 			}
 			out.CoefPos, out.CoefNeg, out.LossWeight = append(out.CoefPos, pos), append(out.CoefNeg, neg), append(out.LossWeight, lw)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/patrdb/patrdb/bench/workload"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -193,14 +194,14 @@ func fixture(b *testing.B) []workload.Batch {
 	return batches
 }
 
-func sweTurn(b *testing.B) store.Turn {
+func sweTurn(b *testing.B) model.Turn {
 	for _, op := range fixture(b)[0].Txns[0] {
 		if op.Kind == workload.OpTurns {
 			return workload.MaterializeTurn(op.Turns[0])
 		}
 	}
 	b.Fatal("no turns in the fixture")
-	return store.Turn{}
+	return model.Turn{}
 }
 
 func BenchmarkEncodeTurn(b *testing.B) {
@@ -339,7 +340,7 @@ func BenchmarkReplayScan(b *testing.B) {
 		}
 		for b.Loop() {
 			events = 0
-			if err := r.Events(0, func(store.Event) error { events++; return nil }); err != nil {
+			if err := r.Events(0, func(model.Event) error { events++; return nil }); err != nil {
 				return err
 			}
 		}

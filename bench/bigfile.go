@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -164,9 +165,9 @@ func timeCLI(exe, path string, reps int, args ...string) (wall, cpu []float64, e
 
 // latestReader is what `tree RUN latest` reads of a run.
 type latestReader interface {
-	LatestGroup() (store.Group, error)
-	GroupNodes(g store.Group) ([]store.Node, error)
-	Advantages(step, group uint64) ([]store.Advantage, error)
+	LatestGroup() (model.Group, error)
+	GroupNodes(g model.Group) ([]model.Node, error)
+	Advantages(step, group uint64) ([]model.Advantage, error)
 }
 
 // timeLatest is `tree RUN latest` without the command: open read-only, the

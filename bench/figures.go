@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -344,7 +345,7 @@ func measureReplay(path string) (replayResult, error) {
 			}
 			var last uint64
 			t0 := time.Now()
-			err = r.Events(0, func(e store.Event) error {
+			err = r.Events(0, func(e model.Event) error {
 				m++
 				last = e.Seq
 				return nil

@@ -7,13 +7,13 @@ import (
 	"os"
 
 	"github.com/patrdb/patrdb/bench/workload"
-	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/model"
 )
 
 // jsonlC is what trainers do today: keep each tree in memory while it
 // grows and, when it finishes, append one JSON line per leaf holding the
 // leaf's full trajectory (every turn of its path, inherited prefix
-// included, with the same fields as store.Turn), encoded with
+// included, with the same fields as model.Turn), encoded with
 // encoding/json. The file is fsynced at the end of every transaction.
 type jsonlC struct {
 	f     *os.File
@@ -29,17 +29,17 @@ type jtree struct {
 	task   string
 	prompt string
 	nodes  []uint64
-	adv    []store.Advantage
+	adv    []model.Advantage
 }
 
 type jnode struct {
 	parent    uint64
 	fork      int
-	turns     []store.Turn
-	status    store.NodeStatus
+	turns     []model.Turn
+	status    model.NodeStatus
 	reward    float64
-	scores    []store.Score
-	decisions []store.Decision
+	scores    []model.Score
+	decisions []model.Decision
 }
 
 // jsonlLeaf is one line of the dump.
@@ -50,14 +50,14 @@ type jsonlLeaf struct {
 	Task      string           `json:"task"`
 	Prompt    string           `json:"prompt"`
 	Leaf      uint64           `json:"leaf"`
-	Status    store.NodeStatus `json:"status"`
+	Status    model.NodeStatus `json:"status"`
 	Reward    float64          `json:"reward"`
 	Mean      float64          `json:"mean"`
 	Std       float64          `json:"std"`
 	Advantage float64          `json:"advantage"`
-	Scores    []store.Score    `json:"scores,omitempty"`
-	Decisions []store.Decision `json:"decisions,omitempty"`
-	Turns     []store.Turn     `json:"turns"`
+	Scores    []model.Score    `json:"scores,omitempty"`
+	Decisions []model.Decision `json:"decisions,omitempty"`
+	Turns     []model.Turn     `json:"turns"`
 }
 
 func (j *jsonlC) name() string    { return cJSONL }
@@ -93,7 +93,7 @@ func (j *jsonlC) apply(prepared any) error {
 			if t == nil || (op.Parent != 0 && j.nodes[op.Parent] == nil) {
 				return fmt.Errorf("jsonl: node %d: unknown group %d or parent %d", op.Node, op.Group, op.Parent)
 			}
-			j.nodes[op.Node] = &jnode{parent: op.Parent, fork: op.Fork, status: store.NodeActive}
+			j.nodes[op.Node] = &jnode{parent: op.Parent, fork: op.Fork, status: model.NodeActive}
 			t.nodes = append(t.nodes, op.Node)
 		case workload.OpTurns:
 			n.turns = append(n.turns[:op.From], op.Turns...)
@@ -106,10 +106,10 @@ func (j *jsonlC) apply(prepared any) error {
 		case workload.OpRoute:
 			n.decisions = append(n.decisions, op.Decision)
 			switch op.Decision.Action {
-			case store.ActionExpand:
-				n.status = store.NodeExpanded
-			case store.ActionPrune:
-				n.status = store.NodePruned
+			case model.ActionExpand:
+				n.status = model.NodeExpanded
+			case model.ActionPrune:
+				n.status = model.NodePruned
 			}
 		case workload.OpAdvantage:
 			t := j.trees[op.Group]
@@ -147,7 +147,7 @@ func (j *jsonlC) dump(group uint64) error {
 
 // trajectory is the leaf's full trajectory: each ancestor's first fork turns,
 // then its own.
-func (j *jsonlC) trajectory(leaf uint64) []store.Turn {
+func (j *jsonlC) trajectory(leaf uint64) []model.Turn {
 	type seg struct {
 		id    uint64
 		count int
@@ -156,7 +156,7 @@ func (j *jsonlC) trajectory(leaf uint64) []store.Turn {
 	for n := j.nodes[leaf]; n.parent != 0; n = j.nodes[n.parent] {
 		segs = append(segs, seg{n.parent, n.fork})
 	}
-	var out []store.Turn
+	var out []model.Turn
 	for i := len(segs) - 1; i >= 0; i-- {
 		out = append(out, j.nodes[segs[i].id].turns[:segs[i].count]...)
 	}

@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/patrdb/patrdb/bench/workload"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -27,7 +28,7 @@ import (
 type boltC struct {
 	db    *bolt.DB
 	path  string
-	nodes map[uint64]*store.Node // mirror of the node records, kept by prepare
+	nodes map[uint64]*model.Node // mirror of the node records, kept by prepare
 	seq   uint64                 // appendOrder: the last turn number handed out
 
 	noSync   bool // for the CPU-only go test benchmarks; the runner keeps fsync on
@@ -51,8 +52,8 @@ var (
 // n; turn says it goes to the turns bucket (appendOrder).
 type kv struct {
 	k, v []byte
-	t    *store.Turn
-	n    *store.Node
+	t    *model.Turn
+	n    *model.Node
 	turn bool
 }
 
@@ -89,7 +90,7 @@ func (b *boltC) open(path string) error {
 	if err != nil {
 		return err
 	}
-	b.db, b.path, b.nodes, b.seq = db, path, map[uint64]*store.Node{}, 0
+	b.db, b.path, b.nodes, b.seq = db, path, map[uint64]*model.Node{}, 0
 	return db.Update(func(tx *bolt.Tx) error {
 		if _, err := tx.CreateBucket(rawTurnsBucket); err != nil {
 			return err
@@ -107,8 +108,8 @@ func (b *boltC) prepare(txn []workload.Op) (any, error) {
 		n := b.nodes[op.Node]
 		switch op.Kind {
 		case workload.OpAddNode:
-			n = &store.Node{ID: op.Node, Step: op.Step, Group: op.Group, Parent: op.Parent, Fork: op.Fork,
-				Ordinal: op.Ordinal, Status: store.NodeActive}
+			n = &model.Node{ID: op.Node, Step: op.Step, Group: op.Group, Parent: op.Parent, Fork: op.Fork,
+				Ordinal: op.Ordinal, Status: model.NodeActive}
 			if p := b.nodes[op.Parent]; p != nil {
 				n.Base, n.Depth = p.Base+op.Fork, p.Depth+1
 			}
@@ -140,10 +141,10 @@ func (b *boltC) prepare(txn []workload.Op) (any, error) {
 		case workload.OpRoute:
 			n.Decisions = append(n.Decisions, op.Decision)
 			switch op.Decision.Action {
-			case store.ActionExpand:
-				n.Status = store.NodeExpanded
-			case store.ActionPrune:
-				n.Status = store.NodePruned
+			case model.ActionExpand:
+				n.Status = model.NodeExpanded
+			case model.ActionPrune:
+				n.Status = model.NodePruned
 			}
 		default:
 			continue
@@ -166,7 +167,7 @@ func (b *boltC) prepare(txn []workload.Op) (any, error) {
 			}
 			out = append(out, kv{k: u64pair(id, 0)[:8], v: v})
 		}
-		if b.nodes[id].Status != store.NodeActive && b.nodes[id].Status != store.NodeExpanded {
+		if b.nodes[id].Status != model.NodeActive && b.nodes[id].Status != model.NodeExpanded {
 			delete(b.nodes, id) // a leaf is never written again
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/patrdb/patrdb/bench/workload"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -42,7 +43,7 @@ type results struct {
 	// layout is where the append run's patrdb file spends its bytes
 	// (repetition 1): per bucket, then the file's high-water mark and free
 	// pages.
-	layout    []store.BucketSize
+	layout    []model.BucketSize
 	highWater int64
 	// pageSizes is the patrdb append run's file at each page size a new
 	// file may be created with (bytes only, measured once: they do not vary).
@@ -251,7 +252,7 @@ func verify(work string, batches []workload.Batch, res *results) (string, error)
 	if err != nil {
 		return "", err
 	}
-	var traj []store.Turn
+	var traj []model.Turn
 	err = db.View(func(tx *store.Tx) error {
 		r, err := tx.Run(benchRun)
 		if err != nil {
@@ -672,7 +673,7 @@ func profileAll(cfg config, batches []workload.Batch, work, replayPath string) [
 			if err != nil {
 				return err
 			}
-			_, err = timeLoop(2*time.Second, 1, func() error { return r.Events(0, func(store.Event) error { return nil }) })
+			_, err = timeLoop(2*time.Second, 1, func() error { return r.Events(0, func(model.Event) error { return nil }) })
 			return err
 		})
 	})

@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/patrdb/patrdb/bench/workload"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -55,7 +56,7 @@ type sameOp struct {
 	path   string   // those names joined, to tell buckets apart cheaply in apply
 	key    []byte
 	val    []byte
-	turn   *store.Turn // encodeInside: the value is this turn's encoding
+	turn   *model.Turn // encodeInside: the value is this turn's encoding
 	del    bool
 }
 
@@ -180,7 +181,7 @@ var turnsBucket = []string{"runs", benchRun, "turns"}
 // appended, so the transaction's turns, in order, are the diff's new turn
 // keys, in order. A value that is not that turn's encoding is an error.
 func matchTurns(ops []sameOp, txn []workload.Op) error {
-	var turns []*store.Turn
+	var turns []*model.Turn
 	for i := range txn {
 		for j := range txn[i].Turns {
 			turns = append(turns, &txn[i].Turns[j])

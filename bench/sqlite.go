@@ -11,7 +11,7 @@ import (
 	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
 
 	"github.com/patrdb/patrdb/bench/workload"
-	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/model"
 )
 
 // sqliteC is the schema a competent engineer would write for the same
@@ -177,10 +177,10 @@ func (s *sqliteC) apply(prepared any) error {
 		case workload.OpRoute:
 			d := op.Decision
 			_, err = get("decision").Exec(op.Node, d.Interval, d.Action, d.Score, d.Reference, d.Delta, d.Rule, d.Children)
-			if err == nil && d.Action != store.ActionSurvive {
-				status := store.NodeExpanded
-				if d.Action == store.ActionPrune {
-					status = store.NodePruned
+			if err == nil && d.Action != model.ActionSurvive {
+				status := model.NodeExpanded
+				if d.Action == model.ActionPrune {
+					status = model.NodePruned
 				}
 				_, err = get("status").Exec(string(status), op.Node)
 			}

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/patrdb/patrdb/api"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/rollout"
-	"github.com/patrdb/patrdb/store"
 )
 
 // Client is a client of one server. See the package doc for what is safe
@@ -59,10 +59,10 @@ func New(base string) *Client {
 		Backoff: 100 * time.Millisecond}
 }
 
-// APIError is a non-2xx answer. It matches store.ErrNotFound (404),
+// APIError is a non-2xx answer. It matches model.ErrNotFound (404),
 // api.ErrConflict and rollout.ErrConflict (409), the protocol's kinds of
 // conflict by their codes (rollout.ErrLeaseLost: "lease_lost", ...),
-// store.ErrExists ("exists") and api.ErrBadRequest (400, 413, 415) with
+// model.ErrExists ("exists") and api.ErrBadRequest (400, 413, 415) with
 // errors.Is.
 type APIError struct {
 	Status  int
@@ -75,11 +75,11 @@ func (e *APIError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Status, 
 // Is maps the status and code to the sentinels of the API and the store.
 func (e *APIError) Is(target error) bool {
 	switch target {
-	case store.ErrNotFound:
+	case model.ErrNotFound:
 		return e.Status == http.StatusNotFound
 	case api.ErrConflict, rollout.ErrConflict:
 		return e.Status == http.StatusConflict
-	case store.ErrExists:
+	case model.ErrExists:
 		return e.Code == "exists"
 	case api.ErrBadRequest:
 		return e.Status == http.StatusBadRequest || e.Status == http.StatusRequestEntityTooLarge || e.Status == http.StatusUnsupportedMediaType
@@ -236,11 +236,11 @@ func (c *Client) Health(ctx context.Context) (api.Health, error) {
 
 // Runs is GET /api/v1/runs.
 func (c *Client) Runs(ctx context.Context) ([]api.RunSummary, error) {
-	return c.RunsWith(ctx, store.SummaryOptions{})
+	return c.RunsWith(ctx, model.SummaryOptions{})
 }
 
 // RunsWith is GET /api/v1/runs with what o asks for beyond the totals.
-func (c *Client) RunsWith(ctx context.Context, o store.SummaryOptions) ([]api.RunSummary, error) {
+func (c *Client) RunsWith(ctx context.Context, o model.SummaryOptions) ([]api.RunSummary, error) {
 	var out struct {
 		Runs []api.RunSummary `json:"runs"`
 	}
@@ -249,17 +249,17 @@ func (c *Client) RunsWith(ctx context.Context, o store.SummaryOptions) ([]api.Ru
 
 // Run is GET /api/v1/runs/{run}.
 func (c *Client) Run(ctx context.Context, run string) (api.RunSummary, error) {
-	return c.RunWith(ctx, run, store.SummaryOptions{})
+	return c.RunWith(ctx, run, model.SummaryOptions{})
 }
 
 // RunWith is GET /api/v1/runs/{run} with what o asks for beyond the
 // totals.
-func (c *Client) RunWith(ctx context.Context, run string, o store.SummaryOptions) (api.RunSummary, error) {
+func (c *Client) RunWith(ctx context.Context, run string, o model.SummaryOptions) (api.RunSummary, error) {
 	var out api.RunSummary
 	return out, c.do(ctx, http.MethodGet, runPath(run)+summaryQuery(o), nil, &out)
 }
 
-func summaryQuery(o store.SummaryOptions) string {
+func summaryQuery(o model.SummaryOptions) string {
 	q := url.Values{}
 	if o.Steps {
 		q.Set("steps", "true")
@@ -274,17 +274,17 @@ func summaryQuery(o store.SummaryOptions) string {
 }
 
 // Steps is GET /api/v1/runs/{run}/steps.
-func (c *Client) Steps(ctx context.Context, run string) ([]api.StepMetrics, error) {
+func (c *Client) Steps(ctx context.Context, run string) ([]model.StepMetrics, error) {
 	var out struct {
-		Steps []api.StepMetrics `json:"steps"`
+		Steps []model.StepMetrics `json:"steps"`
 	}
 	return out.Steps, c.do(ctx, http.MethodGet, runPath(run, "steps"), nil, &out)
 }
 
 // Groups is GET /api/v1/runs/{run}/groups?step=N (0: every step).
-func (c *Client) Groups(ctx context.Context, run string, step uint64) ([]store.Group, error) {
+func (c *Client) Groups(ctx context.Context, run string, step uint64) ([]model.Group, error) {
 	var out struct {
-		Groups []store.Group `json:"groups"`
+		Groups []model.Group `json:"groups"`
 	}
 	return out.Groups, c.do(ctx, http.MethodGet, runPath(run, "groups")+"?step="+u64(step), nil, &out)
 }
@@ -308,25 +308,25 @@ func (c *Client) Trajectory(ctx context.Context, run string, node uint64) (api.T
 }
 
 // Frontier is GET /api/v1/runs/{run}/frontier (step 0: every step).
-func (c *Client) Frontier(ctx context.Context, run string, step uint64) ([]store.Node, error) {
+func (c *Client) Frontier(ctx context.Context, run string, step uint64) ([]model.Node, error) {
 	var out struct {
-		Nodes []store.Node `json:"nodes"`
+		Nodes []model.Node `json:"nodes"`
 	}
 	return out.Nodes, c.do(ctx, http.MethodGet, runPath(run, "frontier")+"?step="+u64(step), nil, &out)
 }
 
 // Rubrics is GET /api/v1/runs/{run}/rubrics?pool= ("" or "all": every pool).
-func (c *Client) Rubrics(ctx context.Context, run string, pool store.RubricPool) ([]store.Rubric, error) {
+func (c *Client) Rubrics(ctx context.Context, run string, pool model.RubricPool) ([]model.Rubric, error) {
 	var out struct {
-		Rubrics []store.Rubric `json:"rubrics"`
+		Rubrics []model.Rubric `json:"rubrics"`
 	}
 	return out.Rubrics, c.do(ctx, http.MethodGet, runPath(run, "rubrics")+"?pool="+url.QueryEscape(string(pool)), nil, &out)
 }
 
 // Advantages is GET /api/v1/runs/{run}/advantages (0: every step / group).
-func (c *Client) Advantages(ctx context.Context, run string, step, group uint64) ([]store.Advantage, error) {
+func (c *Client) Advantages(ctx context.Context, run string, step, group uint64) ([]model.Advantage, error) {
 	var out struct {
-		Advantages []store.Advantage `json:"advantages"`
+		Advantages []model.Advantage `json:"advantages"`
 	}
 	q := "?step=" + u64(step)
 	if group != 0 {
@@ -342,9 +342,9 @@ func (c *Client) Events(ctx context.Context, run string, from uint64, limit int)
 }
 
 // Checkpoint is GET /api/v1/runs/{run}/checkpoint (step 0: the latest).
-func (c *Client) Checkpoint(ctx context.Context, run string, step uint64) (store.Checkpoint, error) {
+func (c *Client) Checkpoint(ctx context.Context, run string, step uint64) (model.Checkpoint, error) {
 	var out struct {
-		Checkpoint store.Checkpoint `json:"checkpoint"`
+		Checkpoint model.Checkpoint `json:"checkpoint"`
 	}
 	return out.Checkpoint, c.do(ctx, http.MethodGet, runPath(run, "checkpoint")+"?step="+u64(step), nil, &out)
 }
@@ -488,8 +488,8 @@ func (c *Client) AbandonStep(ctx context.Context, run string, step uint64, req a
 }
 
 // StepStatus is GET /api/v1/runs/{run}/steps/{step}/status.
-func (c *Client) StepStatus(ctx context.Context, run string, step uint64) (api.StepStatus, error) {
-	var out api.StepStatus
+func (c *Client) StepStatus(ctx context.Context, run string, step uint64) (rollout.StepStatus, error) {
+	var out rollout.StepStatus
 	return out, c.do(ctx, http.MethodGet, runPath(run, "steps", u64(step), "status"), nil, &out)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/patrdb/patrdb/model"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,7 +16,6 @@ import (
 	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/client"
 	"github.com/patrdb/patrdb/rollout"
-	"github.com/patrdb/patrdb/store"
 )
 
 // scripted is a server that answers the index, then each POST with the next
@@ -137,13 +137,13 @@ func TestAPIErrorSentinels(t *testing.T) {
 		is     []error
 		isNot  []error
 	}{
-		{404, "not_found", []error{store.ErrNotFound}, []error{api.ErrConflict, api.ErrBadRequest}},
-		{409, "lease_lost", []error{rollout.ErrLeaseLost, rollout.ErrConflict, api.ErrConflict}, []error{rollout.ErrTooEarly, store.ErrNotFound}},
-		{409, "exists", []error{store.ErrExists, api.ErrConflict}, []error{rollout.ErrLeaseLost}},
+		{404, "not_found", []error{model.ErrNotFound}, []error{api.ErrConflict, api.ErrBadRequest}},
+		{409, "lease_lost", []error{rollout.ErrLeaseLost, rollout.ErrConflict, api.ErrConflict}, []error{rollout.ErrTooEarly, model.ErrNotFound}},
+		{409, "exists", []error{model.ErrExists, api.ErrConflict}, []error{rollout.ErrLeaseLost}},
 		{409, "branch_ended", []error{rollout.ErrBranchEnded}, []error{rollout.ErrLeaseLost}},
 		{413, "too_large", []error{api.ErrBadRequest}, []error{api.ErrConflict}},
 		{415, "unsupported_media_type", []error{api.ErrBadRequest}, nil},
-		{400, "bad_request", []error{api.ErrBadRequest}, []error{store.ErrNotFound}},
+		{400, "bad_request", []error{api.ErrBadRequest}, []error{model.ErrNotFound}},
 	}
 	for _, tc := range cases {
 		s := (&scripted{}).answer(tc.status, `{"error":"x","code":"`+tc.code+`"}`)

@@ -50,8 +50,8 @@
 // # Errors
 //
 // A non-2xx answer is an *APIError, which matches the sentinels of the
-// API, the protocol and the store with errors.Is: store.ErrNotFound for a
+// API, the protocol and the store with errors.Is: model.ErrNotFound for a
 // 404, api.ErrConflict and rollout.ErrConflict for a 409 (and
 // rollout.ErrLeaseLost and its siblings by the answer's code),
-// store.ErrExists, api.ErrBadRequest for a 400, 413 or 415.
+// model.ErrExists, api.ErrBadRequest for a 400, 413 or 415.
 package client

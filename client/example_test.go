@@ -10,6 +10,7 @@ import (
 
 	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/client"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/server"
 	"github.com/patrdb/patrdb/store"
@@ -57,10 +58,10 @@ func Example() {
 	}
 	fmt.Printf("leased %d branches, %d turns each, then a score: %v\n", len(leases), leases[0].Turns, leases[0].Score)
 	_, err = c.Run(ctx, "nope")
-	fmt.Println("a missing run is store.ErrNotFound:", errors.Is(err, store.ErrNotFound))
+	fmt.Println("a missing run is model.ErrNotFound:", errors.Is(err, model.ErrNotFound))
 	// Output:
 	// created exp-1 on API 1.x
 	// group roots: 2
 	// leased 2 branches, 3 turns each, then a score: true
-	// a missing run is store.ErrNotFound: true
+	// a missing run is model.ErrNotFound: true
 }

@@ -2,17 +2,17 @@ package client
 
 import (
 	"context"
+	"github.com/patrdb/patrdb/model"
 	"net/http"
 	"strconv"
 
 	"github.com/patrdb/patrdb/api"
-	"github.com/patrdb/patrdb/store"
 )
 
 // LogScalars is POST /api/v1/runs/{run}/scalars: the trainer's own figures
 // of a step (loss, kl, ...), merged into what the step holds. It returns
 // the step's record after the write.
-func (c *Client) LogScalars(ctx context.Context, run string, req api.ScalarsRequest) (store.Scalars, error) {
+func (c *Client) LogScalars(ctx context.Context, run string, req api.ScalarsRequest) (model.Scalars, error) {
 	var out api.ScalarsResponse
 	return out.Scalars, c.do(ctx, http.MethodPost, runPath(run, "scalars"), &req, &out)
 }

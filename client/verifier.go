@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/patrdb/patrdb/api"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/rollout"
-	"github.com/patrdb/patrdb/store"
 )
 
 // Verifier serves the work a step waits for from outside its workers: the
@@ -27,11 +27,11 @@ type Verifier struct {
 	// Reward computes a finished branch's outcome reward from its whole
 	// path; nil leaves rewards to another verifier. An error is recorded
 	// as the leaf's failure (never as a zero reward).
-	Reward func(ctx context.Context, task rollout.Task, path []store.Turn) (float64, error)
+	Reward func(ctx context.Context, task rollout.Task, path []model.Turn) (float64, error)
 	// Score computes a branch's process score in [0,1] at the end of an
 	// interval; nil leaves scores to another. An error fails the branch
 	// like any scorer failure (it is retried).
-	Score func(ctx context.Context, task rollout.Task, path []store.Turn) (float64, error)
+	Score func(ctx context.Context, task rollout.Task, path []model.Turn) (float64, error)
 	// Workers bounds the rewards and scores computed at once (0: 8).
 	Workers int
 	// Poll is the wait between looks while nothing is pending (0: 100 ms).
@@ -156,7 +156,7 @@ func (v *Verifier) compute(ctx context.Context, rewards, scores []api.PendingIte
 
 // path reads a pending branch's whole path (its history when the listing
 // carried it).
-func (v *Verifier) path(ctx context.Context, p api.PendingItem) ([]store.Turn, error) {
+func (v *Verifier) path(ctx context.Context, p api.PendingItem) ([]model.Turn, error) {
 	if p.History != nil {
 		return p.History, nil
 	}
@@ -164,7 +164,7 @@ func (v *Verifier) path(ctx context.Context, p api.PendingItem) ([]store.Turn, e
 	if err != nil {
 		return nil, err
 	}
-	out := make([]store.Turn, len(tr.Turns))
+	out := make([]model.Turn, len(tr.Turns))
 	for i := range tr.Turns {
 		out[i] = tr.Turns[i].Turn
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/patrdb/patrdb/api"
-	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/model"
 )
 
 // APIVersion returns the server's API version ("<major>.<minor>", from
@@ -29,7 +29,7 @@ func (c *Client) APIVersion(ctx context.Context) (string, error) {
 	}
 	var ix api.Index
 	err := c.send(ctx, http.MethodGet, "/api/"+api.PathVersion+"/", nil, &ix)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, model.ErrNotFound) {
 		return "", fmt.Errorf("%w: the server has no /api/%s/ index, so it predates API versions: upgrade patrdb on the server", ErrIncompatibleServer, api.PathVersion)
 	}
 	if err != nil {

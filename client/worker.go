@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/patrdb/patrdb/api"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/rollout"
-	"github.com/patrdb/patrdb/store"
 )
 
 // Worker grows a step's branches over HTTP, as one of any number of
@@ -84,7 +84,7 @@ type held struct {
 // its end.
 type report struct {
 	b     *held
-	turn  *store.Turn // a turn sampled (EachTurn), with the state after it
+	turn  *model.Turn // a turn sampled (EachTurn), with the state after it
 	state []byte
 	err   error
 }
@@ -300,7 +300,7 @@ func (ws *workSession) begin(grants []api.LeaseGrant) {
 		ctx, cancel := context.WithCancel(ws.ctx)
 		h := &held{Branch: rollout.Branch{Lease: g.Lease, History: g.History, Context: ctx}, cancel: cancel}
 		if ws.w.EachTurn {
-			h.OnTurn = func(b *rollout.Branch, t store.Turn) { ws.send(report{b: h, turn: &t, state: b.Episode.State()}) }
+			h.OnTurn = func(b *rollout.Branch, t model.Turn) { ws.send(report{b: h, turn: &t, state: b.Episode.State()}) }
 		}
 		ws.held[g.ID] = h
 		bs[i] = &h.Branch
@@ -332,7 +332,7 @@ func (ws *workSession) submit(reports []report) error {
 		s := rollout.Submission{Lease: h.Lease.ID, Worker: w.Name, Node: h.Lease.Node, From: h.Lease.From + h.sent}
 		switch {
 		case r.turn != nil:
-			s.Turns, s.EnvState, s.RewardPending = []store.Turn{*r.turn}, r.state, w.DeferRewards
+			s.Turns, s.EnvState, s.RewardPending = []model.Turn{*r.turn}, r.state, w.DeferRewards
 			h.sent++
 		case r.err != nil || h.Context.Err() != nil:
 			// Stopped: the worker is ending, or the lease was lost.
@@ -458,13 +458,13 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // forgets the oldest first.
 type pathCache struct {
 	limit int
-	paths map[uint64][]store.Turn
+	paths map[uint64][]model.Turn
 	order []uint64
 }
 
-func (c *pathCache) put(node uint64, path []store.Turn) {
+func (c *pathCache) put(node uint64, path []model.Turn) {
 	if c.paths == nil {
-		c.paths = map[uint64][]store.Turn{}
+		c.paths = map[uint64][]model.Turn{}
 	}
 	if _, ok := c.paths[node]; !ok {
 		c.order = append(c.order, node)
@@ -487,7 +487,7 @@ func (c *pathCache) have() []api.HeldPath {
 
 // complete is a grant's whole history: what the worker holds of the path
 // the grant names, then the turns it carries.
-func (c *pathCache) complete(g api.LeaseGrant) []store.Turn {
+func (c *pathCache) complete(g api.LeaseGrant) []model.Turn {
 	if g.HistoryOf == 0 {
 		return g.History
 	}

@@ -60,7 +60,7 @@ func readTotals(t *testing.T, db *store.DB, run string) storeTotals {
 		st.events = int(r.LastSeq())
 		rbs, _ := r.Rubrics("")
 		st.rubrics = len(rbs)
-		return r.ForEachGroup(0, func(g store.Group) error {
+		return r.ForEachGroup(0, func(g model.Group) error {
 			ns, err := r.GroupNodes(g)
 			for _, n := range ns {
 				st.decisions += len(n.Decisions)
@@ -131,10 +131,10 @@ func recipes(t *testing.T, blocks [][]string, cfgs ...frozenlake.TrainConfig) {
 		stepRows += len(st.steps)
 	}
 	var leaf uint64
-	var path []store.PathTurn
+	var path []model.PathTurn
 	err := db.View(func(tx *store.Tx) error {
 		r, _ := tx.Run("patr-4x4")
-		_ = r.ForEachGroup(0, func(g store.Group) error {
+		_ = r.ForEachGroup(0, func(g model.Group) error {
 			nodes, _ := r.GroupNodes(g)
 			for _, n := range nodes {
 				if n.Status.Leaf() && n.Depth > 0 && leaf == 0 {
@@ -179,7 +179,7 @@ func recipes(t *testing.T, blocks [][]string, cfgs ...frozenlake.TrainConfig) {
 		case strings.Contains(sqlText, "CREATE VIEW"):
 			continue
 		case strings.Contains(sqlText, "FROM runs"):
-			if len(rows) != len(cfgs) || rows[len(rows)-1]["status"] != string(store.RunFinished) {
+			if len(rows) != len(cfgs) || rows[len(rows)-1]["status"] != string(model.RunFinished) {
 				t.Errorf("runs as they stand: %v", rows)
 			}
 		case strings.Contains(sqlText, "mean_reward"):

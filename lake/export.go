@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"sort"
 
 	"github.com/patrdb/patrdb/replay"
@@ -32,7 +33,7 @@ type ExportOptions struct {
 type ExportResult struct {
 	Run    string          `json:"run"`    // the run's name in the lake
 	Source Source          `json:"source"` // the file's run
-	Status store.RunStatus `json:"status"` // the run's status in the file
+	Status model.RunStatus `json:"status"` // the run's status in the file
 	Lake   string          `json:"lake"`
 	Files  []File          `json:"files"` // added, in the order they were published
 	// Rows per table over the files added.
@@ -192,7 +193,7 @@ type plan struct {
 	m        *Manifest // the lake's, nil when none
 	replace  bool
 	src      Source
-	status   store.RunStatus
+	status   model.RunStatus
 	lastStep uint64   // the last step with records or a checkpoint
 	next     Manifest // the manifest once the files are published
 	files    []File
@@ -224,7 +225,7 @@ func (p *plan) write(ctx context.Context, tx *store.Tx, id string, l *Lake, stag
 	last := info.LastStep
 	if g, err := r.LatestGroup(); err == nil {
 		last = max(last, g.Step)
-	} else if !errors.Is(err, store.ErrNotFound) {
+	} else if !errors.Is(err, model.ErrNotFound) {
 		return err
 	}
 	p.lastStep = last
@@ -241,7 +242,7 @@ func (p *plan) write(ctx context.Context, tx *store.Tx, id string, l *Lake, stag
 	}
 	// Settled are the checkpointed steps; a finished or failed run is
 	// exported whole, what follows its last checkpoint as its tail.
-	settled, whole := info.LastStep, info.Status != store.RunRunning
+	settled, whole := info.LastStep, info.Status != model.RunRunning
 	p.next = Manifest{Run: p.name, Source: p.src, Step: max(from.Step, settled), Seq: from.Seq, SeqTime: from.SeqTime,
 		Cursor: from.Cursor, Status: info.Status}
 
@@ -273,7 +274,7 @@ func (p *plan) write(ctx context.Context, tx *store.Tx, id string, l *Lake, stag
 		}
 	}
 	for step := max(end, from.Step) + 1; step <= last; step++ {
-		err := r.ForEachGroup(step, func(store.Group) error { return errStop })
+		err := r.ForEachGroup(step, func(model.Group) error { return errStop })
 		if errors.Is(err, errStop) {
 			p.held = append(p.held, step)
 		} else if err != nil {
@@ -314,7 +315,7 @@ func (p *plan) write(ctx context.Context, tx *store.Tx, id string, l *Lake, stag
 // judge compares the lake's manifest with the file's run: another run
 // under the name is a conflict (unless replacing), and a run exported
 // whole and unchanged since is nothing to do.
-func (p *plan) judge(ctx context.Context, r *store.RunTx, info store.Run, l *Lake) error {
+func (p *plan) judge(ctx context.Context, r *store.RunTx, info model.Run, l *Lake) error {
 	m := p.m
 	if m == nil {
 		if p.replace {
@@ -348,8 +349,8 @@ func (p *plan) judge(ctx context.Context, r *store.RunTx, info store.Run, l *Lak
 			ErrConflict, p.name, m.Seq, last)
 	}
 	if m.Seq > 0 && m.Seq > info.DroppedSeq {
-		var at store.Event
-		err := r.Events(m.Seq, func(e store.Event) error { at = e; return errStop })
+		var at model.Event
+		err := r.Events(m.Seq, func(e model.Event) error { at = e; return errStop })
 		if err != nil && !errors.Is(err, errStop) {
 			return err
 		}
@@ -367,7 +368,7 @@ var errStop = errors.New("stop")
 // writeStep writes the records of one step: its groups with their nodes,
 // turns and advantages, and the checkpoint that completed it.
 func writeStep(r *store.RunTx, s *sink, step uint64) error {
-	err := r.ForEachGroup(step, func(g store.Group) error {
+	err := r.ForEachGroup(step, func(g model.Group) error {
 		rec, err := replay.ReadGroup(r, g)
 		if err != nil {
 			return err
@@ -379,7 +380,7 @@ func writeStep(r *store.RunTx, s *sink, step uint64) error {
 	}
 	c, err := r.Checkpoint(step)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, model.ErrNotFound):
 		return nil
 	case err != nil:
 		return err
@@ -396,12 +397,12 @@ func (p *plan) writeLog(ctx context.Context, r *store.RunTx, s *sink, settled ui
 	next := &p.next
 	c := next.Cursor
 	var n int
-	err = r.Events(next.Seq+1, func(e store.Event) error {
+	err = r.Events(next.Seq+1, func(e model.Event) error {
 		de, err := replay.Decode(e) // a store kind that does not decode is corruption
 		if err != nil {
 			return err
 		}
-		run, _ := de.Record.(*store.Run)
+		run, _ := de.Record.(*model.Run)
 		step := c.advance(e, run)
 		if step > settled && !whole {
 			return errStop // the open step's events, and all after them

@@ -18,6 +18,7 @@ import (
 
 	"github.com/patrdb/patrdb/internal/frozenlake"
 	"github.com/patrdb/patrdb/lake"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -146,12 +147,12 @@ func TestExportHoldsTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Whole || res.Through != 4 || len(res.Steps) < 4 || res.Status != store.RunFinished {
+	if !res.Whole || res.Through != 4 || len(res.Steps) < 4 || res.Status != model.RunFinished {
 		t.Fatalf("export: whole %v through %d steps %v", res.Whole, res.Through, res.Steps)
 	}
 	var nodes, turns, leaves, ckpts int
 	var last uint64
-	var rubrics []store.Rubric
+	var rubrics []model.Rubric
 	err = db.View(func(tx *store.Tx) error {
 		r, _ := tx.Run("demo")
 		last = r.LastSeq()
@@ -162,7 +163,7 @@ func TestExportHoldsTheRun(t *testing.T) {
 				ckpts++
 			}
 		}
-		return r.ForEachGroup(0, func(g store.Group) error {
+		return r.ForEachGroup(0, func(g model.Group) error {
 			ns, err := r.GroupNodes(g)
 			for _, n := range ns {
 				nodes++
@@ -382,7 +383,7 @@ func fingerprint(t testing.TB, db *store.DB, run string) string {
 		}
 		info, _ := r.Info()
 		fmt.Fprintf(&b, "run %s last %d config %s\n", info.Status, info.LastStep, info.Config)
-		err = r.ForEachGroup(0, func(g store.Group) error {
+		err = r.ForEachGroup(0, func(g model.Group) error {
 			fmt.Fprintf(&b, "group %d step %d %s %v %s\n", g.ID, g.Step, g.Task, g.Roots, g.Status)
 			ns, err := r.GroupNodes(g)
 			for _, n := range ns {
@@ -400,7 +401,7 @@ func fingerprint(t testing.TB, db *store.DB, run string) string {
 		}
 		rbs, _ := r.Rubrics("")
 		for _, rb := range rbs {
-			rb.Origin = store.RubricOrigin{}
+			rb.Origin = model.RubricOrigin{}
 			fmt.Fprintf(&b, "rubric %d %s %q usage %+v\n", rb.ID, rb.Pool, rb.Text, rb.Usage)
 		}
 		for s := uint64(1); s <= info.LastStep; s++ {
@@ -493,7 +494,7 @@ func stepDump(t testing.TB, db *store.DB, step uint64) string {
 		if err != nil {
 			return err
 		}
-		return r.ForEachGroup(step, func(g store.Group) error {
+		return r.ForEachGroup(step, func(g model.Group) error {
 			fmt.Fprintf(&b, "%+v\n", g)
 			ns, err := r.GroupNodes(g)
 			for _, n := range ns {
@@ -543,7 +544,7 @@ func TestFollowerKeepsTheFileBounded(t *testing.T) {
 	if err != nil || len(vs) > 0 {
 		t.Fatalf("check: %v %v", err, vs)
 	}
-	var info store.Run
+	var info model.Run
 	_ = db.View(func(tx *store.Tx) error { r, _ := tx.Run("demo"); info, _ = r.Info(); return nil })
 	if info.DroppedStep != 5 {
 		t.Errorf("dropped through step %d, want 5", info.DroppedStep)
@@ -668,7 +669,7 @@ func TestResumeAfterRetention(t *testing.T) {
 	if a, b := kept(ref), kept(db); a != b {
 		t.Errorf("rubrics and checkpoint after a resume of a dropped file:\n%s", firstDiff(a, b))
 	}
-	var info store.Run
+	var info model.Run
 	_ = db.View(func(tx *store.Tx) error { r, _ := tx.Run("demo"); info, _ = r.Info(); return nil })
 	if info.DroppedStep != 3 {
 		t.Errorf("dropped through step %d, want 3", info.DroppedStep)

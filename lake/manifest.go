@@ -9,7 +9,7 @@ import (
 	"path"
 	"time"
 
-	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/model"
 )
 
 // metaDir holds the lake's own records; readers of the tables skip folders
@@ -28,7 +28,7 @@ type Source struct {
 	CreatedAt int64  `json:"created_at"` // Unix ns
 }
 
-func sourceOf(run store.Run) Source { return Source{Run: run.ID, CreatedAt: run.CreatedAt} }
+func sourceOf(run model.Run) Source { return Source{Run: run.ID, CreatedAt: run.CreatedAt} }
 
 // Manifest is a run's record in the lake (_patrdb/runs/<name>.json): where
 // it came from and how far it is exported. It is written after the files
@@ -49,7 +49,7 @@ type Manifest struct {
 	// Cursor is the log's partition state after Seq (partition.go).
 	Cursor cursor `json:"cursor"`
 	// Status is the run's status at the last export.
-	Status store.RunStatus `json:"status"`
+	Status model.RunStatus `json:"status"`
 	// Tail, when not nil, says the run was exported whole (it was finished
 	// or failed): beyond Step and Seq the lake holds what followed its
 	// last checkpoint, as it stood, up to event Tail.Seq and step

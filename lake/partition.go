@@ -1,6 +1,6 @@
 package lake
 
-import "github.com/patrdb/patrdb/store"
+import "github.com/patrdb/patrdb/model"
 
 // The log's partitions. The log tables (runs, rubrics, events) put each
 // event in the partition of the step the trainer was in when it was
@@ -20,7 +20,7 @@ type cursor struct {
 
 // advance returns e's partition and moves the cursor past it; run is the
 // record e carries when it is a run event, nil otherwise.
-func (c *cursor) advance(e store.Event, run *store.Run) uint64 {
+func (c *cursor) advance(e model.Event, run *model.Run) uint64 {
 	c.MaxStep = max(c.MaxStep, e.Step)
 	step := max(c.MaxStep, c.LastStep+1)
 	if run != nil {

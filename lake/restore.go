@@ -11,6 +11,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -41,7 +42,7 @@ type RestoreResult struct {
 // statistics, checkpoints and config), with the turns from the turns table,
 // then checks it. A trainer resumes it from its last exported checkpoint:
 // losing the file costs at most the steps not exported yet. db must not
-// hold a run under the restored id (store.ErrExists); on any error nothing
+// hold a run under the restored id (model.ErrExists); on any error nothing
 // of the run is left in it.
 func (l *Lake) Restore(ctx context.Context, db *store.DB, name string, opts RestoreOptions) (*RestoreResult, error) {
 	m, err := l.Manifest(ctx, name)
@@ -91,7 +92,7 @@ func (l *Lake) Restore(ctx context.Context, db *store.DB, name string, opts Rest
 				return nil // a tail the run has since rewritten
 			}
 			res.Events++
-			return ld.Event(store.Event{Seq: uint64(row.Seq), Time: row.CreatedAt, Kind: store.EventKind(row.Kind),
+			return ld.Event(model.Event{Seq: uint64(row.Seq), Time: row.CreatedAt, Kind: model.EventKind(row.Kind),
 				Step: uint64(row.EventStep), Group: uint64(row.Group), Node: uint64(row.Node), Rubric: uint64(row.Rubric),
 				Payload: row.Payload})
 		})
@@ -106,7 +107,7 @@ func (l *Lake) Restore(ctx context.Context, db *store.DB, name string, opts Rest
 	for _, key := range turns {
 		err := readRows(ctx, l, key, func(row TurnRow) error {
 			res.Turns++
-			return ld.Turn(uint64(row.Node), int(row.Index), store.Turn{Action: row.Action,
+			return ld.Turn(uint64(row.Node), int(row.Index), model.Turn{Action: row.Action,
 				ActionTokens: uint32s(row.ActionTokens), ActionLogprobs: nilIfEmpty(row.ActionLogprobs),
 				Observation: row.Observation, ObservationTokens: uint32s(row.ObservationTokens),
 				Reward: row.Reward, Done: row.Done, PolicyVersion: uint64(row.PolicyVersion)})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 
 	"github.com/patrdb/patrdb/store"
 )
@@ -72,7 +73,7 @@ func retain(ctx context.Context, db *store.DB, id string, m *Manifest, keep uint
 		}
 		for s := info.DroppedStep + 1; s <= info.LastStep-keep; s++ {
 			c, err := r.Checkpoint(s)
-			if errors.Is(err, store.ErrNotFound) || (err == nil && c.Step != s) {
+			if errors.Is(err, model.ErrNotFound) || (err == nil && c.Step != s) {
 				continue
 			}
 			if err != nil {

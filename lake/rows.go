@@ -168,7 +168,7 @@ type RubricUsageRow struct {
 }
 
 // ScalarRow is a row of the scalars table: one of a trainer's figures of a
-// step (store.Scalars) as one write left it, in the log's partition (the
+// step (model.Scalars) as one write left it, in the log's partition (the
 // trainer's step when it logged before the step's checkpoint, the next one
 // when after). A figure's value as it stands is its row with the highest
 // seq for its scalar_step and name.

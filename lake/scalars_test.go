@@ -2,6 +2,7 @@ package lake_test
 
 import (
 	"context"
+	"github.com/patrdb/patrdb/model"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -77,7 +78,7 @@ func TestScalarsJoinTheLakeAndComeBack(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return r.ForEachScalars(0, func(s store.Scalars) error { restored[s.Step] = s.Values; return nil })
+		return r.ForEachScalars(0, func(s model.Scalars) error { restored[s.Step] = s.Values; return nil })
 	})
 	if err != nil || !reflect.DeepEqual(restored, want) {
 		t.Fatalf("restored %v %v, want %v", restored, err, want)

@@ -2,11 +2,11 @@ package lake
 
 import (
 	"encoding/json"
+	"github.com/patrdb/patrdb/model"
 	"maps"
 	"slices"
 
 	"github.com/patrdb/patrdb/replay"
-	"github.com/patrdb/patrdb/store"
 )
 
 // sink writes the lake's tables of one run into the staging folder.
@@ -44,7 +44,7 @@ func newSink(stage, name string) *sink {
 
 // group writes one group of step with its nodes, their own turns and the
 // group's advantages.
-func (s *sink) group(step uint64, g store.Group, nodes []store.Node, turns map[uint64][]store.Turn, advs []store.Advantage) error {
+func (s *sink) group(step uint64, g model.Group, nodes []model.Node, turns map[uint64][]model.Turn, advs []model.Advantage) error {
 	for _, at := range []func(uint64) error{s.groups.at, s.nodes.at, s.turns.at} {
 		if err := at(step); err != nil {
 			return err
@@ -88,14 +88,14 @@ func (s *sink) group(step uint64, g store.Group, nodes []store.Node, turns map[u
 }
 
 // checkpoint writes the checkpoint that completes its step.
-func (s *sink) checkpoint(c store.Checkpoint) error {
+func (s *sink) checkpoint(c model.Checkpoint) error {
 	if err := s.ckpts.at(c.Step); err != nil {
 		return err
 	}
 	return s.ckpts.write(CheckpointRow{Inline: c.Inline, URI: c.URI, Hash: c.Hash, Meta: c.Meta, CreatedAt: c.CreatedAt})
 }
 
-func nodeRow(n *store.Node) NodeRow {
+func nodeRow(n *model.Node) NodeRow {
 	row := NodeRow{Node: int64(n.ID), Group: int64(n.Group), Parent: int64(n.Parent), Fork: int32(n.Fork),
 		Base: int32(n.Base), Ordinal: int32(n.Ordinal), Depth: int32(n.Depth), Status: string(n.Status),
 		Leaf: n.Status.Leaf(), Turns: int32(n.Turns), PathLen: int32(n.PathLen()), Reward: rewardOf(n),
@@ -106,14 +106,14 @@ func nodeRow(n *store.Node) NodeRow {
 		row.Scores[k] = ScoreRow{Interval: int32(sc.Interval), Turn: int32(sc.Turn), Value: sc.Value}
 	}
 	for k, d := range n.Decisions {
-		row.Decisions[k] = DecisionRow{Interval: int32(d.Interval), Action: d.Action, Score: d.Score,
+		row.Decisions[k] = DecisionRow{Interval: int32(d.Interval), Action: string(d.Action), Score: d.Score,
 			Reference: d.Reference, Delta: d.Delta, Rule: d.Rule, Children: int32(d.Children)}
 	}
 	return row
 }
 
 // rewardOf is a node's outcome reward, nil when it has none.
-func rewardOf(n *store.Node) *float64 {
+func rewardOf(n *model.Node) *float64 {
 	if !n.HasReward {
 		return nil
 	}
@@ -123,7 +123,7 @@ func rewardOf(n *store.Node) *float64 {
 
 // event writes one event of the log into partition step, and the run or
 // rubric version it carries. de is e decoded (replay.Decode).
-func (s *sink) event(step uint64, e store.Event, de replay.Event) error {
+func (s *sink) event(step uint64, e model.Event, de replay.Event) error {
 	if err := s.events.at(step); err != nil {
 		return err
 	}
@@ -134,18 +134,18 @@ func (s *sink) event(step uint64, e store.Event, de replay.Event) error {
 		return err
 	}
 	switch rec := de.Record.(type) {
-	case *store.Run:
+	case *model.Run:
 		if err := s.runs.at(step); err != nil {
 			return err
 		}
 		return s.runs.write(RunRow{Seq: int64(e.Seq), Status: string(rec.Status), LastStep: int64(rec.LastStep),
 			Config: string(rec.Config), CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt, Meta: rec.Meta})
-	case *store.Rubric:
+	case *model.Rubric:
 		if err := s.rubrics.at(step); err != nil {
 			return err
 		}
 		return s.rubrics.write(rubricRow(e.Seq, rec))
-	case *store.Scalars:
+	case *model.Scalars:
 		if err := s.scalars.at(step); err != nil {
 			return err
 		}
@@ -160,7 +160,7 @@ func (s *sink) event(step uint64, e store.Event, de replay.Event) error {
 	return nil
 }
 
-func rubricRow(seq uint64, rb *store.Rubric) RubricRow {
+func rubricRow(seq uint64, rb *model.Rubric) RubricRow {
 	u := rb.Usage
 	return RubricRow{Seq: int64(seq), Rubric: int64(rb.ID), Pool: string(rb.Pool), Text: rb.Text, Feature: rb.Feature,
 		Origin:  RubricOriginRow{Step: int64(rb.Origin.Step), Group: int64(rb.Origin.Group), Anchors: int64s(rb.Origin.Anchors)},

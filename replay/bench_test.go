@@ -6,6 +6,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
@@ -65,7 +66,7 @@ func storeEvents(db *store.DB, run string) (n int, err error) {
 		if err != nil {
 			return err
 		}
-		return r.Events(1, func(store.Event) error { n++; return nil })
+		return r.Events(1, func(model.Event) error { n++; return nil })
 	})
 	return n, err
 }

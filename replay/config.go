@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/tree"
 )
 
@@ -138,7 +138,7 @@ func (o Overrides) String() string {
 // or tree.DefaultConfig and false when it recorded none or one that does
 // not parse: the run's config is opaque to the store, so replay analyses
 // against the defaults, and the report says so, rather than refuse.
-func recordedConfig(info store.Run) (tree.Config, bool) {
+func recordedConfig(info model.Run) (tree.Config, bool) {
 	cfg, ok, err := tree.RecordedConfig(info)
 	if err != nil || !ok {
 		return tree.DefaultConfig(), false

@@ -51,7 +51,7 @@
 // branch had a run long enough to be. With the run's own config WhatIf
 // therefore reproduces every recorded decision exactly.
 //
-// The base config is read from store.Run.Config, a JSON object whose "tree"
+// The base config is read from model.Run.Config, a JSON object whose "tree"
 // member is a tree.Config (package runconfig; tree.ConfigJSON writes one
 // with only that member); a run that recorded none, or one that does not
 // parse, is analysed against tree.DefaultConfig, and the report says so.

@@ -3,7 +3,7 @@ package replay
 import "errors"
 
 // Sentinel errors. Every error the package returns for bad input wraps one
-// of these (or a store sentinel such as store.ErrNotFound for an unknown
+// of these (or a store sentinel such as model.ErrNotFound for an unknown
 // run), so callers test with errors.Is.
 var (
 	// ErrSeqRange: a sequence number past the run's last event, or a range

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -226,21 +227,21 @@ func swapDir(src, dst string) error {
 
 // GroupRecords are one group's records as an export writes them.
 type GroupRecords struct {
-	Nodes []store.Node
+	Nodes []model.Node
 	// Turns are each node's own turns, read once: a table of turns takes
 	// them as they are, and the leaves' paths share them.
-	Turns      map[uint64][]store.Turn
-	Advantages []store.Advantage
+	Turns      map[uint64][]model.Turn
+	Advantages []model.Advantage
 }
 
 // ReadGroup reads group g's nodes, their own turns and its advantages.
-func ReadGroup(r *store.RunTx, g store.Group) (GroupRecords, error) {
+func ReadGroup(r *store.RunTx, g model.Group) (GroupRecords, error) {
 	var rec GroupRecords
 	nodes, err := r.GroupNodes(g)
 	if err != nil {
 		return rec, err
 	}
-	rec.Nodes, rec.Turns = nodes, make(map[uint64][]store.Turn, len(nodes))
+	rec.Nodes, rec.Turns = nodes, make(map[uint64][]model.Turn, len(nodes))
 	for _, n := range nodes {
 		if rec.Turns[n.ID], err = r.Turns(n.ID); err != nil {
 			return rec, err
@@ -268,9 +269,9 @@ type exporter struct {
 // one of that table.
 type sink interface {
 	wantsLog() bool // rubrics and events are exported too
-	group(step uint64, g store.Group, nodes []store.Node, turns map[uint64][]store.Turn, advs []store.Advantage) error
-	rubrics(step uint64, rbs []store.Rubric) error
-	event(step uint64, e store.Event) error
+	group(step uint64, g model.Group, nodes []model.Node, turns map[uint64][]model.Turn, advs []model.Advantage) error
+	rubrics(step uint64, rbs []model.Rubric) error
+	event(step uint64, e model.Event) error
 	close() ([]ExportFile, error) // flush and close every open file
 	abort()                       // close files after an error
 }
@@ -278,7 +279,7 @@ type sink interface {
 func newExporter(ctx context.Context, r *store.RunTx, opts ExportOptions, dir string) (*exporter, error) {
 	ex := &exporter{ctx: ctx, r: r, opts: opts, dir: dir, result: ExportResult{Rows: map[string]int64{}}}
 	groups := 0
-	if err := r.ForEachGroup(0, func(store.Group) error { groups++; return nil }); err != nil {
+	if err := r.ForEachGroup(0, func(model.Group) error { groups++; return nil }); err != nil {
 		return nil, err
 	}
 	rbs, err := r.Rubrics("")
@@ -312,7 +313,7 @@ func (ex *exporter) run() (err error) {
 		}
 	}()
 	r := ex.r
-	err = r.ForEachGroup(0, func(g store.Group) error {
+	err = r.ForEachGroup(0, func(g model.Group) error {
 		if err := ex.ctx.Err(); err != nil {
 			return err
 		}
@@ -338,7 +339,7 @@ func (ex *exporter) run() (err error) {
 	if err != nil {
 		return err
 	}
-	byStep := map[uint64][]store.Rubric{}
+	byStep := map[uint64][]model.Rubric{}
 	var steps []uint64
 	for _, rb := range rbs {
 		if _, ok := byStep[rb.CreatedStep]; !ok {
@@ -360,7 +361,7 @@ func (ex *exporter) run() (err error) {
 	// the sequence number, so one file per table is open at a time.
 	var step uint64
 	var n int64
-	err = r.Events(1, func(e store.Event) error {
+	err = r.Events(1, func(e model.Event) error {
 		step = max(step, e.Step)
 		if err := ex.sink.event(step, e); err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -164,18 +165,18 @@ func newJSONLSink(dir, run string) *jsonlSink {
 
 func (s *jsonlSink) wantsLog() bool { return false }
 
-func (s *jsonlSink) group(step uint64, g store.Group, nodes []store.Node, turns map[uint64][]store.Turn, advs []store.Advantage) error {
+func (s *jsonlSink) group(step uint64, g model.Group, nodes []model.Node, turns map[uint64][]model.Turn, advs []model.Advantage) error {
 	if err := s.nodes.at(s.dir, step, &s.files); err != nil {
 		return err
 	}
 	if err := s.traj.at(s.dir, step, &s.files); err != nil {
 		return err
 	}
-	byID := make(map[uint64]*store.Node, len(nodes))
+	byID := make(map[uint64]*model.Node, len(nodes))
 	for i := range nodes {
 		byID[nodes[i].ID] = &nodes[i]
 	}
-	adv := make(map[uint64]*store.Advantage, len(advs))
+	adv := make(map[uint64]*model.Advantage, len(advs))
 	for i := range advs {
 		adv[advs[i].Leaf] = &advs[i]
 	}
@@ -208,8 +209,8 @@ func (s *jsonlSink) group(step uint64, g store.Group, nodes []store.Node, turns 
 	return nil
 }
 
-func (s *jsonlSink) rubrics(uint64, []store.Rubric) error { return nil }
-func (s *jsonlSink) event(uint64, store.Event) error      { return nil }
+func (s *jsonlSink) rubrics(uint64, []model.Rubric) error { return nil }
+func (s *jsonlSink) event(uint64, model.Event) error      { return nil }
 
 func (s *jsonlSink) close() ([]ExportFile, error) {
 	err := s.nodes.close(&s.files)
@@ -228,7 +229,7 @@ func (s *jsonlSink) abort() {
 	}
 }
 
-func jsonNodeOf(run string, n *store.Node) jsonNode {
+func jsonNodeOf(run string, n *model.Node) jsonNode {
 	j := jsonNode{Run: run, Step: n.Step, Group: n.Group, Node: n.ID, Parent: n.Parent, Fork: n.Fork, Base: n.Base,
 		Ordinal: n.Ordinal, Depth: n.Depth, Status: string(n.Status), Leaf: n.Status.Leaf(), Turns: n.Turns,
 		PathLen: n.PathLen(), Reward: rewardOf(n), Worker: n.Worker, Attempt: n.Attempt, Error: n.Error,
@@ -238,13 +239,13 @@ func jsonNodeOf(run string, n *store.Node) jsonNode {
 		j.Scores[i] = jsonScore{Interval: s.Interval, Turn: s.Turn, Value: s.Value}
 	}
 	for i, d := range n.Decisions {
-		j.Decisions[i] = jsonDecision{Interval: d.Interval, Action: d.Action, Score: d.Score, Reference: d.Reference,
+		j.Decisions[i] = jsonDecision{Interval: d.Interval, Action: string(d.Action), Score: d.Score, Reference: d.Reference,
 			Delta: d.Delta, Rule: d.Rule, Children: d.Children}
 	}
 	return j
 }
 
-func rewardOf(n *store.Node) *float64 {
+func rewardOf(n *model.Node) *float64 {
 	if !n.HasReward {
 		return nil
 	}
@@ -256,7 +257,7 @@ func rewardOf(n *store.Node) *float64 {
 // ancestor's first Fork turns (Fork of the child below it), then the
 // node's own. It is what store.RunTx.Trajectory returns, without reading a
 // shared prefix once per leaf.
-func materialise(n *store.Node, byID map[uint64]*store.Node, turns map[uint64][]store.Turn) ([]jsonTurn, error) {
+func materialise(n *model.Node, byID map[uint64]*model.Node, turns map[uint64][]model.Turn) ([]jsonTurn, error) {
 	type seg struct {
 		node  uint64
 		count int

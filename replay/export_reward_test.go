@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
@@ -20,7 +21,7 @@ func TestExportJSONLRewardNullUntilSet(t *testing.T) {
 	if _, err := export(t, db, spec.id, replay.ExportOptions{Out: out, Format: replay.JSONL}); err != nil {
 		t.Fatal(err)
 	}
-	nodes := map[uint64]store.Node{}
+	nodes := map[uint64]model.Node{}
 	err := db.View(func(tx *store.Tx) error {
 		r, err := tx.Run(spec.id)
 		if err != nil {

@@ -1,11 +1,13 @@
 package replay
 
 import (
+	"github.com/patrdb/patrdb/batch/batchdb"
 	"path"
 	"strconv"
 	"strings"
 
 	"github.com/patrdb/patrdb/batch"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -60,8 +62,8 @@ func newRLSink(dir string, r *store.RunTx) *rlSink {
 
 func (s *rlSink) wantsLog() bool { return false }
 
-func (s *rlSink) group(step uint64, g store.Group, _ []store.Node, _ map[uint64][]store.Turn, _ []store.Advantage) error {
-	b, err := batch.Read(s.r, step, batch.Options{Groups: []uint64{g.ID}})
+func (s *rlSink) group(step uint64, g model.Group, _ []model.Node, _ map[uint64][]model.Turn, _ []model.Advantage) error {
+	b, err := batchdb.Read(s.r, step, batch.Options{Groups: []uint64{g.ID}})
 	if err != nil || b.Len() == 0 {
 		return err
 	}
@@ -92,8 +94,8 @@ func (s *rlSink) group(step uint64, g store.Group, _ []store.Node, _ map[uint64]
 	return nil
 }
 
-func (s *rlSink) rubrics(uint64, []store.Rubric) error { return nil }
-func (s *rlSink) event(uint64, store.Event) error      { return nil }
+func (s *rlSink) rubrics(uint64, []model.Rubric) error { return nil }
+func (s *rlSink) event(uint64, model.Event) error      { return nil }
 
 // close names each file's table by its format ("rl.jsonl", "rl.parquet"),
 // so the export's row counts per table are each the number of rows.

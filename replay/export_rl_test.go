@@ -3,6 +3,7 @@ package replay_test
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/patrdb/patrdb/batch/batchdb"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,7 +31,7 @@ func TestExportRL(t *testing.T) {
 	}
 	total := 0
 	for step := uint64(1); step <= uint64(spec.steps); step++ {
-		want, err := batch.ReadDB(db, "rl", step, batch.Options{})
+		want, err := batchdb.ReadDB(db, "rl", step, batch.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

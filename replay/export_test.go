@@ -14,6 +14,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
@@ -72,7 +73,7 @@ func readStoreTotals(t *testing.T, db *store.DB, run string) storeTotals {
 		if err != nil {
 			return err
 		}
-		err = r.ForEachGroup(0, func(g store.Group) error {
+		err = r.ForEachGroup(0, func(g model.Group) error {
 			nodes, err := r.GroupNodes(g)
 			if err != nil {
 				return err
@@ -307,7 +308,7 @@ func TestExportRefusesAndReplaces(t *testing.T) {
 	if _, err := export(t, db, "a", replay.ExportOptions{Out: lake, Format: "csv"}); !errors.Is(err, replay.ErrExportOptions) {
 		t.Errorf("format csv: %v, want ErrExportOptions", err)
 	}
-	if _, err := export(t, db, "nope", replay.ExportOptions{Out: filepath.Join(base, "n"), Format: replay.JSONL}); !errors.Is(err, store.ErrNotFound) {
+	if _, err := export(t, db, "nope", replay.ExportOptions{Out: filepath.Join(base, "n"), Format: replay.JSONL}); !errors.Is(err, model.ErrNotFound) {
 		t.Errorf("unknown run: %v, want ErrNotFound", err)
 	}
 	if got := treeOf(t, base); !equalTrees(got, before) {

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/tree"
@@ -49,7 +50,7 @@ type doFunc func(func(r *store.RunTx) error)
 
 // branchState is the trainer's in-memory view of an active branch.
 type branchState struct {
-	node    store.Node
+	node    model.Node
 	actions []string // whole path, for RepeatRun
 }
 
@@ -98,8 +99,8 @@ func buildOneTx(t testing.TB, db *store.DB, spec runSpec) {
 func growRun(t testing.TB, spec runSpec, do doFunc) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(spec.seed, 99))
-	mkTurn := func(action string, done bool) store.Turn {
-		tu := store.Turn{Action: action, Observation: "obs-" + action, Reward: 0, Done: done}
+	mkTurn := func(action string, done bool) model.Turn {
+		tu := model.Turn{Action: action, Observation: "obs-" + action, Reward: 0, Done: done}
 		for i := 0; i < spec.tokens; i++ {
 			tu.ActionTokens = append(tu.ActionTokens, uint32(rng.IntN(50000)))
 			tu.ActionLogprobs = append(tu.ActionLogprobs, -rng.Float32()*3)
@@ -113,7 +114,7 @@ func growRun(t testing.TB, spec runSpec, do doFunc) {
 	var candidates []uint64
 	for step := uint64(1); step <= uint64(spec.steps); step++ {
 		for gi := 0; gi < spec.groups; gi++ {
-			var g store.Group
+			var g model.Group
 			do(func(r *store.RunTx) (err error) {
 				g, err = r.OpenGroup(store.GroupSpec{Step: step, Task: fmt.Sprintf("task-%d", gi), Prompt: "go to the goal", Gold: "goal"})
 				return err
@@ -127,14 +128,14 @@ func growRun(t testing.TB, spec runSpec, do doFunc) {
 				})
 				active = append(active, b)
 			}
-			var leaves []store.Node
+			var leaves []model.Node
 			for iv := 0; len(active) > 0; iv++ {
 				var live []*branchState
 				for _, b := range active {
 					// Advance up to K turns; a branch may finish on the way.
 					k := 1 + rng.IntN(spec.cfg.K)
-					var ts []store.Turn
-					finished, status := false, store.NodeCompleted
+					var ts []model.Turn
+					finished, status := false, model.NodeCompleted
 					for j := 0; j < k; j++ {
 						a := []string{"L", "R", "U", "D"}[rng.IntN(4)]
 						if len(b.actions) > 0 && rng.IntN(3) > 0 {
@@ -143,7 +144,7 @@ func growRun(t testing.TB, spec runSpec, do doFunc) {
 						b.actions = append(b.actions, a)
 						done := rng.IntN(9) == 0
 						if !done && spec.cfg.MaxTurns > 0 && len(b.actions) >= spec.cfg.MaxTurns {
-							finished, status = true, store.NodeTruncated
+							finished, status = true, model.NodeTruncated
 						}
 						ts = append(ts, mkTurn(a, done))
 						if done || finished {
@@ -156,7 +157,7 @@ func growRun(t testing.TB, spec runSpec, do doFunc) {
 					b.node.Turns += len(ts)
 					if finished {
 						reward := 0.0
-						if status == store.NodeCompleted && rng.IntN(2) == 0 {
+						if status == model.NodeCompleted && rng.IntN(2) == 0 {
 							reward = 1
 						}
 						do(func(r *store.RunTx) error { return r.SetReward(b.node.ID, reward) })
@@ -183,18 +184,18 @@ func growRun(t testing.TB, spec runSpec, do doFunc) {
 					b := live[i]
 					pathLen := b.node.Base + b.node.Turns
 					do(func(r *store.RunTx) error {
-						return r.Score(b.node.ID, store.Score{Interval: iv, Turn: pathLen, Value: scores[b.node.ID]})
+						return r.Score(b.node.ID, model.Score{Interval: iv, Turn: pathLen, Value: scores[b.node.ID]})
 					})
 					do(func(r *store.RunTx) error {
-						return r.Route(b.node.ID, store.Decision{Interval: iv, Action: string(d.Action), Score: d.Score,
+						return r.Route(b.node.ID, model.Decision{Interval: iv, Action: d.Action, Score: d.Score,
 							Reference: d.Reference, Delta: d.Delta, Rule: d.Rule, Children: d.Children})
 					})
 					switch d.Action {
-					case tree.Prune:
+					case model.ActionPrune:
 						do(func(r *store.RunTx) error { return r.SetReward(b.node.ID, 0) })
-						b.node.Status, b.node.HasReward = store.NodePruned, true
+						b.node.Status, b.node.HasReward = model.NodePruned, true
 						leaves = append(leaves, b.node)
-					case tree.Expand:
+					case model.ActionExpand:
 						for c := 0; c < d.Children; c++ {
 							kid := &branchState{actions: append([]string(nil), b.actions...)}
 							do(func(r *store.RunTx) (err error) {
@@ -204,7 +205,7 @@ func growRun(t testing.TB, spec runSpec, do doFunc) {
 							})
 							next = append(next, kid)
 						}
-					case tree.Survive:
+					case model.ActionSurvive:
 						do(func(r *store.RunTx) error { return r.SetEnvState(b.node.ID, []byte{byte(iv)}) })
 						next = append(next, b)
 					}
@@ -220,11 +221,11 @@ func growRun(t testing.TB, spec runSpec, do doFunc) {
 			// Induce a few drafts, promote, merge and retire some: every
 			// pool transition the store allows.
 			for k := 0; k < 2; k++ {
-				var rb store.Rubric
+				var rb model.Rubric
 				do(func(r *store.RunTx) (err error) {
-					rb, err = r.PutRubric(store.Rubric{Pool: store.PoolCandidate, Text: fmt.Sprintf("draft %d.%d", step, k),
-						Origin: store.RubricOrigin{Step: step, Group: 1}, Support: 1, Variance: 0.05, Rho: 0.3,
-						Usage: store.RubricUsage{LastActivation: -1}, CreatedStep: step})
+					rb, err = r.PutRubric(model.Rubric{Pool: model.PoolCandidate, Text: fmt.Sprintf("draft %d.%d", step, k),
+						Origin: model.RubricOrigin{Step: step, Group: 1}, Support: 1, Variance: 0.05, Rho: 0.3,
+						Usage: model.RubricUsage{LastActivation: -1}, CreatedStep: step})
 					return err
 				})
 				candidates = append(candidates, rb.ID)
@@ -236,12 +237,12 @@ func growRun(t testing.TB, spec runSpec, do doFunc) {
 			if len(candidates) >= 3 {
 				pub := candidates[0]
 				do(func(r *store.RunTx) error {
-					_, err := r.MoveRubric(pub, store.RubricMove{To: store.PoolPublic, Step: step})
+					_, err := r.MoveRubric(pub, store.RubricMove{To: model.PoolPublic, Step: step})
 					return err
 				})
 				public = append(public, pub)
 				do(func(r *store.RunTx) error {
-					_, err := r.MoveRubric(candidates[1], store.RubricMove{To: store.PoolMerged, Step: step, MergedInto: pub})
+					_, err := r.MoveRubric(candidates[1], store.RubricMove{To: model.PoolMerged, Step: step, MergedInto: pub})
 					return err
 				})
 				candidates = candidates[2:]
@@ -259,19 +260,19 @@ func growRun(t testing.TB, spec runSpec, do doFunc) {
 				old := public[0]
 				public = public[1:]
 				do(func(r *store.RunTx) error {
-					_, err := r.MoveRubric(old, store.RubricMove{To: store.PoolRetired, Step: step, Reason: "mastered"})
+					_, err := r.MoveRubric(old, store.RubricMove{To: model.PoolRetired, Step: step, Reason: "mastered"})
 					return err
 				})
 			}
 		}
 		do(func(r *store.RunTx) error {
-			return r.PutCheckpoint(store.Checkpoint{Step: step, Inline: []byte(fmt.Sprintf("policy@%d", step))})
+			return r.PutCheckpoint(model.Checkpoint{Step: step, Inline: []byte(fmt.Sprintf("policy@%d", step))})
 		})
 	}
-	do(func(r *store.RunTx) error { return r.SetRunStatus(store.RunFinished) })
+	do(func(r *store.RunTx) error { return r.SetRunStatus(model.RunFinished) })
 }
 
-func writeAdvantages(t testing.TB, rng *rand.Rand, spec runSpec, step, group uint64, leaves []store.Node, public []uint64, do doFunc) {
+func writeAdvantages(t testing.TB, rng *rand.Rand, spec runSpec, step, group uint64, leaves []model.Node, public []uint64, do doFunc) {
 	t.Helper()
 	n := float64(len(leaves))
 	rewards := make([]float64, len(leaves))
@@ -298,7 +299,7 @@ func writeAdvantages(t testing.TB, rng *rand.Rand, spec runSpec, step, group uin
 	}
 	smean, sstd := meanStd(shaped)
 	for i, l := range leaves {
-		a := store.Advantage{Step: step, Group: group, Leaf: l.ID, Outcome: rewards[i], RubricScore: rs[i], Lambda: lambda,
+		a := model.Advantage{Step: step, Group: group, Leaf: l.ID, Outcome: rewards[i], RubricScore: rs[i], Lambda: lambda,
 			Total: shaped[i], Mean: smean, Std: sstd, Advantage: (shaped[i] - smean) / (sstd + 1e-6),
 			ZeroVariance: std == 0, ZeroVarianceAfter: sstd == 0}
 		if lambda > 0 {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -12,28 +13,28 @@ import (
 //
 // Record holds, for the store's own kinds:
 //
-//	run.create, run.status                *store.Run
-//	group.open, group.update, group.close *store.Group
+//	run.create, run.status                *model.Run
+//	group.open, group.update, group.close *model.Group
 //	node.add, node.score, node.route,
-//	node.status, node.reward              *store.Node
-//	node.turns                            *store.TurnsPayload
-//	adv.put                               *store.Advantage
-//	rubric.put, rubric.update, rubric.move *store.Rubric
-//	ckpt.put                              *store.Checkpoint
-//	scalars.put                           *store.Scalars
+//	node.status, node.reward              *model.Node
+//	node.turns                            *model.TurnsPayload
+//	adv.put                               *model.Advantage
+//	rubric.put, rubric.update, rubric.move *model.Rubric
+//	ckpt.put                              *model.Checkpoint
+//	scalars.put                           *model.Scalars
 //
 // each the record as it stood right after the event. Kinds written by
 // packages above the store ("rubric.judge", ...) leave Record nil: their
 // payload stays in Payload for the package that defined it to decode (see
 // Event.Generic for a schema-less view).
 type Event struct {
-	store.Event
+	model.Event
 	Record any `json:"record,omitempty"`
 }
 
 // Decode decodes e's payload by its kind. A store kind whose payload does
 // not decode is store.ErrCorrupt; other kinds are returned undecoded.
-func Decode(e store.Event) (Event, error) {
+func Decode(e model.Event) (Event, error) {
 	out := Event{Event: e}
 	rec := store.RecordFor(e.Kind)
 	if rec == nil {
@@ -73,7 +74,7 @@ func Iterate(r *store.RunTx, from, to uint64, fn func(Event) error) error {
 	if from > to {
 		return nil
 	}
-	err = r.Events(from, func(e store.Event) error {
+	err = r.Events(from, func(e model.Event) error {
 		if e.Seq > to {
 			return errStop
 		}

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
@@ -20,18 +21,18 @@ func TestIterateTyped(t *testing.T) {
 			return err
 		}
 		last := r.LastSeq()
-		want := map[store.EventKind]reflect.Type{
-			store.EvRunCreate: reflect.TypeFor[*store.Run](), store.EvRunStatus: reflect.TypeFor[*store.Run](),
-			store.EvGroupOpen: reflect.TypeFor[*store.Group](), store.EvGroupUpdate: reflect.TypeFor[*store.Group](),
-			store.EvGroupClose: reflect.TypeFor[*store.Group](), store.EvNodeAdd: reflect.TypeFor[*store.Node](),
-			store.EvNodeScore: reflect.TypeFor[*store.Node](), store.EvNodeRoute: reflect.TypeFor[*store.Node](),
-			store.EvNodeStatus: reflect.TypeFor[*store.Node](), store.EvNodeReward: reflect.TypeFor[*store.Node](),
-			store.EvNodeEnvState: reflect.TypeFor[*store.Node](),
-			store.EvTurns:        reflect.TypeFor[*store.TurnsPayload](), store.EvAdvantage: reflect.TypeFor[*store.Advantage](),
-			store.EvRubricPut: reflect.TypeFor[*store.Rubric](), store.EvRubricMove: reflect.TypeFor[*store.Rubric](),
-			store.EvRubricUpdate: reflect.TypeFor[*store.Rubric](), store.EvCheckpoint: reflect.TypeFor[*store.Checkpoint](),
+		want := map[model.EventKind]reflect.Type{
+			model.EvRunCreate: reflect.TypeFor[*model.Run](), model.EvRunStatus: reflect.TypeFor[*model.Run](),
+			model.EvGroupOpen: reflect.TypeFor[*model.Group](), model.EvGroupUpdate: reflect.TypeFor[*model.Group](),
+			model.EvGroupClose: reflect.TypeFor[*model.Group](), model.EvNodeAdd: reflect.TypeFor[*model.Node](),
+			model.EvNodeScore: reflect.TypeFor[*model.Node](), model.EvNodeRoute: reflect.TypeFor[*model.Node](),
+			model.EvNodeStatus: reflect.TypeFor[*model.Node](), model.EvNodeReward: reflect.TypeFor[*model.Node](),
+			model.EvNodeEnvState: reflect.TypeFor[*model.Node](),
+			model.EvTurns:        reflect.TypeFor[*model.TurnsPayload](), model.EvAdvantage: reflect.TypeFor[*model.Advantage](),
+			model.EvRubricPut: reflect.TypeFor[*model.Rubric](), model.EvRubricMove: reflect.TypeFor[*model.Rubric](),
+			model.EvRubricUpdate: reflect.TypeFor[*model.Rubric](), model.EvCheckpoint: reflect.TypeFor[*model.Checkpoint](),
 		}
-		seen := map[store.EventKind]int{}
+		seen := map[model.EventKind]int{}
 		next := uint64(1)
 		err = replay.Iterate(r, 0, 0, func(e replay.Event) error {
 			if e.Seq != next {
@@ -43,7 +44,7 @@ func TestIterateTyped(t *testing.T) {
 				if reflect.TypeOf(e.Record) != typ {
 					t.Errorf("event %d (%s): record %T, want %v", e.Seq, e.Kind, e.Record, typ)
 				}
-				if n, ok := e.Record.(*store.Node); ok && n.ID != e.Node {
+				if n, ok := e.Record.(*model.Node); ok && n.ID != e.Node {
 					t.Errorf("event %d: node record %d, event names node %d", e.Seq, n.ID, e.Node)
 				}
 				return nil

@@ -1,15 +1,12 @@
 package replay
 
 import (
+	"github.com/patrdb/patrdb/model"
 	"maps"
 	"slices"
 
-	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/store"
 )
-
-// Staleness is package api's: the figures served as they are.
-type Staleness = api.Staleness
 
 // StalenessTracker follows a run's event log and measures, step by step,
 // how stale its data was: each turns event against the run's policy
@@ -61,22 +58,22 @@ func behind(current, v uint64) (uint64, bool) {
 }
 
 // Observe feeds one event, with its payload's record decoded (a
-// store.Run, *store.Node, *store.TurnsPayload or *store.Advantage for
+// model.Run, *model.Node, *model.TurnsPayload or *model.Advantage for
 // those kinds; nil for others).
-func (t *StalenessTracker) Observe(e store.Event, rec any) {
+func (t *StalenessTracker) Observe(e model.Event, rec any) {
 	switch e.Kind {
-	case store.EvRunVersion:
-		if run, ok := rec.(*store.Run); ok {
+	case model.EvRunVersion:
+		if run, ok := rec.(*model.Run); ok {
 			t.version = max(t.version, run.PolicyVersion)
 		}
-	case store.EvNodeAdd:
-		if n, ok := rec.(*store.Node); ok {
+	case model.EvNodeAdd:
+		if n, ok := rec.(*model.Node); ok {
 			t.node(n.ID, n.Parent)
 			g := t.group(e.Group)
 			g.nodes = append(g.nodes, n.ID)
 		}
-	case store.EvTurns:
-		p, ok := rec.(*store.TurnsPayload)
+	case model.EvTurns:
+		p, ok := rec.(*model.TurnsPayload)
 		if !ok {
 			return
 		}
@@ -90,12 +87,12 @@ func (t *StalenessTracker) Observe(e store.Event, rec any) {
 			s.sampledN += float64(p.Count)
 			s.sampledMax = max(s.sampledMax, lag)
 		}
-	case store.EvAdvantage:
-		if a, ok := rec.(*store.Advantage); ok {
+	case model.EvAdvantage:
+		if a, ok := rec.(*model.Advantage); ok {
 			g := t.group(a.Group)
 			g.leaves = append(g.leaves, a.Leaf)
 		}
-	case store.EvGroupClose:
+	case model.EvGroupClose:
 		t.close(e.Step, e.Group)
 	}
 }
@@ -152,12 +149,12 @@ func (t *StalenessTracker) close(step, id uint64) {
 }
 
 // Of returns step's figures so far.
-func (t *StalenessTracker) Of(step uint64) Staleness {
+func (t *StalenessTracker) Of(step uint64) model.Staleness {
 	s := t.steps[step]
 	if s == nil {
-		return Staleness{}
+		return model.Staleness{}
 	}
-	out := Staleness{SampledMax: s.sampledMax, ConsumedMax: s.consumedMax}
+	out := model.Staleness{SampledMax: s.sampledMax, ConsumedMax: s.consumedMax}
 	if s.sampledN > 0 {
 		out.SampledMean = s.sampled / s.sampledN
 	}
@@ -168,7 +165,7 @@ func (t *StalenessTracker) Of(step uint64) Staleness {
 }
 
 // Total returns the figures over every step observed.
-func (t *StalenessTracker) Total() Staleness {
+func (t *StalenessTracker) Total() model.Staleness {
 	var all staleSums
 	for _, s := range t.steps {
 		all.sampled += s.sampled
@@ -184,15 +181,15 @@ func (t *StalenessTracker) Total() Staleness {
 
 // observe feeds one event read from the file, decoding the records the
 // tracker needs.
-func (t *StalenessTracker) observe(e store.Event) error {
+func (t *StalenessTracker) observe(e model.Event) error {
 	var rec any
 	switch e.Kind {
-	case store.EvRunVersion, store.EvNodeAdd, store.EvTurns, store.EvAdvantage:
+	case model.EvRunVersion, model.EvNodeAdd, model.EvTurns, model.EvAdvantage:
 		rec = store.RecordFor(e.Kind)
 		if err := store.DecodePayload(e, rec); err != nil {
 			return err
 		}
-	case store.EvGroupClose: // the event alone
+	case model.EvGroupClose: // the event alone
 	default:
 		return nil
 	}

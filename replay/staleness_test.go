@@ -1,11 +1,13 @@
 package replay_test
 
 import (
+	"github.com/patrdb/patrdb/model"
 	"math"
 	"testing"
 	"time"
 
 	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 	"github.com/patrdb/patrdb/tree"
@@ -34,20 +36,20 @@ func TestStaleness(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	turn := func(v uint64, done bool) store.Turn {
-		return store.Turn{Action: "a", Observation: "o", PolicyVersion: v, Done: done}
+	turn := func(v uint64, done bool) model.Turn {
+		return model.Turn{Action: "a", Observation: "o", PolicyVersion: v, Done: done}
 	}
-	update(func(tx *store.Tx) error { _, err := c.OpenStep(tx, 1, []tree.Task{{ID: "t"}}); return err })
+	update(func(tx *store.Tx) error { _, err := c.OpenStep(tx, 1, []rollout.Task{{ID: "t"}}); return err })
 	update(func(tx *store.Tx) error { return c.Publish(tx, 1) })
 	ls, err := c.Lease(tree.LeaseRequest{Worker: "w", PolicyVersion: 1}, nil)
 	if err != nil || len(ls) != 1 {
 		t.Fatalf("%v %v", ls, err)
 	}
 	l := ls[0]
-	sub := func(from int, turns ...store.Turn) {
+	sub := func(from int, turns ...model.Turn) {
 		t.Helper()
 		update(func(tx *store.Tx) error {
-			_, err := c.Submit(tx, []tree.Submission{{Lease: l.ID, Worker: "w", Node: l.Node, From: from, Turns: turns}})
+			_, err := c.Submit(tx, []rollout.Submission{{Lease: l.ID, Worker: "w", Node: l.Node, From: from, Turns: turns}})
 			return err
 		})
 	}
@@ -58,8 +60,8 @@ func TestStaleness(t *testing.T) {
 	update(func(tx *store.Tx) error { return c.Publish(tx, 4) })
 	update(func(tx *store.Tx) error { _, err := c.Close(tx, 1, 1, nil, 0); return err })
 
-	want := replay.Staleness{SampledMean: 1, SampledMax: 2, ConsumedMean: 3, ConsumedMax: 3}
-	same := func(what string, got replay.Staleness) {
+	want := model.Staleness{SampledMean: 1, SampledMax: 2, ConsumedMean: 3, ConsumedMax: 3}
+	same := func(what string, got model.Staleness) {
 		t.Helper()
 		if math.Abs(got.SampledMean-want.SampledMean) > 1e-12 || got.SampledMax != want.SampledMax ||
 			got.ConsumedMean != want.ConsumedMean || got.ConsumedMax != want.ConsumedMax {

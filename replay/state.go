@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -23,15 +24,15 @@ type State struct {
 	Run string // run id
 	Seq uint64 // the last event applied; 0 before any
 
-	Info        store.Run
-	Groups      map[uint64]store.Group
-	Nodes       map[uint64]store.Node
-	Rubrics     map[uint64]store.Rubric
-	Advantages  map[AdvKey]store.Advantage
-	Checkpoints map[uint64]store.Checkpoint
+	Info        model.Run
+	Groups      map[uint64]model.Group
+	Nodes       map[uint64]model.Node
+	Rubrics     map[uint64]model.Rubric
+	Advantages  map[AdvKey]model.Advantage
+	Checkpoints map[uint64]model.Checkpoint
 	// Custom counts the events of kinds defined above the store (e.g.
 	// "rubric.judge"); they carry no record the store keeps.
-	Custom map[store.EventKind]int
+	Custom map[model.EventKind]int
 
 	children map[uint64][]uint64 // parent → child ids in creation (= id) order
 }
@@ -40,12 +41,12 @@ type State struct {
 func NewState(id string) *State {
 	return &State{
 		Run:         id,
-		Groups:      map[uint64]store.Group{},
-		Nodes:       map[uint64]store.Node{},
-		Rubrics:     map[uint64]store.Rubric{},
-		Advantages:  map[AdvKey]store.Advantage{},
-		Checkpoints: map[uint64]store.Checkpoint{},
-		Custom:      map[store.EventKind]int{},
+		Groups:      map[uint64]model.Group{},
+		Nodes:       map[uint64]model.Node{},
+		Rubrics:     map[uint64]model.Rubric{},
+		Advantages:  map[AdvKey]model.Advantage{},
+		Checkpoints: map[uint64]model.Checkpoint{},
+		Custom:      map[model.EventKind]int{},
 		children:    map[uint64][]uint64{},
 	}
 }
@@ -85,26 +86,26 @@ func (s *State) Apply(e Event) error {
 		}
 	}
 	switch rec := e.Record.(type) {
-	case *store.Run:
+	case *model.Run:
 		s.Info = *rec
-	case *store.Group:
+	case *model.Group:
 		s.Groups[rec.ID] = *rec
-	case *store.Node:
+	case *model.Node:
 		if err := s.applyNode(e, rec); err != nil {
 			return err
 		}
-	case *store.TurnsPayload:
+	case *model.TurnsPayload:
 		n, ok := s.Nodes[e.Node]
 		if !ok {
 			return logErrorf("event %d: turns of node %d, which no event created", e.Seq, e.Node)
 		}
 		rec.Apply(&n)
 		s.Nodes[e.Node] = n
-	case *store.Advantage:
+	case *model.Advantage:
 		s.Advantages[AdvKey{rec.Step, rec.Group, rec.Leaf}] = *rec
-	case *store.Rubric:
+	case *model.Rubric:
 		s.Rubrics[rec.ID] = *rec
-	case *store.Checkpoint:
+	case *model.Checkpoint:
 		s.Checkpoints[rec.Step] = *rec
 	default:
 		s.Custom[e.Kind]++
@@ -113,8 +114,8 @@ func (s *State) Apply(e Event) error {
 	return nil
 }
 
-func (s *State) applyNode(e Event, n *store.Node) error {
-	if e.Kind != store.EvNodeAdd {
+func (s *State) applyNode(e Event, n *model.Node) error {
+	if e.Kind != model.EvNodeAdd {
 		if _, ok := s.Nodes[n.ID]; !ok {
 			return logErrorf("event %d (%s): node %d, which no event created", e.Seq, e.Kind, n.ID)
 		}
@@ -149,7 +150,7 @@ func (s *State) applyNode(e Event, n *store.Node) error {
 func (s *State) Frontier() []uint64 {
 	var out []uint64
 	for id, n := range s.Nodes {
-		if n.Status == store.NodeActive {
+		if n.Status == model.NodeActive {
 			out = append(out, id)
 		}
 	}
@@ -163,8 +164,8 @@ func (s *State) Children(id uint64) []uint64 {
 }
 
 // GroupList returns the groups in (step, id) order, the store's key order.
-func (s *State) GroupList() []store.Group {
-	out := make([]store.Group, 0, len(s.Groups))
+func (s *State) GroupList() []model.Group {
+	out := make([]model.Group, 0, len(s.Groups))
 	for _, g := range s.Groups {
 		out = append(out, g)
 	}
@@ -179,12 +180,12 @@ func (s *State) GroupList() []store.Group {
 
 // GroupNodes returns the nodes of group id, roots first, then breadth-first
 // (the order of store.RunTx.GroupNodes).
-func (s *State) GroupNodes(id uint64) []store.Node {
+func (s *State) GroupNodes(id uint64) []model.Node {
 	g, ok := s.Groups[id]
 	if !ok {
 		return nil
 	}
-	var out []store.Node
+	var out []model.Node
 	queue := append([]uint64(nil), g.Roots...)
 	for len(queue) > 0 {
 		n := s.Nodes[queue[0]]
@@ -195,8 +196,8 @@ func (s *State) GroupNodes(id uint64) []store.Node {
 }
 
 // Pools returns the rubric ids in each pool, in id order.
-func (s *State) Pools() map[store.RubricPool][]uint64 {
-	out := map[store.RubricPool][]uint64{}
+func (s *State) Pools() map[model.RubricPool][]uint64 {
+	out := map[model.RubricPool][]uint64{}
 	for id, rb := range s.Rubrics {
 		out[rb.Pool] = append(out[rb.Pool], id)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
@@ -125,12 +126,12 @@ func TestStateAtLastEqualsLive(t *testing.T) {
 			t.Errorf("fixture too thin: %d nodes, %d rubrics, custom %v", len(st.Nodes), len(st.Rubrics), st.Custom)
 		}
 		pools := st.Pools()
-		for _, p := range []store.RubricPool{store.PoolCandidate, store.PoolPublic, store.PoolRetired, store.PoolMerged} {
+		for _, p := range []model.RubricPool{model.PoolCandidate, model.PoolPublic, model.PoolRetired, model.PoolMerged} {
 			if len(pools[p]) == 0 {
 				t.Errorf("no rubric ends in pool %s: the fixture should exercise every pool", p)
 			}
 		}
-		if st.Info.Status != store.RunFinished || st.Info.LastStep != uint64(spec.steps) {
+		if st.Info.Status != model.RunFinished || st.Info.LastStep != uint64(spec.steps) {
 			t.Errorf("run record %+v", st.Info)
 		}
 		return nil
@@ -157,7 +158,7 @@ func TestStateAtBounds(t *testing.T) {
 			t.Errorf("StateAt(0) = %+v, %v; want the empty state", st, err)
 		}
 		st, err = replay.StateAt(r, 1)
-		if err != nil || st.Info.ID != spec.id || st.Info.Status != store.RunRunning {
+		if err != nil || st.Info.ID != spec.id || st.Info.Status != model.RunRunning {
 			t.Errorf("StateAt(1): run %+v, %v; want the created run", st.Info, err)
 		}
 		return nil
@@ -181,7 +182,7 @@ func TestApplyRejectsBrokenLog(t *testing.T) {
 	}
 	// A node.add whose group was never opened.
 	for _, e := range events {
-		if e.Kind == store.EvNodeAdd {
+		if e.Kind == model.EvNodeAdd {
 			if err := replay.NewState(spec.id).Apply(e); !errors.Is(err, replay.ErrLog) {
 				t.Errorf("node.add without its group: %v, want ErrLog", err)
 			}

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
-	"github.com/patrdb/patrdb/store"
 )
 
 // A node event (status, score, route, reward) about a node no node.add
@@ -16,7 +16,7 @@ func TestApplyRejectsUpdateOfUnknownNode(t *testing.T) {
 	var lost uint64 // the first node added: its node.add is dropped
 	st := replay.NewState(spec.id)
 	for _, e := range events {
-		if lost == 0 && e.Kind == store.EvNodeAdd {
+		if lost == 0 && e.Kind == model.EvNodeAdd {
 			lost = e.Node
 			continue
 		}
@@ -26,7 +26,7 @@ func TestApplyRejectsUpdateOfUnknownNode(t *testing.T) {
 			}
 			continue
 		}
-		if _, isNode := e.Record.(*store.Node); !isNode {
+		if _, isNode := e.Record.(*model.Node); !isNode {
 			continue
 		}
 		if err := st.Apply(e); !errors.Is(err, replay.ErrLog) {

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"github.com/patrdb/patrdb/model"
 	"slices"
 
 	"github.com/patrdb/patrdb/store"
@@ -14,7 +15,7 @@ type LeafStats struct {
 	MeanReward float64 `json:"mean_reward"` // over the rewarded ones; 0 when none
 }
 
-func (l *LeafStats) add(n *store.Node) {
+func (l *LeafStats) add(n *model.Node) {
 	l.Count++
 	if n.HasReward {
 		l.Rewarded++
@@ -42,7 +43,7 @@ type StepStats struct {
 	Groups int    `json:"groups"`
 	Nodes  int    `json:"nodes"`
 	// Leaves, Rewarded and MeanReward are the store's figures of the
-	// step (store.StepSummary, docs/json.md): the branches that ended —
+	// step (model.StepSummary, docs/json.md): the branches that ended —
 	// completed, pruned, truncated — in open and closed groups, those with
 	// an outcome reward, and the mean of those rewards (null when none).
 	Leaves     int      `json:"leaves"`
@@ -83,7 +84,7 @@ type StepStats struct {
 	// closed (StalenessTracker).
 	MinPolicyVersion uint64 `json:"min_policy_version"`
 	MaxPolicyVersion uint64 `json:"max_policy_version"`
-	Staleness
+	model.Staleness
 }
 
 func (s *StepStats) merge(o *StepStats) {
@@ -156,7 +157,7 @@ type RunStats struct {
 	// wrote any event, once the run has a rubric).
 	Pools []PoolSizes `json:"pools,omitempty"`
 	// Buckets are the run's sub-buckets on disk; Bytes their sum.
-	Buckets []store.BucketSize `json:"buckets"`
+	Buckets []model.BucketSize `json:"buckets"`
 	Bytes   int64              `json:"bytes"`
 }
 
@@ -168,7 +169,7 @@ type RunStats struct {
 // they count those steps too, as the summary does.
 func Stats(r *store.RunTx) (*RunStats, error) {
 	sb := newStatsBuilder(r.ID(), r.LastSeq())
-	err := r.ForEachGroup(0, func(g store.Group) error {
+	err := r.ForEachGroup(0, func(g model.Group) error {
 		nodes, err := r.GroupNodes(g)
 		if err != nil {
 			return err
@@ -191,13 +192,13 @@ func Stats(r *store.RunTx) (*RunStats, error) {
 	}
 	rs.Pools = pt.Sizes()
 	rs.setStaleness(&st)
-	sum, err := r.Summary(store.SummaryOptions{Steps: true, Buckets: true})
+	sum, err := r.Summary(model.SummaryOptions{Steps: true, Buckets: true})
 	if err != nil {
 		return nil, err
 	}
 	rs.Buckets, rs.Bytes = sum.Buckets, sum.Bytes
 	rs.Total.Leaves, rs.Total.Rewarded, rs.Total.MeanReward = sum.Leaves, sum.Rewarded, sum.MeanReward
-	byStep := make(map[uint64]store.StepSummary, len(sum.Steps))
+	byStep := make(map[uint64]model.StepSummary, len(sum.Steps))
 	for _, s := range sum.Steps {
 		byStep[s.Step] = s
 	}
@@ -222,7 +223,7 @@ func newStatsBuilder(run string, events uint64) *statsBuilder {
 
 // addGroup adds one group with every node of it and its advantage records.
 // Groups must come in step order.
-func (b *statsBuilder) addGroup(g store.Group, nodes []store.Node, advs []store.Advantage) {
+func (b *statsBuilder) addGroup(g model.Group, nodes []model.Node, advs []model.Advantage) {
 	if b.cur == nil || b.cur.Step != g.Step {
 		b.flush()
 		b.cur = &StepStats{Step: g.Step}
@@ -259,7 +260,7 @@ func (rs *RunStats) setStaleness(t *StalenessTracker) {
 }
 
 // groupStats is the StepStats of one group (Groups = 1).
-func groupStats(nodes []store.Node, advs []store.Advantage) StepStats {
+func groupStats(nodes []model.Node, advs []model.Advantage) StepStats {
 	s := StepStats{Groups: 1, Nodes: len(nodes)}
 	for i := range nodes {
 		n := &nodes[i]
@@ -273,24 +274,24 @@ func groupStats(nodes []store.Node, advs []store.Advantage) StepStats {
 			s.TurnsMaterialised += n.PathLen()
 		}
 		switch n.Status {
-		case store.NodeCompleted:
+		case model.NodeCompleted:
 			s.Completed.add(n)
-		case store.NodePruned:
+		case model.NodePruned:
 			s.Pruned.add(n)
-		case store.NodeTruncated:
+		case model.NodeTruncated:
 			s.Truncated.add(n)
-		case store.NodeActive:
+		case model.NodeActive:
 			s.Active++
-		case store.NodeFailed:
+		case model.NodeFailed:
 			s.Failed++
 		}
 		for _, d := range n.Decisions {
 			switch d.Action {
-			case store.ActionExpand:
+			case model.ActionExpand:
 				s.Expansions++
-			case store.ActionSurvive:
+			case model.ActionSurvive:
 				s.Survivals++
-			case store.ActionPrune:
+			case model.ActionPrune:
 				s.Prunes++
 				if s.PrunesByRule == nil {
 					s.PrunesByRule = map[string]int{}
@@ -321,8 +322,8 @@ func groupStats(nodes []store.Node, advs []store.Advantage) StepStats {
 // before rubric shaping) and ZeroVarianceAfter (of the shaped totals) set,
 // each true when any record says so; its Unlocked says whether shaping
 // unlocked the group.
-func GroupFlags(advs []store.Advantage) store.Advantage {
-	var f store.Advantage
+func GroupFlags(advs []model.Advantage) model.Advantage {
+	var f model.Advantage
 	for _, a := range advs {
 		f.ZeroVariance = f.ZeroVariance || a.ZeroVariance
 		f.ZeroVarianceAfter = f.ZeroVarianceAfter || a.ZeroVarianceAfter
@@ -346,22 +347,22 @@ func PoolHistory(r *store.RunTx) ([]PoolSizes, error) {
 // not nil, follows the same events.
 func (p *PoolTracker) observeEvents(r *store.RunTx, from uint64, advSteps map[uint64]bool, stale *StalenessTracker) (next uint64, err error) {
 	next = from
-	err = r.Events(from, func(e store.Event) error {
+	err = r.Events(from, func(e model.Event) error {
 		if stale != nil {
 			if err := stale.observe(e); err != nil {
 				return err
 			}
 		}
-		var rb *store.Rubric
+		var rb *model.Rubric
 		if e.Rubric != 0 { // a rubric's own events name it; the rest need no look-up
-			if rec, ok := store.RecordFor(e.Kind).(*store.Rubric); ok {
+			if rec, ok := store.RecordFor(e.Kind).(*model.Rubric); ok {
 				if err := store.DecodePayload(e, rec); err != nil {
 					return err
 				}
 				rb = rec
 			}
 		}
-		if e.Kind == store.EvAdvantage && advSteps != nil {
+		if e.Kind == model.EvAdvantage && advSteps != nil {
 			advSteps[e.Step] = true
 		}
 		p.Observe(e.Step, rb)
@@ -379,21 +380,21 @@ func (p *PoolTracker) observeEvents(r *store.RunTx, from uint64, advSteps map[ui
 // earlier step (a late write for the last completed step) never takes the
 // tracker back.
 type PoolTracker struct {
-	pool  map[uint64]store.RubricPool
+	pool  map[uint64]model.RubricPool
 	step  uint64
 	sizes []PoolSizes
 }
 
 // Observe takes the next event's step and, for a rubric event, the rubric
 // after it (nil otherwise).
-func (p *PoolTracker) Observe(step uint64, rb *store.Rubric) {
+func (p *PoolTracker) Observe(step uint64, rb *model.Rubric) {
 	if step > p.step {
 		p.emit()
 		p.step = step
 	}
 	if rb != nil {
 		if p.pool == nil {
-			p.pool = map[uint64]store.RubricPool{}
+			p.pool = map[uint64]model.RubricPool{}
 		}
 		p.pool[rb.ID] = rb.Pool
 	}
@@ -413,13 +414,13 @@ func (p *PoolTracker) current() (PoolSizes, bool) {
 	ps := PoolSizes{Step: p.step}
 	for _, pl := range p.pool {
 		switch pl {
-		case store.PoolCandidate:
+		case model.PoolCandidate:
 			ps.Candidate++
-		case store.PoolPublic:
+		case model.PoolPublic:
 			ps.Public++
-		case store.PoolRetired:
+		case model.PoolRetired:
 			ps.Retired++
-		case store.PoolMerged:
+		case model.PoolMerged:
 			ps.Merged++
 		}
 	}

@@ -3,19 +3,19 @@ package replay
 import (
 	"testing"
 
-	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/model"
 )
 
 // TestStatsPolicyVersions: each step reports the policy versions its
 // turns were sampled with (how stale they were is TestStaleness's).
 func TestStatsPolicyVersions(t *testing.T) {
 	b := newStatsBuilder("r", 0)
-	node := func(min, max uint64) store.Node {
-		return store.Node{Status: store.NodeCompleted, Turns: 1, MinVersion: min, MaxVersion: max}
+	node := func(min, max uint64) model.Node {
+		return model.Node{Status: model.NodeCompleted, Turns: 1, MinVersion: min, MaxVersion: max}
 	}
-	b.addGroup(store.Group{Step: 1}, []store.Node{node(1, 1), node(0, 0)}, nil)
-	b.addGroup(store.Group{Step: 2}, []store.Node{node(2, 3), node(1, 2)}, nil)
-	b.addGroup(store.Group{Step: 3}, []store.Node{node(0, 0)}, nil)
+	b.addGroup(model.Group{Step: 1}, []model.Node{node(1, 1), node(0, 0)}, nil)
+	b.addGroup(model.Group{Step: 2}, []model.Node{node(2, 3), node(1, 2)}, nil)
+	b.addGroup(model.Group{Step: 3}, []model.Node{node(0, 0)}, nil)
 	rs := b.finish()
 	want := [][2]uint64{{1, 1}, {1, 3}, {0, 0}}
 	for i, s := range rs.Steps {

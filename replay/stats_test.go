@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
@@ -96,11 +97,11 @@ func TestStatsFixture(t *testing.T) {
 				}
 				for _, d := range n.Decisions {
 					switch d.Action {
-					case store.ActionExpand:
+					case model.ActionExpand:
 						s.Expansions++
-					case store.ActionPrune:
+					case model.ActionPrune:
 						s.Prunes++
-					case store.ActionSurvive:
+					case model.ActionSurvive:
 						s.Survivals++
 					}
 				}
@@ -145,7 +146,7 @@ func TestStatsFixture(t *testing.T) {
 		var sum float64
 		var n int
 		for _, nd := range state.Nodes {
-			if nd.Status == store.NodeCompleted && nd.HasReward {
+			if nd.Status == model.NodeCompleted && nd.HasReward {
 				sum += nd.Reward
 				n++
 			}

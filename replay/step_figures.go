@@ -1,22 +1,19 @@
 package replay
 
 import (
+	"github.com/patrdb/patrdb/model"
 	"maps"
 	"slices"
 	"sync"
 
-	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/store"
 )
 
-// StepMetrics is package api's: the server serves it as it is.
-type StepMetrics = api.StepMetrics
-
 // StepFigures computes every step's StepMetrics: the groups, leaves and
-// mean reward from the run's per-step counters (store.StepSummary, the
+// mean reward from the run's per-step counters (model.StepSummary, the
 // figures every interface prints), success and zero variance from the
 // advantage records, the pool sizes from the event log.
-func StepFigures(r *store.RunTx) ([]StepMetrics, error) {
+func StepFigures(r *store.RunTx) ([]model.StepMetrics, error) {
 	return new(StepFollower).Figures(r)
 }
 
@@ -42,21 +39,21 @@ type leafFigures struct {
 }
 
 // Figures is StepFigures(r), reading only the events new to the follower.
-func (f *StepFollower) Figures(r *store.RunTx) ([]StepMetrics, error) {
+func (f *StepFollower) Figures(r *store.RunTx) ([]model.StepMetrics, error) {
 	pools, leaves, stale, err := f.follow(r)
 	if err != nil {
 		return nil, err
 	}
-	byStep := map[uint64]*StepMetrics{}
-	get := func(step uint64) *StepMetrics {
+	byStep := map[uint64]*model.StepMetrics{}
+	get := func(step uint64) *model.StepMetrics {
 		m := byStep[step]
 		if m == nil {
-			m = &StepMetrics{Step: step}
+			m = &model.StepMetrics{Step: step}
 			byStep[step] = m
 		}
 		return m
 	}
-	sum, err := r.Summary(store.SummaryOptions{Steps: true})
+	sum, err := r.Summary(model.SummaryOptions{Steps: true})
 	if err != nil {
 		return nil, err
 	}
@@ -79,8 +76,8 @@ func (f *StepFollower) Figures(r *store.RunTx) ([]StepMetrics, error) {
 		steps = append(steps, st)
 	}
 	slices.Sort(steps)
-	out := make([]StepMetrics, 0, len(steps))
-	last := map[store.RubricPool]int{}
+	out := make([]model.StepMetrics, 0, len(steps))
+	last := map[model.RubricPool]int{}
 	for _, st := range steps {
 		m := byStep[st]
 		if m.ClosedGroups > 0 {
@@ -90,8 +87,8 @@ func (f *StepFollower) Figures(r *store.RunTx) ([]StepMetrics, error) {
 			last = p
 		}
 		m.Staleness = stale.Of(st)
-		m.Pools = map[store.RubricPool]int{}
-		for _, pool := range []store.RubricPool{store.PoolCandidate, store.PoolPublic, store.PoolRetired, store.PoolMerged} {
+		m.Pools = map[model.RubricPool]int{}
+		for _, pool := range []model.RubricPool{model.PoolCandidate, model.PoolPublic, model.PoolRetired, model.PoolMerged} {
 			m.Pools[pool] = last[pool]
 		}
 		out = append(out, *m)
@@ -102,7 +99,7 @@ func (f *StepFollower) Figures(r *store.RunTx) ([]StepMetrics, error) {
 // stepLeaves folds advantage records, in key order (by step, then group,
 // so each group's records are one run of the slice), into each step's
 // figures.
-func stepLeaves(advs []store.Advantage, into map[uint64]leafFigures) {
+func stepLeaves(advs []model.Advantage, into map[uint64]leafFigures) {
 	for i := 0; i < len(advs); {
 		j := i
 		for j < len(advs) && advs[j].Step == advs[i].Step && advs[j].Group == advs[i].Group {
@@ -130,7 +127,7 @@ func stepLeaves(advs []store.Advantage, into map[uint64]leafFigures) {
 // each step ended, and each step's leaf figures, by step. The advantage
 // records of a step are read again only when an event since the last call
 // wrote one of them.
-func (f *StepFollower) follow(r *store.RunTx) (map[uint64]map[store.RubricPool]int, map[uint64]leafFigures, *StalenessTracker, error) {
+func (f *StepFollower) follow(r *store.RunTx) (map[uint64]map[model.RubricPool]int, map[uint64]leafFigures, *StalenessTracker, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var (
@@ -143,7 +140,7 @@ func (f *StepFollower) follow(r *store.RunTx) (map[uint64]map[store.RubricPool]i
 		next, err := f.pools.observeEvents(r, f.next, changed, &f.stale)
 		if err == nil {
 			for st := range changed {
-				var advs []store.Advantage
+				var advs []model.Advantage
 				if advs, err = r.Advantages(st, 0); err != nil {
 					break
 				}
@@ -178,10 +175,10 @@ func (f *StepFollower) follow(r *store.RunTx) (map[uint64]map[store.RubricPool]i
 		}
 		sizes, stale = pt.SizesSoFar(), st
 	}
-	out := make(map[uint64]map[store.RubricPool]int, len(sizes))
+	out := make(map[uint64]map[model.RubricPool]int, len(sizes))
 	for _, ps := range sizes {
-		out[ps.Step] = map[store.RubricPool]int{store.PoolCandidate: ps.Candidate, store.PoolPublic: ps.Public,
-			store.PoolRetired: ps.Retired, store.PoolMerged: ps.Merged}
+		out[ps.Step] = map[model.RubricPool]int{model.PoolCandidate: ps.Candidate, model.PoolPublic: ps.Public,
+			model.PoolRetired: ps.Retired, model.PoolMerged: ps.Merged}
 	}
 	return out, leaves, stale, nil
 }

@@ -1,6 +1,7 @@
 package replay_test
 
 import (
+	"github.com/patrdb/patrdb/model"
 	"testing"
 
 	"github.com/patrdb/patrdb/replay"
@@ -38,10 +39,10 @@ func TestStepFiguresMatchRecords(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			want := replay.StepMetrics{Step: step, Groups: len(gs)}
+			want := model.StepMetrics{Step: step, Groups: len(gs)}
 			wins, sum := 0, 0.0
 			for _, g := range gs {
-				if g.Status == store.GroupClosed {
+				if g.Status == model.GroupClosed {
 					want.ClosedGroups++
 				}
 				advs, err := r.Advantages(step, g.ID)
@@ -81,8 +82,8 @@ func TestStepFiguresMatchRecords(t *testing.T) {
 					pools = p
 				}
 			}
-			if m.Pools[store.PoolCandidate] != pools.Candidate || m.Pools[store.PoolPublic] != pools.Public ||
-				m.Pools[store.PoolRetired] != pools.Retired || m.Pools[store.PoolMerged] != pools.Merged {
+			if m.Pools[model.PoolCandidate] != pools.Candidate || m.Pools[model.PoolPublic] != pools.Public ||
+				m.Pools[model.PoolRetired] != pools.Retired || m.Pools[model.PoolMerged] != pools.Merged {
 				t.Errorf("step %d pools %v, want %+v", step, m.Pools, pools)
 			}
 			leavesSeen += m.Leaves

@@ -1,6 +1,7 @@
 package replay_test
 
 import (
+	"github.com/patrdb/patrdb/model"
 	"reflect"
 	"testing"
 
@@ -37,7 +38,7 @@ func TestStepFollowerMatchesStepFigures(t *testing.T) {
 				t.Fatalf("call %d (seq %d): the follower says\n %+v\nthe whole log says\n %+v", calls, r.LastSeq(), got, want)
 			}
 			for _, m := range got {
-				if m.Pools[store.PoolPublic]+m.Pools[store.PoolCandidate] > 0 {
+				if m.Pools[model.PoolPublic]+m.Pools[model.PoolCandidate] > 0 {
 					withPools++
 					break
 				}
@@ -76,8 +77,8 @@ func TestStepFollowerOlderReaderAndOtherRun(t *testing.T) {
 			return err
 		}
 		for range 3 {
-			if _, err := r.PutRubric(store.Rubric{Pool: store.PoolPublic, Text: "only in run a", CreatedStep: 2,
-				Usage: store.RubricUsage{LastActivation: -1}}); err != nil {
+			if _, err := r.PutRubric(model.Rubric{Pool: model.PoolPublic, Text: "only in run a", CreatedStep: 2,
+				Usage: model.RubricUsage{LastActivation: -1}}); err != nil {
 				return err
 			}
 		}
@@ -87,7 +88,7 @@ func TestStepFollowerOlderReaderAndOtherRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	var follower replay.StepFollower
-	figures := func(tx *store.Tx, id string) (got, want []replay.StepMetrics) {
+	figures := func(tx *store.Tx, id string) (got, want []model.StepMetrics) {
 		t.Helper()
 		r, err := tx.Run(id)
 		if err != nil {
@@ -101,7 +102,7 @@ func TestStepFollowerOlderReaderAndOtherRun(t *testing.T) {
 		}
 		return got, want
 	}
-	var before []replay.StepMetrics
+	var before []model.StepMetrics
 	err = db.View(func(tx *store.Tx) error {
 		for _, id := range []string{"a", "b", "a", "b"} {
 			if got, want := figures(tx, id); !reflect.DeepEqual(got, want) {
@@ -134,7 +135,7 @@ func TestStepFollowerOlderReaderAndOtherRun(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		_, err = r.PutRubric(store.Rubric{Pool: store.PoolCandidate, Text: "added while a reader is open", CreatedStep: 4})
+		_, err = r.PutRubric(model.Rubric{Pool: model.PoolCandidate, Text: "added while a reader is open", CreatedStep: 4})
 		return err
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package replay_test
 import (
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 )
@@ -13,7 +14,7 @@ import (
 // over reading every rubric.
 func BenchmarkViewer(b *testing.B) {
 	db, run, _ := benchRun(b)
-	var g store.Group
+	var g model.Group
 	var leaf uint64
 	if err := db.View(func(tx *store.Tx) error {
 		r, _ := tx.Run(run)

@@ -3,6 +3,7 @@ package replay
 import (
 	"math"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -16,7 +17,7 @@ type TreeNode struct {
 	Fork    int              `json:"fork"`
 	Base    int              `json:"base"`
 	Turns   int              `json:"turns"`
-	Status  store.NodeStatus `json:"status"`
+	Status  model.NodeStatus `json:"status"`
 	// LastScore is the value of the node's last process score; null when
 	// never scored.
 	LastScore *float64 `json:"last_score"`
@@ -53,7 +54,7 @@ func (r *Range) add(x float64) {
 type GroupSummary struct {
 	Nodes          int                      `json:"nodes"`
 	Leaves         int                      `json:"leaves"`
-	ByStatus       map[store.NodeStatus]int `json:"by_status"`
+	ByStatus       map[model.NodeStatus]int `json:"by_status"`
 	MaxDepth       int                      `json:"max_depth"`
 	MaxPath        int                      `json:"max_path"` // longest path, in turns
 	TurnsStored    int                      `json:"turns_stored"`
@@ -78,13 +79,13 @@ type GroupView struct {
 // until its whole-run check has run), so that opening one group of a big
 // run costs what that group costs.
 type TreeReads interface {
-	Group(id uint64) (store.Group, error)
-	GroupAt(step, id uint64) (store.Group, error)
-	GroupNodes(g store.Group) ([]store.Node, error)
-	Advantages(step, group uint64) ([]store.Advantage, error)
-	Node(id uint64) (store.Node, error)
-	Path(id uint64) ([]store.Segment, error)
-	Trajectory(id uint64) ([]store.PathTurn, error)
+	Group(id uint64) (model.Group, error)
+	GroupAt(step, id uint64) (model.Group, error)
+	GroupNodes(g model.Group) ([]model.Node, error)
+	Advantages(step, group uint64) ([]model.Advantage, error)
+	Node(id uint64) (model.Node, error)
+	Path(id uint64) ([]model.Segment, error)
+	Trajectory(id uint64) ([]model.PathTurn, error)
 }
 
 var (
@@ -108,14 +109,14 @@ func ViewGroup(r TreeReads, id uint64) (*GroupView, error) {
 	}
 	out := &GroupView{Group: groupHead(g), Nodes: make([]TreeNode, 0, len(nodes))}
 	sum := &out.Summary
-	sum.ByStatus = map[store.NodeStatus]int{}
+	sum.ByStatus = map[model.NodeStatus]int{}
 	sum.ZeroVariance = GroupFlags(advs).ZeroVariance
-	kids := map[uint64][]store.Node{}
+	kids := map[uint64][]model.Node{}
 	known := make(map[uint64]bool, len(nodes))
 	for _, n := range nodes {
 		known[n.ID] = true
 	}
-	var roots []store.Node
+	var roots []model.Node
 	for _, n := range nodes {
 		if n.Parent != 0 && known[n.Parent] {
 			kids[n.Parent] = append(kids[n.Parent], n)
@@ -123,8 +124,8 @@ func ViewGroup(r TreeReads, id uint64) (*GroupView, error) {
 			roots = append(roots, n)
 		}
 	}
-	var visit func(n store.Node)
-	visit = func(n store.Node) {
+	var visit func(n model.Node)
+	visit = func(n model.Node) {
 		t := TreeNode{ID: n.ID, Parent: n.Parent, Ordinal: n.Ordinal, Depth: n.Depth, Fork: n.Fork, Base: n.Base,
 			Turns: n.Turns, Status: n.Status, ChildCount: len(kids[n.ID]), Error: n.Error}
 		if len(n.Scores) > 0 {
@@ -165,7 +166,7 @@ func ViewGroup(r TreeReads, id uint64) (*GroupView, error) {
 	return out, nil
 }
 
-func sortByOrdinal(ns []store.Node) []store.Node {
+func sortByOrdinal(ns []model.Node) []model.Node {
 	for i := 1; i < len(ns); i++ { // insertion sort: siblings are few and nearly sorted
 		for j := i; j > 0 && (ns[j].Ordinal < ns[j-1].Ordinal || ns[j].Ordinal == ns[j-1].Ordinal && ns[j].ID < ns[j-1].ID); j-- {
 			ns[j], ns[j-1] = ns[j-1], ns[j]
@@ -185,8 +186,8 @@ func finitePtr(x float64) *float64 {
 // leafAdvantages reads group g's advantage records, and each leaf's
 // advantage by its id.
 func leafAdvantages(r interface {
-	Advantages(step, group uint64) ([]store.Advantage, error)
-}, g store.Group) (map[uint64]float64, []store.Advantage, error) {
+	Advantages(step, group uint64) ([]model.Advantage, error)
+}, g model.Group) (map[uint64]float64, []model.Advantage, error) {
 	advs, err := r.Advantages(g.Step, g.ID)
 	if err != nil {
 		return nil, nil, err

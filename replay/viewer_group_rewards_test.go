@@ -3,6 +3,7 @@ package replay_test
 import (
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 )
@@ -14,7 +15,7 @@ func TestViewGroupRewardRange(t *testing.T) {
 	rewarded := 0
 	err := db.View(func(tx *store.Tx) error {
 		r, _ := tx.Run("m")
-		return r.ForEachGroup(0, func(g store.Group) error {
+		return r.ForEachGroup(0, func(g model.Group) error {
 			v, err := replay.ViewGroup(r, g.ID)
 			if err != nil {
 				return err

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -12,7 +13,7 @@ import (
 type RubricQuery struct {
 	// Pools to include; empty means public and candidate, the rubrics in
 	// play (retired and merged ones are history).
-	Pools []store.RubricPool
+	Pools []model.RubricPool
 	// Text keeps the rubrics whose text or feature contains it, ignoring
 	// case.
 	Text string
@@ -28,8 +29,8 @@ type RubricPage struct {
 	Total   int                      `json:"total"` // matches, over every page
 	Offset  int                      `json:"offset"`
 	Limit   int                      `json:"limit"`
-	Pools   map[store.RubricPool]int `json:"pools"` // every pool's size, unfiltered
-	Rubrics []store.Rubric           `json:"rubrics"`
+	Pools   map[model.RubricPool]int `json:"pools"` // every pool's size, unfiltered
+	Rubrics []model.Rubric           `json:"rubrics"`
 }
 
 // MaxRubricPage is the most rubrics one page holds.
@@ -44,23 +45,23 @@ func Rubrics(r *store.RunTx, q RubricQuery) (*RubricPage, error) {
 	if q.Offset < 0 || q.Limit < 0 || q.Limit > MaxRubricPage {
 		return nil, fmt.Errorf("%w: offset %d, limit %d (want offset >= 0, limit 1..%d)", ErrViewQuery, q.Offset, q.Limit, MaxRubricPage)
 	}
-	var key func(*store.Rubric) float64
+	var key func(*model.Rubric) float64
 	switch q.Sort {
 	case "", "id":
 	case "rho":
-		key = func(rb *store.Rubric) float64 { return rb.Rho }
+		key = func(rb *model.Rubric) float64 { return rb.Rho }
 	case "support":
-		key = func(rb *store.Rubric) float64 { return float64(rb.Support) }
+		key = func(rb *model.Rubric) float64 { return float64(rb.Support) }
 	case "activations":
-		key = func(rb *store.Rubric) float64 { return float64(rb.Usage.Activations) }
+		key = func(rb *model.Rubric) float64 { return float64(rb.Usage.Activations) }
 	default:
 		return nil, fmt.Errorf("%w: sort %q (want id, rho, support or activations)", ErrViewQuery, q.Sort)
 	}
 	pools := q.Pools
 	if len(pools) == 0 {
-		pools = []store.RubricPool{store.PoolPublic, store.PoolCandidate}
+		pools = []model.RubricPool{model.PoolPublic, model.PoolCandidate}
 	}
-	want := map[store.RubricPool]bool{}
+	want := map[model.RubricPool]bool{}
 	for _, p := range pools {
 		if !p.Valid() {
 			return nil, fmt.Errorf("%w: pool %q (want candidate, public, retired or merged)", ErrViewQuery, p)
@@ -71,9 +72,9 @@ func Rubrics(r *store.RunTx, q RubricQuery) (*RubricPage, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &RubricPage{Offset: q.Offset, Limit: q.Limit, Pools: map[store.RubricPool]int{}, Rubrics: []store.Rubric{}}
+	out := &RubricPage{Offset: q.Offset, Limit: q.Limit, Pools: map[model.RubricPool]int{}, Rubrics: []model.Rubric{}}
 	text := strings.ToLower(q.Text)
-	var hits []store.Rubric
+	var hits []model.Rubric
 	for _, rb := range all {
 		out.Pools[rb.Pool]++
 		if !want[rb.Pool] {
@@ -84,7 +85,7 @@ func Rubrics(r *store.RunTx, q RubricQuery) (*RubricPage, error) {
 		}
 		hits = append(hits, rb)
 	}
-	rank := map[store.RubricPool]int{store.PoolPublic: 0, store.PoolCandidate: 1, store.PoolRetired: 2, store.PoolMerged: 3}
+	rank := map[model.RubricPool]int{model.PoolPublic: 0, model.PoolCandidate: 1, model.PoolRetired: 2, model.PoolMerged: 3}
 	sort.SliceStable(hits, func(i, j int) bool {
 		a, b := &hits[i], &hits[j]
 		if rank[a.Pool] != rank[b.Pool] {

@@ -3,6 +3,7 @@ package replay_test
 import (
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
@@ -19,24 +20,24 @@ func TestRubricsListPoolsInOrder(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		put := func(pool store.RubricPool, into uint64) uint64 {
-			rb, err := r.PutRubric(store.Rubric{Pool: pool, MergedInto: into, Text: "rubric", CreatedStep: 1})
+		put := func(pool model.RubricPool, into uint64) uint64 {
+			rb, err := r.PutRubric(model.Rubric{Pool: pool, MergedInto: into, Text: "rubric", CreatedStep: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return rb.ID
 		}
 		// Created merged first, public last, so id order is not pool order.
-		pub1 := put(store.PoolPublic, 0)
-		merged := []uint64{put(store.PoolMerged, pub1), put(store.PoolMerged, pub1)}
-		retired := []uint64{put(store.PoolPublic, 0), put(store.PoolPublic, 0)}
+		pub1 := put(model.PoolPublic, 0)
+		merged := []uint64{put(model.PoolMerged, pub1), put(model.PoolMerged, pub1)}
+		retired := []uint64{put(model.PoolPublic, 0), put(model.PoolPublic, 0)}
 		for _, id := range retired {
-			if _, err := r.MoveRubric(id, store.RubricMove{To: store.PoolRetired, Step: 1, Reason: "low variance"}); err != nil {
+			if _, err := r.MoveRubric(id, store.RubricMove{To: model.PoolRetired, Step: 1, Reason: "low variance"}); err != nil {
 				return err
 			}
 		}
-		cands := []uint64{put(store.PoolCandidate, 0), put(store.PoolCandidate, 0)}
-		pub2 := put(store.PoolPublic, 0)
+		cands := []uint64{put(model.PoolCandidate, 0), put(model.PoolCandidate, 0)}
+		pub2 := put(model.PoolPublic, 0)
 		want = append(append(append([]uint64{pub1, pub2}, cands...), retired...), merged...)
 		return nil
 	})
@@ -48,7 +49,7 @@ func TestRubricsListPoolsInOrder(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		page, err := replay.Rubrics(r, replay.RubricQuery{Pools: []store.RubricPool{store.PoolMerged, store.PoolRetired, store.PoolCandidate, store.PoolPublic}})
+		page, err := replay.Rubrics(r, replay.RubricQuery{Pools: []model.RubricPool{model.PoolMerged, model.PoolRetired, model.PoolCandidate, model.PoolPublic}})
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,9 @@
 package replay
 
-import "github.com/patrdb/patrdb/store"
+import (
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/store"
+)
 
 // StepEnv is one step's environment work: the turns its groups sampled
 // (each stored once, however many leaves share it) and the run's total up
@@ -17,7 +20,7 @@ type StepEnv struct {
 // EnvSteps returns every step's StepEnv in step order, from the run's
 // per-step counters (store.RunTx.Summary): no node is read.
 func EnvSteps(r *store.RunTx) ([]StepEnv, error) {
-	sum, err := r.Summary(store.SummaryOptions{Steps: true})
+	sum, err := r.Summary(model.SummaryOptions{Steps: true})
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -14,7 +15,7 @@ import (
 // select everything; a nil bound is no bound.
 type NodeQuery struct {
 	Step     uint64             // only this step (0: every step)
-	Statuses []store.NodeStatus // any of these statuses (none: any)
+	Statuses []model.NodeStatus // any of these statuses (none: any)
 	// LeavesOnly keeps the leaves (completed, pruned, truncated): the
 	// trajectories a group trains on.
 	LeavesOnly                 bool
@@ -48,7 +49,7 @@ type SearchHit struct {
 	Step         uint64           `json:"step"`
 	Group        uint64           `json:"group"`
 	Task         string           `json:"task"`
-	Status       store.NodeStatus `json:"status"`
+	Status       model.NodeStatus `json:"status"`
 	Depth        int              `json:"depth"`
 	PathLen      int              `json:"path_len"` // turns from the root
 	Reward       *float64         `json:"reward"`
@@ -86,14 +87,14 @@ func Search(r *store.RunTx, q NodeQuery) (*SearchResult, error) {
 	limit = min(limit, MaxSearchLimit)
 	needle := strings.ToLower(q.Text)
 	out := &SearchResult{Hits: []SearchHit{}}
-	var groups []store.Group
-	if err := r.ForEachGroup(q.Step, func(g store.Group) error { groups = append(groups, g); return nil }); err != nil {
+	var groups []model.Group
+	if err := r.ForEachGroup(q.Step, func(g model.Group) error { groups = append(groups, g); return nil }); err != nil {
 		return nil, err
 	}
 	if q.Step != 0 {
-		groups = slices.DeleteFunc(groups, func(g store.Group) bool { return g.Step != q.Step })
+		groups = slices.DeleteFunc(groups, func(g model.Group) bool { return g.Step != q.Step })
 	}
-	slices.SortStableFunc(groups, func(a, b store.Group) int { return cmp.Compare(b.Step, a.Step) }) // newest step first
+	slices.SortStableFunc(groups, func(a, b model.Group) int { return cmp.Compare(b.Step, a.Step) }) // newest step first
 	for _, g := range groups {
 		nodes, err := r.GroupNodes(g)
 		if err != nil {
@@ -105,7 +106,7 @@ func Search(r *store.RunTx, q NodeQuery) (*SearchResult, error) {
 		}
 		var text *textIndex
 		if needle != "" {
-			text = &textIndex{r: r, needle: needle, nodes: make(map[uint64]*store.Node, len(nodes)), first: map[uint64]textMatch{}}
+			text = &textIndex{r: r, needle: needle, nodes: make(map[uint64]*model.Node, len(nodes)), first: map[uint64]textMatch{}}
 			for i := range nodes {
 				text.nodes[nodes[i].ID] = &nodes[i]
 			}
@@ -167,11 +168,11 @@ func (q *NodeQuery) check() error {
 }
 
 // statusOrder lists every node status, for checking a query's.
-var statusOrder = []store.NodeStatus{store.NodeActive, store.NodeExpanded, store.NodeCompleted, store.NodePruned,
-	store.NodeTruncated, store.NodeFailed}
+var statusOrder = []model.NodeStatus{model.NodeActive, model.NodeExpanded, model.NodeCompleted, model.NodePruned,
+	model.NodeTruncated, model.NodeFailed}
 
 // match applies every filter but the text to n.
-func (q *NodeQuery) match(n *store.Node, adv map[uint64]float64) (SearchHit, bool) {
+func (q *NodeQuery) match(n *model.Node, adv map[uint64]float64) (SearchHit, bool) {
 	hit := SearchHit{Node: n.ID, Step: n.Step, Group: n.Group, Status: n.Status, Depth: n.Depth, PathLen: n.PathLen(),
 		MinVersion: n.MinVersion, MaxVersion: n.MaxVersion, Attempt: n.Attempt, Error: n.Error}
 	if n.HasReward {
@@ -185,7 +186,7 @@ func (q *NodeQuery) match(n *store.Node, adv map[uint64]float64) (SearchHit, boo
 	}
 	ok := (len(q.Statuses) == 0 || slices.Contains(q.Statuses, n.Status)) &&
 		(!q.LeavesOnly || n.Status.Leaf()) &&
-		(!q.Failed || n.Status == store.NodeFailed) &&
+		(!q.Failed || n.Status == model.NodeFailed) &&
 		(!q.Retried || n.Attempt > 0) &&
 		(q.PolicyVersion == 0 || n.MinVersion <= q.PolicyVersion && q.PolicyVersion <= n.MaxVersion) &&
 		within(hit.Reward, q.MinReward, q.MaxReward) &&
@@ -214,7 +215,7 @@ type textMatch struct {
 type textIndex struct {
 	r      *store.RunTx
 	needle string
-	nodes  map[uint64]*store.Node
+	nodes  map[uint64]*model.Node
 	prompt *textMatch
 	// first holds each node whose own turns were read: its first own turn
 	// holding the text (turn -1 when none does).
@@ -223,7 +224,7 @@ type textIndex struct {
 
 // own is the first of n's own turns that holds the text, at its path
 // position (turn -1: none).
-func (x *textIndex) own(n *store.Node) (textMatch, error) {
+func (x *textIndex) own(n *model.Node) (textMatch, error) {
 	if m, ok := x.first[n.ID]; ok {
 		return m, nil
 	}
@@ -249,13 +250,13 @@ func (x *textIndex) own(n *store.Node) (textMatch, error) {
 // path is the first place in n's trajectory that holds the text: the
 // prompt, an ancestor's turn before the fork its descendant inherits, or
 // n's own; nil when none does.
-func (x *textIndex) path(n *store.Node) (*textMatch, error) {
+func (x *textIndex) path(n *model.Node) (*textMatch, error) {
 	if x.prompt != nil {
 		return x.prompt, nil
 	}
 	// The chain root→n, each with how many of its own turns the path holds.
 	type link struct {
-		n    *store.Node
+		n    *model.Node
 		take int
 	}
 	chain := []link{{n, math.MaxInt}}

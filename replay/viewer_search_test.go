@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 )
@@ -21,11 +22,11 @@ func TestSearchMatchesEveryTrajectory(t *testing.T) {
 			return err
 		}
 		type node struct {
-			n    store.Node
+			n    model.Node
 			text string
 		}
 		var all []node
-		err = r.ForEachGroup(0, func(g store.Group) error {
+		err = r.ForEachGroup(0, func(g model.Group) error {
 			nodes, err := r.GroupNodes(g)
 			for _, n := range nodes {
 				path, err := r.Trajectory(n.ID)
@@ -47,7 +48,7 @@ func TestSearchMatchesEveryTrajectory(t *testing.T) {
 		// A word some paths hold and others not: one turn's action.
 		var word string
 		for _, x := range all {
-			if x.n.Depth > 0 && x.n.Status == store.NodeCompleted {
+			if x.n.Depth > 0 && x.n.Status == model.NodeCompleted {
 				turns, _ := r.Turns(x.n.ID)
 				if len(turns) > 0 {
 					word = strings.ToUpper(turns[0].Action) // case is ignored
@@ -58,8 +59,8 @@ func TestSearchMatchesEveryTrajectory(t *testing.T) {
 		one := 0.5
 		for _, q := range []replay.NodeQuery{
 			{Text: word, Limit: replay.MaxSearchLimit},
-			{Text: word, Statuses: []store.NodeStatus{store.NodeCompleted}, Limit: replay.MaxSearchLimit},
-			{Statuses: []store.NodeStatus{store.NodePruned, store.NodeTruncated}, Limit: replay.MaxSearchLimit},
+			{Text: word, Statuses: []model.NodeStatus{model.NodeCompleted}, Limit: replay.MaxSearchLimit},
+			{Statuses: []model.NodeStatus{model.NodePruned, model.NodeTruncated}, Limit: replay.MaxSearchLimit},
 			{LeavesOnly: true, MinReward: &one, Limit: replay.MaxSearchLimit},
 		} {
 			res, err := replay.Search(r, q)
@@ -94,7 +95,7 @@ func TestSearchMatchesEveryTrajectory(t *testing.T) {
 			t.Errorf("limit 3: %d hits, more %v, %v", len(res.Hits), res.More, err)
 		}
 		lo, hi := 1.0, 0.0
-		for _, q := range []replay.NodeQuery{{Statuses: []store.NodeStatus{"lost"}}, {MinReward: &lo, MaxReward: &hi}} {
+		for _, q := range []replay.NodeQuery{{Statuses: []model.NodeStatus{"lost"}}, {MinReward: &lo, MaxReward: &hi}} {
 			if _, err := replay.Search(r, q); !errors.Is(err, replay.ErrViewQuery) {
 				t.Errorf("query %+v: %v, want ErrViewQuery", q, err)
 			}
@@ -117,12 +118,12 @@ func TestViewBranchesPartAtTheFork(t *testing.T) {
 			return err
 		}
 		checked := 0
-		err = r.ForEachGroup(0, func(g store.Group) error {
+		err = r.ForEachGroup(0, func(g model.Group) error {
 			nodes, err := r.GroupNodes(g)
 			if err != nil {
 				return err
 			}
-			var leaves []store.Node
+			var leaves []model.Node
 			for _, n := range nodes {
 				if n.Status.Leaf() && n.Depth > 0 {
 					leaves = append(leaves, n)
@@ -164,7 +165,7 @@ func TestViewBranchesPartAtTheFork(t *testing.T) {
 		}
 		// One group only; 2 to MaxBranches nodes.
 		var first, other uint64
-		_ = r.ForEachGroup(0, func(g store.Group) error {
+		_ = r.ForEachGroup(0, func(g model.Group) error {
 			if first == 0 {
 				first = g.Roots[0]
 			} else if other == 0 {

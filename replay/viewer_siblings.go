@@ -2,9 +2,8 @@ package replay
 
 import (
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"math"
-
-	"github.com/patrdb/patrdb/store"
 )
 
 // MaxBranches is the most branches one sibling diff sets side by side.
@@ -35,7 +34,7 @@ const SharedContext = 2
 // BranchView is one branch past the fork.
 type BranchView struct {
 	Node      uint64           `json:"node"`
-	Status    store.NodeStatus `json:"status"`
+	Status    model.NodeStatus `json:"status"`
 	Reward    *float64         `json:"reward"`
 	Advantage *float64         `json:"advantage"`
 	Error     string           `json:"error,omitempty"`
@@ -55,7 +54,7 @@ type BranchInterval struct {
 	Interval int             `json:"interval"`
 	Turn     int             `json:"turn"` // the path length it was taken at
 	Score    float64         `json:"score"`
-	Decision *store.Decision `json:"decision"`
+	Decision *model.Decision `json:"decision"`
 }
 
 // ViewBranches reads nodes (2 to MaxBranches of one group) side by side.
@@ -64,9 +63,9 @@ func ViewBranches(r TreeReads, nodes []uint64) (*BranchesView, error) {
 		return nil, fmt.Errorf("%w: %d branches: compare 2 to %d", ErrViewQuery, len(nodes), MaxBranches)
 	}
 	type branch struct {
-		n     store.Node
-		segs  []store.Segment
-		turns []store.PathTurn
+		n     model.Node
+		segs  []model.Segment
+		turns []model.PathTurn
 	}
 	bs := make([]branch, len(nodes))
 	for i, id := range nodes {

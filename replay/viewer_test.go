@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
@@ -28,7 +29,7 @@ func TestViewTrajectory(t *testing.T) {
 			return err
 		}
 		checked, withScores := 0, 0
-		return r.ForEachGroup(0, func(g store.Group) error {
+		return r.ForEachGroup(0, func(g model.Group) error {
 			nodes, err := r.GroupNodes(g)
 			if err != nil {
 				return err
@@ -79,7 +80,7 @@ func TestViewTrajectory(t *testing.T) {
 						t.Fatalf("node %d: its own scores are missing", n.ID)
 					}
 				}
-				i := slices.IndexFunc(advs, func(a store.Advantage) bool { return a.Leaf == n.ID })
+				i := slices.IndexFunc(advs, func(a model.Advantage) bool { return a.Leaf == n.ID })
 				if (i >= 0) != (v.Advantage != nil) || i >= 0 && !reflect.DeepEqual(*v.Advantage, advs[i]) {
 					t.Fatalf("node %d: advantage %+v, records %+v", n.ID, v.Advantage, advs)
 				}
@@ -100,7 +101,7 @@ func TestViewGroup(t *testing.T) {
 	db := viewerRun(t)
 	err := db.View(func(tx *store.Tx) error {
 		r, _ := tx.Run("m")
-		return r.ForEachGroup(0, func(g store.Group) error {
+		return r.ForEachGroup(0, func(g model.Group) error {
 			v, err := replay.ViewGroup(r, g.ID)
 			if err != nil {
 				return err
@@ -183,7 +184,7 @@ func TestEnvSteps(t *testing.T) {
 		}
 		// Step by step, the figures are those of the records.
 		walked := map[uint64]*replay.StepEnv{}
-		err = r.ForEachGroup(0, func(g store.Group) error {
+		err = r.ForEachGroup(0, func(g model.Group) error {
 			w := walked[g.Step]
 			if w == nil {
 				w = &replay.StepEnv{Step: g.Step}
@@ -220,12 +221,12 @@ func TestRubricPages(t *testing.T) {
 		all, _ := r.Rubrics("")
 		inPlay := 0
 		for _, rb := range all {
-			if rb.Pool == store.PoolPublic || rb.Pool == store.PoolCandidate {
+			if rb.Pool == model.PoolPublic || rb.Pool == model.PoolCandidate {
 				inPlay++
 			}
 		}
 		// Pages of 2 cover the default selection once each, public first.
-		var seen []store.Rubric
+		var seen []model.Rubric
 		for off := 0; ; off += 2 {
 			p, err := replay.Rubrics(r, replay.RubricQuery{Offset: off, Limit: 2, Sort: "rho"})
 			if err != nil {
@@ -244,11 +245,11 @@ func TestRubricPages(t *testing.T) {
 		}
 		for i := 1; i < len(seen); i++ {
 			a, b := seen[i-1], seen[i]
-			if a.ID == b.ID || a.Pool == store.PoolCandidate && b.Pool == store.PoolPublic || a.Pool == b.Pool && a.Rho < b.Rho {
+			if a.ID == b.ID || a.Pool == model.PoolCandidate && b.Pool == model.PoolPublic || a.Pool == b.Pool && a.Rho < b.Rho {
 				t.Fatalf("order: %d (%s, rho %g) before %d (%s, rho %g)", a.ID, a.Pool, a.Rho, b.ID, b.Pool, b.Rho)
 			}
 		}
-		p, err := replay.Rubrics(r, replay.RubricQuery{Pools: []store.RubricPool{store.PoolMerged, store.PoolRetired, store.PoolCandidate, store.PoolPublic}, Text: "DRAFT 2."})
+		p, err := replay.Rubrics(r, replay.RubricQuery{Pools: []model.RubricPool{model.PoolMerged, model.PoolRetired, model.PoolCandidate, model.PoolPublic}, Text: "DRAFT 2."})
 		if err != nil {
 			return err
 		}
@@ -257,10 +258,10 @@ func TestRubricPages(t *testing.T) {
 				t.Fatalf("filter let %q through", rb.Text)
 			}
 		}
-		if p.Total == 0 || p.Pools[store.PoolMerged] == 0 {
+		if p.Total == 0 || p.Pools[model.PoolMerged] == 0 {
 			t.Fatalf("filtered page %+v", p)
 		}
-		for _, q := range []replay.RubricQuery{{Limit: replay.MaxRubricPage + 1}, {Offset: -1}, {Pools: []store.RubricPool{"all"}}, {Sort: "text"}} {
+		for _, q := range []replay.RubricQuery{{Limit: replay.MaxRubricPage + 1}, {Offset: -1}, {Pools: []model.RubricPool{"all"}}, {Sort: "text"}} {
 			if _, err := replay.Rubrics(r, q); !errors.Is(err, replay.ErrViewQuery) {
 				t.Errorf("query %+v: %v, want ErrViewQuery", q, err)
 			}

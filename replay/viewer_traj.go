@@ -3,7 +3,7 @@ package replay
 import (
 	"math"
 
-	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/model"
 )
 
 // The viewer's figures are computed here, once, so the HTTP server only
@@ -21,13 +21,13 @@ type GroupHead struct {
 	Task             string            `json:"task"`
 	Prompt           string            `json:"prompt"`
 	Gold             string            `json:"gold,omitempty"`
-	Status           store.GroupStatus `json:"status"`
+	Status           model.GroupStatus `json:"status"`
 	PromptTokenCount int               `json:"prompt_token_count"`
 	Roots            []uint64          `json:"roots"`
 	Meta             map[string]string `json:"meta,omitempty"`
 }
 
-func groupHead(g store.Group) GroupHead {
+func groupHead(g model.Group) GroupHead {
 	return GroupHead{ID: g.ID, Step: g.Step, Task: g.Task, Prompt: g.Prompt, Gold: g.Gold, Status: g.Status,
 		PromptTokenCount: len(g.PromptTokens), Roots: g.Roots, Meta: g.Meta}
 }
@@ -57,13 +57,13 @@ type ViewTurn struct {
 // own turns the path holds and how the node ended.
 type PathNode struct {
 	ID        uint64           `json:"id"`
-	Status    store.NodeStatus `json:"status"`
+	Status    model.NodeStatus `json:"status"`
 	Base      int              `json:"base"`
 	Count     int              `json:"count"` // its own turns on this path
 	HasReward bool             `json:"has_reward"`
 	Reward    float64          `json:"reward"`
 	Error     string           `json:"error,omitempty"`
-	Decisions []store.Decision `json:"decisions,omitempty"` // those taken within the path
+	Decisions []model.Decision `json:"decisions,omitempty"` // those taken within the path
 }
 
 // PathScore is a process score taken on the path: by which node, after
@@ -80,9 +80,9 @@ type PathScore struct {
 // way, the nodes it passes through and, for a leaf of a closed group, its
 // advantage record.
 type TrajectoryView struct {
-	Node      store.Node       `json:"node"`
+	Node      model.Node       `json:"node"`
 	Group     GroupHead        `json:"group"`
-	Advantage *store.Advantage `json:"advantage"`
+	Advantage *model.Advantage `json:"advantage"`
 	Inherited int              `json:"inherited"`
 	Path      []PathNode       `json:"path"`
 	Scores    []PathScore      `json:"scores"`
@@ -155,7 +155,7 @@ func ViewTrajectory(r TreeReads, id uint64) (*TrajectoryView, error) {
 	return out, nil
 }
 
-func viewTurn(t store.PathTurn) ViewTurn {
+func viewTurn(t model.PathTurn) ViewTurn {
 	v := ViewTurn{Node: t.Node, Index: t.Index, Action: t.Action, Observation: t.Observation, Reward: t.Reward, Done: t.Done,
 		PolicyVersion: t.PolicyVersion, ActionTokenCount: len(t.ActionTokens), ObservationTokenCount: len(t.ObservationTokens)}
 	// A non-finite logprob (a writer's bug) is left out: it would make

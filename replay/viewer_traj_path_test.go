@@ -3,6 +3,7 @@ package replay_test
 import (
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
@@ -13,7 +14,7 @@ import (
 // minimum.
 func TestViewTrajectoryPathAndOneLogprob(t *testing.T) {
 	db := storetest.Open(t)
-	var root, child store.Node
+	var root, child model.Node
 	err := db.Update(func(tx *store.Tx) error {
 		r, err := tx.CreateRun("v", nil, nil)
 		if err != nil {
@@ -26,14 +27,14 @@ func TestViewTrajectoryPathAndOneLogprob(t *testing.T) {
 		if root, err = r.AddNode(store.NodeSpec{Step: 1, Group: g.ID}); err != nil {
 			return err
 		}
-		one := store.Turn{Action: "a", ActionTokens: []uint32{7}, ActionLogprobs: []float32{-0.5}, Observation: "o"}
+		one := model.Turn{Action: "a", ActionTokens: []uint32{7}, ActionLogprobs: []float32{-0.5}, Observation: "o"}
 		if err := r.AppendTurns(root.ID, 0, one); err != nil {
 			return err
 		}
 		if child, err = r.AddNode(store.NodeSpec{Step: 1, Group: g.ID, Parent: root.ID, Fork: 1}); err != nil {
 			return err
 		}
-		return r.AppendTurns(child.ID, 0, store.Turn{Action: "b", Observation: "p"})
+		return r.AppendTurns(child.ID, 0, model.Turn{Action: "b", Observation: "p"})
 	})
 	if err != nil {
 		t.Fatal(err)

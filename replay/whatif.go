@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"math"
 	"sort"
 
@@ -38,8 +39,8 @@ const (
 type DecisionDiff struct {
 	Node     uint64         `json:"node"`
 	Change   Change         `json:"change"`
-	Recorded store.Decision `json:"recorded"`
-	WhatIf   store.Decision `json:"what_if"`
+	Recorded model.Decision `json:"recorded"`
+	WhatIf   model.Decision `json:"what_if"`
 	// Unobserved is how many branches this decision creates that the run
 	// never sampled (children of a new or larger expansion, or the
 	// continuation of a branch that now survives).
@@ -147,7 +148,7 @@ func WhatIf(r *store.RunTx, opts WhatIfOptions) (*WhatIfReport, error) {
 		return nil, err
 	}
 	found := false
-	err = r.ForEachGroup(opts.Step, func(g store.Group) error {
+	err = r.ForEachGroup(opts.Step, func(g model.Group) error {
 		if opts.Group != 0 && g.ID != opts.Group {
 			return nil
 		}
@@ -164,7 +165,7 @@ func WhatIf(r *store.RunTx, opts WhatIfOptions) (*WhatIfReport, error) {
 		return nil, err
 	}
 	if !found && (opts.Step != 0 || opts.Group != 0) {
-		return nil, fmt.Errorf("%w: group %d at step %d of run %q", store.ErrNotFound, opts.Group, opts.Step, r.ID())
+		return nil, fmt.Errorf("%w: group %d at step %d of run %q", model.ErrNotFound, opts.Group, opts.Step, r.ID())
 	}
 	for _, iv := range rep.Intervals {
 		rep.Totals.Intervals++
@@ -180,7 +181,7 @@ func WhatIf(r *store.RunTx, opts WhatIfOptions) (*WhatIfReport, error) {
 
 // cfNode is a recorded node's fate under the what-if config.
 type cfNode struct {
-	n       *store.Node
+	n       *model.Node
 	reached bool
 	ended   int // interval at which the what-if ended the node's recorded line; -1 not ended
 	spent   int // own turns the what-if would have sampled
@@ -189,9 +190,9 @@ type cfNode struct {
 // whatIfGroup replays one group. Intervals are processed in order; at each,
 // the branches are the reached nodes with a score for it, which is the
 // recorded set whenever the config agrees with the recorded one.
-func whatIfGroup(g store.Group, nodes []store.Node, cfg tree.Config, tot *WhatIfTotals) []IntervalReport {
+func whatIfGroup(g model.Group, nodes []model.Node, cfg tree.Config, tot *WhatIfTotals) []IntervalReport {
 	cf := make(map[uint64]*cfNode, len(nodes))
-	kids := map[uint64][]*store.Node{}
+	kids := map[uint64][]*model.Node{}
 	intervals := map[int]bool{}
 	for i := range nodes {
 		n := &nodes[i]
@@ -236,7 +237,7 @@ func whatIfGroup(g store.Group, nodes []store.Node, cfg tree.Config, tot *WhatIf
 	for _, iv := range order {
 		rep := IntervalReport{Step: g.Step, Group: g.ID, Interval: iv, Partial: unobservedBefore > 0}
 		var in []tree.Branch
-		var recorded []store.Decision
+		var recorded []model.Decision
 		var scoreTurn []int
 		for i := range nodes { // nodes are breadth-first; sort the branches by id below
 			n := &nodes[i]
@@ -251,7 +252,7 @@ func whatIfGroup(g store.Group, nodes []store.Node, cfg tree.Config, tot *WhatIf
 			}
 			d, _ := decisionAt(n, iv)
 			b := tree.Branch{Node: n.ID, Score: s.Value}
-			if d.Action == store.ActionPrune && d.Rule == tree.RuleRepeat {
+			if d.Action == model.ActionPrune && d.Rule == tree.RuleRepeat {
 				b.RepeatRun = math.MaxInt
 			}
 			in = append(in, b)
@@ -278,21 +279,21 @@ func whatIfGroup(g store.Group, nodes []store.Node, cfg tree.Config, tot *WhatIf
 			switch {
 			case d.Rule == tree.RuleRepeat:
 				tot.RepeatPrunes++
-			case d.Action == tree.Prune:
+			case d.Action == model.ActionPrune:
 				tot.Prunes++
 			}
 			wa, ra, rrule := wi.Action, rec.Action, rec.Rule
 			if ra == "" {
 				// A score without a decision (the run stopped before routing
 				// it) is compared as a plain survive, rule and all.
-				ra, rrule = store.ActionSurvive, tree.RuleSurvive
+				ra, rrule = model.ActionSurvive, tree.RuleSurvive
 			}
 			recKids := kids[d.Node]
-			if ra != store.ActionExpand {
+			if ra != model.ActionExpand {
 				recKids = nil
 			}
 			switch {
-			case wa == ra && wa == store.ActionExpand:
+			case wa == ra && wa == model.ActionExpand:
 				reach := min(d.Children, len(recKids))
 				for _, k := range recKids[:reach] {
 					cf[k.ID].reached = true
@@ -307,21 +308,21 @@ func whatIfGroup(g store.Group, nodes []store.Node, cfg tree.Config, tot *WhatIf
 				if wi.Rule != rrule {
 					diff.Change = RuleOnly
 				}
-			case wa == store.ActionPrune:
+			case wa == model.ActionPrune:
 				diff.Change = PrunedEarlier
-			case wa == store.ActionExpand:
+			case wa == model.ActionExpand:
 				diff.Change = ExpandedInstead
 				diff.Unobserved = d.Children
 			default: // survive where the run pruned or expanded
 				diff.Change = SurvivedInstead
 				diff.Unobserved = 1
 			}
-			if wa != store.ActionSurvive && ra == store.ActionSurvive {
+			if wa != model.ActionSurvive && ra == model.ActionSurvive {
 				// The run went on sampling this branch; the what-if stops
 				// it at the turn it was scored at.
 				c.ended = iv
 				c.spent = min(max(scoreTurn[j]-c.n.Base, 0), c.n.Turns)
-			} else if wa != store.ActionSurvive || ra != store.ActionSurvive {
+			} else if wa != model.ActionSurvive || ra != model.ActionSurvive {
 				c.ended = iv
 			}
 			rep.Unobserved += diff.Unobserved
@@ -355,20 +356,20 @@ func whatIfGroup(g store.Group, nodes []store.Node, cfg tree.Config, tot *WhatIf
 	return out
 }
 
-func scoreAt(n *store.Node, iv int) (store.Score, bool) {
+func scoreAt(n *model.Node, iv int) (model.Score, bool) {
 	for _, s := range n.Scores {
 		if s.Interval == iv {
 			return s, true
 		}
 	}
-	return store.Score{}, false
+	return model.Score{}, false
 }
 
-func decisionAt(n *store.Node, iv int) (store.Decision, bool) {
+func decisionAt(n *model.Node, iv int) (model.Decision, bool) {
 	for _, d := range n.Decisions {
 		if d.Interval == iv {
 			return d, true
 		}
 	}
-	return store.Decision{}, false
+	return model.Decision{}, false
 }

@@ -6,6 +6,7 @@ package replay_test
 
 import (
 	"errors"
+	"github.com/patrdb/patrdb/model"
 	"testing"
 
 	"github.com/patrdb/patrdb/replay"
@@ -72,7 +73,7 @@ func TestWhatIfErrors(t *testing.T) {
 			put("groups", append([]byte(nil), k...), []byte{1, 0, 0, 0, 0, 0xc1})(tx)
 		}, replay.WhatIfOptions{}, store.ErrCorrupt},
 		{"override the config rejects", func(*store.Tx) {}, replay.WhatIfOptions{Overrides: replay.Overrides{M: &zero}}, replay.ErrWhatIfValue},
-		{"unknown group", func(*store.Tx) {}, replay.WhatIfOptions{Group: 99}, store.ErrNotFound},
+		{"unknown group", func(*store.Tx) {}, replay.WhatIfOptions{Group: 99}, model.ErrNotFound},
 	}
 	for _, c := range cases {
 		rep, err := whatIfDamaged(t, db, "hand", c.damage, c.opts)
@@ -86,7 +87,7 @@ func TestWhatIfGroupFilter(t *testing.T) {
 	db := storetest.Open(t)
 	spec := smallSpec("s")
 	buildOneTx(t, db, spec)
-	var groups []store.Group
+	var groups []model.Group
 	inRunView(t, db, spec.id, func(r *store.RunTx) (err error) { groups, err = r.Groups(0); return err })
 	if len(groups) < 2 {
 		t.Fatalf("fixture has %d groups", len(groups))
@@ -139,30 +140,30 @@ func inRunView(t *testing.T, db *store.DB, id string, fn func(*store.RunTx) erro
 func TestWhatIfDiffsInNodeOrder(t *testing.T) {
 	cfg := tree.DefaultConfig()
 	cfg.B0, cfg.M, cfg.TopExpand, cfg.Delta = 2, 2, 1, 0.5
-	two := []store.Turn{{Action: "a"}, {Action: "b"}}
-	db := handRun(t, "order", cfg, func(r *store.RunTx, g store.Group, must func(error)) {
+	two := []model.Turn{{Action: "a"}, {Action: "b"}}
+	db := handRun(t, "order", cfg, func(r *store.RunTx, g model.Group, must func(error)) {
 		add := func(parent uint64, fork, ord int) uint64 {
 			n, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID, Parent: parent, Fork: fork, Ordinal: ord})
 			must(err)
 			must(r.AppendTurns(n.ID, 0, two...))
 			return n.ID
 		}
-		route := func(id uint64, iv, turn int, s, ref float64, action, rule string, kids int) {
-			must(r.Score(id, store.Score{Interval: iv, Turn: turn, Value: s}))
-			must(r.Route(id, store.Decision{Interval: iv, Action: action, Score: s, Reference: ref, Delta: 0.5, Rule: rule, Children: kids}))
+		route := func(id uint64, iv, turn int, s, ref float64, action model.Action, rule string, kids int) {
+			must(r.Score(id, model.Score{Interval: iv, Turn: turn, Value: s}))
+			must(r.Route(id, model.Decision{Interval: iv, Action: action, Score: s, Reference: ref, Delta: 0.5, Rule: rule, Children: kids}))
 		}
 		a := add(0, 0, 0)
-		route(a, 0, 2, 0.9, 0.9, store.ActionExpand, tree.RuleTop, 2)
+		route(a, 0, 2, 0.9, 0.9, model.ActionExpand, tree.RuleTop, 2)
 		c, d := add(a, 2, 0), add(a, 2, 1)
 		root := add(0, 0, 1)
-		route(root, 0, 2, 0.9, 0.9, store.ActionSurvive, tree.RuleSurvive, 0)
+		route(root, 0, 2, 0.9, 0.9, model.ActionSurvive, tree.RuleSurvive, 0)
 		must(r.AppendTurns(root, 2, two...))
-		route(c, 1, 4, 0.8, 0.8, store.ActionExpand, tree.RuleTop, 2)
+		route(c, 1, 4, 0.8, 0.8, model.ActionExpand, tree.RuleTop, 2)
 		// Scored at turns outside their own: D before its fork point, R
 		// past its last turn; a branch stopped there spends 0 or all its
 		// own turns.
-		route(d, 1, 1, 0.6, 0.8, store.ActionSurvive, tree.RuleSurvive, 0)
-		route(root, 1, 9, 0.7, 0.8, store.ActionSurvive, tree.RuleSurvive, 0)
+		route(d, 1, 1, 0.6, 0.8, model.ActionSurvive, tree.RuleSurvive, 0)
+		route(root, 1, 9, 0.7, 0.8, model.ActionSurvive, tree.RuleSurvive, 0)
 	})
 	// Delta 0.05 prunes D and R at interval 1; C expands into 2 children
 	// the run never sampled.
@@ -233,7 +234,7 @@ func TestWhatIfEmptySelection(t *testing.T) {
 	}
 	inRunView(t, db, "empty", func(r *store.RunTx) error {
 		for _, o := range []replay.WhatIfOptions{{Step: 1}, {Group: 1}, {Step: 1, Group: 1}} {
-			if rep, err := replay.WhatIf(r, o); !errors.Is(err, store.ErrNotFound) || rep != nil {
+			if rep, err := replay.WhatIf(r, o); !errors.Is(err, model.ErrNotFound) || rep != nil {
 				t.Errorf("step %d group %d of an empty run: %v, want ErrNotFound", o.Step, o.Group, err)
 			}
 		}
@@ -251,15 +252,15 @@ func TestWhatIfEmptySelection(t *testing.T) {
 func TestWhatIfRepeatPruneWithoutRepeatConfig(t *testing.T) {
 	cfg := tree.DefaultConfig()
 	cfg.B0, cfg.M, cfg.TopExpand, cfg.Delta, cfg.RepeatPrune = 2, 2, 0, 0.5, 0
-	db := handRun(t, "repeat", cfg, func(r *store.RunTx, g store.Group, must func(error)) {
+	db := handRun(t, "repeat", cfg, func(r *store.RunTx, g model.Group, must func(error)) {
 		for i, s := range []float64{0.9, 0.8} {
 			n, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID, Ordinal: i})
 			must(err)
-			must(r.AppendTurns(n.ID, 0, store.Turn{Action: "same"}, store.Turn{Action: "same"}))
-			must(r.Score(n.ID, store.Score{Interval: 0, Turn: 2, Value: s}))
-			d := store.Decision{Interval: 0, Action: store.ActionSurvive, Score: s, Reference: 0.9, Delta: 0.5, Rule: tree.RuleSurvive}
+			must(r.AppendTurns(n.ID, 0, model.Turn{Action: "same"}, model.Turn{Action: "same"}))
+			must(r.Score(n.ID, model.Score{Interval: 0, Turn: 2, Value: s}))
+			d := model.Decision{Interval: 0, Action: model.ActionSurvive, Score: s, Reference: 0.9, Delta: 0.5, Rule: tree.RuleSurvive}
 			if i == 1 {
-				d.Action, d.Rule = store.ActionPrune, tree.RuleRepeat
+				d.Action, d.Rule = model.ActionPrune, tree.RuleRepeat
 			}
 			must(r.Route(n.ID, d))
 		}

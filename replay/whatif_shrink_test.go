@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/tree"
@@ -27,14 +28,14 @@ import (
 func shrinkTree(t *testing.T) *store.DB {
 	cfg := tree.DefaultConfig()
 	cfg.B0, cfg.M, cfg.TopExpand, cfg.Delta = 3, 3, 1, 0.5
-	turns := func(n int) []store.Turn {
-		out := make([]store.Turn, n)
+	turns := func(n int) []model.Turn {
+		out := make([]model.Turn, n)
 		for i := range out {
-			out[i] = store.Turn{Action: "a", ActionTokens: []uint32{1}, Observation: "o"}
+			out[i] = model.Turn{Action: "a", ActionTokens: []uint32{1}, Observation: "o"}
 		}
 		return out
 	}
-	return handRun(t, "shrink", cfg, func(r *store.RunTx, g store.Group, must func(error)) {
+	return handRun(t, "shrink", cfg, func(r *store.RunTx, g model.Group, must func(error)) {
 		add := func(parent uint64, fork, ord, nturns int) uint64 {
 			n, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID, Parent: parent, Fork: fork, Ordinal: ord})
 			must(err)
@@ -42,11 +43,11 @@ func shrinkTree(t *testing.T) *store.DB {
 			return n.ID
 		}
 		a, b, u := add(0, 0, 0, 2), add(0, 0, 1, 2), add(0, 0, 2, 2)
-		must(r.Score(a, store.Score{Interval: 0, Turn: 2, Value: 0.9}))
-		must(r.Route(a, store.Decision{Interval: 0, Action: store.ActionExpand, Score: 0.9, Reference: 0.9, Delta: 0.5, Rule: tree.RuleTop, Children: 3}))
-		must(r.Score(b, store.Score{Interval: 0, Turn: 2, Value: 0.5}))
-		must(r.Route(b, store.Decision{Interval: 0, Action: store.ActionSurvive, Score: 0.5, Reference: 0.9, Delta: 0.5, Rule: tree.RuleSurvive}))
-		must(r.Score(u, store.Score{Interval: 0, Turn: 2, Value: 0.7}))
+		must(r.Score(a, model.Score{Interval: 0, Turn: 2, Value: 0.9}))
+		must(r.Route(a, model.Decision{Interval: 0, Action: model.ActionExpand, Score: 0.9, Reference: 0.9, Delta: 0.5, Rule: tree.RuleTop, Children: 3}))
+		must(r.Score(b, model.Score{Interval: 0, Turn: 2, Value: 0.5}))
+		must(r.Route(b, model.Decision{Interval: 0, Action: model.ActionSurvive, Score: 0.5, Reference: 0.9, Delta: 0.5, Rule: tree.RuleSurvive}))
+		must(r.Score(u, model.Score{Interval: 0, Turn: 2, Value: 0.7}))
 		add(a, 2, 2, 1)
 		add(a, 2, 0, 2)
 		add(a, 2, 1, 3)
@@ -102,7 +103,7 @@ func TestWhatIfFewerChildren(t *testing.T) {
 			if d.Unobserved < 0 {
 				t.Errorf("%q: node %d has %d unobserved branches", c.overrides, d.Node, d.Unobserved)
 			}
-			if d.Node == 1 && d.Change == replay.Children && (d.Recorded.Children != 3 || d.WhatIf.Action != store.ActionExpand) {
+			if d.Node == 1 && d.Change == replay.Children && (d.Recorded.Children != 3 || d.WhatIf.Action != model.ActionExpand) {
 				t.Errorf("%q: A's diff %+v", c.overrides, d)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
@@ -42,7 +43,7 @@ func recordedDecisions(t *testing.T, db *store.DB, run string) (total int, byRul
 		if err != nil {
 			return err
 		}
-		return r.ForEachGroup(0, func(g store.Group) error {
+		return r.ForEachGroup(0, func(g model.Group) error {
 			nodes, err := r.GroupNodes(g)
 			for _, n := range nodes {
 				turns += n.Turns
@@ -126,10 +127,10 @@ func TestWhatIfDeltaAboveOnePrunesNothing(t *testing.T) {
 		undone := 0
 		for _, iv := range rep.Intervals {
 			for _, d := range iv.Diffs {
-				if d.WhatIf.Action == store.ActionPrune && d.WhatIf.Rule != tree.RuleRepeat {
+				if d.WhatIf.Action == model.ActionPrune && d.WhatIf.Rule != tree.RuleRepeat {
 					t.Errorf("%s: node %d pruned by %s", o, d.Node, d.WhatIf.Rule)
 				}
-				if d.Recorded.Action == store.ActionPrune && d.WhatIf.Action != store.ActionPrune {
+				if d.Recorded.Action == model.ActionPrune && d.WhatIf.Action != model.ActionPrune {
 					undone++
 				}
 			}
@@ -157,36 +158,36 @@ func TestWhatIfDeltaAboveOnePrunesNothing(t *testing.T) {
 func handTree(t *testing.T) (*store.DB, tree.Config) {
 	cfg := tree.DefaultConfig()
 	cfg.B0, cfg.M, cfg.TopExpand, cfg.Delta = 2, 2, 1, 0.5
-	turn := func(a string) store.Turn { return store.Turn{Action: a, ActionTokens: []uint32{1}, Observation: "o"} }
-	two := []store.Turn{turn("a"), turn("b")}
-	db := handRun(t, "hand", cfg, func(r *store.RunTx, g store.Group, must func(error)) {
+	turn := func(a string) model.Turn { return model.Turn{Action: a, ActionTokens: []uint32{1}, Observation: "o"} }
+	two := []model.Turn{turn("a"), turn("b")}
+	db := handRun(t, "hand", cfg, func(r *store.RunTx, g model.Group, must func(error)) {
 		add := func(parent uint64, fork, ord int) uint64 {
 			n, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID, Parent: parent, Fork: fork, Ordinal: ord})
 			must(err)
 			return n.ID
 		}
-		route := func(id uint64, iv, turn int, s, ref float64, action, rule string, kids int) {
-			must(r.Score(id, store.Score{Interval: iv, Turn: turn, Value: s}))
-			must(r.Route(id, store.Decision{Interval: iv, Action: action, Score: s, Reference: ref, Delta: 0.5, Rule: rule, Children: kids}))
+		route := func(id uint64, iv, turn int, s, ref float64, action model.Action, rule string, kids int) {
+			must(r.Score(id, model.Score{Interval: iv, Turn: turn, Value: s}))
+			must(r.Route(id, model.Decision{Interval: iv, Action: action, Score: s, Reference: ref, Delta: 0.5, Rule: rule, Children: kids}))
 		}
 		a, b := add(0, 0, 0), add(0, 0, 1)
 		must(r.AppendTurns(a, 0, two...))
 		must(r.AppendTurns(b, 0, two...))
-		route(a, 0, 2, 0.9, 0.9, store.ActionExpand, tree.RuleTop, 2)
-		route(b, 0, 2, 0.3, 0.9, store.ActionPrune, tree.RuleMax, 0)
+		route(a, 0, 2, 0.9, 0.9, model.ActionExpand, tree.RuleTop, 2)
+		route(b, 0, 2, 0.3, 0.9, model.ActionPrune, tree.RuleMax, 0)
 		must(r.SetReward(b, 0))
 		c, d := add(a, 2, 0), add(a, 2, 1)
 		must(r.AppendTurns(c, 0, two...))
 		must(r.AppendTurns(d, 0, two...))
-		route(c, 1, 4, 0.8, 0.8, store.ActionExpand, tree.RuleTop, 2)
-		route(d, 1, 4, 0.6, 0.8, store.ActionSurvive, tree.RuleSurvive, 0)
+		route(c, 1, 4, 0.8, 0.8, model.ActionExpand, tree.RuleTop, 2)
+		route(d, 1, 4, 0.6, 0.8, model.ActionSurvive, tree.RuleSurvive, 0)
 		e, f := add(c, 2, 0), add(c, 2, 1)
 		must(r.AppendTurns(d, 2, two...))
 		must(r.AppendTurns(e, 0, turn("x")))
 		must(r.AppendTurns(f, 0, two...))
 		for _, id := range []uint64{d, e, f} {
 			must(r.SetReward(id, float64(id%2)))
-			must(r.SetNodeStatus(id, store.NodeCompleted))
+			must(r.SetNodeStatus(id, model.NodeCompleted))
 		}
 	})
 	return db, cfg
@@ -195,7 +196,7 @@ func handTree(t *testing.T) (*store.DB, tree.Config) {
 // handRun writes run id with cfg and one group at step 1 in one
 // transaction; build adds the group's nodes, passing errors to must (the
 // first one fails the test).
-func handRun(t *testing.T, id string, cfg tree.Config, build func(r *store.RunTx, g store.Group, must func(error))) *store.DB {
+func handRun(t *testing.T, id string, cfg tree.Config, build func(r *store.RunTx, g model.Group, must func(error))) *store.DB {
 	t.Helper()
 	db := storetest.Open(t)
 	err := db.Update(func(tx *store.Tx) error {
@@ -278,7 +279,7 @@ func TestWhatIfHandTree(t *testing.T) {
 	}
 	// The width-cap survivor carries the rule that explains it.
 	rep := whatIf(t, db, "hand", "max_active=2")
-	if d := rep.Intervals[1].Diffs[0]; d.WhatIf.Rule != tree.RuleWidthCap || d.Change != replay.SurvivedInstead || d.Recorded.Action != store.ActionExpand {
+	if d := rep.Intervals[1].Diffs[0]; d.WhatIf.Rule != tree.RuleWidthCap || d.Change != replay.SurvivedInstead || d.Recorded.Action != model.ActionExpand {
 		t.Errorf("max_active=2: %+v", d)
 	}
 	if iv := rep.Intervals[1]; iv.Routed != 2 || iv.Recorded != 2 {
@@ -421,7 +422,7 @@ func TestWhatIfSelection(t *testing.T) {
 				t.Errorf("step filter leaked step %d", iv.Step)
 			}
 		}
-		if _, err := replay.WhatIf(r, replay.WhatIfOptions{Step: 99}); !errors.Is(err, store.ErrNotFound) {
+		if _, err := replay.WhatIf(r, replay.WhatIfOptions{Step: 99}); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("unknown step: %v, want ErrNotFound", err)
 		}
 		base := tree.DefaultConfig()

@@ -6,14 +6,14 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/model"
 )
 
 // ActRequest is one branch's turn to sample.
 type ActRequest struct {
 	Key     TurnKey
 	Task    Task
-	History []store.Turn // the full path so far; must not be modified
+	History []model.Turn // the full path so far; must not be modified
 }
 
 // BatchPolicy samples the next action of many branches in one call, as an

@@ -3,7 +3,7 @@ package rollout
 import (
 	"context"
 
-	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/model"
 )
 
 // Task is one prompt whose rollouts form a group.
@@ -16,7 +16,7 @@ type Task struct {
 }
 
 // TaskOf is the task a group was opened for.
-func TaskOf(g store.Group) Task {
+func TaskOf(g model.Group) Task {
 	return Task{ID: g.Task, Prompt: g.Prompt, PromptTokens: g.PromptTokens, Gold: g.Gold, Meta: g.Meta}
 }
 
@@ -61,7 +61,7 @@ type Observation struct {
 // Policy samples the next action for a history. history holds the full
 // trajectory so far (inherited prefix included); it must not be modified.
 type Policy interface {
-	Act(ctx context.Context, key TurnKey, task Task, history []store.Turn) (Move, error)
+	Act(ctx context.Context, key TurnKey, task Task, history []model.Turn) (Move, error)
 }
 
 // Env starts episodes and restores them at any prefix.
@@ -73,7 +73,7 @@ type Env interface {
 	// nil if the env never gave one). A non-nil state is always the one the
 	// episode reported right after the last turn of history: the engine
 	// records it with every batch of turns it commits.
-	Restore(ctx context.Context, task Task, history []store.Turn, state []byte) (Episode, error)
+	Restore(ctx context.Context, task Task, history []model.Turn, state []byte) (Episode, error)
 }
 
 // Episode is one running environment instance.
@@ -86,5 +86,5 @@ type Episode interface {
 
 // Scorer rates a partial trajectory in [0,1] (PaTR's process scorer).
 type Scorer interface {
-	Score(ctx context.Context, task Task, history []store.Turn) (float64, error)
+	Score(ctx context.Context, task Task, history []model.Turn) (float64, error)
 }

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/model"
 )
 
 // The sampling loop every worker runs, the in-process engine and the HTTP
@@ -68,12 +68,12 @@ const (
 // was started with.
 type Branch struct {
 	Lease   Lease
-	History []store.Turn
+	History []model.Turn
 	Episode Episode
-	OnTurn  func(b *Branch, t store.Turn)
+	OnTurn  func(b *Branch, t model.Turn)
 	Context context.Context
 
-	Turns []store.Turn
+	Turns []model.Turn
 	Ended bool
 	Score *float64
 	Err   error
@@ -88,7 +88,7 @@ func (b *Branch) Key() TurnKey {
 }
 
 // Path is the branch's full path so far: History, then Turns.
-func (b *Branch) Path() []store.Turn {
+func (b *Branch) Path() []model.Turn {
 	return append(b.History[:len(b.History):len(b.History)], b.Turns...)
 }
 
@@ -229,12 +229,12 @@ func (s *Sampler) score(ctx context.Context, b *Branch) error {
 }
 
 // turn is the turn a move and its observation make.
-func (s *Sampler) turn(mv Move, obs Observation) store.Turn {
+func (s *Sampler) turn(mv Move, obs Observation) model.Turn {
 	v := mv.PolicyVersion
 	if v == 0 {
 		v = s.opts.PolicyVersion
 	}
-	return store.Turn{Action: mv.Text, ActionTokens: mv.Tokens, ActionLogprobs: mv.Logprobs,
+	return model.Turn{Action: mv.Text, ActionTokens: mv.Tokens, ActionLogprobs: mv.Logprobs,
 		Observation: obs.Text, ObservationTokens: obs.Tokens, Reward: obs.Reward, Done: obs.Done, PolicyVersion: v}
 }
 
@@ -426,7 +426,7 @@ func (s *Sampler) lockstep(ctx context.Context, bs []*Branch) []error {
 			break
 		}
 		moves := s.round(ctx, bs, who)
-		turns := make([]*store.Turn, len(who))
+		turns := make([]*model.Turn, len(who))
 		s.inOrder(len(who), func(j int) {
 			b := bs[who[j]]
 			if moves[j].err != nil {

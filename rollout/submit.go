@@ -1,6 +1,8 @@
 package rollout
 
-import "github.com/patrdb/patrdb/store"
+import (
+	"github.com/patrdb/patrdb/model"
+)
 
 // Submission is a worker's report on the branch it leased: the turns it
 // sampled (from own-turn index From), the env state after them, and the
@@ -14,7 +16,7 @@ type Submission struct {
 	Worker   string       `json:"worker"`
 	Node     uint64       `json:"node"`
 	From     int          `json:"from"`
-	Turns    []store.Turn `json:"turns,omitempty"`
+	Turns    []model.Turn `json:"turns,omitempty"`
 	EnvState []byte       `json:"env_state,omitempty"`
 	// Score is the branch's process score in [0,1], due exactly when the
 	// interval's K turns are stored and the episode has not ended.
@@ -34,17 +36,12 @@ type Submission struct {
 	// turns, Attempt+1) until MaxAttempts, then recorded failed with this
 	// text; a failed branch is never a leaf and never a zero reward.
 	Error string `json:"error,omitempty"`
-
-	// Encoded, when it holds turns, are the same Turns encoded ahead by
-	// store.EncodeTurns (outside the write lock); Turns still describe
-	// them (their count, Done flags and rewards).
-	Encoded store.EncodedTurns `json:"-"`
 }
 
 // SubmitResult is the state of one submitted branch afterwards.
 type SubmitResult struct {
 	Node    uint64           `json:"node"`
-	Status  store.NodeStatus `json:"status"`
+	Status  model.NodeStatus `json:"status"`
 	Turns   int              `json:"turns"` // own turns stored
 	Attempt int              `json:"attempt"`
 	Retry   bool             `json:"retry,omitempty"` // a failure that will be retried: lease the branch again

@@ -2,9 +2,9 @@ package rubricpool
 
 import (
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"reflect"
 
-	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -21,11 +21,11 @@ type GroupResult struct {
 	// The pool's decision (lambda, the rubrics that scored, zero variance
 	// and unlocking, admissions, consolidation, retirements), served over
 	// HTTP as it is.
-	api.PoolDecision
+	model.PoolDecision
 	JudgeCalls int // judge calls made (active rubrics and drafts)
 
 	run  string
-	base []store.Rubric // the rubrics Prepare decided on
+	base []model.Rubric // the rubrics Prepare decided on
 	ops  []op
 }
 
@@ -43,9 +43,9 @@ const (
 // the store event it makes) shows the rubric as it was at that point.
 type op struct {
 	kind    opKind
-	rubric  store.Rubric
+	rubric  model.Rubric
 	move    store.RubricMove
-	event   store.EventKind
+	event   model.EventKind
 	target  uint64 // the event's rubric
 	payload any
 }

@@ -3,6 +3,7 @@ package rubricpool
 import (
 	"errors"
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"testing"
 
 	"github.com/patrdb/patrdb/store"
@@ -54,17 +55,17 @@ func BenchmarkApply(b *testing.B) {
 	}
 }
 
-func benchPool(b *testing.B, size int) (*Pool, store.Group, []Trajectory) {
+func benchPool(b *testing.B, size int) (*Pool, model.Group, []Trajectory) {
 	db := newTestDB(b)
-	rbs := []store.Rubric{public("more progress is better", "progress"), public("fewer revisits are better", "revisits")}
+	rbs := []model.Rubric{public("more progress is better", "progress"), public("fewer revisits are better", "revisits")}
 	for i := len(rbs); i < size; i++ {
 		rb := candidate(fmt.Sprintf("an old retired rubric number %d about something", i), "noise")
-		rb.Pool = store.PoolRetired
+		rb.Pool = model.PoolRetired
 		rbs = append(rbs, rb)
 	}
 	seed(b, db, rbs...)
-	p := newTestPool(b, db, DefaultConfig(), inducerFunc(func(InduceInput) ([]Draft, error) {
-		return []Draft{{Text: "a brand new draft about progress made", Feature: "progress"}}, nil
+	p := newTestPool(b, db, DefaultConfig(), inducerFunc(func(InduceInput) ([]model.Draft, error) {
+		return []model.Draft{{Text: "a brand new draft about progress made", Feature: "progress"}}, nil
 	}), &featureConsolidator{}, &featureJudge{})
 	if _, err := p.BeginStep(ctx, 1); err != nil {
 		b.Fatal(err)

@@ -9,7 +9,7 @@ import (
 // Config holds the ARBOR knobs. The defaults are the values docs/methods.md
 // fixes; several come from secondary notes on the paper, which is why they
 // are exposed rather than hard-coded. Its json names are how a run records
-// it: the "rubric" member of store.Run.Config (package runconfig).
+// it: the "rubric" member of model.Run.Config (package runconfig).
 type Config struct {
 	// VarMin is δ_v: a draft whose scores over its group have population
 	// variance below this does not separate the group and is not admitted; an

@@ -40,7 +40,7 @@
 //
 // # The Pool over the store
 //
-// Pool runs that lifecycle for one run with every rubric a store.Rubric
+// Pool runs that lifecycle for one run with every rubric a model.Rubric
 // record (pools candidate → public | merged | retired, public → retired).
 // It keeps no state between calls: each call reads the pool from the store,
 // so a Pool built over a reopened file after a crash decides exactly as the
@@ -104,7 +104,7 @@
 //
 //	type shaper struct {
 //		pool    *rubricpool.Pool
-//		outcome func(store.Group, tree.Leaf) float64 // e.g. F1Outcome(g, l.Turns), or l.Reward
+//		outcome func(model.Group, tree.Leaf) float64 // e.g. F1Outcome(g, l.Turns), or l.Reward
 //	}
 //
 //	func (s shaper) BeginStep(ctx context.Context, step uint64) error {
@@ -112,7 +112,7 @@
 //		return err
 //	}
 //
-//	func (s shaper) Prepare(ctx context.Context, step uint64, g store.Group, leaves []tree.Leaf) (*tree.Shaping, error) {
+//	func (s shaper) Prepare(ctx context.Context, step uint64, g model.Group, leaves []tree.Leaf) (*tree.Shaping, error) {
 //		trajs := make([]rubricpool.Trajectory, len(leaves))
 //		for i, l := range leaves {
 //			trajs[i] = rubricpool.Trajectory{Node: l.Node.ID, Reward: l.Reward, Outcome: s.outcome(g, l), Turns: l.Turns}

@@ -6,7 +6,7 @@ import (
 )
 
 // Sentinel errors. Every error the package returns for a bad call wraps one
-// of these (or a store sentinel such as store.ErrNotFound for a missing run
+// of these (or a store sentinel such as model.ErrNotFound for a missing run
 // or group), so callers test with errors.Is.
 var (
 	// ErrInvalidConfig is wrapped by every error Config.Validate returns, so

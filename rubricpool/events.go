@@ -1,6 +1,6 @@
 package rubricpool
 
-import "github.com/patrdb/patrdb/store"
+import "github.com/patrdb/patrdb/model"
 
 // Event kinds the pool writes beside the store's own rubric.put,
 // rubric.update and rubric.move (whose payloads are the rubric after the
@@ -9,24 +9,24 @@ import "github.com/patrdb/patrdb/store"
 const (
 	// EvActivate: a step's activation (ActivatePayload), written once per
 	// step by BeginStep when at least one rubric is activated.
-	EvActivate store.EventKind = "rubric.activate"
+	EvActivate model.EventKind = "rubric.activate"
 	// EvJudge: one active rubric scored over one group (JudgePayload).
-	EvJudge store.EventKind = "rubric.judge"
+	EvJudge model.EventKind = "rubric.judge"
 	// EvScore: a group's shaping (ScorePayload).
-	EvScore store.EventKind = "rubric.score"
+	EvScore model.EventKind = "rubric.score"
 	// EvInduce: the anchors of a group and the drafts the inducer wrote
 	// (InducePayload).
-	EvInduce store.EventKind = "rubric.induce"
+	EvInduce model.EventKind = "rubric.induce"
 	// EvAdmit and EvReject: a draft's admission figures (AdmissionPayload).
 	// EvAdmit's rubric is the new candidate's id.
-	EvAdmit  store.EventKind = "rubric.admit"
-	EvReject store.EventKind = "rubric.reject"
+	EvAdmit  model.EventKind = "rubric.admit"
+	EvReject model.EventKind = "rubric.reject"
 	// EvSupport: a draft that near-duplicated a candidate or public rubric
 	// and added to its support (SupportPayload).
-	EvSupport store.EventKind = "rubric.support"
+	EvSupport model.EventKind = "rubric.support"
 	// EvConsolidate: a consolidation's inputs, outputs and lineage
 	// (ConsolidatePayload).
-	EvConsolidate store.EventKind = "rubric.consolidate"
+	EvConsolidate model.EventKind = "rubric.consolidate"
 )
 
 // ActivatePayload records a step's selection.
@@ -83,10 +83,10 @@ type ScorePayload struct {
 
 // InducePayload records contrastive induction over a group.
 type InducePayload struct {
-	Best   uint64  `msgpack:"best" json:"best"`
-	Worst  uint64  `msgpack:"worst" json:"worst"`
-	Hard   uint64  `msgpack:"hard" json:"hard"`
-	Drafts []Draft `msgpack:"drafts" json:"drafts"`
+	Best   uint64        `msgpack:"best" json:"best"`
+	Worst  uint64        `msgpack:"worst" json:"worst"`
+	Hard   uint64        `msgpack:"hard" json:"hard"`
+	Drafts []model.Draft `msgpack:"drafts" json:"drafts"`
 }
 
 // AdmissionPayload records a draft's admission test. Reason is empty for an

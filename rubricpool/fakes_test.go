@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/patrdb/patrdb/grpo"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -25,7 +26,7 @@ import (
 // lowerIsBetter lists the features where a smaller value wins.
 var lowerIsBetter = map[string]bool{"revisits": true}
 
-func parseFeatures(turns []store.PathTurn) map[string]float64 {
+func parseFeatures(turns []model.PathTurn) map[string]float64 {
 	out := map[string]float64{}
 	if len(turns) == 0 {
 		return out
@@ -57,7 +58,7 @@ type featureJudge struct {
 	mu    sync.Mutex
 	calls []judgeCall
 	// override, when set, answers instead (for invalid outputs).
-	override func(rb store.Rubric, a, b Trajectory) (Outcome, error)
+	override func(rb model.Rubric, a, b Trajectory) (Outcome, error)
 }
 
 type judgeCall struct {
@@ -66,7 +67,7 @@ type judgeCall struct {
 	A, B    uint64 // as shown
 }
 
-func (j *featureJudge) Judge(_ context.Context, rb store.Rubric, a, b Trajectory) (Outcome, error) {
+func (j *featureJudge) Judge(_ context.Context, rb model.Rubric, a, b Trajectory) (Outcome, error) {
 	j.mu.Lock()
 	j.calls = append(j.calls, judgeCall{Rubric: rb.ID, Feature: rb.Feature, A: a.Node, B: b.Node})
 	j.mu.Unlock()
@@ -126,12 +127,12 @@ type featureInducer struct {
 	calls int
 }
 
-func (f *featureInducer) Induce(_ context.Context, in InduceInput) ([]Draft, error) {
+func (f *featureInducer) Induce(_ context.Context, in InduceInput) ([]model.Draft, error) {
 	f.mu.Lock()
 	f.calls++
 	f.mu.Unlock()
 	best, worst, hard := parseFeatures(in.Best.Turns), parseFeatures(in.Worst.Turns), parseFeatures(in.Hard.Turns)
-	var out []Draft
+	var out []model.Draft
 	for _, feat := range slices.Sorted(maps.Keys(draftPhrase)) {
 		b, ok := goodness(best, feat)
 		if !ok {
@@ -140,7 +141,7 @@ func (f *featureInducer) Induce(_ context.Context, in InduceInput) ([]Draft, err
 		w, _ := goodness(worst, feat)
 		h, _ := goodness(hard, feat)
 		if b-w >= 0.2 || b-h >= 0.2 {
-			out = append(out, Draft{Text: draftText(feat, int((in.Step+in.Group.ID)%3)), Feature: feat})
+			out = append(out, model.Draft{Text: draftText(feat, int((in.Step+in.Group.ID)%3)), Feature: feat})
 		}
 	}
 	return out, nil
@@ -153,10 +154,10 @@ type featureConsolidator struct {
 	mu    sync.Mutex
 	calls int
 	// override, when set, answers instead.
-	override func(drafts, public []store.Rubric) ([]Consolidated, error)
+	override func(drafts, public []model.Rubric) ([]model.Consolidated, error)
 }
 
-func (f *featureConsolidator) Consolidate(_ context.Context, drafts, public []store.Rubric) ([]Consolidated, error) {
+func (f *featureConsolidator) Consolidate(_ context.Context, drafts, public []model.Rubric) ([]model.Consolidated, error) {
 	f.mu.Lock()
 	f.calls++
 	f.mu.Unlock()
@@ -169,19 +170,19 @@ func (f *featureConsolidator) Consolidate(_ context.Context, drafts, public []st
 			by[d.Feature] = append(by[d.Feature], d.ID)
 		}
 	}
-	var out []Consolidated
+	var out []model.Consolidated
 	for _, feat := range slices.Sorted(maps.Keys(by)) {
-		out = append(out, Consolidated{Text: publicText(feat), Feature: feat, Absorbs: by[feat]})
+		out = append(out, model.Consolidated{Text: publicText(feat), Feature: feat, Absorbs: by[feat]})
 	}
 	return out, nil
 }
 
-type inducerFunc func(in InduceInput) ([]Draft, error)
+type inducerFunc func(in InduceInput) ([]model.Draft, error)
 
-func (f inducerFunc) Induce(_ context.Context, in InduceInput) ([]Draft, error) { return f(in) }
+func (f inducerFunc) Induce(_ context.Context, in InduceInput) ([]model.Draft, error) { return f(in) }
 
 // noDrafts is an inducer that never proposes anything.
-var noDrafts = inducerFunc(func(InduceInput) ([]Draft, error) { return nil, nil })
+var noDrafts = inducerFunc(func(InduceInput) ([]model.Draft, error) { return nil, nil })
 
 // --- store helpers ---------------------------------------------------------
 
@@ -217,9 +218,9 @@ func newTestPool(t testing.TB, db *store.DB, cfg Config, ind Inducer, con Consol
 // addGroup stores a group of completed root branches, one per tr, with
 // rewards set, and returns it with the pool's view of its trajectories
 // (sorted by node id, as the tree engine hands them over).
-func addGroup(t testing.TB, db *store.DB, step uint64, trs []tr) (store.Group, []Trajectory) {
+func addGroup(t testing.TB, db *store.DB, step uint64, trs []tr) (model.Group, []Trajectory) {
 	t.Helper()
-	var g store.Group
+	var g model.Group
 	var out []Trajectory
 	err := db.Update(func(tx *store.Tx) error {
 		r, err := tx.Run(testRun)
@@ -234,10 +235,10 @@ func addGroup(t testing.TB, db *store.DB, step uint64, trs []tr) (store.Group, [
 			if err != nil {
 				return err
 			}
-			if err := r.AppendTurns(n.ID, 0, store.Turn{Action: "look", Observation: x.feats}); err != nil {
+			if err := r.AppendTurns(n.ID, 0, model.Turn{Action: "look", Observation: x.feats}); err != nil {
 				return err
 			}
-			if err := r.SetNodeStatus(n.ID, store.NodeCompleted); err != nil {
+			if err := r.SetNodeStatus(n.ID, model.NodeCompleted); err != nil {
 				return err
 			}
 			if err := r.SetReward(n.ID, x.reward); err != nil {
@@ -260,9 +261,9 @@ func addGroup(t testing.TB, db *store.DB, step uint64, trs []tr) (store.Group, [
 
 // seed writes rubrics directly (as an operator seeding a public pool
 // would) and returns them with their ids.
-func seed(t testing.TB, db *store.DB, rbs ...store.Rubric) []store.Rubric {
+func seed(t testing.TB, db *store.DB, rbs ...model.Rubric) []model.Rubric {
 	t.Helper()
-	out := make([]store.Rubric, len(rbs))
+	out := make([]model.Rubric, len(rbs))
 	err := db.Update(func(tx *store.Tx) error {
 		r, err := tx.Run(testRun)
 		if err != nil {
@@ -281,13 +282,13 @@ func seed(t testing.TB, db *store.DB, rbs ...store.Rubric) []store.Rubric {
 	return out
 }
 
-func public(text, feature string) store.Rubric {
-	return store.Rubric{Pool: store.PoolPublic, Text: text, Feature: feature, Support: 1, Usage: store.RubricUsage{LastActivation: -1}}
+func public(text, feature string) model.Rubric {
+	return model.Rubric{Pool: model.PoolPublic, Text: text, Feature: feature, Support: 1, Usage: model.RubricUsage{LastActivation: -1}}
 }
 
-func candidate(text, feature string) store.Rubric {
+func candidate(text, feature string) model.Rubric {
 	r := public(text, feature)
-	r.Pool = store.PoolCandidate
+	r.Pool = model.PoolCandidate
 	return r
 }
 
@@ -315,7 +316,7 @@ func commitGroup(tx *store.Tx, res *GroupResult, trajs []Trajectory) error {
 	total := grpo.Shape(base, res.Scores, res.Lambda)
 	a := grpo.Advantages(total, 1e-6)
 	for i, x := range trajs {
-		if err := r.PutAdvantage(store.Advantage{
+		if err := r.PutAdvantage(model.Advantage{
 			Step: res.Step, Group: res.Group, Leaf: x.Node, Outcome: x.Reward, RubricScore: res.Scores[i],
 			Lambda: res.Lambda, Total: total[i], Mean: a.Mean, Std: a.Std, Advantage: a.Adv[i],
 			Rubrics: res.Rubrics, ZeroVariance: res.ZeroVariance, ZeroVarianceAfter: res.ZeroVarianceAfter,
@@ -326,9 +327,9 @@ func commitGroup(tx *store.Tx, res *GroupResult, trajs []Trajectory) error {
 	return r.CloseGroup(res.Step, res.Group)
 }
 
-func allRubrics(t *testing.T, db *store.DB) []store.Rubric {
+func allRubrics(t *testing.T, db *store.DB) []model.Rubric {
 	t.Helper()
-	var out []store.Rubric
+	var out []model.Rubric
 	if err := db.View(func(tx *store.Tx) error {
 		r, err := tx.Run(testRun)
 		if err != nil {
@@ -342,7 +343,7 @@ func allRubrics(t *testing.T, db *store.DB) []store.Rubric {
 	return out
 }
 
-func rubricByID(t *testing.T, db *store.DB, id uint64) store.Rubric {
+func rubricByID(t *testing.T, db *store.DB, id uint64) model.Rubric {
 	t.Helper()
 	for _, rb := range allRubrics(t, db) {
 		if rb.ID == id {
@@ -350,7 +351,7 @@ func rubricByID(t *testing.T, db *store.DB, id uint64) store.Rubric {
 		}
 	}
 	t.Fatalf("rubric %d not found", id)
-	return store.Rubric{}
+	return model.Rubric{}
 }
 
 func lastSeq(t *testing.T, db *store.DB) uint64 {
@@ -370,15 +371,15 @@ func lastSeq(t *testing.T, db *store.DB) uint64 {
 }
 
 // eventsOf returns the run's events of a kind ("" for all).
-func eventsOf(t *testing.T, db *store.DB, kind store.EventKind) []store.Event {
+func eventsOf(t *testing.T, db *store.DB, kind model.EventKind) []model.Event {
 	t.Helper()
-	var out []store.Event
+	var out []model.Event
 	if err := db.View(func(tx *store.Tx) error {
 		r, err := tx.Run(testRun)
 		if err != nil {
 			return err
 		}
-		return r.Events(1, func(e store.Event) error {
+		return r.Events(1, func(e model.Event) error {
 			if kind == "" || e.Kind == kind {
 				out = append(out, e)
 			}
@@ -390,7 +391,7 @@ func eventsOf(t *testing.T, db *store.DB, kind store.EventKind) []store.Event {
 	return out
 }
 
-func decode[T any](t *testing.T, e store.Event) T {
+func decode[T any](t *testing.T, e model.Event) T {
 	t.Helper()
 	var v T
 	if err := store.DecodePayload(e, &v); err != nil {

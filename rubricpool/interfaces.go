@@ -2,9 +2,7 @@ package rubricpool
 
 import (
 	"context"
-
-	"github.com/patrdb/patrdb/api"
-	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/model"
 )
 
 // Trajectory is one member of a group as the pool sees it: a leaf node, its
@@ -22,13 +20,13 @@ type Trajectory struct {
 	Outcome float64
 	// Turns is the full trajectory, root first. Inducers and judges must
 	// not modify it.
-	Turns []store.PathTurn
+	Turns []model.PathTurn
 }
 
 // F1Outcome is the outcome measure of ARBOR's QA tasks: the SQuAD token F1
 // of the trajectory's answer, taken as the last turn's action text, against
 // the group's gold answer. A trajectory with no turns answers "".
-func F1Outcome(group store.Group, turns []store.PathTurn) float64 {
+func F1Outcome(group model.Group, turns []model.PathTurn) float64 {
 	answer := ""
 	if len(turns) > 0 {
 		answer = turns[len(turns)-1].Action
@@ -36,26 +34,19 @@ func F1Outcome(group store.Group, turns []store.PathTurn) float64 {
 	return TokenF1(answer, group.Gold)
 }
 
-// Draft and Consolidated, what the LLMs answer with, are package api's:
-// they travel over HTTP as they are.
-type (
-	Draft        = api.Draft
-	Consolidated = api.Consolidated
-)
-
 // InduceInput is what contrastive induction sees: the group and its three
 // anchors (PickAnchors over Outcome). The inducer contrasts (Best, Worst)
 // and (Best, Hard).
 type InduceInput struct {
 	Step              uint64
-	Group             store.Group
+	Group             model.Group
 	Best, Worst, Hard Trajectory
 }
 
 // Inducer writes draft rubrics from a group's anchors (an LLM in ARBOR).
 // Every draft must have a non-empty text; an empty list is fine.
 type Inducer interface {
-	Induce(ctx context.Context, in InduceInput) ([]Draft, error)
+	Induce(ctx context.Context, in InduceInput) ([]model.Draft, error)
 }
 
 // Consolidator turns the candidate pool into public rubrics (an LLM in
@@ -65,7 +56,7 @@ type Inducer interface {
 // Drafts no output absorbs are dropped (retired) so the candidate pool
 // empties at every consolidation.
 type Consolidator interface {
-	Consolidate(ctx context.Context, drafts []store.Rubric, public []store.Rubric) ([]Consolidated, error)
+	Consolidate(ctx context.Context, drafts []model.Rubric, public []model.Rubric) ([]model.Consolidated, error)
 }
 
 // Judge compares two trajectories under one rubric (an LLM in ARBOR). It
@@ -73,5 +64,5 @@ type Consolidator interface {
 // better. The pool randomises that order (Swap) and undoes it. A draft that
 // is not yet admitted is shown with ID 0.
 type Judge interface {
-	Judge(ctx context.Context, rubric store.Rubric, a, b Trajectory) (Outcome, error)
+	Judge(ctx context.Context, rubric model.Rubric, a, b Trajectory) (Outcome, error)
 }

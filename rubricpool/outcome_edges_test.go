@@ -4,7 +4,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/model"
 )
 
 // A group with a non-finite outcome of either sign has no anchors: −Inf
@@ -21,8 +21,8 @@ func TestPickAnchorsRefusesInfiniteOutcomes(t *testing.T) {
 // The answer F1Outcome scores is the last turn's action, also when the
 // trajectory has a single turn.
 func TestF1OutcomeOfOneTurn(t *testing.T) {
-	g := store.Group{Gold: "Paris"}
-	if got := F1Outcome(g, []store.PathTurn{{Turn: store.Turn{Action: "paris"}}}); got != 1 {
+	g := model.Group{Gold: "Paris"}
+	if got := F1Outcome(g, []model.PathTurn{{Turn: model.Turn{Action: "paris"}}}); got != 1 {
 		t.Errorf("one turn answering the gold: F1 %v, want 1", got)
 	}
 	if got := F1Outcome(g, nil); got != 0 {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -107,7 +108,7 @@ func (p *Pool) BeginStep(ctx context.Context, step uint64) ([]uint64, error) {
 		}
 		eligible := eligibleAt(rubrics, step)
 		usage := make([]RubricUsage, len(eligible))
-		byID := make(map[uint64]store.Rubric, len(eligible))
+		byID := make(map[uint64]model.Rubric, len(eligible))
 		for i, rb := range eligible {
 			usage[i] = usageOf(rb)
 			byID[rb.ID] = rb
@@ -145,7 +146,7 @@ func (p *Pool) BeginStep(ctx context.Context, step uint64) ([]uint64, error) {
 // stepBegun reports whether step has begun (see BeginStep) and, if so, the
 // rubrics it activated in id order. A step before the latest activation is
 // ErrInvalidInput: steps only move forward.
-func stepBegun(rubrics []store.Rubric, step uint64) ([]uint64, bool, error) {
+func stepBegun(rubrics []model.Rubric, step uint64) ([]uint64, bool, error) {
 	var ids []uint64
 	latest := int64(-1)
 	for _, rb := range rubrics {
@@ -164,17 +165,17 @@ func stepBegun(rubrics []store.Rubric, step uint64) ([]uint64, bool, error) {
 }
 
 // eligibleAt returns the public rubrics that became public before step.
-func eligibleAt(rubrics []store.Rubric, step uint64) []store.Rubric {
-	var out []store.Rubric
+func eligibleAt(rubrics []model.Rubric, step uint64) []model.Rubric {
+	var out []model.Rubric
 	for _, rb := range rubrics {
-		if rb.Pool == store.PoolPublic && rb.CreatedStep < step {
+		if rb.Pool == model.PoolPublic && rb.CreatedStep < step {
 			out = append(out, rb)
 		}
 	}
 	return out
 }
 
-func (p *Pool) rubrics(tx *store.Tx) ([]store.Rubric, error) {
+func (p *Pool) rubrics(tx *store.Tx) ([]model.Rubric, error) {
 	r, err := tx.Run(p.run)
 	if err != nil {
 		return nil, err
@@ -184,29 +185,29 @@ func (p *Pool) rubrics(tx *store.Tx) ([]store.Rubric, error) {
 
 // UsageCorr returns the running correlation sums stored in a rubric's
 // usage statistics.
-func UsageCorr(u store.RubricUsage) Corr {
+func UsageCorr(u model.RubricUsage) Corr {
 	return Corr{N: u.N, SumX: u.SumX, SumY: u.SumY, SumXY: u.SumXY, SumXX: u.SumXX, SumYY: u.SumYY}
 }
 
 // Rho is a rubric's running Pearson correlation between its win rates and
 // the outcome, from the stored sums; false when undefined (fewer than two
 // observations, or constant scores or outcomes).
-func Rho(u store.RubricUsage) (float64, bool) { return UsageCorr(u).Rho() }
+func Rho(u model.RubricUsage) (float64, bool) { return UsageCorr(u).Rho() }
 
-func setCorr(u *store.RubricUsage, c Corr) {
+func setCorr(u *model.RubricUsage, c Corr) {
 	u.N, u.SumX, u.SumY, u.SumXY, u.SumXX, u.SumYY = c.N, c.SumX, c.SumY, c.SumXY, c.SumXX, c.SumYY
 }
 
-func usageOf(rb store.Rubric) RubricUsage {
+func usageOf(rb model.Rubric) RubricUsage {
 	return RubricUsage{ID: rb.ID, Corr: UsageCorr(rb.Usage), LastActivation: rb.Usage.LastActivation, Activations: rb.Usage.Activations}
 }
 
 // PoolState is the rubric buffer of a run split by pool, each in id order.
 type PoolState struct {
-	Candidate []store.Rubric `json:"candidate"`
-	Public    []store.Rubric `json:"public"`
-	Retired   []store.Rubric `json:"retired"`
-	Merged    []store.Rubric `json:"merged"`
+	Candidate []model.Rubric `json:"candidate"`
+	Public    []model.Rubric `json:"public"`
+	Retired   []model.Rubric `json:"retired"`
+	Merged    []model.Rubric `json:"merged"`
 }
 
 // Len is the number of rubrics in all four pools.
@@ -224,13 +225,13 @@ func Load(r *store.RunTx) (PoolState, error) {
 	var s PoolState
 	for _, rb := range all {
 		switch rb.Pool {
-		case store.PoolCandidate:
+		case model.PoolCandidate:
 			s.Candidate = append(s.Candidate, rb)
-		case store.PoolPublic:
+		case model.PoolPublic:
 			s.Public = append(s.Public, rb)
-		case store.PoolRetired:
+		case model.PoolRetired:
 			s.Retired = append(s.Retired, rb)
-		case store.PoolMerged:
+		case model.PoolMerged:
 			s.Merged = append(s.Merged, rb)
 		}
 	}

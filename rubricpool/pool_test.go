@@ -3,6 +3,7 @@ package rubricpool
 import (
 	"context"
 	"errors"
+	"github.com/patrdb/patrdb/model"
 	"math"
 	"slices"
 	"strings"
@@ -28,14 +29,14 @@ func TestNewValidates(t *testing.T) {
 	if _, err := New(nil, testRun, DefaultConfig(), ind, con, j, nil); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("nil db: %v", err)
 	}
-	if _, err := New(db, "nope", DefaultConfig(), ind, con, j, nil); !errors.Is(err, store.ErrNotFound) {
+	if _, err := New(db, "nope", DefaultConfig(), ind, con, j, nil); !errors.Is(err, model.ErrNotFound) {
 		t.Errorf("unknown run: %v", err)
 	}
 }
 
 func TestF1Outcome(t *testing.T) {
-	g := store.Group{Gold: "The Eiffel Tower"}
-	turns := []store.PathTurn{{Turn: store.Turn{Action: "search"}}, {Turn: store.Turn{Action: "eiffel tower!"}}}
+	g := model.Group{Gold: "The Eiffel Tower"}
+	turns := []model.PathTurn{{Turn: model.Turn{Action: "search"}}, {Turn: model.Turn{Action: "eiffel tower!"}}}
 	if got := F1Outcome(g, turns); got != 1 {
 		t.Errorf("F1Outcome = %v, want 1 (last action, SQuAD normalisation)", got)
 	}
@@ -53,13 +54,13 @@ func TestF1Outcome(t *testing.T) {
 // same set and writes nothing.
 func TestBeginStepActivationOrder(t *testing.T) {
 	db := newTestDB(t)
-	withCorr := func(rb store.Rubric, c Corr) store.Rubric { setCorr(&rb.Usage, c); return rb }
+	withCorr := func(rb model.Rubric, c Corr) model.Rubric { setCorr(&rb.Usage, c); return rb }
 	rs := seed(t, db,
 		withCorr(public("one", "a"), rhoMid),                                            // 1
 		withCorr(public("two", "b"), rhoHigh),                                           // 2: the exploit pick
 		withCorr(public("three", "c"), rhoLow),                                          // 3
 		withCorr(public("four", "d"), rhoUndef),                                         // 4
-		func() store.Rubric { r := public("five", "e"); r.CreatedStep = 3; return r }(), // 5: eligible from step 4
+		func() model.Rubric { r := public("five", "e"); r.CreatedStep = 3; return r }(), // 5: eligible from step 4
 		candidate("six", "f"),                                                           // 6: never eligible
 	)
 	if rs[5].ID != 6 {
@@ -250,8 +251,8 @@ func TestUnlockedGroups(t *testing.T) {
 	if u := rubricByID(t, db, 2).Usage; u.GroupsUnlocked != 0 || u.LowVarStreak != 1 {
 		t.Errorf("all-tie rubric: %+v", u)
 	}
-	advs := func() []store.Advantage {
-		var a []store.Advantage
+	advs := func() []model.Advantage {
+		var a []model.Advantage
 		_ = db.View(func(tx *store.Tx) error {
 			r, _ := tx.Run(testRun)
 			a, _ = r.Advantages(1, g.ID)
@@ -299,8 +300,8 @@ func TestAdmissionThresholds(t *testing.T) {
 			db := newTestDB(t)
 			cfg := DefaultConfig()
 			cfg.VarMin, cfg.RhoMin = c.varMin, c.rhoMin
-			ind := inducerFunc(func(InduceInput) ([]Draft, error) {
-				return []Draft{{Text: "judge by " + c.feature, Feature: c.feature}}, nil
+			ind := inducerFunc(func(InduceInput) ([]model.Draft, error) {
+				return []model.Draft{{Text: "judge by " + c.feature, Feature: c.feature}}, nil
 			})
 			j := &featureJudge{}
 			p := newTestPool(t, db, cfg, ind, &featureConsolidator{}, j)
@@ -322,7 +323,7 @@ func TestAdmissionThresholds(t *testing.T) {
 					t.Fatalf("not admitted: %+v / %+v", rbs, res)
 				}
 				rb := rbs[0]
-				if rb.Pool != store.PoolCandidate || rb.Variance != v || rb.Rho != rho || rb.Support != 1 ||
+				if rb.Pool != model.PoolCandidate || rb.Variance != v || rb.Rho != rho || rb.Support != 1 ||
 					rb.CreatedStep != 1 || rb.Origin.Group != g.ID || len(rb.Origin.Anchors) != 3 || rb.Feature != "x" {
 					t.Fatalf("admitted record %+v", rb)
 				}
@@ -362,7 +363,7 @@ func TestDedupAddsSupport(t *testing.T) {
 		candidate("Prefer the trajectory that gets closer to the goal before it stops moving", "progress"),
 		public("Penalise every wall bump the agent makes while it walks to the goal", "bumps"),
 	)
-	drafts := []Draft{
+	drafts := []model.Draft{
 		{Text: "PREFER the trajectory that gets closer to the goal, before it stops moving!", Feature: "progress"}, // same normalised text
 		{Text: "Penalise every wall bump the agent makes while it walks to the exit", Feature: "bumps"},            // 10 of 12 shingles shared
 		{Text: "Reward trajectories that visit fewer states twice", Feature: "x"},                                  // new
@@ -372,7 +373,7 @@ func TestDedupAddsSupport(t *testing.T) {
 		t.Fatalf("test text Jaccard %v", j)
 	}
 	j := &featureJudge{}
-	p := newTestPool(t, db, DefaultConfig(), inducerFunc(func(InduceInput) ([]Draft, error) { return drafts, nil }), &featureConsolidator{}, j)
+	p := newTestPool(t, db, DefaultConfig(), inducerFunc(func(InduceInput) ([]model.Draft, error) { return drafts, nil }), &featureConsolidator{}, j)
 	if _, err := p.BeginStep(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -442,8 +443,8 @@ func TestConsolidationLineage(t *testing.T) {
 	}
 	cfg := DefaultConfig()
 	cfg.ConsolidateAt = 4
-	ind := inducerFunc(func(InduceInput) ([]Draft, error) {
-		return []Draft{{Text: "Fewer revisits of seen states is better", Feature: "revisits"}}, nil
+	ind := inducerFunc(func(InduceInput) ([]model.Draft, error) {
+		return []model.Draft{{Text: "Fewer revisits of seen states is better", Feature: "revisits"}}, nil
 	})
 	con := &featureConsolidator{}
 	p := newTestPool(t, db, cfg, ind, con, &featureJudge{})
@@ -459,7 +460,7 @@ func TestConsolidationLineage(t *testing.T) {
 		t.Fatalf("consolidated %v after %d calls, admitted %v", res.Consolidated, con.calls, res.Admitted)
 	}
 	applyGroup(t, db, res, trajs)
-	got := map[uint64]store.Rubric{}
+	got := map[uint64]model.Rubric{}
 	for _, rb := range allRubrics(t, db) {
 		got[rb.ID] = rb
 	}
@@ -467,19 +468,19 @@ func TestConsolidationLineage(t *testing.T) {
 		t.Fatalf("%d rubrics: %+v", len(got), got)
 	}
 	pub, fresh := got[1], got[6]
-	if pub.Pool != store.PoolPublic || !slices.Equal(pub.Parents, []uint64{2}) || pub.Support != 3 {
+	if pub.Pool != model.PoolPublic || !slices.Equal(pub.Parents, []uint64{2}) || pub.Support != 3 {
 		t.Errorf("existing public rubric after merge: %+v", pub)
 	}
-	if fresh.Pool != store.PoolPublic || fresh.Text != publicText("revisits") || !slices.Equal(fresh.Parents, []uint64{3, 5}) ||
+	if fresh.Pool != model.PoolPublic || fresh.Text != publicText("revisits") || !slices.Equal(fresh.Parents, []uint64{3, 5}) ||
 		fresh.Support != 4 || fresh.CreatedStep != 2 || fresh.Usage.LastActivation != -1 || fresh.Feature != "revisits" {
 		t.Errorf("new public rubric: %+v", fresh)
 	}
 	for id, into := range map[uint64]uint64{2: 1, 3: 6, 5: 6} {
-		if rb := got[id]; rb.Pool != store.PoolMerged || rb.MergedInto != into {
+		if rb := got[id]; rb.Pool != model.PoolMerged || rb.MergedInto != into {
 			t.Errorf("draft %d: pool %s merged into %d, want merged into %d", id, rb.Pool, rb.MergedInto, into)
 		}
 	}
-	if rb := got[4]; rb.Pool != store.PoolRetired || rb.RetireStep != 2 || !strings.HasPrefix(rb.RetireReason, "dropped") {
+	if rb := got[4]; rb.Pool != model.PoolRetired || rb.RetireStep != 2 || !strings.HasPrefix(rb.RetireReason, "dropped") {
 		t.Errorf("unabsorbed draft: %+v", rb)
 	}
 	ev := eventsOf(t, db, EvConsolidate)
@@ -539,12 +540,12 @@ func TestRetirement(t *testing.T) {
 			applyGroup(t, db, res, trajs)
 			got := rubricByID(t, db, 1)
 			if c.retire == "" {
-				if got.Pool != store.PoolPublic || len(res.Retired) != 0 {
+				if got.Pool != model.PoolPublic || len(res.Retired) != 0 {
 					t.Fatalf("retired: %+v", got)
 				}
 				return
 			}
-			if got.Pool != store.PoolRetired || got.RetireStep != 7 || got.RetireReason != c.retire || !slices.Equal(res.Retired, []uint64{1}) {
+			if got.Pool != model.PoolRetired || got.RetireStep != 7 || got.RetireReason != c.retire || !slices.Equal(res.Retired, []uint64{1}) {
 				t.Fatalf("got %s at step %d: %q, want retired at 7: %q", got.Pool, got.RetireStep, got.RetireReason, c.retire)
 			}
 			// The rest of the step goes without it, and the step's active
@@ -570,36 +571,36 @@ func TestInvalidOutputsWriteNothing(t *testing.T) {
 	errBoom := errors.New("llm down")
 	cases := []struct {
 		name   string
-		judge  func(store.Rubric, Trajectory, Trajectory) (Outcome, error)
-		drafts []Draft
-		con    func(drafts, public []store.Rubric) ([]Consolidated, error)
+		judge  func(model.Rubric, Trajectory, Trajectory) (Outcome, error)
+		drafts []model.Draft
+		con    func(drafts, public []model.Rubric) ([]model.Consolidated, error)
 		mutate func([]Trajectory)
 		want   error
 		source string
 	}{
-		{name: "judge returns the zero outcome", judge: func(store.Rubric, Trajectory, Trajectory) (Outcome, error) { return 0, nil }, want: ErrInvalidOutput, source: "judge"},
-		{name: "judge returns an unknown outcome", judge: func(store.Rubric, Trajectory, Trajectory) (Outcome, error) { return 9, nil }, want: ErrInvalidOutput, source: "judge"},
-		{name: "judge fails", judge: func(store.Rubric, Trajectory, Trajectory) (Outcome, error) { return 0, errBoom }, want: errBoom},
-		{name: "empty draft", drafts: []Draft{{Text: "fine", Feature: "x"}, {Text: " ... "}}, want: ErrInvalidOutput, source: "inducer"},
-		{name: "consolidator names an unknown draft", con: func(d, _ []store.Rubric) ([]Consolidated, error) {
-			return []Consolidated{{Text: "t", Absorbs: []uint64{d[0].ID, 999}}}, nil
+		{name: "judge returns the zero outcome", judge: func(model.Rubric, Trajectory, Trajectory) (Outcome, error) { return 0, nil }, want: ErrInvalidOutput, source: "judge"},
+		{name: "judge returns an unknown outcome", judge: func(model.Rubric, Trajectory, Trajectory) (Outcome, error) { return 9, nil }, want: ErrInvalidOutput, source: "judge"},
+		{name: "judge fails", judge: func(model.Rubric, Trajectory, Trajectory) (Outcome, error) { return 0, errBoom }, want: errBoom},
+		{name: "empty draft", drafts: []model.Draft{{Text: "fine", Feature: "x"}, {Text: " ... "}}, want: ErrInvalidOutput, source: "inducer"},
+		{name: "consolidator names an unknown draft", con: func(d, _ []model.Rubric) ([]model.Consolidated, error) {
+			return []model.Consolidated{{Text: "t", Absorbs: []uint64{d[0].ID, 999}}}, nil
 		}, want: ErrInvalidOutput, source: "consolidator"},
-		{name: "consolidator names a public rubric", con: func(_, p []store.Rubric) ([]Consolidated, error) {
-			return []Consolidated{{Text: "t", Absorbs: []uint64{p[0].ID}}}, nil
+		{name: "consolidator names a public rubric", con: func(_, p []model.Rubric) ([]model.Consolidated, error) {
+			return []model.Consolidated{{Text: "t", Absorbs: []uint64{p[0].ID}}}, nil
 		}, want: ErrInvalidOutput, source: "consolidator"},
-		{name: "consolidator absorbs a draft twice", con: func(d, _ []store.Rubric) ([]Consolidated, error) {
-			return []Consolidated{{Text: "t", Absorbs: []uint64{d[0].ID}}, {Text: "u", Absorbs: []uint64{d[0].ID}}}, nil
+		{name: "consolidator absorbs a draft twice", con: func(d, _ []model.Rubric) ([]model.Consolidated, error) {
+			return []model.Consolidated{{Text: "t", Absorbs: []uint64{d[0].ID}}, {Text: "u", Absorbs: []uint64{d[0].ID}}}, nil
 		}, want: ErrInvalidOutput, source: "consolidator"},
-		{name: "consolidator output absorbs nothing", con: func(d, _ []store.Rubric) ([]Consolidated, error) {
-			return []Consolidated{{Text: "t"}}, nil
+		{name: "consolidator output absorbs nothing", con: func(d, _ []model.Rubric) ([]model.Consolidated, error) {
+			return []model.Consolidated{{Text: "t"}}, nil
 		}, want: ErrInvalidOutput, source: "consolidator"},
-		{name: "consolidator output without text", con: func(d, _ []store.Rubric) ([]Consolidated, error) {
-			return []Consolidated{{Text: "!", Absorbs: []uint64{d[0].ID}}}, nil
+		{name: "consolidator output without text", con: func(d, _ []model.Rubric) ([]model.Consolidated, error) {
+			return []model.Consolidated{{Text: "!", Absorbs: []uint64{d[0].ID}}}, nil
 		}, want: ErrInvalidOutput, source: "consolidator"},
 		{name: "NaN outcome", mutate: func(ts []Trajectory) { ts[1].Outcome = math.NaN() }, want: ErrInvalidInput},
 		{name: "infinite reward", mutate: func(ts []Trajectory) { ts[0].Reward = math.Inf(1) }, want: ErrInvalidInput},
 		{name: "repeated node", mutate: func(ts []Trajectory) { ts[1].Node = ts[0].Node }, want: ErrInvalidInput},
-		{name: "foreign node", mutate: func(ts []Trajectory) { ts[1].Node = 999 }, want: store.ErrNotFound},
+		{name: "foreign node", mutate: func(ts []Trajectory) { ts[1].Node = 999 }, want: model.ErrNotFound},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -609,14 +610,14 @@ func TestInvalidOutputsWriteNothing(t *testing.T) {
 			cfg.ConsolidateAt = 1
 			j := &featureJudge{}
 			if c.judge != nil {
-				j.override = func(rb store.Rubric, a, b Trajectory) (Outcome, error) { return c.judge(rb, a, b) }
+				j.override = func(rb model.Rubric, a, b Trajectory) (Outcome, error) { return c.judge(rb, a, b) }
 			}
 			drafts := c.drafts
 			if drafts == nil {
-				drafts = []Draft{{Text: "more x is better", Feature: "x"}}
+				drafts = []model.Draft{{Text: "more x is better", Feature: "x"}}
 			}
 			con := &featureConsolidator{override: c.con}
-			p := newTestPool(t, db, cfg, inducerFunc(func(InduceInput) ([]Draft, error) { return drafts, nil }), con, j)
+			p := newTestPool(t, db, cfg, inducerFunc(func(InduceInput) ([]model.Draft, error) { return drafts, nil }), con, j)
 			if _, err := p.BeginStep(ctx, 1); err != nil {
 				t.Fatal(err)
 			}
@@ -642,7 +643,7 @@ func TestInvalidOutputsWriteNothing(t *testing.T) {
 	}
 }
 
-func rubricEqual(a, b store.Rubric) bool {
+func rubricEqual(a, b model.Rubric) bool {
 	return a.ID == b.ID && a.Pool == b.Pool && a.Support == b.Support && a.Usage == b.Usage
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"math"
 	"slices"
 	"strconv"
@@ -48,14 +49,14 @@ import (
 // Every decision is a function of (Config, step, group, trajectories, the
 // stored pool) and the interfaces' answers, so preparing the same group
 // again after a crash yields the same result.
-func (p *Pool) Prepare(ctx context.Context, step uint64, group store.Group, trajs []Trajectory) (*GroupResult, error) {
+func (p *Pool) Prepare(ctx context.Context, step uint64, group model.Group, trajs []Trajectory) (*GroupResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if err := checkInput(step, group, trajs); err != nil {
 		return nil, err
 	}
-	var base []store.Rubric
+	var base []model.Rubric
 	err := p.db.View(func(tx *store.Tx) error {
 		r, err := tx.Run(p.run)
 		if err != nil {
@@ -65,7 +66,7 @@ func (p *Pool) Prepare(ctx context.Context, step uint64, group store.Group, traj
 		if err != nil {
 			return err
 		}
-		if g.Status == store.GroupClosed {
+		if g.Status == model.GroupClosed {
 			return fmt.Errorf("%w: group %d of step %d is closed", ErrGroupDone, g.ID, step)
 		}
 		advs, err := r.Advantages(step, g.ID)
@@ -99,7 +100,7 @@ func (p *Pool) Prepare(ctx context.Context, step uint64, group store.Group, traj
 
 	pr := &preparer{
 		p: p, ctx: ctx, step: step, group: group, trajs: trajs,
-		m:   newModel(base),
+		m:   newPoolCopy(base),
 		res: &GroupResult{Step: step, Group: group.ID, run: p.run, base: base},
 	}
 	pr.rewards = make([]float64, len(trajs))
@@ -122,7 +123,7 @@ func (p *Pool) Prepare(ctx context.Context, step uint64, group store.Group, traj
 	return res, nil
 }
 
-func checkInput(step uint64, group store.Group, trajs []Trajectory) error {
+func checkInput(step uint64, group model.Group, trajs []Trajectory) error {
 	if step == 0 {
 		return inputf("step 0: steps start at 1")
 	}
@@ -168,13 +169,13 @@ type preparer struct {
 	p        *Pool
 	ctx      context.Context
 	step     uint64
-	group    store.Group
+	group    model.Group
 	trajs    []Trajectory
 	nodes    []uint64
 	rewards  []float64
 	outcomes []float64
 	order    []int
-	m        *model
+	m        *poolCopy
 	res      *GroupResult
 }
 
@@ -188,7 +189,7 @@ type judged struct {
 
 // judgeGroup has the judge compare the group's pair set under rb. key is
 // the rubric's id (or draftKey) for the A/B randomisation.
-func (pr *preparer) judgeGroup(rb store.Rubric, key uint64) (judged, error) {
+func (pr *preparer) judgeGroup(rb model.Rubric, key uint64) (judged, error) {
 	var j judged
 	for _, pair := range PairSet(pr.order) {
 		a, b := pair[0], pair[1]
@@ -221,7 +222,7 @@ func (pr *preparer) judgeGroup(rb store.Rubric, key uint64) (judged, error) {
 	return j, nil
 }
 
-func rubricName(rb store.Rubric, key uint64) string {
+func rubricName(rb model.Rubric, key uint64) string {
 	if rb.ID == 0 {
 		return "draft " + strconv.FormatUint(key&^(1<<63), 10)
 	}
@@ -236,8 +237,8 @@ func (pr *preparer) score() error {
 	res.Scores = make([]float64, n)
 	res.ZeroVariance = grpo.Advantages(pr.rewards, 0).ZeroVariance
 	res.ZeroVarianceAfter = res.ZeroVariance
-	var active []*store.Rubric
-	for _, rb := range pr.m.inPool(store.PoolPublic) {
+	var active []*model.Rubric
+	for _, rb := range pr.m.inPool(model.PoolPublic) {
 		if rb.Usage.LastActivation == int64(pr.step) {
 			active = append(active, rb)
 		}
@@ -259,7 +260,7 @@ func (pr *preparer) score() error {
 	res.Lambda = cfg.Lambda
 	res.ZeroVarianceAfter = grpo.Advantages(grpo.Shape(pr.rewards, res.Scores, cfg.Lambda), 0).ZeroVariance
 	// The rule the group's advantage records will answer to.
-	res.Unlocked = store.Advantage{ZeroVariance: res.ZeroVariance, ZeroVarianceAfter: res.ZeroVarianceAfter}.Unlocked()
+	res.Unlocked = model.Advantage{ZeroVariance: res.ZeroVariance, ZeroVarianceAfter: res.ZeroVarianceAfter}.Unlocked()
 
 	for k, rb := range active {
 		j := passes[k]
@@ -292,7 +293,7 @@ func (pr *preparer) score() error {
 	})
 	for _, rb := range active {
 		if reason, retire := RetireReason(usageOf(*rb), rb.Usage.LowVarStreak, cfg); retire {
-			pr.move(rb.ID, store.RubricMove{To: store.PoolRetired, Step: pr.step, Reason: reason})
+			pr.move(rb.ID, store.RubricMove{To: model.PoolRetired, Step: pr.step, Reason: reason})
 			res.Retired = append(res.Retired, rb.ID)
 		}
 	}
@@ -338,10 +339,10 @@ func (pr *preparer) induce() error {
 	pr.res.Drafts = len(drafts)
 	pr.event(EvInduce, 0, InducePayload{Best: anchors.Best, Worst: anchors.Worst, Hard: anchors.Hard, Drafts: drafts})
 
-	origin := store.RubricOrigin{Step: pr.step, Group: pr.group.ID, Anchors: []uint64{anchors.Best, anchors.Worst, anchors.Hard}}
+	origin := model.RubricOrigin{Step: pr.step, Group: pr.group.ID, Anchors: []uint64{anchors.Best, anchors.Worst, anchors.Hard}}
 	cfg := pr.p.cfg
 	for i, d := range drafts {
-		pool := append(pr.m.inPool(store.PoolCandidate), pr.m.inPool(store.PoolPublic)...)
+		pool := append(pr.m.inPool(model.PoolCandidate), pr.m.inPool(model.PoolPublic)...)
 		if dup, jac := pr.nearest(d.Text, pool); dup != nil {
 			dup.Support++
 			pr.update(*dup)
@@ -349,9 +350,9 @@ func (pr *preparer) induce() error {
 			pr.res.Supported = append(pr.res.Supported, dup.ID)
 			continue
 		}
-		rb := store.Rubric{
-			Pool: store.PoolCandidate, Text: d.Text, Feature: d.Feature, Origin: cloneOrigin(origin),
-			Support: 1, CreatedStep: pr.step, Usage: store.RubricUsage{LastActivation: -1},
+		rb := model.Rubric{
+			Pool: model.PoolCandidate, Text: d.Text, Feature: d.Feature, Origin: cloneOrigin(origin),
+			Support: 1, CreatedStep: pr.step, Usage: model.RubricUsage{LastActivation: -1},
 		}
 		j, err := pr.judgeGroup(rb, draftKey(i))
 		if err != nil {
@@ -386,8 +387,8 @@ func (pr *preparer) induce() error {
 
 // nearest returns the rubric among pool (in id order) whose text is most
 // similar to text, if it is a near-duplicate; ties go to the lowest id.
-func (pr *preparer) nearest(text string, pool []*store.Rubric) (*store.Rubric, float64) {
-	var best *store.Rubric
+func (pr *preparer) nearest(text string, pool []*model.Rubric) (*model.Rubric, float64) {
+	var best *model.Rubric
 	bestJ := math.Inf(-1)
 	for _, rb := range pool {
 		if j := Jaccard(text, rb.Text); j >= pr.p.cfg.DedupJaccard && (j > bestJ || (j == bestJ && rb.ID < best.ID)) {
@@ -402,16 +403,16 @@ func (pr *preparer) nearest(text string, pool []*store.Rubric) (*store.Rubric, f
 
 // consolidate runs the consolidator once the candidate pool is full.
 func (pr *preparer) consolidate() error {
-	cands := pr.m.inPool(store.PoolCandidate)
+	cands := pr.m.inPool(model.PoolCandidate)
 	if len(cands) < pr.p.cfg.ConsolidateAt {
 		return nil
 	}
-	public := pr.m.inPool(store.PoolPublic)
+	public := pr.m.inPool(model.PoolPublic)
 	outs, err := pr.p.con.Consolidate(pr.ctx, copies(cands), copies(public))
 	if err != nil {
 		return fmt.Errorf("rubricpool: consolidate at step %d group %d: %w", pr.step, pr.group.ID, err)
 	}
-	isCand := make(map[uint64]*store.Rubric, len(cands))
+	isCand := make(map[uint64]*model.Rubric, len(cands))
 	for _, rb := range cands {
 		isCand[rb.ID] = rb
 	}
@@ -446,30 +447,30 @@ func (pr *preparer) consolidate() error {
 			support += isCand[id].Support
 		}
 		out := ConsolidationResult{Text: o.Text, Feature: o.Feature, Absorbs: absorbs}
-		if dup, jac := pr.nearest(o.Text, pr.m.inPool(store.PoolPublic)); dup != nil {
+		if dup, jac := pr.nearest(o.Text, pr.m.inPool(model.PoolPublic)); dup != nil {
 			dup.Parents = mergeIDs(dup.Parents, absorbs)
 			dup.Support += support
 			pr.update(*dup)
 			out.Into, out.Duplicate, out.Jaccard = dup.ID, true, jac
 		} else {
-			rb := store.Rubric{
-				ID: pr.m.next, Pool: store.PoolPublic, Text: o.Text, Feature: o.Feature,
-				Origin: store.RubricOrigin{Step: pr.step, Group: pr.group.ID}, Parents: absorbs,
-				Support: support, CreatedStep: pr.step, Usage: store.RubricUsage{LastActivation: -1},
+			rb := model.Rubric{
+				ID: pr.m.next, Pool: model.PoolPublic, Text: o.Text, Feature: o.Feature,
+				Origin: model.RubricOrigin{Step: pr.step, Group: pr.group.ID}, Parents: absorbs,
+				Support: support, CreatedStep: pr.step, Usage: model.RubricUsage{LastActivation: -1},
 			}
 			pr.put(rb)
 			out.Into = rb.ID
 			res.NewPublic = append(res.NewPublic, rb.ID)
 		}
 		for _, id := range absorbs {
-			pr.move(id, store.RubricMove{To: store.PoolMerged, MergedInto: out.Into})
+			pr.move(id, store.RubricMove{To: model.PoolMerged, MergedInto: out.Into})
 			res.Merged = append(res.Merged, id)
 		}
 		pl.Outputs = append(pl.Outputs, out)
 	}
 	for _, rb := range cands {
 		if !taken[rb.ID] {
-			pr.move(rb.ID, store.RubricMove{To: store.PoolRetired, Step: pr.step,
+			pr.move(rb.ID, store.RubricMove{To: model.PoolRetired, Step: pr.step,
 				Reason: fmt.Sprintf("dropped: no rubric of the consolidation at step %d absorbed it", pr.step)})
 			pl.Dropped = append(pl.Dropped, rb.ID)
 			res.Retired = append(res.Retired, rb.ID)
@@ -481,47 +482,47 @@ func (pr *preparer) consolidate() error {
 
 // put, update, move and event plan a write and apply it to the model, the
 // way the store will apply it.
-func (pr *preparer) put(rb store.Rubric) {
+func (pr *preparer) put(rb model.Rubric) {
 	pr.m.add(cloneRubric(rb))
 	pr.res.ops = append(pr.res.ops, op{kind: opPut, rubric: cloneRubric(rb)})
 }
 
-func (pr *preparer) update(rb store.Rubric) {
+func (pr *preparer) update(rb model.Rubric) {
 	pr.res.ops = append(pr.res.ops, op{kind: opUpdate, rubric: cloneRubric(rb)})
 }
 
 func (pr *preparer) move(id uint64, mv store.RubricMove) {
 	rb := pr.m.byID[id]
 	switch mv.To {
-	case store.PoolMerged:
+	case model.PoolMerged:
 		rb.MergedInto = mv.MergedInto
-	case store.PoolRetired:
+	case model.PoolRetired:
 		rb.RetireStep, rb.RetireReason = mv.Step, mv.Reason
 	}
 	rb.Pool = mv.To
-	pr.res.ops = append(pr.res.ops, op{kind: opMove, rubric: store.Rubric{ID: id}, move: mv})
+	pr.res.ops = append(pr.res.ops, op{kind: opMove, rubric: model.Rubric{ID: id}, move: mv})
 }
 
-func (pr *preparer) event(kind store.EventKind, rubric uint64, payload any) {
+func (pr *preparer) event(kind model.EventKind, rubric uint64, payload any) {
 	pr.res.ops = append(pr.res.ops, op{kind: opEvent, event: kind, target: rubric, payload: payload})
 }
 
-// model is Prepare's working copy of the pool.
-type model struct {
-	byID map[uint64]*store.Rubric
+// poolCopy is Prepare's working copy of the pool.
+type poolCopy struct {
+	byID map[uint64]*model.Rubric
 	ids  []uint64 // ascending
 	next uint64   // the id the next new rubric gets
 }
 
-func newModel(rubrics []store.Rubric) *model {
-	m := &model{byID: make(map[uint64]*store.Rubric, len(rubrics)), next: 1}
+func newPoolCopy(rubrics []model.Rubric) *poolCopy {
+	m := &poolCopy{byID: make(map[uint64]*model.Rubric, len(rubrics)), next: 1}
 	for _, rb := range rubrics {
 		m.add(cloneRubric(rb))
 	}
 	return m
 }
 
-func (m *model) add(rb store.Rubric) {
+func (m *poolCopy) add(rb model.Rubric) {
 	m.byID[rb.ID] = &rb
 	i, _ := slices.BinarySearch(m.ids, rb.ID)
 	m.ids = slices.Insert(m.ids, i, rb.ID)
@@ -531,8 +532,8 @@ func (m *model) add(rb store.Rubric) {
 }
 
 // inPool returns the rubrics of pool in id order (pointers into the model).
-func (m *model) inPool(pool store.RubricPool) []*store.Rubric {
-	var out []*store.Rubric
+func (m *poolCopy) inPool(pool model.RubricPool) []*model.Rubric {
+	var out []*model.Rubric
 	for _, id := range m.ids {
 		if rb := m.byID[id]; rb.Pool == pool {
 			out = append(out, rb)
@@ -541,15 +542,15 @@ func (m *model) inPool(pool store.RubricPool) []*store.Rubric {
 	return out
 }
 
-func copies(rs []*store.Rubric) []store.Rubric {
-	out := make([]store.Rubric, len(rs))
+func copies(rs []*model.Rubric) []model.Rubric {
+	out := make([]model.Rubric, len(rs))
 	for i, rb := range rs {
 		out[i] = cloneRubric(*rb)
 	}
 	return out
 }
 
-func idsOf(rs []*store.Rubric) []uint64 {
+func idsOf(rs []*model.Rubric) []uint64 {
 	out := make([]uint64, len(rs))
 	for i, rb := range rs {
 		out[i] = rb.ID
@@ -564,12 +565,12 @@ func mergeIDs(a, b []uint64) []uint64 {
 	return slices.Compact(out)
 }
 
-func cloneOrigin(o store.RubricOrigin) store.RubricOrigin {
+func cloneOrigin(o model.RubricOrigin) model.RubricOrigin {
 	o.Anchors = slices.Clone(o.Anchors)
 	return o
 }
 
-func cloneRubric(rb store.Rubric) store.Rubric {
+func cloneRubric(rb model.Rubric) model.Rubric {
 	rb.Origin = cloneOrigin(rb.Origin)
 	rb.Parents = slices.Clone(rb.Parents)
 	return rb

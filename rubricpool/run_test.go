@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -38,7 +39,7 @@ func (w world) unit(step uint64, group, ord, k int) float64 {
 }
 
 // turns returns the two turns of a trajectory: features, then the answer.
-func (w world) turns(step uint64, group, ord int) (store.Turn, store.Turn) {
+func (w world) turns(step uint64, group, ord int) (model.Turn, model.Turn) {
 	q := w.unit(step, group, ord, 0)
 	progress := math.Round(q*10) / 10
 	revisits := math.Round(((1-q)*0.7+0.3*w.unit(step, group, ord, 1))*10) / 10
@@ -52,7 +53,7 @@ func (w world) turns(step uint64, group, ord int) (store.Turn, store.Turn) {
 		answer = strings.Join(strings.Fields(worldGold)[:int(math.Round(q*5))], " ")
 	}
 	obs := fmt.Sprintf("progress=%v revisits=%v format=%d noise=%v", progress, revisits, format, noise)
-	return store.Turn{Action: "think", Observation: obs}, store.Turn{Action: answer, Observation: "done", Done: true}
+	return model.Turn{Action: "think", Observation: obs}, model.Turn{Action: answer, Observation: "done", Done: true}
 }
 
 // runner drives a world through the pool the way the tree engine does,
@@ -139,7 +140,7 @@ func (r *runner) attempt(steps int) bool {
 			return false
 		}
 		for _, g := range groups {
-			if g.Status == store.GroupClosed {
+			if g.Status == model.GroupClosed {
 				continue
 			}
 			trajs := r.load(g)
@@ -175,8 +176,8 @@ func (r *runner) attempt(steps int) bool {
 
 // ensureGroups creates the step's groups once and returns them, or nil
 // when they are all closed.
-func (r *runner) ensureGroups(step uint64) []store.Group {
-	var groups []store.Group
+func (r *runner) ensureGroups(step uint64) []model.Group {
+	var groups []model.Group
 	err := r.db.Update(func(tx *store.Tx) error {
 		run, err := tx.Run(testRun)
 		if err != nil {
@@ -199,7 +200,7 @@ func (r *runner) ensureGroups(step uint64) []store.Group {
 				if err := run.AppendTurns(n.ID, 0, a, b); err != nil {
 					return err
 				}
-				if err := run.SetNodeStatus(n.ID, store.NodeCompleted); err != nil {
+				if err := run.SetNodeStatus(n.ID, model.NodeCompleted); err != nil {
 					return err
 				}
 				reward := 0.0
@@ -221,7 +222,7 @@ func (r *runner) ensureGroups(step uint64) []store.Group {
 		r.t.Fatal(err)
 	}
 	for _, g := range groups {
-		if g.Status != store.GroupClosed {
+		if g.Status != model.GroupClosed {
 			return groups
 		}
 	}
@@ -230,7 +231,7 @@ func (r *runner) ensureGroups(step uint64) []store.Group {
 
 // load reads a group's leaves as the tree engine hands them to a shaper:
 // sorted by node id, with full trajectories, outcome = F1Outcome.
-func (r *runner) load(g store.Group) []Trajectory {
+func (r *runner) load(g model.Group) []Trajectory {
 	var out []Trajectory
 	err := r.db.View(func(tx *store.Tx) error {
 		run, err := tx.Run(testRun)
@@ -260,9 +261,9 @@ func (r *runner) load(g store.Group) []Trajectory {
 // dump is everything a run stored that a crash must not change: every
 // rubric, every advantage and every event but its time.
 type dump struct {
-	Rubrics []store.Rubric
-	Advs    []store.Advantage
-	Events  []store.Event
+	Rubrics []model.Rubric
+	Advs    []model.Advantage
+	Events  []model.Event
 }
 
 func (r *runner) dump() dump {
@@ -278,7 +279,7 @@ func (r *runner) dump() dump {
 		if d.Advs, err = run.Advantages(0, 0); err != nil {
 			return err
 		}
-		return run.Events(1, func(e store.Event) error {
+		return run.Events(1, func(e model.Event) error {
 			e.Time = 0
 			d.Events = append(d.Events, e)
 			return nil
@@ -306,13 +307,13 @@ func TestRealisticRunUsesAllPools(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := r.dump()
-	count := map[store.EventKind]int{}
+	count := map[model.EventKind]int{}
 	reasons := map[string]int{}
 	for _, e := range d.Events {
 		count[e.Kind]++
-		if e.Kind == store.EvRubricMove {
-			rb := decode[store.Rubric](t, e)
-			if rb.Pool == store.PoolRetired {
+		if e.Kind == model.EvRubricMove {
+			rb := decode[model.Rubric](t, e)
+			if rb.Pool == model.PoolRetired {
 				reasons[strings.SplitN(rb.RetireReason, ":", 2)[0]]++
 			}
 		}
@@ -344,20 +345,20 @@ func TestRealisticRunUsesAllPools(t *testing.T) {
 		t.Error("shaping unlocked no zero-variance group")
 	}
 	for _, rb := range s.Merged {
-		if into := rubricIn(d.Rubrics, rb.MergedInto); into.Pool != store.PoolPublic && into.Pool != store.PoolRetired ||
+		if into := rubricIn(d.Rubrics, rb.MergedInto); into.Pool != model.PoolPublic && into.Pool != model.PoolRetired ||
 			!slices.Contains(into.Parents, rb.ID) {
 			t.Errorf("merged draft %d points at %d (%s, parents %v)", rb.ID, rb.MergedInto, into.Pool, into.Parents)
 		}
 	}
 }
 
-func rubricIn(rs []store.Rubric, id uint64) store.Rubric {
+func rubricIn(rs []model.Rubric, id uint64) model.Rubric {
 	for _, rb := range rs {
 		if rb.ID == id {
 			return rb
 		}
 	}
-	return store.Rubric{}
+	return model.Rubric{}
 }
 
 // Crashes between Prepare and Apply, inside Apply's transaction, around
@@ -482,8 +483,8 @@ func TestRunningPearsonAcrossReopen(t *testing.T) {
 	check("after reopen")
 }
 
-func (r *runner) groupsSoFar() []store.Group {
-	var gs []store.Group
+func (r *runner) groupsSoFar() []model.Group {
+	var gs []model.Group
 	if err := r.db.View(func(tx *store.Tx) error {
 		run, err := tx.Run(testRun)
 		if err != nil {

@@ -4,20 +4,20 @@ import (
 	"math"
 	"testing"
 
-	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/model"
 )
 
 // A rubric's view carries its running correlation once its usage defines
 // one (the value Rho gives), and null before.
 func TestViewRubricRunningCorr(t *testing.T) {
-	if v := ViewRubric(store.Rubric{ID: 1}); v.RunningCorr != nil {
+	if v := ViewRubric(model.Rubric{ID: 1}); v.RunningCorr != nil {
 		t.Errorf("no usage: running corr %v, want null", *v.RunningCorr)
 	}
 	var c Corr
 	for _, p := range [][2]float64{{0, 0}, {1, 1}, {1, 0.5}, {0, 0.25}} {
 		c.Add(p[0], p[1])
 	}
-	rb := store.Rubric{ID: 2}
+	rb := model.Rubric{ID: 2}
 	setCorr(&rb.Usage, c)
 	want, ok := Rho(rb.Usage)
 	if !ok {

@@ -1,5 +1,5 @@
 // Package runconfig is the one shape of a run's recorded configuration,
-// store.Run.Config: a JSON object whose "tree" member is the PaTR routing
+// model.Run.Config: a JSON object whose "tree" member is the PaTR routing
 // config (tree.Config) and whose "rubric" member is the ARBOR rubric
 // buffer's (rubricpool.Config). Every writer (the HTTP API, the demo
 // trainer, your own trainer) records this object and every reader (the
@@ -15,7 +15,7 @@
 //     members the "tree" object lacks keep tree.DefaultConfig's values.
 //   - A missing "rubric" member means the run uses no rubric buffer (Rubric
 //     is nil); members the object lacks keep rubricpool.DefaultConfig's.
-//   - A member of the wrong type is store.ErrInvalid: a config that does not
+//   - A member of the wrong type is model.ErrInvalid: a config that does not
 //     parse is refused, not replaced by defaults.
 package runconfig
 
@@ -24,8 +24,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/rubricpool"
-	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/tree"
 )
 
@@ -63,7 +63,7 @@ func (c Config) RubricOrDefault() rubricpool.Config {
 	return *c.Rubric
 }
 
-// JSON is c as a run records it (store.Run.Config).
+// JSON is c as a run records it (model.Run.Config).
 func (c Config) JSON() []byte {
 	b, err := json.Marshal(c)
 	if err != nil { // only plain numbers, strings and bools: cannot fail
@@ -75,7 +75,7 @@ func (c Config) JSON() []byte {
 // Of reads the config run recorded under the rules of the package doc.
 // hasTree is false when it recorded no "tree" member; cfg.Tree is then
 // tree.DefaultConfig.
-func Of(run store.Run) (cfg Config, hasTree bool, err error) {
+func Of(run model.Run) (cfg Config, hasTree bool, err error) {
 	cfg.Tree, hasTree, err = tree.RecordedConfig(run)
 	if err != nil {
 		return Config{}, false, err
@@ -90,12 +90,12 @@ func Of(run store.Run) (cfg Config, hasTree bool, err error) {
 		Rubric json.RawMessage `json:"rubric"`
 	}
 	if err := json.Unmarshal(run.Config, &probe); err != nil {
-		return Config{}, false, fmt.Errorf("%w: run %q config is not a JSON object: %v", store.ErrInvalid, run.ID, err)
+		return Config{}, false, fmt.Errorf("%w: run %q config is not a JSON object: %v", model.ErrInvalid, run.ID, err)
 	}
 	if len(probe.Rubric) > 0 && string(probe.Rubric) != "null" {
 		rc := rubricpool.DefaultConfig()
 		if err := json.Unmarshal(probe.Rubric, &rc); err != nil {
-			return Config{}, false, fmt.Errorf("%w: run %q rubric config: %v", store.ErrInvalid, run.ID, err)
+			return Config{}, false, fmt.Errorf("%w: run %q rubric config: %v", model.ErrInvalid, run.ID, err)
 		}
 		cfg.Rubric = &rc
 	}

@@ -2,12 +2,12 @@ package runconfig_test
 
 import (
 	"errors"
+	"github.com/patrdb/patrdb/model"
 	"reflect"
 	"testing"
 
 	"github.com/patrdb/patrdb/rubricpool"
 	"github.com/patrdb/patrdb/runconfig"
-	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/tree"
 )
 
@@ -37,9 +37,9 @@ func TestOf(t *testing.T) {
 		{"tree of the wrong type", `{"tree":{"delta":"wide"}}`, runconfig.Config{}, false, true},
 		{"rubric of the wrong type", `{"rubric":{"lambda":"big"}}`, runconfig.Config{}, false, true},
 	} {
-		got, hasTree, err := runconfig.Of(store.Run{ID: "r", Config: []byte(c.conf)})
+		got, hasTree, err := runconfig.Of(model.Run{ID: "r", Config: []byte(c.conf)})
 		if c.err {
-			if !errors.Is(err, store.ErrInvalid) {
+			if !errors.Is(err, model.ErrInvalid) {
 				t.Errorf("%s: err %v, want ErrInvalid", c.name, err)
 			}
 			continue

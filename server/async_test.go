@@ -10,8 +10,8 @@ import (
 
 	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/client"
-	"github.com/patrdb/patrdb/store"
-	"github.com/patrdb/patrdb/tree"
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 )
 
 // Agent RL over HTTP: long tool calls under heartbeats, rewards and
@@ -27,15 +27,15 @@ type slowFirstEpisode struct {
 	first bool
 }
 
-func (e slowFirstEnv) Reset(context.Context, tree.Task) (tree.Episode, error) {
+func (e slowFirstEnv) Reset(context.Context, rollout.Task) (rollout.Episode, error) {
 	return &slowFirstEpisode{wait: e.wait, first: true}, nil
 }
 
-func (e slowFirstEnv) Restore(context.Context, tree.Task, []store.Turn, []byte) (tree.Episode, error) {
+func (e slowFirstEnv) Restore(context.Context, rollout.Task, []model.Turn, []byte) (rollout.Episode, error) {
 	return &slowFirstEpisode{wait: e.wait, first: true}, nil
 }
 
-func (ep *slowFirstEpisode) Step(ctx context.Context, k tree.TurnKey, m tree.Move) (tree.Observation, error) {
+func (ep *slowFirstEpisode) Step(ctx context.Context, k rollout.TurnKey, m rollout.Move) (rollout.Observation, error) {
 	if ep.first {
 		ep.first = false
 		time.Sleep(ep.wait)
@@ -49,7 +49,7 @@ func (ep *slowFirstEpisode) Step(ctx context.Context, k tree.TurnKey, m tree.Mov
 func TestHeartbeatsCarryALongToolCall(t *testing.T) {
 	e := newEnv(t, Options{})
 	createRun(e, "r1", `{"b0":1,"k":2,"m":2,"top_expand":1,"delta":0.3,"max_turns":2}`)
-	e.post("/api/v1/runs/r1/steps", OpenStepRequest{Keyed: Keyed{ClientKey: "open"}, Step: 1, Tasks: fakeTasks(1)}, http.StatusOK, nil)
+	e.post("/api/v1/runs/r1/steps", api.OpenStepRequest{Keyed: api.Keyed{ClientKey: "open"}, Step: 1, Tasks: fakeTasks(1)}, http.StatusOK, nil)
 	w := fakeWorker(e, "r1", "slow", 1)
 	w.Env, w.TTL = slowFirstEnv{wait: time.Second}, 300*time.Millisecond
 	var stolen atomic.Int32
@@ -104,16 +104,16 @@ func TestVerifierOverHTTP(t *testing.T) {
 	createRun(e, "inline", fmt.Sprintf(conf, ""))
 	growStep(e, "inline", 1, fakeTasks(4), 2)
 	createRun(e, "remote", fmt.Sprintf(conf, `,"remote_scores":true`))
-	e.post("/api/v1/runs/remote/steps", OpenStepRequest{Keyed: Keyed{ClientKey: "open"}, Step: 1, Tasks: fakeTasks(4)}, http.StatusOK, nil)
+	e.post("/api/v1/runs/remote/steps", api.OpenStepRequest{Keyed: api.Keyed{ClientKey: "open"}, Step: 1, Tasks: fakeTasks(4)}, http.StatusOK, nil)
 	v := &client.Verifier{Client: e.c, Run: "remote", Poll: 5 * time.Millisecond,
-		Reward: func(_ context.Context, _ tree.Task, path []store.Turn) (float64, error) {
+		Reward: func(_ context.Context, _ rollout.Task, path []model.Turn) (float64, error) {
 			sum := 0.0
 			for _, t := range path {
 				sum += t.Reward
 			}
 			return sum, nil
 		},
-		Score: func(ctx context.Context, task tree.Task, path []store.Turn) (float64, error) {
+		Score: func(ctx context.Context, task rollout.Task, path []model.Turn) (float64, error) {
 			return fakeScorer{}.Score(ctx, task, path)
 		}}
 	served := make(chan error, 1)
@@ -209,14 +209,14 @@ func TestLeaseSkipsHeldPaths(t *testing.T) {
 	if err != nil || len(ls) != 2 {
 		t.Fatalf("%v %v", ls, err)
 	}
-	paths := map[uint64][]store.Turn{}
-	var subs []tree.Submission
+	paths := map[uint64][]model.Turn{}
+	var subs []rollout.Submission
 	for i, l := range ls {
-		turns := []store.Turn{turn(fmt.Sprint("a", i), 0), turn(fmt.Sprint("b", i), 0)}
-		subs = append(subs, tree.Submission{Lease: l.ID, Worker: "w", Node: l.Node, Turns: turns, Score: ptr([]float64{0.9, 0.8}[i])})
+		turns := []model.Turn{turn(fmt.Sprint("a", i), 0), turn(fmt.Sprint("b", i), 0)}
+		subs = append(subs, rollout.Submission{Lease: l.ID, Worker: "w", Node: l.Node, Turns: turns, Score: ptr([]float64{0.9, 0.8}[i])})
 		paths[l.Node] = turns
 	}
-	if _, err := e.c.Submit(bg, "r1", SubmitRequest{Keyed: Keyed{ClientKey: "s"}, Submissions: subs}); err != nil {
+	if _, err := e.c.Submit(bg, "r1", api.SubmitRequest{Keyed: api.Keyed{ClientKey: "s"}, Submissions: subs}); err != nil {
 		t.Fatal(err)
 	}
 	var have []api.HeldPath

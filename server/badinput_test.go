@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/patrdb/patrdb/api"
 )
 
 // Each bad request gets a 4xx with one line of JSON naming the problem, and
@@ -201,7 +203,7 @@ func TestReadOnlyServer(t *testing.T) {
 		t.Fatalf("%d %s", st, body)
 	}
 	assertErrorBody(t, h, body)
-	var hl Health
+	var hl api.Health
 	e.get("/api/v1/health", &hl)
 	if !hl.ReadOnly {
 		t.Error("health does not say read-only")

@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"sync"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -206,10 +207,10 @@ func apply(tx *store.Tx, j *job) error {
 		case err == nil:
 			j.status, j.body, j.replay = rep.Status, rep.Body, true
 			return nil
-		case !errors.Is(err, store.ErrNotFound):
+		case !errors.Is(err, model.ErrNotFound):
 			return err
 		}
-	} else if !errors.Is(err, store.ErrNotFound) {
+	} else if !errors.Is(err, model.ErrNotFound) {
 		return err
 	}
 	st, v, err := j.fn(tx)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"net/http"
 	"sync"
 	"testing"
@@ -64,10 +65,10 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 			}
 		}
 		// One turns event and one reply per successful request.
-		kinds := map[store.EventKind]int{}
-		err := r.Events(1, func(ev store.Event) error { kinds[ev.Kind]++; return nil })
+		kinds := map[model.EventKind]int{}
+		err := r.Events(1, func(ev model.Event) error { kinds[ev.Kind]++; return nil })
 		good := 12*rounds + 4*2
-		if kinds[store.EvTurns] != good || kinds[store.EvReply] != good+2 {
+		if kinds[model.EvTurns] != good || kinds[model.EvReply] != good+2 {
 			t.Errorf("events %v, want %d turn writes", kinds, good)
 		}
 		return err
@@ -91,7 +92,7 @@ func TestRunBatch(t *testing.T) {
 		return func(tx *store.Tx) (int, any, error) {
 			r, _ := tx.Run("r1")
 			n, _ := r.Node(node)
-			if err := r.AppendTurns(node, n.Turns, store.Turn{Action: action}); err != nil {
+			if err := r.AppendTurns(node, n.Turns, model.Turn{Action: action}); err != nil {
 				return 0, nil, err
 			}
 			if fail {
@@ -158,7 +159,7 @@ func TestPanicInABatch(t *testing.T) {
 	if st, _ := classify(j2.err); st != 500 {
 		t.Fatalf("panic classified %d", st)
 	}
-	var groups struct{ Groups []store.Group }
+	var groups struct{ Groups []model.Group }
 	e.get("/api/v1/runs/r1/steps/1/groups", &groups)
 	if len(groups.Groups) != 2 {
 		t.Fatalf("%d groups", len(groups.Groups))

@@ -6,19 +6,20 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
 // Inputs outside their documented ranges are refused with a 400 naming
 // the range, and the file stays byte for byte as it was: run ids "." and
-// ".." (created, then unreachable by URL), steps past store.MaxStep (a
+// ".." (created, then unreachable by URL), steps past model.MaxStep (a
 // checkpoint at 2^64-1 left the run no next step), and a lease TTL past
 // a day (2^63-1 ms overflowed into the default TTL).
 func TestOutOfRangeInputsWriteNothing(t *testing.T) {
 	e := newEnv(t, Options{})
 	createRun(e, "r1", testTree)
 	huge := fmt.Sprint(uint64(1<<64 - 1))
-	past := fmt.Sprint(uint64(store.MaxStep) + 1)
+	past := fmt.Sprint(uint64(model.MaxStep) + 1)
 	for _, c := range []struct {
 		name, path, body, says string
 	}{

@@ -13,6 +13,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -33,7 +34,7 @@ func TestCheckedEndpointsAnswerWhatIsSound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var first, latest store.Group
+	var first, latest model.Group
 	var leaf uint64
 	for step := uint64(1); step <= 10; step++ {
 		err := db.Update(func(tx *store.Tx) error {
@@ -63,12 +64,12 @@ func TestCheckedEndpointsAnswerWhatIsSound(t *testing.T) {
 				if err := r.AppendTurns(n.ID, 0, turn("c", 1)); err != nil {
 					return err
 				}
-				if err := r.SetNodeStatus(n.ID, store.NodeCompleted); err != nil {
+				if err := r.SetNodeStatus(n.ID, model.NodeCompleted); err != nil {
 					return err
 				}
 				leaf = n.ID
 			}
-			if err := r.SetNodeStatus(root.ID, store.NodeExpanded); err != nil {
+			if err := r.SetNodeStatus(root.ID, model.NodeExpanded); err != nil {
 				return err
 			}
 			if err := r.CloseGroup(g.Step, g.ID); err != nil { // so the batch has rows
@@ -176,7 +177,7 @@ func TestDamagedCountersAnswerDamaged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var g store.Group
+	var g model.Group
 	for steps, run := range []string{"a", "r"} { // one step for a, two for r: r's totals are its own
 		if err := db.Update(func(tx *store.Tx) error {
 			r, err := tx.CreateRun(run, nil, nil)

@@ -3,12 +3,14 @@ package server
 import (
 	"net/http"
 
+	"github.com/patrdb/patrdb/api"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/tree"
 )
 
 func (s *server) closeGroup(w http.ResponseWriter, r *http.Request) error {
-	var req CloseGroupRequest
+	var req api.CloseGroupRequest
 	c, gid, err := s.rolloutRequest(w, r, "group", &req)
 	if err != nil {
 		return err
@@ -53,15 +55,15 @@ func (s *server) closeGroup(w http.ResponseWriter, r *http.Request) error {
 			return 0, nil, err
 		}
 		if gr.Advantages == nil {
-			gr.Advantages = []store.Advantage{}
+			gr.Advantages = []model.Advantage{}
 		}
-		return http.StatusOK, CloseGroupResponse{Group: gr.Group, Advantages: gr.Advantages}, nil
+		return http.StatusOK, api.CloseGroupResponse{Group: gr.Group, Advantages: gr.Advantages}, nil
 	})
 }
 
 // scoreShaping is the client's rubric scores as a shaping, each named by
 // its leaf; Close holds it to the rules. Lambda defaults to the run's.
-func scoreShaping(c *tree.Coordinator, tx *store.Tx, req CloseGroupRequest) (*tree.Shaping, error) {
+func scoreShaping(c *tree.Coordinator, tx *store.Tx, req api.CloseGroupRequest) (*tree.Shaping, error) {
 	rt, err := tx.Run(c.Run())
 	if err != nil {
 		return nil, err

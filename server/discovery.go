@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/patrdb/patrdb/api"
 )
 
 // A process that owns a store file and serves it announces where: it writes
@@ -113,7 +115,7 @@ func Discover(ctx context.Context, dbPath string, client *http.Client) (string, 
 		return "", fmt.Errorf("%w: %s (from %s) does not answer: %v", ErrNoServer, base, AddrFile(dbPath), err)
 	}
 	defer resp.Body.Close()
-	var h Health
+	var h api.Health
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&h) != nil || h.Status != "ok" {
 		return "", fmt.Errorf("%w: %s (from %s) is not a healthy patrdb server (HTTP %d)", ErrNoServer, base, AddrFile(dbPath), resp.StatusCode)
 	}

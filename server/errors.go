@@ -3,18 +3,20 @@ package server
 import (
 	"errors"
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"net/http"
 	"strings"
 	"syscall"
 
 	"github.com/patrdb/patrdb/api"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/rubricpool"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/tree"
 )
 
 // Sentinel errors of the package. Errors from the store keep their own
-// sentinels (store.ErrNotFound, ...), so callers test both with errors.Is.
+// sentinels (model.ErrNotFound, ...), so callers test both with errors.Is.
 var (
 	// ErrInvalidOptions: an Options field is out of range.
 	ErrInvalidOptions = errors.New("server: invalid options")
@@ -25,11 +27,6 @@ var (
 
 	// ErrBadToken: the token file is missing, empty or too short.
 	ErrBadToken = errors.New("server: unusable token file")
-
-	// ErrBadRequest and ErrConflict are package api's, so a client tests
-	// for them without building the server.
-	ErrBadRequest = api.ErrBadRequest
-	ErrConflict   = api.ErrConflict
 
 	// ErrNoServer: no serve address file sits next to a database file, or
 	// the address in it does not answer (Discover).
@@ -48,15 +45,15 @@ func (e *apiError) Error() string { return e.err.Error() }
 func (e *apiError) Unwrap() error { return e.err }
 
 func badRequest(format string, args ...any) error {
-	return &apiError{http.StatusBadRequest, "bad_request", fmt.Errorf("%w: %s", ErrBadRequest, fmt.Sprintf(format, args...))}
+	return &apiError{http.StatusBadRequest, "bad_request", fmt.Errorf("%w: %s", api.ErrBadRequest, fmt.Sprintf(format, args...))}
 }
 
 func conflict(format string, args ...any) error {
-	return &apiError{http.StatusConflict, "conflict", fmt.Errorf("%w: %s", ErrConflict, fmt.Sprintf(format, args...))}
+	return &apiError{http.StatusConflict, "conflict", fmt.Errorf("%w: %s", api.ErrConflict, fmt.Sprintf(format, args...))}
 }
 
 func notFound(format string, args ...any) error {
-	return &apiError{http.StatusNotFound, "not_found", fmt.Errorf("%w: %s", store.ErrNotFound, fmt.Sprintf(format, args...))}
+	return &apiError{http.StatusNotFound, "not_found", fmt.Errorf("%w: %s", model.ErrNotFound, fmt.Sprintf(format, args...))}
 }
 
 func withStatus(status int, code string, err error) error {
@@ -72,20 +69,20 @@ func classify(err error) (int, string) {
 	switch {
 	case errors.As(err, &ae):
 		return ae.status, ae.code
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, model.ErrNotFound):
 		return http.StatusNotFound, "not_found"
-	case errors.Is(err, store.ErrExists):
+	case errors.Is(err, model.ErrExists):
 		return http.StatusConflict, "exists"
 	case errors.Is(err, store.ErrStepCompleted):
 		return http.StatusConflict, "conflict"
-	case errors.Is(err, tree.ErrConflict):
+	case errors.Is(err, rollout.ErrConflict):
 		for _, k := range api.ConflictCodes {
 			if errors.Is(err, k.Err) {
 				return http.StatusConflict, k.Code
 			}
 		}
 		return http.StatusConflict, "conflict"
-	case errors.Is(err, store.ErrInvalid), errors.Is(err, tree.ErrInvalidConfig), errors.Is(err, tree.ErrInvalidShaping), errors.Is(err, rubricpool.ErrInvalidConfig):
+	case errors.Is(err, model.ErrInvalid), errors.Is(err, tree.ErrInvalidConfig), errors.Is(err, tree.ErrInvalidShaping), errors.Is(err, rubricpool.ErrInvalidConfig):
 		return http.StatusBadRequest, "invalid"
 	case errors.Is(err, store.ErrReadOnly):
 		return http.StatusForbidden, "read_only"

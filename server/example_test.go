@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"net"
 	"os"
 	"path/filepath"
 
+	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/client"
 	"github.com/patrdb/patrdb/runconfig"
 	"github.com/patrdb/patrdb/server"
@@ -17,7 +19,7 @@ import (
 // Serve a store over HTTP on a loopback address, the only kind that may
 // serve without a token (CheckBind), and talk to it with the Go client: a
 // run created through the API records the defaults under the members it was
-// not given, and a run that does not exist is store.ErrNotFound on the
+// not given, and a run that does not exist is model.ErrNotFound on the
 // client side too.
 func ExampleNewHandler() {
 	dir, _ := os.MkdirTemp("", "patrdb-serve-")
@@ -46,7 +48,7 @@ func ExampleNewHandler() {
 
 	ctx := context.Background()
 	c := client.New("http://" + ln.Addr().String())
-	run, err := c.CreateRun(ctx, server.CreateRunRequest{ID: "exp-1", Tree: []byte(`{"b0":4,"k":3}`)})
+	run, err := c.CreateRun(ctx, api.CreateRunRequest{ID: "exp-1", Tree: []byte(`{"b0":4,"k":3}`)})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -56,7 +58,7 @@ func ExampleNewHandler() {
 	runs, err := c.Runs(ctx)
 	fmt.Println("runs:", len(runs), err)
 	_, err = c.Run(ctx, "nope")
-	fmt.Println("missing run is ErrNotFound:", errors.Is(err, store.ErrNotFound))
+	fmt.Println("missing run is ErrNotFound:", errors.Is(err, model.ErrNotFound))
 	// Output:
 	// public without a token: true
 	// created exp-1: b0 4, k 3, m 2 (default), rubric lambda 0.1 (default)

@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/client"
-	"github.com/patrdb/patrdb/store"
-	"github.com/patrdb/patrdb/tree"
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 )
 
 // The fakes below are a tiny deterministic agent: every turn is a function
@@ -19,22 +20,22 @@ import (
 // worker (clients/python/examples/toy_worker.py) computes exactly the same
 // numbers, so Go and Python workers grow the same trees.
 
-func branchHash(k tree.TurnKey) uint64 { return k.Branch % 1000003 }
+func branchHash(k rollout.TurnKey) uint64 { return k.Branch % 1000003 }
 
 type fakePolicy struct {
 	mu              sync.Mutex // batches may be asked for concurrently
 	calls, maxBatch int
 }
 
-func (p *fakePolicy) ActBatch(_ context.Context, reqs []tree.ActRequest) ([]tree.Move, error) {
+func (p *fakePolicy) ActBatch(_ context.Context, reqs []rollout.ActRequest) ([]rollout.Move, error) {
 	p.mu.Lock()
 	p.calls++
 	p.maxBatch = max(p.maxBatch, len(reqs))
 	p.mu.Unlock()
-	out := make([]tree.Move, len(reqs))
+	out := make([]rollout.Move, len(reqs))
 	for i, r := range reqs {
 		h := branchHash(r.Key)
-		out[i] = tree.Move{Text: fmt.Sprintf("a%d", (h+3*uint64(r.Key.Path))%4),
+		out[i] = rollout.Move{Text: fmt.Sprintf("a%d", (h+3*uint64(r.Key.Path))%4),
 			Tokens: []uint32{uint32(r.Key.Path), uint32(h % 1000), 7}, Logprobs: []float32{-0.5, -0.25, -1}}
 	}
 	return out, nil
@@ -42,16 +43,18 @@ func (p *fakePolicy) ActBatch(_ context.Context, reqs []tree.ActRequest) ([]tree
 
 type fakeEnv struct{}
 
-func (fakeEnv) Reset(context.Context, tree.Task) (tree.Episode, error) { return fakeEpisode{}, nil }
-func (fakeEnv) Restore(context.Context, tree.Task, []store.Turn, []byte) (tree.Episode, error) {
+func (fakeEnv) Reset(context.Context, rollout.Task) (rollout.Episode, error) {
+	return fakeEpisode{}, nil
+}
+func (fakeEnv) Restore(context.Context, rollout.Task, []model.Turn, []byte) (rollout.Episode, error) {
 	return fakeEpisode{}, nil
 }
 
 type fakeEpisode struct{}
 
 func (fakeEpisode) State() []byte { return nil }
-func (fakeEpisode) Step(_ context.Context, k tree.TurnKey, m tree.Move) (tree.Observation, error) {
-	obs := tree.Observation{Text: fmt.Sprintf("o%s@%d", m.Text, k.Path), Done: (branchHash(k)+uint64(k.Path))%5 == 4}
+func (fakeEpisode) Step(_ context.Context, k rollout.TurnKey, m rollout.Move) (rollout.Observation, error) {
+	obs := rollout.Observation{Text: fmt.Sprintf("o%s@%d", m.Text, k.Path), Done: (branchHash(k)+uint64(k.Path))%5 == 4}
 	if m.Text == "a0" {
 		obs.Reward = 0.25
 	}
@@ -60,7 +63,7 @@ func (fakeEpisode) Step(_ context.Context, k tree.TurnKey, m tree.Move) (tree.Ob
 
 type fakeScorer struct{}
 
-func (fakeScorer) Score(_ context.Context, _ tree.Task, h []store.Turn) (float64, error) {
+func (fakeScorer) Score(_ context.Context, _ rollout.Task, h []model.Turn) (float64, error) {
 	n := len(h)
 	for _, t := range h {
 		for _, tok := range t.ActionTokens {
@@ -71,10 +74,10 @@ func (fakeScorer) Score(_ context.Context, _ tree.Task, h []store.Turn) (float64
 }
 
 // fakeTasks are the tasks of a step of the fake agent.
-func fakeTasks(n int) []tree.Task {
-	out := make([]tree.Task, n)
+func fakeTasks(n int) []rollout.Task {
+	out := make([]rollout.Task, n)
 	for i := range out {
-		out[i] = tree.Task{ID: fmt.Sprintf("task-%d", i), Prompt: fmt.Sprintf("reach cell %d", i)}
+		out[i] = rollout.Task{ID: fmt.Sprintf("task-%d", i), Prompt: fmt.Sprintf("reach cell %d", i)}
 	}
 	return out
 }
@@ -87,9 +90,9 @@ func fakeWorker(e *testEnv, run, name string, max int) *client.Worker {
 
 // growStep opens step with tasks, grows it with workers goroutines of the
 // fake agent, and closes its groups.
-func growStep(e *testEnv, run string, step uint64, tasks []tree.Task, workers int) {
+func growStep(e *testEnv, run string, step uint64, tasks []rollout.Task, workers int) {
 	e.t.Helper()
-	e.post("/api/v1/runs/"+run+"/steps", OpenStepRequest{Keyed: Keyed{ClientKey: fmt.Sprintf("%s-open-%d", run, step)}, Step: step, Tasks: tasks}, http.StatusOK, nil)
+	e.post("/api/v1/runs/"+run+"/steps", api.OpenStepRequest{Keyed: api.Keyed{ClientKey: fmt.Sprintf("%s-open-%d", run, step)}, Step: step, Tasks: tasks}, http.StatusOK, nil)
 	errs := make(chan error, workers)
 	for i := range workers {
 		go func() {
@@ -116,7 +119,7 @@ func closeDone(t testing.TB, c *client.Client, run string, step uint64) {
 		t.Fatalf("step %d not done: %+v", step, st)
 	}
 	for _, g := range st.Done {
-		if _, err := c.CloseGroup(bg, run, g, CloseGroupRequest{Keyed: Keyed{ClientKey: fmt.Sprintf("%s-close-%d", run, g)}}); err != nil {
+		if _, err := c.CloseGroup(bg, run, g, api.CloseGroupRequest{Keyed: api.Keyed{ClientKey: fmt.Sprintf("%s-close-%d", run, g)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -128,20 +131,20 @@ type slowTools struct{ fakeEnv }
 
 type slowToolsEpisode struct{ fakeEpisode }
 
-func (slowTools) Reset(context.Context, tree.Task) (tree.Episode, error) {
+func (slowTools) Reset(context.Context, rollout.Task) (rollout.Episode, error) {
 	return slowToolsEpisode{}, nil
 }
-func (slowTools) Restore(context.Context, tree.Task, []store.Turn, []byte) (tree.Episode, error) {
+func (slowTools) Restore(context.Context, rollout.Task, []model.Turn, []byte) (rollout.Episode, error) {
 	return slowToolsEpisode{}, nil
 }
 
-func (ep slowToolsEpisode) Step(ctx context.Context, k tree.TurnKey, m tree.Move) (tree.Observation, error) {
+func (ep slowToolsEpisode) Step(ctx context.Context, k rollout.TurnKey, m rollout.Move) (rollout.Observation, error) {
 	if h := k.Branch*31 + uint64(k.Path); h%8 == 0 {
 		t := time.NewTimer(time.Duration(h/8%2000) * time.Millisecond)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return tree.Observation{}, ctx.Err()
+			return rollout.Observation{}, ctx.Err()
 		case <-t.C:
 		}
 	}
@@ -151,7 +154,7 @@ func (ep slowToolsEpisode) Step(ctx context.Context, k tree.TurnKey, m tree.Move
 // pathReward is the fake agent's outcome reward as a verifier computes it
 // apart from the worker: what the coordinator records inline, the sum of
 // the path's turn rewards.
-func pathReward(_ context.Context, _ tree.Task, path []store.Turn) (float64, error) {
+func pathReward(_ context.Context, _ rollout.Task, path []model.Turn) (float64, error) {
 	sum := 0.0
 	for _, t := range path {
 		sum += t.Reward

@@ -6,8 +6,10 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/grpo"
-	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/tree"
 )
 
@@ -16,11 +18,11 @@ import (
 const testTree = `{"b0":3,"k":2,"m":2,"top_expand":1,"delta":0.3,"repeat_prune":2,"max_turns":3}`
 
 // openStep opens step with one task and returns its group.
-func openStep(e *testEnv, run string, step uint64) store.Group {
+func openStep(e *testEnv, run string, step uint64) model.Group {
 	e.t.Helper()
-	var os OpenStepResponse
-	e.post("/api/v1/runs/"+run+"/steps", OpenStepRequest{Keyed: Keyed{ClientKey: fmt.Sprintf("open-%d", step)}, Step: step,
-		Tasks: []tree.Task{{ID: "t1", Prompt: "reach the goal", Gold: "goal"}}}, http.StatusOK, &os)
+	var os api.OpenStepResponse
+	e.post("/api/v1/runs/"+run+"/steps", api.OpenStepRequest{Keyed: api.Keyed{ClientKey: fmt.Sprintf("open-%d", step)}, Step: step,
+		Tasks: []rollout.Task{{ID: "t1", Prompt: "reach the goal", Gold: "goal"}}}, http.StatusOK, &os)
 	if len(os.Groups) != 1 {
 		e.t.Fatalf("open step %d: %+v", step, os)
 	}
@@ -28,11 +30,11 @@ func openStep(e *testEnv, run string, step uint64) store.Group {
 }
 
 // leaseAll leases every free branch of step, by node.
-func leaseAll(e *testEnv, run string, step uint64) map[uint64]LeaseGrant {
+func leaseAll(e *testEnv, run string, step uint64) map[uint64]api.LeaseGrant {
 	e.t.Helper()
-	var lr LeaseResponse
-	e.post("/api/v1/runs/"+run+"/leases", LeaseRequest{Worker: "test", Step: step}, http.StatusOK, &lr)
-	out := map[uint64]LeaseGrant{}
+	var lr api.LeaseResponse
+	e.post("/api/v1/runs/"+run+"/leases", api.LeaseRequest{Worker: "test", Step: step}, http.StatusOK, &lr)
+	out := map[uint64]api.LeaseGrant{}
 	for _, l := range lr.Leases {
 		out[l.Node] = l
 	}
@@ -40,18 +42,18 @@ func leaseAll(e *testEnv, run string, step uint64) map[uint64]LeaseGrant {
 }
 
 // sub is a submission under l's lease.
-func sub(l LeaseGrant, score *float64, turns ...store.Turn) tree.Submission {
-	return tree.Submission{Lease: l.ID, Worker: l.Worker, Node: l.Node, From: l.From, Turns: turns, Score: score}
+func sub(l api.LeaseGrant, score *float64, turns ...model.Turn) rollout.Submission {
+	return rollout.Submission{Lease: l.ID, Worker: l.Worker, Node: l.Node, From: l.From, Turns: turns, Score: score}
 }
 
-func submitOK(e *testEnv, run, key string, subs ...tree.Submission) tree.Submitted {
+func submitOK(e *testEnv, run, key string, subs ...rollout.Submission) rollout.Submitted {
 	e.t.Helper()
-	var out tree.Submitted
-	e.post("/api/v1/runs/"+run+"/submit", SubmitRequest{Keyed: Keyed{ClientKey: key}, Submissions: subs}, http.StatusOK, &out)
+	var out rollout.Submitted
+	e.post("/api/v1/runs/"+run+"/submit", api.SubmitRequest{Keyed: api.Keyed{ClientKey: key}, Submissions: subs}, http.StatusOK, &out)
 	return out
 }
 
-func done(t store.Turn) store.Turn { t.Done = true; return t }
+func done(t model.Turn) model.Turn { t.Done = true; return t }
 
 // grow drives one PaTR group over HTTP: three roots, two turns each, one
 // routed interval (expand the best, keep the middle, prune the worst), then
@@ -94,7 +96,7 @@ func TestPaTRGroupOverHTTP(t *testing.T) {
 	e := newEnv(t, Options{})
 	createRun(e, "r1", testTree)
 	g := openStep(e, "r1", 1)
-	if len(g.Roots) != 3 || g.Status != store.GroupOpen || g.Step != 1 {
+	if len(g.Roots) != 3 || g.Status != model.GroupOpen || g.Step != 1 {
 		t.Fatalf("open step: %+v", g)
 	}
 	r := g.Roots
@@ -108,9 +110,9 @@ func TestPaTRGroupOverHTTP(t *testing.T) {
 	// repeat rule whatever its score.
 	actions := [][]string{{"a", "b"}, {"a", "c"}, {"x", "x"}}
 	scores := []float64{0.6, 0.8, 0.95}
-	var subs []tree.Submission
+	var subs []rollout.Submission
 	for i, id := range r {
-		var ts []store.Turn
+		var ts []model.Turn
 		for _, a := range actions[i] {
 			ts = append(ts, turn(a, 0.5))
 		}
@@ -133,10 +135,10 @@ func TestPaTRGroupOverHTTP(t *testing.T) {
 		}
 	}
 	// r2: pruned (repeat); r1: best survivor, expanded; r0: 0.6 < 0.95-0.3, pruned.
-	if rt.Decisions[2].Action != tree.Prune || rt.Decisions[2].Rule != tree.RuleRepeat || rt.Decisions[1].Action != tree.Expand || rt.Decisions[0].Action != tree.Prune {
+	if rt.Decisions[2].Action != model.ActionPrune || rt.Decisions[2].Rule != tree.RuleRepeat || rt.Decisions[1].Action != model.ActionExpand || rt.Decisions[0].Action != model.ActionPrune {
 		t.Fatalf("unexpected routing: %+v", rt.Decisions)
 	}
-	var pruned NodeInfo
+	var pruned api.NodeInfo
 	e.get(fmt.Sprintf("/api/v1/runs/r1/nodes/%d", r[0]), &pruned)
 	if !pruned.Node.HasReward || pruned.Node.Reward != 1.0 { // two turns of reward 0.5
 		t.Errorf("pruned leaf %+v, want the sum of its turn rewards 1", pruned.Node)
@@ -145,17 +147,17 @@ func TestPaTRGroupOverHTTP(t *testing.T) {
 	if fmt.Sprint(rt.Active) != fmt.Sprint(kids) || rt.Interval != 0 {
 		t.Fatalf("active after route %v, children %v", rt.Active, kids)
 	}
-	var kid NodeInfo
+	var kid api.NodeInfo
 	e.get(fmt.Sprintf("/api/v1/runs/r1/nodes/%d", kids[1]), &kid)
-	if kid.Node.Parent != r[1] || kid.Node.Fork != 2 || kid.Node.Base != 2 || kid.Node.Ordinal != 1 || kid.Node.Status != store.NodeActive {
+	if kid.Node.Parent != r[1] || kid.Node.Fork != 2 || kid.Node.Base != 2 || kid.Node.Ordinal != 1 || kid.Node.Status != model.NodeActive {
 		t.Fatalf("child: %+v", kid.Node)
 	}
-	var parent NodeInfo
+	var parent api.NodeInfo
 	e.get(fmt.Sprintf("/api/v1/runs/r1/nodes/%d", r[1]), &parent)
-	if parent.Node.Status != store.NodeExpanded || len(parent.Node.Scores) != 1 || parent.Node.Scores[0].Turn != 2 || fmt.Sprint(parent.Children) != fmt.Sprint(kids) {
+	if parent.Node.Status != model.NodeExpanded || len(parent.Node.Scores) != 1 || parent.Node.Scores[0].Turn != 2 || fmt.Sprint(parent.Children) != fmt.Sprint(kids) {
 		t.Fatalf("parent: %+v children %v", parent.Node, parent.Children)
 	}
-	var gt GroupTree
+	var gt api.GroupTree
 	e.get("/api/v1/runs/r1/groups/1", &gt)
 	if gt.Group.Interval != 1 || len(gt.Nodes) != 5 {
 		t.Fatalf("group after route: interval %d, %d nodes", gt.Group.Interval, len(gt.Nodes))
@@ -171,12 +173,12 @@ func TestPaTRGroupOverHTTP(t *testing.T) {
 		}
 	}
 	submitOK(e, "r1", "kid0", sub(ls[kids[0]], nil, done(turn("k0", 0))))
-	var tr Trajectory
+	var tr api.Trajectory
 	e.get(fmt.Sprintf("/api/v1/runs/r1/nodes/%d/trajectory", kids[0]), &tr)
 	if tr.Inherited != 2 || len(tr.Turns) != 3 || tr.Turns[0].Node != r[1] || tr.Turns[1].Action != "c" || tr.Turns[2].Node != kids[0] || tr.Turns[2].Action != "k0" {
 		t.Fatalf("trajectory: %+v", tr)
 	}
-	if len(tr.Segments) != 2 || tr.Segments[0] != (store.Segment{Node: r[1], Count: 2}) {
+	if len(tr.Segments) != 2 || tr.Segments[0] != (model.Segment{Node: r[1], Count: 2}) {
 		t.Fatalf("segments: %+v", tr.Segments)
 	}
 	// Closing with an active branch left is a conflict and writes nothing.
@@ -185,22 +187,22 @@ func TestPaTRGroupOverHTTP(t *testing.T) {
 	if st != http.StatusConflict || e.fileSum() != before {
 		t.Fatalf("close with an active node: %d %s", st, body)
 	}
-	var status StepStatus
+	var status rollout.StepStatus
 	e.get("/api/v1/runs/r1/steps/1/status", &status)
 	if status.Open != 1 || status.Active != 1 || status.Leased != 1 || len(status.Done) != 0 {
 		t.Fatalf("status with one branch left: %+v", status)
 	}
 	out = submitOK(e, "r1", "kid1", sub(ls[kids[1]], nil, turn("k1", 0.25)))
-	if out.Results[0].Status != store.NodeTruncated || fmt.Sprint(out.Done) != "[1]" {
+	if out.Results[0].Status != model.NodeTruncated || fmt.Sprint(out.Done) != "[1]" {
 		t.Fatalf("last branch: %+v", out)
 	}
 	e.get("/api/v1/runs/r1/steps/1/status", &status)
 	if status.Open != 1 || status.Active != 0 || status.Leased != 0 || fmt.Sprint(status.Done) != "[1]" {
 		t.Fatalf("status with the group done: %+v", status)
 	}
-	var cg CloseGroupResponse
+	var cg api.CloseGroupResponse
 	e.post("/api/v1/runs/r1/groups/1/close", `{"client_key":"c1"}`, http.StatusOK, &cg)
-	if cg.Group.Status != store.GroupClosed || len(cg.Advantages) != 4 {
+	if cg.Group.Status != model.GroupClosed || len(cg.Advantages) != 4 {
 		t.Fatalf("close: %+v", cg)
 	}
 	// Leaves in id order: r0 (pruned, 1), r2 (pruned, 1), kid0 (1: path
@@ -214,7 +216,7 @@ func TestPaTRGroupOverHTTP(t *testing.T) {
 			t.Errorf("advantage %d: %+v, want leaf %d reward %v adv %v", i, a, leaves[i], rewards[i], adv[i])
 		}
 	}
-	var stored struct{ Advantages []store.Advantage }
+	var stored struct{ Advantages []model.Advantage }
 	e.get("/api/v1/runs/r1/advantages?step=1", &stored)
 	if len(stored.Advantages) != 4 || fmt.Sprint(stored.Advantages[3]) != fmt.Sprint(cg.Advantages[3]) {
 		t.Fatalf("stored advantages: %+v", stored.Advantages)
@@ -230,7 +232,7 @@ func TestCloseWithRubricScores(t *testing.T) {
 	createRun(e, "r1", testTree)
 	gid, r, c := grow(e, "r1", 1)
 	// Leaves: r0 (pruned? no: r0 expanded), ... find them from the tree.
-	var g GroupTree
+	var g api.GroupTree
 	e.get(fmt.Sprintf("/api/v1/runs/r1/groups/%d", gid), &g)
 	var leaves []uint64
 	for _, n := range g.Nodes {
@@ -242,20 +244,20 @@ func TestCloseWithRubricScores(t *testing.T) {
 		t.Fatalf("leaves %v (roots %v children %v)", leaves, r, c)
 	}
 	scores := []float64{0.5, -0.5, 0.25, -0.25}
-	var ls []LeafScore
+	var ls []api.LeafScore
 	for i, id := range leaves {
-		ls = append(ls, LeafScore{Leaf: id, Score: &scores[i]})
+		ls = append(ls, api.LeafScore{Leaf: id, Score: &scores[i]})
 	}
 	// Missing a leaf: refused, nothing written.
 	before := e.dump()
-	st, _, body := e.call(http.MethodPost, fmt.Sprintf("/api/v1/runs/r1/groups/%d/close", gid), CloseGroupRequest{Keyed: Keyed{ClientKey: "c"}, RubricScores: ls[:3]})
+	st, _, body := e.call(http.MethodPost, fmt.Sprintf("/api/v1/runs/r1/groups/%d/close", gid), api.CloseGroupRequest{Keyed: api.Keyed{ClientKey: "c"}, RubricScores: ls[:3]})
 	if st != http.StatusBadRequest || e.dump() != before {
 		t.Fatalf("close with a leaf unscored: %d %s", st, body)
 	}
-	var cg CloseGroupResponse
-	e.post(fmt.Sprintf("/api/v1/runs/r1/groups/%d/close", gid), CloseGroupRequest{Keyed: Keyed{ClientKey: "c"}, RubricScores: ls, Lambda: ptr(0.2)}, http.StatusOK, &cg)
+	var cg api.CloseGroupResponse
+	e.post(fmt.Sprintf("/api/v1/runs/r1/groups/%d/close", gid), api.CloseGroupRequest{Keyed: api.Keyed{ClientKey: "c"}, RubricScores: ls, Lambda: ptr(0.2)}, http.StatusOK, &cg)
 	var base []float64
-	byID := map[uint64]store.Node{}
+	byID := map[uint64]model.Node{}
 	for _, n := range g.Nodes {
 		byID[n.ID] = n
 	}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/patrdb/patrdb/api"
 )
 
 // Health names the file only by its FileID; the path goes to a request
@@ -27,7 +29,7 @@ func TestHealthHidesThePath(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var h Health
+		var h api.Health
 		err = json.NewDecoder(resp.Body).Decode(&h)
 		resp.Body.Close()
 		if err != nil || resp.StatusCode != 200 || h.Path != c.wantPath || h.File != FileID(abs) {

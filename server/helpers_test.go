@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/patrdb/patrdb/client"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -163,7 +164,7 @@ func (e *testEnv) dump() string {
 		for _, run := range runs {
 			r, _ := tx.Run(run.ID)
 			fmtJSON(&buf, run)
-			if err := r.ForEachGroup(0, func(g store.Group) error {
+			if err := r.ForEachGroup(0, func(g model.Group) error {
 				fmtJSON(&buf, g)
 				nodes, err := r.GroupNodes(g)
 				for _, n := range nodes {
@@ -179,7 +180,7 @@ func (e *testEnv) dump() string {
 			fmtJSON(&buf, advs)
 			rbs, _ := r.Rubrics("")
 			fmtJSON(&buf, rbs)
-			if err := r.Events(1, func(ev store.Event) error { fmtJSON(&buf, ev); return nil }); err != nil {
+			if err := r.Events(1, func(ev model.Event) error { fmtJSON(&buf, ev); return nil }); err != nil {
 				return err
 			}
 		}
@@ -216,8 +217,8 @@ var bg = context.Background()
 
 func ptr[T any](v T) *T { return &v }
 
-func turn(action string, reward float64) store.Turn {
-	return store.Turn{Action: action, Observation: "obs after " + action, Reward: reward,
+func turn(action string, reward float64) model.Turn {
+	return model.Turn{Action: action, Observation: "obs after " + action, Reward: reward,
 		ActionTokens: []uint32{1, 2, 3}, ActionLogprobs: []float32{-0.5, -0.25, -1}}
 }
 

@@ -3,11 +3,12 @@ package server
 import (
 	"bytes"
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"net/http"
 	"sync"
 	"testing"
 
-	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/store/storetest"
 )
 
@@ -114,7 +115,7 @@ func TestConcurrentRetriesWriteOnce(t *testing.T) {
 	if got := e.lastSeq("r1") - seq; got != 5 {
 		t.Fatalf("%d events written, want 5", got)
 	}
-	var groups struct{ Groups []store.Group }
+	var groups struct{ Groups []model.Group }
 	e.get("/api/v1/runs/r1/steps/2/groups", &groups)
 	if len(groups.Groups) != 1 {
 		t.Fatalf("%d groups at step 2", len(groups.Groups))
@@ -141,9 +142,9 @@ func TestRetryAfterRestart(t *testing.T) {
 		t.Fatalf("after restart: %d %s (first %s)", st, again, first)
 	}
 	// Replies are ordinary events, readable in the log.
-	var page EventPage
+	var page api.EventPage
 	e2.get(fmt.Sprintf("/api/v1/runs/r1/events?from=%d", seq), &page)
-	if len(page.Events) != 1 || page.Events[0].Kind != store.EvReply {
+	if len(page.Events) != 1 || page.Events[0].Kind != model.EvReply {
 		t.Fatalf("last event: %+v", page.Events)
 	}
 	p, _ := page.Events[0].Payload.(map[string]any)

@@ -26,7 +26,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, max int64, v any) error 
 		// request a browser might send to a loopback server, which this
 		// server never approves: a web page cannot post to it.
 		return withStatus(http.StatusUnsupportedMediaType, "unsupported_media_type",
-			fmt.Errorf("%w: Content-Type %q, want application/json", ErrBadRequest, ct))
+			fmt.Errorf("%w: Content-Type %q, want application/json", api.ErrBadRequest, ct))
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 	if err != nil {
@@ -109,7 +109,7 @@ func jsonError(err error) error {
 	switch {
 	case errors.As(err, &mbe):
 		return withStatus(http.StatusRequestEntityTooLarge, "too_large",
-			fmt.Errorf("%w: body larger than %d bytes", ErrBadRequest, mbe.Limit))
+			fmt.Errorf("%w: body larger than %d bytes", api.ErrBadRequest, mbe.Limit))
 	case errors.As(err, &se):
 		return badRequest("malformed JSON at byte %d: %v", se.Offset, se)
 	case errors.As(err, &te):

@@ -17,7 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/client"
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/runconfig"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
@@ -61,7 +64,7 @@ func workerMain(spec string) int {
 	c.HTTP.Timeout = 10 * time.Second
 	w := &client.Worker{Client: c, Run: f[1], Name: f[3], Policy: &fakePolicy{}, Env: fakeEnv{}, Scorer: fakeScorer{},
 		Max: 3, TTL: 300 * time.Millisecond, Poll: 50 * time.Millisecond, // the Python worker's pace
-		OnSubmit: func(req SubmitRequest, _ tree.Submitted) {
+		OnSubmit: func(req api.SubmitRequest, _ rollout.Submitted) {
 			for _, s := range req.Submissions {
 				writeAck(acks, s.Node, s.From, s.Turns)
 			}
@@ -88,7 +91,7 @@ type ack struct {
 	Actions []string `json:"actions"`
 }
 
-func writeAck(f *os.File, node uint64, from int, turns []store.Turn) {
+func writeAck(f *os.File, node uint64, from int, turns []model.Turn) {
 	a := ack{Node: node, From: from, Actions: []string{}}
 	for _, t := range turns {
 		a.Actions = append(a.Actions, t.Action)
@@ -229,11 +232,11 @@ func killRound(t *testing.T, bin, self, python, script string, tasks int) (worke
 	c := client.New(url)
 	c.Retries, c.Backoff = 20, 50*time.Millisecond
 	const run = "kill"
-	if _, err := c.CreateRun(bg, CreateRunRequest{Keyed: Keyed{ClientKey: "create"}, ID: run,
+	if _, err := c.CreateRun(bg, api.CreateRunRequest{Keyed: api.Keyed{ClientKey: "create"}, ID: run,
 		Tree: json.RawMessage(`{"b0":3,"k":2,"m":2,"top_expand":1,"delta":0.1,"max_turns":8,"seed":5}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.OpenStep(bg, run, OpenStepRequest{Keyed: Keyed{ClientKey: "open"}, Step: 1, Tasks: fakeTasks(tasks)}); err != nil {
+	if _, err := c.OpenStep(bg, run, api.OpenStepRequest{Keyed: api.Keyed{ClientKey: "open"}, Step: 1, Tasks: fakeTasks(tasks)}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -431,16 +434,16 @@ func freePort(t *testing.T) int {
 func canonicalStep(t *testing.T, db *store.DB, run string, step uint64) string {
 	t.Helper()
 	type cnode struct {
-		Status    store.NodeStatus
+		Status    model.NodeStatus
 		Fork      int
 		Base      int
 		Attempt   int
 		Reward    *float64
 		Error     string
-		Turns     []store.Turn
-		Scores    []store.Score
-		Decisions []store.Decision
-		Adv       *store.Advantage
+		Turns     []model.Turn
+		Scores    []model.Score
+		Decisions []model.Decision
+		Adv       *model.Advantage
 	}
 	out := map[string]map[string]cnode{}
 	err := db.View(func(tx *store.Tx) error {
@@ -453,7 +456,7 @@ func canonicalStep(t *testing.T, db *store.DB, run string, step uint64) string {
 			return err
 		}
 		for _, g := range groups {
-			if g.Status != store.GroupClosed {
+			if g.Status != model.GroupClosed {
 				return fmt.Errorf("group %d is %s", g.ID, g.Status)
 			}
 			nodes, err := r.GroupNodes(g)
@@ -466,7 +469,7 @@ func canonicalStep(t *testing.T, db *store.DB, run string, step uint64) string {
 			if err != nil {
 				return err
 			}
-			byLeaf := map[uint64]store.Advantage{}
+			byLeaf := map[uint64]model.Advantage{}
 			for _, a := range advs {
 				byLeaf[a.Leaf] = a
 			}
@@ -572,11 +575,11 @@ func checkAcks(t *testing.T, db *store.DB, run string, files []string) {
 			}
 		}
 		written := map[[2]uint64]int{}
-		if err := r.Events(1, func(e store.Event) error {
-			if e.Kind != store.EvTurns {
+		if err := r.Events(1, func(e model.Event) error {
+			if e.Kind != model.EvTurns {
 				return nil
 			}
-			var p store.TurnsPayload
+			var p model.TurnsPayload
 			if err := store.DecodePayload(e, &p); err != nil {
 				return err
 			}
@@ -593,7 +596,7 @@ func checkAcks(t *testing.T, db *store.DB, run string, files []string) {
 				return fmt.Errorf("turn %d of node %d was written %d times", k[1], k[0], n)
 			}
 		}
-		if err := r.ForEachGroup(0, func(g store.Group) error {
+		if err := r.ForEachGroup(0, func(g model.Group) error {
 			nodes, err := r.GroupNodes(g)
 			for _, n := range nodes {
 				stored += n.Turns

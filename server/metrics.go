@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/patrdb/patrdb/model"
 	"net/http"
 	"sync"
 
@@ -19,8 +20,8 @@ func (f *stepFollowers) of(run string) *replay.StepFollower {
 
 func (s *server) stepMetrics(w http.ResponseWriter, r *http.Request) error {
 	out := struct {
-		Steps []StepMetrics `json:"steps"`
-	}{Steps: []StepMetrics{}}
+		Steps []model.StepMetrics `json:"steps"`
+	}{Steps: []model.StepMetrics{}}
 	err := s.viewParts(r, []store.RunPart{store.PartEvents, store.PartAdvantages}, func(rt *store.RunTx) error {
 		var err error
 		out.Steps, err = s.steps.of(rt.ID()).Figures(rt)

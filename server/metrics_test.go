@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/patrdb/patrdb/model"
 	"testing"
 
 	"github.com/patrdb/patrdb/store"
@@ -13,7 +14,7 @@ import (
 func TestStepPoolsByEventStep(t *testing.T) {
 	e := newEnv(t, Options{})
 	createRun(e, "r1", testTree)
-	put := func(rb store.Rubric) {
+	put := func(rb model.Rubric) {
 		t.Helper()
 		err := e.db.Update(func(tx *store.Tx) error {
 			rt, err := tx.Run("r1")
@@ -28,20 +29,20 @@ func TestStepPoolsByEventStep(t *testing.T) {
 		}
 	}
 	openStep(e, "r1", 1)
-	put(store.Rubric{Pool: store.PoolPublic, Text: "checks the map", CreatedStep: 1, Usage: store.RubricUsage{LastActivation: -1}})
-	put(store.Rubric{Pool: store.PoolCandidate, Text: "proposed for step 2", CreatedStep: 2})
+	put(model.Rubric{Pool: model.PoolPublic, Text: "checks the map", CreatedStep: 1, Usage: model.RubricUsage{LastActivation: -1}})
+	put(model.Rubric{Pool: model.PoolCandidate, Text: "proposed for step 2", CreatedStep: 2})
 	openStep(e, "r1", 2)
 
-	var steps struct{ Steps []StepMetrics }
+	var steps struct{ Steps []model.StepMetrics }
 	e.get("/api/v1/runs/r1/steps", &steps)
 	if len(steps.Steps) != 2 {
 		t.Fatalf("steps: %+v", steps)
 	}
 	s1, s2 := steps.Steps[0].Pools, steps.Steps[1].Pools
-	if s1[store.PoolPublic] != 1 || s1[store.PoolCandidate] != 0 {
+	if s1[model.PoolPublic] != 1 || s1[model.PoolCandidate] != 0 {
 		t.Errorf("step 1 pools %v, want 1 public and no candidate (the candidate is step 2's)", s1)
 	}
-	if s2[store.PoolPublic] != 1 || s2[store.PoolCandidate] != 1 {
+	if s2[model.PoolPublic] != 1 || s2[model.PoolCandidate] != 1 {
 		t.Errorf("step 2 pools %v, want 1 public and 1 candidate", s2)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/patrdb/patrdb/api"
 )
 
 // openAPIDoc is the API's OpenAPI document, kept beside the code that
@@ -43,12 +45,12 @@ var parsedDoc = sync.OnceValue(func() apiDoc {
 // endpoints are added. Clients compare it with the oldest they can use.
 func APISpecVersion() string { return parsedDoc().Info.Version }
 
-var apiIndex = sync.OnceValue(func() Index {
-	ix := Index{API: APIVersion, APIVersion: APISpecVersion(), Server: moduleVersion(),
-		OpenAPI: "/api/v1/openapi.json", Metrics: "/metrics", Endpoints: []Endpoint{}}
+var apiIndex = sync.OnceValue(func() api.Index {
+	ix := api.Index{API: APIVersion, APIVersion: APISpecVersion(), Server: moduleVersion(),
+		OpenAPI: "/api/v1/openapi.json", Metrics: "/metrics", Endpoints: []api.Endpoint{}}
 	for path, ops := range parsedDoc().Paths {
 		for method, op := range ops {
-			ix.Endpoints = append(ix.Endpoints, Endpoint{Method: strings.ToUpper(method), Path: path, Summary: op.Summary})
+			ix.Endpoints = append(ix.Endpoints, api.Endpoint{Method: strings.ToUpper(method), Path: path, Summary: op.Summary})
 		}
 	}
 	sort.Slice(ix.Endpoints, func(i, j int) bool {

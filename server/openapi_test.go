@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/store/storetest"
 )
 
@@ -82,7 +83,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 // document itself; both are behind the token like the rest of the API.
 func TestAPIIndex(t *testing.T) {
 	e := newEnv(t, Options{Token: "0123456789abcdef0123"})
-	var ix Index
+	var ix api.Index
 	e.get("/api/v1/", &ix)
 	major, _, _ := strings.Cut(ix.APIVersion, ".")
 	if ix.API != APIVersion || "v"+major != APIVersion || ix.OpenAPI != "/api/v1/openapi.json" || ix.Metrics != "/metrics" {

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/patrdb/patrdb/api"
-	"github.com/patrdb/patrdb/store"
-	"github.com/patrdb/patrdb/tree"
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 )
 
 // TestPackedTokens: turns submitted packed are stored as the same turns
@@ -25,21 +25,21 @@ func TestPackedTokens(t *testing.T) {
 	for n := range ls {
 		nodes = append(nodes, n)
 	}
-	turns := []store.Turn{
-		{Action: "a", ActionTokens: store.TokenIDs{0, 1, 1<<31 - 1}, ActionLogprobs: store.Logprobs{0, -0.5, -1e-30},
-			Observation: "o", ObservationTokens: store.TokenIDs{7, 65536}, PolicyVersion: 3},
+	turns := []model.Turn{
+		{Action: "a", ActionTokens: model.TokenIDs{0, 1, 1<<31 - 1}, ActionLogprobs: model.Logprobs{0, -0.5, -1e-30},
+			Observation: "o", ObservationTokens: model.TokenIDs{7, 65536}, PolicyVersion: 3},
 		{Action: "b", Observation: "p"}, // no tokens at all
 	}
-	packed := api.Packed(SubmitRequest{Keyed: Keyed{ClientKey: "packed"}, Submissions: []tree.Submission{
+	packed := api.Packed(api.SubmitRequest{Keyed: api.Keyed{ClientKey: "packed"}, Submissions: []rollout.Submission{
 		{Lease: ls[nodes[0]].ID, Worker: "test", Node: nodes[0], Turns: turns}}})
 	b, _ := json.Marshal(packed)
 	if !strings.Contains(string(b), `"action_tokens":"AAAAAAEAAAD///9/"`) {
 		t.Fatalf("packed submit: %s", b)
 	}
 	e.post("/api/v1/runs/r1/submit", json.RawMessage(b), http.StatusOK, nil)
-	submitOK(e, "r1", "arrays", tree.Submission{Lease: ls[nodes[1]].ID, Worker: "test", Node: nodes[1], Turns: turns})
+	submitOK(e, "r1", "arrays", rollout.Submission{Lease: ls[nodes[1]].ID, Worker: "test", Node: nodes[1], Turns: turns})
 	for _, n := range nodes {
-		var plain, pk Trajectory
+		var plain, pk api.Trajectory
 		e.get("/api/v1/runs/r1/nodes/"+u64(n)+"/trajectory", &plain)
 		e.get("/api/v1/runs/r1/nodes/"+u64(n)+"/trajectory?tokens=packed", &pk)
 		if len(plain.Turns) != 2 || !reflect.DeepEqual(plain, pk) {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -18,7 +19,7 @@ import (
 // partsFile writes run r: steps groups of a root and two completed
 // leaves with rewards and advantages, closed, on pages of pageSize bytes
 // (0: the default).
-func partsFile(t *testing.T, steps, pageSize int) (path string, last store.Group) {
+func partsFile(t *testing.T, steps, pageSize int) (path string, last model.Group) {
 	t.Helper()
 	path = filepath.Join(t.TempDir(), "patr.db")
 	o := storetest.Options()
@@ -53,17 +54,17 @@ func partsFile(t *testing.T, steps, pageSize int) (path string, last store.Group
 				if err := r.AppendTurns(n.ID, 0, turn("b", float64(i))); err != nil {
 					return err
 				}
-				if err := r.SetNodeStatus(n.ID, store.NodeCompleted); err != nil {
+				if err := r.SetNodeStatus(n.ID, model.NodeCompleted); err != nil {
 					return err
 				}
 				if err := r.SetReward(n.ID, float64(i)); err != nil {
 					return err
 				}
-				if err := r.PutAdvantage(store.Advantage{Step: step, Group: g.ID, Leaf: n.ID, Outcome: float64(i), Total: float64(i), Mean: 0.5, Std: 0.5}); err != nil {
+				if err := r.PutAdvantage(model.Advantage{Step: step, Group: g.ID, Leaf: n.ID, Outcome: float64(i), Total: float64(i), Mean: 0.5, Std: 0.5}); err != nil {
 					return err
 				}
 			}
-			if err := r.SetNodeStatus(root.ID, store.NodeExpanded); err != nil {
+			if err := r.SetNodeStatus(root.ID, model.NodeExpanded); err != nil {
 				return err
 			}
 			if err := r.CloseGroup(g.Step, g.ID); err != nil {
@@ -151,7 +152,7 @@ func TestViewerPartsAreWalkedOnce(t *testing.T) {
 	e := newEnvDB(t, db, Options{})
 	walks := countWalks(e)
 	var figures struct {
-		Steps []StepMetrics `json:"steps"`
+		Steps []model.StepMetrics `json:"steps"`
 	}
 	e.get("/api/v1/runs/r/env-steps", &struct{}{})
 	for range 3 {

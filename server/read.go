@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/patrdb/patrdb/api"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -51,7 +52,7 @@ func lookupRun(tx *store.Tx, id string) (*store.RunTx, error) {
 		return nil, err
 	}
 	r, err := tx.Run(id)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, model.ErrNotFound) {
 		return nil, notFound("run %q", id)
 	}
 	return r, err
@@ -66,7 +67,7 @@ func validRunID(id string) error {
 }
 
 func (s *server) health(w http.ResponseWriter, r *http.Request) error {
-	h := Health{Status: "ok", API: APIVersion, File: FileID(s.db.Path()), ReadOnly: s.opts.ReadOnly || s.db.Options().ReadOnly}
+	h := api.Health{Status: "ok", API: APIVersion, File: FileID(s.db.Path()), ReadOnly: s.opts.ReadOnly || s.db.Options().ReadOnly}
 	// health answers without the token (a client checks it reached a
 	// patrdb server before it has one); where the file lives is said only
 	// to a client that holds it.
@@ -82,8 +83,8 @@ func (s *server) listRuns(w http.ResponseWriter, req *http.Request) error {
 		return err
 	}
 	out := struct {
-		Runs []RunSummary `json:"runs"`
-	}{Runs: []RunSummary{}}
+		Runs []api.RunSummary `json:"runs"`
+	}{Runs: []api.RunSummary{}}
 	err = s.db.View(func(tx *store.Tx) error {
 		ids, err := tx.RunIDs()
 		if err != nil {
@@ -94,7 +95,7 @@ func (s *server) listRuns(w http.ResponseWriter, req *http.Request) error {
 			var ae *apiError
 			if errors.As(err, &ae) && ae.code == "damaged" {
 				// The list goes on: the other runs are still served.
-				out.Runs = append(out.Runs, RunSummary{Run: RunJSON{Run: store.Run{ID: id}}, Damaged: oneLine(err.Error())})
+				out.Runs = append(out.Runs, api.RunSummary{Run: api.RunJSON{Run: model.Run{ID: id}}, Damaged: oneLine(err.Error())})
 				continue
 			}
 			if err != nil {
@@ -115,7 +116,7 @@ func (s *server) getRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var out RunSummary
+	var out api.RunSummary
 	err = s.db.View(func(tx *store.Tx) error {
 		var err error
 		out, err = s.summarize(tx, r.PathValue("run"), opts)
@@ -128,8 +129,8 @@ func (s *server) getRun(w http.ResponseWriter, r *http.Request) error {
 }
 
 // summaryOptions reads ?steps= and ?buckets=.
-func summaryOptions(r *http.Request) (store.SummaryOptions, error) {
-	var o store.SummaryOptions
+func summaryOptions(r *http.Request) (model.SummaryOptions, error) {
+	var o model.SummaryOptions
 	var err error
 	if o.Steps, err = queryBool(r, "steps"); err != nil {
 		return o, err
@@ -147,7 +148,7 @@ func summaryOptions(r *http.Request) (store.SummaryOptions, error) {
 // answer is "damaged" only for damage in what it reads, whatever another
 // endpoint found elsewhere in the run. The bytes per bucket walk every
 // page of the run, so they wait for the whole-run check.
-func (s *server) summarize(tx *store.Tx, id string, o store.SummaryOptions) (RunSummary, error) {
+func (s *server) summarize(tx *store.Tx, id string, o model.SummaryOptions) (api.RunSummary, error) {
 	err := validRunID(id)
 	switch c := &s.soundness; {
 	case err != nil:
@@ -159,21 +160,21 @@ func (s *server) summarize(tx *store.Tx, id string, o store.SummaryOptions) (Run
 		}
 	}
 	if err != nil {
-		return RunSummary{}, err
+		return api.RunSummary{}, err
 	}
 	r, err := lookupRun(tx, id)
 	if err != nil {
-		return RunSummary{}, err
+		return api.RunSummary{}, err
 	}
 	info, err := r.Info()
-	var sum store.RunSummary
+	var sum model.RunSummary
 	if err == nil {
 		sum, err = r.Summary(o)
 	}
 	if errors.Is(err, store.ErrCorrupt) {
-		return RunSummary{}, damagedError(id, err)
+		return api.RunSummary{}, damagedError(id, err)
 	}
-	return RunSummary{Run: runJSON(info), RunSummary: sum}, err
+	return api.RunSummary{Run: runJSON(info), RunSummary: sum}, err
 }
 
 func (s *server) stepGroups(w http.ResponseWriter, r *http.Request) error {
@@ -183,8 +184,8 @@ func (s *server) stepGroups(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := struct {
 		Step   uint64        `json:"step"`
-		Groups []store.Group `json:"groups"`
-	}{Step: step, Groups: []store.Group{}}
+		Groups []model.Group `json:"groups"`
+	}{Step: step, Groups: []model.Group{}}
 	err = s.viewChecked(r, func(rt runReads) error {
 		gs, err := rt.Groups(step)
 		out.Groups = append(out.Groups, gs...)
@@ -204,10 +205,10 @@ func (s *server) listGroups(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := struct {
-		Groups []store.Group `json:"groups"`
-	}{Groups: []store.Group{}}
+		Groups []model.Group `json:"groups"`
+	}{Groups: []model.Group{}}
 	err = s.viewRun(r, func(rt *store.RunTx) error {
-		return rt.ForEachGroup(step, func(g store.Group) error {
+		return rt.ForEachGroup(step, func(g model.Group) error {
 			out.Groups = append(out.Groups, g)
 			return nil
 		})
@@ -223,7 +224,7 @@ func (s *server) getGroup(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var out GroupTree
+	var out api.GroupTree
 	err = s.viewChecked(r, func(rt runReads) error {
 		var err error
 		if out.Group, err = rt.Group(id); err != nil {
@@ -236,7 +237,7 @@ func (s *server) getGroup(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if out.Nodes == nil {
-		out.Nodes = []store.Node{}
+		out.Nodes = []model.Node{}
 	}
 	return s.ok(w, out)
 }
@@ -246,7 +247,7 @@ func (s *server) getNode(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var out NodeInfo
+	var out api.NodeInfo
 	err = s.viewChecked(r, func(rt runReads) error {
 		var err error
 		if out.Node, err = rt.Node(id); err != nil {
@@ -269,7 +270,7 @@ func (s *server) getTrajectory(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var out Trajectory
+	var out api.Trajectory
 	err = s.viewChecked(r, func(rt runReads) error {
 		var err error
 		if out.Node, err = rt.Node(id); err != nil {
@@ -286,7 +287,7 @@ func (s *server) getTrajectory(w http.ResponseWriter, r *http.Request) error {
 	}
 	out.Inherited = out.Node.Base
 	if out.Turns == nil {
-		out.Turns = []store.PathTurn{}
+		out.Turns = []model.PathTurn{}
 	}
 	return s.okTurns(w, r, out)
 }
@@ -297,8 +298,8 @@ func (s *server) getFrontier(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := struct {
-		Nodes []store.Node `json:"nodes"`
-	}{Nodes: []store.Node{}}
+		Nodes []model.Node `json:"nodes"`
+	}{Nodes: []model.Node{}}
 	err = s.viewRun(r, func(rt *store.RunTx) error {
 		nodes, err := rt.FrontierNodes()
 		for _, n := range nodes {
@@ -315,7 +316,7 @@ func (s *server) getFrontier(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *server) getRubrics(w http.ResponseWriter, r *http.Request) error {
-	pool := store.RubricPool(r.URL.Query().Get("pool"))
+	pool := model.RubricPool(r.URL.Query().Get("pool"))
 	if pool == "all" {
 		pool = ""
 	}
@@ -323,7 +324,7 @@ func (s *server) getRubrics(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("pool %q: want candidate, public, retired, merged or all", pool)
 	}
 	out := struct {
-		Rubrics []store.Rubric `json:"rubrics"`
+		Rubrics []model.Rubric `json:"rubrics"`
 	}{}
 	err := s.viewRun(r, func(rt *store.RunTx) error {
 		var err error
@@ -334,7 +335,7 @@ func (s *server) getRubrics(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if out.Rubrics == nil {
-		out.Rubrics = []store.Rubric{}
+		out.Rubrics = []model.Rubric{}
 	}
 	return s.ok(w, out)
 }
@@ -352,7 +353,7 @@ func (s *server) getAdvantages(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("query group needs step too")
 	}
 	out := struct {
-		Advantages []store.Advantage `json:"advantages"`
+		Advantages []model.Advantage `json:"advantages"`
 	}{}
 	err = s.viewRun(r, func(rt *store.RunTx) error {
 		var err error
@@ -363,7 +364,7 @@ func (s *server) getAdvantages(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if out.Advantages == nil {
-		out.Advantages = []store.Advantage{}
+		out.Advantages = []model.Advantage{}
 	}
 	return s.ok(w, out)
 }
@@ -380,12 +381,12 @@ func (s *server) getEvents(w http.ResponseWriter, r *http.Request) error {
 	if limit == 0 || limit > uint64(s.opts.MaxPage) {
 		return badRequest("limit %d: want 1..%d", limit, s.opts.MaxPage)
 	}
-	out := EventPage{Events: []EventJSON{}}
+	out := api.EventPage{Events: []api.EventJSON{}}
 	full := errors.New("page full")
 	err = s.viewRun(r, func(rt *store.RunTx) error {
 		var err error
 		out.LastSeq = rt.LastSeq()
-		err = rt.Events(max(from, 1), func(e store.Event) error {
+		err = rt.Events(max(from, 1), func(e model.Event) error {
 			if uint64(len(out.Events)) == limit {
 				out.Next = e.Seq
 				return full
@@ -410,7 +411,7 @@ func (s *server) getCheckpoint(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := struct {
-		Checkpoint store.Checkpoint `json:"checkpoint"`
+		Checkpoint model.Checkpoint `json:"checkpoint"`
 	}{}
 	err = s.viewRun(r, func(rt *store.RunTx) error {
 		var err error
@@ -425,7 +426,7 @@ func (s *server) getCheckpoint(w http.ResponseWriter, r *http.Request) error {
 
 func (s *server) stats(w http.ResponseWriter, r *http.Request) error {
 	only := r.URL.Query().Get("run")
-	out := Stats{Path: s.db.Path(), Runs: []RunStats{}}
+	out := api.Stats{Path: s.db.Path(), Runs: []api.RunStats{}}
 	err := s.db.View(func(tx *store.Tx) error {
 		out.FileBytes = tx.Size()
 		ids, err := tx.RunIDs()
@@ -466,9 +467,9 @@ func (s *server) stats(w http.ResponseWriter, r *http.Request) error {
 	return s.ok(w, out)
 }
 
-func runStats(r *store.RunTx) (RunStats, error) {
-	sum, err := r.Summary(store.SummaryOptions{Buckets: true})
-	return RunStats{Run: sum.Run, Groups: sum.Groups, Nodes: sum.Nodes, Leaves: sum.Leaves,
+func runStats(r *store.RunTx) (api.RunStats, error) {
+	sum, err := r.Summary(model.SummaryOptions{Buckets: true})
+	return api.RunStats{Run: sum.Run, Groups: sum.Groups, Nodes: sum.Nodes, Leaves: sum.Leaves,
 		TurnsStored: sum.Turns, TurnsMaterialised: sum.TurnsMaterialised, PrefixSharing: sum.PrefixSharing,
 		Events: sum.Events, Bytes: sum.Bytes, Buckets: sum.Buckets}, err
 }

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/patrdb/patrdb/api"
-	"github.com/patrdb/patrdb/store"
-	"github.com/patrdb/patrdb/tree"
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 )
 
 // Each rule of the rollout protocol, broken over HTTP: the request is
@@ -38,33 +38,33 @@ func refused(e *testEnv, path string, body any, status int, code string) {
 
 // refusalEnv is a run with K=2 and one open step of one task, its three
 // roots leased to worker "a".
-func refusalEnv(t *testing.T) (*testEnv, store.Group, map[uint64]LeaseGrant) {
+func refusalEnv(t *testing.T) (*testEnv, model.Group, map[uint64]api.LeaseGrant) {
 	e := newEnv(t, Options{})
 	createRun(e, "r1", testTree)
 	g := openStep(e, "r1", 1)
 	return e, g, leaseAll(e, "r1", 1)
 }
 
-func submitReq(key string, subs ...tree.Submission) SubmitRequest {
-	return SubmitRequest{Keyed: Keyed{ClientKey: key}, Submissions: subs}
+func submitReq(key string, subs ...rollout.Submission) api.SubmitRequest {
+	return api.SubmitRequest{Keyed: api.Keyed{ClientKey: key}, Submissions: subs}
 }
 
 func TestRefuseExpiredLeaseHandedOn(t *testing.T) {
 	e := newEnv(t, Options{})
 	createRun(e, "r1", testTree)
 	g := openStep(e, "r1", 1)
-	var a, b LeaseResponse
-	e.post("/api/v1/runs/r1/leases", LeaseRequest{Worker: "a", TTLMs: 1}, http.StatusOK, &a) // every root, for 1 ms
+	var a, b api.LeaseResponse
+	e.post("/api/v1/runs/r1/leases", api.LeaseRequest{Worker: "a", TTLMs: 1}, http.StatusOK, &a) // every root, for 1 ms
 	time.Sleep(5 * time.Millisecond)
-	e.post("/api/v1/runs/r1/leases", LeaseRequest{Worker: "b", Max: 1}, http.StatusOK, &b)
+	e.post("/api/v1/runs/r1/leases", api.LeaseRequest{Worker: "b", Max: 1}, http.StatusOK, &b)
 	if len(a.Leases) != len(g.Roots) || len(b.Leases) != 1 || a.Leases[0].Node != g.Roots[0] || b.Leases[0].Node != g.Roots[0] {
 		t.Fatalf("the expired lease was not handed on: a %+v, b %+v", a.Leases, b.Leases)
 	}
 	refused(e, "/api/v1/runs/r1/submit", submitReq("late", sub(a.Leases[0], nil, turn("x", 0))), http.StatusConflict, "lease_lost")
 	submitOK(e, "r1", "current", sub(b.Leases[0], nil, turn("y", 0)))
 	// A lease still held is not handed out again.
-	var c LeaseResponse
-	e.post("/api/v1/runs/r1/leases", LeaseRequest{Worker: "c", Max: 1}, http.StatusOK, &c)
+	var c api.LeaseResponse
+	e.post("/api/v1/runs/r1/leases", api.LeaseRequest{Worker: "c", Max: 1}, http.StatusOK, &c)
 	if len(c.Leases) != 1 || c.Leases[0].Node != g.Roots[1] {
 		t.Fatalf("worker c got %+v, want root %d", c.Leases, g.Roots[1])
 	}
@@ -104,7 +104,7 @@ func TestRefuseScoreBeforeK(t *testing.T) {
 
 func TestRefuseReopenStepWithOtherTasks(t *testing.T) {
 	e, g, _ := refusalEnv(t)
-	refused(e, "/api/v1/runs/r1/steps", OpenStepRequest{Keyed: Keyed{ClientKey: "other"}, Step: 1, Tasks: []tree.Task{{ID: "t2", Prompt: "another"}}},
+	refused(e, "/api/v1/runs/r1/steps", api.OpenStepRequest{Keyed: api.Keyed{ClientKey: "other"}, Step: 1, Tasks: []rollout.Task{{ID: "t2", Prompt: "another"}}},
 		http.StatusConflict, "step_exists")
 	// The same tasks again (a restarted driver, under a new key) get the
 	// same group back, and write nothing but the reply.
@@ -114,11 +114,11 @@ func TestRefuseReopenStepWithOtherTasks(t *testing.T) {
 	}
 }
 
-func openStepWithKey(e *testEnv, run string, step uint64, key string) store.Group {
+func openStepWithKey(e *testEnv, run string, step uint64, key string) model.Group {
 	e.t.Helper()
-	var os OpenStepResponse
-	e.post("/api/v1/runs/"+run+"/steps", OpenStepRequest{Keyed: Keyed{ClientKey: key}, Step: step,
-		Tasks: []tree.Task{{ID: "t1", Prompt: "reach the goal", Gold: "goal"}}}, http.StatusOK, &os)
+	var os api.OpenStepResponse
+	e.post("/api/v1/runs/"+run+"/steps", api.OpenStepRequest{Keyed: api.Keyed{ClientKey: key}, Step: step,
+		Tasks: []rollout.Task{{ID: "t1", Prompt: "reach the goal", Gold: "goal"}}}, http.StatusOK, &os)
 	return os.Groups[0]
 }
 

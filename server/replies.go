@@ -9,8 +9,8 @@ import (
 	"net/http"
 
 	"github.com/patrdb/patrdb/api"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
-	"github.com/patrdb/patrdb/tree"
 )
 
 // maxClientKey bounds a client key; keys are stored once per write.
@@ -54,7 +54,7 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, run string, req a
 	*kp = ""
 	var fp []byte
 	var err error
-	if sr, ok := req.(*SubmitRequest); ok {
+	if sr, ok := req.(*api.SubmitRequest); ok {
 		fp, err = submitFingerprint(r.Pattern, r.URL.Path, sr)
 	} else {
 		fp, err = fingerprint(r.Pattern, r.URL.Path, req)
@@ -64,7 +64,7 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, run string, req a
 		return err
 	}
 	j := &job{run: run, key: key, op: r.Pattern, fp: fp, fn: op, done: make(chan struct{}), lead: make(chan struct{}, 1)}
-	if sr, ok := req.(*SubmitRequest); ok {
+	if sr, ok := req.(*api.SubmitRequest); ok {
 		// A reply stored by a server before submitFingerprint holds the
 		// whole-request fingerprint: a retry across the upgrade still
 		// matches it. Computed only when the new one does not match.
@@ -105,9 +105,9 @@ func fingerprint(pattern, path string, req any) ([]byte, error) {
 // re-encoded, then each submission's turns field by field in binary. Like
 // fingerprint, it does not depend on how the body was written — spacing,
 // member order, token arrays packed or not.
-func submitFingerprint(pattern, path string, req *SubmitRequest) ([]byte, error) {
+func submitFingerprint(pattern, path string, req *api.SubmitRequest) ([]byte, error) {
 	bare := *req
-	bare.Submissions = make([]tree.Submission, len(req.Submissions))
+	bare.Submissions = make([]rollout.Submission, len(req.Submissions))
 	for i, s := range req.Submissions {
 		s.Turns = nil
 		bare.Submissions[i] = s

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patrdb/patrdb/api"
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
-	"github.com/patrdb/patrdb/tree"
 )
 
 // BenchmarkFirstWriteAfterRestart measures the first write a new server
@@ -109,11 +111,11 @@ func median(ds []time.Duration) time.Duration {
 //
 //	go test ./server -run '^$' -bench SubmitFingerprint -count 5
 func BenchmarkSubmitFingerprint(b *testing.B) {
-	req := &SubmitRequest{}
+	req := &api.SubmitRequest{}
 	for s := range 8 {
-		sub := tree.Submission{Lease: fmt.Sprint("lease-", s), Worker: "w", Node: uint64(s + 1)}
+		sub := rollout.Submission{Lease: fmt.Sprint("lease-", s), Worker: "w", Node: uint64(s + 1)}
 		for range 5 {
-			t := store.Turn{Action: strings.Repeat("act ", 400), Observation: strings.Repeat("observe ", 256)}
+			t := model.Turn{Action: strings.Repeat("act ", 400), Observation: strings.Repeat("observe ", 256)}
 			for i := range 400 {
 				t.ActionTokens = append(t.ActionTokens, uint32(i*7919))
 				t.ActionLogprobs = append(t.ActionLogprobs, -float32(i)/397)

@@ -8,8 +8,9 @@ import (
 	"testing"
 
 	"github.com/patrdb/patrdb/api"
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
-	"github.com/patrdb/patrdb/tree"
 )
 
 const submitPattern = "POST /api/v1/runs/{run}/submit"
@@ -19,13 +20,13 @@ const submitPattern = "POST /api/v1/runs/{run}/submit"
 // is another request (a 409 under a used key), not a retry. A field added
 // to the turn fails this test until the fingerprint writes it.
 func TestSubmitFingerprintCoversEveryTurnField(t *testing.T) {
-	base := func() *SubmitRequest {
-		return &SubmitRequest{Submissions: []tree.Submission{
-			{Lease: "l1", Worker: "w", Node: 1, Turns: make([]store.Turn, 2)},
-			{Lease: "l2", Worker: "w", Node: 2, Turns: make([]store.Turn, 1)},
+	base := func() *api.SubmitRequest {
+		return &api.SubmitRequest{Submissions: []rollout.Submission{
+			{Lease: "l1", Worker: "w", Node: 1, Turns: make([]model.Turn, 2)},
+			{Lease: "l2", Worker: "w", Node: 2, Turns: make([]model.Turn, 1)},
 		}}
 	}
-	fp := func(req *SubmitRequest) []byte {
+	fp := func(req *api.SubmitRequest) []byte {
 		b, err := submitFingerprint(submitPattern, "/api/v1/runs/r/submit", req)
 		if err != nil {
 			t.Fatal(err)
@@ -61,7 +62,7 @@ func TestSubmitFingerprintCoversEveryTurnField(t *testing.T) {
 	}
 	// The same three turns, two in the second submission.
 	moved := base()
-	moved.Submissions[0].Turns, moved.Submissions[1].Turns = moved.Submissions[0].Turns[:1], make([]store.Turn, 2)
+	moved.Submissions[0].Turns, moved.Submissions[1].Turns = moved.Submissions[0].Turns[:1], make([]model.Turn, 2)
 	if bytes.Equal(fp(moved), zero) {
 		t.Error("a turn moved to the next submission leaves the fingerprint as it was")
 	}
@@ -77,9 +78,9 @@ func TestSubmitFingerprintCoversEveryTurnField(t *testing.T) {
 // and nothing written. The same key with one logprob changed is a 409.
 func TestSubmitRetryInTheOtherEncoding(t *testing.T) {
 	e, lease, node := leasedRoot(t)
-	req := SubmitRequest{Keyed: Keyed{ClientKey: "k"}, Submissions: []tree.Submission{{Lease: lease, Worker: "test", Node: node,
-		Turns: []store.Turn{{Action: "a", ActionTokens: store.TokenIDs{1, 2}, ActionLogprobs: store.Logprobs{-0.25, -1.5},
-			Observation: "o", ObservationTokens: store.TokenIDs{3}}}}}}
+	req := api.SubmitRequest{Keyed: api.Keyed{ClientKey: "k"}, Submissions: []rollout.Submission{{Lease: lease, Worker: "test", Node: node,
+		Turns: []model.Turn{{Action: "a", ActionTokens: model.TokenIDs{1, 2}, ActionLogprobs: model.Logprobs{-0.25, -1.5},
+			Observation: "o", ObservationTokens: model.TokenIDs{3}}}}}}
 	arrays, _ := json.Marshal(req)
 	packed, _ := json.Marshal(api.Packed(req))
 	if bytes.Equal(arrays, packed) {
@@ -105,8 +106,8 @@ func TestSubmitRetryInTheOtherEncoding(t *testing.T) {
 // submitFingerprint) still answers its retry after the upgrade.
 func TestSubmitRetryOfAReplyFromBefore(t *testing.T) {
 	e, lease, node := leasedRoot(t)
-	req := SubmitRequest{Submissions: []tree.Submission{{Lease: lease, Worker: "test", Node: node,
-		Turns: []store.Turn{{Action: "a", ActionTokens: store.TokenIDs{1}, Observation: "o"}}}}}
+	req := api.SubmitRequest{Submissions: []rollout.Submission{{Lease: lease, Worker: "test", Node: node,
+		Turns: []model.Turn{{Action: "a", ActionTokens: model.TokenIDs{1}, Observation: "o"}}}}}
 	path := "/api/v1/runs/r1/submit"
 	old, err := fingerprint(submitPattern, path, &req)
 	if err != nil {

@@ -3,10 +3,13 @@ package server
 import (
 	"errors"
 	"fmt"
-	"github.com/patrdb/patrdb/api"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/patrdb/patrdb/api"
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/tree"
@@ -15,13 +18,13 @@ import (
 // The rollout protocol over HTTP. Every rule is tree.Coordinator's: these
 // handlers decode a request, call the run's coordinator and encode its
 // answer; its refusals map to 409 (tree.ErrConflict) or 400
-// (store.ErrInvalid) in classify. A driver opens a step, any number of
+// (model.ErrInvalid) in classify. A driver opens a step, any number of
 // workers lease branches and submit their turns and scores (routing
 // happens inside the submit that completes a group's interval), and the
 // driver closes each group once the step status lists it as done.
 
 func (s *server) openStep(w http.ResponseWriter, r *http.Request) error {
-	var req OpenStepRequest
+	var req api.OpenStepRequest
 	c, _, err := s.rolloutRequest(w, r, "", &req)
 	if err != nil {
 		return err
@@ -35,16 +38,16 @@ func (s *server) openStep(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if diff := tree.ConfigDiff(c.Config(), want); len(diff) > 0 {
-		return fmt.Errorf("%w: run %q: %s (recorded → asked): open the step with the run's config", tree.ErrConfigMismatch, run, strings.Join(diff, ", "))
+		return fmt.Errorf("%w: run %q: %s (recorded → asked): open the step with the run's config", rollout.ErrConfigMismatch, run, strings.Join(diff, ", "))
 	}
 	return s.write(w, r, run, &req, func(tx *store.Tx) (int, any, error) {
 		groups, err := c.OpenStep(tx, req.Step, req.Tasks)
-		return http.StatusOK, OpenStepResponse{Step: req.Step, Groups: groups}, err
+		return http.StatusOK, api.OpenStepResponse{Step: req.Step, Groups: groups}, err
 	})
 }
 
 func (s *server) lease(w http.ResponseWriter, r *http.Request) error {
-	var req LeaseRequest
+	var req api.LeaseRequest
 	c, _, err := s.rolloutRequest(w, r, "", &req)
 	if err != nil {
 		return err
@@ -68,16 +71,16 @@ func (s *server) lease(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	run := c.Run()
-	out := LeaseResponse{Leases: []LeaseGrant{}}
+	out := api.LeaseResponse{Leases: []api.LeaseGrant{}}
 	lr := tree.LeaseRequest{Worker: req.Worker, Max: req.Max, Step: req.Step, TTL: time.Duration(req.TTLMs) * time.Millisecond,
 		PolicyVersion: req.PolicyVersion}
-	_, err = c.Lease(lr, func(tx *store.Tx, leases []tree.Lease) error {
+	_, err = c.Lease(lr, func(tx *store.Tx, leases []rollout.Lease) error {
 		rt, err := tx.Run(run)
 		if err != nil {
 			return err
 		}
 		for _, l := range leases {
-			g := LeaseGrant{Lease: l}
+			g := api.LeaseGrant{Lease: l}
 			if req.History == nil || *req.History {
 				if g.History, g.HistoryOf, g.HistoryFrom, err = historyPast(rt, l, have); err != nil {
 					return err
@@ -97,7 +100,7 @@ func (s *server) lease(w http.ResponseWriter, r *http.Request) error {
 // it holds the branch's own path (a survivor) or its parent's up to the
 // fork (a new child), only the turns past it, with the node whose path
 // supplies the rest and how many turns that is.
-func historyPast(rt *store.RunTx, l tree.Lease, have map[uint64]int) (turns []store.Turn, of uint64, from int, err error) {
+func historyPast(rt *store.RunTx, l rollout.Lease, have map[uint64]int) (turns []model.Turn, of uint64, from int, err error) {
 	if n, ok := have[l.Node]; ok && n == l.PathLen {
 		return nil, l.Node, n, nil
 	}
@@ -116,12 +119,12 @@ func historyPast(rt *store.RunTx, l tree.Lease, have map[uint64]int) (turns []st
 }
 
 // history is the turns of node's path, root first.
-func history(rt *store.RunTx, node uint64) ([]store.Turn, error) {
+func history(rt *store.RunTx, node uint64) ([]model.Turn, error) {
 	path, err := rt.Trajectory(node)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]store.Turn, len(path))
+	out := make([]model.Turn, len(path))
 	for i := range path {
 		out[i] = path[i].Turn
 	}
@@ -138,7 +141,7 @@ func (s *server) releaseLeases(w http.ResponseWriter, r *http.Request) error {
 	return s.leases(w, r, (*tree.Coordinator).Release)
 }
 
-func (s *server) leases(w http.ResponseWriter, r *http.Request, fn func(*tree.Coordinator, string, []string) []tree.LeaseState) error {
+func (s *server) leases(w http.ResponseWriter, r *http.Request, fn func(*tree.Coordinator, string, []string) []rollout.LeaseState) error {
 	var req api.LeasesRequest
 	c, _, err := s.rolloutRequest(w, r, "", &req)
 	if err != nil {
@@ -166,7 +169,7 @@ func (s *server) expireOverdue(c *tree.Coordinator) error {
 }
 
 func (s *server) submitWork(w http.ResponseWriter, r *http.Request) error {
-	var req SubmitRequest
+	var req api.SubmitRequest
 	c, _, err := s.rolloutRequest(w, r, "", &req)
 	if err != nil {
 		return err
@@ -176,19 +179,20 @@ func (s *server) submitWork(w http.ResponseWriter, r *http.Request) error {
 	}
 	// Encoding (and the store's checks of every turn) happens here, outside
 	// the write batch that every other writer waits for.
-	subs := make([]tree.Submission, len(req.Submissions))
+	subs := make([]rollout.Submission, len(req.Submissions))
 	copy(subs, req.Submissions)
-	if err := tree.EncodeSubmissions(subs); err != nil {
+	enc, err := tree.EncodeSubmissions(subs)
+	if err != nil {
 		return err
 	}
 	return s.write(w, r, c.Run(), &req, func(tx *store.Tx) (int, any, error) {
-		out, err := c.Submit(tx, subs)
+		out, err := c.SubmitEncoded(tx, subs, enc)
 		return http.StatusOK, out, err
 	})
 }
 
 func (s *server) abandonStep(w http.ResponseWriter, r *http.Request) error {
-	var req AbandonRequest
+	var req api.AbandonRequest
 	c, step, err := s.rolloutRequest(w, r, "step", &req)
 	if err != nil {
 		return err
@@ -203,7 +207,7 @@ func (s *server) abandonStep(w http.ResponseWriter, r *http.Request) error {
 			return 0, nil, err
 		}
 		groups, err := rt.Groups(step)
-		return http.StatusOK, OpenStepResponse{Step: step, Groups: groups}, err
+		return http.StatusOK, api.OpenStepResponse{Step: step, Groups: groups}, err
 	})
 }
 
@@ -216,7 +220,7 @@ func (s *server) stepStatus(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	run := c.Run()
-	var out StepStatus
+	var out rollout.StepStatus
 	err = s.db.View(func(tx *store.Tx) (err error) {
 		if _, err = lookupRun(tx, run); err != nil {
 			return err
@@ -246,7 +250,7 @@ func (s *server) publishVersion(w http.ResponseWriter, r *http.Request) error {
 			return 0, nil, err
 		}
 		info, err := rt.Info()
-		return http.StatusOK, CreateRunResponse{Run: runJSON(info)}, err
+		return http.StatusOK, api.CreateRunResponse{Run: runJSON(info)}, err
 	})
 }
 
@@ -303,7 +307,7 @@ func (s *server) pending(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		items := func(ws []tree.PendingWork) ([]api.PendingItem, error) {
+		items := func(ws []rollout.PendingWork) ([]api.PendingItem, error) {
 			out := make([]api.PendingItem, len(ws))
 			for i, pw := range ws {
 				out[i].PendingWork = pw

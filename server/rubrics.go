@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/patrdb/patrdb/api"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/rubricpool"
 	"github.com/patrdb/patrdb/runconfig"
 	"github.com/patrdb/patrdb/store"
@@ -35,9 +37,9 @@ import (
 // missing drafts or consolidations as none, so Prepare runs to the end and
 // every question of the round is collected; such a result is never applied.
 type asker struct {
-	ans   ShapeAnswers
+	ans   api.ShapeAnswers
 	judge map[judgeKey]rubricpool.Outcome
-	needs ShapeNeeds
+	needs api.ShapeNeeds
 	asked map[judgeKey]bool
 }
 
@@ -47,7 +49,7 @@ type judgeKey struct {
 	a, b   uint64
 }
 
-func newAsker(ans ShapeAnswers) (*asker, error) {
+func newAsker(ans api.ShapeAnswers) (*asker, error) {
 	k := &asker{ans: ans, judge: map[judgeKey]rubricpool.Outcome{}, asked: map[judgeKey]bool{}}
 	for i, j := range ans.Judgements {
 		var o rubricpool.Outcome
@@ -76,7 +78,7 @@ func newAsker(ans ShapeAnswers) (*asker, error) {
 	return k, nil
 }
 
-func (k *asker) Judge(_ context.Context, rb store.Rubric, a, b rubricpool.Trajectory) (rubricpool.Outcome, error) {
+func (k *asker) Judge(_ context.Context, rb model.Rubric, a, b rubricpool.Trajectory) (rubricpool.Outcome, error) {
 	key := judgeKey{a: a.Node, b: b.Node}
 	if rb.ID == 0 {
 		key.draft = rb.Text
@@ -88,26 +90,26 @@ func (k *asker) Judge(_ context.Context, rb store.Rubric, a, b rubricpool.Trajec
 	}
 	if !k.asked[key] {
 		k.asked[key] = true
-		k.needs.Judge = append(k.needs.Judge, JudgeNeed{Rubric: key.rubric, Draft: key.draft, Text: rb.Text, A: a.Node, B: b.Node})
+		k.needs.Judge = append(k.needs.Judge, api.JudgeNeed{Rubric: key.rubric, Draft: key.draft, Text: rb.Text, A: a.Node, B: b.Node})
 	}
 	return rubricpool.Tie, nil
 }
 
-func (k *asker) Induce(_ context.Context, in rubricpool.InduceInput) ([]rubricpool.Draft, error) {
+func (k *asker) Induce(_ context.Context, in rubricpool.InduceInput) ([]model.Draft, error) {
 	if k.ans.Drafts != nil {
 		return *k.ans.Drafts, nil
 	}
-	k.needs.Induce = &InduceNeed{Best: in.Best.Node, Worst: in.Worst.Node, Hard: in.Hard.Node}
+	k.needs.Induce = &api.InduceNeed{Best: in.Best.Node, Worst: in.Worst.Node, Hard: in.Hard.Node}
 	return nil, nil
 }
 
-func (k *asker) Consolidate(_ context.Context, drafts, public []store.Rubric) ([]rubricpool.Consolidated, error) {
+func (k *asker) Consolidate(_ context.Context, drafts, public []model.Rubric) ([]model.Consolidated, error) {
 	if k.ans.Consolidation != nil {
 		return *k.ans.Consolidation, nil
 	}
-	k.needs.Consolidate = &ConsolidateNeed{Drafts: drafts, Public: public}
+	k.needs.Consolidate = &api.ConsolidateNeed{Drafts: drafts, Public: public}
 	if k.needs.Consolidate.Public == nil {
-		k.needs.Consolidate.Public = []store.Rubric{}
+		k.needs.Consolidate.Public = []model.Rubric{}
 	}
 	return nil, nil
 }
@@ -118,13 +120,13 @@ type prepared struct {
 	trajs  []rubricpool.Trajectory
 	k      *asker
 	res    *rubricpool.GroupResult
-	needs  ShapeNeeds
+	needs  api.ShapeNeeds
 }
 
 // gatherShape reads, in tx (the caller's transaction), what Prepare needs:
 // the group's leaves (the coordinator's reading of them), with their
 // rewards and outcomes.
-func gatherShape(c *tree.Coordinator, tx *store.Tx, g store.Group, ans ShapeAnswers) (prepared, error) {
+func gatherShape(c *tree.Coordinator, tx *store.Tx, g model.Group, ans api.ShapeAnswers) (prepared, error) {
 	var out prepared
 	var err error
 	if out.k, err = newAsker(ans); err != nil {
@@ -172,7 +174,7 @@ func gatherShape(c *tree.Coordinator, tx *store.Tx, g store.Group, ans ShapeAnsw
 // remaps); inside the write transaction of a close it is safe, as no other
 // writer can be waiting. GroupResult.Apply checks the pool did not change
 // between Prepare's read and the write.
-func (s *server) prepare(run string, cfg runconfig.Config, g store.Group, p *prepared) error {
+func (s *server) prepare(run string, cfg runconfig.Config, g model.Group, p *prepared) error {
 	pool, err := rubricpool.New(s.db, run, cfg.RubricOrDefault(), p.k, p.k, p.k, s.opts.Logger)
 	if err != nil {
 		return err
@@ -197,8 +199,8 @@ func rubricError(err error, step uint64) error {
 	return err
 }
 
-func (p prepared) response() ShapeResponse {
-	out := ShapeResponse{Complete: p.needs.Empty(), Needs: p.needs, Leaves: []uint64{}}
+func (p prepared) response() api.ShapeResponse {
+	out := api.ShapeResponse{Complete: p.needs.Empty(), Needs: p.needs, Leaves: []uint64{}}
 	for _, l := range p.leaves {
 		out.Leaves = append(out.Leaves, l.Node.ID)
 	}
@@ -208,14 +210,14 @@ func (p prepared) response() ShapeResponse {
 	}
 	for i, id := range out.Leaves {
 		sc := r.Scores[i]
-		out.Scores = append(out.Scores, LeafScore{Leaf: id, Score: &sc})
+		out.Scores = append(out.Scores, api.LeafScore{Leaf: id, Score: &sc})
 	}
 	out.PoolDecision = r.PoolDecision
 	return out
 }
 
 func (s *server) shapeGroup(w http.ResponseWriter, r *http.Request) error {
-	var req ShapeRequest
+	var req api.ShapeRequest
 	c, gid, err := s.rolloutRequest(w, r, "group", &req)
 	if err != nil {
 		return err
@@ -223,7 +225,7 @@ func (s *server) shapeGroup(w http.ResponseWriter, r *http.Request) error {
 	run := c.Run()
 	var p prepared
 	var cfg runconfig.Config
-	var g store.Group
+	var g model.Group
 	err = s.db.View(func(tx *store.Tx) error {
 		rt, err := lookupRun(tx, run)
 		if err != nil {
@@ -235,7 +237,7 @@ func (s *server) shapeGroup(w http.ResponseWriter, r *http.Request) error {
 		if g, err = rt.Group(gid); err != nil {
 			return err
 		}
-		if g.Status != store.GroupOpen {
+		if g.Status != model.GroupOpen {
 			return conflict("group %d is %s: only an open group is shaped", gid, g.Status)
 		}
 		p, err = gatherShape(c, tx, g, req.ShapeAnswers)
@@ -253,7 +255,7 @@ func (s *server) shapeGroup(w http.ResponseWriter, r *http.Request) error {
 // poolShaping is the shaping of a group by the run's rubric buffer:
 // Prepare with the client's answers; the pool's writes are the shaping's
 // Apply, so they commit with the advantages and the close.
-func (s *server) poolShaping(c *tree.Coordinator, tx *store.Tx, g store.Group, ans ShapeAnswers) (*tree.Shaping, error) {
+func (s *server) poolShaping(c *tree.Coordinator, tx *store.Tx, g model.Group, ans api.ShapeAnswers) (*tree.Shaping, error) {
 	rt, err := tx.Run(c.Run())
 	if err != nil {
 		return nil, err
@@ -272,7 +274,7 @@ func (s *server) poolShaping(c *tree.Coordinator, tx *store.Tx, g store.Group, a
 	if !p.needs.Empty() {
 		return nil, withStatus(http.StatusConflict, "shaping_incomplete", fmt.Errorf(
 			"%w: the pool still needs %d judgements%s%s: POST .../groups/%d/shape to see them",
-			ErrConflict, len(p.needs.Judge), map[bool]string{true: ", drafts"}[p.needs.Induce != nil],
+			api.ErrConflict, len(p.needs.Judge), map[bool]string{true: ", drafts"}[p.needs.Induce != nil],
 			map[bool]string{true: ", a consolidation"}[p.needs.Consolidate != nil], g.ID))
 	}
 	apply := func(r *store.RunTx) error {
@@ -289,8 +291,8 @@ func (s *server) poolShaping(c *tree.Coordinator, tx *store.Tx, g store.Group, a
 	return &tree.Shaping{Scores: p.res.Scores, Lambda: p.res.Lambda, Rubrics: p.res.Rubrics, Apply: apply}, nil
 }
 
-func activeAt(rt *store.RunTx, step uint64) (ActiveRubrics, error) {
-	out := ActiveRubrics{Step: step, Active: []store.Rubric{}}
+func activeAt(rt *store.RunTx, step uint64) (api.ActiveRubrics, error) {
+	out := api.ActiveRubrics{Step: step, Active: []model.Rubric{}}
 	all, err := rt.Rubrics("")
 	for _, rb := range all {
 		if rb.Usage.LastActivation == int64(step) {
@@ -301,7 +303,7 @@ func activeAt(rt *store.RunTx, step uint64) (ActiveRubrics, error) {
 }
 
 func (s *server) activate(w http.ResponseWriter, r *http.Request) error {
-	var req ActivateRequest
+	var req api.ActivateRequest
 	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &req); err != nil {
 		return err
 	}
@@ -354,7 +356,7 @@ func (s *server) getActiveRubrics(w http.ResponseWriter, r *http.Request) error 
 	if step == 0 {
 		return badRequest("query step is required")
 	}
-	var out ActiveRubrics
+	var out api.ActiveRubrics
 	err = s.viewRun(r, func(rt *store.RunTx) error {
 		var err error
 		out, err = activeAt(rt, step)
@@ -370,12 +372,12 @@ func (s *server) getActiveRubrics(w http.ResponseWriter, r *http.Request) error 
 // (BeginStep).
 type noLLM struct{}
 
-func (noLLM) Judge(context.Context, store.Rubric, rubricpool.Trajectory, rubricpool.Trajectory) (rubricpool.Outcome, error) {
+func (noLLM) Judge(context.Context, model.Rubric, rubricpool.Trajectory, rubricpool.Trajectory) (rubricpool.Outcome, error) {
 	return 0, errors.New("server: no judge here")
 }
-func (noLLM) Induce(context.Context, rubricpool.InduceInput) ([]rubricpool.Draft, error) {
+func (noLLM) Induce(context.Context, rubricpool.InduceInput) ([]model.Draft, error) {
 	return nil, errors.New("server: no inducer here")
 }
-func (noLLM) Consolidate(context.Context, []store.Rubric, []store.Rubric) ([]rubricpool.Consolidated, error) {
+func (noLLM) Consolidate(context.Context, []model.Rubric, []model.Rubric) ([]model.Consolidated, error) {
 	return nil, errors.New("server: no consolidator here")
 }

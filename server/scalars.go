@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/patrdb/patrdb/model"
 	"net/http"
 	"slices"
 
@@ -8,7 +9,7 @@ import (
 	"github.com/patrdb/patrdb/store"
 )
 
-// The trainer's own figures of each step (store.Scalars):
+// The trainer's own figures of each step (model.Scalars):
 //
 //	POST /api/v1/runs/{run}/scalars   ScalarsRequest → 201 ScalarsResponse
 //	GET  /api/v1/runs/{run}/scalars?from=STEP         ScalarsPage
@@ -41,10 +42,10 @@ func (s *server) getScalars(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := api.ScalarsPage{Names: []string{}, Steps: []store.Scalars{}}
+	out := api.ScalarsPage{Names: []string{}, Steps: []model.Scalars{}}
 	err = s.viewParts(r, nil, func(rt *store.RunTx) error {
 		names := map[string]bool{}
-		return rt.ForEachScalars(from, func(sc store.Scalars) error {
+		return rt.ForEachScalars(from, func(sc model.Scalars) error {
 			for n := range sc.Values {
 				if !names[n] {
 					names[n] = true

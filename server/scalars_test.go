@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"math/rand"
 	"net/http"
 	"os/exec"
@@ -93,7 +94,7 @@ func TestScalarsSurviveKilledServer(t *testing.T) {
 	defer srv.kill()
 	c := client.New("http://" + addr)
 	c.Retries, c.Backoff = 40, 25*time.Millisecond
-	if _, err := c.CreateRun(bg, CreateRunRequest{Keyed: Keyed{ClientKey: "create"}, ID: "k"}); err != nil {
+	if _, err := c.CreateRun(bg, api.CreateRunRequest{Keyed: api.Keyed{ClientKey: "create"}, ID: "k"}); err != nil {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
@@ -147,7 +148,7 @@ func TestScalarsSurviveKilledServer(t *testing.T) {
 			return err
 		}
 		n := 0
-		if err := r.ForEachScalars(0, func(s store.Scalars) error {
+		if err := r.ForEachScalars(0, func(s model.Scalars) error {
 			n++
 			if !reflect.DeepEqual(s.Values, acked[s.Step]) {
 				return fmt.Errorf("step %d on file: %v, acknowledged %v", s.Step, s.Values, acked[s.Step])
@@ -160,8 +161,8 @@ func TestScalarsSurviveKilledServer(t *testing.T) {
 			return fmt.Errorf("%d steps on file, %d acknowledged", n, len(acked))
 		}
 		events := 0
-		err = r.Events(0, func(e store.Event) error {
-			if e.Kind == store.EvScalars {
+		err = r.Events(0, func(e model.Event) error {
+			if e.Kind == model.EvScalars {
 				events++
 			}
 			return nil

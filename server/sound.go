@@ -3,11 +3,12 @@ package server
 import (
 	"errors"
 	"fmt"
+	"github.com/patrdb/patrdb/batch/batchdb"
 	"net/http"
 	"sync"
 	"time"
 
-	"github.com/patrdb/patrdb/batch"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 )
@@ -182,7 +183,7 @@ func verifyRun(tx *store.Tx, id string) (exists bool, err error) {
 		return true, err
 	}
 	r, err := tx.Run(id)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, model.ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {
@@ -209,7 +210,7 @@ func (s *server) soundRequest(r *http.Request, wholeRun bool) error {
 // or one node read of a run.
 type runReads interface {
 	replay.TreeReads
-	batch.Reads
+	batchdb.Reads
 	Children(id uint64) ([]uint64, error)
 }
 
@@ -229,7 +230,7 @@ func (s *server) viewChecked(r *http.Request, fn func(runReads) error) error {
 	}
 	return s.db.View(func(tx *store.Tx) error {
 		cr, err := tx.CheckedRun(id)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, model.ErrNotFound) {
 			return notFound("run %q", id)
 		}
 		if err == nil {

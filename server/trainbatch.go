@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"github.com/patrdb/patrdb/batch/batchdb"
 	"net/http"
 	"strconv"
 
@@ -22,7 +23,7 @@ func (s *server) trainBatch(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var b batch.Batch
-	if err := s.viewChecked(r, func(rt runReads) error { return batch.ReadInto(&b, rt, step, opts) }); err != nil {
+	if err := s.viewChecked(r, func(rt runReads) error { return batchdb.ReadInto(&b, rt, step, opts) }); err != nil {
 		return err
 	}
 	size, err := b.FileLen()

@@ -3,28 +3,31 @@ package server
 import (
 	"bytes"
 	"errors"
+	"github.com/patrdb/patrdb/batch/batchdb"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/batch"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
 // A group opened over HTTP with prompt token ids, grown and closed, is
-// served as the same safetensors bytes batch.ReadDB writes, in both
+// served as the same safetensors bytes batchdb.ReadDB writes, in both
 // layouts; the prompt leads every row.
 func TestTrainBatch(t *testing.T) {
 	e := newEnv(t, Options{})
 	e.post("/api/v1/runs", map[string]any{"id": "r", "tree": map[string]any{"b0": 2}, "client_key": "k1"}, http.StatusCreated, nil)
-	var opened OpenStepResponse
+	var opened api.OpenStepResponse
 	e.post("/api/v1/runs/r/steps", map[string]any{"step": 1, "tasks": []map[string]any{{"id": "t", "prompt_tokens": []uint32{7, 8, 9}}}, "client_key": "k2"}, http.StatusOK, &opened)
-	if len(opened.Groups) != 1 || !slices.Equal(opened.Groups[0].PromptTokens, store.TokenIDs{7, 8, 9}) || len(opened.Groups[0].Roots) != 2 {
+	if len(opened.Groups) != 1 || !slices.Equal(opened.Groups[0].PromptTokens, model.TokenIDs{7, 8, 9}) || len(opened.Groups[0].Roots) != 2 {
 		t.Fatalf("open step: %+v", opened)
 	}
 	og := struct {
-		Group store.Group
+		Group model.Group
 		Roots []uint64
 	}{opened.Groups[0], opened.Groups[0].Roots}
 	err := e.db.Update(func(tx *store.Tx) error {
@@ -39,10 +42,10 @@ func TestTrainBatch(t *testing.T) {
 			if err := r.SetReward(id, float64(i)); err != nil {
 				return err
 			}
-			if err := r.SetNodeStatus(id, store.NodeCompleted); err != nil {
+			if err := r.SetNodeStatus(id, model.NodeCompleted); err != nil {
 				return err
 			}
-			if err := r.PutAdvantage(store.Advantage{Step: 1, Group: og.Group.ID, Leaf: id, Advantage: float64(2*i - 1)}); err != nil {
+			if err := r.PutAdvantage(model.Advantage{Step: 1, Group: og.Group.ID, Leaf: id, Advantage: float64(2*i - 1)}); err != nil {
 				return err
 			}
 		}
@@ -57,7 +60,7 @@ func TestTrainBatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := batch.ReadDB(e.db, "r", 1, opts)
+		want, err := batchdb.ReadDB(e.db, "r", 1, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +69,7 @@ func TestTrainBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, buf.Bytes()) {
-			t.Fatalf("%+v: served %d bytes, batch.ReadDB writes %d", opts, len(got), buf.Len())
+			t.Fatalf("%+v: served %d bytes, batchdb.ReadDB writes %d", opts, len(got), buf.Len())
 		}
 		b, err := batch.Decode(got)
 		if err != nil {
@@ -96,7 +99,7 @@ func TestTrainBatch(t *testing.T) {
 			t.Errorf("GET %s: %d %s, want %d", path, st, body, want)
 		}
 	}
-	if _, err := e.c.Batch(bg, "r", 1, batch.Options{Layout: "packed"}); !errors.Is(err, ErrBadRequest) {
+	if _, err := e.c.Batch(bg, "r", 1, batch.Options{Layout: "packed"}); !errors.Is(err, api.ErrBadRequest) {
 		t.Errorf("client, bad layout: %v", err)
 	}
 }

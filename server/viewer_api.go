@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/rubricpool"
 	"github.com/patrdb/patrdb/store"
@@ -85,7 +86,7 @@ type RubricPage struct {
 	Total   int                      `json:"total"` // matches, over every page
 	Offset  int                      `json:"offset"`
 	Limit   int                      `json:"limit"`
-	Pools   map[store.RubricPool]int `json:"pools"` // every pool's size, unfiltered
+	Pools   map[model.RubricPool]int `json:"pools"` // every pool's size, unfiltered
 	Rubrics []rubricpool.RubricView  `json:"rubrics"`
 }
 
@@ -93,7 +94,7 @@ func (s *server) viewRubrics(w http.ResponseWriter, r *http.Request) error {
 	q := replay.RubricQuery{Text: r.URL.Query().Get("q"), Sort: r.URL.Query().Get("sort")}
 	if p := r.URL.Query().Get("pool"); p != "" {
 		for _, name := range strings.Split(p, ",") {
-			q.Pools = append(q.Pools, store.RubricPool(strings.TrimSpace(name)))
+			q.Pools = append(q.Pools, model.RubricPool(strings.TrimSpace(name)))
 		}
 	}
 	off, err := queryUint(r, "offset", 0)

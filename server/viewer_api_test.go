@@ -6,9 +6,9 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/rubricpool"
-	"github.com/patrdb/patrdb/store"
 )
 
 func TestViewerEndpoints(t *testing.T) {
@@ -31,7 +31,7 @@ func TestViewerEndpoints(t *testing.T) {
 	}
 	var page RubricPage
 	e.get("/api/v1/runs/v/rubrics/page?pool=retired&limit=2", &page)
-	if page.Limit != 2 || page.Total != page.Pools[store.PoolRetired] || len(page.Rubrics) != min(2, page.Total) {
+	if page.Limit != 2 || page.Total != page.Pools[model.PoolRetired] || len(page.Rubrics) != min(2, page.Total) {
 		t.Fatalf("rubric page %+v", page)
 	}
 	// Public rubrics with activations carry their running correlation.

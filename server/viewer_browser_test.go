@@ -12,6 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 )
@@ -119,7 +120,7 @@ func TestViewerTrajectory(t *testing.T) {
 	e.get("/api/v1/runs/llm/groups/1/view", &g1)
 	var failed replay.TreeNode
 	for _, n := range g1.Nodes {
-		if n.Status == store.NodeFailed {
+		if n.Status == model.NodeFailed {
 			failed = n
 		}
 	}
@@ -158,7 +159,7 @@ func TestViewerBigGroup(t *testing.T) {
 	}
 	deep := gv.Nodes[0]
 	for _, n := range gv.Nodes {
-		if n.Depth > deep.Depth && n.Status == store.NodeCompleted {
+		if n.Depth > deep.Depth && n.Status == model.NodeCompleted {
 			deep = n
 		}
 	}
@@ -176,7 +177,7 @@ func TestViewerBigGroup(t *testing.T) {
 	// Find by status: the group's failed node, however deep.
 	var failedID uint64
 	for _, n := range gv.Nodes {
-		if n.Status == store.NodeFailed {
+		if n.Status == model.NodeFailed {
 			failedID = n.ID
 		}
 	}
@@ -257,7 +258,7 @@ func TestViewerRunPage(t *testing.T) {
 	buildViewerRun(t, e.db, "small", viewerSpec{steps: 20, tasks: 4, roots: 3, nodes: 10, children: 2, tokens: 4, obsLines: 2, rubrics: 1, seed: 2})
 	var page replay.RubricPage
 	e.get("/api/v1/runs/big/rubrics/page", &page)
-	inPlay := page.Pools[store.PoolPublic] + page.Pools[store.PoolCandidate]
+	inPlay := page.Pools[model.PoolPublic] + page.Pools[model.PoolCandidate]
 	if page.Total != inPlay || inPlay < 1000 {
 		t.Fatalf("rubric page total %d, pools %v", page.Total, page.Pools)
 	}

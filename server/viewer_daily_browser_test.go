@@ -8,6 +8,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -21,8 +22,8 @@ type agentIDs struct{ A, B, C, D uint64 }
 func agentRun(t *testing.T, db *store.DB) agentIDs {
 	t.Helper()
 	var ids agentIDs
-	turn := func(action, obs string) store.Turn {
-		return store.Turn{Action: action, Observation: obs, ActionTokens: []uint32{1, 2, 3}, ActionLogprobs: []float32{-0.1, -0.5, -2}}
+	turn := func(action, obs string) model.Turn {
+		return model.Turn{Action: action, Observation: obs, ActionTokens: []uint32{1, 2, 3}, ActionLogprobs: []float32{-0.1, -0.5, -2}}
 	}
 	err := db.Update(func(tx *store.Tx) error {
 		r, err := tx.CreateRun("agent", []byte(`{"tree":{"b0":2,"k":2,"m":2}}`), nil)
@@ -53,10 +54,10 @@ func agentRun(t *testing.T, db *store.DB) agentIDs {
 			func() error {
 				return r.AppendTurns(ids.D, 0, turn("Give up.", "No booking made: needle-alpha"), turn("Stop.", "Done."))
 			},
-			func() error { return r.Score(ids.A, store.Score{Interval: 0, Turn: 2, Value: 0.75}) },
-			func() error { return r.Score(ids.D, store.Score{Interval: 0, Turn: 2, Value: 0.125}) },
+			func() error { return r.Score(ids.A, model.Score{Interval: 0, Turn: 2, Value: 0.75}) },
+			func() error { return r.Score(ids.D, model.Score{Interval: 0, Turn: 2, Value: 0.125}) },
 			func() error {
-				return r.Route(ids.A, store.Decision{Interval: 0, Action: store.ActionExpand, Score: 0.75, Reference: 0.75, Delta: 0.5, Rule: "max", Children: 2})
+				return r.Route(ids.A, model.Decision{Interval: 0, Action: model.ActionExpand, Score: 0.75, Reference: 0.75, Delta: 0.5, Rule: "max", Children: 2})
 			},
 			func() (err error) { ids.B, err = add(ids.A, 2, 0); return },
 			func() (err error) { ids.C, err = add(ids.A, 2, 1); return },
@@ -66,18 +67,18 @@ func agentRun(t *testing.T, db *store.DB) agentIDs {
 			func() error {
 				return r.AppendTurns(ids.C, 0, turn("Wait for a cheaper fare.", "The price rose to 180."), turn("Book red, needle-alpha.", "Booked red for 180."))
 			},
-			func() error { return r.Score(ids.C, store.Score{Interval: 1, Turn: 4, Value: 0.25}) },
-			func() error { return r.Score(ids.B, store.Score{Interval: 1, Turn: 4, Value: 1}) },
+			func() error { return r.Score(ids.C, model.Score{Interval: 1, Turn: 4, Value: 0.25}) },
+			func() error { return r.Score(ids.B, model.Score{Interval: 1, Turn: 4, Value: 1}) },
 			func() error {
-				return r.Route(ids.C, store.Decision{Interval: 1, Action: store.ActionPrune, Score: 0.25, Reference: 1, Delta: 0.5, Rule: "max"})
+				return r.Route(ids.C, model.Decision{Interval: 1, Action: model.ActionPrune, Score: 0.25, Reference: 1, Delta: 0.5, Rule: "max"})
 			},
 			func() error { return r.SetReward(ids.C, 0) },
 			func() error { return r.SetReward(ids.B, 1) },
-			func() error { return r.SetNodeStatus(ids.B, store.NodeCompleted) },
+			func() error { return r.SetNodeStatus(ids.B, model.NodeCompleted) },
 			func() error { return r.SetReward(ids.D, 0) },
-			func() error { return r.SetNodeStatus(ids.D, store.NodeCompleted) },
+			func() error { return r.SetNodeStatus(ids.D, model.NodeCompleted) },
 			func() error { return r.CloseGroup(1, g.ID) },
-			func() error { return r.PutCheckpoint(store.Checkpoint{Step: 1, URI: "ckpt/1"}) },
+			func() error { return r.PutCheckpoint(model.Checkpoint{Step: 1, URI: "ckpt/1"}) },
 		}
 		for _, f := range steps {
 			if err := f(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/patrdb/patrdb/grpo"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/tree"
 )
@@ -50,9 +51,9 @@ func buildViewerRun(t testing.TB, db *store.DB, id string, spec viewerSpec) {
 				}
 			}
 			for i := range spec.rubrics {
-				pool := []store.RubricPool{store.PoolCandidate, store.PoolPublic}[i%2]
-				u := store.RubricUsage{LastActivation: -1}
-				if pool == store.PoolPublic {
+				pool := []model.RubricPool{model.PoolCandidate, model.PoolPublic}[i%2]
+				u := model.RubricUsage{LastActivation: -1}
+				if pool == model.PoolPublic {
 					// Running sums of (win rate, outcome) pairs, so rho is defined.
 					for k := range 4 {
 						x, y := rng.Float64(), float64(k%2)
@@ -61,17 +62,17 @@ func buildViewerRun(t testing.TB, db *store.DB, id string, spec viewerSpec) {
 					}
 					u.Activations, u.LastActivation, u.PairsJudged = 1+rng.IntN(5), int64(step), 4
 				}
-				rb, err := r.PutRubric(store.Rubric{Pool: pool, Text: fmt.Sprintf("step %d rubric %d: the agent %s", step, i, []string{"runs the tests before it edits", "reads the failing file first", "keeps the patch minimal", "does not repeat a command"}[i%4]), CreatedStep: step, Support: 1 + i%3, Usage: u})
+				rb, err := r.PutRubric(model.Rubric{Pool: pool, Text: fmt.Sprintf("step %d rubric %d: the agent %s", step, i, []string{"runs the tests before it edits", "reads the failing file first", "keeps the patch minimal", "does not repeat a command"}[i%4]), CreatedStep: step, Support: 1 + i%3, Usage: u})
 				if err != nil {
 					return err
 				}
 				if i%5 == 4 {
-					if _, err := r.MoveRubric(rb.ID, store.RubricMove{To: store.PoolRetired, Step: step, Reason: "low variance"}); err != nil {
+					if _, err := r.MoveRubric(rb.ID, store.RubricMove{To: model.PoolRetired, Step: step, Reason: "low variance"}); err != nil {
 						return err
 					}
 				}
 			}
-			return r.PutCheckpoint(store.Checkpoint{Step: step, URI: fmt.Sprintf("ckpt/%d", step)})
+			return r.PutCheckpoint(model.Checkpoint{Step: step, URI: fmt.Sprintf("ckpt/%d", step)})
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -88,8 +89,8 @@ func fixtureGroup(r *store.RunTx, rng *rand.Rand, spec viewerSpec, step uint64, 
 	if err != nil {
 		return err
 	}
-	mkTurn := func(depth, k int) store.Turn {
-		tu := store.Turn{
+	mkTurn := func(depth, k int) model.Turn {
+		tu := model.Turn{
 			Action:      fmt.Sprintf("edit parse.go\n```diff\n-\treturn n\n+\treturn n + %d\n```\n# depth %d turn %d", rng.IntN(5), depth, k),
 			Observation: fixtureObs(rng, spec.obsLines),
 		}
@@ -102,7 +103,7 @@ func fixtureGroup(r *store.RunTx, rng *rand.Rand, spec viewerSpec, step uint64, 
 		}
 		return tu
 	}
-	var active []store.Node
+	var active []model.Node
 	count := 0
 	for i := range spec.roots {
 		n, err := r.AddNode(store.NodeSpec{Step: step, Group: g.ID, Ordinal: i, Worker: "w0"})
@@ -114,11 +115,11 @@ func fixtureGroup(r *store.RunTx, rng *rand.Rand, spec viewerSpec, step uint64, 
 	}
 	var leaves []tree.Leaf
 	failed := false
-	finish := func(n store.Node, status store.NodeStatus, reward float64) error {
+	finish := func(n model.Node, status model.NodeStatus, reward float64) error {
 		if err := r.SetReward(n.ID, reward); err != nil {
 			return err
 		}
-		if status != store.NodePruned { // a prune decision already moved it
+		if status != model.NodePruned { // a prune decision already moved it
 			if err := r.SetNodeStatus(n.ID, status); err != nil {
 				return err
 			}
@@ -137,7 +138,7 @@ func fixtureGroup(r *store.RunTx, rng *rand.Rand, spec viewerSpec, step uint64, 
 			}
 			n.Turns += 2
 			scores[i] = float64(rng.IntN(9)) / 8
-			if err := r.Score(n.ID, store.Score{Interval: iv, Turn: n.PathLen(), Value: scores[i]}); err != nil {
+			if err := r.Score(n.ID, model.Score{Interval: iv, Turn: n.PathLen(), Value: scores[i]}); err != nil {
 				return err
 			}
 		}
@@ -150,30 +151,30 @@ func fixtureGroup(r *store.RunTx, rng *rand.Rand, spec viewerSpec, step uint64, 
 				worst = i
 			}
 		}
-		var next []store.Node
+		var next []model.Node
 		for i, n := range active {
 			last := count >= spec.nodes || n.PathLen() >= 24
 			switch {
 			case last:
-				status, reward := store.NodeCompleted, 0.0
+				status, reward := model.NodeCompleted, 0.0
 				if rng.Float64() < scores[i] {
 					reward = 1
 				}
 				if rng.IntN(40) == 0 {
-					status = store.NodeTruncated
+					status = model.NodeTruncated
 				}
 				if err := finish(n, status, reward); err != nil {
 					return err
 				}
 			case i == worst && len(active) > 1:
-				if err := r.Route(n.ID, store.Decision{Interval: iv, Action: store.ActionPrune, Score: scores[i], Reference: scores[best], Delta: 0.25, Rule: "relative"}); err != nil {
+				if err := r.Route(n.ID, model.Decision{Interval: iv, Action: model.ActionPrune, Score: scores[i], Reference: scores[best], Delta: 0.25, Rule: "relative"}); err != nil {
 					return err
 				}
-				if err := finish(n, store.NodePruned, 0); err != nil {
+				if err := finish(n, model.NodePruned, 0); err != nil {
 					return err
 				}
 			case i == best || spec.nodes > 500 && scores[i] >= 0.25:
-				if err := r.Route(n.ID, store.Decision{Interval: iv, Action: store.ActionExpand, Score: scores[i], Reference: scores[best], Delta: 0.25, Rule: "top", Children: spec.children}); err != nil {
+				if err := r.Route(n.ID, model.Decision{Interval: iv, Action: model.ActionExpand, Score: scores[i], Reference: scores[best], Delta: 0.25, Rule: "top", Children: spec.children}); err != nil {
 					return err
 				}
 				for c := range spec.children {
@@ -192,7 +193,7 @@ func fixtureGroup(r *store.RunTx, rng *rand.Rand, spec viewerSpec, step uint64, 
 					return err
 				}
 			default:
-				if err := r.Route(n.ID, store.Decision{Interval: iv, Action: store.ActionSurvive, Score: scores[i], Reference: scores[best], Delta: 0.25, Rule: "middle"}); err != nil {
+				if err := r.Route(n.ID, model.Decision{Interval: iv, Action: model.ActionSurvive, Score: scores[i], Reference: scores[best], Delta: 0.25, Rule: "middle"}); err != nil {
 					return err
 				}
 				next = append(next, n)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 )
@@ -53,7 +54,7 @@ func nodeQuery(r *http.Request) (replay.NodeQuery, error) {
 	}
 	for _, st := range strings.Split(v.Get("status"), ",") {
 		if st = strings.TrimSpace(st); st != "" {
-			q.Statuses = append(q.Statuses, store.NodeStatus(st))
+			q.Statuses = append(q.Statuses, model.NodeStatus(st))
 		}
 	}
 	var err error

@@ -6,6 +6,8 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/patrdb/patrdb/api"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -14,8 +16,8 @@ import (
 // (JSON text, sent as a JSON value) and an event's payload (msgpack, sent
 // decoded).
 
-func runJSON(r store.Run) RunJSON {
-	return RunJSON{Run: r, Config: rawJSON(r.Config)}
+func runJSON(r model.Run) api.RunJSON {
+	return api.RunJSON{Run: r, Config: rawJSON(r.Config)}
 }
 
 // rawJSON returns b as a JSON value when it is valid JSON, as a JSON string
@@ -32,8 +34,8 @@ func rawJSON(b []byte) json.RawMessage {
 }
 
 // EventView is e as the events endpoint shows it.
-func EventView(e store.Event) EventJSON {
-	out := EventJSON{Event: e}
+func EventView(e model.Event) api.EventJSON {
+	out := api.EventJSON{Event: e}
 	if len(e.Payload) == 0 {
 		return out
 	}
@@ -43,7 +45,7 @@ func EventView(e store.Event) EventJSON {
 	case rec != nil:
 		if err = store.DecodePayload(e, rec); err == nil {
 			v = rec
-			if r, ok := rec.(*store.Run); ok {
+			if r, ok := rec.(*model.Run); ok {
 				v = runJSON(*r)
 			}
 		}

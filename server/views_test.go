@@ -5,7 +5,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/tree"
 )
 
@@ -18,16 +18,16 @@ func TestEventViewDecodesByTheKindTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := EventView(store.Event{Seq: 9, Kind: tree.EvGroupFilter, Step: 1, Group: 2, Payload: payload})
+	v := EventView(model.Event{Seq: 9, Kind: tree.EvGroupFilter, Step: 1, Group: 2, Payload: payload})
 	m, ok := v.Payload.(map[string]any)
 	if !ok || m["reason"] != "zero outcome variance" {
 		t.Fatalf("group.filter payload shown as %#v, want its reason", v.Payload)
 	}
-	g, err := msgpack.Marshal(&store.Group{ID: 2, Step: 1, Task: "t"})
+	g, err := msgpack.Marshal(&model.Group{ID: 2, Step: 1, Task: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec, ok := EventView(store.Event{Seq: 3, Kind: store.EvGroupOpen, Payload: g}).Payload.(*store.Group); !ok || rec.ID != 2 || rec.Task != "t" {
+	if rec, ok := EventView(model.Event{Seq: 3, Kind: model.EvGroupOpen, Payload: g}).Payload.(*model.Group); !ok || rec.ID != 2 || rec.Task != "t" {
 		t.Fatalf("group.open payload shown as %#v, want the group", rec)
 	}
 }

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/api"
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/tree"
 )
 
@@ -20,9 +22,9 @@ type failingPolicy struct {
 	failKey, badKey uint64
 }
 
-func (p *failingPolicy) ActBatch(ctx context.Context, reqs []tree.ActRequest) ([]tree.Move, error) {
+func (p *failingPolicy) ActBatch(ctx context.Context, reqs []rollout.ActRequest) ([]rollout.Move, error) {
 	moves, _ := p.fakePolicy.ActBatch(ctx, reqs)
-	errs := tree.ItemErrors{}
+	errs := rollout.ItemErrors{}
 	for i, r := range reqs {
 		switch {
 		case r.Key.Branch == p.failKey:
@@ -45,8 +47,8 @@ func TestWorkerFailures(t *testing.T) {
 	createRun(e, "r1", `{"b0":3,"k":2,"m":2,"top_expand":1,"delta":0.1,"max_turns":4}`)
 	g := openStep(e, "r1", 1)
 	// Lease once to learn the roots' branch keys, for 1 ms.
-	var lr LeaseResponse
-	e.post("/api/v1/runs/r1/leases", LeaseRequest{Worker: "x", TTLMs: 1}, http.StatusOK, &lr)
+	var lr api.LeaseResponse
+	e.post("/api/v1/runs/r1/leases", api.LeaseRequest{Worker: "x", TTLMs: 1}, http.StatusOK, &lr)
 	time.Sleep(5 * time.Millisecond)
 	p := &failingPolicy{failKey: lr.Leases[0].Key.Branch, badKey: lr.Leases[1].Key.Branch}
 	w := fakeWorker(e, "r1", "w", 8)
@@ -56,23 +58,23 @@ func TestWorkerFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	closeDone(t, e.c, "r1", 1)
-	var gt GroupTree
+	var gt api.GroupTree
 	e.get("/api/v1/runs/r1/groups/"+u64(g.ID), &gt)
-	byID := map[uint64]store.Node{}
+	byID := map[uint64]model.Node{}
 	for _, n := range gt.Nodes {
 		byID[n.ID] = n
 	}
 	failed, bad := byID[g.Roots[0]], byID[g.Roots[1]]
-	if failed.Status != store.NodeFailed || failed.Attempt != tree.DefaultMaxAttempts-1 || !strings.Contains(failed.Error, "out of memory") {
+	if failed.Status != model.NodeFailed || failed.Attempt != tree.DefaultMaxAttempts-1 || !strings.Contains(failed.Error, "out of memory") {
 		t.Errorf("failing branch: %+v", failed)
 	}
-	if bad.Status != store.NodeFailed || !strings.Contains(bad.Error, "logprob") || bad.Turns != 0 {
+	if bad.Status != model.NodeFailed || !strings.Contains(bad.Error, "logprob") || bad.Turns != 0 {
 		t.Errorf("branch with a refused turn: %+v", bad)
 	}
-	if gt.Group.Status != store.GroupClosed || st.Turns == 0 {
+	if gt.Group.Status != model.GroupClosed || st.Turns == 0 {
 		t.Fatalf("group %+v after %+v", gt.Group, st)
 	}
-	var advs struct{ Advantages []store.Advantage }
+	var advs struct{ Advantages []model.Advantage }
 	e.get("/api/v1/runs/r1/advantages?step=1", &advs)
 	for _, a := range advs.Advantages {
 		if a.Leaf == failed.ID || a.Leaf == bad.ID {
@@ -93,7 +95,7 @@ func TestWorkerDropsLostLeases(t *testing.T) {
 	openStep(e, "r1", 1)
 	w := fakeWorker(e, "r1", "slow", 3)
 	published := false
-	w.Policy = policyFunc(func(ctx context.Context, reqs []tree.ActRequest) ([]tree.Move, error) {
+	w.Policy = policyFunc(func(ctx context.Context, reqs []rollout.ActRequest) ([]rollout.Move, error) {
 		if !published {
 			// New weights land while the worker samples.
 			published = true
@@ -111,8 +113,8 @@ func TestWorkerDropsLostLeases(t *testing.T) {
 	closeDone(t, e.c, "r1", 1)
 }
 
-type policyFunc func(context.Context, []tree.ActRequest) ([]tree.Move, error)
+type policyFunc func(context.Context, []rollout.ActRequest) ([]rollout.Move, error)
 
-func (f policyFunc) ActBatch(ctx context.Context, reqs []tree.ActRequest) ([]tree.Move, error) {
+func (f policyFunc) ActBatch(ctx context.Context, reqs []rollout.ActRequest) ([]rollout.Move, error) {
 	return f(ctx, reqs)
 }

@@ -6,12 +6,14 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/patrdb/patrdb/api"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/runconfig"
 	"github.com/patrdb/patrdb/store"
 )
 
 func (s *server) createRun(w http.ResponseWriter, r *http.Request) error {
-	var req CreateRunRequest
+	var req api.CreateRunRequest
 	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &req); err != nil {
 		return err
 	}
@@ -35,7 +37,7 @@ func (s *server) createRun(w http.ResponseWriter, r *http.Request) error {
 			return 0, nil, err
 		}
 		info, err := rt.Info()
-		return http.StatusCreated, CreateRunResponse{Run: runJSON(info)}, err
+		return http.StatusCreated, api.CreateRunResponse{Run: runJSON(info)}, err
 	})
 }
 
@@ -47,18 +49,18 @@ func overlay(raw json.RawMessage, into any, name string) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(into); err != nil {
-		return badRequest("%s: %s", name, strings.TrimPrefix(jsonError(err).Error(), ErrBadRequest.Error()+": "))
+		return badRequest("%s: %s", name, strings.TrimPrefix(jsonError(err).Error(), api.ErrBadRequest.Error()+": "))
 	}
 	return nil
 }
 
 func (s *server) setRunStatus(w http.ResponseWriter, r *http.Request) error {
-	var req RunStatusRequest
+	var req api.RunStatusRequest
 	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &req); err != nil {
 		return err
 	}
 	switch req.Status {
-	case store.RunRunning, store.RunFinished, store.RunFailed:
+	case model.RunRunning, model.RunFinished, model.RunFailed:
 	default:
 		return badRequest("status %q: want running, finished or failed", req.Status)
 	}
@@ -72,12 +74,12 @@ func (s *server) setRunStatus(w http.ResponseWriter, r *http.Request) error {
 			return 0, nil, err
 		}
 		info, err := rt.Info()
-		return http.StatusOK, CreateRunResponse{Run: runJSON(info)}, err
+		return http.StatusOK, api.CreateRunResponse{Run: runJSON(info)}, err
 	})
 }
 
 func (s *server) putCheckpoint(w http.ResponseWriter, r *http.Request) error {
-	var req CheckpointRequest
+	var req api.CheckpointRequest
 	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &req); err != nil {
 		return err
 	}
@@ -93,10 +95,10 @@ func (s *server) putCheckpoint(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return 0, nil, err
 		}
-		if err := rt.PutCheckpoint(store.Checkpoint{Step: req.Step, Inline: req.Inline, URI: req.URI, Hash: req.Hash, Meta: req.Meta}); err != nil {
+		if err := rt.PutCheckpoint(model.Checkpoint{Step: req.Step, Inline: req.Inline, URI: req.URI, Hash: req.Hash, Meta: req.Meta}); err != nil {
 			return 0, nil, err
 		}
-		var out CheckpointResponse
+		var out api.CheckpointResponse
 		if out.Checkpoint, err = rt.Checkpoint(req.Step); err != nil {
 			return 0, nil, err
 		}

@@ -1,16 +1,18 @@
 package store
 
+import "github.com/patrdb/patrdb/model"
+
 // PutAdvantage writes the advantage record of one leaf. The leaf must be a
 // leaf node (completed, pruned or truncated) of that group; writing the same
 // leaf again overwrites, so re-closing a group after a crash is safe.
-func (r *RunTx) PutAdvantage(a Advantage) error {
+func (r *RunTx) PutAdvantage(a model.Advantage) error {
 	if err := r.tx.check(true); err != nil {
 		return err
 	}
 	return r.tx.fail(r.putAdvantage(&a))
 }
 
-func (r *RunTx) putAdvantage(a *Advantage) error {
+func (r *RunTx) putAdvantage(a *model.Advantage) error {
 	for _, x := range []float64{a.Outcome, a.RubricScore, a.Lambda, a.Total, a.Mean, a.Std, a.Advantage} {
 		if !finite(x) {
 			return invalidf("advantage of leaf %d has a non-finite value", a.Leaf)
@@ -47,18 +49,18 @@ func (r *RunTx) putAdvantage(a *Advantage) error {
 	if err := r.tx.put(b, r.tx.putKey3(a.Step, a.Group, a.Leaf), val); err != nil {
 		return err
 	}
-	return r.appendEvent(Event{Kind: EvAdvantage, Step: a.Step, Group: a.Group, Node: a.Leaf}, val)
+	return r.appendEvent(model.Event{Kind: model.EvAdvantage, Step: a.Step, Group: a.Group, Node: a.Leaf}, val)
 }
 
 // Advantages returns the records of a step (0: every step) and group (0:
 // every group of the step) in key order.
-func (r *RunTx) Advantages(step, group uint64) ([]Advantage, error) {
+func (r *RunTx) Advantages(step, group uint64) ([]model.Advantage, error) {
 	b, err := r.bucket(bAdv)
 	if err != nil {
 		return nil, err
 	}
 	prefix := advPrefix(step, group)
-	var out []Advantage
+	var out []model.Advantage
 	c := b.Cursor()
 	for k, v := c.Seek(prefix); k != nil; k, v = c.Next() {
 		if len(k) != 24 {
@@ -67,7 +69,7 @@ func (r *RunTx) Advantages(step, group uint64) ([]Advantage, error) {
 		if (step != 0 && keyU64(k, 0) != step) || (group != 0 && keyU64(k, 1) != group) {
 			break
 		}
-		var a Advantage
+		var a model.Advantage
 		if err := decodeValue(r.bpath(bAdv), k, v, &a); err != nil {
 			return nil, err
 		}
@@ -78,8 +80,8 @@ func (r *RunTx) Advantages(step, group uint64) ([]Advantage, error) {
 
 // LastAdvantage returns the advantage record with the highest key, one of
 // the newest step that has any; ErrNotFound when the run has none.
-func (r *RunTx) LastAdvantage() (Advantage, error) {
-	var a Advantage
+func (r *RunTx) LastAdvantage() (model.Advantage, error) {
+	var a model.Advantage
 	b, err := r.bucket(bAdv)
 	if err != nil {
 		return a, err

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -27,7 +28,7 @@ func TestPutAdvantageRefusesDamagedGroup(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return r.PutAdvantage(store.Advantage{Step: fixtureStep, Group: f.G1.ID, Leaf: f.C, Outcome: 1, Total: 1,
+		return r.PutAdvantage(model.Advantage{Step: fixtureStep, Group: f.G1.ID, Leaf: f.C, Outcome: 1, Total: 1,
 			Mean: 0.5, Std: 0.5, Advantage: 1})
 	})
 	if !errors.Is(err, store.ErrCorrupt) {

@@ -10,6 +10,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -85,7 +86,7 @@ func TestBackupFileRefusesAnExistingFile(t *testing.T) {
 		t.Fatalf("backup file: %v %v, want %d bytes", fi, err, n)
 	}
 	before := fileDigest(t, path)
-	if _, err := db.BackupFile(path); !errors.Is(err, store.ErrExists) {
+	if _, err := db.BackupFile(path); !errors.Is(err, model.ErrExists) {
 		t.Fatalf("backup over a file: %v, want ErrExists", err)
 	}
 	if fileDigest(t, path) != before {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -36,8 +37,8 @@ func benchText(rng *rand.Rand, n int) string {
 }
 
 // benchTurn is one swe-like turn drawn from rng.
-func benchTurn(rng *rand.Rand) store.Turn {
-	t := store.Turn{
+func benchTurn(rng *rand.Rand) model.Turn {
+	t := model.Turn{
 		Action:            benchText(rng, benchActionTokens*benchBytesPerTok),
 		ActionTokens:      make([]uint32, benchActionTokens),
 		ActionLogprobs:    make([]float32, benchActionTokens),
@@ -57,9 +58,9 @@ func benchTurn(rng *rand.Rand) store.Turn {
 
 // benchTurns is a pool of distinct turns, so the benchmarks do not write
 // the very same bytes over and over.
-func benchTurns(n int) []store.Turn {
+func benchTurns(n int) []model.Turn {
 	rng := rand.New(rand.NewPCG(1, 2))
-	out := make([]store.Turn, n)
+	out := make([]model.Turn, n)
 	for i := range out {
 		out[i] = benchTurn(rng)
 	}
@@ -141,7 +142,7 @@ func BenchmarkAppendTurnsInterval(b *testing.B) {
 			if err != nil {
 				return err
 			}
-			turns := make([]store.Turn, k)
+			turns := make([]model.Turn, k)
 			for j, id := range nodes {
 				for t := range turns {
 					turns[t] = pool[(j*k+t)%len(pool)]
@@ -192,7 +193,7 @@ func BenchmarkTrajectoryWarm(b *testing.B) {
 				return err
 			}
 			if d < depth-1 {
-				if err := r.Route(n.ID, store.Decision{Action: store.ActionExpand}); err != nil {
+				if err := r.Route(n.ID, model.Decision{Action: model.ActionExpand}); err != nil {
 					return err
 				}
 			}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -26,20 +27,20 @@ func TestOutOfRangeIdsAndStepsWriteNothing(t *testing.T) {
 		{"run id ..", func(tx *store.Tx) error { _, err := tx.CreateRun("..", nil, nil); return err }, store.RunIDRule},
 		{"group past MaxStep", func(tx *store.Tx) error {
 			return inRunTx(tx, func(r *store.RunTx) error {
-				_, err := r.OpenGroup(store.GroupSpec{Step: store.MaxStep + 1})
+				_, err := r.OpenGroup(store.GroupSpec{Step: model.MaxStep + 1})
 				return err
 			})
 		}, "steps run from 1 to"},
 		{"checkpoint at 2^64-1", func(tx *store.Tx) error {
 			return inRunTx(tx, func(r *store.RunTx) error {
-				return r.PutCheckpoint(store.Checkpoint{Step: 1<<64 - 1, URI: "u"})
+				return r.PutCheckpoint(model.Checkpoint{Step: 1<<64 - 1, URI: "u"})
 			})
 		}, "steps run from 1 to"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			before := fileDigest(t, path)
 			err := db.Update(c.write)
-			if !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), c.says) {
+			if !errors.Is(err, model.ErrInvalid) || !strings.Contains(err.Error(), c.says) {
 				t.Errorf("%v, want ErrInvalid saying %q", err, c.says)
 			}
 			if fileDigest(t, path) != before {
@@ -52,7 +53,7 @@ func TestOutOfRangeIdsAndStepsWriteNothing(t *testing.T) {
 			return err
 		}
 		return inRunTx(tx, func(r *store.RunTx) error {
-			_, err := r.OpenGroup(store.GroupSpec{Step: store.MaxStep})
+			_, err := r.OpenGroup(store.GroupSpec{Step: model.MaxStep})
 			return err
 		})
 	})

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"github.com/patrdb/patrdb/model"
 )
 
 type nodeKey struct {
@@ -38,8 +39,8 @@ type nodeCache struct {
 }
 
 type cacheEntry struct {
-	since uint64 // snapshot the node was read at
-	node  *Node  // never mutated after insertion
+	since uint64      // snapshot the node was read at
+	node  *model.Node // never mutated after insertion
 }
 
 func newNodeCache(size int) *nodeCache {
@@ -50,7 +51,7 @@ func newNodeCache(size int) *nodeCache {
 	return c
 }
 
-func (c *nodeCache) get(k nodeKey, snapshot uint64) (*Node, bool) {
+func (c *nodeCache) get(k nodeKey, snapshot uint64) (*model.Node, bool) {
 	if c.lru == nil {
 		return nil, false
 	}
@@ -69,7 +70,7 @@ func (c *nodeCache) get(k nodeKey, snapshot uint64) (*Node, bool) {
 	return e.node, true
 }
 
-func (c *nodeCache) put(k nodeKey, snapshot uint64, n *Node) {
+func (c *nodeCache) put(k nodeKey, snapshot uint64, n *model.Node) {
 	if c.lru == nil {
 		return
 	}

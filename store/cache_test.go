@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -21,7 +22,7 @@ type chainModel struct {
 	ids    []uint64 // root first; the last is the active leaf
 	turns  map[uint64]int
 	forks  map[uint64]int
-	status map[uint64]store.NodeStatus
+	status map[uint64]model.NodeStatus
 }
 
 func (m *chainModel) pathLen(id uint64) int {
@@ -59,7 +60,7 @@ func TestCacheReadsAfterWrites(t *testing.T) {
 	o := storetest.Options()
 	o.CacheNodes = 3 // smaller than the chain: evictions happen too
 	db := storetest.OpenPath(t, tempPath(t, "patr.db"), o)
-	m := &chainModel{turns: map[uint64]int{}, forks: map[uint64]int{}, status: map[uint64]store.NodeStatus{}}
+	m := &chainModel{turns: map[uint64]int{}, forks: map[uint64]int{}, status: map[uint64]model.NodeStatus{}}
 	var gid uint64
 	update(t, db, func(tx *store.Tx) error {
 		r, err := tx.CreateRun("r", nil, nil)
@@ -76,7 +77,7 @@ func TestCacheReadsAfterWrites(t *testing.T) {
 			return err
 		}
 		m.ids = append(m.ids, n.ID)
-		m.status[n.ID] = store.NodeActive
+		m.status[n.ID] = model.NodeActive
 		return nil
 	})
 	for round := range 24 {
@@ -94,10 +95,10 @@ func TestCacheReadsAfterWrites(t *testing.T) {
 			if err := r.AppendTurns(leaf, m.turns[leaf], textTurn("ghost")); err != nil {
 				return err
 			}
-			if err := r.SetNodeStatus(leaf, store.NodeCompleted); err != nil {
+			if err := r.SetNodeStatus(leaf, model.NodeCompleted); err != nil {
 				return err
 			}
-			if n, err := r.Node(leaf); err != nil || n.Status != store.NodeCompleted {
+			if n, err := r.Node(leaf); err != nil || n.Status != model.NodeCompleted {
 				t.Fatalf("round %d: uncommitted write not visible in its own tx: %+v %v", round, n, err)
 			}
 			return boom
@@ -116,17 +117,17 @@ func TestCacheReadsAfterWrites(t *testing.T) {
 			m.check(t, fmt.Sprintf("round %d in tx, after turns", round), r)
 			if round%3 == 2 {
 				// Expand the leaf; the child forks at its last turn or one before.
-				if err := r.Route(leaf, store.Decision{Action: store.ActionExpand}); err != nil {
+				if err := r.Route(leaf, model.Decision{Action: model.ActionExpand}); err != nil {
 					return err
 				}
-				m.status[leaf] = store.NodeExpanded
+				m.status[leaf] = model.NodeExpanded
 				fork := m.turns[leaf] - round%2
 				kid, err := r.AddNode(store.NodeSpec{Step: 1, Group: gid, Parent: leaf, Fork: fork})
 				if err != nil {
 					return err
 				}
 				m.ids = append(m.ids, kid.ID)
-				m.forks[kid.ID], m.status[kid.ID] = fork, store.NodeActive
+				m.forks[kid.ID], m.status[kid.ID] = fork, model.NodeActive
 				if err := r.AppendTurns(kid.ID, 0, textTurn("k")); err != nil {
 					return err
 				}
@@ -204,7 +205,7 @@ func TestCacheKeepsOldSnapshots(t *testing.T) {
 		if err := r.AppendTurns(root, 0, textTurns("r", 3)...); err != nil {
 			return err
 		}
-		if err := r.Route(root, store.Decision{Action: store.ActionExpand}); err != nil {
+		if err := r.Route(root, model.Decision{Action: model.ActionExpand}); err != nil {
 			return err
 		}
 		for i := range nodes {
@@ -233,7 +234,7 @@ func TestCacheKeepsOldSnapshots(t *testing.T) {
 	inRun(t, db, true, "r", func(r *store.RunTx) error { return r.SetEnvState(bulk, []byte("released")) })
 
 	type state struct {
-		status  store.NodeStatus
+		status  model.NodeStatus
 		turns   int
 		trajLen int
 	}
@@ -251,8 +252,8 @@ func TestCacheKeepsOldSnapshots(t *testing.T) {
 		}
 		return state{n.Status, n.Turns, len(traj)}
 	}
-	oldState := state{store.NodeActive, 2, 5}
-	newState := state{store.NodePruned, 3, 6}
+	oldState := state{model.NodeActive, 2, 5}
+	newState := state{model.NodePruned, 3, 6}
 
 	old := holdView(t, db, "r")
 	var oldFrontier []uint64
@@ -273,7 +274,7 @@ func TestCacheKeepsOldSnapshots(t *testing.T) {
 				if err := r.AppendTurns(id, 2, textTurn("new")); err != nil {
 					return err
 				}
-				if err := r.Route(id, store.Decision{Action: store.ActionPrune}); err != nil {
+				if err := r.Route(id, model.Decision{Action: model.ActionPrune}); err != nil {
 					return err
 				}
 			}
@@ -354,7 +355,7 @@ func TestCacheStatsCountHits(t *testing.T) {
 						return err
 					}
 					if depth < 4 {
-						if err := r.Route(n.ID, store.Decision{Action: store.ActionExpand}); err != nil {
+						if err := r.Route(n.ID, model.Decision{Action: model.ActionExpand}); err != nil {
 							return err
 						}
 					}

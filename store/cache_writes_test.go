@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -39,7 +40,7 @@ func TestCacheHoldsCommittedWrites(t *testing.T) {
 				return err
 			}
 		}
-		return r.Score(ids[0], store.Score{Value: 0.5, Turn: 1})
+		return r.Score(ids[0], model.Score{Value: 0.5, Turn: 1})
 	})
 	before := db.CacheStats()
 	inRun(t, db, false, "r", func(r *store.RunTx) error {
@@ -78,7 +79,7 @@ func TestCacheAfterAFailedCommit(t *testing.T) {
 		}
 		return r.AppendTurns(id, 0, textTurns("t", 2)...)
 	})
-	read := func(db *store.DB) (n store.Node) {
+	read := func(db *store.DB) (n model.Node) {
 		inRun(t, db, false, "r", func(r *store.RunTx) (err error) { n, err = r.Node(id); return })
 		return n
 	}
@@ -92,7 +93,7 @@ func TestCacheAfterAFailedCommit(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if err := r.Score(id, store.Score{Value: 1, Turn: 2}); err != nil {
+		if err := r.Score(id, model.Score{Value: 1, Turn: 2}); err != nil {
 			return err
 		}
 		return r.AppendTurns(id, 2, big...)

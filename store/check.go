@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"runtime/debug"
 
 	bolt "go.etcd.io/bbolt"
@@ -239,7 +240,7 @@ func (c *checker) run(id string) {
 
 // runRecord checks the run record and returns it (zero when it is
 // damaged).
-func (c *checker) runRecord(r *RunTx) Run {
+func (c *checker) runRecord(r *RunTx) model.Run {
 	info, err := r.Info()
 	if err != nil {
 		c.fromErr(r.path, err)
@@ -277,8 +278,8 @@ func (c *checker) turns(rc *runCheck) {
 	path := r.bpath(bTurns)
 	legacy := r.legacyTurns()
 	turns := r.subBucket(bTurns)
-	recent := map[uint64]*Node{}
-	owner := func(id uint64) *Node {
+	recent := map[uint64]*model.Node{}
+	owner := func(id uint64) *model.Node {
 		if n, ok := recent[id]; ok {
 			return n
 		}
@@ -298,7 +299,7 @@ func (c *checker) turns(rc *runCheck) {
 		return nil
 	})
 	_ = r.subBucket(bNodes).ForEach(func(k, v []byte) error {
-		var n Node
+		var n model.Node
 		if len(k) != 8 || decodeValue(r.bpath(bNodes), k, v, &n) != nil || n.ID != keyU64(k, 0) {
 			return nil // reported by the nodes walk
 		}
@@ -311,7 +312,7 @@ func (c *checker) turns(rc *runCheck) {
 }
 
 // inRanges reports whether seq lies in one of rs (which ascend).
-func inRanges(rs TurnRanges, seq uint64) bool {
+func inRanges(rs model.TurnRanges, seq uint64) bool {
 	lo, hi := 0, len(rs)
 	for lo < hi {
 		m := (lo + hi) / 2
@@ -352,10 +353,10 @@ func (c *checker) advantages(rc *runCheck) {
 
 func (c *checker) rubrics(r *RunTx) {
 	path := r.bpath(bRubrics)
-	pools := map[uint64]RubricPool{}
+	pools := map[uint64]model.RubricPool{}
 	merged := map[uint64]uint64{}
 	_ = r.subBucket(bRubrics).ForEach(func(k, v []byte) error {
-		var rb Rubric
+		var rb model.Rubric
 		if err := decodeValue(path, k, v, &rb); err != nil {
 			c.fromErr(path, err)
 			return nil
@@ -367,13 +368,13 @@ func (c *checker) rubrics(r *RunTx) {
 			c.inv(path, cloneBytes(k), "unknown pool %q", rb.Pool)
 		}
 		pools[rb.ID] = rb.Pool
-		if rb.Pool == PoolMerged {
+		if rb.Pool == model.PoolMerged {
 			merged[rb.ID] = rb.MergedInto
 		}
 		return nil
 	})
 	for id, into := range merged {
-		if p, ok := pools[into]; !ok || (p != PoolPublic && p != PoolRetired) {
+		if p, ok := pools[into]; !ok || (p != model.PoolPublic && p != model.PoolRetired) {
 			c.inv(path, u64key(id), "merged into %d, which is not a public or retired rubric", into)
 		}
 	}
@@ -382,7 +383,7 @@ func (c *checker) rubrics(r *RunTx) {
 func (c *checker) checkpoints(r *RunTx) {
 	path := r.bpath(bCkpt)
 	_ = r.subBucket(bCkpt).ForEach(func(k, v []byte) error {
-		var ck Checkpoint
+		var ck model.Checkpoint
 		if err := decodeValue(path, k, v, &ck); err != nil {
 			c.fromErr(path, err)
 		} else if len(k) != 8 || ck.Step != keyU64(k, 0) {
@@ -399,12 +400,12 @@ func (c *checker) events(r *RunTx, droppedSeq uint64) {
 	var payloads payloadChunks
 	_ = b.ForEach(func(k, v []byte) error {
 		c.progress(r, "events", 1)
-		var e Event
+		var e model.Event
 		if err := decodeEvent(path, k, v, &e, &payloads); err != nil {
 			c.fromErr(path, err)
 		} else if len(k) != 8 || e.Seq != keyU64(k, 0) {
 			c.inv(path, cloneBytes(k), "record does not match its key")
-		} else if e.Kind == EvReply {
+		} else if e.Kind == model.EvReply {
 			c.replyLogged(r, &e)
 		}
 		if len(k) == 8 {

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 	"github.com/vmihailenco/msgpack/v5"
@@ -130,14 +131,14 @@ func mustPut(t *testing.T, b *bolt.Bucket, k, v []byte) {
 // logged says which events write a record and how to key their payload,
 // so editRecord can make the log agree with the damage.
 type logged[T any] struct {
-	kinds []store.EventKind
+	kinds []model.EventKind
 	key   func(*T) []byte
 }
 
 var (
-	nodeLog   = logged[store.Node]{[]store.EventKind{store.EvNodeAdd, store.EvNodeScore, store.EvNodeRoute, store.EvNodeStatus, store.EvNodeReward, store.EvNodeEnvState}, func(n *store.Node) []byte { return beKey(n.ID) }}
-	groupLog  = logged[store.Group]{[]store.EventKind{store.EvGroupOpen, store.EvGroupUpdate, store.EvGroupClose}, func(g *store.Group) []byte { return k2(g.Step, g.ID) }}
-	rubricLog = logged[store.Rubric]{[]store.EventKind{store.EvRubricPut, store.EvRubricUpdate, store.EvRubricMove}, func(r *store.Rubric) []byte { return beKey(r.ID) }}
+	nodeLog   = logged[model.Node]{[]model.EventKind{model.EvNodeAdd, model.EvNodeScore, model.EvNodeRoute, model.EvNodeStatus, model.EvNodeReward, model.EvNodeEnvState}, func(n *model.Node) []byte { return beKey(n.ID) }}
+	groupLog  = logged[model.Group]{[]model.EventKind{model.EvGroupOpen, model.EvGroupUpdate, model.EvGroupClose}, func(g *model.Group) []byte { return k2(g.Step, g.ID) }}
+	rubricLog = logged[model.Rubric]{[]model.EventKind{model.EvRubricPut, model.EvRubricUpdate, model.EvRubricMove}, func(r *model.Rubric) []byte { return beKey(r.ID) }}
 )
 
 // editRecord applies fn to the record at key in bucket name; with lg it
@@ -154,9 +155,9 @@ func editRecord[T any](t *testing.T, tx *bolt.Tx, name string, key []byte, lg *l
 	}
 	events := runBucket(tx, "r1", "events")
 	var lastKey []byte
-	var last store.Event
+	var last model.Event
 	_ = events.ForEach(func(k, v []byte) error {
-		var e store.Event
+		var e model.Event
 		unframeRecord(t, v, &e)
 		if !slices.Contains(lg.kinds, e.Kind) {
 			return nil
@@ -181,7 +182,7 @@ func editRecord[T any](t *testing.T, tx *bolt.Tx, name string, key []byte, lg *l
 	mustPut(t, events, lastKey, frameRecord(t, &last))
 }
 
-func editNode(t *testing.T, tx *bolt.Tx, id uint64, fn func(*store.Node)) {
+func editNode(t *testing.T, tx *bolt.Tx, id uint64, fn func(*model.Node)) {
 	editRecord(t, tx, "nodes", beKey(id), &nodeLog, fn)
 }
 
@@ -235,17 +236,17 @@ func TestCheckInvariants(t *testing.T) {
 	}
 	raw := func(v []byte) func(*testing.T) []byte { return func(*testing.T) []byte { return v } }
 	framed := func(rec any) func(*testing.T) []byte { return func(t *testing.T) []byte { return frameRecord(t, rec) } }
-	node := func(id uint64, fn func(*store.Node)) func(*testing.T, *bolt.Tx) {
+	node := func(id uint64, fn func(*model.Node)) func(*testing.T, *bolt.Tx) {
 		return func(t *testing.T, tx *bolt.Tx) { editNode(t, tx, id, fn) }
 	}
-	group := func(g store.Group, lg *logged[store.Group], fn func(*store.Group)) func(*testing.T, *bolt.Tx) {
+	group := func(g model.Group, lg *logged[model.Group], fn func(*model.Group)) func(*testing.T, *bolt.Tx) {
 		return func(t *testing.T, tx *bolt.Tx) { editRecord(t, tx, "groups", k2(g.Step, g.ID), lg, fn) }
 	}
-	rubric := func(id uint64, lg *logged[store.Rubric], fn func(*store.Rubric)) func(*testing.T, *bolt.Tx) {
+	rubric := func(id uint64, lg *logged[model.Rubric], fn func(*model.Rubric)) func(*testing.T, *bolt.Tx) {
 		return func(t *testing.T, tx *bolt.Tx) { editRecord(t, tx, "rubrics", beKey(id), lg, fn) }
 	}
-	merge := func(into uint64) func(*store.Rubric) {
-		return func(r *store.Rubric) { r.Pool, r.MergedInto = store.PoolMerged, into }
+	merge := func(into uint64) func(*model.Rubric) {
+		return func(r *model.Rubric) { r.Pool, r.MergedInto = model.PoolMerged, into }
 	}
 	both := func(a, b func(*testing.T, *bolt.Tx)) func(*testing.T, *bolt.Tx) {
 		return func(t *testing.T, tx *bolt.Tx) { a(t, tx); b(t, tx) }
@@ -303,7 +304,7 @@ func TestCheckInvariants(t *testing.T) {
 		{"group sequence below the largest id", setSeq("groups", f.G2.ID-1),
 			[]wantV{inv("groups", nil, fmt.Sprintf("sequence %d is below id %d", f.G2.ID-1, f.G2.ID))}},
 		// Group keys sort by step first: the largest id need not be last.
-		{"group sequence below an id at an earlier step", put("groups", k2(0, 99), framed(&store.Group{ID: 99})),
+		{"group sequence below an id at an earlier step", put("groups", k2(0, 99), framed(&model.Group{ID: 99})),
 			[]wantV{inv("groups", nil, fmt.Sprintf("sequence %d is below id 99", f.G2.ID)), notLogged("groups", k2(0, 99))}},
 		{"rubric sequence below the largest id", setSeq("rubrics", f.RCand2-1),
 			[]wantV{inv("rubrics", nil, fmt.Sprintf("sequence %d is below id %d", f.RCand2-1, f.RCand2))}},
@@ -313,7 +314,7 @@ func TestCheckInvariants(t *testing.T) {
 			[]wantV{inv("events", nil, fmt.Sprintf("last event is %d but the sequence is at %d", lastSeq, lastSeq-1))}},
 		{"event record numbered unlike its key", func(t *testing.T, tx *bolt.Tx) {
 			b := runBucket(tx, "r1", "events")
-			var e store.Event
+			var e model.Event
 			unframeRecord(t, b.Get(beKey(lastSeq)), &e)
 			e.Seq += 5
 			mustPut(t, b, beKey(lastSeq), frameRecord(t, &e))
@@ -324,34 +325,34 @@ func TestCheckInvariants(t *testing.T) {
 			}
 			// That event was the run record's last write.
 		}, []wantV{inv("events", beKey(lastSeq), fmt.Sprintf("sequence jumps from %d to %d", lastSeq-2, lastSeq)), logDiffers("", []byte("run"))}},
-		{"event key not a sequence number", put("events", []byte("bad"), framed(&store.Event{Seq: 1, Kind: "x"})),
+		{"event key not a sequence number", put("events", []byte("bad"), framed(&model.Event{Seq: 1, Kind: "x"})),
 			[]wantV{inv("events", []byte("bad"), "record does not match its key")}},
 
 		// Groups.
-		{"duplicate group id", put("groups", k2(0, f.G1.ID), framed(&store.Group{ID: f.G1.ID, Roots: f.G1.Roots})),
+		{"duplicate group id", put("groups", k2(0, f.G1.ID), framed(&model.Group{ID: f.G1.ID, Roots: f.G1.Roots})),
 			[]wantV{inv("groups", g1, fmt.Sprintf("group id %d appears twice", f.G1.ID)), notLogged("groups", k2(0, f.G1.ID))}},
-		{"group key not step|group", put("groups", beKey(9), framed(&store.Group{ID: 9, Step: 1})),
+		{"group key not step|group", put("groups", beKey(9), framed(&model.Group{ID: 9, Step: 1})),
 			[]wantV{inv("groups", beKey(9), "key is not step|group"), notLogged("groups", beKey(9))}},
-		{"group record at another step than its key", group(f.G2, nil, func(g *store.Group) { g.Step = 5 }),
+		{"group record at another step than its key", group(f.G2, nil, func(g *model.Group) { g.Step = 5 }),
 			[]wantV{inv("groups", k2(fixtureStep, f.G2.ID), fmt.Sprintf("record says step 5 group %d", f.G2.ID)), logDiffers("groups", k2(fixtureStep, f.G2.ID)),
 				inv("nodes", beKey(f.X), fmt.Sprintf("step %d differs from its group's 5", fixtureStep))}},
-		{"group record with another id than its key", group(f.G2, nil, func(g *store.Group) { g.ID = 7 }),
+		{"group record with another id than its key", group(f.G2, nil, func(g *model.Group) { g.ID = 7 }),
 			[]wantV{inv("groups", k2(fixtureStep, f.G2.ID), fmt.Sprintf("record says step %d group 7", fixtureStep)), logDiffers("groups", k2(fixtureStep, f.G2.ID)),
 				inv("nodes", beKey(f.X), fmt.Sprintf("group %d does not exist", f.G2.ID)),
 				inv("groups", k2(fixtureStep, 7), fmt.Sprintf("root %d is not a root of this group", f.X))}},
-		{"active node in a closed group", group(f.G2, &groupLog, func(g *store.Group) { g.Status = store.GroupClosed }),
+		{"active node in a closed group", group(f.G2, &groupLog, func(g *model.Group) { g.Status = model.GroupClosed }),
 			[]wantV{inv("nodes", beKey(f.X), fmt.Sprintf("active in closed group %d", f.G2.ID))}},
-		{"root missing from its group", group(f.G1, nil, func(g *store.Group) { g.Roots = slices.DeleteFunc(g.Roots, func(id uint64) bool { return id == f.P }) }),
+		{"root missing from its group", group(f.G1, nil, func(g *model.Group) { g.Roots = slices.DeleteFunc(g.Roots, func(id uint64) bool { return id == f.P }) }),
 			[]wantV{inv("nodes", beKey(f.P), fmt.Sprintf("root branch not listed in group %d", f.G1.ID)), logDiffers("groups", g1)}},
-		{"root listed in the wrong group", group(f.G2, nil, func(g *store.Group) { g.Roots = append(g.Roots, f.P) }),
+		{"root listed in the wrong group", group(f.G2, nil, func(g *model.Group) { g.Roots = append(g.Roots, f.P) }),
 			[]wantV{inv("groups", k2(fixtureStep, f.G2.ID), fmt.Sprintf("root %d is not a root of this group", f.P)), logDiffers("groups", k2(fixtureStep, f.G2.ID))}},
-		{"child listed as a root", group(f.G1, nil, func(g *store.Group) { g.Roots = append(g.Roots, f.B) }),
+		{"child listed as a root", group(f.G1, nil, func(g *model.Group) { g.Roots = append(g.Roots, f.B) }),
 			[]wantV{inv("groups", g1, fmt.Sprintf("root %d is not a root of this group", f.B)), logDiffers("groups", g1)}},
-		{"root that does not exist", group(f.G1, nil, func(g *store.Group) { g.Roots = append(g.Roots, 99) }),
+		{"root that does not exist", group(f.G1, nil, func(g *model.Group) { g.Roots = append(g.Roots, 99) }),
 			[]wantV{inv("groups", g1, "root 99 does not exist"), logDiffers("groups", g1)}},
 
 		// Nodes.
-		{"node key not a node id", put("nodes", []byte("nine"), framed(&store.Node{ID: 9})),
+		{"node key not a node id", put("nodes", []byte("nine"), framed(&model.Node{ID: 9})),
 			[]wantV{inv("nodes", []byte("nine"), "key is not a node id"), notLogged("nodes", []byte("nine"))}},
 		{"node record under another id", put("nodes", beKey(77), func(t *testing.T) []byte {
 			var v []byte
@@ -359,39 +360,39 @@ func TestCheckInvariants(t *testing.T) {
 			return v
 		}), []wantV{inv("nodes", beKey(77), fmt.Sprintf("record id %d does not match key", f.B)), notLogged("nodes", beKey(77)),
 			inv("nodes", nil, fmt.Sprintf("sequence %d is below id 77", f.X))}},
-		{"node of a group that does not exist", node(f.F, func(n *store.Node) { n.Group = 99 }),
+		{"node of a group that does not exist", node(f.F, func(n *model.Node) { n.Group = 99 }),
 			[]wantV{inv("nodes", beKey(f.F), "group 99 does not exist"), inv("groups", g1, fmt.Sprintf("root %d is not a root", f.F))}},
-		{"node at another step than its group", node(f.B, func(n *store.Node) { n.Step = 2 }),
+		{"node at another step than its group", node(f.B, func(n *model.Node) { n.Step = 2 }),
 			[]wantV{inv("nodes", beKey(f.B), fmt.Sprintf("step 2 differs from its group's %d", fixtureStep))}},
-		{"unknown node status", node(f.F, func(n *store.Node) { n.Status = "lost" }),
+		{"unknown node status", node(f.F, func(n *model.Node) { n.Status = "lost" }),
 			[]wantV{inv("nodes", beKey(f.F), `unknown status "lost"`)}},
-		{"score above 1", node(f.A, func(n *store.Node) { n.Scores[0].Value = 1.5 }),
+		{"score above 1", node(f.A, func(n *model.Node) { n.Scores[0].Value = 1.5 }),
 			[]wantV{inv("nodes", beKey(f.A), "score 1.5 outside [0,1]")}},
-		{"score below 0", node(f.A, func(n *store.Node) { n.Scores[0].Value = -0.25 }),
+		{"score below 0", node(f.A, func(n *model.Node) { n.Scores[0].Value = -0.25 }),
 			[]wantV{inv("nodes", beKey(f.A), "score -0.25 outside [0,1]")}},
-		{"scores 0 and 1 are in range", node(f.A, func(n *store.Node) {
-			n.Scores = append(n.Scores, store.Score{Interval: 1, Turn: 3, Value: 0}, store.Score{Interval: 2, Turn: 3, Value: 1})
+		{"scores 0 and 1 are in range", node(f.A, func(n *model.Node) {
+			n.Scores = append(n.Scores, model.Score{Interval: 1, Turn: 3, Value: 0}, model.Score{Interval: 2, Turn: 3, Value: 1})
 		}), nil},
-		{"root with a depth", node(f.P, func(n *store.Node) { n.Depth = 1 }),
+		{"root with a depth", node(f.P, func(n *model.Node) { n.Depth = 1 }),
 			[]wantV{inv("nodes", beKey(f.P), "root with fork 0 base 0 depth 1")}},
-		{"root with a fork point", node(f.P, func(n *store.Node) { n.Fork = 1 }),
+		{"root with a fork point", node(f.P, func(n *model.Node) { n.Fork = 1 }),
 			[]wantV{inv("nodes", beKey(f.P), "root with fork 1 base 0 depth 0")}},
-		{"root with a base", node(f.P, func(n *store.Node) { n.Base = 2 }),
+		{"root with a base", node(f.P, func(n *model.Node) { n.Base = 2 }),
 			[]wantV{inv("nodes", beKey(f.P), "root with fork 0 base 2 depth 0")}},
-		{"node that is its own parent", node(f.B, func(n *store.Node) { n.Parent = f.B }),
+		{"node that is its own parent", node(f.B, func(n *model.Node) { n.Parent = f.B }),
 			[]wantV{inv("nodes", beKey(f.B), fmt.Sprintf("parent %d does not precede it", f.B)),
 				inv("children", k2(f.A, f.B), fmt.Sprintf("index says %d is a child of %d", f.B, f.A))}},
-		{"fork exactly one past the parent's turns", node(f.B, func(n *store.Node) { n.Fork, n.Base = 4, 4 }),
+		{"fork exactly one past the parent's turns", node(f.B, func(n *model.Node) { n.Fork, n.Base = 4, 4 }),
 			[]wantV{inv("nodes", beKey(f.B), fmt.Sprintf("fork point 4 outside parent %d's 3 turns", f.A))}},
-		{"fork at the parent's last turn is sound", node(f.B, func(n *store.Node) { n.Fork, n.Base = 3, 3 }), nil},
-		{"fork at the parent's first turn is sound", node(f.B, func(n *store.Node) { n.Fork, n.Base = 0, 0 }), nil},
-		{"negative fork point", node(f.B, func(n *store.Node) { n.Fork, n.Base = -1, -1 }),
+		{"fork at the parent's last turn is sound", node(f.B, func(n *model.Node) { n.Fork, n.Base = 3, 3 }), nil},
+		{"fork at the parent's first turn is sound", node(f.B, func(n *model.Node) { n.Fork, n.Base = 0, 0 }), nil},
+		{"negative fork point", node(f.B, func(n *model.Node) { n.Fork, n.Base = -1, -1 }),
 			[]wantV{inv("nodes", beKey(f.B), fmt.Sprintf("fork point -1 outside parent %d's 3 turns", f.A))}},
-		{"base inconsistent with the parent", node(f.B, func(n *store.Node) { n.Base = 5 }),
+		{"base inconsistent with the parent", node(f.B, func(n *model.Node) { n.Base = 5 }),
 			[]wantV{inv("nodes", beKey(f.B), fmt.Sprintf("depth 1 / base 5 inconsistent with parent %d", f.A))}},
-		{"depth inconsistent with the parent", node(f.B, func(n *store.Node) { n.Depth = 2 }),
+		{"depth inconsistent with the parent", node(f.B, func(n *model.Node) { n.Depth = 2 }),
 			[]wantV{inv("nodes", beKey(f.B), fmt.Sprintf("depth 2 / base 2 inconsistent with parent %d", f.A))}},
-		{"parent in another group", node(f.B, func(n *store.Node) { n.Group = f.G2.ID }),
+		{"parent in another group", node(f.B, func(n *model.Node) { n.Group = f.G2.ID }),
 			[]wantV{inv("nodes", beKey(f.B), fmt.Sprintf("parent %d is in another group", f.A))}},
 
 		// Turns.
@@ -403,18 +404,18 @@ func TestCheckInvariants(t *testing.T) {
 			[]wantV{inv("turns", beKey(f.X), "key is not seq|node")}},
 		{"turn sequence below the last turn", setSeq("turns", xSeq-1),
 			[]wantV{inv("turns", nil, fmt.Sprintf("sequence %d is below turn %d", xSeq-1, xSeq))}},
-		{"turn ranges that miss the node's turn", node(f.X, func(n *store.Node) {
+		{"turn ranges that miss the node's turn", node(f.X, func(n *model.Node) {
 			if len(n.TurnRanges) > 0 { // the record's, not node.add's payload
 				n.TurnRanges[0].Seq = aSeq
 			}
 		}),
 			[]wantV{inv("turns", xKey, fmt.Sprintf("turn %d is outside node %d's turn ranges", xSeq, f.X)),
 				inv("nodes", beKey(f.X), "node has 0 turns stored, record says 1"), logDiffers("nodes", beKey(f.X))}},
-		{"turn ranges that hold fewer turns than recorded", node(f.X, func(n *store.Node) { n.TurnRanges = nil }),
+		{"turn ranges that hold fewer turns than recorded", node(f.X, func(n *model.Node) { n.TurnRanges = nil }),
 			[]wantV{inv("turns", xKey, fmt.Sprintf("turn %d is outside node %d's turn ranges", xSeq, f.X)),
 				inv("nodes", beKey(f.X), "turn ranges hold 0 turns, record says 1"),
 				inv("nodes", beKey(f.X), "node has 0 turns stored, record says 1"), logDiffers("nodes", beKey(f.X))}},
-		{"node with fewer turns stored than recorded", node(f.X, func(n *store.Node) { n.Turns = 2 }),
+		{"node with fewer turns stored than recorded", node(f.X, func(n *model.Node) { n.Turns = 2 }),
 			[]wantV{inv("nodes", beKey(f.X), "turn ranges hold 1 turns, record says 2"),
 				inv("nodes", beKey(f.X), "node has 1 turns stored, record says 2"), logDiffers("nodes", beKey(f.X))}},
 
@@ -437,20 +438,20 @@ func TestCheckInvariants(t *testing.T) {
 			[]wantV{inv("frontier", beKey(99), "frontier lists unknown node 99")}},
 
 		// Advantages.
-		{"advantage whose leaf is in another group", put("adv", k3(fixtureStep, f.G2.ID, f.P), framed(&store.Advantage{Step: fixtureStep, Group: f.G2.ID, Leaf: f.P})),
+		{"advantage whose leaf is in another group", put("adv", k3(fixtureStep, f.G2.ID, f.P), framed(&model.Advantage{Step: fixtureStep, Group: f.G2.ID, Leaf: f.P})),
 			[]wantV{inv("adv", k3(fixtureStep, f.G2.ID, f.P), fmt.Sprintf("node %d is not a leaf of group %d", f.P, f.G2.ID)), notLogged("adv", k3(fixtureStep, f.G2.ID, f.P))}},
-		{"advantage of a leaf that does not exist", put("adv", k3(fixtureStep, f.G1.ID, 99), framed(&store.Advantage{Step: fixtureStep, Group: f.G1.ID, Leaf: 99})),
+		{"advantage of a leaf that does not exist", put("adv", k3(fixtureStep, f.G1.ID, 99), framed(&model.Advantage{Step: fixtureStep, Group: f.G1.ID, Leaf: 99})),
 			[]wantV{inv("adv", k3(fixtureStep, f.G1.ID, 99), "leaf 99 does not exist"), notLogged("adv", k3(fixtureStep, f.G1.ID, 99))}},
 		{"advantage record unlike its key", func(t *testing.T, tx *bolt.Tx) {
-			editRecord(t, tx, "adv", advP, nil, func(a *store.Advantage) { a.Leaf = f.C })
+			editRecord(t, tx, "adv", advP, nil, func(a *model.Advantage) { a.Leaf = f.C })
 		}, []wantV{inv("adv", advP, "record does not match its key"), logDiffers("adv", advP)}},
 		{"advantage at another step than its key", func(t *testing.T, tx *bolt.Tx) {
-			editRecord(t, tx, "adv", advP, nil, func(a *store.Advantage) { a.Step = 2 })
+			editRecord(t, tx, "adv", advP, nil, func(a *model.Advantage) { a.Step = 2 })
 		}, []wantV{inv("adv", advP, "record does not match its key"), logDiffers("adv", advP)}},
 		{"advantage in another group than its key", func(t *testing.T, tx *bolt.Tx) {
-			editRecord(t, tx, "adv", advP, nil, func(a *store.Advantage) { a.Group = f.G2.ID })
+			editRecord(t, tx, "adv", advP, nil, func(a *model.Advantage) { a.Group = f.G2.ID })
 		}, []wantV{inv("adv", advP, "record does not match its key"), logDiffers("adv", advP)}},
-		{"advantage key not step|group|leaf", put("adv", k2(1, f.P), framed(&store.Advantage{Step: 1, Leaf: f.P})),
+		{"advantage key not step|group|leaf", put("adv", k2(1, f.P), framed(&model.Advantage{Step: 1, Leaf: f.P})),
 			[]wantV{inv("adv", k2(1, f.P), "key is not step|group|leaf"), notLogged("adv", k2(1, f.P))}},
 
 		// Rubrics.
@@ -461,23 +462,23 @@ func TestCheckInvariants(t *testing.T) {
 		{"rubric merged into one that does not exist", rubric(f.RCand1, &rubricLog, merge(99)),
 			[]wantV{inv("rubrics", beKey(f.RCand1), "merged into 99, which is not")}},
 		{"rubrics merged into a public and a retired rubric are sound", both(rubric(f.RCand1, &rubricLog, merge(f.RPublic)), rubric(f.RCand2, &rubricLog, merge(f.RRetired))), nil},
-		{"rubric in an unknown pool", rubric(f.RCand1, &rubricLog, func(r *store.Rubric) { r.Pool = "limbo" }),
+		{"rubric in an unknown pool", rubric(f.RCand1, &rubricLog, func(r *model.Rubric) { r.Pool = "limbo" }),
 			[]wantV{inv("rubrics", beKey(f.RCand1), `unknown pool "limbo"`)}},
-		{"rubric record under another id", rubric(f.RCand1, nil, func(r *store.Rubric) { r.ID = 99 }),
+		{"rubric record under another id", rubric(f.RCand1, nil, func(r *model.Rubric) { r.ID = 99 }),
 			[]wantV{inv("rubrics", beKey(f.RCand1), "record does not match its key"), logDiffers("rubrics", beKey(f.RCand1))}},
-		{"rubric key not an id", put("rubrics", []byte("r"), framed(&store.Rubric{Pool: store.PoolCandidate})),
+		{"rubric key not an id", put("rubrics", []byte("r"), framed(&model.Rubric{Pool: model.PoolCandidate})),
 			[]wantV{inv("rubrics", []byte("r"), "record does not match its key"), notLogged("rubrics", []byte("r"))}},
 
 		// Checkpoints.
-		{"checkpoint key that disagrees with its record", put("ckpt", beKey(5), framed(&store.Checkpoint{Step: 1})),
+		{"checkpoint key that disagrees with its record", put("ckpt", beKey(5), framed(&model.Checkpoint{Step: 1})),
 			[]wantV{inv("ckpt", beKey(5), "record does not match its key"), notLogged("ckpt", beKey(5))}},
-		{"checkpoint key not a step", put("ckpt", []byte("one"), framed(&store.Checkpoint{Step: 1})),
+		{"checkpoint key not a step", put("ckpt", []byte("one"), framed(&model.Checkpoint{Step: 1})),
 			[]wantV{inv("ckpt", []byte("one"), "record does not match its key"), notLogged("ckpt", []byte("one"))}},
 
 		// The run.
 		{"run record under another id", func(t *testing.T, tx *bolt.Tx) {
 			b := tx.Bucket([]byte("runs")).Bucket([]byte("r1"))
-			var r store.Run
+			var r model.Run
 			unframeRecord(t, b.Get([]byte("run")), &r)
 			r.ID = "r2"
 			mustPut(t, b, []byte("run"), frameRecord(t, &r))

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 	"github.com/vmihailenco/msgpack/v5"
@@ -113,7 +114,7 @@ func TestCheckFindsDamage(t *testing.T) {
 			name: "dangling parent",
 			damage: func(t *testing.T, tx *bolt.Tx) {
 				b := runBucket(tx, "r1", "nodes")
-				var n store.Node
+				var n model.Node
 				unframeRecord(t, b.Get(beKey(f.B)), &n)
 				n.Parent = 999
 				if err := b.Put(beKey(f.B), frameRecord(t, &n)); err != nil {
@@ -127,7 +128,7 @@ func TestCheckFindsDamage(t *testing.T) {
 			name: "fork point past the parent's turns",
 			damage: func(t *testing.T, tx *bolt.Tx) {
 				b := runBucket(tx, "r1", "nodes")
-				var n store.Node
+				var n model.Node
 				unframeRecord(t, b.Get(beKey(f.B)), &n)
 				n.Fork, n.Base = 7, 7
 				if err := b.Put(beKey(f.B), frameRecord(t, &n)); err != nil {
@@ -200,7 +201,7 @@ func TestCheckFindsDamage(t *testing.T) {
 		{
 			name: "advantage of a non-leaf",
 			damage: func(t *testing.T, tx *bolt.Tx) {
-				a := store.Advantage{Step: fixtureStep, Group: f.G1.ID, Leaf: f.A}
+				a := model.Advantage{Step: fixtureStep, Group: f.G1.ID, Leaf: f.A}
 				k := append(append(beKey(fixtureStep), beKey(f.G1.ID)...), beKey(f.A)...)
 				if err := runBucket(tx, "r1", "adv").Put(k, frameRecord(t, &a)); err != nil {
 					t.Fatal(err)
@@ -212,7 +213,7 @@ func TestCheckFindsDamage(t *testing.T) {
 			name: "rubric in an unknown pool",
 			damage: func(t *testing.T, tx *bolt.Tx) {
 				b := runBucket(tx, "r1", "rubrics")
-				var rb store.Rubric
+				var rb model.Rubric
 				unframeRecord(t, b.Get(beKey(1)), &rb)
 				rb.Pool = "limbo"
 				if err := b.Put(beKey(1), frameRecord(t, &rb)); err != nil {

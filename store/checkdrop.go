@@ -1,9 +1,11 @@
 package store
 
+import "github.com/patrdb/patrdb/model"
+
 // The checks of a run that dropped old steps (drop.go): the run record's
 // marks agree with each other and with the run, and no record of a
 // dropped step is left.
-func (c *checker) dropped(r *RunTx, info Run) {
+func (c *checker) dropped(r *RunTx, info model.Run) {
 	if info.DroppedStep == 0 && info.DroppedSeq == 0 {
 		return
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store/internal/pagewalk"
 )
 
@@ -134,7 +135,7 @@ func (cr *CheckedRun) reach(name string, lo, hi []byte) bool {
 }
 
 // reachTurns checks the pages holding n's turns (and the one after them).
-func (cr *CheckedRun) reachTurns(n *Node, legacy bool) bool {
+func (cr *CheckedRun) reachTurns(n *model.Node, legacy bool) bool {
 	if legacy {
 		return cr.reach(bTurns, u64key(n.ID), prefixEnd(u64key(n.ID)))
 	}
@@ -180,7 +181,7 @@ func (cr *CheckedRun) checkGroup(step, id uint64) {
 	if v == nil {
 		return
 	}
-	var g Group
+	var g model.Group
 	if decodeValue(cr.r.bpath(bGroups), k, v, &g) == nil && g.Step == step && g.ID == id {
 		// The roots first: a damaged root record is then named as such,
 		// not as a root the group lists in vain.
@@ -196,13 +197,13 @@ func (cr *CheckedRun) checkGroup(step, id uint64) {
 
 // checkNode checks node id's record, its group's and its stored turns,
 // once, and returns it (nil when missing or damaged).
-func (cr *CheckedRun) checkNode(id uint64) *Node {
+func (cr *CheckedRun) checkNode(id uint64) *model.Node {
 	k := u64key(id)
 	v := cr.rc.get(bNodes, k)
 	if v == nil {
 		return nil
 	}
-	var n Node
+	var n model.Node
 	if decodeValue(cr.r.bpath(bNodes), k, v, &n) == nil {
 		cr.checkGroup(n.Step, n.Group) // first: a root is checked against its group's roots
 	}
@@ -218,14 +219,14 @@ func (cr *CheckedRun) checkNode(id uint64) *Node {
 
 // checkTurns checks every stored turn of n (decoded: its CRC) and that
 // there are as many as its record says.
-func (cr *CheckedRun) checkTurns(n *Node) {
+func (cr *CheckedRun) checkTurns(n *model.Node) {
 	legacy := cr.r.legacyTurns()
 	k := u64key(n.ID)
 	cr.c.nodeTurns(cr.rc, k, n, legacy)
 	if len(cr.c.vs) > 0 || !cr.reachTurns(n, legacy) {
 		return
 	}
-	owner := func(id uint64) *Node {
+	owner := func(id uint64) *model.Node {
 		if id == n.ID {
 			return n
 		}
@@ -302,7 +303,7 @@ func (cr *CheckedRun) checkGroupsUnder(prefix []byte) {
 // checkTree checks the nodes of group g, its children index entries and
 // its leaves' advantages, walking down from its roots; it stops at the
 // first problem (a damaged index could lead anywhere).
-func (cr *CheckedRun) checkTree(g Group) {
+func (cr *CheckedRun) checkTree(g model.Group) {
 	cr.checkGroup(g.Step, g.ID)
 	queue := append([]uint64(nil), g.Roots...)
 	seen := map[uint64]bool{}
@@ -323,7 +324,7 @@ func (cr *CheckedRun) checkTree(g Group) {
 }
 
 // Info is RunTx.Info (checked when the run was opened).
-func (cr *CheckedRun) Info() (Run, error) { return cr.r.Info() }
+func (cr *CheckedRun) Info() (model.Run, error) { return cr.r.Info() }
 
 // ID is the run's id.
 func (cr *CheckedRun) ID() string { return cr.r.id }
@@ -358,8 +359,8 @@ func checked[T any](cr *CheckedRun, check func(), read func() (T, error)) (T, er
 }
 
 // LatestGroup is RunTx.LatestGroup, checked.
-func (cr *CheckedRun) LatestGroup() (Group, error) {
-	return checked(cr, func() { cr.paths.Last(cr.buckets[bGroups]) }, func() (Group, error) {
+func (cr *CheckedRun) LatestGroup() (model.Group, error) {
+	return checked(cr, func() { cr.paths.Last(cr.buckets[bGroups]) }, func() (model.Group, error) {
 		g, err := cr.r.LatestGroup()
 		if err == nil {
 			cr.checkGroup(g.Step, g.ID) // before checked returns it
@@ -369,12 +370,12 @@ func (cr *CheckedRun) LatestGroup() (Group, error) {
 }
 
 // GroupAt is RunTx.GroupAt, checked.
-func (cr *CheckedRun) GroupAt(step, id uint64) (Group, error) {
-	return checked(cr, func() { cr.checkGroup(step, id) }, func() (Group, error) { return cr.r.GroupAt(step, id) })
+func (cr *CheckedRun) GroupAt(step, id uint64) (model.Group, error) {
+	return checked(cr, func() { cr.checkGroup(step, id) }, func() (model.Group, error) { return cr.r.GroupAt(step, id) })
 }
 
 // Group is RunTx.Group, checked.
-func (cr *CheckedRun) Group(id uint64) (Group, error) {
+func (cr *CheckedRun) Group(id uint64) (model.Group, error) {
 	return checked(cr, func() {
 		ids := cr.r.b.Bucket([]byte(bGroupIDs))
 		if ids == nil {
@@ -384,28 +385,28 @@ func (cr *CheckedRun) Group(id uint64) (Group, error) {
 				cr.checkGroup(keyU64(k, 1), id)
 			}
 		}
-	}, func() (Group, error) { return cr.r.Group(id) })
+	}, func() (model.Group, error) { return cr.r.Group(id) })
 }
 
 // Groups is RunTx.Groups, checked (step 0: every group, each checked).
-func (cr *CheckedRun) Groups(step uint64) ([]Group, error) {
+func (cr *CheckedRun) Groups(step uint64) ([]model.Group, error) {
 	var prefix []byte
 	if step != 0 {
 		prefix = u64key(step)
 	}
-	return checked(cr, func() { cr.checkGroupsUnder(prefix) }, func() ([]Group, error) { return cr.r.Groups(step) })
+	return checked(cr, func() { cr.checkGroupsUnder(prefix) }, func() ([]model.Group, error) { return cr.r.Groups(step) })
 }
 
 // GroupNodes is RunTx.GroupNodes, checked: every node of the group, its
 // entries in the children index, its turns, and the group's advantages.
-func (cr *CheckedRun) GroupNodes(g Group) ([]Node, error) {
-	return checked(cr, func() { cr.checkTree(g) }, func() ([]Node, error) { return cr.r.GroupNodes(g) })
+func (cr *CheckedRun) GroupNodes(g model.Group) ([]model.Node, error) {
+	return checked(cr, func() { cr.checkTree(g) }, func() ([]model.Node, error) { return cr.r.GroupNodes(g) })
 }
 
 // Advantages is RunTx.Advantages, checked: each record against its leaf.
-func (cr *CheckedRun) Advantages(step, group uint64) ([]Advantage, error) {
+func (cr *CheckedRun) Advantages(step, group uint64) ([]model.Advantage, error) {
 	return checked(cr, func() { cr.checkAdvantages(advPrefix(step, group)) },
-		func() ([]Advantage, error) { return cr.r.Advantages(step, group) })
+		func() ([]model.Advantage, error) { return cr.r.Advantages(step, group) })
 }
 
 // Children is RunTx.Children, checked: the node's entries in the children
@@ -415,8 +416,8 @@ func (cr *CheckedRun) Children(id uint64) ([]uint64, error) {
 }
 
 // LastAdvantage is RunTx.LastAdvantage, checked.
-func (cr *CheckedRun) LastAdvantage() (Advantage, error) {
-	return checked(cr, func() { cr.paths.Last(cr.buckets[bAdv]) }, func() (Advantage, error) {
+func (cr *CheckedRun) LastAdvantage() (model.Advantage, error) {
+	return checked(cr, func() { cr.paths.Last(cr.buckets[bAdv]) }, func() (model.Advantage, error) {
 		a, err := cr.r.LastAdvantage()
 		if k := u64key3(a.Step, a.Group, a.Leaf); err == nil && cr.once(bAdv, k) {
 			if v := cr.rc.get(bAdv, k); v != nil {
@@ -428,8 +429,8 @@ func (cr *CheckedRun) LastAdvantage() (Advantage, error) {
 }
 
 // Node is RunTx.Node, checked (with its group and turns).
-func (cr *CheckedRun) Node(id uint64) (Node, error) {
-	return checked(cr, func() { cr.checkNode(id) }, func() (Node, error) { return cr.r.Node(id) })
+func (cr *CheckedRun) Node(id uint64) (model.Node, error) {
+	return checked(cr, func() { cr.checkNode(id) }, func() (model.Node, error) { return cr.r.Node(id) })
 }
 
 // checkPath checks node id and its ancestors, root last.
@@ -444,20 +445,20 @@ func (cr *CheckedRun) checkPath(id uint64) {
 }
 
 // Path is RunTx.Path, checked: the node and every ancestor.
-func (cr *CheckedRun) Path(id uint64) ([]Segment, error) {
-	return checked(cr, func() { cr.checkPath(id) }, func() ([]Segment, error) { return cr.r.Path(id) })
+func (cr *CheckedRun) Path(id uint64) ([]model.Segment, error) {
+	return checked(cr, func() { cr.checkPath(id) }, func() ([]model.Segment, error) { return cr.r.Path(id) })
 }
 
 // Trajectory is RunTx.Trajectory, checked: the node, every ancestor and
 // their turns.
-func (cr *CheckedRun) Trajectory(id uint64) ([]PathTurn, error) {
-	return checked(cr, func() { cr.checkPath(id) }, func() ([]PathTurn, error) { return cr.r.Trajectory(id) })
+func (cr *CheckedRun) Trajectory(id uint64) ([]model.PathTurn, error) {
+	return checked(cr, func() { cr.checkPath(id) }, func() ([]model.PathTurn, error) { return cr.r.Trajectory(id) })
 }
 
 // ViewTurns is RunTx.ViewTurns, checked: each segment's node, its group
 // and its stored turns (all of them decoded, so their CRCs are checked,
 // and the pages that hold them walked).
-func (cr *CheckedRun) ViewTurns(segs []Segment) ([]TurnView, error) {
+func (cr *CheckedRun) ViewTurns(segs []model.Segment) ([]TurnView, error) {
 	return checked(cr, func() {
 		for _, s := range segs {
 			if cr.checkNode(s.Node); len(cr.c.vs) > 0 || !cr.paths.OK() {
@@ -469,7 +470,7 @@ func (cr *CheckedRun) ViewTurns(segs []Segment) ([]TurnView, error) {
 
 // FrontierNodes is RunTx.FrontierNodes, checked: every frontier entry and
 // the node it names.
-func (cr *CheckedRun) FrontierNodes() ([]Node, error) {
+func (cr *CheckedRun) FrontierNodes() ([]model.Node, error) {
 	return checked(cr, func() {
 		if !cr.reach(bFrontier, nil, nil) {
 			return
@@ -496,18 +497,18 @@ func (cr *CheckedRun) checkSmall(name string, check func(*RunTx)) {
 }
 
 // Rubrics is RunTx.Rubrics, checked: every rubric of the run.
-func (cr *CheckedRun) Rubrics(pool RubricPool) ([]Rubric, error) {
-	return checked(cr, func() { cr.checkSmall(bRubrics, cr.c.rubrics) }, func() ([]Rubric, error) { return cr.r.Rubrics(pool) })
+func (cr *CheckedRun) Rubrics(pool model.RubricPool) ([]model.Rubric, error) {
+	return checked(cr, func() { cr.checkSmall(bRubrics, cr.c.rubrics) }, func() ([]model.Rubric, error) { return cr.r.Rubrics(pool) })
 }
 
 // Rubric is RunTx.Rubric, checked: every rubric of the run.
-func (cr *CheckedRun) Rubric(id uint64) (Rubric, error) {
-	return checked(cr, func() { cr.checkSmall(bRubrics, cr.c.rubrics) }, func() (Rubric, error) { return cr.r.Rubric(id) })
+func (cr *CheckedRun) Rubric(id uint64) (model.Rubric, error) {
+	return checked(cr, func() { cr.checkSmall(bRubrics, cr.c.rubrics) }, func() (model.Rubric, error) { return cr.r.Rubric(id) })
 }
 
 // Checkpoint is RunTx.Checkpoint, checked: every checkpoint of the run.
-func (cr *CheckedRun) Checkpoint(step uint64) (Checkpoint, error) {
-	return checked(cr, func() { cr.checkSmall(bCkpt, cr.c.checkpoints) }, func() (Checkpoint, error) { return cr.r.Checkpoint(step) })
+func (cr *CheckedRun) Checkpoint(step uint64) (model.Checkpoint, error) {
+	return checked(cr, func() { cr.checkSmall(bCkpt, cr.c.checkpoints) }, func() (model.Checkpoint, error) { return cr.r.Checkpoint(step) })
 }
 
 // Sound checks the whole run once (RunTx.Verify) and then hands out the

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -19,7 +20,7 @@ import (
 // read, and the first, whose records it must not need.
 type checkedFile struct {
 	path           string
-	latest, first  store.Group
+	latest, first  model.Group
 	leaf, firstOne uint64 // a leaf of the latest group; a node of the first
 }
 
@@ -41,7 +42,7 @@ func buildCheckedFile(t *testing.T, steps int) checkedFile {
 	for step := 1; step <= steps; step++ {
 		update(t, db, func(tx *store.Tx) error {
 			r, err := tx.Run("r")
-			if errors.Is(err, store.ErrNotFound) {
+			if errors.Is(err, model.ErrNotFound) {
 				r, err = tx.CreateRun("r", nil, nil)
 			}
 			if err != nil {
@@ -67,12 +68,12 @@ func buildCheckedFile(t *testing.T, steps int) checkedFile {
 				}
 				if depth == 2 {
 					leaves = append(leaves, n.ID)
-					if err := r.SetNodeStatus(n.ID, store.NodeCompleted); err != nil {
+					if err := r.SetNodeStatus(n.ID, model.NodeCompleted); err != nil {
 						return err
 					}
 					return r.SetReward(n.ID, float64(n.ID%2))
 				}
-				if err := r.SetNodeStatus(n.ID, store.NodeExpanded); err != nil {
+				if err := r.SetNodeStatus(n.ID, model.NodeExpanded); err != nil {
 					return err
 				}
 				for i := range 2 {
@@ -88,7 +89,7 @@ func buildCheckedFile(t *testing.T, steps int) checkedFile {
 				}
 			}
 			for _, l := range leaves {
-				if err := r.PutAdvantage(store.Advantage{Step: g.Step, Group: g.ID, Leaf: l, Outcome: float64(l % 2), Total: float64(l % 2), Mean: 0.5, Std: 0.5}); err != nil {
+				if err := r.PutAdvantage(model.Advantage{Step: g.Step, Group: g.ID, Leaf: l, Outcome: float64(l % 2), Total: float64(l % 2), Mean: 0.5, Std: 0.5}); err != nil {
 					return err
 				}
 			}
@@ -112,11 +113,11 @@ func buildCheckedFile(t *testing.T, steps int) checkedFile {
 // checkedReads is what `tree RUN latest` and `traj RUN LEAF` read, through
 // CheckedRun, or the first error.
 type checkedReads struct {
-	Group      store.Group
-	Nodes      []store.Node
-	Advantages []store.Advantage
-	Traj       []store.PathTurn
-	Path       []store.Segment
+	Group      model.Group
+	Nodes      []model.Node
+	Advantages []model.Advantage
+	Traj       []model.PathTurn
+	Path       []model.Segment
 }
 
 func readChecked(t *testing.T, path string, leaf uint64) (out checkedReads, err error) {
@@ -254,7 +255,7 @@ func TestCheckedRunFailsOnlyOnWhatItReads(t *testing.T) {
 	nodeAt := storetest.ValueAt(t, f.path, "r", "nodes", u64(f.leaf))
 	firstAt := storetest.ValueAt(t, f.path, "r", "nodes", u64(f.firstOne))
 	turnKey := func(node uint64) []byte {
-		var n store.Node
+		var n model.Node
 		db := openReadOnly(t, f.path)
 		defer db.Close()
 		inRun(t, db, false, "r", func(r *store.RunTx) (err error) { n, err = r.Node(node); return })

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"reflect"
 	"slices"
 )
@@ -37,7 +38,7 @@ type logged struct {
 // newest first (each extends the node's turn ranges, so all of them apply).
 type pendingTurns struct {
 	seq uint64 // the newest
-	ps  []TurnsPayload
+	ps  []model.TurnsPayload
 }
 
 func (c *checker) logMatches(r *RunTx) {
@@ -92,7 +93,7 @@ func (c *checker) logMatches(r *RunTx) {
 	cur := r.subBucket(bEvents).Cursor()
 	for k, v := cur.Last(); k != nil; k, v = cur.Prev() {
 		c.progress(r, "log", 1)
-		var e Event
+		var e model.Event
 		if decodeEvent(path, k, v, &e, &payloads) != nil {
 			clean = false // reported by events()
 			continue
@@ -118,10 +119,10 @@ func (c *checker) logMatches(r *RunTx) {
 			continue
 		}
 		switch x := rec.(type) {
-		case *Run:
+		case *model.Run:
 			seen.run = true
 			compare("", keyRun, e.Seq, x, e.Payload)
-		case *Group:
+		case *model.Group:
 			gk := string(u64key2(x.Step, x.ID))
 			if seen.groups.has(x.ID) {
 				continue
@@ -138,8 +139,8 @@ func (c *checker) logMatches(r *RunTx) {
 			if !compare(bGroups, []byte(gk), e.Seq, x, payload) {
 				seen.groupsMissing.add(x.ID)
 			}
-		case *Node:
-			if e.Kind == EvNodeAdd && x.Parent == 0 && !seen.groups.has(x.Group) {
+		case *model.Node:
+			if e.Kind == model.EvNodeAdd && x.Parent == 0 && !seen.groups.has(x.Group) {
 				gk := string(u64key2(x.Step, x.Group))
 				roots[gk] = append(roots[gk], x.ID)
 			}
@@ -156,14 +157,14 @@ func (c *checker) logMatches(r *RunTx) {
 				delete(turns, x.ID)
 			}
 			compare(bNodes, u64key(x.ID), last, x, payload)
-		case *TurnsPayload:
+		case *model.TurnsPayload:
 			t, ok := turns[e.Node]
 			if !ok {
 				t.seq = e.Seq
 			}
 			t.ps = append(t.ps, *x)
 			turns[e.Node] = t
-		case *Advantage:
+		case *model.Advantage:
 			if seen.adv.has(x.Leaf) {
 				continue
 			}
@@ -171,19 +172,19 @@ func (c *checker) logMatches(r *RunTx) {
 			if !compare(bAdv, u64key3(x.Step, x.Group, x.Leaf), e.Seq, x, e.Payload) {
 				seen.advMissing.add(x.Leaf)
 			}
-		case *Rubric:
+		case *model.Rubric:
 			if seen.rubrics.has(x.ID) {
 				continue
 			}
 			seen.rubrics.add(x.ID)
 			compare(bRubrics, u64key(x.ID), e.Seq, x, e.Payload)
-		case *Checkpoint:
+		case *model.Checkpoint:
 			if seen.ckpts.has(x.Step) {
 				continue
 			}
 			seen.ckpts.add(x.Step)
 			compare(bCkpt, u64key(x.Step), e.Seq, x, e.Payload)
-		case *Scalars:
+		case *model.Scalars:
 			if seen.scalars.has(x.Step) {
 				continue
 			}
@@ -277,18 +278,18 @@ func (c *checker) loggedKeys(r *RunTx, name string, ids []uint64) map[uint64][]b
 	out := map[uint64][]byte{}
 	cur := r.subBucket(bEvents).Cursor()
 	for k, v := cur.Last(); k != nil && len(out) < len(ids); k, v = cur.Prev() {
-		var e Event
+		var e model.Event
 		if decodeValue(r.bpath(bEvents), k, v, &e) != nil {
 			continue
 		}
 		switch rec := recordOf(e.Kind); {
 		case name == bGroups && rec == recGroup:
-			var g Group
+			var g model.Group
 			if DecodePayload(e, &g) == nil && slices.Contains(ids, g.ID) && out[g.ID] == nil {
 				out[g.ID] = u64key2(g.Step, g.ID)
 			}
 		case name == bAdv && rec == recAdvantage:
-			var a Advantage
+			var a model.Advantage
 			if DecodePayload(e, &a) == nil && slices.Contains(ids, a.Leaf) && out[a.Leaf] == nil {
 				out[a.Leaf] = u64key3(a.Step, a.Group, a.Leaf)
 			}

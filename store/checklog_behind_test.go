@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/patrdb/patrdb/model"
 )
 
 // The log cross-check takes a record whose bytes are its last event's
@@ -21,17 +23,17 @@ func TestCheckFindsARecordOneChangeBehindItsLog(t *testing.T) {
 			return err
 		}
 		node, group = n.ID, g
-		return r.AppendTurns(n.ID, 0, Turn{Action: "a", Observation: "o"})
+		return r.AppendTurns(n.ID, 0, model.Turn{Action: "a", Observation: "o"})
 	})
 	errRollBack := errors.New("roll back")
 	for _, c := range []struct {
 		name   string
 		bucket string
 		key    []byte
-		kind   EventKind // the event whose payload the record goes back to
+		kind   model.EventKind // the event whose payload the record goes back to
 	}{
-		{"a node without its turns", bNodes, u64key(node), EvNodeAdd},
-		{"a group without its root", bGroups, u64key2(1, group), EvGroupOpen},
+		{"a node without its turns", bNodes, u64key(node), model.EvNodeAdd},
+		{"a group without its root", bGroups, u64key2(1, group), model.EvGroupOpen},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var vs []Violation
@@ -44,7 +46,7 @@ func TestCheckFindsARecordOneChangeBehindItsLog(t *testing.T) {
 					t.Fatalf("before the damage: %v", vs)
 				}
 				var payload []byte
-				err = r.Events(1, func(e Event) error {
+				err = r.Events(1, func(e model.Event) error {
 					if e.Kind == c.kind {
 						payload = e.Payload
 					}
@@ -108,7 +110,7 @@ func TestCheckFindsATurnWithBrokenTokens(t *testing.T) {
 			return err
 		}
 		node = n.ID
-		return r.AppendTurns(n.ID, 0, Turn{Action: "a", ActionTokens: []uint32{1}, Observation: "o"})
+		return r.AppendTurns(n.ID, 0, model.Turn{Action: "a", ActionTokens: []uint32{1}, Observation: "o"})
 	})
 	var key []byte
 	inRunR(t, db, true, func(r *RunTx) error {

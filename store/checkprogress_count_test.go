@@ -3,6 +3,7 @@ package store_test
 import (
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -17,9 +18,9 @@ func TestCheckProgressCountsUp(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		ts := make([]store.Turn, turns)
+		ts := make([]model.Turn, turns)
 		for i := range ts {
-			ts[i] = store.Turn{Action: "a", Observation: "o"}
+			ts[i] = model.Turn{Action: "a", Observation: "o"}
 		}
 		return r.AppendTurns(n.ID, 0, ts...)
 	})

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"github.com/patrdb/patrdb/model"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -19,11 +20,11 @@ type runCheck struct {
 	tally      *tallier
 	groups     int // group records read
 	groupIDs   *idSet
-	roots      *idSet                // every node some group lists as a root
-	groupCache map[uint64]*groupInfo // by id: the groups of recent nodes
-	nodes      *[nodeSlots]*Node     // recent nodes, by id modulo nodeSlots; read only
-	lastStep   uint64                // the run record's
-	dropped    uint64                // the run record's DroppedStep: steps up to it hold no records
+	roots      *idSet                  // every node some group lists as a root
+	groupCache map[uint64]*groupInfo   // by id: the groups of recent nodes
+	nodes      *[nodeSlots]*model.Node // recent nodes, by id modulo nodeSlots; read only
+	lastStep   uint64                  // the run record's
+	dropped    uint64                  // the run record's DroppedStep: steps up to it hold no records
 	// narrow, when set, is a narrow read: the pages of each lookup are
 	// checked before it, and a lookup whose pages are damaged finds nothing
 	// (the narrow read reports the damage).
@@ -33,7 +34,7 @@ type runCheck struct {
 func newRunCheck(r *RunTx, lastStep uint64) *runCheck {
 	return &runCheck{r: r, tally: newTallier(), groupIDs: newIDSet(r.subBucket(bGroups).Sequence()),
 		roots: newIDSet(r.subBucket(bNodes).Sequence()), groupCache: map[uint64]*groupInfo{},
-		nodes: new([nodeSlots]*Node), lastStep: lastStep}
+		nodes: new([nodeSlots]*model.Node), lastStep: lastStep}
 }
 
 // get returns the value under key in the run's sub-bucket name.
@@ -55,7 +56,7 @@ func (rc *runCheck) has(name string, key []byte) bool {
 // groupInfo is what the node checks need of a group.
 type groupInfo struct {
 	step   uint64
-	status GroupStatus
+	status model.GroupStatus
 }
 
 // maxGroupCache bounds runCheck.groupCache; nodes come in id order, which
@@ -72,7 +73,7 @@ func (rc *runCheck) group(step, id uint64) *groupInfo {
 	if raw == nil {
 		return nil
 	}
-	var g Group
+	var g model.Group
 	if decodeValue(rc.r.bpath(bGroups), u64key2(step, id), raw, &g) != nil || g.ID != id || g.Step != step {
 		return nil // reported by the groups walk
 	}
@@ -84,7 +85,7 @@ func (rc *runCheck) group(step, id uint64) *groupInfo {
 	return gi
 }
 
-func newGroupInfo(g *Group) *groupInfo { return &groupInfo{step: g.Step, status: g.Status} }
+func newGroupInfo(g *model.Group) *groupInfo { return &groupInfo{step: g.Step, status: g.Status} }
 
 // groupByID finds a group whose record says id, wherever it is stored: a
 // scan of the groups, only for a node whose group is not under its own
@@ -95,7 +96,7 @@ func (rc *runCheck) groupByID(id uint64) *groupInfo {
 	}
 	var found *groupInfo
 	_ = rc.r.subBucket(bGroups).ForEach(func(k, v []byte) error {
-		var g Group
+		var g model.Group
 		if len(k) == 16 && decodeValue(rc.r.bpath(bGroups), k, v, &g) == nil && g.ID == id {
 			found = newGroupInfo(&g)
 			return errStop
@@ -116,7 +117,7 @@ const nodeSlots = 1 << 12
 // node reads a node record for a cross-check; nil when it is missing or
 // does not decode (the nodes walk reports that). The record may be
 // shared: callers only read it.
-func (rc *runCheck) node(id uint64) *Node {
+func (rc *runCheck) node(id uint64) *model.Node {
 	if n := rc.nodes[id%nodeSlots]; n != nil && n.ID == id {
 		return n
 	}
@@ -124,7 +125,7 @@ func (rc *runCheck) node(id uint64) *Node {
 	if raw == nil {
 		return nil
 	}
-	n := new(Node)
+	n := new(model.Node)
 	if decodeValue(rc.r.bpath(bNodes), u64key(id), raw, n) != nil || n.ID != id {
 		return nil
 	}
@@ -134,9 +135,9 @@ func (rc *runCheck) node(id uint64) *Node {
 
 // group checks one group record and returns it (nil when it does not
 // decode).
-func (c *checker) group(rc *runCheck, k, v []byte) *Group {
+func (c *checker) group(rc *runCheck, k, v []byte) *model.Group {
 	path := rc.r.bpath(bGroups)
-	var g Group
+	var g model.Group
 	if len(k) != 16 {
 		c.inv(path, cloneBytes(k), "key is not step|group")
 		return nil
@@ -159,7 +160,7 @@ func (c *checker) group(rc *runCheck, k, v []byte) *Group {
 	}
 	// A checkpoint completes its step; an open group left behind has
 	// active branches that no resume will ever continue.
-	if g.Status == GroupOpen && g.Step <= rc.lastStep {
+	if g.Status == model.GroupOpen && g.Step <= rc.lastStep {
 		c.inv(path, u64key2(g.Step, g.ID), "open group in completed step %d: its active branches are orphaned", g.Step)
 	}
 	for _, id := range g.Roots {
@@ -176,13 +177,13 @@ func (c *checker) group(rc *runCheck, k, v []byte) *Group {
 // node checks one node record against its group, its parent, the
 // children index and the frontier, and returns it (nil when it does not
 // decode or is not the node its key says).
-func (c *checker) node(rc *runCheck, k, v []byte) *Node {
+func (c *checker) node(rc *runCheck, k, v []byte) *model.Node {
 	path := rc.r.bpath(bNodes)
 	if len(k) != 8 {
 		c.inv(path, cloneBytes(k), "key is not a node id")
 		return nil
 	}
-	n := new(Node)
+	n := new(model.Node)
 	if err := decodeValue(path, k, v, n); err != nil {
 		c.fromErr(path, err)
 		return nil
@@ -204,7 +205,7 @@ func (c *checker) node(rc *runCheck, k, v []byte) *Node {
 			c.inv(path, key, "group %d does not exist", n.Group)
 		}
 	}
-	if g != nil && g.status == GroupClosed && n.Status == NodeActive {
+	if g != nil && g.status == model.GroupClosed && n.Status == model.NodeActive {
 		c.inv(path, key, "active in closed group %d", n.Group)
 	}
 	if !n.Status.Valid() {
@@ -215,7 +216,7 @@ func (c *checker) node(rc *runCheck, k, v []byte) *Node {
 			c.inv(path, key, "score %v outside [0,1]", s.Value)
 		}
 	}
-	if n.Status == NodeActive && !rc.has(bFrontier, key) {
+	if n.Status == model.NodeActive && !rc.has(bFrontier, key) {
 		c.inv(path, key, "active node missing from the frontier")
 	}
 	if n.Parent == 0 {
@@ -250,7 +251,7 @@ func (c *checker) node(rc *runCheck, k, v []byte) *Node {
 // turn checks one stored turn: its key, its decoding, and that it lies
 // within the turns of the node it names (owner: that node's record, nil
 // when none). It returns the turn's sequence number (legacy: its index).
-func (c *checker) turn(path string, k, v []byte, legacy bool, owner func(uint64) *Node) (at uint64, ok bool) {
+func (c *checker) turn(path string, k, v []byte, legacy bool, owner func(uint64) *model.Node) (at uint64, ok bool) {
 	if len(k) != 16 {
 		c.inv(path, cloneBytes(k), "key is not seq|node")
 		return 0, false
@@ -279,10 +280,10 @@ func (c *checker) turn(path string, k, v []byte, legacy bool, owner func(uint64)
 
 // nodeTurns checks that a node has exactly as many turns stored as its
 // record says, where its record says they are.
-func (c *checker) nodeTurns(rc *runCheck, k []byte, n *Node, legacy bool) {
+func (c *checker) nodeTurns(rc *runCheck, k []byte, n *model.Node, legacy bool) {
 	r := rc.r
-	if !legacy && n.TurnRanges.total() != n.Turns {
-		c.inv(r.bpath(bNodes), cloneBytes(k), "turn ranges hold %d turns, record says %d", n.TurnRanges.total(), n.Turns)
+	if !legacy && n.TurnRanges.Total() != n.Turns {
+		c.inv(r.bpath(bNodes), cloneBytes(k), "turn ranges hold %d turns, record says %d", n.TurnRanges.Total(), n.Turns)
 	}
 	if rc.narrow != nil && !rc.narrow.reachTurns(n, legacy) {
 		return
@@ -323,7 +324,7 @@ func (c *checker) frontierEntry(rc *runCheck, k, v []byte) {
 	switch n := rc.node(id); {
 	case n == nil:
 		c.inv(path, cloneBytes(k), "frontier lists unknown node %d", id)
-	case n.Status != NodeActive:
+	case n.Status != model.NodeActive:
 		c.inv(path, cloneBytes(k), "frontier lists node %d, which is %s", id, n.Status)
 	}
 }
@@ -335,7 +336,7 @@ func (c *checker) advantage(rc *runCheck, k, v []byte) {
 		c.inv(path, cloneBytes(k), "key is not step|group|leaf")
 		return
 	}
-	var a Advantage
+	var a model.Advantage
 	if err := decodeValue(path, k, v, &a); err != nil {
 		c.fromErr(path, err)
 		return
@@ -359,7 +360,7 @@ func (c *checker) advantage(rc *runCheck, k, v []byte) {
 // storedTurns counts the turns stored for n that its record accounts for:
 // keys node|index below its count (legacy), or keys seq|node inside its
 // turn ranges.
-func storedTurns(turns *bolt.Bucket, n *Node, legacy bool) int {
+func storedTurns(turns *bolt.Bucket, n *model.Node, legacy bool) int {
 	cur := turns.Cursor()
 	seen := 0
 	if legacy {

@@ -1,6 +1,10 @@
 package store
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/patrdb/patrdb/model"
+)
 
 // The reply index (reply.go) against the log: every entry names, by a
 // sequence number past what DropSteps deleted, an EvReply event that
@@ -36,7 +40,7 @@ func (c *checker) replies(r *RunTx, droppedSeq uint64) {
 }
 
 // replyLogged checks that reply event e is its key's entry in the index.
-func (c *checker) replyLogged(r *RunTx, e *Event) {
+func (c *checker) replyLogged(r *RunTx, e *model.Event) {
 	idx := r.b.Bucket([]byte(bReplies))
 	if idx == nil {
 		return

@@ -9,6 +9,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -108,7 +109,7 @@ func TestVerifyRunFindsALoopInOneRun(t *testing.T) {
 		if vs, err := tx.CheckRun("b"); err != nil || len(vs) != 0 {
 			t.Errorf("CheckRun(b) = %v, %v", vs, err)
 		}
-		if _, err := tx.CheckRun("nope"); !errors.Is(err, store.ErrNotFound) {
+		if _, err := tx.CheckRun("nope"); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("CheckRun(nope) = %v", err)
 		}
 		return nil

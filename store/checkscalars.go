@@ -3,6 +3,7 @@ package store
 import (
 	"math"
 
+	"github.com/patrdb/patrdb/model"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -19,7 +20,7 @@ func (c *checker) scalars(r *RunTx) {
 	}
 	path := r.bpath(bScalars)
 	_ = b.ForEach(func(k, v []byte) error {
-		var s Scalars
+		var s model.Scalars
 		if err := decodeValue(path, k, v, &s); err != nil {
 			c.fromErr(path, err)
 			return nil

@@ -1,12 +1,16 @@
 package store
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/patrdb/patrdb/model"
+)
 
 // PutCheckpoint stores the trainer's state after step c.Step and, in the
 // same transaction, marks that step the run's last completed one. Steps
 // complete in order: c.Step must exceed the run's LastStep, or the
 // checkpoint is ErrStepCompleted.
-func (r *RunTx) PutCheckpoint(c Checkpoint) error {
+func (r *RunTx) PutCheckpoint(c model.Checkpoint) error {
 	if err := r.tx.check(true); err != nil {
 		return err
 	}
@@ -39,12 +43,12 @@ func (r *RunTx) PutCheckpoint(c Checkpoint) error {
 	if err := b.Put(u64key(c.Step), val); err != nil {
 		return r.tx.fail(err)
 	}
-	if err := r.appendEvent(Event{Kind: EvCheckpoint, Step: c.Step}, val); err != nil {
+	if err := r.appendEvent(model.Event{Kind: model.EvCheckpoint, Step: c.Step}, val); err != nil {
 		return r.tx.fail(err)
 	}
 	run.LastStep = c.Step
 	run.UpdatedAt = c.CreatedAt
-	return r.tx.fail(r.putRun(&run, EvRunStatus))
+	return r.tx.fail(r.putRun(&run, model.EvRunStatus))
 }
 
 // noOpenGroups refuses to complete steps from..to while one of their groups
@@ -64,11 +68,11 @@ func (r *RunTx) noOpenGroups(from, to uint64) error {
 		if keyU64(k, 0) > to {
 			break
 		}
-		var g Group
+		var g model.Group
 		if err := decodeValue(r.bpath(bGroups), k, v, &g); err != nil {
 			return err
 		}
-		if g.Status == GroupOpen {
+		if g.Status == model.GroupOpen {
 			return invalidf("step %d has open group %d: finish or abandon it before the checkpoint that completes step %d", g.Step, g.ID, to)
 		}
 	}
@@ -77,8 +81,8 @@ func (r *RunTx) noOpenGroups(from, to uint64) error {
 
 // Checkpoint returns the latest checkpoint at or before step (0: the
 // latest of all), or ErrNotFound.
-func (r *RunTx) Checkpoint(step uint64) (Checkpoint, error) {
-	var c Checkpoint
+func (r *RunTx) Checkpoint(step uint64) (model.Checkpoint, error) {
+	var c model.Checkpoint
 	b, err := r.bucket(bCkpt)
 	if err != nil {
 		return c, err

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -13,7 +14,7 @@ import (
 func TestPutCheckpointInReadTx(t *testing.T) {
 	db := storetest.OpenPath(t, goodFile(t), syncOptions())
 	inRun(t, db, false, "r1", func(r *store.RunTx) error {
-		if err := r.PutCheckpoint(store.Checkpoint{Step: fixtureStep + 1}); !errors.Is(err, store.ErrReadOnly) {
+		if err := r.PutCheckpoint(model.Checkpoint{Step: fixtureStep + 1}); !errors.Is(err, store.ErrReadOnly) {
 			t.Errorf("PutCheckpoint in a read transaction: %v, want ErrReadOnly", err)
 		}
 		return nil

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/crc32"
-	"math"
 	"sync"
-	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -184,68 +182,6 @@ func msgpackFits(b []byte) bool {
 		pending += n
 	}
 	return true
-}
-
-// littleEndianHost lets token arrays be copied as memory instead of one
-// element at a time; the packed format is little-endian either way.
-var littleEndianHost = func() bool {
-	x := uint16(1)
-	return *(*byte)(unsafe.Pointer(&x)) == 1
-}()
-
-// packU32 appends the little-endian bytes of xs to dst.
-func packU32(dst []byte, xs []uint32) []byte {
-	if len(xs) == 0 {
-		return dst
-	}
-	if littleEndianHost {
-		return append(dst, unsafe.Slice((*byte)(unsafe.Pointer(&xs[0])), len(xs)*4)...)
-	}
-	for _, x := range xs {
-		dst = binary.LittleEndian.AppendUint32(dst, x)
-	}
-	return dst
-}
-
-// unpackU32 decodes little-endian uint32s; ok is false when len(b) is not a
-// multiple of 4.
-func unpackU32(b []byte) ([]uint32, bool) {
-	if len(b)%4 != 0 {
-		return nil, false
-	}
-	if len(b) == 0 {
-		return nil, true
-	}
-	out := make([]uint32, len(b)/4)
-	if littleEndianHost {
-		copy(unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), len(b)), b)
-		return out, true
-	}
-	for i := range out {
-		out[i] = binary.LittleEndian.Uint32(b[i*4:])
-	}
-	return out, true
-}
-
-func packF32(dst []byte, xs []float32) []byte {
-	if len(xs) == 0 {
-		return dst
-	}
-	if littleEndianHost {
-		return append(dst, unsafe.Slice((*byte)(unsafe.Pointer(&xs[0])), len(xs)*4)...)
-	}
-	for _, x := range xs {
-		dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(x))
-	}
-	return dst
-}
-
-func unpackF32(b []byte) ([]float32, bool) {
-	u, ok := unpackU32(b)
-	if !ok || u == nil {
-		return nil, ok
-	}
-	return unsafe.Slice((*float32)(unsafe.Pointer(&u[0])), len(u)), true
 }
 
 func cloneBytes(b []byte) []byte {

@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -12,21 +13,15 @@ import (
 // the struct's field count, so their decoders are written out to read both
 // shapes. (Nodes and turns have hand-written decoders that do the same.)
 
-var (
-	_ msgpack.CustomDecoder = (*Run)(nil)
-	_ msgpack.CustomDecoder = (*Group)(nil)
-	_ msgpack.CustomDecoder = (*TurnsPayload)(nil)
-)
-
-// DecodeMsgpack reads a turns payload of format 1 (from, count, turns), 2
+// msgpackDecode reads a turns payload of format 1 (from, count, turns), 2
 // (and the policy-version range), 3 (and the turn sequence number) or 4
 // (and the oldest version written).
-func (p *TurnsPayload) DecodeMsgpack(dec *msgpack.Decoder) error {
+func msgpackDecodeTurnsPayload(dec *msgpack.Decoder, p *model.TurnsPayload) error {
 	n, err := dec.DecodeArrayLen()
 	if err != nil {
 		return err
 	}
-	*p = TurnsPayload{}
+	*p = model.TurnsPayload{}
 	if n == -1 {
 		return nil
 	}
@@ -49,13 +44,13 @@ const (
 	runFieldsV3 = 7
 )
 
-// DecodeMsgpack reads a run record of format 1–3 or 4.
-func (r *Run) DecodeMsgpack(dec *msgpack.Decoder) error {
+// msgpackDecode reads a run record of format 1–3 or 4.
+func msgpackDecodeRun(dec *msgpack.Decoder, r *model.Run) error {
 	n, err := dec.DecodeArrayLen()
 	if err != nil {
 		return err
 	}
-	*r = Run{}
+	*r = model.Run{}
 	if n == -1 {
 		return nil
 	}
@@ -71,13 +66,13 @@ func (r *Run) DecodeMsgpack(dec *msgpack.Decoder) error {
 	return nil
 }
 
-// DecodeMsgpack reads a group record of format 1 or 2.
-func (g *Group) DecodeMsgpack(dec *msgpack.Decoder) error {
+// msgpackDecode reads a group record of format 1 or 2.
+func msgpackDecodeGroup(dec *msgpack.Decoder, g *model.Group) error {
 	n, err := dec.DecodeArrayLen()
 	if err != nil {
 		return err
 	}
-	*g = Group{}
+	*g = model.Group{}
 	if n == -1 {
 		return nil
 	}

@@ -4,9 +4,8 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/vmihailenco/msgpack/v5"
-
-	"github.com/patrdb/patrdb/store"
 )
 
 // A turns payload decodes from each format's field count and refuses any
@@ -23,15 +22,15 @@ func TestTurnsPayloadShapes(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		raw  []byte
-		want store.TurnsPayload
+		want model.TurnsPayload
 	}{
-		{"format 1", enc([]int{2, 3, 5}), store.TurnsPayload{From: 2, Count: 3, Turns: 5}},
-		{"format 2", enc([]int{2, 3, 5, 7, 9}), store.TurnsPayload{From: 2, Count: 3, Turns: 5, MinVersion: 7, MaxVersion: 9}},
-		{"format 3", enc([]int{2, 3, 5, 7, 9, 11}), store.TurnsPayload{From: 2, Count: 3, Turns: 5, MinVersion: 7, MaxVersion: 9, Seq: 11}},
-		{"format 4", enc([]int{2, 3, 5, 7, 9, 11, 8}), store.TurnsPayload{From: 2, Count: 3, Turns: 5, MinVersion: 7, MaxVersion: 9, Seq: 11, Oldest: 8}},
-		{"nil", enc(nil), store.TurnsPayload{}},
+		{"format 1", enc([]int{2, 3, 5}), model.TurnsPayload{From: 2, Count: 3, Turns: 5}},
+		{"format 2", enc([]int{2, 3, 5, 7, 9}), model.TurnsPayload{From: 2, Count: 3, Turns: 5, MinVersion: 7, MaxVersion: 9}},
+		{"format 3", enc([]int{2, 3, 5, 7, 9, 11}), model.TurnsPayload{From: 2, Count: 3, Turns: 5, MinVersion: 7, MaxVersion: 9, Seq: 11}},
+		{"format 4", enc([]int{2, 3, 5, 7, 9, 11, 8}), model.TurnsPayload{From: 2, Count: 3, Turns: 5, MinVersion: 7, MaxVersion: 9, Seq: 11, Oldest: 8}},
+		{"nil", enc(nil), model.TurnsPayload{}},
 	} {
-		got := store.TurnsPayload{From: -1, Seq: 99} // decoding replaces it whole
+		got := model.TurnsPayload{From: -1, Seq: 99} // decoding replaces it whole
 		if err := msgpack.Unmarshal(c.raw, &got); err != nil || got != c.want {
 			t.Errorf("%s: %+v, %v; want %+v", c.name, got, err, c.want)
 		}
@@ -46,24 +45,24 @@ func TestTurnsPayloadShapes(t *testing.T) {
 		{"a string for the count", enc([]any{2, "three", 5})},
 		{"a string for the last field", enc([]any{2, 3, "five"})},
 	} {
-		var got store.TurnsPayload
+		var got model.TurnsPayload
 		if err := msgpack.Unmarshal(c.raw, &got); err == nil {
 			t.Errorf("%s: decoded as %+v, want an error", c.name, got)
 		}
 	}
 }
 
-// msgpack decodes a nil into the zero value without asking the type, but
-// DecodeMsgpack is exported and a caller's own decoder may hand it one:
-// it reads the nil as the zero record, not as an array of -1 fields.
+// A nil decodes into the zero record, not into an array of -1 fields,
+// through the decoders the store registers with msgpack/v5 for the
+// records that grew (codec_register.go).
 func TestDecodeMsgpackReadsNilAsZero(t *testing.T) {
 	nilDec := func() *msgpack.Decoder { return msgpack.NewDecoder(bytes.NewReader([]byte{0xc0})) }
-	p := store.TurnsPayload{From: 1, Seq: 2}
-	if err := p.DecodeMsgpack(nilDec()); err != nil || p != (store.TurnsPayload{}) {
+	p := model.TurnsPayload{From: 1, Seq: 2}
+	if err := nilDec().Decode(&p); err != nil || p != (model.TurnsPayload{}) {
 		t.Errorf("TurnsPayload from nil: %+v, %v; want the zero payload", p, err)
 	}
-	g := store.Group{ID: 1, Task: "t"}
-	if err := g.DecodeMsgpack(nilDec()); err != nil || g.ID != 0 || g.Task != "" {
+	g := model.Group{ID: 1, Task: "t"}
+	if err := nilDec().Decode(&g); err != nil || g.ID != 0 || g.Task != "" {
 		t.Errorf("Group from nil: %+v, %v; want the zero group", g, err)
 	}
 }
@@ -72,11 +71,11 @@ func TestDecodeMsgpackReadsNilAsZero(t *testing.T) {
 // record.
 func TestDecodeMsgpackRefusesNonArray(t *testing.T) {
 	for _, raw := range [][]byte{{0xa1, 'x'}, {0x01}, {0x81, 0x01, 0x02}} {
-		var g store.Group
+		var g model.Group
 		if err := msgpack.Unmarshal(raw, &g); err == nil {
 			t.Errorf("group from % x: %+v, want an error", raw, g)
 		}
-		var p store.TurnsPayload
+		var p model.TurnsPayload
 		if err := msgpack.Unmarshal(raw, &p); err == nil {
 			t.Errorf("turns payload from % x: %+v, want an error", raw, p)
 		}
@@ -95,7 +94,7 @@ func TestRunRecordShapes(t *testing.T) {
 		return b
 	}
 	v3 := []any{"r", []byte(`{}`), "running", 2, 10, 20, map[string]string{"a": "b"}}
-	var got store.Run
+	var got model.Run
 	if err := msgpack.Unmarshal(enc(v3), &got); err != nil || got.ID != "r" || got.LastStep != 2 || got.PolicyVersion != 0 || got.Meta["a"] != "b" {
 		t.Fatalf("format 3: %+v, %v", got, err)
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"github.com/patrdb/patrdb/model"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -10,21 +11,21 @@ import (
 // The hand-written encoders against msgpack/v5's reflective encoder, which
 // they replaced: the same framed bytes for every record.
 
-func randTurnRanges(rng *rand.Rand) TurnRanges {
-	var rs TurnRanges
+func randTurnRanges(rng *rand.Rand) model.TurnRanges {
+	var rs model.TurnRanges
 	seq := uint64(0)
 	for range rng.IntN(4) {
 		seq += 1 + uint64(randInt(rng))&0xffffffff
-		rs = append(rs, TurnRange{Seq: seq, Count: 1 + rng.IntN(300)})
+		rs = append(rs, model.TurnRange{Seq: seq, Count: 1 + rng.IntN(300)})
 		seq += uint64(rs[len(rs)-1].Count)
 	}
 	return rs
 }
 
-func randGroup(rng *rand.Rand) Group {
-	g := Group{ID: uint64(randInt(rng)), Step: uint64(randInt(rng)), Task: randString(rng, rng.IntN(40)),
+func randGroup(rng *rand.Rand) model.Group {
+	g := model.Group{ID: uint64(randInt(rng)), Step: uint64(randInt(rng)), Task: randString(rng, rng.IntN(40)),
 		Prompt: randString(rng, edgeLens[rng.IntN(6)]), Gold: randString(rng, rng.IntN(3)),
-		Status: []GroupStatus{GroupOpen, GroupClosed, "", "other"}[rng.IntN(4)], Interval: int(randInt(rng))}
+		Status: []model.GroupStatus{model.GroupOpen, model.GroupClosed, "", "other"}[rng.IntN(4)], Interval: int(randInt(rng))}
 	switch rng.IntN(3) {
 	case 0:
 		g.Roots = []uint64{}
@@ -44,7 +45,7 @@ func randGroup(rng *rand.Rand) Group {
 	}
 	switch rng.IntN(3) {
 	case 0:
-		g.PromptTokens = TokenIDs{}
+		g.PromptTokens = model.TokenIDs{}
 	case 1:
 		for range rng.IntN(100) {
 			g.PromptTokens = append(g.PromptTokens, rng.Uint32())
@@ -75,16 +76,16 @@ func TestRecordEncodeMatchesMsgpack(t *testing.T) {
 		same("event", encodeEvent(&e), &e)
 		g := randGroup(rng)
 		same("group", encodeGroup(&g), &g)
-		if !compareRecordDecode[Group](t, encodeGroup(&g)[headerLen:]) {
+		if !compareRecordDecode[model.Group](t, encodeGroup(&g)[headerLen:]) {
 			t.Fatalf("the fast decoder did not take a group the store wrote: %+v", g)
 		}
 		for _, m := range mutations(rng, encodeGroup(&g)[headerLen:], 5) {
-			compareRecordDecode[Group](t, m)
+			compareRecordDecode[model.Group](t, m)
 		}
-		p := TurnsPayload{From: int(randInt(rng)), Count: int(randInt(rng)), Turns: int(randInt(rng)),
+		p := model.TurnsPayload{From: int(randInt(rng)), Count: int(randInt(rng)), Turns: int(randInt(rng)),
 			MinVersion: uint64(randInt(rng)), MaxVersion: uint64(randInt(rng)), Seq: uint64(randInt(rng))}
 		same("turns payload", encodeTurnsPayload(&p), &p)
-		a := Advantage{Step: uint64(randInt(rng)), Group: uint64(randInt(rng)), Leaf: uint64(randInt(rng)),
+		a := model.Advantage{Step: uint64(randInt(rng)), Group: uint64(randInt(rng)), Leaf: uint64(randInt(rng)),
 			Outcome: rng.NormFloat64(), RubricScore: rng.NormFloat64(), Lambda: rng.Float64(), Total: rng.NormFloat64(),
 			Mean: rng.NormFloat64(), Std: rng.Float64(), Advantage: rng.NormFloat64(),
 			ZeroVariance: rng.IntN(2) == 0, ZeroVarianceAfter: rng.IntN(2) == 0}
@@ -107,8 +108,8 @@ func TestTurnRangesPacking(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	for range 1000 {
 		rs := randTurnRanges(rng)
-		got, err := unpackTurnRanges(rs.pack(nil))
-		if err != nil || len(got) != len(rs) || (len(rs) > 0 && !slices.Equal(got, rs)) || rs.packedLen() != len(rs.pack(nil)) {
+		got, err := unpackTurnRanges(packTurnRanges(nil, rs))
+		if err != nil || len(got) != len(rs) || (len(rs) > 0 && !slices.Equal(got, rs)) || turnRangesLen(rs) != len(packTurnRanges(nil, rs)) {
 			t.Fatalf("%v: unpacked %v, %v", rs, got, err)
 		}
 	}
@@ -124,9 +125,9 @@ func TestTurnRangesPacking(t *testing.T) {
 			t.Errorf("%s: %x unpacked to %v", name, b, rs)
 		}
 	}
-	var rs TurnRanges
-	rs = rs.extend(5, 2).extend(7, 1).extend(10, 3)
-	if !slices.Equal(rs, TurnRanges{{5, 3}, {10, 3}}) || rs.total() != 6 {
+	var rs model.TurnRanges
+	rs = rs.Extend(5, 2).Extend(7, 1).Extend(10, 3)
+	if !slices.Equal(rs, model.TurnRanges{{Seq: 5, Count: 3}, {Seq: 10, Count: 3}}) || rs.Total() != 6 {
 		t.Errorf("extend: %v", rs)
 	}
 }

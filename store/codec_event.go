@@ -1,6 +1,9 @@
 package store
 
-import "github.com/vmihailenco/msgpack/v5"
+import (
+	"github.com/patrdb/patrdb/model"
+	"github.com/vmihailenco/msgpack/v5"
+)
 
 // The event record: an 8-element msgpack array — seq, time, kind, step,
 // group, node, rubric, payload (bin; nil when none). Integers take their
@@ -8,7 +11,7 @@ import "github.com/vmihailenco/msgpack/v5"
 const eventFields = 8
 
 // encodeEvent frames e's record (the bytes msgpack/v5 writes for it).
-func encodeEvent(e *Event) []byte {
+func encodeEvent(e *model.Event) []byte {
 	b := make([]byte, headerLen, headerLen+eventHeadMax+len(e.Kind)+len(e.Payload))
 	return frame(appendBin(appendEventHead(b, e), e.Payload))
 }
@@ -18,7 +21,7 @@ const eventHeadMax = 1 + 6*9 + 5
 
 // appendEventHead appends e's record up to its payload, which follows as
 // the last element.
-func appendEventHead(b []byte, e *Event) []byte {
+func appendEventHead(b []byte, e *model.Event) []byte {
 	b = appendArrayLen(b, eventFields)
 	b = appendUint(b, e.Seq)
 	b = appendInt(b, e.Time)
@@ -33,7 +36,7 @@ func appendEventHead(b []byte, e *Event) []byte {
 // heap (an interface argument would): RunTx.Events decodes one per key.
 // The payload is copied into payloads' chunks (nil: an allocation of its
 // own).
-func decodeEvent(bucket string, key, raw []byte, e *Event, payloads *payloadChunks) error {
+func decodeEvent(bucket string, key, raw []byte, e *model.Event, payloads *payloadChunks) error {
 	payload, err := checkCRC(bucket, key, raw)
 	if err != nil {
 		return err
@@ -42,11 +45,11 @@ func decodeEvent(bucket string, key, raw []byte, e *Event, payloads *payloadChun
 		e.Payload = payloads.clone(e.Payload)
 		return nil
 	}
-	*e = Event{}
+	*e = model.Event{}
 	if !msgpackFits(payload) {
 		return errLengthExceeds(bucket, key)
 	}
-	slow := new(Event)
+	slow := new(model.Event)
 	if err := msgpack.Unmarshal(payload, slow); err != nil {
 		return &CorruptError{Bucket: bucket, Key: cloneBytes(key), Reason: "decode: " + err.Error()}
 	}
@@ -57,7 +60,7 @@ func decodeEvent(bucket string, key, raw []byte, e *Event, payloads *payloadChun
 // decodeEventMsgp fills e from payload in canonical form, e.Payload
 // aliasing payload: the caller copies it (payloadChunks.clone) before the
 // transaction ends.
-func decodeEventMsgp(payload []byte, e *Event) bool {
+func decodeEventMsgp(payload []byte, e *model.Event) bool {
 	m := msgpReader{b: payload}
 	if m.arrayLen() != eventFields {
 		return false
@@ -68,7 +71,7 @@ func decodeEventMsgp(payload []byte, e *Event) bool {
 	if k, ok := decodedKind(kind); ok {
 		e.Kind = k
 	} else {
-		e.Kind = EventKind(kind)
+		e.Kind = model.EventKind(kind)
 	}
 	e.Step = m.uint64()
 	e.Group = m.uint64()

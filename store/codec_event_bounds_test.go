@@ -4,6 +4,8 @@ import (
 	"errors"
 	"runtime"
 	"testing"
+
+	"github.com/patrdb/patrdb/model"
 )
 
 // An event read from the log whose lengths claim more than the value holds
@@ -20,7 +22,7 @@ func TestDecodeEventBoundsLengths(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	for range 20 {
 		for _, p := range huge {
-			var e Event
+			var e model.Event
 			err := decodeEvent("runs/r/events", []byte{1}, frameFor(p), &e, nil)
 			var ce *CorruptError
 			if !errors.Is(err, ErrCorrupt) || !errors.As(err, &ce) || ce.Reason != "decode: a length exceeds the value" {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/hex"
+	"github.com/patrdb/patrdb/model"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -21,28 +22,28 @@ func goldenRecords() map[string]struct {
 	want any
 	dec  func([]byte) (any, error)
 } {
-	turn := Turn{Action: "move left", ActionTokens: []uint32{17, 70000}, ActionLogprobs: []float32{-0.5, -1.25},
+	turn := model.Turn{Action: "move left", ActionTokens: []uint32{17, 70000}, ActionLogprobs: []float32{-0.5, -1.25},
 		Observation: "you are at 3,1", ObservationTokens: []uint32{5, 6, 7}, Reward: 0.5, Done: true, PolicyVersion: 12}
-	node := Node{ID: 42, Step: 3, Group: 7, Parent: 40, Ordinal: 1, Fork: 2, Base: 7, Depth: 2, Status: NodePruned, Turns: 5,
-		Scores:    []Score{{Interval: 0, Turn: 5, Value: 0.25}, {Interval: 1, Turn: 10, Value: 0.125}},
-		Decisions: []Decision{{Interval: 1, Action: ActionPrune, Score: 0.125, Reference: 0.75, Delta: 0.5, Rule: "max"}},
+	node := model.Node{ID: 42, Step: 3, Group: 7, Parent: 40, Ordinal: 1, Fork: 2, Base: 7, Depth: 2, Status: model.NodePruned, Turns: 5,
+		Scores:    []model.Score{{Interval: 0, Turn: 5, Value: 0.25}, {Interval: 1, Turn: 10, Value: 0.125}},
+		Decisions: []model.Decision{{Interval: 1, Action: model.ActionPrune, Score: 0.125, Reference: 0.75, Delta: 0.5, Rule: "max"}},
 		HasReward: true, Reward: -1, EnvState: []byte{1, 2, 3}, Worker: "gpu-0", Attempt: 1, Error: "timeout",
-		MinVersion: 11, MaxVersion: 12, TurnRanges: TurnRanges{{Seq: 100, Count: 3}, {Seq: 300, Count: 2}}}
-	group := Group{ID: 7, Step: 3, Task: "t-7", Prompt: "find the goal", Gold: "G", Roots: []uint64{40, 41},
-		Status: GroupClosed, Interval: 4, Meta: map[string]string{"split": "train", "map": "8x8"}, PromptTokens: TokenIDs{1, 2, 70000}}
-	event := Event{Seq: 1000, Time: 1767322800000000000, Kind: EvNodeRoute, Step: 3, Group: 7, Node: 42, Payload: []byte{0x91, 0x01}}
-	run := Run{ID: "demo", Config: []byte(`{"b0":4}`), Status: RunRunning, LastStep: 2, CreatedAt: 1767322800000000000,
+		MinVersion: 11, MaxVersion: 12, TurnRanges: model.TurnRanges{{Seq: 100, Count: 3}, {Seq: 300, Count: 2}}}
+	group := model.Group{ID: 7, Step: 3, Task: "t-7", Prompt: "find the goal", Gold: "G", Roots: []uint64{40, 41},
+		Status: model.GroupClosed, Interval: 4, Meta: map[string]string{"split": "train", "map": "8x8"}, PromptTokens: model.TokenIDs{1, 2, 70000}}
+	event := model.Event{Seq: 1000, Time: 1767322800000000000, Kind: model.EvNodeRoute, Step: 3, Group: 7, Node: 42, Payload: []byte{0x91, 0x01}}
+	run := model.Run{ID: "demo", Config: []byte(`{"b0":4}`), Status: model.RunRunning, LastStep: 2, CreatedAt: 1767322800000000000,
 		UpdatedAt: 1767322900000000000, Meta: map[string]string{"owner": "lab"}}
-	adv := Advantage{Step: 3, Group: 7, Leaf: 42, Outcome: 1, RubricScore: -0.25, Lambda: 0.1, Total: 0.975, Mean: 0.5,
+	adv := model.Advantage{Step: 3, Group: 7, Leaf: 42, Outcome: 1, RubricScore: -0.25, Lambda: 0.1, Total: 0.975, Mean: 0.5,
 		Std: 0.5, Advantage: 0.95, Rubrics: []uint64{2, 5}, ZeroVariance: false, ZeroVarianceAfter: true}
-	rubric := Rubric{ID: 5, Pool: PoolPublic, Text: "cites the file it edits", Feature: "cite",
-		Origin: RubricOrigin{Step: 2, Group: 6, Anchors: []uint64{30, 31, 32}}, Parents: []uint64{3, 4}, Support: 2,
-		Variance: 0.2, Rho: 0.5, Usage: RubricUsage{Activations: 3, LastActivation: 2, PairsJudged: 9, LastVariance: 0.1,
+	rubric := model.Rubric{ID: 5, Pool: model.PoolPublic, Text: "cites the file it edits", Feature: "cite",
+		Origin: model.RubricOrigin{Step: 2, Group: 6, Anchors: []uint64{30, 31, 32}}, Parents: []uint64{3, 4}, Support: 2,
+		Variance: 0.2, Rho: 0.5, Usage: model.RubricUsage{Activations: 3, LastActivation: 2, PairsJudged: 9, LastVariance: 0.1,
 			LowVarStreak: 1, GroupsUnlocked: 2, N: 9, SumX: 4.5, SumY: 3, SumXY: 2, SumXX: 3, SumYY: 2}, CreatedStep: 2}
-	ckpt := Checkpoint{Step: 2, Inline: []byte("policy"), URI: "file:///w/2", Hash: "sha256:00ff",
+	ckpt := model.Checkpoint{Step: 2, Inline: []byte("policy"), URI: "file:///w/2", Hash: "sha256:00ff",
 		Meta: map[string]string{"lr": "0.1"}, CreatedAt: 1767322800000000000}
-	tp := TurnsPayload{From: 3, Count: 2, Turns: 5, MinVersion: 11, MaxVersion: 12, Seq: 300, Oldest: 11}
-	scalars := Scalars{Step: 4, Values: map[string]float64{"loss": 0.75, "kl": 0.0125, "train/lr": 1e-6}, UpdatedAt: 1767322800000000000}
+	tp := model.TurnsPayload{From: 3, Count: 2, Turns: 5, MinVersion: 11, MaxVersion: 12, Seq: 300, Oldest: 11}
+	scalars := model.Scalars{Step: 4, Values: map[string]float64{"loss": 0.75, "kl": 0.0125, "train/lr": 1e-6}, UpdatedAt: 1767322800000000000}
 
 	type entry = struct {
 		val  []byte
@@ -70,7 +71,7 @@ func goldenRecords() map[string]struct {
 	}
 	return map[string]entry{
 		"turn": {turnVal, &turn, func(raw []byte) (any, error) {
-			var t Turn
+			var t model.Turn
 			err := decodeTurn("golden", nil, raw, &t)
 			return &t, err
 		}},

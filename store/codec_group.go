@@ -1,6 +1,10 @@
 package store
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/patrdb/patrdb/model"
+)
 
 // The group record: a 10-element msgpack array — id, step, task, prompt,
 // gold, roots (array of ids), status, interval, meta (map, keys sorted so
@@ -12,13 +16,13 @@ const (
 )
 
 // encodeGroup frames g's record (the bytes msgpack/v5 writes for it).
-func encodeGroup(g *Group) []byte {
+func encodeGroup(g *model.Group) []byte {
 	return frame(appendGroupMsgp(make([]byte, headerLen, headerLen+groupSizeHint(g)), g))
 }
 
 // groupSizeHint is about the size of g's record (its payload): a buffer's
 // capacity, not a bound.
-func groupSizeHint(g *Group) int {
+func groupSizeHint(g *model.Group) int {
 	size := 48 + len(g.Task) + len(g.Prompt) + len(g.Gold) + 9*len(g.Roots) + 4*len(g.PromptTokens)
 	for k, v := range g.Meta {
 		size += 10 + len(k) + len(v)
@@ -26,7 +30,7 @@ func groupSizeHint(g *Group) int {
 	return size
 }
 
-func appendGroupMsgp(b []byte, g *Group) []byte {
+func appendGroupMsgp(b []byte, g *model.Group) []byte {
 	b = appendArrayLen(b, groupFields)
 	b = appendUint(b, g.ID)
 	b = appendUint(b, g.Step)
@@ -40,7 +44,7 @@ func appendGroupMsgp(b []byte, g *Group) []byte {
 	if g.PromptTokens == nil {
 		return append(b, 0xc0)
 	}
-	return packU32(appendBinHeader(b, 4*len(g.PromptTokens)), g.PromptTokens)
+	return model.AppendWords(appendBinHeader(b, 4*len(g.PromptTokens)), g.PromptTokens)
 }
 
 // appendUints writes a []uint64 field: nil as msgpack nil.
@@ -74,7 +78,7 @@ func appendStrMap(b []byte, m map[string]string) []byte {
 }
 
 // decodeGroupMsgp reads a group record in canonical form (see decodeFast).
-func decodeGroupMsgp(payload []byte, g *Group) bool {
+func decodeGroupMsgp(payload []byte, g *model.Group) bool {
 	m := msgpReader{b: payload}
 	fields := m.arrayLen()
 	if fields != groupFields && fields != groupFieldsV1 {
@@ -90,13 +94,13 @@ func decodeGroupMsgp(payload []byte, g *Group) bool {
 		return false
 	}
 	status, _ := m.bytes()
-	switch GroupStatus(status) {
-	case GroupOpen:
-		g.Status = GroupOpen
-	case GroupClosed:
-		g.Status = GroupClosed
+	switch model.GroupStatus(status) {
+	case model.GroupOpen:
+		g.Status = model.GroupOpen
+	case model.GroupClosed:
+		g.Status = model.GroupClosed
 	default:
-		g.Status = GroupStatus(status)
+		g.Status = model.GroupStatus(status)
 	}
 	g.Interval = m.int()
 	switch n := m.mapLen(); {
@@ -120,7 +124,7 @@ func decodeGroupMsgp(payload []byte, g *Group) bool {
 			return false
 		}
 		if !isNil {
-			ids, ok := unpackU32(blob)
+			ids, ok := model.Words(blob)
 			if !ok {
 				return false
 			}

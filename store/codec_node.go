@@ -1,5 +1,7 @@
 package store
 
+import "github.com/patrdb/patrdb/model"
+
 // The node record: a 21-element msgpack array in this order — id, step,
 // group, parent, ordinal, fork, base, depth, status, turns, scores
 // (arrays of interval, turn, value), decisions (arrays of interval,
@@ -17,18 +19,18 @@ const (
 
 // encodeNode frames n's record. The bytes are those msgpack/v5's encoder
 // writes for the struct (msgp_test.go checks it), built without reflection.
-func encodeNode(n *Node) []byte {
+func encodeNode(n *model.Node) []byte {
 	return frame(appendNodeMsgp(make([]byte, headerLen, headerLen+nodeMsgpSizeHint(n)), n))
 }
 
 // nodeMsgpSizeHint is about the size of n's record (its payload): a
 // buffer's capacity, not a bound.
-func nodeMsgpSizeHint(n *Node) int {
+func nodeMsgpSizeHint(n *model.Node) int {
 	return 96 + len(n.EnvState) + len(n.Worker) + len(n.Error) +
-		16*len(n.Scores) + 48*len(n.Decisions) + n.TurnRanges.packedLen()
+		16*len(n.Scores) + 48*len(n.Decisions) + turnRangesLen(n.TurnRanges)
 }
 
-func appendNodeMsgp(b []byte, n *Node) []byte {
+func appendNodeMsgp(b []byte, n *model.Node) []byte {
 	b = appendArrayLen(b, nodeFields)
 	b = appendUint(b, n.ID)
 	b = appendUint(b, n.Step)
@@ -58,7 +60,7 @@ func appendNodeMsgp(b []byte, n *Node) []byte {
 		for _, d := range n.Decisions {
 			b = appendArrayLen(b, decisionFields)
 			b = appendInt(b, int64(d.Interval))
-			b = appendStr(b, d.Action)
+			b = appendStr(b, string(d.Action))
 			b = appendFloat64(b, d.Score)
 			b = appendFloat64(b, d.Reference)
 			b = appendFloat64(b, d.Delta)
@@ -77,42 +79,42 @@ func appendNodeMsgp(b []byte, n *Node) []byte {
 	if len(n.TurnRanges) == 0 {
 		return append(b, 0xc0)
 	}
-	return n.TurnRanges.pack(appendBinHeader(b, n.TurnRanges.packedLen()))
+	return packTurnRanges(appendBinHeader(b, turnRangesLen(n.TurnRanges)), n.TurnRanges)
 }
 
 // internStatus and internAction return the package's own strings for the
 // values a node record holds, so decoding them allocates nothing.
-func internStatus(b []byte) NodeStatus {
+func internStatus(b []byte) model.NodeStatus {
 	switch string(b) {
-	case string(NodeActive):
-		return NodeActive
-	case string(NodeExpanded):
-		return NodeExpanded
-	case string(NodeCompleted):
-		return NodeCompleted
-	case string(NodePruned):
-		return NodePruned
-	case string(NodeTruncated):
-		return NodeTruncated
-	case string(NodeFailed):
-		return NodeFailed
+	case string(model.NodeActive):
+		return model.NodeActive
+	case string(model.NodeExpanded):
+		return model.NodeExpanded
+	case string(model.NodeCompleted):
+		return model.NodeCompleted
+	case string(model.NodePruned):
+		return model.NodePruned
+	case string(model.NodeTruncated):
+		return model.NodeTruncated
+	case string(model.NodeFailed):
+		return model.NodeFailed
 	}
-	return NodeStatus(b)
+	return model.NodeStatus(b)
 }
 
-func internAction(b []byte) string {
-	switch string(b) {
-	case ActionExpand:
-		return ActionExpand
-	case ActionSurvive:
-		return ActionSurvive
-	case ActionPrune:
-		return ActionPrune
+func internAction(b []byte) model.Action {
+	switch model.Action(b) {
+	case model.ActionExpand:
+		return model.ActionExpand
+	case model.ActionSurvive:
+		return model.ActionSurvive
+	case model.ActionPrune:
+		return model.ActionPrune
 	}
-	return string(b)
+	return model.Action(b)
 }
 
-func decodeNodeMsgp(payload []byte, n *Node) bool {
+func decodeNodeMsgp(payload []byte, n *model.Node) bool {
 	m := msgpReader{b: payload}
 	fields := m.arrayLen()
 	if fields != nodeFields && fields != nodeFieldsV2 && fields != nodeFieldsV1 {
@@ -130,14 +132,14 @@ func decodeNodeMsgp(payload []byte, n *Node) bool {
 	n.Status = internStatus(status)
 	n.Turns = m.int()
 	var ok bool
-	if n.Scores, ok = decodeSlice(&m, scoreFields, func(s *Score) {
+	if n.Scores, ok = decodeSlice(&m, scoreFields, func(s *model.Score) {
 		s.Interval = m.int()
 		s.Turn = m.int()
 		s.Value = m.float64()
 	}); !ok {
 		return false
 	}
-	if n.Decisions, ok = decodeSlice(&m, decisionFields, func(d *Decision) {
+	if n.Decisions, ok = decodeSlice(&m, decisionFields, func(d *model.Decision) {
 		d.Interval = m.int()
 		action, _ := m.bytes()
 		d.Action = internAction(action)

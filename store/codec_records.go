@@ -1,5 +1,7 @@
 package store
 
+import "github.com/patrdb/patrdb/model"
+
 // Hand-written decoders for the records read by the million: events
 // (RunTx.Events), nodes (the payload of every node event, and every
 // node-cache miss), groups, the payload of every EvTurns event, and
@@ -17,42 +19,42 @@ package store
 // leaves v untouched and reports false.
 func decodeFast(payload []byte, v any) bool {
 	switch p := v.(type) {
-	case *Event:
-		var e Event
+	case *model.Event:
+		var e model.Event
 		if p == nil || !decodeEventMsgp(payload, &e) {
 			return false
 		}
 		e.Payload = (*payloadChunks)(nil).clone(e.Payload)
 		*p = e
 		return true
-	case *Node:
-		var n Node
+	case *model.Node:
+		var n model.Node
 		if p == nil || !decodeNodeMsgp(payload, &n) {
 			return false
 		}
 		*p = n
 		return true
-	case *Group:
-		var g Group
+	case *model.Group:
+		var g model.Group
 		if p == nil || !decodeGroupMsgp(payload, &g) {
 			return false
 		}
 		*p = g
 		return true
-	case *Advantage:
-		var a Advantage
+	case *model.Advantage:
+		var a model.Advantage
 		if p == nil || !decodeAdvantageMsgp(payload, &a) {
 			return false
 		}
 		*p = a
 		return true
-	case *TurnsPayload:
+	case *model.TurnsPayload:
 		m := msgpReader{b: payload}
 		fields := m.arrayLen()
 		if p == nil || (fields != turnsPayloadFields && fields != turnsPayloadFieldsV3 && fields != turnsPayloadFieldsV2 && fields != turnsPayloadFieldsV1) {
 			return false
 		}
-		tp := TurnsPayload{From: m.int(), Count: m.int(), Turns: m.int()}
+		tp := model.TurnsPayload{From: m.int(), Count: m.int(), Turns: m.int()}
 		if fields >= turnsPayloadFieldsV2 {
 			tp.MinVersion, tp.MaxVersion = m.uint64(), m.uint64()
 		}
@@ -83,14 +85,14 @@ const (
 // a 13-element array — step, group, leaf, outcome, rubric score, lambda,
 // total, mean, std, advantage, rubric ids, zero variance before and after
 // shaping.
-func encodeAdvantage(a *Advantage) []byte {
+func encodeAdvantage(a *model.Advantage) []byte {
 	return frame(appendAdvantageMsgp(make([]byte, headerLen, headerLen+advantageSize(a)), a))
 }
 
 // advantageSize bounds the size of a's record (its payload).
-func advantageSize(a *Advantage) int { return 1 + 3*9 + 7*9 + 5 + 9*len(a.Rubrics) + 2 }
+func advantageSize(a *model.Advantage) int { return 1 + 3*9 + 7*9 + 5 + 9*len(a.Rubrics) + 2 }
 
-func appendAdvantageMsgp(b []byte, a *Advantage) []byte {
+func appendAdvantageMsgp(b []byte, a *model.Advantage) []byte {
 	b = appendArrayLen(b, advantageFields)
 	b = appendUint(appendUint(appendUint(b, a.Step), a.Group), a.Leaf)
 	for _, x := range [...]float64{a.Outcome, a.RubricScore, a.Lambda, a.Total, a.Mean, a.Std, a.Advantage} {
@@ -100,7 +102,7 @@ func appendAdvantageMsgp(b []byte, a *Advantage) []byte {
 	return appendBool(appendBool(b, a.ZeroVariance), a.ZeroVarianceAfter)
 }
 
-func decodeAdvantageMsgp(payload []byte, a *Advantage) bool {
+func decodeAdvantageMsgp(payload []byte, a *model.Advantage) bool {
 	m := msgpReader{b: payload}
 	if m.arrayLen() != advantageFields {
 		return false
@@ -120,14 +122,14 @@ func decodeAdvantageMsgp(payload []byte, a *Advantage) bool {
 // encodeTurnsPayload frames an EvTurns payload (the bytes msgpack/v5
 // writes for it): from, count, turns, min and max policy version, turn
 // sequence number.
-func encodeTurnsPayload(p *TurnsPayload) []byte {
+func encodeTurnsPayload(p *model.TurnsPayload) []byte {
 	return frame(appendTurnsPayloadMsgp(make([]byte, headerLen, headerLen+turnsPayloadMax), p))
 }
 
 // turnsPayloadMax bounds an EvTurns payload's size.
 const turnsPayloadMax = 1 + 7*9
 
-func appendTurnsPayloadMsgp(b []byte, p *TurnsPayload) []byte {
+func appendTurnsPayloadMsgp(b []byte, p *model.TurnsPayload) []byte {
 	b = appendArrayLen(b, turnsPayloadFields)
 	b = appendInt(b, int64(p.From))
 	b = appendInt(b, int64(p.Count))

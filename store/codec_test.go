@@ -9,6 +9,8 @@ import (
 	"errors"
 	"hash/crc32"
 	"testing"
+
+	"github.com/patrdb/patrdb/model"
 )
 
 func framed(payload []byte) []byte {
@@ -18,7 +20,7 @@ func framed(payload []byte) []byte {
 }
 
 func TestFrameDamage(t *testing.T) {
-	good, err := encodeValue(&Checkpoint{Step: 3})
+	good, err := encodeValue(&model.Checkpoint{Step: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +43,7 @@ func TestFrameDamage(t *testing.T) {
 		{"not a checkpoint", framed([]byte{0xa1, 'x'}), "decode: "},
 	}
 	for _, c := range cases {
-		var ck Checkpoint
+		var ck model.Checkpoint
 		err := decodeValue("ckpt", []byte("k"), c.raw, &ck)
 		_, ferr := checkFrame("ckpt", []byte("k"), c.raw)
 		if c.reason == "" {
@@ -63,7 +65,7 @@ func TestFrameDamage(t *testing.T) {
 // TestEncodeValueCanonical: map keys sorted, integers in their smallest
 // form, the CRC over the payload — the same record, the same bytes.
 func TestEncodeValueCanonical(t *testing.T) {
-	ck := Checkpoint{Step: 300, Meta: map[string]string{"b": "2", "a": "1", "c": "3"}, CreatedAt: -1}
+	ck := model.Checkpoint{Step: 300, Meta: map[string]string{"b": "2", "a": "1", "c": "3"}, CreatedAt: -1}
 	want := []byte{0x96, 0xcd, 0x01, 0x2c, 0xc0, 0xa0, 0xa0,
 		0x83, 0xa1, 'a', 0xa1, '1', 0xa1, 'b', 0xa1, '2', 0xa1, 'c', 0xa1, '3', 0xff}
 	for range 20 { // map iteration order is random: every run must sort
@@ -74,5 +76,20 @@ func TestEncodeValueCanonical(t *testing.T) {
 		if !bytes.Equal(got, framed(want)) {
 			t.Fatalf("encodeValue = % x\nwant          % x", got, framed(want))
 		}
+	}
+}
+
+func TestCloneBytes(t *testing.T) {
+	if cloneBytes(nil) != nil {
+		t.Error("cloneBytes(nil) is not nil")
+	}
+	src := []byte{1, 2, 3}
+	c := cloneBytes(src)
+	src[0] = 9
+	if !bytes.Equal(c, []byte{1, 2, 3}) {
+		t.Errorf("cloneBytes shares memory: %v", c)
+	}
+	if e := cloneBytes([]byte{}); e == nil || len(e) != 0 {
+		t.Errorf("cloneBytes of an empty slice = %v", e)
 	}
 }

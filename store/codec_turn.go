@@ -1,5 +1,7 @@
 package store
 
+import "github.com/patrdb/patrdb/model"
+
 // Turns are the bulk of a file (hundreds of tokens each), so they skip
 // reflection: a fixed msgpack array written and read field by field
 // (msgp.go), token arrays as bin blobs of little-endian words. Format 1
@@ -11,7 +13,7 @@ const (
 )
 
 // turnSize is the exact length of t's framed value.
-func turnSize(t *Turn) int {
+func turnSize(t *model.Turn) int {
 	na, nl, no := 4*len(t.ActionTokens), 4*len(t.ActionLogprobs), 4*len(t.ObservationTokens)
 	return headerLen + 1 +
 		strHeaderLen(len(t.Action)) + len(t.Action) +
@@ -23,19 +25,19 @@ func turnSize(t *Turn) int {
 
 // encodeTurn frames t into one allocation of exactly its size: the token
 // arrays are copied once, straight into the value bbolt will hold.
-func encodeTurn(t *Turn) ([]byte, error) {
+func encodeTurn(t *model.Turn) ([]byte, error) {
 	return appendTurnValue(make([]byte, 0, turnSize(t)), t), nil
 }
 
 // appendTurnValue appends t's framed value to out, which is empty.
-func appendTurnValue(out []byte, t *Turn) []byte {
+func appendTurnValue(out []byte, t *model.Turn) []byte {
 	out = append(out, valueFormatV1, 0, 0, 0, 0)
 	out = appendArrayLen(out, turnFields)
 	out = appendStr(out, t.Action)
-	out = packU32(appendBinHeader(out, 4*len(t.ActionTokens)), t.ActionTokens)
-	out = packF32(appendBinHeader(out, 4*len(t.ActionLogprobs)), t.ActionLogprobs)
+	out = model.AppendWords(appendBinHeader(out, 4*len(t.ActionTokens)), t.ActionTokens)
+	out = model.AppendFloats(appendBinHeader(out, 4*len(t.ActionLogprobs)), t.ActionLogprobs)
 	out = appendStr(out, t.Observation)
-	out = packU32(appendBinHeader(out, 4*len(t.ObservationTokens)), t.ObservationTokens)
+	out = model.AppendWords(appendBinHeader(out, 4*len(t.ObservationTokens)), t.ObservationTokens)
 	out = appendFloat64(out, t.Reward)
 	out = appendBool(out, t.Done)
 	return frame(appendUint64(out, t.PolicyVersion))
@@ -44,7 +46,7 @@ func appendTurnValue(out []byte, t *Turn) []byte {
 // decodeTurn parses a framed turn straight from raw (which may be a page
 // of the mmap): strings and token arrays are copied out once each. Bytes
 // after the last field are ignored, as msgpack/v5 ignored them.
-func decodeTurn(bucket string, key, raw []byte, t *Turn) error {
+func decodeTurn(bucket string, key, raw []byte, t *model.Turn) error {
 	payload, err := checkCRC(bucket, key, raw)
 	if err != nil {
 		return err
@@ -68,13 +70,13 @@ func decodeTurn(bucket string, key, raw []byte, t *Turn) error {
 	if m.err != nil {
 		return bad("action tokens", m.err)
 	}
-	if t.ActionTokens, ok = unpackU32(blob); !ok {
+	if t.ActionTokens, ok = model.Words(blob); !ok {
 		return bad("action tokens length not a multiple of 4", nil)
 	}
 	if blob, _ = m.bytes(); m.err != nil {
 		return bad("action logprobs", m.err)
 	}
-	if t.ActionLogprobs, ok = unpackF32(blob); !ok {
+	if t.ActionLogprobs, ok = model.Floats(blob); !ok {
 		return bad("action logprobs length not a multiple of 4", nil)
 	}
 	if t.Observation = m.str(); m.err != nil {
@@ -83,7 +85,7 @@ func decodeTurn(bucket string, key, raw []byte, t *Turn) error {
 	if blob, _ = m.bytes(); m.err != nil {
 		return bad("observation tokens", m.err)
 	}
-	if t.ObservationTokens, ok = unpackU32(blob); !ok {
+	if t.ObservationTokens, ok = model.Words(blob); !ok {
 		return bad("observation tokens length not a multiple of 4", nil)
 	}
 	if t.Reward = m.float64(); m.err != nil {

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"github.com/patrdb/patrdb/model"
 	"os"
 	"testing"
 
@@ -76,13 +77,13 @@ func TestCompactNeverOverwrites(t *testing.T) {
 	if err := os.WriteFile(dst, []byte("mine"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Compact(src, dst, nil); !errors.Is(err, store.ErrExists) {
+	if err := store.Compact(src, dst, nil); !errors.Is(err, model.ErrExists) {
 		t.Errorf("Compact onto an existing file: %v, want ErrExists", err)
 	}
 	if b, _ := os.ReadFile(dst); string(b) != "mine" {
 		t.Errorf("the existing file now holds %q", b)
 	}
-	if err := store.Compact(src, tempPath(t, "x.db"), &store.CompactOptions{TxMaxBytes: -1}); !errors.Is(err, store.ErrInvalid) {
+	if err := store.Compact(src, tempPath(t, "x.db"), &store.CompactOptions{TxMaxBytes: -1}); !errors.Is(err, model.ErrInvalid) {
 		t.Errorf("negative TxMaxBytes: %v, want ErrInvalid", err)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -143,9 +144,9 @@ func testConcurrentReaders(t *testing.T, cacheNodes int) {
 // snapshot is everything a reader sees of the last run.
 type snapshot struct {
 	txs      uint64
-	run      store.Run
-	groups   []store.Group
-	nodes    []store.Node
+	run      model.Run
+	groups   []model.Group
+	nodes    []model.Node
 	frontier []uint64
 	turns    map[uint64]int
 	paths    map[uint64]int
@@ -164,7 +165,7 @@ func readSnapshot(tx *store.Tx) (*snapshot, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := r.Events(1, func(e store.Event) error {
+		if err := r.Events(1, func(e model.Event) error {
 			if e.Kind == evTxMarker {
 				s.txs++
 			}
@@ -187,7 +188,7 @@ func readSnapshot(tx *store.Tx) (*snapshot, error) {
 		return nil, err
 	}
 	raw := storetest.BoltTx(tx).Bucket([]byte("runs")).Bucket([]byte(r.ID())).Bucket([]byte("nodes"))
-	byID := map[uint64]store.Node{}
+	byID := map[uint64]model.Node{}
 	c := raw.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		id := binary.BigEndian.Uint64(k)
@@ -199,8 +200,8 @@ func readSnapshot(tx *store.Tx) (*snapshot, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !reflect.DeepEqual(normNode(n), normNode(*page.(*store.Node))) {
-			return nil, fmt.Errorf("node %d from the cache differs from the snapshot's page:\n cache %+v\n page  %+v", id, n, *page.(*store.Node))
+		if !reflect.DeepEqual(normNode(n), normNode(*page.(*model.Node))) {
+			return nil, fmt.Errorf("node %d from the cache differs from the snapshot's page:\n cache %+v\n page  %+v", id, n, *page.(*model.Node))
 		}
 		byID[id] = n
 		s.nodes = append(s.nodes, n)
@@ -212,7 +213,7 @@ func readSnapshot(tx *store.Tx) (*snapshot, error) {
 				return nil, fmt.Errorf("node %d is visible but its parent %d is not", n.ID, n.Parent)
 			}
 		}
-		if n.Status == store.NodeActive {
+		if n.Status == model.NodeActive {
 			active++
 		}
 		turns, err := r.Turns(n.ID)
@@ -231,7 +232,7 @@ func readSnapshot(tx *store.Tx) (*snapshot, error) {
 	}
 	for _, id := range s.frontier {
 		n, ok := byID[id]
-		if !ok || n.Status != store.NodeActive {
+		if !ok || n.Status != model.NodeActive {
 			return nil, fmt.Errorf("frontier lists node %d, which is %q in the same snapshot", id, n.Status)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 	bolt "go.etcd.io/bbolt"
@@ -54,7 +55,7 @@ func TestCorruptErrorKeyIsACopy(t *testing.T) {
 			errs = append(errs, err)
 			_, err = r.Checkpoint(1)
 			errs = append(errs, err)
-			errs = append(errs, r.Events(0, func(store.Event) error { return nil }))
+			errs = append(errs, r.Events(0, func(model.Event) error { return nil }))
 			return nil
 		})
 		for _, err := range errs {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/patrdb/patrdb/model"
 )
 
 // Per-run counters. Every write of a node, group or advantage record calls
@@ -42,25 +44,25 @@ type counts struct {
 
 // statusOrder is the order of counts.ByStatus and of every listing by
 // status.
-var statusOrder = [...]NodeStatus{NodeActive, NodeExpanded, NodeCompleted, NodePruned, NodeTruncated, NodeFailed}
+var statusOrder = [...]model.NodeStatus{model.NodeActive, model.NodeExpanded, model.NodeCompleted, model.NodePruned, model.NodeTruncated, model.NodeFailed}
 
 const nStatuses = len(statusOrder)
 
 // statusIndex is s's place in statusOrder (-1: not a status). Every node
 // write counts through it twice, so it is a switch, not a search.
-func statusIndex(s NodeStatus) int {
+func statusIndex(s model.NodeStatus) int {
 	switch s {
-	case NodeActive:
+	case model.NodeActive:
 		return 0
-	case NodeExpanded:
+	case model.NodeExpanded:
 		return 1
-	case NodeCompleted:
+	case model.NodeCompleted:
 		return 2
-	case NodePruned:
+	case model.NodePruned:
 		return 3
-	case NodeTruncated:
+	case model.NodeTruncated:
 		return 4
-	case NodeFailed:
+	case model.NodeFailed:
 		return 5
 	}
 	return -1
@@ -100,7 +102,7 @@ func (c *counts) leaves() int64 {
 }
 
 // node adds sign times n's contribution.
-func (c *counts) node(n *Node, sign int64) {
+func (c *counts) node(n *model.Node, sign int64) {
 	if i := statusIndex(n.Status); i >= 0 {
 		c.ByStatus[i] += sign
 	}
@@ -114,9 +116,9 @@ func (c *counts) node(n *Node, sign int64) {
 	}
 }
 
-func (c *counts) group(s GroupStatus, sign int64) {
+func (c *counts) group(s model.GroupStatus, sign int64) {
 	c.Groups += sign
-	if s == GroupOpen {
+	if s == model.GroupOpen {
 		c.OpenGroups += sign
 	}
 }
@@ -130,7 +132,7 @@ type delta struct {
 }
 
 // nodeDelta is the change from old (nil for a new node) to n.
-func nodeDelta(old, n *Node) delta {
+func nodeDelta(old, n *model.Node) delta {
 	d := delta{step: n.Step}
 	if old != nil {
 		// Unchanged contributions are skipped, not subtracted and added:
@@ -147,7 +149,7 @@ func nodeDelta(old, n *Node) delta {
 
 // groupDelta is the change from a group in status was ("" for a new group)
 // to g.
-func groupDelta(was GroupStatus, g *Group) delta {
+func groupDelta(was model.GroupStatus, g *model.Group) delta {
 	d := delta{step: g.Step}
 	if was == "" {
 		d.newGroup = g.ID
@@ -163,7 +165,7 @@ func groupDelta(was GroupStatus, g *Group) delta {
 // readers take adv[0]. It reads that record before a is put, from the
 // file the first time in a transaction and from r.advFirst after (a
 // step's advantages are put group by group, a dozen leaves each).
-func (r *RunTx) advDelta(a *Advantage) (delta, error) {
+func (r *RunTx) advDelta(a *model.Advantage) (delta, error) {
 	d := delta{step: a.Step}
 	gk := groupKey{a.Step, a.Group}
 	first, ok := r.advFirst[gk]
@@ -174,7 +176,7 @@ func (r *RunTx) advDelta(a *Advantage) (delta, error) {
 		}
 		prefix := u64key2(a.Step, a.Group)
 		if k, v := b.Cursor().Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) {
-			var rec Advantage
+			var rec model.Advantage
 			if err := decodeValue(r.bpath(bAdv), k, v, &rec); err != nil {
 				return d, err
 			}
@@ -321,7 +323,7 @@ func (r *RunTx) recount() error {
 		b.FillPercent = 1.0
 	}
 	ids := r.b.Bucket([]byte(bGroupIDs))
-	err = r.ForEachGroup(0, func(g Group) error { return ids.Put(u64key2(g.ID, g.Step), []byte{}) })
+	err = r.ForEachGroup(0, func(g model.Group) error { return ids.Put(u64key2(g.ID, g.Step), []byte{}) })
 	if err != nil {
 		return err
 	}
@@ -383,8 +385,8 @@ func (t *tallier) at(step uint64) *counts {
 	return c
 }
 
-func (t *tallier) group(g *Group) { t.at(g.Step).group(g.Status, 1) }
-func (t *tallier) node(n *Node)   { t.at(n.Step).node(n, 1) }
+func (t *tallier) group(g *model.Group) { t.at(g.Step).group(g.Status, 1) }
+func (t *tallier) node(n *model.Node)   { t.at(n.Step).node(n, 1) }
 
 // first reports whether an advantage key (24 bytes) is its group's first.
 func (t *tallier) first(k []byte) bool {
@@ -395,7 +397,7 @@ func (t *tallier) first(k []byte) bool {
 	return true
 }
 
-func (t *tallier) adv(a *Advantage) {
+func (t *tallier) adv(a *model.Advantage) {
 	if a.ZeroVariance {
 		t.at(a.Step).ZeroVariance++
 	}
@@ -415,7 +417,7 @@ func (t *tallier) totals() map[uint64]*counts {
 // first advantage of a group.
 func (r *RunTx) walkCounts() (map[uint64]*counts, error) {
 	t := newTallier()
-	if err := r.ForEachGroup(0, func(g Group) error { t.group(&g); return nil }); err != nil {
+	if err := r.ForEachGroup(0, func(g model.Group) error { t.group(&g); return nil }); err != nil {
 		return nil, err
 	}
 	nodes, err := r.bucket(bNodes)
@@ -423,7 +425,7 @@ func (r *RunTx) walkCounts() (map[uint64]*counts, error) {
 		return nil, err
 	}
 	err = nodes.ForEach(func(k, v []byte) error {
-		var n Node
+		var n model.Node
 		if err := decodeValue(r.bpath(bNodes), k, v, &n); err != nil {
 			return err
 		}
@@ -445,7 +447,7 @@ func (r *RunTx) walkCounts() (map[uint64]*counts, error) {
 		if !t.first(k) {
 			continue
 		}
-		var a Advantage
+		var a model.Advantage
 		if err := decodeValue(r.bpath(bAdv), k, v, &a); err != nil {
 			return nil, err
 		}

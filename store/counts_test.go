@@ -7,14 +7,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 	bolt "go.etcd.io/bbolt"
 )
 
-func summary(t *testing.T, db *store.DB, o store.SummaryOptions) store.RunSummary {
+func summary(t *testing.T, db *store.DB, o model.SummaryOptions) model.RunSummary {
 	t.Helper()
-	var s store.RunSummary
+	var s model.RunSummary
 	inRun(t, db, false, "r1", func(r *store.RunTx) (err error) { s, err = r.Summary(o); return })
 	return s
 }
@@ -22,14 +23,14 @@ func summary(t *testing.T, db *store.DB, o store.SummaryOptions) store.RunSummar
 func ptr(x float64) *float64 { return &x }
 
 // fixtureSummary is what buildFixture's run holds, counted by hand.
-func fixtureSummary(lastSeq uint64) store.RunSummary {
-	return store.RunSummary{
-		Run: "r1", Status: store.RunRunning, LastStep: 2, Groups: 2, OpenGroups: 2, OpenStep: fixtureStep,
+func fixtureSummary(lastSeq uint64) model.RunSummary {
+	return model.RunSummary{
+		Run: "r1", Status: model.RunRunning, LastStep: 2, Groups: 2, OpenGroups: 2, OpenStep: fixtureStep,
 		Nodes: 6, Leaves: 2, Frontier: 2, Turns: 9, TurnsMaterialised: 3, PrefixSharing: 3.0 / 9,
 		Rewarded: 2, MeanReward: ptr(0.5), Events: lastSeq,
-		ByStatus: map[store.NodeStatus]int{store.NodeActive: 2, store.NodeExpanded: 1, store.NodeCompleted: 1,
-			store.NodePruned: 1, store.NodeTruncated: 0, store.NodeFailed: 1},
-		Steps: []store.StepSummary{{Step: fixtureStep, Groups: 2, OpenGroups: 2, Nodes: 6, Turns: 9, Leaves: 2, Rewarded: 2, MeanReward: ptr(0.5)}},
+		ByStatus: map[model.NodeStatus]int{model.NodeActive: 2, model.NodeExpanded: 1, model.NodeCompleted: 1,
+			model.NodePruned: 1, model.NodeTruncated: 0, model.NodeFailed: 1},
+		Steps: []model.StepSummary{{Step: fixtureStep, Groups: 2, OpenGroups: 2, Nodes: 6, Turns: 9, Leaves: 2, Rewarded: 2, MeanReward: ptr(0.5)}},
 	}
 }
 
@@ -52,14 +53,14 @@ func TestSummaryFromCounters(t *testing.T) {
 	buildFixture(t, db)
 	var seq uint64
 	inRun(t, db, false, "r1", func(r *store.RunTx) error { seq = r.LastSeq(); return nil })
-	got := summary(t, db, store.SummaryOptions{Steps: true})
+	got := summary(t, db, model.SummaryOptions{Steps: true})
 	if want := fixtureSummary(seq); !reflect.DeepEqual(got, want) {
 		t.Fatalf("summary\n got %+v\nwant %+v", got, want)
 	}
-	if got := summary(t, db, store.SummaryOptions{}); got.Steps != nil || got.Buckets != nil || got.Bytes != 0 {
+	if got := summary(t, db, model.SummaryOptions{}); got.Steps != nil || got.Buckets != nil || got.Bytes != 0 {
 		t.Errorf("steps and buckets without asking: %+v", got)
 	}
-	withBytes := summary(t, db, store.SummaryOptions{Buckets: true})
+	withBytes := summary(t, db, model.SummaryOptions{Buckets: true})
 	var sum int64
 	for _, b := range withBytes.Buckets {
 		sum += b.Bytes
@@ -75,14 +76,14 @@ func TestSummaryInsideTheWrite(t *testing.T) {
 	db := storetest.Open(t)
 	f := buildFixture(t, db)
 	inRun(t, db, true, "r1", func(r *store.RunTx) error {
-		if err := r.SetNodeStatus(f.X, store.NodeTruncated); err != nil {
+		if err := r.SetNodeStatus(f.X, model.NodeTruncated); err != nil {
 			return err
 		}
-		s, err := r.Summary(store.SummaryOptions{})
+		s, err := r.Summary(model.SummaryOptions{})
 		if err != nil {
 			return err
 		}
-		if s.ByStatus[store.NodeTruncated] != 1 || s.Leaves != 3 || s.Frontier != 1 || s.TurnsMaterialised != 4 {
+		if s.ByStatus[model.NodeTruncated] != 1 || s.Leaves != 3 || s.Frontier != 1 || s.TurnsMaterialised != 4 {
 			t.Errorf("inside the write: %+v", s)
 		}
 		return nil
@@ -101,7 +102,7 @@ func TestSummaryWithoutCounters(t *testing.T) {
 	f := readFixture(t, rdb)
 	var seq uint64
 	inRun(t, rdb, false, "r1", func(r *store.RunTx) error { seq = r.LastSeq(); return nil })
-	got := summary(t, rdb, store.SummaryOptions{Steps: true})
+	got := summary(t, rdb, model.SummaryOptions{Steps: true})
 	want := fixtureSummary(seq)
 	want.Walked = true
 	if !reflect.DeepEqual(got, want) {
@@ -112,7 +113,7 @@ func TestSummaryWithoutCounters(t *testing.T) {
 		if err != nil || g.ID != f.G2.ID || g.Task != "t2" {
 			t.Errorf("Group(%d) without the index: %+v %v", f.G2.ID, g, err)
 		}
-		if _, err := r.Group(999); !errors.Is(err, store.ErrNotFound) {
+		if _, err := r.Group(999); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("Group(999): %v, want ErrNotFound", err)
 		}
 		return nil
@@ -123,9 +124,9 @@ func TestSummaryWithoutCounters(t *testing.T) {
 	}
 
 	db := storetest.OpenPath(t, path, storetest.Options())
-	inRun(t, db, true, "r1", func(r *store.RunTx) error { return r.SetNodeStatus(f.X, store.NodeTruncated) })
-	got = summary(t, db, store.SummaryOptions{Steps: true})
-	if got.Walked || got.ByStatus[store.NodeTruncated] != 1 || got.Leaves != 3 || got.Nodes != 6 || got.Groups != 2 {
+	inRun(t, db, true, "r1", func(r *store.RunTx) error { return r.SetNodeStatus(f.X, model.NodeTruncated) })
+	got = summary(t, db, model.SummaryOptions{Steps: true})
+	if got.Walked || got.ByStatus[model.NodeTruncated] != 1 || got.Leaves != 3 || got.Nodes != 6 || got.Groups != 2 {
 		t.Errorf("after the first write: %+v", got)
 	}
 	inRun(t, db, false, "r1", func(r *store.RunTx) error {
@@ -231,14 +232,14 @@ func TestZeroVarianceGroups(t *testing.T) {
 	f := buildFixture(t, db)
 	zv := func(want int) {
 		t.Helper()
-		if got := summary(t, db, store.SummaryOptions{}).ZeroVarianceGroups; got != want {
+		if got := summary(t, db, model.SummaryOptions{}).ZeroVarianceGroups; got != want {
 			t.Errorf("zero-variance groups %d, want %d", got, want)
 		}
 	}
 	put := func(leaf uint64, zero bool) {
 		t.Helper()
 		inRun(t, db, true, "r1", func(r *store.RunTx) error {
-			return r.PutAdvantage(store.Advantage{Step: fixtureStep, Group: f.G1.ID, Leaf: leaf, Mean: 0.5, ZeroVariance: zero})
+			return r.PutAdvantage(model.Advantage{Step: fixtureStep, Group: f.G1.ID, Leaf: leaf, Mean: 0.5, ZeroVariance: zero})
 		})
 	}
 	zv(0)

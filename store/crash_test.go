@@ -45,6 +45,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -68,8 +69,8 @@ const (
 
 // Custom event kinds the workload writes.
 const (
-	evTxMarker = store.EventKind("crashtest.tx")     // last write of every transaction: payload [i, resume]
-	evResume   = store.EventKind("crashtest.resume") // first write of a child's first transaction
+	evTxMarker = model.EventKind("crashtest.tx")     // last write of every transaction: payload [i, resume]
+	evResume   = model.EventKind("crashtest.resume") // first write of a child's first transaction
 )
 
 // workload writes transaction i of the seeded workload. hook is called at
@@ -121,7 +122,7 @@ func (w *workload) apply(db *store.DB, i uint64, resume bool) error {
 			return err
 		}
 		var r *store.RunTx
-		var info store.Run
+		var info model.Run
 		if len(ids) > 0 {
 			if r, err = tx.Run(ids[len(ids)-1]); err != nil {
 				return err
@@ -131,7 +132,7 @@ func (w *workload) apply(db *store.DB, i uint64, resume bool) error {
 			}
 		}
 		created := false
-		if r == nil || info.Status == store.RunFinished {
+		if r == nil || info.Status == model.RunFinished {
 			id := fmt.Sprintf("run-%04d", len(ids)+1)
 			cfg := fmt.Appendf(nil, `{"b0":%d,"k":%d,"m":%d,"delta":%g,"seed":%d}`, wlB0, wlK, wlM, wlDelta, w.seed)
 			meta := map[string]string{"workload": "crashtest", "seed": strconv.FormatUint(w.seed, 10), "host": "child"}
@@ -166,22 +167,22 @@ func (w *workload) apply(db *store.DB, i uint64, resume bool) error {
 // step does the next unit of work of a run: an interval of the first open
 // group, or closing it, or opening the next group, or the step's checkpoint,
 // or finishing the run.
-func (w *workload) step(r *store.RunTx, info store.Run, rng *rand.Rand) error {
+func (w *workload) step(r *store.RunTx, info model.Run, rng *rand.Rand) error {
 	groups, err := r.Groups(0)
 	if err != nil {
 		return err
 	}
 	for _, g := range groups {
-		if g.Status != store.GroupOpen {
+		if g.Status != model.GroupOpen {
 			continue
 		}
 		nodes, err := r.GroupNodes(g)
 		if err != nil {
 			return err
 		}
-		var active []store.Node
+		var active []model.Node
 		for _, n := range nodes {
-			if n.Status == store.NodeActive {
+			if n.Status == model.NodeActive {
 				active = append(active, n)
 			}
 		}
@@ -192,7 +193,7 @@ func (w *workload) step(r *store.RunTx, info store.Run, rng *rand.Rand) error {
 	}
 	cur := info.LastStep + 1
 	if cur > wlSteps {
-		return r.SetRunStatus(store.RunFinished)
+		return r.SetRunStatus(model.RunFinished)
 	}
 	n := 0
 	for _, g := range groups {
@@ -205,7 +206,7 @@ func (w *workload) step(r *store.RunTx, info store.Run, rng *rand.Rand) error {
 	}
 	// The trainer's figures: one transaction of their own, then one more
 	// merged into the step's record with the checkpoint.
-	if _, err := r.ScalarsAt(cur); errors.Is(err, store.ErrNotFound) {
+	if _, err := r.ScalarsAt(cur); errors.Is(err, model.ErrNotFound) {
 		return r.PutScalars(cur, map[string]float64{"loss": rng.Float64(), "kl": rng.Float64() / 10, "grad_norm": rng.NormFloat64()})
 	} else if err != nil {
 		return err
@@ -217,7 +218,7 @@ func (w *workload) step(r *store.RunTx, info store.Run, rng *rand.Rand) error {
 	for j := range inline {
 		inline[j] = byte(rng.Uint32())
 	}
-	return r.PutCheckpoint(store.Checkpoint{Step: cur, Inline: inline,
+	return r.PutCheckpoint(model.Checkpoint{Step: cur, Inline: inline,
 		Meta: map[string]string{"policy": "tabular", "optimizer": "adam", "rng": strconv.FormatUint(rng.Uint64(), 16)}})
 }
 
@@ -238,7 +239,7 @@ func (w *workload) openGroup(r *store.RunTx, step uint64, n int, rng *rand.Rand)
 
 // interval advances every active node of g by up to K turns, scores and
 // routes the survivors, and expands the best one — PaTR's loop body.
-func (w *workload) interval(r *store.RunTx, g store.Group, active []store.Node, rng *rand.Rand) error {
+func (w *workload) interval(r *store.RunTx, g model.Group, active []model.Node, rng *rand.Rand) error {
 	type live struct {
 		id    uint64
 		turns int
@@ -252,7 +253,7 @@ func (w *workload) interval(r *store.RunTx, g store.Group, active []store.Node, 
 		if n.PathLen()+k > wlMaxTurns {
 			k = wlMaxTurns - n.PathLen()
 		}
-		turns := make([]store.Turn, k)
+		turns := make([]model.Turn, k)
 		done := false
 		for j := range turns {
 			turns[j] = wlTurn(rng)
@@ -270,11 +271,11 @@ func (w *workload) interval(r *store.RunTx, g store.Group, active []store.Node, 
 		path := n.PathLen() + len(turns)
 		switch {
 		case done:
-			if err := wlFinishLeaf(r, n.ID, store.NodeCompleted, rng); err != nil {
+			if err := wlFinishLeaf(r, n.ID, model.NodeCompleted, rng); err != nil {
 				return err
 			}
 		case path >= wlMaxTurns:
-			if err := wlFinishLeaf(r, n.ID, store.NodeTruncated, rng); err != nil {
+			if err := wlFinishLeaf(r, n.ID, model.NodeTruncated, rng); err != nil {
 				return err
 			}
 		default:
@@ -285,7 +286,7 @@ func (w *workload) interval(r *store.RunTx, g store.Group, active []store.Node, 
 	best := math.Inf(-1)
 	for j := range alive {
 		alive[j].score = math.Round(rng.Float64()*1000) / 1000
-		if err := r.Score(alive[j].id, store.Score{Interval: g.Interval, Turn: alive[j].path, Value: alive[j].score}); err != nil {
+		if err := r.Score(alive[j].id, model.Score{Interval: g.Interval, Turn: alive[j].path, Value: alive[j].score}); err != nil {
 			return err
 		}
 		best = max(best, alive[j].score)
@@ -301,20 +302,20 @@ func (w *workload) interval(r *store.RunTx, g store.Group, active []store.Node, 
 	}
 	var expand []live
 	for j, a := range alive {
-		d := store.Decision{Interval: g.Interval, Score: a.score, Reference: best, Delta: wlDelta, Rule: "max"}
+		d := model.Decision{Interval: g.Interval, Score: a.score, Reference: best, Delta: wlDelta, Rule: "max"}
 		switch {
 		case j == top:
-			d.Action, d.Children = store.ActionExpand, wlM
+			d.Action, d.Children = model.ActionExpand, wlM
 			expand = append(expand, a)
 		case a.score < best-wlDelta:
-			d.Action = store.ActionPrune
+			d.Action = model.ActionPrune
 		default:
-			d.Action = store.ActionSurvive
+			d.Action = model.ActionSurvive
 		}
 		if err := r.Route(a.id, d); err != nil {
 			return err
 		}
-		if d.Action == store.ActionPrune {
+		if d.Action == model.ActionPrune {
 			if err := r.SetReward(a.id, float64(rng.IntN(2))); err != nil {
 				return err
 			}
@@ -333,7 +334,7 @@ func (w *workload) interval(r *store.RunTx, g store.Group, active []store.Node, 
 	return r.SetGroupInterval(g.Step, g.ID, g.Interval+1)
 }
 
-func wlFinishLeaf(r *store.RunTx, id uint64, s store.NodeStatus, rng *rand.Rand) error {
+func wlFinishLeaf(r *store.RunTx, id uint64, s model.NodeStatus, rng *rand.Rand) error {
 	if err := r.SetReward(id, float64(rng.IntN(2))); err != nil {
 		return err
 	}
@@ -342,8 +343,8 @@ func wlFinishLeaf(r *store.RunTx, id uint64, s store.NodeStatus, rng *rand.Rand)
 
 // closeGroup writes the GRPO advantages of the group's leaves, maybe moves
 // rubrics, and closes the group.
-func (w *workload) closeGroup(r *store.RunTx, g store.Group, nodes []store.Node, rng *rand.Rand) error {
-	var leaves []store.Node
+func (w *workload) closeGroup(r *store.RunTx, g model.Group, nodes []model.Node, rng *rand.Rand) error {
+	var leaves []model.Node
 	var sum float64
 	for _, n := range nodes {
 		if n.Status.Leaf() {
@@ -360,7 +361,7 @@ func (w *workload) closeGroup(r *store.RunTx, g store.Group, nodes []store.Node,
 	for _, n := range leaves {
 		rs := math.Round((rng.Float64()-0.5)*100) / 100
 		total := n.Reward + 0.1*rs
-		if err := r.PutAdvantage(store.Advantage{Step: g.Step, Group: g.ID, Leaf: n.ID, Outcome: n.Reward,
+		if err := r.PutAdvantage(model.Advantage{Step: g.Step, Group: g.ID, Leaf: n.ID, Outcome: n.Reward,
 			RubricScore: rs, Lambda: 0.1, Total: total, Mean: mean, Std: std,
 			Advantage: (n.Reward - mean) / (std + 1e-6), ZeroVariance: std == 0}); err != nil {
 			return err
@@ -378,29 +379,29 @@ func (w *workload) closeGroup(r *store.RunTx, g store.Group, nodes []store.Node,
 // rubricMoves induces a draft and moves the pool along: a candidate is
 // promoted when there is no public rubric, otherwise merged into one, and
 // a public rubric is activated or retired.
-func (w *workload) rubricMoves(r *store.RunTx, g store.Group, leaves []store.Node, rng *rand.Rand) error {
+func (w *workload) rubricMoves(r *store.RunTx, g model.Group, leaves []model.Node, rng *rand.Rand) error {
 	anchors := []uint64{leaves[0].ID, leaves[len(leaves)-1].ID}
-	if _, err := r.PutRubric(store.Rubric{Pool: store.PoolCandidate, Text: wlWords(rng, 8),
-		Origin: store.RubricOrigin{Step: g.Step, Group: g.ID, Anchors: anchors}, Support: 1,
-		Variance: rng.Float64(), Rho: rng.Float64(), Usage: store.RubricUsage{LastActivation: -1}, CreatedStep: g.Step}); err != nil {
+	if _, err := r.PutRubric(model.Rubric{Pool: model.PoolCandidate, Text: wlWords(rng, 8),
+		Origin: model.RubricOrigin{Step: g.Step, Group: g.ID, Anchors: anchors}, Support: 1,
+		Variance: rng.Float64(), Rho: rng.Float64(), Usage: model.RubricUsage{LastActivation: -1}, CreatedStep: g.Step}); err != nil {
 		return err
 	}
 	w.at("rubric")
-	cands, err := r.Rubrics(store.PoolCandidate)
+	cands, err := r.Rubrics(model.PoolCandidate)
 	if err != nil {
 		return err
 	}
-	pubs, err := r.Rubrics(store.PoolPublic)
+	pubs, err := r.Rubrics(model.PoolPublic)
 	if err != nil {
 		return err
 	}
 	switch {
 	case len(pubs) == 0:
-		_, err = r.MoveRubric(cands[0].ID, store.RubricMove{To: store.PoolPublic, Step: g.Step})
+		_, err = r.MoveRubric(cands[0].ID, store.RubricMove{To: model.PoolPublic, Step: g.Step})
 	case len(cands) > 1:
-		_, err = r.MoveRubric(cands[0].ID, store.RubricMove{To: store.PoolMerged, Step: g.Step, MergedInto: pubs[0].ID})
+		_, err = r.MoveRubric(cands[0].ID, store.RubricMove{To: model.PoolMerged, Step: g.Step, MergedInto: pubs[0].ID})
 	case rng.IntN(3) == 0:
-		_, err = r.MoveRubric(pubs[0].ID, store.RubricMove{To: store.PoolRetired, Step: g.Step, Reason: "low variance streak"})
+		_, err = r.MoveRubric(pubs[0].ID, store.RubricMove{To: model.PoolRetired, Step: g.Step, Reason: "low variance streak"})
 	default:
 		p := pubs[0]
 		p.Usage.Activations++
@@ -428,8 +429,8 @@ func wlWords(rng *rand.Rand, n int) string {
 	return strings.Join(ws, " ")
 }
 
-func wlTurn(rng *rand.Rand) store.Turn {
-	t := store.Turn{Action: wlWords(rng, 1+rng.IntN(3)), Observation: wlWords(rng, 2+rng.IntN(4)),
+func wlTurn(rng *rand.Rand) model.Turn {
+	t := model.Turn{Action: wlWords(rng, 1+rng.IntN(3)), Observation: wlWords(rng, 2+rng.IntN(4)),
 		Reward: float64(rng.IntN(3)) / 2}
 	na := 2 + rng.IntN(6)
 	t.ActionTokens = make([]uint32, na)
@@ -459,7 +460,7 @@ func committedTxs(db *store.DB) ([]uint64, error) {
 			if err != nil {
 				return err
 			}
-			if err := r.Events(1, func(e store.Event) error {
+			if err := r.Events(1, func(e model.Event) error {
 				if e.Kind != evTxMarker {
 					return nil
 				}
@@ -502,7 +503,7 @@ func runFinished(db *store.DB) (bool, error) {
 			return err
 		}
 		info, err := r.Info()
-		done = info.Status == store.RunFinished
+		done = info.Status == model.RunFinished
 		return err
 	})
 	return done, err

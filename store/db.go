@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"log/slog"
 	"os"
 	"runtime/debug"
@@ -86,7 +87,7 @@ func Open(path string, opts *Options) (*DB, error) {
 	if o.ReadOnly {
 		fi, err := os.Stat(path)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", ErrNotFound, path, err)
+			return nil, fmt.Errorf("%w: %s: %v", model.ErrNotFound, path, err)
 		}
 		if fi.Size() == 0 {
 			// bbolt would try to initialise it through a read-only descriptor.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"github.com/patrdb/patrdb/model"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -30,10 +31,6 @@ import (
 // kind, EvRunDrop. Check holds a dropped run to every rule it holds any
 // run to, except that events up to DroppedSeq may be missing and the
 // counters of dropped steps are taken as they are.
-
-// EvRunDrop is the event DropSteps writes: its payload is the run record,
-// with DroppedStep and DroppedSeq set.
-const EvRunDrop EventKind = "run.drop"
 
 // DropResult says what DropSteps deleted.
 type DropResult struct {
@@ -101,7 +98,7 @@ func (r *RunTx) DropSteps(through uint64) (DropResult, error) {
 	res.Checkpoints = len(gone)
 	run.DroppedStep, run.DroppedSeq = through, seq
 	run.UpdatedAt = r.tx.db.opts.now().UnixNano()
-	return res, r.tx.fail(r.putRun(&run, EvRunDrop))
+	return res, r.tx.fail(r.putRun(&run, model.EvRunDrop))
 }
 
 // dropEvents deletes the events after event from up to the checkpoint of
@@ -124,7 +121,7 @@ func (r *RunTx) dropEvents(from, through uint64) (cut uint64, n int, err error) 
 	var gone [][]byte
 	c := b.Cursor()
 	for k, v := c.Seek(u64key(from + 1)); k != nil; k, v = c.Next() {
-		var e Event
+		var e model.Event
 		if err := decodeEvent(path, k, v, &e, nil); err != nil {
 			return 0, 0, err
 		}
@@ -156,7 +153,7 @@ func (r *RunTx) dropEvents(from, through uint64) (cut uint64, n int, err error) 
 		if drop {
 			gone = append(gone, cloneBytes(k))
 		}
-		if e.Kind == EvCheckpoint && e.Step == through {
+		if e.Kind == model.EvCheckpoint && e.Step == through {
 			cut = e.Seq
 			break
 		}
@@ -197,7 +194,7 @@ func (r *RunTx) dropGroups(from, through uint64, res *DropResult) error {
 	if err != nil {
 		return err
 	}
-	var gs []Group
+	var gs []model.Group
 	c := groups.Cursor()
 	for k, v := c.Seek(u64key(from + 1)); k != nil; k, v = c.Next() {
 		if len(k) != 16 {
@@ -206,7 +203,7 @@ func (r *RunTx) dropGroups(from, through uint64, res *DropResult) error {
 		if keyU64(k, 0) > through {
 			break
 		}
-		var g Group
+		var g model.Group
 		if err := decodeValue(r.bpath(bGroups), k, v, &g); err != nil {
 			return err
 		}
@@ -222,8 +219,8 @@ func (r *RunTx) dropGroups(from, through uint64, res *DropResult) error {
 	}
 	ids := r.b.Bucket([]byte(bGroupIDs))
 	for _, g := range gs {
-		var nodes []*Node
-		if err := r.walkGroupNodes(g, func(n *Node) error { nodes = append(nodes, n); return nil }); err != nil {
+		var nodes []*model.Node
+		if err := r.walkGroupNodes(g, func(n *model.Node) error { nodes = append(nodes, n); return nil }); err != nil {
 			return err
 		}
 		for _, n := range nodes {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"os"
 	"reflect"
 	"strings"
@@ -24,7 +25,7 @@ func writeStep(tb testing.TB, db *store.DB, id string, step, rb uint64, turnByte
 	tb.Helper()
 	update(tb, db, func(tx *store.Tx) error {
 		r, err := tx.Run(id)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, model.ErrNotFound) {
 			r, err = tx.CreateRun(id, []byte(`{"k":5}`), nil)
 		}
 		if err != nil {
@@ -34,7 +35,7 @@ func writeStep(tb testing.TB, db *store.DB, id string, step, rb uint64, turnByte
 		if err != nil {
 			return err
 		}
-		turns := func(label string, n int) []store.Turn {
+		turns := func(label string, n int) []model.Turn {
 			ts := textTurns(label, n)
 			for i := range ts {
 				ts[i].Action += strings.Repeat("x", turnBytes)
@@ -48,7 +49,7 @@ func writeStep(tb testing.TB, db *store.DB, id string, step, rb uint64, turnByte
 		if err := r.AppendTurns(a.ID, 0, turns("a", 2)...); err != nil {
 			return err
 		}
-		if err := r.Route(a.ID, store.Decision{Action: store.ActionExpand, Score: 0.9, Children: 1}); err != nil {
+		if err := r.Route(a.ID, model.Decision{Action: model.ActionExpand, Score: 0.9, Children: 1}); err != nil {
 			return err
 		}
 		b, err := r.AddNode(store.NodeSpec{Step: step, Group: g.ID, Parent: a.ID, Fork: 1})
@@ -58,7 +59,7 @@ func writeStep(tb testing.TB, db *store.DB, id string, step, rb uint64, turnByte
 		if err := r.AppendTurns(b.ID, 0, turns("b", 3)...); err != nil {
 			return err
 		}
-		if err := r.SetNodeStatus(b.ID, store.NodeCompleted); err != nil {
+		if err := r.SetNodeStatus(b.ID, model.NodeCompleted); err != nil {
 			return err
 		}
 		if err := r.SetReward(b.ID, 1); err != nil {
@@ -71,7 +72,7 @@ func writeStep(tb testing.TB, db *store.DB, id string, step, rb uint64, turnByte
 		if err := r.AppendTurns(p.ID, 0, turns("p", 1)...); err != nil {
 			return err
 		}
-		if err := r.Route(p.ID, store.Decision{Action: store.ActionPrune, Score: 0.1}); err != nil {
+		if err := r.Route(p.ID, model.Decision{Action: model.ActionPrune, Score: 0.1}); err != nil {
 			return err
 		}
 		if err := r.SetReward(p.ID, 0); err != nil {
@@ -81,14 +82,14 @@ func writeStep(tb testing.TB, db *store.DB, id string, step, rb uint64, turnByte
 			id  uint64
 			out float64
 		}{{b.ID, 1}, {p.ID, 0}} {
-			err := r.PutAdvantage(store.Advantage{Step: step, Group: g.ID, Leaf: leaf.id, Outcome: leaf.out, Total: leaf.out,
+			err := r.PutAdvantage(model.Advantage{Step: step, Group: g.ID, Leaf: leaf.id, Outcome: leaf.out, Total: leaf.out,
 				Mean: 0.5, Std: 0.5, Advantage: 2*leaf.out - 1, Rubrics: []uint64{1}})
 			if err != nil {
 				return err
 			}
 		}
 		if rb == 0 {
-			rec, err := r.PutRubric(store.Rubric{Pool: store.PoolPublic, Text: "runs the tests", CreatedStep: step})
+			rec, err := r.PutRubric(model.Rubric{Pool: model.PoolPublic, Text: "runs the tests", CreatedStep: step})
 			if err != nil {
 				return err
 			}
@@ -110,22 +111,22 @@ func writeStep(tb testing.TB, db *store.DB, id string, step, rb uint64, turnByte
 		if err := r.CloseGroup(step, g.ID); err != nil {
 			return err
 		}
-		return r.PutCheckpoint(store.Checkpoint{Step: step, Inline: []byte(fmt.Sprintf("policy-%d", step))})
+		return r.PutCheckpoint(model.Checkpoint{Step: step, Inline: []byte(fmt.Sprintf("policy-%d", step))})
 	})
 	return rb
 }
 
 // stepDump is what one step holds, through the API.
 type stepDump struct {
-	Groups []store.Group
-	Nodes  []store.Node
-	Traj   map[uint64][]store.PathTurn
-	Advs   []store.Advantage
+	Groups []model.Group
+	Nodes  []model.Node
+	Traj   map[uint64][]model.PathTurn
+	Advs   []model.Advantage
 }
 
 func dumpStep(tb testing.TB, db *store.DB, id string, step uint64) stepDump {
 	tb.Helper()
-	d := stepDump{Traj: map[uint64][]store.PathTurn{}}
+	d := stepDump{Traj: map[uint64][]model.PathTurn{}}
 	inRun(tb, db, false, id, func(r *store.RunTx) (err error) {
 		if d.Groups, err = r.Groups(step); err != nil {
 			return err
@@ -152,11 +153,11 @@ func dumpStep(tb testing.TB, db *store.DB, id string, step uint64) stepDump {
 	return d
 }
 
-func stepsSummary(tb testing.TB, db *store.DB, id string) store.RunSummary {
+func stepsSummary(tb testing.TB, db *store.DB, id string) model.RunSummary {
 	tb.Helper()
-	var s store.RunSummary
+	var s model.RunSummary
 	inRun(tb, db, false, id, func(r *store.RunTx) (err error) {
-		s, err = r.Summary(store.SummaryOptions{Steps: true})
+		s, err = r.Summary(model.SummaryOptions{Steps: true})
 		return err
 	})
 	s.Events = 0 // the drop writes an event
@@ -187,7 +188,7 @@ func TestDropStepsKeepsTheRestAndChecksClean(t *testing.T) {
 	}
 	gone := dumpStep(t, db, "r", 2)
 	before := stepsSummary(t, db, "r")
-	var rubricBefore store.Rubric
+	var rubricBefore model.Rubric
 	inRun(t, db, false, "r", func(r *store.RunTx) (err error) { rubricBefore, err = r.Rubric(rb); return err })
 
 	var res store.DropResult
@@ -212,10 +213,10 @@ func TestDropStepsKeepsTheRestAndChecksClean(t *testing.T) {
 		t.Errorf("summary changed:\n got  %+v\n want %+v", after, before)
 	}
 	inRun(t, db, false, "r", func(r *store.RunTx) error {
-		if _, err := r.Node(gone.Nodes[0].ID); !errors.Is(err, store.ErrNotFound) {
+		if _, err := r.Node(gone.Nodes[0].ID); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("node %d of a dropped step: %v, want ErrNotFound", gone.Nodes[0].ID, err)
 		}
-		if _, err := r.Checkpoint(3); !errors.Is(err, store.ErrNotFound) {
+		if _, err := r.Checkpoint(3); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("checkpoint 3: %v, want ErrNotFound", err)
 		}
 		if c, err := r.Checkpoint(0); err != nil || c.Step != 6 {
@@ -228,13 +229,13 @@ func TestDropStepsKeepsTheRestAndChecksClean(t *testing.T) {
 		if info.DroppedStep != 3 || info.DroppedSeq != res.Seq {
 			t.Errorf("run record says dropped through %d / %d, want 3 / %d", info.DroppedStep, info.DroppedSeq, res.Seq)
 		}
-		var kinds []store.EventKind
-		err := r.Events(1, func(e store.Event) error {
+		var kinds []model.EventKind
+		err := r.Events(1, func(e model.Event) error {
 			if e.Seq <= res.Seq {
 				kinds = append(kinds, e.Kind)
 			}
-			if e.Seq == r.LastSeq() && e.Kind != store.EvRunDrop {
-				t.Errorf("last event is %s, want %s", e.Kind, store.EvRunDrop)
+			if e.Seq == r.LastSeq() && e.Kind != model.EvRunDrop {
+				t.Errorf("last event is %s, want %s", e.Kind, model.EvRunDrop)
 			}
 			return nil
 		})
@@ -284,7 +285,7 @@ func TestDropStepsRefuses(t *testing.T) {
 			_, err = r.DropSteps(through)
 			return err
 		})
-		if !errors.Is(err, store.ErrInvalid) {
+		if !errors.Is(err, model.ErrInvalid) {
 			t.Errorf("drop through %d: %v, want ErrInvalid", through, err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -45,7 +46,7 @@ func boltContents(tb testing.TB, db *store.DB) map[string]string {
 // including a rewrite after a crash, one EncodedTurns appended to two
 // nodes, and an empty one (nothing written, no event).
 func TestAppendEncodedTurns(t *testing.T) {
-	type appender func(r *store.RunTx, id uint64, from int, turns ...store.Turn) error
+	type appender func(r *store.RunTx, id uint64, from int, turns ...model.Turn) error
 	build := func(name string, appendTurns appender) *store.DB {
 		db := storetest.OpenPath(t, filepath.Join(t.TempDir(), name), storetest.Options())
 		update(t, db, func(tx *store.Tx) error {
@@ -68,13 +69,13 @@ func TestAppendEncodedTurns(t *testing.T) {
 			for _, call := range []struct {
 				id    uint64
 				from  int
-				turns []store.Turn
+				turns []model.Turn
 			}{
 				{a.ID, 0, textTurns("a", 3)},
 				{a.ID, 1, textTurns("again", 2)}, // rewrite, as after a crash
 				{b.ID, 0, textTurns("a", 3)},
 				{b.ID, 3, nil},
-				{a.ID, 3, []store.Turn{{}, {Action: "x", ActionTokens: []uint32{}}}},
+				{a.ID, 3, []model.Turn{{}, {Action: "x", ActionTokens: []uint32{}}}},
 			} {
 				if err := appendTurns(r, call.id, call.from, call.turns...); err != nil {
 					return err
@@ -84,11 +85,11 @@ func TestAppendEncodedTurns(t *testing.T) {
 		})
 		return db
 	}
-	plain := build("plain.db", func(r *store.RunTx, id uint64, from int, turns ...store.Turn) error {
+	plain := build("plain.db", func(r *store.RunTx, id uint64, from int, turns ...model.Turn) error {
 		return r.AppendTurns(id, from, turns...)
 	})
 	var reused store.EncodedTurns
-	encoded := build("encoded.db", func(r *store.RunTx, id uint64, from int, turns ...store.Turn) error {
+	encoded := build("encoded.db", func(r *store.RunTx, id uint64, from int, turns ...model.Turn) error {
 		enc, err := store.EncodeTurns(turns...)
 		if err != nil {
 			return err
@@ -128,21 +129,21 @@ func TestAppendEncodedTurns(t *testing.T) {
 // TestEncodeTurnsValidates: encoding ahead applies AppendTurns' rule, so
 // a bad turn is refused before it is ever near a transaction.
 func TestEncodeTurnsValidates(t *testing.T) {
-	bad := map[string]func(*store.Turn){
-		"reward NaN":          func(t *store.Turn) { t.Reward = math.NaN() },
-		"reward +Inf":         func(t *store.Turn) { t.Reward = math.Inf(1) },
-		"reward -Inf":         func(t *store.Turn) { t.Reward = math.Inf(-1) },
-		"action not UTF-8":    func(t *store.Turn) { t.Action = "\xff" },
-		"observation invalid": func(t *store.Turn) { t.Observation = "\xed\xa0\x80" },
-		"logprob count":       func(t *store.Turn) { t.ActionLogprobs = t.ActionLogprobs[:2] },
-		"logprob positive":    func(t *store.Turn) { t.ActionLogprobs[0] = 1e-3 },
-		"logprob NaN":         func(t *store.Turn) { t.ActionLogprobs[0] = float32(math.NaN()) },
+	bad := map[string]func(*model.Turn){
+		"reward NaN":          func(t *model.Turn) { t.Reward = math.NaN() },
+		"reward +Inf":         func(t *model.Turn) { t.Reward = math.Inf(1) },
+		"reward -Inf":         func(t *model.Turn) { t.Reward = math.Inf(-1) },
+		"action not UTF-8":    func(t *model.Turn) { t.Action = "\xff" },
+		"observation invalid": func(t *model.Turn) { t.Observation = "\xed\xa0\x80" },
+		"logprob count":       func(t *model.Turn) { t.ActionLogprobs = t.ActionLogprobs[:2] },
+		"logprob positive":    func(t *model.Turn) { t.ActionLogprobs[0] = 1e-3 },
+		"logprob NaN":         func(t *model.Turn) { t.ActionLogprobs[0] = float32(math.NaN()) },
 	}
 	for name, mutate := range bad {
 		tn := textTurn("bad")
 		mutate(&tn)
 		enc, err := store.EncodeTurns(textTurn("fine"), tn)
-		if !errors.Is(err, store.ErrInvalid) || enc.Len() != 0 {
+		if !errors.Is(err, model.ErrInvalid) || enc.Len() != 0 {
 			t.Errorf("%s: %v, %d turns; want ErrInvalid and none", name, err, enc.Len())
 		}
 	}

@@ -3,23 +3,13 @@ package store
 import (
 	"errors"
 	"fmt"
+
+	"github.com/patrdb/patrdb/model"
 )
 
 // Sentinel errors. Every error the package returns wraps one of these, so
 // callers test with errors.Is and never by string.
 var (
-	// ErrNotFound: the run, group, node, turn, rubric or checkpoint asked for
-	// does not exist.
-	ErrNotFound = errors.New("patrdb: not found")
-
-	// ErrInvalid: the input breaks a rule of the data model (NaN score, fork
-	// point past the parent's turns, forbidden status change, bad run id, ...).
-	// The transaction that saw it does not commit.
-	ErrInvalid = errors.New("patrdb: invalid input")
-
-	// ErrExists: a record with that identity already exists (run id, node
-	// ordinal under a parent, rubric id).
-	ErrExists = errors.New("patrdb: already exists")
 
 	// ErrStepCompleted: a checkpoint names a step the run has completed
 	// already (steps complete in order, each once). The transaction that
@@ -81,15 +71,15 @@ func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
 
 // invalidf builds an ErrInvalid with context.
 func invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s", model.ErrInvalid, fmt.Sprintf(format, args...))
 }
 
 // notFoundf builds an ErrNotFound with context.
 func notFoundf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrNotFound, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s", model.ErrNotFound, fmt.Sprintf(format, args...))
 }
 
 // existsf builds an ErrExists with context.
 func existsf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrExists, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s", model.ErrExists, fmt.Sprintf(format, args...))
 }

@@ -3,12 +3,13 @@ package store
 import (
 	"encoding/binary"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
 // appendEvent writes e with the next sequence number. val is the framed
 // value of the record the event is about; its payload becomes the event's.
-func (r *RunTx) appendEvent(e Event, val []byte) error {
+func (r *RunTx) appendEvent(e model.Event, val []byte) error {
 	if val == nil {
 		return r.appendEventPayload(e, nil)
 	}
@@ -17,7 +18,7 @@ func (r *RunTx) appendEvent(e Event, val []byte) error {
 
 // appendEventPayload is appendEvent given the payload itself (msgpack,
 // unframed; nil for none). The event's value holds a copy of it.
-func (r *RunTx) appendEventPayload(e Event, payload []byte) error {
+func (r *RunTx) appendEventPayload(e model.Event, payload []byte) error {
 	var err error
 	if payload == nil {
 		_, err = r.putEvent(&e, 0, nil)
@@ -32,7 +33,7 @@ func (r *RunTx) appendEventPayload(e Event, payload []byte) error {
 // encoded straight into the value bbolt keeps: a node's record, the
 // payload of most events, is encoded once per event, not once and then
 // copied. It returns that value, which ends with the payload.
-func (r *RunTx) putEvent(e *Event, size int, fill func([]byte) []byte) ([]byte, error) {
+func (r *RunTx) putEvent(e *model.Event, size int, fill func([]byte) []byte) ([]byte, error) {
 	b, err := r.appendBucket(bEvents)
 	if err != nil {
 		return nil, err
@@ -57,7 +58,7 @@ func (r *RunTx) putEvent(e *Event, size int, fill func([]byte) []byte) ([]byte, 
 // AppendEvent records an event of a kind defined above the store (rubric
 // judgements, admission figures, ...). Payload is any msgpack value the
 // caller decodes itself. Returns the sequence number.
-func (r *RunTx) AppendEvent(kind EventKind, step, group, node, rubric uint64, payload any) (uint64, error) {
+func (r *RunTx) AppendEvent(kind model.EventKind, step, group, node, rubric uint64, payload any) (uint64, error) {
 	if err := r.tx.check(true); err != nil {
 		return 0, err
 	}
@@ -72,7 +73,7 @@ func (r *RunTx) AppendEvent(kind EventKind, step, group, node, rubric uint64, pa
 		}
 		val = append(make([]byte, headerLen, headerLen+len(p)), p...)
 	}
-	if err := r.appendEvent(Event{Kind: kind, Step: step, Group: group, Node: node, Rubric: rubric}, val); err != nil {
+	if err := r.appendEvent(model.Event{Kind: kind, Step: step, Group: group, Node: node, Rubric: rubric}, val); err != nil {
 		return 0, r.tx.fail(err)
 	}
 	return r.LastSeq(), nil
@@ -91,7 +92,7 @@ func (r *RunTx) LastSeq() uint64 {
 // at a time so memory stays flat. fn's error stops the walk and is returned.
 // Each event's Payload is its own copy, but the payloads of successive
 // events share allocations of 16 KiB: one kept keeps its neighbours'.
-func (r *RunTx) Events(from uint64, fn func(Event) error) error {
+func (r *RunTx) Events(from uint64, fn func(model.Event) error) error {
 	b, err := r.bucket(bEvents)
 	if err != nil {
 		return err
@@ -100,7 +101,7 @@ func (r *RunTx) Events(from uint64, fn func(Event) error) error {
 	var payloads payloadChunks
 	c := b.Cursor()
 	for k, v := c.Seek(u64key(from)); k != nil; k, v = c.Next() {
-		var e Event
+		var e model.Event
 		if err := decodeEvent(path, k, v, &e, &payloads); err != nil {
 			return err
 		}
@@ -114,7 +115,7 @@ func (r *RunTx) Events(from uint64, fn func(Event) error) error {
 // DecodePayload decodes an event's payload into v: a *Node for node events,
 // *Group for group events, *Rubric, *Advantage, *Checkpoint, *Run, or
 // *TurnsPayload for EvTurns; for custom kinds whatever the writer stored.
-func DecodePayload(e Event, v any) error {
+func DecodePayload(e model.Event, v any) error {
 	if decodeFast(e.Payload, v) { // a record with a hand-written decoder, in canonical form (codec_records.go)
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -27,12 +28,12 @@ func TestAppendEventRefusesUnencodablePayload(t *testing.T) {
 			return err
 		}
 		seq, err := r.AppendEvent("note", 1, 0, 0, 0, make(chan int))
-		if seq != 0 || !errors.Is(err, store.ErrInvalid) {
+		if seq != 0 || !errors.Is(err, model.ErrInvalid) {
 			t.Errorf("AppendEvent with a channel payload: %d, %v; want 0, ErrInvalid", seq, err)
 		}
 		return err
 	})
-	if !errors.Is(err, store.ErrInvalid) {
+	if !errors.Is(err, model.ErrInvalid) {
 		t.Fatalf("the write: %v, want ErrInvalid", err)
 	}
 	if after := dumpRun(t, db, "r").LastSeq; after != before {
@@ -70,17 +71,17 @@ func TestEventPayloadsOutliveTheTransaction(t *testing.T) {
 		_, err = r.AppendEvent("big", 1, 0, 0, 0, big)
 		return err
 	})
-	var events []store.Event
+	var events []model.Event
 	if err := db.View(func(tx *store.Tx) error {
 		r, err := tx.Run("r")
 		if err != nil {
 			return err
 		}
-		return r.Events(0, func(e store.Event) error { events = append(events, e); return nil })
+		return r.Events(0, func(e model.Event) error { events = append(events, e); return nil })
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var notes []store.Event
+	var notes []model.Event
 	for _, e := range events {
 		switch e.Kind {
 		case "note":
@@ -165,7 +166,7 @@ func TestEventsStopAtADamagedEvent(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return r.Events(0, func(e store.Event) error { seen = append(seen, e.Seq); return nil })
+		return r.Events(0, func(e model.Event) error { seen = append(seen, e.Seq); return nil })
 	})
 	var ce *store.CorruptError
 	if !errors.As(err, &ce) || !errors.Is(err, store.ErrCorrupt) || string(ce.Key) != string(key) || !strings.Contains(ce.Reason, "CRC32C") {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/patrdb/patrdb/model"
 )
 
 // Events are encoded straight into values carved from the transaction's
@@ -25,17 +27,17 @@ func TestWrittenEventsAreCanonical(t *testing.T) {
 				return err
 			}
 			for k := range 50 {
-				if err := r.Score(n.ID, Score{Interval: k, Turn: k, Value: 0.5}); err != nil {
+				if err := r.Score(n.ID, model.Score{Interval: k, Turn: k, Value: 0.5}); err != nil {
 					return err
 				}
 			}
-			if err := r.AppendTurns(n.ID, 0, Turn{Action: "a", ActionTokens: []uint32{1, 2}}); err != nil {
+			if err := r.AppendTurns(n.ID, 0, model.Turn{Action: "a", ActionTokens: []uint32{1, 2}}); err != nil {
 				return err
 			}
-			if err := r.SetNodeStatus(n.ID, NodeCompleted); err != nil {
+			if err := r.SetNodeStatus(n.ID, model.NodeCompleted); err != nil {
 				return err
 			}
-			if err := r.PutAdvantage(Advantage{Step: 1, Group: group, Leaf: n.ID, Outcome: 1, Rubrics: []uint64{1 << 40}}); err != nil {
+			if err := r.PutAdvantage(model.Advantage{Step: 1, Group: group, Leaf: n.ID, Outcome: 1, Rubrics: []uint64{1 << 40}}); err != nil {
 				return err
 			}
 		}
@@ -48,15 +50,15 @@ func TestWrittenEventsAreCanonical(t *testing.T) {
 			return err
 		}
 		return b.ForEach(func(k, v []byte) error {
-			var e Event
+			var e model.Event
 			if err := decodeEvent("events", k, v, &e, nil); err != nil {
 				return err
 			}
 			if want := encodeEvent(&e); !bytes.Equal(v, want) {
 				t.Errorf("event %d (%s): written % x\nwant % x", e.Seq, e.Kind, head(v), head(want))
 			}
-			if strings.HasPrefix(string(e.Kind), "node.") && e.Kind != EvTurns {
-				var n Node
+			if strings.HasPrefix(string(e.Kind), "node.") && e.Kind != model.EvTurns {
+				var n model.Node
 				if err := DecodePayload(e, &n); err != nil {
 					return err
 				}
@@ -74,17 +76,17 @@ func TestWrittenEventsAreCanonical(t *testing.T) {
 	// The records written from the same chunks: each is its encoding.
 	records := map[string]func([]byte) ([]byte, error){
 		bNodes: func(v []byte) ([]byte, error) {
-			var n Node
+			var n model.Node
 			err := decodeValue("nodes", nil, v, &n)
 			return encodeNode(&n), err
 		},
 		bGroups: func(v []byte) ([]byte, error) {
-			var g Group
+			var g model.Group
 			err := decodeValue("groups", nil, v, &g)
 			return encodeGroup(&g), err
 		},
 		bAdv: func(v []byte) ([]byte, error) {
-			var a Advantage
+			var a model.Advantage
 			err := decodeValue("adv", nil, v, &a)
 			return encodeAdvantage(&a), err
 		},

@@ -1,5 +1,7 @@
 package store
 
+import "github.com/patrdb/patrdb/model"
+
 // The store's own event kinds and the record each one's payload holds: the
 // one table every reader of the log consults — decoding (codec_event.go),
 // the check's log cross-check, LoadRun, DropSteps, and above the store
@@ -24,36 +26,36 @@ const (
 )
 
 var eventKinds = [...]struct {
-	kind EventKind
+	kind model.EventKind
 	rec  recordType
 }{
-	{EvRunCreate, recRun},
-	{EvRunStatus, recRun},
-	{EvRunVersion, recRun},
-	{EvRunDrop, recRun},
-	{EvGroupOpen, recGroup},
-	{EvGroupUpdate, recGroup},
-	{EvGroupClose, recGroup},
-	{EvNodeAdd, recNode},
-	{EvTurns, recTurns},
-	{EvNodeScore, recNode},
-	{EvNodeRoute, recNode},
-	{EvNodeStatus, recNode},
-	{EvNodeReward, recNode},
-	{EvNodeEnvState, recNode},
-	{EvAdvantage, recAdvantage},
-	{EvRubricPut, recRubric},
-	{EvRubricUpdate, recRubric},
-	{EvRubricMove, recRubric},
-	{EvCheckpoint, recCheckpoint},
-	{EvReply, recReply},
-	{EvScalars, recScalars},
+	{model.EvRunCreate, recRun},
+	{model.EvRunStatus, recRun},
+	{model.EvRunVersion, recRun},
+	{model.EvRunDrop, recRun},
+	{model.EvGroupOpen, recGroup},
+	{model.EvGroupUpdate, recGroup},
+	{model.EvGroupClose, recGroup},
+	{model.EvNodeAdd, recNode},
+	{model.EvTurns, recTurns},
+	{model.EvNodeScore, recNode},
+	{model.EvNodeRoute, recNode},
+	{model.EvNodeStatus, recNode},
+	{model.EvNodeReward, recNode},
+	{model.EvNodeEnvState, recNode},
+	{model.EvAdvantage, recAdvantage},
+	{model.EvRubricPut, recRubric},
+	{model.EvRubricUpdate, recRubric},
+	{model.EvRubricMove, recRubric},
+	{model.EvCheckpoint, recCheckpoint},
+	{model.EvReply, recReply},
+	{model.EvScalars, recScalars},
 }
 
 // EventKinds returns the store's own event kinds, those whose payload is
 // a record (RecordFor).
-func EventKinds() []EventKind {
-	out := make([]EventKind, len(eventKinds))
+func EventKinds() []model.EventKind {
+	out := make([]model.EventKind, len(eventKinds))
 	for i, k := range eventKinds {
 		out[i] = k.kind
 	}
@@ -64,32 +66,32 @@ func EventKinds() []EventKind {
 // as its payload — *Run, *Group, *Node, *TurnsPayload (EvTurns),
 // *Advantage, *Rubric, *Checkpoint, *Reply or *Scalars, for DecodePayload — or nil
 // for a kind defined above the store.
-func RecordFor(k EventKind) any {
+func RecordFor(k model.EventKind) any {
 	switch recordOf(k) {
 	case recRun:
-		return new(Run)
+		return new(model.Run)
 	case recGroup:
-		return new(Group)
+		return new(model.Group)
 	case recNode:
-		return new(Node)
+		return new(model.Node)
 	case recTurns:
-		return new(TurnsPayload)
+		return new(model.TurnsPayload)
 	case recAdvantage:
-		return new(Advantage)
+		return new(model.Advantage)
 	case recRubric:
-		return new(Rubric)
+		return new(model.Rubric)
 	case recCheckpoint:
-		return new(Checkpoint)
+		return new(model.Checkpoint)
 	case recReply:
 		return new(Reply)
 	case recScalars:
-		return new(Scalars)
+		return new(model.Scalars)
 	}
 	return nil
 }
 
 // recordOf is the record type of kind k's payload.
-func recordOf(k EventKind) recordType {
+func recordOf(k model.EventKind) recordType {
 	for i := range eventKinds {
 		if eventKinds[i].kind == k {
 			return eventKinds[i].rec
@@ -102,7 +104,7 @@ func recordOf(k EventKind) recordType {
 // the table, so decoding an event allocates none; ok is false for a kind
 // defined above the store. A linear walk: most kinds differ from b in
 // length, so a miss costs a compare of lengths.
-func decodedKind(b []byte) (k EventKind, ok bool) {
+func decodedKind(b []byte) (k model.EventKind, ok bool) {
 	for i := range eventKinds {
 		if string(eventKinds[i].kind) == string(b) {
 			return eventKinds[i].kind, true

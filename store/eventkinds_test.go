@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"github.com/patrdb/patrdb/model"
 	"reflect"
 	"slices"
 	"strings"
@@ -18,10 +19,10 @@ import (
 func TestEventKindTableCoversTheLog(t *testing.T) {
 	db := storetest.Open(t)
 	f := buildFixture(t, db)
-	var events []store.Event
+	var events []model.Event
 	read := func() {
 		inRun(t, db, false, f.Run, func(r *store.RunTx) error {
-			return r.Events(1, func(e store.Event) error { events = append(events, e); return nil })
+			return r.Events(1, func(e model.Event) error { events = append(events, e); return nil })
 		})
 	}
 	read()
@@ -63,11 +64,11 @@ func TestEventKindTableCoversTheLog(t *testing.T) {
 	if len(slices.Compact(slices.Sorted(slices.Values(kinds)))) != len(kinds) {
 		t.Fatalf("the table names a kind twice: %v", kinds)
 	}
-	want := map[string]reflect.Type{"run.": reflect.TypeFor[*store.Run](), "group.": reflect.TypeFor[*store.Group](),
-		"node.": reflect.TypeFor[*store.Node](), "adv.": reflect.TypeFor[*store.Advantage](),
-		"rubric.": reflect.TypeFor[*store.Rubric](), "ckpt.": reflect.TypeFor[*store.Checkpoint](),
-		"server.": reflect.TypeFor[*store.Reply](), "scalars.": reflect.TypeFor[*store.Scalars]()}
-	seen := map[store.EventKind]bool{}
+	want := map[string]reflect.Type{"run.": reflect.TypeFor[*model.Run](), "group.": reflect.TypeFor[*model.Group](),
+		"node.": reflect.TypeFor[*model.Node](), "adv.": reflect.TypeFor[*model.Advantage](),
+		"rubric.": reflect.TypeFor[*model.Rubric](), "ckpt.": reflect.TypeFor[*model.Checkpoint](),
+		"server.": reflect.TypeFor[*store.Reply](), "scalars.": reflect.TypeFor[*model.Scalars]()}
+	seen := map[model.EventKind]bool{}
 	read() // the drop deleted the first events
 	for _, e := range events {
 		rec := store.RecordFor(e.Kind)
@@ -86,8 +87,8 @@ func TestEventKindTableCoversTheLog(t *testing.T) {
 			t.Errorf("event %d (%s): payload does not decode into %T: %v", e.Seq, e.Kind, rec, err)
 		}
 		wantType := want[string(e.Kind)[:strings.IndexByte(string(e.Kind), '.')+1]]
-		if e.Kind == store.EvTurns {
-			wantType = reflect.TypeFor[*store.TurnsPayload]()
+		if e.Kind == model.EvTurns {
+			wantType = reflect.TypeFor[*model.TurnsPayload]()
 		}
 		if reflect.TypeOf(rec) != wantType {
 			t.Errorf("%s: RecordFor gives %T, want %v", e.Kind, rec, wantType)

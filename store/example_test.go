@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"os"
 	"path/filepath"
 
@@ -35,7 +36,7 @@ func ExampleOpen() {
 			return err
 		}
 		node = n.ID
-		return r.AppendTurns(n.ID, 0, store.Turn{Action: "ls", ActionTokens: []uint32{4, 9}, ActionLogprobs: []float32{-0.1, -0.3},
+		return r.AppendTurns(n.ID, 0, model.Turn{Action: "ls", ActionTokens: []uint32{4, 9}, ActionLogprobs: []float32{-0.1, -0.3},
 			Observation: "a.go b.go", PolicyVersion: 1})
 	})
 	fmt.Println("first write:", err)
@@ -44,9 +45,9 @@ func ExampleOpen() {
 		if err != nil {
 			return err
 		}
-		return r.AppendTurns(node, 1, store.Turn{Action: "cat", ActionTokens: []uint32{7}, ActionLogprobs: []float32{0.5}})
+		return r.AppendTurns(node, 1, model.Turn{Action: "cat", ActionTokens: []uint32{7}, ActionLogprobs: []float32{0.5}})
 	})
-	fmt.Println("positive logprob refused:", errors.Is(err, store.ErrInvalid))
+	fmt.Println("positive logprob refused:", errors.Is(err, model.ErrInvalid))
 	_ = db.View(func(tx *store.Tx) error {
 		r, _ := tx.Run("exp-1")
 		traj, _ := r.Trajectory(node)

@@ -1,5 +1,7 @@
 package store
 
+import "github.com/patrdb/patrdb/model"
+
 // Exported for the black-box reliability tests (package store_test): the
 // generic value codec, which the package keeps unexported because callers
 // go through the typed methods.
@@ -12,21 +14,21 @@ var RecordKinds = []string{"run", "group", "node", "advantage", "rubric", "check
 func NewRecord(kind string) any {
 	switch kind {
 	case "run":
-		return new(Run)
+		return new(model.Run)
 	case "group":
-		return new(Group)
+		return new(model.Group)
 	case "node":
-		return new(Node)
+		return new(model.Node)
 	case "advantage":
-		return new(Advantage)
+		return new(model.Advantage)
 	case "rubric":
-		return new(Rubric)
+		return new(model.Rubric)
 	case "checkpoint":
-		return new(Checkpoint)
+		return new(model.Checkpoint)
 	case "event":
-		return new(Event)
+		return new(model.Event)
 	case "turns-payload":
-		return new(TurnsPayload)
+		return new(model.TurnsPayload)
 	}
 	panic("store: unknown record kind " + kind)
 }

@@ -26,6 +26,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -114,9 +115,9 @@ func testMaxSizeMidTransaction(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		turns := make([]store.Turn, 100)
+		turns := make([]model.Turn, 100)
 		for i := range turns {
-			turns[i] = store.Turn{Action: "a", Observation: strings.Repeat("x", 20<<10)}
+			turns[i] = model.Turn{Action: "a", Observation: strings.Repeat("x", 20<<10)}
 		}
 		return r.AppendTurns(n.ID, 0, turns...)
 	}
@@ -228,14 +229,14 @@ func testReadOnlyRefusesWrites(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			return r.AppendTurns(1, 0, store.Turn{Action: "a"})
+			return r.AppendTurns(1, 0, model.Turn{Action: "a"})
 		},
 		"SetRunStatus": func(tx *store.Tx) error {
 			r, err := tx.Run("run-0001")
 			if err != nil {
 				return err
 			}
-			return r.SetRunStatus(store.RunFailed)
+			return r.SetRunStatus(model.RunFailed)
 		},
 		"AppendEvent": func(tx *store.Tx) error {
 			r, err := tx.Run("run-0001")
@@ -269,7 +270,7 @@ func testReadOnlyRefusesWrites(t *testing.T) {
 	}
 	// A read-only open creates nothing and refuses an empty file.
 	missing := filepath.Join(t.TempDir(), "missing.db")
-	if _, err := store.Open(missing, &store.Options{ReadOnly: true}); !errors.Is(err, store.ErrNotFound) {
+	if _, err := store.Open(missing, &store.Options{ReadOnly: true}); !errors.Is(err, model.ErrNotFound) {
 		t.Errorf("read-only open of a missing file: %v, want ErrNotFound", err)
 	}
 	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
@@ -738,7 +739,7 @@ func danglingParent(t *testing.T, path string) {
 			if err != nil {
 				return err
 			}
-			n := rec.(*store.Node)
+			n := rec.(*model.Node)
 			if n.Parent == 0 {
 				continue
 			}
@@ -762,7 +763,7 @@ func frontierPruned(t *testing.T, path string) {
 			if err != nil {
 				return err
 			}
-			if rec.(*store.Node).Status == store.NodePruned {
+			if rec.(*model.Node).Status == model.NodePruned {
 				return r.Bucket([]byte("frontier")).Put(bytes.Clone(k), []byte{})
 			}
 		}

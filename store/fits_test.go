@@ -12,6 +12,8 @@ import (
 	"hash/crc32"
 	"runtime"
 	"testing"
+
+	"github.com/patrdb/patrdb/model"
 )
 
 func TestMsgpackFits(t *testing.T) {
@@ -119,7 +121,7 @@ func TestMsgpackFits(t *testing.T) {
 // TestDecodeValueBoundsNestedLengths: a record whose map value claims 4 GB
 // is ErrCorrupt, read without allocating what the header claims.
 func TestDecodeValueBoundsNestedLengths(t *testing.T) {
-	raw, err := encodeValue(&Group{ID: 1, Step: 1, Meta: map[string]string{"k": "v"}})
+	raw, err := encodeValue(&model.Group{ID: 1, Step: 1, Meta: map[string]string{"k": "v"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +139,7 @@ func TestDecodeValueBoundsNestedLengths(t *testing.T) {
 	// else runs alongside.
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	var g Group
+	var g model.Group
 	err = decodeValue("groups", []byte("k"), damaged, &g)
 	runtime.ReadMemStats(&after)
 	var ce *CorruptError

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 	bolt "go.etcd.io/bbolt"
@@ -130,9 +131,9 @@ func TestMigrate(t *testing.T) {
 			for _, run := range runs {
 				// The copy carries counters: its summary equals the
 				// source's, counted without walking.
-				var was, is store.RunSummary
-				inRun(t, old, false, run, func(r *store.RunTx) (err error) { was, err = r.Summary(store.SummaryOptions{Steps: true}); return })
-				inRun(t, db, false, run, func(r *store.RunTx) (err error) { is, err = r.Summary(store.SummaryOptions{Steps: true}); return })
+				var was, is model.RunSummary
+				inRun(t, old, false, run, func(r *store.RunTx) (err error) { was, err = r.Summary(model.SummaryOptions{Steps: true}); return })
+				inRun(t, db, false, run, func(r *store.RunTx) (err error) { is, err = r.Summary(model.SummaryOptions{Steps: true}); return })
 				if !was.Walked || is.Walked {
 					t.Errorf("run %s: walked before %v, after %v", run, was.Walked, is.Walked)
 				}
@@ -183,12 +184,12 @@ func TestMigrate(t *testing.T) {
 			if vs, err := db.Check(); err != nil || len(vs) > 0 {
 				t.Fatalf("check after writing to the copy: %v %v", vs, err)
 			}
-			if _, err := store.Migrate(src, dst, nil); !errors.Is(err, store.ErrExists) {
+			if _, err := store.Migrate(src, dst, nil); !errors.Is(err, model.ErrExists) {
 				t.Errorf("Migrate onto an existing file: %v, want ErrExists", err)
 			}
 			db.Close()
 			other := filepath.Join(dir, "again.db")
-			if _, err := store.Migrate(dst, other, nil); !errors.Is(err, store.ErrInvalid) {
+			if _, err := store.Migrate(dst, other, nil); !errors.Is(err, model.ErrInvalid) {
 				t.Errorf("Migrate of a current file: %v, want ErrInvalid", err)
 			}
 			if _, err := os.Stat(other); !errors.Is(err, os.ErrNotExist) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -65,7 +66,7 @@ func TestFormat3UpgradesOnFirstWrite(t *testing.T) {
 		}
 		return r.PublishVersion(0) // versions only go forward: refused, nothing written
 	})
-	if !errors.Is(refused, store.ErrInvalid) {
+	if !errors.Is(refused, model.ErrInvalid) {
 		t.Fatalf("publishing version 0: %v, want ErrInvalid", refused)
 	}
 	if err := db.Close(); err != nil {
@@ -101,7 +102,7 @@ func TestFormat3UpgradesOnFirstWrite(t *testing.T) {
 	}
 	defer db.Close()
 	after := dumpRun(t, db, run)
-	if after.Info.PolicyVersion != 5 || len(after.Events) != len(dump.Events)+1 || after.Events[len(dump.Events)].Kind != store.EvRunVersion {
+	if after.Info.PolicyVersion != 5 || len(after.Events) != len(dump.Events)+1 || after.Events[len(dump.Events)].Kind != model.EvRunVersion {
 		t.Fatalf("after reopening: version %d, %d events (was %d)", after.Info.PolicyVersion, len(after.Events), len(dump.Events))
 	}
 	after.Info.PolicyVersion, after.Info.UpdatedAt = 0, dump.Info.UpdatedAt

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"github.com/patrdb/patrdb/model"
 	"os"
 	"testing"
 
@@ -37,10 +38,10 @@ func TestAFileCutShortInItsFirstOpenReadsEmpty(t *testing.T) {
 		if runs, err := tx.Runs(); err != nil || len(runs) != 0 {
 			t.Errorf("Runs: %v, %v", runs, err)
 		}
-		if _, err := tx.Run("r"); !errors.Is(err, store.ErrNotFound) {
+		if _, err := tx.Run("r"); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("Run: %v, want ErrNotFound", err)
 		}
-		if _, err := tx.CheckedRun("r"); !errors.Is(err, store.ErrNotFound) {
+		if _, err := tx.CheckedRun("r"); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("CheckedRun: %v, want ErrNotFound", err)
 		}
 		for name, verify := range map[string]func(string) error{"VerifySummary": tx.VerifySummary, "VerifyRun": tx.VerifyRun} {

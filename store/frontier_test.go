@@ -9,13 +9,14 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
 
 func TestFrontierFollowsStatus(t *testing.T) {
 	db := storetest.Open(t)
-	var g store.Group
+	var g model.Group
 	roots := make([]uint64, 4)
 	update(t, db, func(tx *store.Tx) (err error) {
 		r, err := tx.CreateRun("r", nil, nil)
@@ -69,7 +70,7 @@ func TestFrontierFollowsStatus(t *testing.T) {
 				t.Fatalf("%s: FrontierNodes has %d records for %d ids", label, len(nodes), len(ids))
 			}
 			for i, n := range nodes {
-				if n.ID != ids[i] || n.Status != store.NodeActive {
+				if n.ID != ids[i] || n.Status != model.NodeActive {
 					t.Errorf("%s: FrontierNodes[%d] = %+v", label, i, n)
 				}
 			}
@@ -80,15 +81,15 @@ func TestFrontierFollowsStatus(t *testing.T) {
 	r1, r2, r3, r4 := roots[0], roots[1], roots[2], roots[3]
 	frontier("four roots", []uint64{r1, r2, r3, r4})
 
-	do(func(r *store.RunTx) error { return r.Route(r1, store.Decision{Action: store.ActionSurvive}) })
+	do(func(r *store.RunTx) error { return r.Route(r1, model.Decision{Action: model.ActionSurvive}) })
 	frontier("r1 survives", []uint64{r1, r2, r3, r4})
 
-	do(func(r *store.RunTx) error { return r.Route(r2, store.Decision{Action: store.ActionPrune}) })
+	do(func(r *store.RunTx) error { return r.Route(r2, model.Decision{Action: model.ActionPrune}) })
 	frontier("r2 pruned", []uint64{r1, r3, r4})
 
 	var c1, c2 uint64
 	do(func(r *store.RunTx) error {
-		if err := r.Route(r3, store.Decision{Action: store.ActionExpand, Children: 2}); err != nil {
+		if err := r.Route(r3, model.Decision{Action: model.ActionExpand, Children: 2}); err != nil {
 			return err
 		}
 		for i, dst := range []*uint64{&c1, &c2} {
@@ -105,13 +106,13 @@ func TestFrontierFollowsStatus(t *testing.T) {
 	})
 	frontier("r3 expanded into c1 c2", []uint64{r1, r4, c1, c2})
 
-	do(func(r *store.RunTx) error { return r.SetNodeStatus(c1, store.NodeCompleted) })
+	do(func(r *store.RunTx) error { return r.SetNodeStatus(c1, model.NodeCompleted) })
 	frontier("c1 completed", []uint64{r1, r4, c2})
 
-	do(func(r *store.RunTx) error { return r.SetNodeStatus(r4, store.NodeFailed) })
+	do(func(r *store.RunTx) error { return r.SetNodeStatus(r4, model.NodeFailed) })
 	frontier("r4 failed", []uint64{r1, c2})
 
-	do(func(r *store.RunTx) error { return r.SetNodeStatus(r4, store.NodeActive) })
+	do(func(r *store.RunTx) error { return r.SetNodeStatus(r4, model.NodeActive) })
 	frontier("r4 retried", []uint64{r1, r4, c2})
 	inRun(t, db, false, "r", func(r *store.RunTx) error {
 		n, err := r.Node(r4)
@@ -127,10 +128,10 @@ func TestFrontierFollowsStatus(t *testing.T) {
 	// Several changes in one transaction; the frontier read inside it is
 	// already the new one.
 	do(func(r *store.RunTx) error {
-		if err := r.SetNodeStatus(r1, store.NodeTruncated); err != nil {
+		if err := r.SetNodeStatus(r1, model.NodeTruncated); err != nil {
 			return err
 		}
-		if err := r.SetNodeStatus(r4, store.NodeCompleted); err != nil {
+		if err := r.SetNodeStatus(r4, model.NodeCompleted); err != nil {
 			return err
 		}
 		ids, err := r.Frontier()
@@ -140,7 +141,7 @@ func TestFrontierFollowsStatus(t *testing.T) {
 		if !reflect.DeepEqual(ids, []uint64{c2}) {
 			t.Errorf("frontier inside the writing tx = %v, want [%d]", ids, c2)
 		}
-		return r.SetNodeStatus(c2, store.NodeCompleted)
+		return r.SetNodeStatus(c2, model.NodeCompleted)
 	})
 	frontier("all final", nil)
 
@@ -174,22 +175,22 @@ func TestRewritesReplace(t *testing.T) {
 			return err
 		}
 		// Same interval twice: the second score and decision replace the first.
-		if err := r.Score(node, store.Score{Interval: 1, Turn: 3, Value: 0.2}); err != nil {
+		if err := r.Score(node, model.Score{Interval: 1, Turn: 3, Value: 0.2}); err != nil {
 			return err
 		}
-		if err := r.Score(node, store.Score{Interval: 1, Turn: 3, Value: 0.9}); err != nil {
+		if err := r.Score(node, model.Score{Interval: 1, Turn: 3, Value: 0.9}); err != nil {
 			return err
 		}
-		if err := r.Route(node, store.Decision{Interval: 1, Action: store.ActionSurvive, Score: 0.2}); err != nil {
+		if err := r.Route(node, model.Decision{Interval: 1, Action: model.ActionSurvive, Score: 0.2}); err != nil {
 			return err
 		}
-		return r.Route(node, store.Decision{Interval: 1, Action: store.ActionSurvive, Score: 0.9})
+		return r.Route(node, model.Decision{Interval: 1, Action: model.ActionSurvive, Score: 0.9})
 	})
 	inRun(t, db, true, f.Run, func(r *store.RunTx) error { // and again in a later transaction
 		if err := r.AppendTurns(node, 2, textTurn("b2-final")); err != nil {
 			return err
 		}
-		return r.Score(node, store.Score{Interval: 1, Turn: 3, Value: 0.8})
+		return r.Score(node, model.Score{Interval: 1, Turn: 3, Value: 0.8})
 	})
 	inRun(t, db, false, f.Run, func(r *store.RunTx) error {
 		n, err := r.Node(node)

@@ -30,6 +30,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -87,7 +88,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		checkRecordDecode(t, k, data)
 		checkRecordDecode(t, k, frame(data))
 		// An event payload is the same msgpack without the frame.
-		if err := store.DecodePayload(store.Event{Seq: 1, Payload: data}, store.NewRecord(k)); err != nil && !errors.Is(err, store.ErrCorrupt) {
+		if err := store.DecodePayload(model.Event{Seq: 1, Payload: data}, store.NewRecord(k)); err != nil && !errors.Is(err, store.ErrCorrupt) {
 			t.Fatalf("DecodePayload error is not ErrCorrupt: %v", err)
 		}
 	})
@@ -389,7 +390,7 @@ func writeFuzzSeeds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp, _ := store.EncodeRecord(&store.TurnsPayload{From: 2, Count: 3, Turns: 5})
+	tp, _ := store.EncodeRecord(&model.TurnsPayload{From: 2, Count: 3, Turns: 5})
 	write("FuzzDecodeRecord", "turns-payload-0", uint8(slices.Index(store.RecordKinds, "turns-payload")), tp)
 	write("FuzzDecodeTurn", "empty", []byte{})
 	write("FuzzDecodeRecord", "empty", uint8(0), []byte{})
@@ -474,7 +475,7 @@ func TestDecodeAllocationBounded(t *testing.T) {
 				if _, err := store.DecodeRecord(kind, frame(p)); !errors.Is(err, store.ErrCorrupt) {
 					t.Fatalf("%s %x: %v, want ErrCorrupt", kind, p, err)
 				}
-				if err := store.DecodePayload(store.Event{Payload: p}, store.NewRecord(kind)); !errors.Is(err, store.ErrCorrupt) {
+				if err := store.DecodePayload(model.Event{Payload: p}, store.NewRecord(kind)); !errors.Is(err, store.ErrCorrupt) {
 					t.Fatalf("payload %s %x: %v, want ErrCorrupt", kind, p, err)
 				}
 			}

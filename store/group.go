@@ -1,6 +1,10 @@
 package store
 
-import "maps"
+import (
+	"maps"
+
+	"github.com/patrdb/patrdb/model"
+)
 
 // GroupSpec describes a group to open.
 type GroupSpec struct {
@@ -14,40 +18,40 @@ type GroupSpec struct {
 
 // OpenGroup creates an open group at spec.Step with an id from the run's
 // group sequence. Steps start at 1.
-func (r *RunTx) OpenGroup(spec GroupSpec) (Group, error) {
+func (r *RunTx) OpenGroup(spec GroupSpec) (model.Group, error) {
 	if err := r.tx.check(true); err != nil {
-		return Group{}, err
+		return model.Group{}, err
 	}
 	if err := validStep(spec.Step); err != nil {
-		return Group{}, r.tx.fail(err)
+		return model.Group{}, r.tx.fail(err)
 	}
 	if err := validText(spec.Meta, "gold", spec.Gold, "prompt", spec.Prompt, "task", spec.Task); err != nil {
-		return Group{}, r.tx.fail(err)
+		return model.Group{}, r.tx.fail(err)
 	}
 	if err := validTokenIDs("prompt token", spec.PromptTokens); err != nil {
-		return Group{}, r.tx.fail(err)
+		return model.Group{}, r.tx.fail(err)
 	}
 	b, err := r.bucket(bGroups)
 	if err != nil {
-		return Group{}, r.tx.fail(err)
+		return model.Group{}, r.tx.fail(err)
 	}
 	id, err := b.NextSequence()
 	if err != nil {
-		return Group{}, r.tx.fail(err)
+		return model.Group{}, r.tx.fail(err)
 	}
-	g := Group{ID: id, Step: spec.Step, Task: spec.Task, Prompt: spec.Prompt, Gold: spec.Gold, Status: GroupOpen, Meta: maps.Clone(spec.Meta)}
+	g := model.Group{ID: id, Step: spec.Step, Task: spec.Task, Prompt: spec.Prompt, Gold: spec.Gold, Status: model.GroupOpen, Meta: maps.Clone(spec.Meta)}
 	if spec.PromptTokens != nil {
-		g.PromptTokens = append(TokenIDs{}, spec.PromptTokens...)
+		g.PromptTokens = append(model.TokenIDs{}, spec.PromptTokens...)
 	}
-	out := g.clone()
-	return out, r.tx.fail(r.putGroup(&g, "", EvGroupOpen))
+	out := cloneGroup(&g)
+	return out, r.tx.fail(r.putGroup(&g, "", model.EvGroupOpen))
 }
 
 // putGroup makes g, which was in status was ("" for a new group), the
 // group's record (written once per transaction, at flush), keeps the run's
 // counters and group index to it, and logs kind with the group as
 // payload. g is the caller's own copy and must not change afterwards.
-func (r *RunTx) putGroup(g *Group, was GroupStatus, kind EventKind) error {
+func (r *RunTx) putGroup(g *model.Group, was model.GroupStatus, kind model.EventKind) error {
 	if err := r.tally(groupDelta(was, g)); err != nil {
 		return err
 	}
@@ -59,31 +63,31 @@ func (r *RunTx) putGroup(g *Group, was GroupStatus, kind EventKind) error {
 	if kind == "" {
 		return nil
 	}
-	return r.appendEvent(Event{Kind: kind, Step: g.Step, Group: g.ID}, val)
+	return r.appendEvent(model.Event{Kind: kind, Step: g.Step, Group: g.ID}, val)
 }
 
 // GroupAt returns the group with the given step and id.
-func (r *RunTx) GroupAt(step, id uint64) (Group, error) {
+func (r *RunTx) GroupAt(step, id uint64) (model.Group, error) {
 	g, err := r.groupRef(step, id)
 	if err != nil {
-		return Group{}, err
+		return model.Group{}, err
 	}
-	return g.clone(), nil
+	return cloneGroup(g), nil
 }
 
 // Group finds a group by id alone, through the run's group index (a run
 // written before the index existed is scanned).
-func (r *RunTx) Group(id uint64) (Group, error) {
+func (r *RunTx) Group(id uint64) (model.Group, error) {
 	if ids := r.b.Bucket([]byte(bGroupIDs)); ids != nil {
 		prefix := u64key(id)
 		k, _ := ids.Cursor().Seek(prefix)
 		if k == nil || len(k) != 16 || keyU64(k, 0) != id {
-			return Group{}, notFoundf("group %d of run %q", id, r.id)
+			return model.Group{}, notFoundf("group %d of run %q", id, r.id)
 		}
 		return r.GroupAt(keyU64(k, 1), id)
 	}
-	var found *Group
-	err := r.ForEachGroup(0, func(g Group) error {
+	var found *model.Group
+	err := r.ForEachGroup(0, func(g model.Group) error {
 		if g.ID == id {
 			found = &g
 			return errStop
@@ -91,17 +95,17 @@ func (r *RunTx) Group(id uint64) (Group, error) {
 		return nil
 	})
 	if err != nil && err != errStop {
-		return Group{}, err
+		return model.Group{}, err
 	}
 	if found == nil {
-		return Group{}, notFoundf("group %d of run %q", id, r.id)
+		return model.Group{}, notFoundf("group %d of run %q", id, r.id)
 	}
 	return *found, nil
 }
 
 // ForEachGroup calls fn for every group of step (0: every step) in key
 // order.
-func (r *RunTx) ForEachGroup(step uint64, fn func(Group) error) error {
+func (r *RunTx) ForEachGroup(step uint64, fn func(model.Group) error) error {
 	b, err := r.groupsBucket()
 	if err != nil {
 		return err
@@ -120,7 +124,7 @@ func (r *RunTx) ForEachGroup(step uint64, fn func(Group) error) error {
 		if step != 0 && keyU64(k, 0) != step {
 			break
 		}
-		var g Group
+		var g model.Group
 		if err := decodeValue(r.bpath(bGroups), k, v, &g); err != nil {
 			return err
 		}
@@ -132,8 +136,8 @@ func (r *RunTx) ForEachGroup(step uint64, fn func(Group) error) error {
 }
 
 // LatestGroup returns the newest group: the highest id of the latest step.
-func (r *RunTx) LatestGroup() (Group, error) {
-	var g Group
+func (r *RunTx) LatestGroup() (model.Group, error) {
+	var g model.Group
 	b, err := r.groupsBucket()
 	if err != nil {
 		return g, err
@@ -153,7 +157,7 @@ func (r *RunTx) LatestGroup() (Group, error) {
 // within a step from the highest id down). A resume looks for the open
 // groups of the latest step, so walking backwards stops after a few keys
 // instead of reading the whole run.
-func (r *RunTx) ForEachGroupDesc(fn func(Group) error) error {
+func (r *RunTx) ForEachGroupDesc(fn func(model.Group) error) error {
 	b, err := r.groupsBucket()
 	if err != nil {
 		return err
@@ -163,7 +167,7 @@ func (r *RunTx) ForEachGroupDesc(fn func(Group) error) error {
 		if len(k) != 16 {
 			return &CorruptError{Bucket: r.bpath(bGroups), Key: cloneBytes(k), Reason: "group key is not 16 bytes"}
 		}
-		var g Group
+		var g model.Group
 		if err := decodeValue(r.bpath(bGroups), k, v, &g); err != nil {
 			return err
 		}
@@ -175,9 +179,9 @@ func (r *RunTx) ForEachGroupDesc(fn func(Group) error) error {
 }
 
 // Groups returns the groups of step (0: all).
-func (r *RunTx) Groups(step uint64) ([]Group, error) {
-	var out []Group
-	err := r.ForEachGroup(step, func(g Group) error { out = append(out, g); return nil })
+func (r *RunTx) Groups(step uint64) ([]model.Group, error) {
+	var out []model.Group
+	err := r.ForEachGroup(step, func(g model.Group) error { out = append(out, g); return nil })
 	return out, err
 }
 
@@ -191,14 +195,14 @@ func (r *RunTx) SetGroupInterval(step, id uint64, interval int) error {
 	if err != nil {
 		return r.tx.fail(err)
 	}
-	if g.Status != GroupOpen {
+	if g.Status != model.GroupOpen {
 		return r.tx.fail(invalidf("group %d is %s", id, g.Status))
 	}
 	if interval < g.Interval {
 		return r.tx.fail(invalidf("group %d interval %d goes back from %d", id, interval, g.Interval))
 	}
 	g.Interval = interval
-	return r.tx.fail(r.putGroup(&g, g.Status, EvGroupUpdate))
+	return r.tx.fail(r.putGroup(&g, g.Status, model.EvGroupUpdate))
 }
 
 // CloseGroup closes an open group. Every node of the group must have left
@@ -211,11 +215,11 @@ func (r *RunTx) CloseGroup(step, id uint64) error {
 	if err != nil {
 		return r.tx.fail(err)
 	}
-	if g.Status != GroupOpen {
+	if g.Status != model.GroupOpen {
 		return r.tx.fail(invalidf("group %d is already %s", id, g.Status))
 	}
-	err = r.walkGroupNodes(g, func(n *Node) error {
-		if n.Status == NodeActive {
+	err = r.walkGroupNodes(g, func(n *model.Node) error {
+		if n.Status == model.NodeActive {
 			return invalidf("group %d still has active node %d", id, n.ID)
 		}
 		return nil
@@ -223,15 +227,15 @@ func (r *RunTx) CloseGroup(step, id uint64) error {
 	if err != nil {
 		return r.tx.fail(err)
 	}
-	g.Status = GroupClosed
-	return r.tx.fail(r.putGroup(&g, GroupOpen, EvGroupClose))
+	g.Status = model.GroupClosed
+	return r.tx.fail(r.putGroup(&g, model.GroupOpen, model.EvGroupClose))
 }
 
 // GroupNodes returns every node of g, roots first, then breadth-first.
-func (r *RunTx) GroupNodes(g Group) ([]Node, error) {
-	var out []Node
-	err := r.walkGroupNodes(g, func(n *Node) error {
-		out = append(out, n.clone())
+func (r *RunTx) GroupNodes(g model.Group) ([]model.Node, error) {
+	var out []model.Node
+	err := r.walkGroupNodes(g, func(n *model.Node) error {
+		out = append(out, cloneNode(n))
 		return nil
 	})
 	return out, err
@@ -239,7 +243,7 @@ func (r *RunTx) GroupNodes(g Group) ([]Node, error) {
 
 // walkGroupNodes calls fn with every node of g (shared and read-only, see
 // nodeRef), roots first, then breadth-first.
-func (r *RunTx) walkGroupNodes(g Group, fn func(*Node) error) error {
+func (r *RunTx) walkGroupNodes(g model.Group, fn func(*model.Node) error) error {
 	queue := append([]uint64(nil), g.Roots...)
 	for len(queue) > 0 {
 		id := queue[0]

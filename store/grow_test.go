@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -35,7 +36,7 @@ func TestFileGrowsAheadOfItsCommits(t *testing.T) {
 	prev, grew := size(), make([]bool, commits)
 	for i := range commits {
 		inRun(t, db, true, "r", func(r *store.RunTx) error {
-			turns := make([]store.Turn, perCommit)
+			turns := make([]model.Turn, perCommit)
 			for j := range turns {
 				turns[j] = turn
 			}

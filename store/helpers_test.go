@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 	bolt "go.etcd.io/bbolt"
@@ -89,9 +90,9 @@ func syncOptions() *store.Options {
 
 // textTurn is a small turn whose fields all derive from label, so a
 // trajectory can be checked by its actions alone.
-func textTurn(label string) store.Turn {
+func textTurn(label string) model.Turn {
 	n := uint32(len(label))
-	return store.Turn{
+	return model.Turn{
 		Action:            "act " + label,
 		ActionTokens:      []uint32{n, store.MaxTokenID, 7},
 		ActionLogprobs:    []float32{-0.25, -math.MaxFloat32, -float32(n)},
@@ -103,8 +104,8 @@ func textTurn(label string) store.Turn {
 }
 
 // textTurns makes count turns labelled prefix0, prefix1, ...
-func textTurns(prefix string, count int) []store.Turn {
-	out := make([]store.Turn, count)
+func textTurns(prefix string, count int) []model.Turn {
+	out := make([]model.Turn, count)
 	for i := range out {
 		out[i] = textTurn(fmt.Sprintf("%s%d", prefix, i))
 	}
@@ -114,8 +115,8 @@ func textTurns(prefix string, count int) []store.Turn {
 // fixture names the records buildFixture writes.
 type fixture struct {
 	Run string
-	G1  store.Group // step 1: A (expanded) → B (active); roots P (pruned), C (completed), F (failed)
-	G2  store.Group // step 1: root X (active)
+	G1  model.Group // step 1: A (expanded) → B (active); roots P (pruned), C (completed), F (failed)
+	G2  model.Group // step 1: root X (active)
 
 	A, B, P, C, F, X uint64
 
@@ -149,73 +150,73 @@ func buildFixture(tb testing.TB, db *store.DB) fixture {
 		if f.G2, err = r.OpenGroup(store.GroupSpec{Step: fixtureStep, Task: "t2", Prompt: "p2"}); err != nil {
 			return err
 		}
-		add := func(g store.Group, parent uint64, fork, ordinal int) (uint64, error) {
+		add := func(g model.Group, parent uint64, fork, ordinal int) (uint64, error) {
 			n, err := r.AddNode(store.NodeSpec{Step: g.Step, Group: g.ID, Parent: parent, Fork: fork, Ordinal: ordinal, Worker: "w0", EnvState: []byte{byte(ordinal)}})
 			return n.ID, err
 		}
 		steps := []func() error{
 			func() (err error) { f.A, err = add(f.G1, 0, 0, 0); return },
 			func() error { return r.AppendTurns(f.A, 0, textTurns("a", 3)...) },
-			func() error { return r.Score(f.A, store.Score{Interval: 0, Turn: 3, Value: 0.75}) },
+			func() error { return r.Score(f.A, model.Score{Interval: 0, Turn: 3, Value: 0.75}) },
 			func() error {
-				return r.Route(f.A, store.Decision{Interval: 0, Action: store.ActionExpand, Score: 0.75, Reference: 0.75, Delta: 0.5, Rule: "max", Children: 1})
+				return r.Route(f.A, model.Decision{Interval: 0, Action: model.ActionExpand, Score: 0.75, Reference: 0.75, Delta: 0.5, Rule: "max", Children: 1})
 			},
 			func() (err error) { f.B, err = add(f.G1, f.A, 2, 0); return },
 			func() error { return r.AppendTurns(f.B, 0, textTurns("b", 2)...) },
 			func() (err error) { f.P, err = add(f.G1, 0, 0, 1); return },
 			func() error { return r.AppendTurns(f.P, 0, textTurn("p0")) },
-			func() error { return r.Score(f.P, store.Score{Interval: 0, Turn: 1, Value: 0.1}) },
+			func() error { return r.Score(f.P, model.Score{Interval: 0, Turn: 1, Value: 0.1}) },
 			func() error {
-				return r.Route(f.P, store.Decision{Interval: 0, Action: store.ActionPrune, Score: 0.1, Reference: 0.75, Delta: 0.5, Rule: "max"})
+				return r.Route(f.P, model.Decision{Interval: 0, Action: model.ActionPrune, Score: 0.1, Reference: 0.75, Delta: 0.5, Rule: "max"})
 			},
 			func() error { return r.SetReward(f.P, 0) },
 			func() (err error) { f.C, err = add(f.G1, 0, 0, 2); return },
 			func() error { return r.AppendTurns(f.C, 0, textTurns("c", 2)...) },
-			func() error { return r.SetNodeStatus(f.C, store.NodeCompleted) },
+			func() error { return r.SetNodeStatus(f.C, model.NodeCompleted) },
 			func() error { return r.SetReward(f.C, 1) },
 			func() (err error) { f.F, err = add(f.G1, 0, 0, 3); return },
-			func() error { return r.SetNodeStatus(f.F, store.NodeFailed) },
+			func() error { return r.SetNodeStatus(f.F, model.NodeFailed) },
 			func() (err error) { f.X, err = add(f.G2, 0, 0, 0); return },
 			func() error { return r.AppendTurns(f.X, 0, textTurn("x0")) },
 			func() error {
-				return r.PutAdvantage(store.Advantage{Step: fixtureStep, Group: f.G1.ID, Leaf: f.P, Outcome: 0, Total: 0, Mean: 0.5, Std: 0.5, Advantage: -1, Rubrics: []uint64{1}})
+				return r.PutAdvantage(model.Advantage{Step: fixtureStep, Group: f.G1.ID, Leaf: f.P, Outcome: 0, Total: 0, Mean: 0.5, Std: 0.5, Advantage: -1, Rubrics: []uint64{1}})
 			},
 			func() error {
-				return r.PutAdvantage(store.Advantage{Step: fixtureStep, Group: f.G1.ID, Leaf: f.C, Outcome: 1, Total: 1, Mean: 0.5, Std: 0.5, Advantage: 1, Rubrics: []uint64{1}})
+				return r.PutAdvantage(model.Advantage{Step: fixtureStep, Group: f.G1.ID, Leaf: f.C, Outcome: 1, Total: 1, Mean: 0.5, Std: 0.5, Advantage: 1, Rubrics: []uint64{1}})
 			},
 			func() error {
-				rb, err := r.PutRubric(store.Rubric{Pool: store.PoolCandidate, Text: "cites the file it edits", Origin: store.RubricOrigin{Step: 1, Group: f.G1.ID, Anchors: []uint64{f.C, f.P}}, Support: 1, Variance: 0.2, Rho: 0.5, CreatedStep: 1})
+				rb, err := r.PutRubric(model.Rubric{Pool: model.PoolCandidate, Text: "cites the file it edits", Origin: model.RubricOrigin{Step: 1, Group: f.G1.ID, Anchors: []uint64{f.C, f.P}}, Support: 1, Variance: 0.2, Rho: 0.5, CreatedStep: 1})
 				if err != nil {
 					return err
 				}
 				f.RPublic = rb.ID
-				_, err = r.MoveRubric(rb.ID, store.RubricMove{To: store.PoolPublic, Step: 1})
+				_, err = r.MoveRubric(rb.ID, store.RubricMove{To: model.PoolPublic, Step: 1})
 				return err
 			},
 			func() error {
-				rb, err := r.PutRubric(store.Rubric{Pool: store.PoolPublic, Text: "runs the tests", CreatedStep: 1})
+				rb, err := r.PutRubric(model.Rubric{Pool: model.PoolPublic, Text: "runs the tests", CreatedStep: 1})
 				if err != nil {
 					return err
 				}
 				f.RRetired = rb.ID
-				_, err = r.MoveRubric(rb.ID, store.RubricMove{To: store.PoolRetired, Step: 2, Reason: "low variance"})
+				_, err = r.MoveRubric(rb.ID, store.RubricMove{To: model.PoolRetired, Step: 2, Reason: "low variance"})
 				return err
 			},
 			func() error {
-				rb, err := r.PutRubric(store.Rubric{Pool: store.PoolCandidate, Text: "draft one", CreatedStep: 2})
+				rb, err := r.PutRubric(model.Rubric{Pool: model.PoolCandidate, Text: "draft one", CreatedStep: 2})
 				f.RCand1 = rb.ID
 				return err
 			},
 			func() error {
-				rb, err := r.PutRubric(store.Rubric{Pool: store.PoolCandidate, Text: "draft two", CreatedStep: 2})
+				rb, err := r.PutRubric(model.Rubric{Pool: model.PoolCandidate, Text: "draft two", CreatedStep: 2})
 				f.RCand2 = rb.ID
 				return err
 			},
 			func() error {
-				return r.PutCheckpoint(store.Checkpoint{Step: 1, Inline: []byte("policy-1"), Meta: map[string]string{"lr": "0.1"}})
+				return r.PutCheckpoint(model.Checkpoint{Step: 1, Inline: []byte("policy-1"), Meta: map[string]string{"lr": "0.1"}})
 			},
 			func() error {
-				return r.PutCheckpoint(store.Checkpoint{Step: 2, URI: "file:///ckpt/step-2.safetensors", Hash: "sha256:00ff"})
+				return r.PutCheckpoint(model.Checkpoint{Step: 2, URI: "file:///ckpt/step-2.safetensors", Hash: "sha256:00ff"})
 			},
 			func() error {
 				_, err := r.AppendEvent("test.note", 2, f.G1.ID, f.A, f.RPublic, map[string]any{"why": "fixture"})
@@ -235,24 +236,24 @@ func buildFixture(tb testing.TB, db *store.DB) fixture {
 
 // runDump is everything a run holds, read through the public API.
 type runDump struct {
-	Info        store.Run
-	Groups      []store.Group
-	Nodes       []store.Node
-	Turns       map[uint64][]store.Turn
-	Paths       map[uint64][]store.Segment
-	Traj        map[uint64][]store.PathTurn
+	Info        model.Run
+	Groups      []model.Group
+	Nodes       []model.Node
+	Turns       map[uint64][]model.Turn
+	Paths       map[uint64][]model.Segment
+	Traj        map[uint64][]model.PathTurn
 	Children    map[uint64][]uint64
 	Frontier    []uint64
-	Advantages  []store.Advantage
-	Rubrics     []store.Rubric
-	Checkpoints []store.Checkpoint
-	Events      []store.Event
+	Advantages  []model.Advantage
+	Rubrics     []model.Rubric
+	Checkpoints []model.Checkpoint
+	Events      []model.Event
 	LastSeq     uint64
 }
 
 func dumpRun(tb testing.TB, db *store.DB, id string) runDump {
 	tb.Helper()
-	d := runDump{Turns: map[uint64][]store.Turn{}, Paths: map[uint64][]store.Segment{}, Traj: map[uint64][]store.PathTurn{}, Children: map[uint64][]uint64{}}
+	d := runDump{Turns: map[uint64][]model.Turn{}, Paths: map[uint64][]model.Segment{}, Traj: map[uint64][]model.PathTurn{}, Children: map[uint64][]uint64{}}
 	inRun(tb, db, false, id, func(r *store.RunTx) (err error) {
 		if d.Info, err = r.Info(); err != nil {
 			return err
@@ -298,7 +299,7 @@ func dumpRun(tb testing.TB, db *store.DB, id string) runDump {
 			d.Checkpoints = append(d.Checkpoints, c)
 		}
 		d.LastSeq = r.LastSeq()
-		return r.Events(0, func(e store.Event) error { d.Events = append(d.Events, e); return nil })
+		return r.Events(0, func(e model.Event) error { d.Events = append(d.Events, e); return nil })
 	})
 	return d
 }
@@ -322,14 +323,14 @@ func rawBucket(tb testing.TB, tx *store.Tx, run, name string) *bolt.Bucket {
 
 // runWithRoot creates run "r" with one group at step 1 and one root branch
 // in it: the smallest tree most single-purpose tests start from.
-func runWithRoot(tx *store.Tx) (*store.RunTx, store.Node, error) {
+func runWithRoot(tx *store.Tx) (*store.RunTx, model.Node, error) {
 	r, err := tx.CreateRun("r", nil, nil)
 	if err != nil {
-		return nil, store.Node{}, err
+		return nil, model.Node{}, err
 	}
 	g, err := r.OpenGroup(store.GroupSpec{Step: 1})
 	if err != nil {
-		return nil, store.Node{}, err
+		return nil, model.Node{}, err
 	}
 	n, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID})
 	return r, n, err

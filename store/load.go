@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"slices"
 
 	bolt "go.etcd.io/bbolt"
@@ -31,7 +32,7 @@ type RunLoader struct {
 	maxID   map[string]uint64 // bucket → the largest id loaded into it
 	turns   uint64            // the largest turn sequence number
 	phase   int               // 0 events, 1 turns, 2 done
-	node    *Node             // the node of the last turn loaded
+	node    *model.Node       // the node of the last turn loaded
 }
 
 // LoadTxBytes is how many bytes of keys and values a RunLoader writes per
@@ -137,7 +138,7 @@ func framedPayload(payload []byte) []byte {
 // number, time, kind, ids, payload), and for the store's own kinds the
 // record it wrote. Sequence numbers must ascend; gaps are allowed (a log
 // that dropped events).
-func (l *RunLoader) Event(e Event) error {
+func (l *RunLoader) Event(e model.Event) error {
 	switch {
 	case l.err != nil:
 		return l.err
@@ -158,10 +159,10 @@ func (l *RunLoader) Event(e Event) error {
 
 // apply writes the record a store event wrote (e's payload is rewritten
 // for a run record, see LoadRun).
-func (l *RunLoader) apply(e *Event) error {
+func (l *RunLoader) apply(e *model.Event) error {
 	switch recordOf(e.Kind) {
 	case recRun:
-		var run Run
+		var run model.Run
 		if err := DecodePayload(*e, &run); err != nil {
 			return err
 		}
@@ -173,26 +174,26 @@ func (l *RunLoader) apply(e *Event) error {
 		e.Payload = val[headerLen:]
 		return l.put("", keyRun, val)
 	case recGroup:
-		var g Group
+		var g model.Group
 		if err := DecodePayload(*e, &g); err != nil {
 			return err
 		}
 		l.seenID(bGroups, g.ID)
 		return l.put(bGroups, u64key2(g.Step, g.ID), framedPayload(e.Payload))
 	case recNode:
-		var n Node
+		var n model.Node
 		if err := DecodePayload(*e, &n); err != nil {
 			return err
 		}
 		l.seenID(bNodes, n.ID)
-		if e.Kind == EvNodeAdd && n.Parent == 0 {
+		if e.Kind == model.EvNodeAdd && n.Parent == 0 {
 			if err := l.addRoot(&n); err != nil {
 				return err
 			}
 		}
 		return l.put(bNodes, u64key(n.ID), framedPayload(e.Payload))
 	case recTurns:
-		var p TurnsPayload
+		var p model.TurnsPayload
 		if err := DecodePayload(*e, &p); err != nil {
 			return err
 		}
@@ -206,26 +207,26 @@ func (l *RunLoader) apply(e *Event) error {
 		}
 		return l.put(bNodes, u64key(n.ID), encodeNode(n))
 	case recAdvantage:
-		var a Advantage
+		var a model.Advantage
 		if err := DecodePayload(*e, &a); err != nil {
 			return err
 		}
 		return l.put(bAdv, u64key3(a.Step, a.Group, a.Leaf), framedPayload(e.Payload))
 	case recRubric:
-		rb := new(Rubric)
+		rb := new(model.Rubric)
 		if err := DecodePayload(*e, rb); err != nil {
 			return err
 		}
 		l.seenID(bRubrics, rb.ID)
 		return l.put(bRubrics, u64key(rb.ID), framedPayload(e.Payload))
 	case recCheckpoint:
-		var c Checkpoint
+		var c model.Checkpoint
 		if err := DecodePayload(*e, &c); err != nil {
 			return err
 		}
 		return l.put(bCkpt, u64key(c.Step), framedPayload(e.Payload))
 	case recScalars:
-		var s Scalars
+		var s model.Scalars
 		if err := DecodePayload(*e, &s); err != nil {
 			return err
 		}
@@ -243,7 +244,7 @@ func (l *RunLoader) apply(e *Event) error {
 func (l *RunLoader) seenID(name string, id uint64) { l.maxID[name] = max(l.maxID[name], id) }
 
 // readNode reads a loaded node record.
-func (l *RunLoader) readNode(id uint64) (*Node, error) {
+func (l *RunLoader) readNode(id uint64) (*model.Node, error) {
 	b, err := l.bucket(bNodes)
 	if err != nil {
 		return nil, err
@@ -252,7 +253,7 @@ func (l *RunLoader) readNode(id uint64) (*Node, error) {
 	if raw == nil {
 		return nil, invalidf("node %d, which no event created", id)
 	}
-	n := new(Node)
+	n := new(model.Node)
 	if err := decodeValue("runs/"+l.id+"/"+bNodes, u64key(id), raw, n); err != nil {
 		return nil, err
 	}
@@ -261,7 +262,7 @@ func (l *RunLoader) readNode(id uint64) (*Node, error) {
 
 // addRoot lists a new root branch in its group, as AddNode does without
 // a group event of its own.
-func (l *RunLoader) addRoot(n *Node) error {
+func (l *RunLoader) addRoot(n *model.Node) error {
 	b, err := l.bucket(bGroups)
 	if err != nil {
 		return err
@@ -271,7 +272,7 @@ func (l *RunLoader) addRoot(n *Node) error {
 	if raw == nil {
 		return invalidf("root %d of group %d at step %d, which no event opened", n.ID, n.Group, n.Step)
 	}
-	var g Group
+	var g model.Group
 	if err := decodeValue("runs/"+l.id+"/"+bGroups, k, raw, &g); err != nil {
 		return err
 	}
@@ -289,7 +290,7 @@ func (l *RunLoader) addRoot(n *Node) error {
 // Turn loads own turn index of node, once every event is loaded: it goes
 // where the node's record says its turns are. Turns must come node by
 // node, each node's in index order.
-func (l *RunLoader) Turn(node uint64, index int, t Turn) error {
+func (l *RunLoader) Turn(node uint64, index int, t model.Turn) error {
 	if l.err != nil {
 		return l.err
 	}
@@ -323,7 +324,7 @@ func (l *RunLoader) Turn(node uint64, index int, t Turn) error {
 }
 
 // ownTurnSeq is the sequence number of a node's own turn index.
-func ownTurnSeq(rs TurnRanges, index int) (uint64, bool) {
+func ownTurnSeq(rs model.TurnRanges, index int) (uint64, bool) {
 	for _, rg := range rs {
 		if index < rg.Count {
 			return rg.Seq + uint64(index), true
@@ -383,14 +384,14 @@ func (l *RunLoader) index() error {
 	var links []link
 	var active []uint64
 	err = nodes.ForEach(func(k, v []byte) error {
-		var n Node
+		var n model.Node
 		if err := decodeValue("runs/"+l.id+"/"+bNodes, k, v, &n); err != nil {
 			return err
 		}
 		if n.Parent != 0 {
 			links = append(links, link{n.Parent, n.ID})
 		}
-		if n.Status == NodeActive {
+		if n.Status == model.NodeActive {
 			active = append(active, n.ID)
 		}
 		return nil

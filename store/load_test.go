@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -66,16 +67,16 @@ func TestLoadRunRebuildsTheRun(t *testing.T) {
 	want, got := dumpRun(t, src, "r1"), dumpRun(t, dst, "copy")
 	want.Info.ID = "copy"
 	for i := range want.Events {
-		if _, run := store.RecordFor(want.Events[i].Kind).(*store.Run); run {
+		if _, run := store.RecordFor(want.Events[i].Kind).(*model.Run); run {
 			want.Events[i].Payload, got.Events[i].Payload = nil, nil // the run's name is in it
 		}
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("the loaded run differs:\n got  %+v\n want %+v", got.Info, want.Info)
 	}
-	var a, b store.RunSummary
-	inRun(t, src, false, "r1", func(r *store.RunTx) (err error) { a, err = r.Summary(store.SummaryOptions{Steps: true}); return err })
-	inRun(t, dst, false, "copy", func(r *store.RunTx) (err error) { b, err = r.Summary(store.SummaryOptions{Steps: true}); return err })
+	var a, b model.RunSummary
+	inRun(t, src, false, "r1", func(r *store.RunTx) (err error) { a, err = r.Summary(model.SummaryOptions{Steps: true}); return err })
+	inRun(t, dst, false, "copy", func(r *store.RunTx) (err error) { b, err = r.Summary(model.SummaryOptions{Steps: true}); return err })
 	a.Run = "copy"
 	if !reflect.DeepEqual(a, b) {
 		t.Errorf("summary:\n got  %+v\n want %+v", b, a)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"reflect"
 
+	"github.com/patrdb/patrdb/model"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -140,15 +141,15 @@ func migrateRun(ctx context.Context, from, to *DB, id string, res *MigrateResult
 	if err != nil {
 		return err
 	}
-	ranges := func(n *Node) {
+	ranges := func(n *model.Node) {
 		n.TurnRanges = nil
 		if n.Turns > 0 {
-			n.TurnRanges = TurnRanges{{Seq: first[n.ID], Count: n.Turns}}
+			n.TurnRanges = model.TurnRanges{{Seq: first[n.ID], Count: n.Turns}}
 		}
 	}
 	path := "runs/" + id + "/"
 	err = copyBucket(ctx, from, to, id, bNodes, func(k, v []byte) ([]byte, []byte, error) {
-		var n Node
+		var n model.Node
 		if err := decodeValue(path+bNodes, k, v, &n); err != nil {
 			return nil, nil, err
 		}
@@ -161,13 +162,13 @@ func migrateRun(ctx context.Context, from, to *DB, id string, res *MigrateResult
 	}
 	turns := map[uint64]int{} // each node's turn count as the log replays
 	err = copyBucket(ctx, from, to, id, bEvents, func(k, v []byte) ([]byte, []byte, error) {
-		var e Event
+		var e model.Event
 		if err := decodeEvent(path+bEvents, k, v, &e, nil); err != nil {
 			return nil, nil, err
 		}
 		switch recordOf(e.Kind) {
 		case recNode:
-			var n Node
+			var n model.Node
 			if err := DecodePayload(e, &n); err != nil {
 				return nil, nil, err
 			}
@@ -175,7 +176,7 @@ func migrateRun(ctx context.Context, from, to *DB, id string, res *MigrateResult
 			turns[n.ID] = n.Turns
 			e.Payload = encodeNode(&n)[headerLen:]
 		case recTurns:
-			var p TurnsPayload
+			var p model.TurnsPayload
 			if err := DecodePayload(e, &p); err != nil {
 				return nil, nil, err
 			}

@@ -28,6 +28,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"pgregory.net/rapid"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -35,8 +36,8 @@ import (
 const modelRun = "m"
 
 type modelNode struct {
-	n     store.Node
-	turns []store.Turn
+	n     model.Node
+	turns []model.Turn
 	kids  []uint64
 }
 
@@ -46,15 +47,15 @@ type modelMachine struct {
 	opts *store.Options
 	db   *store.DB
 
-	groups    map[uint64]*store.Group
+	groups    map[uint64]*model.Group
 	nodes     map[uint64]*modelNode
-	adv       map[[3]uint64]store.Advantage
-	rubrics   map[uint64]store.Rubric
+	adv       map[[3]uint64]model.Advantage
+	rubrics   map[uint64]model.Rubric
 	nodeSeq   uint64
 	turnSeq   uint64 // the run's turn sequence: new turns are numbered in append order
 	groupSeq  uint64
 	rubricSeq uint64
-	events    []store.EventKind
+	events    []model.EventKind
 	lastRec   any // the record the newest event's payload must equal; nil: not checked
 	counts    map[string]int
 }
@@ -103,8 +104,8 @@ func newModelMachine(t *testing.T, rt *rapid.T) *modelMachine {
 	o.CacheNodes = rapid.SampledFrom([]int{store.NoCache, 3, 1024}).Draw(rt, "cache")
 	o.PageSize = 4096
 	m := &modelMachine{tb: t, path: filepath.Join(dir, "m.db"), opts: o,
-		groups: map[uint64]*store.Group{}, nodes: map[uint64]*modelNode{},
-		adv: map[[3]uint64]store.Advantage{}, rubrics: map[uint64]store.Rubric{}}
+		groups: map[uint64]*model.Group{}, nodes: map[uint64]*modelNode{},
+		adv: map[[3]uint64]model.Advantage{}, rubrics: map[uint64]model.Rubric{}}
 	if m.db, err = store.Open(m.path, o); err != nil {
 		rt.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func newModelMachine(t *testing.T, rt *rapid.T) *modelMachine {
 	}); err != nil {
 		rt.Fatal(err)
 	}
-	m.events = append(m.events, store.EvRunCreate)
+	m.events = append(m.events, model.EvRunCreate)
 	return m
 }
 
@@ -164,7 +165,7 @@ func variant(t *rapid.T, n int) int {
 	return rapid.IntRange(1, n).Draw(t, "variant")
 }
 
-func (m *modelMachine) event(kind store.EventKind, rec any) {
+func (m *modelMachine) event(kind model.EventKind, rec any) {
 	m.events = append(m.events, kind)
 	m.lastRec = rec
 }
@@ -188,7 +189,7 @@ func (m *modelMachine) pickNode(t *rapid.T, keep func(*modelNode) bool) *modelNo
 	return m.nodes[rapid.SampledFrom(ids).Draw(t, "node")]
 }
 
-func (m *modelMachine) pickGroup(t *rapid.T, keep func(*store.Group) bool) *store.Group {
+func (m *modelMachine) pickGroup(t *rapid.T, keep func(*model.Group) bool) *model.Group {
 	var ids []uint64
 	for id, g := range m.groups {
 		if keep(g) {
@@ -215,7 +216,7 @@ func (m *modelMachine) pickLive(t *rapid.T) *modelNode {
 	return m.pickNode(t, anyNode)
 }
 
-func isActive(n *modelNode) bool { return n.n.Status == store.NodeActive }
+func isActive(n *modelNode) bool { return n.n.Status == model.NodeActive }
 func anyNode(*modelNode) bool    { return true }
 
 // ---------------------------------------------------------------------------
@@ -229,27 +230,27 @@ func (m *modelMachine) OpenGroup(t *rapid.T) {
 	}
 	if variant(t, 1) == 1 {
 		spec.Step = 0
-		m.bad(t, "OpenGroup step 0", store.ErrInvalid, func(r *store.RunTx) error { _, err := r.OpenGroup(spec); return err })
+		m.bad(t, "OpenGroup step 0", model.ErrInvalid, func(r *store.RunTx) error { _, err := r.OpenGroup(spec); return err })
 		return
 	}
-	var got store.Group
+	var got model.Group
 	m.ok(t, "OpenGroup", func(r *store.RunTx) (err error) { got, err = r.OpenGroup(spec); return err })
 	m.groupSeq++
-	g := store.Group{ID: m.groupSeq, Step: spec.Step, Task: spec.Task, Prompt: spec.Prompt, Gold: spec.Gold,
-		Status: store.GroupOpen, Meta: spec.Meta}
+	g := model.Group{ID: m.groupSeq, Step: spec.Step, Task: spec.Task, Prompt: spec.Prompt, Gold: spec.Gold,
+		Status: model.GroupOpen, Meta: spec.Meta}
 	if !reflect.DeepEqual(normGroup(got), normGroup(g)) {
 		t.Fatalf("OpenGroup returned %+v, model %+v", got, g)
 	}
 	m.groups[g.ID] = &g
-	m.event(store.EvGroupOpen, g)
+	m.event(model.EvGroupOpen, g)
 }
 
 func (m *modelMachine) AddNode(t *rapid.T) {
-	g := m.pickGroup(t, func(*store.Group) bool { return true })
-	if g.Status != store.GroupOpen && rapid.IntRange(0, 3).Draw(t, "closedok") < 3 {
+	g := m.pickGroup(t, func(*model.Group) bool { return true })
+	if g.Status != model.GroupOpen && rapid.IntRange(0, 3).Draw(t, "closedok") < 3 {
 		// Mostly grow open groups; a closed one is a deliberate misuse.
 		for _, id := range slices.Sorted(maps.Keys(m.groups)) {
-			if m.groups[id].Status == store.GroupOpen {
+			if m.groups[id].Status == model.GroupOpen {
 				g = m.groups[id]
 			}
 		}
@@ -274,46 +275,46 @@ func (m *modelMachine) AddNode(t *rapid.T) {
 	for _, s := range siblings {
 		dup = dup || m.nodes[s].n.Ordinal == spec.Ordinal
 	}
-	parentOK := parent == nil || parent.n.Status == store.NodeActive || parent.n.Status == store.NodeExpanded
+	parentOK := parent == nil || parent.n.Status == model.NodeActive || parent.n.Status == model.NodeExpanded
 	var want error
 	switch {
-	case g.Status != store.GroupOpen:
-		want = store.ErrInvalid
+	case g.Status != model.GroupOpen:
+		want = model.ErrInvalid
 	case !parentOK:
-		want = store.ErrInvalid
+		want = model.ErrInvalid
 	case dup:
-		want = store.ErrExists
+		want = model.ErrExists
 	}
 	if want == nil {
 		// The input is valid as drawn; maybe break it on purpose.
 		switch variant(t, 4) {
 		case 1:
 			spec.Group = g.ID + 1000
-			want = store.ErrNotFound
+			want = model.ErrNotFound
 		case 2:
 			if parent == nil {
 				spec.Fork = 1
 			} else {
 				spec.Fork = parent.n.Turns + 1
 			}
-			want = store.ErrInvalid
+			want = model.ErrInvalid
 		case 3:
 			spec.Parent = m.nodeSeq + 1
-			want = store.ErrNotFound
+			want = model.ErrNotFound
 		case 4:
 			spec.Ordinal = -1
-			want = store.ErrInvalid
+			want = model.ErrInvalid
 		}
 	}
 	if want != nil {
 		m.bad(t, fmt.Sprintf("AddNode %+v", spec), want, func(r *store.RunTx) error { _, err := r.AddNode(spec); return err })
 		return
 	}
-	var got store.Node
+	var got model.Node
 	m.ok(t, "AddNode", func(r *store.RunTx) (err error) { got, err = r.AddNode(spec); return err })
 	m.nodeSeq++
-	n := store.Node{ID: m.nodeSeq, Step: g.Step, Group: g.ID, Parent: spec.Parent, Ordinal: spec.Ordinal, Fork: spec.Fork,
-		Status: store.NodeActive, EnvState: spec.EnvState, Worker: spec.Worker, Attempt: spec.Attempt}
+	n := model.Node{ID: m.nodeSeq, Step: g.Step, Group: g.ID, Parent: spec.Parent, Ordinal: spec.Ordinal, Fork: spec.Fork,
+		Status: model.NodeActive, EnvState: spec.EnvState, Worker: spec.Worker, Attempt: spec.Attempt}
 	if parent != nil {
 		n.Base = parent.n.Base + spec.Fork
 		n.Depth = parent.n.Depth + 1
@@ -325,15 +326,15 @@ func (m *modelMachine) AddNode(t *rapid.T) {
 		t.Fatalf("AddNode returned %+v, model %+v", got, n)
 	}
 	m.nodes[n.ID] = &modelNode{n: n}
-	m.event(store.EvNodeAdd, n)
+	m.event(model.EvNodeAdd, n)
 }
 
 // tokenID draws a token id the store accepts.
 var tokenID = rapid.Uint32Range(0, store.MaxTokenID)
 
-func genTurn(t *rapid.T, label string) store.Turn {
+func genTurn(t *rapid.T, label string) model.Turn {
 	na := rapid.IntRange(0, 5).Draw(t, label+"na")
-	return store.Turn{
+	return model.Turn{
 		Action:            rapid.StringN(0, 10, -1).Draw(t, label+"action"),
 		ActionTokens:      rapid.SliceOfN(tokenID, na, na).Draw(t, label+"atok"),
 		ActionLogprobs:    rapid.SliceOfN(rapid.Float32Range(-30, 0), na, na).Draw(t, label+"alp"),
@@ -347,31 +348,31 @@ func genTurn(t *rapid.T, label string) store.Turn {
 func (m *modelMachine) AppendTurns(t *rapid.T) {
 	n := m.pickLive(t)
 	from := rapid.IntRange(0, n.n.Turns).Draw(t, "from")
-	turns := make([]store.Turn, rapid.IntRange(1, 3).Draw(t, "count"))
+	turns := make([]model.Turn, rapid.IntRange(1, 3).Draw(t, "count"))
 	for i := range turns {
 		turns[i] = genTurn(t, fmt.Sprint(i))
 	}
 	var want error
-	if n.n.Status != store.NodeActive {
-		want = store.ErrInvalid
+	if n.n.Status != model.NodeActive {
+		want = model.ErrInvalid
 	} else {
 		switch variant(t, 4) {
 		case 1:
 			from = n.n.Turns + 1
-			want = store.ErrInvalid
+			want = model.ErrInvalid
 		case 2:
 			turns[len(turns)-1].Reward = math.NaN()
-			want = store.ErrInvalid
+			want = model.ErrInvalid
 		case 3:
-			want = store.ErrNotFound
+			want = model.ErrNotFound
 		case 4:
 			last := &turns[len(turns)-1]
 			last.ObservationTokens = append(last.ObservationTokens, rapid.Uint32Range(store.MaxTokenID+1, math.MaxUint32).Draw(t, "wideid"))
-			want = store.ErrInvalid
+			want = model.ErrInvalid
 		}
 	}
 	id := n.n.ID
-	if want == store.ErrNotFound {
+	if want == model.ErrNotFound {
 		id = m.nodeSeq + 7
 	}
 	if want != nil {
@@ -392,24 +393,24 @@ func (m *modelMachine) AppendTurns(t *rapid.T) {
 		}
 	}
 	n.n.Turns = len(n.turns)
-	m.event(store.EvTurns, store.TurnsPayload{From: from, Count: len(turns), Turns: n.n.Turns, Seq: seq})
+	m.event(model.EvTurns, model.TurnsPayload{From: from, Count: len(turns), Turns: n.n.Turns, Seq: seq})
 }
 
 func (m *modelMachine) Score(t *rapid.T) {
 	n := m.pickLive(t)
-	s := store.Score{Interval: rapid.IntRange(0, 3).Draw(t, "interval"), Turn: n.n.PathLen(),
+	s := model.Score{Interval: rapid.IntRange(0, 3).Draw(t, "interval"), Turn: n.n.PathLen(),
 		Value: rapid.Float64Range(0, 1).Draw(t, "value")}
 	var want error
-	if n.n.Status != store.NodeActive {
-		want = store.ErrInvalid
+	if n.n.Status != model.NodeActive {
+		want = model.ErrInvalid
 	} else {
 		switch variant(t, 3) {
 		case 1:
 			s.Value = rapid.SampledFrom([]float64{math.NaN(), math.Inf(1), -0.01, 1.01}).Draw(t, "badvalue")
-			want = store.ErrInvalid
+			want = model.ErrInvalid
 		case 2:
 			s.Interval = -1
-			want = store.ErrInvalid
+			want = model.ErrInvalid
 		}
 	}
 	if want != nil {
@@ -426,32 +427,32 @@ func (m *modelMachine) Score(t *rapid.T) {
 	if !replaced {
 		n.n.Scores = append(n.n.Scores, s)
 	}
-	m.event(store.EvNodeScore, n.n)
+	m.event(model.EvNodeScore, n.n)
 }
 
 func (m *modelMachine) Route(t *rapid.T) {
 	n := m.pickLive(t)
-	d := store.Decision{Interval: rapid.IntRange(0, 3).Draw(t, "interval"),
-		Action: rapid.SampledFrom([]string{store.ActionExpand, store.ActionSurvive, store.ActionPrune}).Draw(t, "action"),
+	d := model.Decision{Interval: rapid.IntRange(0, 3).Draw(t, "interval"),
+		Action: rapid.SampledFrom([]model.Action{model.ActionExpand, model.ActionSurvive, model.ActionPrune}).Draw(t, "action"),
 		Score:  rapid.Float64Range(0, 1).Draw(t, "score"), Reference: rapid.Float64Range(0, 1).Draw(t, "ref"),
 		Delta: 0.5, Rule: rapid.SampledFrom([]string{"max", "median"}).Draw(t, "rule")}
-	if d.Action == store.ActionExpand {
+	if d.Action == model.ActionExpand {
 		d.Children = 2
 	}
 	var want error
-	if n.n.Status != store.NodeActive {
-		want = store.ErrInvalid
+	if n.n.Status != model.NodeActive {
+		want = model.ErrInvalid
 	} else {
 		switch variant(t, 3) {
 		case 1:
 			d.Action = "explode"
-			want = store.ErrInvalid
+			want = model.ErrInvalid
 		case 2:
 			d.Reference = math.Inf(-1)
-			want = store.ErrInvalid
+			want = model.ErrInvalid
 		case 3:
 			d.Children = -1
-			want = store.ErrInvalid
+			want = model.ErrInvalid
 		}
 	}
 	if want != nil {
@@ -460,10 +461,10 @@ func (m *modelMachine) Route(t *rapid.T) {
 	}
 	m.ok(t, "Route", func(r *store.RunTx) error { return r.Route(n.n.ID, d) })
 	switch d.Action {
-	case store.ActionExpand:
-		n.n.Status = store.NodeExpanded
-	case store.ActionPrune:
-		n.n.Status = store.NodePruned
+	case model.ActionExpand:
+		n.n.Status = model.NodeExpanded
+	case model.ActionPrune:
+		n.n.Status = model.NodePruned
 	}
 	replaced := false
 	for i := range n.n.Decisions {
@@ -474,7 +475,7 @@ func (m *modelMachine) Route(t *rapid.T) {
 	if !replaced {
 		n.n.Decisions = append(n.n.Decisions, d)
 	}
-	m.event(store.EvNodeRoute, n.n)
+	m.event(model.EvNodeRoute, n.n)
 }
 
 // Complete moves a node along its lifecycle: an active node finishes
@@ -482,34 +483,34 @@ func (m *modelMachine) Route(t *rapid.T) {
 // move is drawn as an invalid one.
 func (m *modelMachine) Complete(t *rapid.T) {
 	n := m.pickLive(t)
-	all := []store.NodeStatus{store.NodeActive, store.NodeExpanded, store.NodeCompleted, store.NodePruned, store.NodeTruncated, store.NodeFailed}
+	all := []model.NodeStatus{model.NodeActive, model.NodeExpanded, model.NodeCompleted, model.NodePruned, model.NodeTruncated, model.NodeFailed}
 	to := rapid.SampledFrom(all).Draw(t, "to")
 	from := n.n.Status
-	valid := (from == store.NodeActive && to != store.NodeActive) ||
-		(from == store.NodeFailed && to == store.NodeActive && m.groups[n.n.Group].Status == store.GroupOpen)
+	valid := (from == model.NodeActive && to != model.NodeActive) ||
+		(from == model.NodeFailed && to == model.NodeActive && m.groups[n.n.Group].Status == model.GroupOpen)
 	if variant(t, 1) == 1 {
 		to, valid = "finished", false
 	}
 	if !valid {
-		m.bad(t, fmt.Sprintf("SetNodeStatus %d %s→%s", n.n.ID, from, to), store.ErrInvalid, func(r *store.RunTx) error { return r.SetNodeStatus(n.n.ID, to) })
+		m.bad(t, fmt.Sprintf("SetNodeStatus %d %s→%s", n.n.ID, from, to), model.ErrInvalid, func(r *store.RunTx) error { return r.SetNodeStatus(n.n.ID, to) })
 		return
 	}
 	m.ok(t, "SetNodeStatus", func(r *store.RunTx) error { return r.SetNodeStatus(n.n.ID, to) })
-	if from == store.NodeFailed {
+	if from == model.NodeFailed {
 		n.n.Attempt++
 	}
 	n.n.Status = to
-	m.event(store.EvNodeStatus, n.n)
+	m.event(model.EvNodeStatus, n.n)
 }
 
 func (m *modelMachine) SetReward(t *rapid.T) {
 	n := m.pickNode(t, anyNode)
 	x := rapid.Float64Range(-1, 1).Draw(t, "reward")
 	var want error
-	if n.n.Status == store.NodeExpanded {
-		want = store.ErrInvalid
+	if n.n.Status == model.NodeExpanded {
+		want = model.ErrInvalid
 	} else if variant(t, 1) == 1 {
-		x, want = math.NaN(), store.ErrInvalid
+		x, want = math.NaN(), model.ErrInvalid
 	}
 	if want != nil {
 		m.bad(t, fmt.Sprintf("SetReward %d %v", n.n.ID, x), want, func(r *store.RunTx) error { return r.SetReward(n.n.ID, x) })
@@ -517,7 +518,7 @@ func (m *modelMachine) SetReward(t *rapid.T) {
 	}
 	m.ok(t, "SetReward", func(r *store.RunTx) error { return r.SetReward(n.n.ID, x) })
 	n.n.Reward, n.n.HasReward = x, true
-	m.event(store.EvNodeReward, n.n)
+	m.event(model.EvNodeReward, n.n)
 }
 
 func (m *modelMachine) PutAdvantage(t *rapid.T) {
@@ -530,7 +531,7 @@ func (m *modelMachine) PutAdvantage(t *rapid.T) {
 		pick = isLeaf
 	}
 	n := m.pickNode(t, pick)
-	a := store.Advantage{Step: n.n.Step, Group: n.n.Group, Leaf: n.n.ID, Outcome: n.n.Reward,
+	a := model.Advantage{Step: n.n.Step, Group: n.n.Group, Leaf: n.n.ID, Outcome: n.n.Reward,
 		RubricScore: rapid.Float64Range(-0.5, 0.5).Draw(t, "rs"), Lambda: 0.1,
 		Mean: rapid.Float64Range(-1, 1).Draw(t, "mean"), Std: rapid.Float64Range(0, 1).Draw(t, "std"),
 		Advantage: rapid.Float64Range(-3, 3).Draw(t, "adv"), ZeroVariance: rapid.Bool().Draw(t, "zv")}
@@ -540,18 +541,18 @@ func (m *modelMachine) PutAdvantage(t *rapid.T) {
 	a.Total = a.Outcome + a.Lambda*a.RubricScore
 	var want error
 	if !n.n.Status.Leaf() {
-		want = store.ErrInvalid
+		want = model.ErrInvalid
 	} else {
 		switch variant(t, 3) {
 		case 1:
 			a.Std = -1
-			want = store.ErrInvalid
+			want = model.ErrInvalid
 		case 2:
 			a.Advantage = math.NaN()
-			want = store.ErrInvalid
+			want = model.ErrInvalid
 		case 3:
 			a.Group += 1000
-			want = store.ErrNotFound
+			want = model.ErrNotFound
 		}
 	}
 	if want != nil {
@@ -560,50 +561,50 @@ func (m *modelMachine) PutAdvantage(t *rapid.T) {
 	}
 	m.ok(t, "PutAdvantage", func(r *store.RunTx) error { return r.PutAdvantage(a) })
 	m.adv[[3]uint64{a.Step, a.Group, a.Leaf}] = a
-	m.event(store.EvAdvantage, a)
+	m.event(model.EvAdvantage, a)
 }
 
 func (m *modelMachine) CloseGroup(t *rapid.T) {
-	g := m.pickGroup(t, func(*store.Group) bool { return true })
+	g := m.pickGroup(t, func(*model.Group) bool { return true })
 	var want error
-	if g.Status != store.GroupOpen {
-		want = store.ErrInvalid
+	if g.Status != model.GroupOpen {
+		want = model.ErrInvalid
 	}
 	for _, n := range m.nodes {
-		if n.n.Group == g.ID && n.n.Status == store.NodeActive {
-			want = store.ErrInvalid
+		if n.n.Group == g.ID && n.n.Status == model.NodeActive {
+			want = model.ErrInvalid
 		}
 	}
 	step, id := g.Step, g.ID
 	if want == nil && variant(t, 1) == 1 {
-		step, want = g.Step+10, store.ErrNotFound
+		step, want = g.Step+10, model.ErrNotFound
 	}
 	if want != nil {
 		m.bad(t, fmt.Sprintf("CloseGroup %d", g.ID), want, func(r *store.RunTx) error { return r.CloseGroup(step, id) })
 		return
 	}
 	m.ok(t, "CloseGroup", func(r *store.RunTx) error { return r.CloseGroup(step, id) })
-	g.Status = store.GroupClosed
-	m.event(store.EvGroupClose, *g)
+	g.Status = model.GroupClosed
+	m.event(model.EvGroupClose, *g)
 }
 
 func (m *modelMachine) PutRubric(t *rapid.T) {
-	rb := store.Rubric{
-		Pool:        rapid.SampledFrom([]store.RubricPool{store.PoolCandidate, store.PoolPublic, store.PoolRetired, store.PoolMerged}).Draw(t, "pool"),
+	rb := model.Rubric{
+		Pool:        rapid.SampledFrom([]model.RubricPool{model.PoolCandidate, model.PoolPublic, model.PoolRetired, model.PoolMerged}).Draw(t, "pool"),
 		Text:        rapid.String().Draw(t, "text"),
 		Feature:     rapid.StringN(0, 6, -1).Draw(t, "feature"),
-		Origin:      store.RubricOrigin{Step: rapid.Uint64Range(1, 3).Draw(t, "ostep"), Group: 1, Anchors: []uint64{1, 2, 3}},
+		Origin:      model.RubricOrigin{Step: rapid.Uint64Range(1, 3).Draw(t, "ostep"), Group: 1, Anchors: []uint64{1, 2, 3}},
 		Support:     rapid.IntRange(0, 5).Draw(t, "support"),
 		Variance:    rapid.Float64Range(0, 1).Draw(t, "var"),
 		Rho:         rapid.Float64Range(-1, 1).Draw(t, "rho"),
-		Usage:       store.RubricUsage{LastActivation: -1, N: 2, SumX: 1.5, SumY: 0.5, SumXY: 0.25, SumXX: 1.25, SumYY: 0.25},
+		Usage:       model.RubricUsage{LastActivation: -1, N: 2, SumX: 1.5, SumY: 0.5, SumXY: 0.25, SumXX: 1.25, SumYY: 0.25},
 		CreatedStep: rapid.Uint64Range(1, 3).Draw(t, "cstep"),
 	}
 	explicit := rapid.Bool().Draw(t, "explicit")
 	if explicit {
 		rb.ID = rapid.Uint64Range(1, m.rubricSeq+3).Draw(t, "id")
 	}
-	if rb.Pool == store.PoolMerged {
+	if rb.Pool == model.PoolMerged {
 		rb.MergedInto = m.pickInto(t)
 	}
 	// The expected error in the order the store validates.
@@ -611,30 +612,30 @@ func (m *modelMachine) PutRubric(t *rapid.T) {
 	switch variant(t, 3) {
 	case 1:
 		rb.Pool = "limbo"
-		want = store.ErrInvalid
+		want = model.ErrInvalid
 	case 2:
 		rb.Usage.SumXY = math.Inf(1)
-		want = store.ErrInvalid
+		want = model.ErrInvalid
 	case 3:
 		rb.Support = -1
-		want = store.ErrInvalid
+		want = model.ErrInvalid
 	}
-	if into, ok := m.rubrics[rb.MergedInto]; want == nil && rb.Pool == store.PoolMerged {
+	if into, ok := m.rubrics[rb.MergedInto]; want == nil && rb.Pool == model.PoolMerged {
 		switch {
 		case !ok:
-			want = store.ErrNotFound
-		case into.Pool != store.PoolPublic && into.Pool != store.PoolRetired:
-			want = store.ErrInvalid
+			want = model.ErrNotFound
+		case into.Pool != model.PoolPublic && into.Pool != model.PoolRetired:
+			want = model.ErrInvalid
 		}
 	}
 	if _, exists := m.rubrics[rb.ID]; want == nil && explicit && exists {
-		want = store.ErrExists
+		want = model.ErrExists
 	}
 	if want != nil {
 		m.bad(t, fmt.Sprintf("PutRubric id %d", rb.ID), want, func(r *store.RunTx) error { _, err := r.PutRubric(rb); return err })
 		return
 	}
-	var got store.Rubric
+	var got model.Rubric
 	m.ok(t, "PutRubric", func(r *store.RunTx) (err error) { got, err = r.PutRubric(rb); return err })
 	if rb.ID == 0 {
 		m.rubricSeq++
@@ -646,14 +647,14 @@ func (m *modelMachine) PutRubric(t *rapid.T) {
 		t.Fatalf("PutRubric returned %+v, model %+v", got, rb)
 	}
 	m.rubrics[rb.ID] = rb
-	m.event(store.EvRubricPut, rb)
+	m.event(model.EvRubricPut, rb)
 }
 
 // pickInto draws the rubric a draft merges into: mostly a public one.
 func (m *modelMachine) pickInto(t *rapid.T) uint64 {
 	var pubs []uint64
 	for _, id := range slices.Sorted(maps.Keys(m.rubrics)) {
-		if m.rubrics[id].Pool == store.PoolPublic {
+		if m.rubrics[id].Pool == model.PoolPublic {
 			pubs = append(pubs, id)
 		}
 	}
@@ -675,31 +676,31 @@ func (m *modelMachine) MoveRubric(t *rapid.T) {
 	id := rapid.SampledFrom(ids).Draw(t, "rubric")
 	rb := m.rubrics[id]
 	// Mostly a move the lifecycle allows; otherwise any pool.
-	targets := map[store.RubricPool][]store.RubricPool{
-		store.PoolCandidate: {store.PoolPublic, store.PoolMerged, store.PoolRetired},
-		store.PoolPublic:    {store.PoolRetired},
+	targets := map[model.RubricPool][]model.RubricPool{
+		model.PoolCandidate: {model.PoolPublic, model.PoolMerged, model.PoolRetired},
+		model.PoolPublic:    {model.PoolRetired},
 	}[rb.Pool]
 	if len(targets) == 0 || rapid.IntRange(0, 3).Draw(t, "anypool") == 3 {
-		targets = []store.RubricPool{store.PoolCandidate, store.PoolPublic, store.PoolRetired, store.PoolMerged}
+		targets = []model.RubricPool{model.PoolCandidate, model.PoolPublic, model.PoolRetired, model.PoolMerged}
 	}
 	mv := store.RubricMove{To: rapid.SampledFrom(targets).Draw(t, "to"),
 		Step: rapid.Uint64Range(1, 5).Draw(t, "step"), Reason: rapid.StringN(0, 8, -1).Draw(t, "reason")}
 	var want error
 	switch {
-	case !(rb.Pool == store.PoolCandidate && mv.To != store.PoolCandidate) && !(rb.Pool == store.PoolPublic && mv.To == store.PoolRetired):
-		want = store.ErrInvalid
-	case mv.To == store.PoolMerged:
+	case !(rb.Pool == model.PoolCandidate && mv.To != model.PoolCandidate) && !(rb.Pool == model.PoolPublic && mv.To == model.PoolRetired):
+		want = model.ErrInvalid
+	case mv.To == model.PoolMerged:
 		mv.MergedInto = m.pickInto(t)
 		into, ok := m.rubrics[mv.MergedInto]
 		switch {
 		case !ok:
-			want = store.ErrNotFound
-		case into.Pool != store.PoolPublic:
-			want = store.ErrInvalid
+			want = model.ErrNotFound
+		case into.Pool != model.PoolPublic:
+			want = model.ErrInvalid
 		}
 	}
 	if want == nil && variant(t, 1) == 1 {
-		id, want = m.rubricSeq+9, store.ErrNotFound
+		id, want = m.rubricSeq+9, model.ErrNotFound
 	}
 	if want != nil {
 		m.bad(t, fmt.Sprintf("MoveRubric %d %s→%+v", id, rb.Pool, mv), want, func(r *store.RunTx) error { _, err := r.MoveRubric(id, mv); return err })
@@ -707,14 +708,14 @@ func (m *modelMachine) MoveRubric(t *rapid.T) {
 	}
 	m.ok(t, "MoveRubric", func(r *store.RunTx) error { _, err := r.MoveRubric(id, mv); return err })
 	switch mv.To {
-	case store.PoolMerged:
+	case model.PoolMerged:
 		rb.MergedInto = mv.MergedInto
-	case store.PoolRetired:
+	case model.PoolRetired:
 		rb.RetireStep, rb.RetireReason = mv.Step, mv.Reason
 	}
 	rb.Pool = mv.To
 	m.rubrics[id] = rb
-	m.event(store.EvRubricMove, rb)
+	m.event(model.EvRubricMove, rb)
 }
 
 // Reopen closes the file and opens it again: the LRU starts cold and
@@ -792,7 +793,7 @@ func (m *modelMachine) compareGroups(t *rapid.T, r *store.RunTx) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var want []store.Group
+	var want []model.Group
 	for _, g := range m.groups {
 		want = append(want, normGroup(*g))
 	}
@@ -853,25 +854,25 @@ func (m *modelMachine) compareNodes(t *rapid.T, r *store.RunTx) {
 			t.Fatalf("trajectory of %d: %d turns, model %d", id, len(path), len(want))
 		}
 	}
-	if _, err := r.Node(m.nodeSeq + 1); !errors.Is(err, store.ErrNotFound) {
+	if _, err := r.Node(m.nodeSeq + 1); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("node past the sequence: %v", err)
 	}
 }
 
 // trajectory is the model's materialised path: each ancestor's first Fork
 // turns, root first, then the node's own.
-func (m *modelMachine) trajectory(id uint64) []store.PathTurn {
+func (m *modelMachine) trajectory(id uint64) []model.PathTurn {
 	n := m.nodes[id]
-	var segs []store.PathTurn
+	var segs []model.PathTurn
 	for i, tu := range n.turns {
-		segs = append(segs, store.PathTurn{Turn: tu, Node: id, Index: i})
+		segs = append(segs, model.PathTurn{Turn: tu, Node: id, Index: i})
 	}
 	for n.n.Parent != 0 {
 		fork := n.n.Fork
 		p := m.nodes[n.n.Parent]
-		var pre []store.PathTurn
+		var pre []model.PathTurn
 		for i := 0; i < fork; i++ {
-			pre = append(pre, store.PathTurn{Turn: p.turns[i], Node: p.n.ID, Index: i})
+			pre = append(pre, model.PathTurn{Turn: p.turns[i], Node: p.n.ID, Index: i})
 		}
 		segs = append(pre, segs...)
 		n = p
@@ -923,9 +924,9 @@ func (m *modelMachine) compareRubrics(t *rapid.T, r *store.RunTx) {
 }
 
 func (m *modelMachine) compareEvents(t *rapid.T, r *store.RunTx) {
-	var kinds []store.EventKind
-	var last store.Event
-	if err := r.Events(1, func(e store.Event) error {
+	var kinds []model.EventKind
+	var last model.Event
+	if err := r.Events(1, func(e model.Event) error {
 		kinds = append(kinds, e.Kind)
 		last = e
 		return nil
@@ -948,14 +949,14 @@ func (m *modelMachine) compareEvents(t *rapid.T, r *store.RunTx) {
 	}
 	got, want := rec.Elem().Interface(), m.lastRec
 	switch w := want.(type) {
-	case store.Node:
-		got, want = normNode(got.(store.Node)), normNode(w)
-	case store.Group:
-		got, want = normGroup(got.(store.Group)), normGroup(w)
-	case store.Rubric:
-		got, want = normRubric(got.(store.Rubric)), normRubric(w)
-	case store.Advantage:
-		got, want = normAdv(got.(store.Advantage)), normAdv(w)
+	case model.Node:
+		got, want = normNode(got.(model.Node)), normNode(w)
+	case model.Group:
+		got, want = normGroup(got.(model.Group)), normGroup(w)
+	case model.Rubric:
+		got, want = normRubric(got.(model.Rubric)), normRubric(w)
+	case model.Advantage:
+		got, want = normAdv(got.(model.Advantage)), normAdv(w)
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("event %d (%s) payload:\n got %+v\nwant %+v", last.Seq, last.Kind, got, want)
@@ -966,7 +967,7 @@ func (m *modelMachine) compareEvents(t *rapid.T, r *store.RunTx) {
 // Normalisation: the store does not distinguish a nil slice or map from an
 // empty one.
 
-func normNode(n store.Node) store.Node {
+func normNode(n model.Node) model.Node {
 	if len(n.Scores) == 0 {
 		n.Scores = nil
 	}
@@ -980,7 +981,7 @@ func normNode(n store.Node) store.Node {
 	return n
 }
 
-func normGroup(g store.Group) store.Group {
+func normGroup(g model.Group) model.Group {
 	if len(g.Roots) == 0 {
 		g.Roots = nil
 	}
@@ -990,7 +991,7 @@ func normGroup(g store.Group) store.Group {
 	return g
 }
 
-func normRubric(rb store.Rubric) store.Rubric {
+func normRubric(rb model.Rubric) model.Rubric {
 	if len(rb.Parents) == 0 {
 		rb.Parents = nil
 	}
@@ -1000,14 +1001,14 @@ func normRubric(rb store.Rubric) store.Rubric {
 	return rb
 }
 
-func normAdv(a store.Advantage) store.Advantage {
+func normAdv(a model.Advantage) model.Advantage {
 	if len(a.Rubrics) == 0 {
 		a.Rubrics = nil
 	}
 	return a
 }
 
-func normTurn(tu store.Turn) store.Turn {
+func normTurn(tu model.Turn) model.Turn {
 	if len(tu.ActionTokens) == 0 {
 		tu.ActionTokens = nil
 	}
@@ -1020,7 +1021,7 @@ func normTurn(tu store.Turn) store.Turn {
 	return tu
 }
 
-func turnsEqual(a, b []store.Turn) bool {
+func turnsEqual(a, b []model.Turn) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -1032,7 +1033,7 @@ func turnsEqual(a, b []store.Turn) bool {
 	return true
 }
 
-func pathEqual(a, b []store.PathTurn) bool {
+func pathEqual(a, b []model.PathTurn) bool {
 	if len(a) != len(b) {
 		return false
 	}

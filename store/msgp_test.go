@@ -17,12 +17,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
 // refEncodeTurn is the msgpack/v5 turn encoder this package used before
 // encodeTurn was written by hand.
-func refEncodeTurn(t *Turn) []byte {
+func refEncodeTurn(t *model.Turn) []byte {
 	var buf bytes.Buffer
 	buf.Write([]byte{valueFormatV1, 0, 0, 0, 0})
 	enc := msgpack.NewEncoder(&buf)
@@ -30,10 +31,10 @@ func refEncodeTurn(t *Turn) []byte {
 	for _, err := range []error{
 		enc.EncodeArrayLen(turnFields),
 		enc.EncodeString(t.Action),
-		enc.EncodeBytes(packU32(scratch[:0], t.ActionTokens)),
-		enc.EncodeBytes(packF32(scratch[:0], t.ActionLogprobs)),
+		enc.EncodeBytes(model.AppendWords(scratch[:0], t.ActionTokens)),
+		enc.EncodeBytes(model.AppendFloats(scratch[:0], t.ActionLogprobs)),
 		enc.EncodeString(t.Observation),
-		enc.EncodeBytes(packU32(scratch[:0], t.ObservationTokens)),
+		enc.EncodeBytes(model.AppendWords(scratch[:0], t.ObservationTokens)),
 		enc.EncodeFloat64(t.Reward),
 		enc.EncodeBool(t.Done),
 		enc.EncodeUint64(t.PolicyVersion),
@@ -49,8 +50,8 @@ func refEncodeTurn(t *Turn) []byte {
 
 // refDecodeTurn is the msgpack/v5 turn decoder this package used before.
 // It reports only success or failure: the reasons are worded differently.
-func refDecodeTurn(raw []byte) (Turn, bool) {
-	var t Turn
+func refDecodeTurn(raw []byte) (model.Turn, bool) {
+	var t model.Turn
 	payload, err := checkFrame("t", nil, raw)
 	if err != nil {
 		return t, false
@@ -68,13 +69,13 @@ func refDecodeTurn(raw []byte) (Turn, bool) {
 	if blob, err = dec.DecodeBytes(); err != nil {
 		return t, false
 	}
-	if t.ActionTokens, ok = unpackU32(blob); !ok {
+	if t.ActionTokens, ok = model.Words(blob); !ok {
 		return t, false
 	}
 	if blob, err = dec.DecodeBytes(); err != nil {
 		return t, false
 	}
-	if t.ActionLogprobs, ok = unpackF32(blob); !ok {
+	if t.ActionLogprobs, ok = model.Floats(blob); !ok {
 		return t, false
 	}
 	if t.Observation, err = dec.DecodeString(); err != nil {
@@ -83,7 +84,7 @@ func refDecodeTurn(raw []byte) (Turn, bool) {
 	if blob, err = dec.DecodeBytes(); err != nil {
 		return t, false
 	}
-	if t.ObservationTokens, ok = unpackU32(blob); !ok {
+	if t.ObservationTokens, ok = model.Words(blob); !ok {
 		return t, false
 	}
 	if t.Reward, err = dec.DecodeFloat64(); err != nil {
@@ -121,7 +122,7 @@ func randString(rng *rand.Rand, n int) string {
 
 // randTurn draws a turn; token arrays are nil, empty or of any length
 // (their byte lengths cross the bin8/bin16/bin32 boundaries).
-func randTurn(rng *rand.Rand) Turn {
+func randTurn(rng *rand.Rand) model.Turn {
 	strLen := func() int {
 		if rng.IntN(3) == 0 {
 			return edgeLens[rng.IntN(len(edgeLens))]
@@ -143,7 +144,7 @@ func randTurn(rng *rand.Rand) Turn {
 		}
 		return xs
 	}
-	t := Turn{
+	t := model.Turn{
 		Action:            randString(rng, strLen()),
 		ActionTokens:      toks(),
 		Observation:       randString(rng, strLen()),
@@ -162,10 +163,10 @@ func randTurn(rng *rand.Rand) Turn {
 
 func TestTurnEncodeMatchesMsgpack(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	turns := []Turn{{}, {ActionTokens: []uint32{}, ActionLogprobs: []float32{}, ObservationTokens: []uint32{}}}
+	turns := []model.Turn{{}, {ActionTokens: []uint32{}, ActionLogprobs: []float32{}, ObservationTokens: []uint32{}}}
 	for _, n := range edgeLens {
 		s := strings.Repeat("x", n)
-		turns = append(turns, Turn{Action: s, Observation: s, ActionTokens: make([]uint32, n/4), ObservationTokens: make([]uint32, n)})
+		turns = append(turns, model.Turn{Action: s, Observation: s, ActionTokens: make([]uint32, n/4), ObservationTokens: make([]uint32, n)})
 	}
 	for range 400 {
 		turns = append(turns, randTurn(rng))
@@ -211,7 +212,7 @@ func compareTurnDecode(t *testing.T, raw []byte) {
 
 // sameTurn is field-for-field equality with floats compared bit for bit
 // (a damaged value may hold a NaN, which reflect.DeepEqual never equates).
-func sameTurn(a, b Turn) bool {
+func sameTurn(a, b model.Turn) bool {
 	ea, _ := encodeTurn(&a)
 	eb, _ := encodeTurn(&b)
 	return bytes.Equal(ea, eb) && (a.ActionTokens == nil) == (b.ActionTokens == nil) &&
@@ -331,33 +332,33 @@ func randBytes(rng *rand.Rand) []byte {
 	return []byte(randString(rng, edgeLens[rng.IntN(6)]))
 }
 
-func randEvent(rng *rand.Rand) Event {
-	kinds := []EventKind{EvNodeAdd, EvTurns, EvRunCreate, "rubric.judge", "", EventKind(randString(rng, 40))}
-	return Event{Seq: uint64(randInt(rng)), Time: randInt(rng), Kind: kinds[rng.IntN(len(kinds))],
+func randEvent(rng *rand.Rand) model.Event {
+	kinds := []model.EventKind{model.EvNodeAdd, model.EvTurns, model.EvRunCreate, "rubric.judge", "", model.EventKind(randString(rng, 40))}
+	return model.Event{Seq: uint64(randInt(rng)), Time: randInt(rng), Kind: kinds[rng.IntN(len(kinds))],
 		Step: uint64(randInt(rng)), Group: uint64(randInt(rng)), Node: uint64(randInt(rng)),
 		Rubric: uint64(randInt(rng)), Payload: randBytes(rng)}
 }
 
-func randNode(rng *rand.Rand) Node {
-	n := Node{ID: uint64(randInt(rng)), Step: uint64(randInt(rng)), Group: uint64(randInt(rng)),
+func randNode(rng *rand.Rand) model.Node {
+	n := model.Node{ID: uint64(randInt(rng)), Step: uint64(randInt(rng)), Group: uint64(randInt(rng)),
 		Parent: uint64(randInt(rng)), Ordinal: int(randInt(rng)), Fork: int(randInt(rng)), Base: int(randInt(rng)),
-		Depth: int(randInt(rng)), Status: []NodeStatus{NodeActive, NodePruned, "", "other"}[rng.IntN(4)],
+		Depth: int(randInt(rng)), Status: []model.NodeStatus{model.NodeActive, model.NodePruned, "", "other"}[rng.IntN(4)],
 		Turns: int(randInt(rng)), HasReward: rng.IntN(2) == 0, Reward: rng.NormFloat64(), EnvState: randBytes(rng),
 		Worker: randString(rng, rng.IntN(40)), Attempt: int(randInt(rng))}
 	switch rng.IntN(3) {
 	case 0:
-		n.Scores = []Score{}
+		n.Scores = []model.Score{}
 	case 1:
 		for i := range rng.IntN(20) {
-			n.Scores = append(n.Scores, Score{Interval: i, Turn: int(randInt(rng)), Value: rng.Float64()})
+			n.Scores = append(n.Scores, model.Score{Interval: i, Turn: int(randInt(rng)), Value: rng.Float64()})
 		}
 	}
 	switch rng.IntN(3) {
 	case 0:
-		n.Decisions = []Decision{}
+		n.Decisions = []model.Decision{}
 	case 1:
 		for i := range 1 + rng.IntN(5) {
-			n.Decisions = append(n.Decisions, Decision{Interval: i, Action: ActionExpand, Score: rng.Float64(),
+			n.Decisions = append(n.Decisions, model.Decision{Interval: i, Action: model.ActionExpand, Score: rng.Float64(),
 				Reference: rng.Float64(), Delta: -rng.Float64(), Rule: randString(rng, 10), Children: int(randInt(rng))})
 		}
 	}
@@ -398,8 +399,8 @@ func compareRecordDecode[T any](t *testing.T, payload []byte) bool {
 	case err != nil && refErr == nil && msgpackFits(payload):
 		t.Fatalf("%x: decodeValue: %v; msgpack/v5 decodes it", payload, err)
 	}
-	if gotE, ok := any(&got).(*Event); ok { // RunTx.Events' own entry point
-		var e Event
+	if gotE, ok := any(&got).(*model.Event); ok { // RunTx.Events' own entry point
+		var e model.Event
 		errE := decodeEvent("test", nil, frameFor(payload), &e, nil)
 		if (errE == nil) != (err == nil) || (err == nil && !sameRecord(&e, gotE)) {
 			t.Fatalf("%x: decodeEvent (%v) and decodeValue (%v) disagree", payload, errE, err)
@@ -422,13 +423,13 @@ func TestRecordDecodeMatchesMsgpack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		check("event", val[headerLen:], compareRecordDecode[Event](t, val[headerLen:]))
-		var got Event
+		check("event", val[headerLen:], compareRecordDecode[model.Event](t, val[headerLen:]))
+		var got model.Event
 		if err := decodeValue("test", nil, val, &got); err != nil || !reflect.DeepEqual(got, e) {
 			t.Fatalf("event round trip: %v\n%+v\n%+v", err, got, e)
 		}
 		for _, m := range mutations(rng, val[headerLen:], 10) {
-			compareRecordDecode[Event](t, m)
+			compareRecordDecode[model.Event](t, m)
 		}
 
 		n := randNode(rng)
@@ -436,16 +437,16 @@ func TestRecordDecodeMatchesMsgpack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		check("node", val[headerLen:], compareRecordDecode[Node](t, val[headerLen:]))
-		var gotN Node
-		if err := DecodePayload(Event{Payload: val[headerLen:]}, &gotN); err != nil || !reflect.DeepEqual(gotN, n) {
+		check("node", val[headerLen:], compareRecordDecode[model.Node](t, val[headerLen:]))
+		var gotN model.Node
+		if err := DecodePayload(model.Event{Payload: val[headerLen:]}, &gotN); err != nil || !reflect.DeepEqual(gotN, n) {
 			t.Fatalf("node round trip through DecodePayload: %v\n%+v\n%+v", err, gotN, n)
 		}
 		for _, m := range mutations(rng, val[headerLen:], 10) {
-			compareRecordDecode[Node](t, m)
+			compareRecordDecode[model.Node](t, m)
 		}
 
-		a := Advantage{Step: uint64(randInt(rng)), Group: uint64(randInt(rng)), Leaf: uint64(randInt(rng)),
+		a := model.Advantage{Step: uint64(randInt(rng)), Group: uint64(randInt(rng)), Leaf: uint64(randInt(rng)),
 			Outcome: rng.NormFloat64(), RubricScore: rng.NormFloat64(), Lambda: rng.Float64(), Total: rng.NormFloat64(),
 			Mean: rng.NormFloat64(), Std: rng.Float64(), Advantage: rng.NormFloat64(),
 			ZeroVariance: rng.IntN(2) == 0, ZeroVarianceAfter: rng.IntN(2) == 0}
@@ -459,20 +460,20 @@ func TestRecordDecodeMatchesMsgpack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		check("advantage", val[headerLen:], compareRecordDecode[Advantage](t, val[headerLen:]))
-		var gotA Advantage
+		check("advantage", val[headerLen:], compareRecordDecode[model.Advantage](t, val[headerLen:]))
+		var gotA model.Advantage
 		if err := decodeValue("test", nil, val, &gotA); err != nil || !reflect.DeepEqual(gotA, a) {
 			t.Fatalf("advantage round trip: %v\n%+v\n%+v", err, gotA, a)
 		}
 		for _, m := range mutations(rng, val[headerLen:], 10) {
-			compareRecordDecode[Advantage](t, m)
+			compareRecordDecode[model.Advantage](t, m)
 		}
 
-		tp := TurnsPayload{From: int(randInt(rng)), Count: int(randInt(rng)), Turns: int(randInt(rng))}
+		tp := model.TurnsPayload{From: int(randInt(rng)), Count: int(randInt(rng)), Turns: int(randInt(rng))}
 		val, _ = encodeValue(&tp)
-		check("turns payload", val[headerLen:], compareRecordDecode[TurnsPayload](t, val[headerLen:]))
+		check("turns payload", val[headerLen:], compareRecordDecode[model.TurnsPayload](t, val[headerLen:]))
 		for _, m := range mutations(rng, val[headerLen:], 10) {
-			compareRecordDecode[TurnsPayload](t, m)
+			compareRecordDecode[model.TurnsPayload](t, m)
 		}
 	}
 	// The shapes msgpack/v5 accepts that the store never writes go to it
@@ -482,17 +483,17 @@ func TestRecordDecodeMatchesMsgpack(t *testing.T) {
 		{0xc0}, {0x90},
 		{0x82, 0xa3, 'S', 'e', 'q', 0x05, 0xa4, 'K', 'i', 'n', 'd', 0xa1, 'k'},
 	} {
-		if compareRecordDecode[Event](t, p) || compareRecordDecode[Node](t, p) || compareRecordDecode[TurnsPayload](t, p) || compareRecordDecode[Advantage](t, p) {
+		if compareRecordDecode[model.Event](t, p) || compareRecordDecode[model.Node](t, p) || compareRecordDecode[model.TurnsPayload](t, p) || compareRecordDecode[model.Advantage](t, p) {
 			t.Fatalf("%x: the fast decoder took a non-canonical shape", p)
 		}
 	}
-	n := Node{ID: 3, Scores: []Score{{Interval: 1}}}
+	n := model.Node{ID: 3, Scores: []model.Score{{Interval: 1}}}
 	val, _ := encodeValue(&n)
 	p := bytes.Replace(val[headerLen:], []byte{0x91, 0x93, 0x01, 0x00, 0xcb}, []byte{0x91, 0xc0, 0x01, 0x00, 0xcb}, 1)
 	if bytes.Equal(p, val[headerLen:]) {
 		t.Fatalf("test setup: score not found in %x", p)
 	}
-	compareRecordDecode[Node](t, p)
+	compareRecordDecode[model.Node](t, p)
 }
 
 // FuzzMsgpDifferential feeds the same bytes to the hand-written decoders
@@ -501,7 +502,7 @@ func FuzzMsgpDifferential(f *testing.F) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	// Small seeds: the fuzzer mutates every byte of an input, and a turn's
 	// headers are what is worth mutating, not its kilobytes of tokens.
-	for _, tu := range []Turn{{}, {Action: "act", ActionTokens: []uint32{1, 2}, ActionLogprobs: []float32{-1, -2},
+	for _, tu := range []model.Turn{{}, {Action: "act", ActionTokens: []uint32{1, 2}, ActionLogprobs: []float32{-1, -2},
 		Observation: strings.Repeat("o", 40), ObservationTokens: []uint32{7}, Reward: 0.5, Done: true}} {
 		v, _ := encodeTurn(&tu)
 		f.Add(v[headerLen:])
@@ -513,19 +514,19 @@ func FuzzMsgpDifferential(f *testing.F) {
 		n := randNode(rng)
 		v, _ = encodeValue(&n)
 		f.Add(v[headerLen:])
-		v, _ = encodeValue(&TurnsPayload{From: 1, Count: 300, Turns: -2})
+		v, _ = encodeValue(&model.TurnsPayload{From: 1, Count: 300, Turns: -2})
 		f.Add(v[headerLen:])
-		v, _ = encodeValue(&Advantage{Step: 1, Group: 2, Leaf: 3, Advantage: -0.5, Rubrics: []uint64{4, 5}, ZeroVariance: true})
+		v, _ = encodeValue(&model.Advantage{Step: 1, Group: 2, Leaf: 3, Advantage: -0.5, Rubrics: []uint64{4, 5}, ZeroVariance: true})
 		f.Add(v[headerLen:])
 		g := randGroup(rng)
 		f.Add(encodeGroup(&g)[headerLen:])
 	}
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		compareTurnDecode(t, frameFor(payload))
-		compareRecordDecode[Event](t, payload)
-		compareRecordDecode[Node](t, payload)
-		compareRecordDecode[TurnsPayload](t, payload)
-		compareRecordDecode[Advantage](t, payload)
-		compareRecordDecode[Group](t, payload)
+		compareRecordDecode[model.Event](t, payload)
+		compareRecordDecode[model.Node](t, payload)
+		compareRecordDecode[model.TurnsPayload](t, payload)
+		compareRecordDecode[model.Advantage](t, payload)
+		compareRecordDecode[model.Group](t, payload)
 	})
 }

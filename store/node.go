@@ -2,6 +2,7 @@ package store
 
 import (
 	"cmp"
+	"github.com/patrdb/patrdb/model"
 	"math"
 	"slices"
 	"strings"
@@ -23,95 +24,95 @@ type NodeSpec struct {
 // AddNode validates spec and adds an active node with an id from the run's
 // node sequence. The parent must exist in the same group, be active or
 // expanded, and have at least Fork own turns.
-func (r *RunTx) AddNode(spec NodeSpec) (Node, error) {
+func (r *RunTx) AddNode(spec NodeSpec) (model.Node, error) {
 	if err := r.tx.check(true); err != nil {
-		return Node{}, err
+		return model.Node{}, err
 	}
 	n, err := r.addNode(spec)
 	return n, r.tx.fail(err)
 }
 
-func (r *RunTx) addNode(spec NodeSpec) (Node, error) {
+func (r *RunTx) addNode(spec NodeSpec) (model.Node, error) {
 	g, err := r.groupRef(spec.Step, spec.Group)
 	if err != nil {
-		return Node{}, err
+		return model.Node{}, err
 	}
-	if g.Status != GroupOpen {
-		return Node{}, invalidf("group %d is %s", g.ID, g.Status)
+	if g.Status != model.GroupOpen {
+		return model.Node{}, invalidf("group %d is %s", g.ID, g.Status)
 	}
 	if spec.Ordinal < 0 || spec.Attempt < 0 {
-		return Node{}, invalidf("node ordinal %d / attempt %d is negative", spec.Ordinal, spec.Attempt)
+		return model.Node{}, invalidf("node ordinal %d / attempt %d is negative", spec.Ordinal, spec.Attempt)
 	}
 	if err := validText(nil, "worker", spec.Worker); err != nil {
-		return Node{}, err
+		return model.Node{}, err
 	}
-	n := Node{Step: g.Step, Group: g.ID, Parent: spec.Parent, Fork: spec.Fork, Ordinal: spec.Ordinal,
-		Status: NodeActive, EnvState: cloneBytes(spec.EnvState), Worker: spec.Worker, Attempt: spec.Attempt}
+	n := model.Node{Step: g.Step, Group: g.ID, Parent: spec.Parent, Fork: spec.Fork, Ordinal: spec.Ordinal,
+		Status: model.NodeActive, EnvState: cloneBytes(spec.EnvState), Worker: spec.Worker, Attempt: spec.Attempt}
 	var siblings []uint64
 	if spec.Parent == 0 {
 		if spec.Fork != 0 {
-			return Node{}, invalidf("root branch with fork point %d", spec.Fork)
+			return model.Node{}, invalidf("root branch with fork point %d", spec.Fork)
 		}
 		siblings = g.Roots
 	} else {
 		p, err := r.nodeRef(spec.Parent)
 		if err != nil {
-			return Node{}, err
+			return model.Node{}, err
 		}
 		if p.Group != g.ID || p.Step != g.Step {
-			return Node{}, invalidf("parent %d belongs to group %d, not %d", p.ID, p.Group, g.ID)
+			return model.Node{}, invalidf("parent %d belongs to group %d, not %d", p.ID, p.Group, g.ID)
 		}
-		if p.Status != NodeActive && p.Status != NodeExpanded {
-			return Node{}, invalidf("parent %d is %s and cannot have children", p.ID, p.Status)
+		if p.Status != model.NodeActive && p.Status != model.NodeExpanded {
+			return model.Node{}, invalidf("parent %d is %s and cannot have children", p.ID, p.Status)
 		}
 		if spec.Fork < 0 || spec.Fork > p.Turns {
-			return Node{}, invalidf("fork point %d outside parent %d's %d turns", spec.Fork, p.ID, p.Turns)
+			return model.Node{}, invalidf("fork point %d outside parent %d's %d turns", spec.Fork, p.ID, p.Turns)
 		}
 		n.Base = p.Base + spec.Fork
 		n.Depth = p.Depth + 1
 		if siblings, err = r.children(p.ID); err != nil {
-			return Node{}, err
+			return model.Node{}, err
 		}
 	}
 	for _, s := range siblings {
 		sn, err := r.nodeRef(s)
 		if err != nil {
-			return Node{}, err
+			return model.Node{}, err
 		}
 		if sn.Ordinal == spec.Ordinal {
-			return sn.clone(), existsf("node %d is already ordinal %d under parent %d of group %d", sn.ID, spec.Ordinal, spec.Parent, g.ID)
+			return cloneNode(sn), existsf("node %d is already ordinal %d under parent %d of group %d", sn.ID, spec.Ordinal, spec.Parent, g.ID)
 		}
 	}
 	nodes, err := r.bucket(bNodes)
 	if err != nil {
-		return Node{}, err
+		return model.Node{}, err
 	}
 	if r.firstNew == 0 {
 		r.firstNew = nodes.Sequence() + 1
 	}
 	if n.ID, err = nodes.NextSequence(); err != nil {
-		return Node{}, err
+		return model.Node{}, err
 	}
 	if spec.Parent == 0 {
-		ng := g.clone()
+		ng := cloneGroup(g)
 		ng.Roots = append(ng.Roots, n.ID)
 		if err := r.putGroup(&ng, ng.Status, ""); err != nil {
-			return Node{}, err
+			return model.Node{}, err
 		}
 	} else {
 		children, err := r.bucket(bChildren)
 		if err != nil {
-			return Node{}, err
+			return model.Node{}, err
 		}
 		if err := children.Put(r.tx.putKey(spec.Parent, n.ID), []byte{}); err != nil {
-			return Node{}, err
+			return model.Node{}, err
 		}
 		r.kids[spec.Parent] = append(slices.Clip(siblings), n.ID)
 	}
-	if err := r.putNode(nil, nil, &n, EvNodeAdd); err != nil {
-		return Node{}, err
+	if err := r.putNode(nil, nil, &n, model.EvNodeAdd); err != nil {
+		return model.Node{}, err
 	}
-	return n.clone(), nil // n itself is the transaction's until the commit, then the cache's
+	return cloneNode(&n), nil // n itself is the transaction's until the commit, then the cache's
 }
 
 // putNode is the one way a node record changes: prev is the node before
@@ -121,11 +122,11 @@ func (r *RunTx) addNode(spec NodeSpec) (Node, error) {
 // joins that set, whose records are written once each, just before commit
 // (Tx.flush, through writeNode); the frontier is kept equal to the active
 // nodes, and kind is logged with the record as its payload.
-func (r *RunTx) putNode(d *dirtyNode, prev, n *Node, kind EventKind) error {
+func (r *RunTx) putNode(d *dirtyNode, prev, n *model.Node, kind model.EventKind) error {
 	if err := r.tally(nodeDelta(prev, n)); err != nil {
 		return err
 	}
-	if wasActive := prev != nil && prev.Status == NodeActive; wasActive != (n.Status == NodeActive) {
+	if wasActive := prev != nil && prev.Status == model.NodeActive; wasActive != (n.Status == model.NodeActive) {
 		r.queueFrontier(n.ID, wasActive)
 	}
 	if d == nil {
@@ -140,7 +141,7 @@ func (r *RunTx) putNode(d *dirtyNode, prev, n *Node, kind EventKind) error {
 	// written once, at flush, however often the node changes before, and
 	// copied from the event when the event was its last change.
 	size := 0
-	val, err := r.putEvent(&Event{Kind: kind, Step: n.Step, Group: n.Group, Node: n.ID}, nodeMsgpSizeHint(n),
+	val, err := r.putEvent(&model.Event{Kind: kind, Step: n.Step, Group: n.Group, Node: n.ID}, nodeMsgpSizeHint(n),
 		func(b []byte) []byte {
 			at := len(b)
 			b = appendNodeMsgp(b, n)
@@ -158,7 +159,7 @@ func (r *RunTx) putNode(d *dirtyNode, prev, n *Node, kind EventKind) error {
 // written.
 type dirtyNode struct {
 	r       *RunTx
-	n       *Node
+	n       *model.Node
 	written bool
 	// rec is n's record (its msgpack payload) as the event of its last
 	// change holds it, in that event's value; nil when that change wrote
@@ -208,7 +209,7 @@ func (tx *Tx) flush() error {
 // writeNode puts a node's record into the nodes bucket (rec: its
 // payload, when already encoded): every node record written goes through
 // here.
-func (r *RunTx) writeNode(n *Node, rec []byte) error {
+func (r *RunTx) writeNode(n *model.Node, rec []byte) error {
 	nodes, err := r.bucket(bNodes)
 	if err != nil {
 		return err
@@ -223,12 +224,12 @@ func (r *RunTx) writeNode(n *Node, rec []byte) error {
 }
 
 // Node returns a node's record, through the LRU when possible.
-func (r *RunTx) Node(id uint64) (Node, error) {
+func (r *RunTx) Node(id uint64) (model.Node, error) {
 	p, err := r.nodeRef(id)
 	if err != nil {
-		return Node{}, err
+		return model.Node{}, err
 	}
-	return p.clone(), nil
+	return cloneNode(p), nil
 }
 
 // nodeRef returns a shared, read-only node: from the cache, or decoded and
@@ -236,7 +237,7 @@ func (r *RunTx) Node(id uint64) (Node, error) {
 // transaction it may be the transaction's own version of the node, which
 // its next change makes in place (editable): do not keep it across a
 // change to the same node.
-func (r *RunTx) nodeRef(id uint64) (*Node, error) {
+func (r *RunTx) nodeRef(id uint64) (*model.Node, error) {
 	if d, ok := r.dirty[id]; ok {
 		return d.n, nil
 	}
@@ -253,7 +254,7 @@ func (r *RunTx) nodeRef(id uint64) (*Node, error) {
 	if raw == nil {
 		return nil, notFoundf("node %d of run %q", id, r.id)
 	}
-	n := new(Node)
+	n := new(model.Node)
 	if err := decodeValue(r.bpath(bNodes), key, raw, n); err != nil {
 		return nil, err
 	}
@@ -264,11 +265,11 @@ func (r *RunTx) nodeRef(id uint64) (*Node, error) {
 	return n, nil
 }
 
-// edit is a copy of n to change and put back (putNode) without copying
+// editNode is a copy of n to change and put back (putNode) without copying
 // what does not change: its slices are n's, clipped, so that appending to
 // one copies it. An element must not be changed in place (replaced does
 // it on a copy): n may be the cache's, read by other transactions.
-func (n *Node) edit() Node {
+func editNode(n *model.Node) model.Node {
 	c := *n
 	c.Scores = slices.Clip(c.Scores)
 	c.Decisions = slices.Clip(c.Decisions)
@@ -284,12 +285,13 @@ func replaced[T any](xs []T, i int, x T) []T {
 	return out
 }
 
-func (n *Node) clone() Node {
+// cloneNode is a deep copy of n.
+func cloneNode(n *model.Node) model.Node {
 	c := *n
-	c.Scores = append([]Score(nil), n.Scores...)
-	c.Decisions = append([]Decision(nil), n.Decisions...)
+	c.Scores = append([]model.Score(nil), n.Scores...)
+	c.Decisions = append([]model.Decision(nil), n.Decisions...)
 	c.EnvState = cloneBytes(n.EnvState)
-	c.TurnRanges = append(TurnRanges(nil), n.TurnRanges...)
+	c.TurnRanges = append(model.TurnRanges(nil), n.TurnRanges...)
 	return c
 }
 
@@ -368,12 +370,12 @@ func (r *RunTx) FrontierFrom(from uint64, fn func(id uint64) bool) error {
 }
 
 // FrontierNodes returns the active nodes' records.
-func (r *RunTx) FrontierNodes() ([]Node, error) {
+func (r *RunTx) FrontierNodes() ([]model.Node, error) {
 	ids, err := r.Frontier()
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Node, 0, len(ids))
+	out := make([]model.Node, 0, len(ids))
 	for _, id := range ids {
 		n, err := r.Node(id)
 		if err != nil {
@@ -386,7 +388,7 @@ func (r *RunTx) FrontierNodes() ([]Node, error) {
 
 // mutateNode loads a node, applies fn to it (editable: fn replaces
 // slices, never changes their elements) and writes it back with one event.
-func (r *RunTx) mutateNode(id uint64, kind EventKind, fn func(*Node) error) error {
+func (r *RunTx) mutateNode(id uint64, kind model.EventKind, fn func(*model.Node) error) error {
 	if err := r.tx.check(true); err != nil {
 		return err
 	}
@@ -410,11 +412,11 @@ func (r *RunTx) mutateNode(id uint64, kind EventKind, fn func(*Node) error) erro
 // times an interval), else a copy of the stored one (Node.edit), which the
 // cache may share with other transactions, and no entry. The caller keeps
 // a copy of *p first: putNode needs the node as it was.
-func (r *RunTx) editable(p *Node) (*Node, *dirtyNode) {
+func (r *RunTx) editable(p *model.Node) (*model.Node, *dirtyNode) {
 	if d := r.dirty[p.ID]; d != nil && d.n == p {
 		return p, d
 	}
-	c := p.edit()
+	c := editNode(p)
 	return &c, nil
 }
 
@@ -423,15 +425,15 @@ func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 // Score records a process score in [0,1] for an active node. A second score
 // for the same interval replaces the first, so a retried interval does not
 // duplicate it.
-func (r *RunTx) Score(id uint64, s Score) error {
-	return r.mutateNode(id, EvNodeScore, func(n *Node) error {
+func (r *RunTx) Score(id uint64, s model.Score) error {
+	return r.mutateNode(id, model.EvNodeScore, func(n *model.Node) error {
 		if !finite(s.Value) || s.Value < 0 || s.Value > 1 {
 			return invalidf("score %v of node %d outside [0,1]", s.Value, id)
 		}
 		if s.Interval < 0 || s.Turn < 0 {
 			return invalidf("score interval %d / turn %d is negative", s.Interval, s.Turn)
 		}
-		if n.Status != NodeActive {
+		if n.Status != model.NodeActive {
 			return invalidf("node %d is %s; only active nodes are scored", id, n.Status)
 		}
 		for i := range n.Scores {
@@ -447,23 +449,23 @@ func (r *RunTx) Score(id uint64, s Score) error {
 
 // Route records a routing decision and applies the status it implies:
 // expand → expanded, prune → pruned, survive → stays active.
-func (r *RunTx) Route(id uint64, d Decision) error {
-	return r.mutateNode(id, EvNodeRoute, func(n *Node) error {
+func (r *RunTx) Route(id uint64, d model.Decision) error {
+	return r.mutateNode(id, model.EvNodeRoute, func(n *model.Node) error {
 		if !finite(d.Score) || !finite(d.Reference) || !finite(d.Delta) {
 			return invalidf("decision for node %d has a non-finite value", id)
 		}
 		if d.Interval < 0 || d.Children < 0 {
 			return invalidf("decision interval %d / children %d is negative", d.Interval, d.Children)
 		}
-		if n.Status != NodeActive {
+		if n.Status != model.NodeActive {
 			return invalidf("node %d is %s; only active nodes are routed", id, n.Status)
 		}
 		switch d.Action {
-		case ActionExpand:
-			n.Status = NodeExpanded
-		case ActionPrune:
-			n.Status = NodePruned
-		case ActionSurvive:
+		case model.ActionExpand:
+			n.Status = model.NodeExpanded
+		case model.ActionPrune:
+			n.Status = model.NodePruned
+		case model.ActionSurvive:
 		default:
 			return invalidf("routing action %q", d.Action)
 		}
@@ -481,22 +483,22 @@ func (r *RunTx) Route(id uint64, d Decision) error {
 // SetNodeStatus moves a node along its lifecycle: active → expanded, completed,
 // pruned, truncated or failed; failed → active (a retry, which bumps
 // Attempt, while the group is open). Anything else is ErrInvalid.
-func (r *RunTx) SetNodeStatus(id uint64, s NodeStatus) error {
-	return r.mutateNode(id, EvNodeStatus, func(n *Node) error {
+func (r *RunTx) SetNodeStatus(id uint64, s model.NodeStatus) error {
+	return r.mutateNode(id, model.EvNodeStatus, func(n *model.Node) error {
 		if !s.Valid() {
 			return invalidf("node status %q", s)
 		}
-		if !n.Status.canMove(s) {
+		if !n.Status.CanMove(s) {
 			return invalidf("node %d cannot go from %s to %s", id, n.Status, s)
 		}
-		if n.Status == NodeFailed {
+		if n.Status == model.NodeFailed {
 			// A retry needs an open group: a closed group has no active
 			// nodes (CloseGroup and Check hold it to that).
 			g, err := r.groupRef(n.Step, n.Group)
 			if err != nil {
 				return err
 			}
-			if g.Status != GroupOpen {
+			if g.Status != model.GroupOpen {
 				return invalidf("node %d cannot be retried: group %d is %s", id, g.ID, g.Status)
 			}
 			n.Attempt++
@@ -512,14 +514,14 @@ func (r *RunTx) SetNodeStatus(id uint64, s NodeStatus) error {
 // is not a leaf and never enters the advantages; SetNodeStatus(id,
 // NodeActive) retries an active node's failure.
 func (r *RunTx) FailNode(id uint64, reason string) error {
-	return r.mutateNode(id, EvNodeStatus, func(n *Node) error {
-		if n.Status != NodeActive && !n.AwaitsReward() {
+	return r.mutateNode(id, model.EvNodeStatus, func(n *model.Node) error {
+		if n.Status != model.NodeActive && !n.AwaitsReward() {
 			return invalidf("node %d is %s; only an active node, or a finished one awaiting its reward, fails", id, n.Status)
 		}
 		if err := validText(nil, "error", reason); err != nil {
 			return err
 		}
-		n.Status, n.Error = NodeFailed, reason
+		n.Status, n.Error = model.NodeFailed, reason
 		return nil
 	})
 }
@@ -527,11 +529,11 @@ func (r *RunTx) FailNode(id uint64, reason string) error {
 // SetReward records a node's outcome reward. Any finite value is accepted:
 // tasks define their own scale (ARBOR uses -1 for a malformed answer).
 func (r *RunTx) SetReward(id uint64, reward float64) error {
-	return r.mutateNode(id, EvNodeReward, func(n *Node) error {
+	return r.mutateNode(id, model.EvNodeReward, func(n *model.Node) error {
 		if !finite(reward) {
 			return invalidf("reward %v of node %d is not finite", reward, id)
 		}
-		if n.Status == NodeExpanded {
+		if n.Status == model.NodeExpanded {
 			return invalidf("node %d is expanded; rewards belong to leaves", id)
 		}
 		n.Reward, n.HasReward = reward, true
@@ -541,8 +543,8 @@ func (r *RunTx) SetReward(id uint64, reward float64) error {
 
 // SetEnvState stores the opaque env-state reference the Env restores from.
 func (r *RunTx) SetEnvState(id uint64, state []byte) error {
-	return r.mutateNode(id, EvNodeEnvState, func(n *Node) error {
-		if n.Status != NodeActive {
+	return r.mutateNode(id, model.EvNodeEnvState, func(n *model.Node) error {
+		if n.Status != model.NodeActive {
 			return invalidf("node %d is %s", id, n.Status)
 		}
 		n.EnvState = cloneBytes(state)

@@ -1,6 +1,10 @@
 package store
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/patrdb/patrdb/model"
+)
 
 // A change to a node the transaction already changed costs the store no
 // allocation on top of bbolt's Put of its event: the record is changed in
@@ -14,13 +18,13 @@ func TestNodeChangeAllocations(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if err := r.AppendTurns(n.ID, 0, Turn{Action: "a", ActionTokens: []uint32{1}}); err != nil {
+		if err := r.AppendTurns(n.ID, 0, model.Turn{Action: "a", ActionTokens: []uint32{1}}); err != nil {
 			return err
 		}
-		if err := r.Score(n.ID, Score{Interval: 0, Turn: 1, Value: 0.5}); err != nil {
+		if err := r.Score(n.ID, model.Score{Interval: 0, Turn: 1, Value: 0.5}); err != nil {
 			return err
 		}
-		if err := r.Route(n.ID, Decision{Interval: 0, Action: ActionSurvive}); err != nil {
+		if err := r.Route(n.ID, model.Decision{Interval: 0, Action: model.ActionSurvive}); err != nil {
 			return err
 		}
 		events, err := r.bucket(bEvents)
@@ -44,7 +48,7 @@ func TestNodeChangeAllocations(t *testing.T) {
 		})
 		scoreAllocs := testing.AllocsPerRun(200, func() {
 			reward += 0.001
-			if err := r.Score(n.ID, Score{Interval: 0, Turn: 1, Value: reward}); err != nil {
+			if err := r.Score(n.ID, model.Score{Interval: 0, Turn: 1, Value: reward}); err != nil {
 				t.Fatal(err)
 			}
 		})

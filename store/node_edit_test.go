@@ -4,6 +4,8 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+
+	"github.com/patrdb/patrdb/model"
 )
 
 // A change to a node copies only what it changes (Node.edit): the record
@@ -12,7 +14,7 @@ import (
 // adds them, extends its turn ranges or changes its env state.
 func TestNodeChangesLeaveSharedRecordAlone(t *testing.T) {
 	var id uint64
-	turn := Turn{Action: "a", ActionTokens: []uint32{1}}
+	turn := model.Turn{Action: "a", ActionTokens: []uint32{1}}
 	db := openWithGroup(t, func(r *RunTx, group uint64) error {
 		n, err := r.AddNode(NodeSpec{Step: 1, Group: group, EnvState: []byte("env")})
 		if err != nil {
@@ -22,26 +24,28 @@ func TestNodeChangesLeaveSharedRecordAlone(t *testing.T) {
 		if err := r.AppendTurns(id, 0, turn, turn); err != nil {
 			return err
 		}
-		if err := r.Score(id, Score{Interval: 0, Turn: 2, Value: 0.25}); err != nil {
+		if err := r.Score(id, model.Score{Interval: 0, Turn: 2, Value: 0.25}); err != nil {
 			return err
 		}
-		return r.Route(id, Decision{Interval: 0, Action: ActionSurvive, Score: 0.25})
+		return r.Route(id, model.Decision{Interval: 0, Action: model.ActionSurvive, Score: 0.25})
 	})
 	inRunR(t, db, false, func(r *RunTx) error {
 		shared, err := r.nodeRef(id)
 		if err != nil {
 			return err
 		}
-		before := shared.clone()
+		before := cloneNode(shared)
 		inRunR(t, db, true, func(w *RunTx) error {
 			if p, err := w.nodeRef(id); err != nil || p != shared {
 				t.Fatalf("the writer does not read the shared record (%v): the test proves nothing", err)
 			}
 			for _, change := range []func() error{
-				func() error { return w.Score(id, Score{Interval: 0, Turn: 2, Value: 0.75}) },
-				func() error { return w.Score(id, Score{Interval: 1, Turn: 3, Value: 0.5}) },
-				func() error { return w.Route(id, Decision{Interval: 0, Action: ActionSurvive, Score: 0.75}) },
-				func() error { return w.Route(id, Decision{Interval: 1, Action: ActionSurvive, Score: 0.5}) },
+				func() error { return w.Score(id, model.Score{Interval: 0, Turn: 2, Value: 0.75}) },
+				func() error { return w.Score(id, model.Score{Interval: 1, Turn: 3, Value: 0.5}) },
+				func() error {
+					return w.Route(id, model.Decision{Interval: 0, Action: model.ActionSurvive, Score: 0.75})
+				},
+				func() error { return w.Route(id, model.Decision{Interval: 1, Action: model.ActionSurvive, Score: 0.5}) },
 				func() error { return w.AppendTurns(id, 2, turn) },
 				func() error { return w.SetEnvState(id, []byte("ENV")) },
 			} {
@@ -61,11 +65,11 @@ func TestNodeChangesLeaveSharedRecordAlone(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		want := Node{Turns: 3, TurnRanges: TurnRanges{{Seq: 1, Count: 3}},
-			Scores:    []Score{{Interval: 0, Turn: 2, Value: 0.75}, {Interval: 1, Turn: 3, Value: 0.5}},
-			Decisions: []Decision{{Interval: 0, Action: ActionSurvive, Score: 0.75}, {Interval: 1, Action: ActionSurvive, Score: 0.5}},
+		want := model.Node{Turns: 3, TurnRanges: model.TurnRanges{{Seq: 1, Count: 3}},
+			Scores:    []model.Score{{Interval: 0, Turn: 2, Value: 0.75}, {Interval: 1, Turn: 3, Value: 0.5}},
+			Decisions: []model.Decision{{Interval: 0, Action: model.ActionSurvive, Score: 0.75}, {Interval: 1, Action: model.ActionSurvive, Score: 0.5}},
 			EnvState:  []byte("ENV")}
-		got := Node{Turns: n.Turns, TurnRanges: n.TurnRanges, Scores: n.Scores, Decisions: n.Decisions, EnvState: n.EnvState}
+		got := model.Node{Turns: n.Turns, TurnRanges: n.TurnRanges, Scores: n.Scores, Decisions: n.Decisions, EnvState: n.EnvState}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("after the changes:\n got %+v\nwant %+v", got, want)
 		}
@@ -84,12 +88,12 @@ func TestNodeChangesInOneTransaction(t *testing.T) {
 			return err
 		}
 		id = n.ID
-		turn := Turn{Action: "a", ActionTokens: []uint32{1}}
+		turn := model.Turn{Action: "a", ActionTokens: []uint32{1}}
 		for _, change := range []func() error{
 			func() error { return r.AppendTurns(id, 0, turn) },
-			func() error { return r.Score(id, Score{Interval: 0, Turn: 1, Value: 0.25}) },
+			func() error { return r.Score(id, model.Score{Interval: 0, Turn: 1, Value: 0.25}) },
 			func() error { return r.AppendTurns(id, 1, turn) },
-			func() error { return r.Score(id, Score{Interval: 0, Turn: 2, Value: 0.75}) },
+			func() error { return r.Score(id, model.Score{Interval: 0, Turn: 2, Value: 0.75}) },
 			func() error { return r.SetReward(id, 1) },
 		} {
 			if err := change(); err != nil {
@@ -110,7 +114,7 @@ func TestNodeChangesInOneTransaction(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if err := r.SetNodeStatus(id, NodeActive); err == nil {
+		if err := r.SetNodeStatus(id, model.NodeActive); err == nil {
 			t.Fatal("active -> active was accepted")
 		}
 		if after, err := r.Node(id); err != nil || !reflect.DeepEqual(after, before) {
@@ -118,21 +122,21 @@ func TestNodeChangesInOneTransaction(t *testing.T) {
 		}
 		return nil
 	})
-	if !errors.Is(err, ErrInvalid) {
+	if !errors.Is(err, model.ErrInvalid) {
 		t.Fatalf("the transaction with a refused change returned %v, want ErrInvalid", err)
 	}
 	type seen struct {
 		turns  int
-		scores []Score
+		scores []model.Score
 		reward bool
 	}
 	var got []seen
 	inRunR(t, db, false, func(r *RunTx) error {
-		return r.Events(0, func(e Event) error {
-			if e.Node != id || e.Kind == EvTurns {
+		return r.Events(0, func(e model.Event) error {
+			if e.Node != id || e.Kind == model.EvTurns {
 				return nil
 			}
-			var n Node
+			var n model.Node
 			if err := DecodePayload(e, &n); err != nil {
 				return err
 			}
@@ -140,7 +144,7 @@ func TestNodeChangesInOneTransaction(t *testing.T) {
 			return nil
 		})
 	})
-	first, second := []Score{{Interval: 0, Turn: 1, Value: 0.25}}, []Score{{Interval: 0, Turn: 2, Value: 0.75}}
+	first, second := []model.Score{{Interval: 0, Turn: 1, Value: 0.25}}, []model.Score{{Interval: 0, Turn: 2, Value: 0.75}}
 	want := []seen{{0, nil, false}, {1, first, false}, {2, second, false}, {2, second, true}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("node events:\n got %+v\nwant %+v", got, want)

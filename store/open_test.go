@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 	bolt "go.etcd.io/bbolt"
@@ -233,7 +234,7 @@ func TestOpenTimeoutSecondProcess(t *testing.T) {
 			o := storetest.Options()
 			o.Timeout = 5 * time.Second
 			db := storetest.OpenPath(t, path, o)
-			inRun(t, db, true, "r1", func(r *store.RunTx) error { return r.SetRunStatus(store.RunFinished) })
+			inRun(t, db, true, "r1", func(r *store.RunTx) error { return r.SetRunStatus(model.RunFinished) })
 		})
 	}
 }
@@ -260,7 +261,7 @@ func TestReadOnly(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if err := r.SetRunStatus(store.RunFailed); !errors.Is(err, store.ErrReadOnly) {
+		if err := r.SetRunStatus(model.RunFailed); !errors.Is(err, store.ErrReadOnly) {
 			t.Errorf("SetRunStatus in a View: %v, want ErrReadOnly", err)
 		}
 		if err := r.AppendTurns(1, 0, textTurn("x")); !errors.Is(err, store.ErrReadOnly) {
@@ -288,7 +289,7 @@ func TestReadOnly(t *testing.T) {
 
 	// A read-only open never creates a file.
 	missing := filepath.Join(t.TempDir(), "missing.db")
-	if db, err := store.Open(missing, o); !errors.Is(err, store.ErrNotFound) { // expected to fail
+	if db, err := store.Open(missing, o); !errors.Is(err, model.ErrNotFound) { // expected to fail
 		if err == nil {
 			db.Close()
 		}
@@ -327,7 +328,7 @@ func TestMaxSize(t *testing.T) {
 	o := storetest.Options()
 	o.MaxSize = maxSize
 	db := storetest.OpenPath(t, path, o)
-	var g store.Group
+	var g model.Group
 	update(t, db, func(tx *store.Tx) (err error) {
 		r, err := tx.CreateRun("r", nil, nil)
 		if err != nil {
@@ -489,11 +490,11 @@ func TestOptionsValidate(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			o := storetest.Options()
 			set(o)
-			if err := o.Validate(); !errors.Is(err, store.ErrInvalid) {
+			if err := o.Validate(); !errors.Is(err, model.ErrInvalid) {
 				t.Errorf("Validate: %v, want ErrInvalid", err)
 			}
 			path := filepath.Join(t.TempDir(), "never.db")
-			if db, err := store.Open(path, o); !errors.Is(err, store.ErrInvalid) { // expected to fail
+			if db, err := store.Open(path, o); !errors.Is(err, model.ErrInvalid) { // expected to fail
 				if err == nil {
 					db.Close()
 				}
@@ -522,7 +523,7 @@ func TestInitialMmapSize(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			turns := make([]store.Turn, 8)
+			turns := make([]model.Turn, 8)
 			for i := range turns {
 				turns[i] = bigTurn
 			}

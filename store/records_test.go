@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"github.com/patrdb/patrdb/model"
 	"math"
 	"reflect"
 	"testing"
@@ -19,7 +20,7 @@ func TestRunRoundTrip(t *testing.T) {
 	db := storetest.Open(t)
 	cfg := []byte(`{"b0":4,"k":13,"delta":0.5}`)
 	meta := map[string]string{"model": "qwen", "seed": "7"}
-	var created store.Run
+	var created model.Run
 	update(t, db, func(tx *store.Tx) error {
 		r, err := tx.CreateRun("exp-1.a_b", cfg, meta)
 		if err != nil {
@@ -33,7 +34,7 @@ func TestRunRoundTrip(t *testing.T) {
 	})
 	cfg[0] = 'X' // the store kept its own copy
 	if created.ID != "exp-1.a_b" || string(created.Config) != `{"b0":4,"k":13,"delta":0.5}` ||
-		created.Status != store.RunRunning || created.LastStep != 0 || created.CreatedAt == 0 ||
+		created.Status != model.RunRunning || created.LastStep != 0 || created.CreatedAt == 0 ||
 		created.UpdatedAt != created.CreatedAt || !reflect.DeepEqual(created.Meta, meta) {
 		t.Fatalf("created run = %+v", created)
 	}
@@ -41,9 +42,9 @@ func TestRunRoundTrip(t *testing.T) {
 		if err := r.SetConfig([]byte(`{"b0":8}`)); err != nil {
 			return err
 		}
-		return r.SetRunStatus(store.RunFinished)
+		return r.SetRunStatus(model.RunFinished)
 	})
-	var runs []store.Run
+	var runs []model.Run
 	var ids []string
 	view(t, db, func(tx *store.Tx) (err error) {
 		if ids, err = tx.RunIDs(); err != nil {
@@ -56,7 +57,7 @@ func TestRunRoundTrip(t *testing.T) {
 		t.Fatalf("RunIDs = %v", ids)
 	}
 	got := runs[1]
-	if got.Status != store.RunFinished || string(got.Config) != `{"b0":8}` || got.CreatedAt != created.CreatedAt ||
+	if got.Status != model.RunFinished || string(got.Config) != `{"b0":8}` || got.CreatedAt != created.CreatedAt ||
 		got.UpdatedAt <= created.UpdatedAt || !reflect.DeepEqual(got.Meta, meta) {
 		t.Fatalf("finished run = %+v", got)
 	}
@@ -67,7 +68,7 @@ func TestRunRoundTrip(t *testing.T) {
 
 func TestGroupRoundTrip(t *testing.T) {
 	db := storetest.Open(t)
-	var g1, g2, g3 store.Group
+	var g1, g2, g3 model.Group
 	var roots []uint64
 	update(t, db, func(tx *store.Tx) (err error) {
 		r, err := tx.CreateRun("r", nil, nil)
@@ -89,7 +90,7 @@ func TestGroupRoundTrip(t *testing.T) {
 				return err
 			}
 			roots = append(roots, n.ID)
-			if err := r.SetNodeStatus(n.ID, store.NodeCompleted); err != nil {
+			if err := r.SetNodeStatus(n.ID, model.NodeCompleted); err != nil {
 				return err
 			}
 		}
@@ -98,11 +99,11 @@ func TestGroupRoundTrip(t *testing.T) {
 		}
 		return r.CloseGroup(1, g1.ID)
 	})
-	if g1.ID != 1 || g2.ID != 2 || g3.ID != 3 || g1.Status != store.GroupOpen || g1.Roots != nil {
+	if g1.ID != 1 || g2.ID != 2 || g3.ID != 3 || g1.Status != model.GroupOpen || g1.Roots != nil {
 		t.Fatalf("opened groups %+v %+v %+v", g1, g2, g3)
 	}
 	want := g1
-	want.Roots, want.Status, want.Interval = roots, store.GroupClosed, 2
+	want.Roots, want.Status, want.Interval = roots, model.GroupClosed, 2
 	inRun(t, db, false, "r", func(r *store.RunTx) error {
 		got, err := r.GroupAt(1, g1.ID)
 		if err != nil {
@@ -114,10 +115,10 @@ func TestGroupRoundTrip(t *testing.T) {
 		if got, err = r.Group(g3.ID); err != nil || got.Step != 2 || got.Task != "task-c" {
 			t.Errorf("Group(%d) = %+v, %v", g3.ID, got, err)
 		}
-		if _, err := r.GroupAt(2, g1.ID); !errors.Is(err, store.ErrNotFound) {
+		if _, err := r.GroupAt(2, g1.ID); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("GroupAt at the wrong step: %v, want ErrNotFound", err)
 		}
-		if _, err := r.Group(99); !errors.Is(err, store.ErrNotFound) {
+		if _, err := r.Group(99); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("Group(99): %v, want ErrNotFound", err)
 		}
 		step1, err := r.Groups(1)
@@ -144,7 +145,7 @@ func TestGroupRoundTrip(t *testing.T) {
 
 func TestNodeRoundTrip(t *testing.T) {
 	db := storetest.Open(t)
-	var added, child store.Node
+	var added, child model.Node
 	update(t, db, func(tx *store.Tx) (err error) {
 		r, err := tx.CreateRun("r", nil, nil)
 		if err != nil {
@@ -160,7 +161,7 @@ func TestNodeRoundTrip(t *testing.T) {
 		if err := r.AppendTurns(added.ID, 0, textTurns("t", 4)...); err != nil {
 			return err
 		}
-		for _, s := range []store.Score{{Interval: 0, Turn: 2, Value: 0}, {Interval: 1, Turn: 4, Value: 1}} {
+		for _, s := range []model.Score{{Interval: 0, Turn: 2, Value: 0}, {Interval: 1, Turn: 4, Value: 1}} {
 			if err := r.Score(added.ID, s); err != nil {
 				return err
 			}
@@ -168,32 +169,32 @@ func TestNodeRoundTrip(t *testing.T) {
 		if err := r.SetEnvState(added.ID, []byte("env@4")); err != nil {
 			return err
 		}
-		if err := r.Route(added.ID, store.Decision{Interval: 0, Action: store.ActionSurvive, Score: 0, Reference: 1, Delta: 0.5, Rule: "median"}); err != nil {
+		if err := r.Route(added.ID, model.Decision{Interval: 0, Action: model.ActionSurvive, Score: 0, Reference: 1, Delta: 0.5, Rule: "median"}); err != nil {
 			return err
 		}
-		if err := r.Route(added.ID, store.Decision{Interval: 1, Action: store.ActionExpand, Score: 1, Reference: 1, Delta: 0.5, Rule: "max", Children: 2}); err != nil {
+		if err := r.Route(added.ID, model.Decision{Interval: 1, Action: model.ActionExpand, Score: 1, Reference: 1, Delta: 0.5, Rule: "max", Children: 2}); err != nil {
 			return err
 		}
 		if child, err = r.AddNode(store.NodeSpec{Step: 3, Group: g.ID, Parent: added.ID, Fork: 4, Ordinal: 1}); err != nil {
 			return err
 		}
-		if err := r.SetNodeStatus(child.ID, store.NodeTruncated); err != nil {
+		if err := r.SetNodeStatus(child.ID, model.NodeTruncated); err != nil {
 			return err
 		}
 		return r.SetReward(child.ID, -1)
 	})
-	want := store.Node{
-		ID: added.ID, Step: 3, Group: added.Group, Ordinal: 5, Status: store.NodeExpanded, Turns: 4,
-		Scores: []store.Score{{Interval: 0, Turn: 2, Value: 0}, {Interval: 1, Turn: 4, Value: 1}},
-		Decisions: []store.Decision{
-			{Interval: 0, Action: store.ActionSurvive, Score: 0, Reference: 1, Delta: 0.5, Rule: "median"},
-			{Interval: 1, Action: store.ActionExpand, Score: 1, Reference: 1, Delta: 0.5, Rule: "max", Children: 2},
+	want := model.Node{
+		ID: added.ID, Step: 3, Group: added.Group, Ordinal: 5, Status: model.NodeExpanded, Turns: 4,
+		Scores: []model.Score{{Interval: 0, Turn: 2, Value: 0}, {Interval: 1, Turn: 4, Value: 1}},
+		Decisions: []model.Decision{
+			{Interval: 0, Action: model.ActionSurvive, Score: 0, Reference: 1, Delta: 0.5, Rule: "median"},
+			{Interval: 1, Action: model.ActionExpand, Score: 1, Reference: 1, Delta: 0.5, Rule: "max", Children: 2},
 		},
 		EnvState: []byte("env@4"), Worker: "gpu-3", Attempt: 1,
-		TurnRanges: store.TurnRanges{{Seq: 1, Count: 4}}, // the run's first four turns
+		TurnRanges: model.TurnRanges{{Seq: 1, Count: 4}}, // the run's first four turns
 	}
-	wantChild := store.Node{ID: child.ID, Step: 3, Group: added.Group, Parent: added.ID, Ordinal: 1, Fork: 4, Base: 4, Depth: 1,
-		Status: store.NodeTruncated, HasReward: true, Reward: -1}
+	wantChild := model.Node{ID: child.ID, Step: 3, Group: added.Group, Parent: added.ID, Ordinal: 1, Fork: 4, Base: 4, Depth: 1,
+		Status: model.NodeTruncated, HasReward: true, Reward: -1}
 	check := func(label string, db *store.DB) {
 		inRun(t, db, false, "r", func(r *store.RunTx) error {
 			got, err := r.Node(added.ID)
@@ -214,7 +215,7 @@ func TestNodeRoundTrip(t *testing.T) {
 			if err != nil || !reflect.DeepEqual(kids, []uint64{child.ID}) {
 				t.Errorf("%s: Children = %v, %v", label, kids, err)
 			}
-			if _, err := r.Node(999); !errors.Is(err, store.ErrNotFound) {
+			if _, err := r.Node(999); !errors.Is(err, model.ErrNotFound) {
 				t.Errorf("%s: Node(999): %v, want ErrNotFound", label, err)
 			}
 			return nil
@@ -230,7 +231,7 @@ func TestNodeRoundTrip(t *testing.T) {
 
 func TestTurnRoundTrip(t *testing.T) {
 	db := storetest.Open(t)
-	special := store.Turn{
+	special := model.Turn{
 		Action:            "héllo\x00world", // any bytes, not only UTF-8 text
 		ActionTokens:      []uint32{0, 1, store.MaxTokenID, 151643},
 		ActionLogprobs:    []float32{0, -1e-30, -math.MaxFloat32, -math.SmallestNonzeroFloat32},
@@ -243,7 +244,7 @@ func TestTurnRoundTrip(t *testing.T) {
 	for i := range special.ObservationTokens {
 		special.ObservationTokens[i] = uint32(i * 977)
 	}
-	empty := store.Turn{Action: "noop"} // no tokens, no observation
+	empty := model.Turn{Action: "noop"} // no tokens, no observation
 	var id uint64
 	update(t, db, func(tx *store.Tx) error {
 		r, n, err := runWithRoot(tx)
@@ -253,7 +254,7 @@ func TestTurnRoundTrip(t *testing.T) {
 		id = n.ID
 		return r.AppendTurns(id, 0, special, empty)
 	})
-	same := func(label string, got, want store.Turn) {
+	same := func(label string, got, want model.Turn) {
 		t.Helper()
 		lp := func(xs []float32) []uint32 { // compare float bits: -0 and subnormals included
 			out := make([]uint32, len(xs))
@@ -286,10 +287,10 @@ func TestTurnRoundTrip(t *testing.T) {
 			return err
 		}
 		same("Turn(0)", one, special)
-		if _, err := r.Turn(id, 2); !errors.Is(err, store.ErrNotFound) {
+		if _, err := r.Turn(id, 2); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("Turn past the end: %v, want ErrNotFound", err)
 		}
-		if _, err := r.Turn(id, -1); !errors.Is(err, store.ErrNotFound) {
+		if _, err := r.Turn(id, -1); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("Turn(-1): %v, want ErrNotFound", err)
 		}
 		return nil
@@ -341,7 +342,7 @@ func TestAdvantageRoundTrip(t *testing.T) {
 	f := buildFixture(t, db)
 	// Rewriting the advantage of one leaf replaces it: re-closing a group
 	// after a crash is safe.
-	full := store.Advantage{Step: fixtureStep, Group: f.G1.ID, Leaf: f.C, Outcome: 1, RubricScore: 0.25, Lambda: 0.1, Total: 1.025,
+	full := model.Advantage{Step: fixtureStep, Group: f.G1.ID, Leaf: f.C, Outcome: 1, RubricScore: 0.25, Lambda: 0.1, Total: 1.025,
 		Mean: 0.5125, Std: 0.5, Advantage: 1.025, Rubrics: []uint64{f.RPublic, 9}, ZeroVariance: true, ZeroVarianceAfter: false}
 	var g2Leaf uint64
 	update(t, db, func(tx *store.Tx) error {
@@ -352,11 +353,11 @@ func TestAdvantageRoundTrip(t *testing.T) {
 		if err := r.PutAdvantage(full); err != nil {
 			return err
 		}
-		if err := r.SetNodeStatus(f.X, store.NodeCompleted); err != nil {
+		if err := r.SetNodeStatus(f.X, model.NodeCompleted); err != nil {
 			return err
 		}
 		g2Leaf = f.X
-		return r.PutAdvantage(store.Advantage{Step: fixtureStep, Group: f.G2.ID, Leaf: f.X, ZeroVariance: true, ZeroVarianceAfter: true})
+		return r.PutAdvantage(model.Advantage{Step: fixtureStep, Group: f.G2.ID, Leaf: f.X, ZeroVariance: true, ZeroVarianceAfter: true})
 	})
 	inRun(t, db, false, f.Run, func(r *store.RunTx) error {
 		g1, err := r.Advantages(fixtureStep, f.G1.ID)
@@ -387,11 +388,11 @@ func TestAdvantageRoundTrip(t *testing.T) {
 
 func TestRubricRoundTrip(t *testing.T) {
 	db := storetest.Open(t)
-	usage := store.RubricUsage{Activations: 3, LastActivation: 7, PairsJudged: 24, LastVariance: 0.0625, LowVarStreak: 1, GroupsUnlocked: 2,
+	usage := model.RubricUsage{Activations: 3, LastActivation: 7, PairsJudged: 24, LastVariance: 0.0625, LowVarStreak: 1, GroupsUnlocked: 2,
 		N: 12, SumX: 5.5, SumY: 6, SumXY: 3.25, SumXX: 3.125, SumYY: 4.5}
-	draft := store.Rubric{Pool: store.PoolCandidate, Text: "checks the exit code", Feature: "exit_code",
-		Origin: store.RubricOrigin{Step: 4, Group: 2, Anchors: []uint64{10, 11, 12}}, Support: 2, Variance: 0.3, Rho: 0.6, CreatedStep: 4}
-	var d1, d2, pub, explicit store.Rubric
+	draft := model.Rubric{Pool: model.PoolCandidate, Text: "checks the exit code", Feature: "exit_code",
+		Origin: model.RubricOrigin{Step: 4, Group: 2, Anchors: []uint64{10, 11, 12}}, Support: 2, Variance: 0.3, Rho: 0.6, CreatedStep: 4}
+	var d1, d2, pub, explicit model.Rubric
 	update(t, db, func(tx *store.Tx) (err error) {
 		r, err := tx.CreateRun("r", nil, nil)
 		if err != nil {
@@ -400,26 +401,26 @@ func TestRubricRoundTrip(t *testing.T) {
 		if d1, err = r.PutRubric(draft); err != nil {
 			return err
 		}
-		if d2, err = r.PutRubric(store.Rubric{Pool: store.PoolCandidate, Text: "d2", CreatedStep: 4}); err != nil {
+		if d2, err = r.PutRubric(model.Rubric{Pool: model.PoolCandidate, Text: "d2", CreatedStep: 4}); err != nil {
 			return err
 		}
-		if pub, err = r.PutRubric(store.Rubric{Pool: store.PoolPublic, Text: "consolidated", Parents: []uint64{d1.ID, d2.ID}, CreatedStep: 5, Usage: store.RubricUsage{LastActivation: -1}}); err != nil {
+		if pub, err = r.PutRubric(model.Rubric{Pool: model.PoolPublic, Text: "consolidated", Parents: []uint64{d1.ID, d2.ID}, CreatedStep: 5, Usage: model.RubricUsage{LastActivation: -1}}); err != nil {
 			return err
 		}
-		if explicit, err = r.PutRubric(store.Rubric{ID: 40, Pool: store.PoolCandidate, Text: "imported"}); err != nil {
+		if explicit, err = r.PutRubric(model.Rubric{ID: 40, Pool: model.PoolCandidate, Text: "imported"}); err != nil {
 			return err
 		}
 		pub.Usage = usage
 		if err := r.UpdateRubric(pub); err != nil {
 			return err
 		}
-		if _, err := r.MoveRubric(d1.ID, store.RubricMove{To: store.PoolMerged, Step: 5, MergedInto: pub.ID}); err != nil {
+		if _, err := r.MoveRubric(d1.ID, store.RubricMove{To: model.PoolMerged, Step: 5, MergedInto: pub.ID}); err != nil {
 			return err
 		}
-		if _, err := r.MoveRubric(d2.ID, store.RubricMove{To: store.PoolRetired, Step: 5, Reason: "rho below 0.2"}); err != nil {
+		if _, err := r.MoveRubric(d2.ID, store.RubricMove{To: model.PoolRetired, Step: 5, Reason: "rho below 0.2"}); err != nil {
 			return err
 		}
-		next, err := r.PutRubric(store.Rubric{Pool: store.PoolCandidate, Text: "after explicit"})
+		next, err := r.PutRubric(model.Rubric{Pool: model.PoolCandidate, Text: "after explicit"})
 		if err != nil {
 			return err
 		}
@@ -432,7 +433,7 @@ func TestRubricRoundTrip(t *testing.T) {
 		t.Fatalf("ids %d %d %d %d", d1.ID, d2.ID, pub.ID, explicit.ID)
 	}
 	wantD1 := draft
-	wantD1.ID, wantD1.Pool, wantD1.MergedInto = d1.ID, store.PoolMerged, pub.ID
+	wantD1.ID, wantD1.Pool, wantD1.MergedInto = d1.ID, model.PoolMerged, pub.ID
 	wantPub := pub
 	inRun(t, db, false, "r", func(r *store.RunTx) error {
 		got, err := r.Rubric(d1.ID)
@@ -445,14 +446,14 @@ func TestRubricRoundTrip(t *testing.T) {
 		if got, err = r.Rubric(pub.ID); err != nil || !reflect.DeepEqual(got, wantPub) {
 			t.Errorf("public rubric with usage sums = %+v (%v)\nwant %+v", got, err, wantPub)
 		}
-		if got, err = r.Rubric(d2.ID); err != nil || got.Pool != store.PoolRetired || got.RetireStep != 5 || got.RetireReason != "rho below 0.2" {
+		if got, err = r.Rubric(d2.ID); err != nil || got.Pool != model.PoolRetired || got.RetireStep != 5 || got.RetireReason != "rho below 0.2" {
 			t.Errorf("retired rubric = %+v (%v)", got, err)
 		}
-		if _, err := r.Rubric(1000); !errors.Is(err, store.ErrNotFound) {
+		if _, err := r.Rubric(1000); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("Rubric(1000): %v, want ErrNotFound", err)
 		}
-		for pool, want := range map[store.RubricPool][]uint64{
-			store.PoolCandidate: {40, 41}, store.PoolPublic: {pub.ID}, store.PoolRetired: {d2.ID}, store.PoolMerged: {d1.ID}, "": {1, 2, 3, 40, 41},
+		for pool, want := range map[model.RubricPool][]uint64{
+			model.PoolCandidate: {40, 41}, model.PoolPublic: {pub.ID}, model.PoolRetired: {d2.ID}, model.PoolMerged: {d1.ID}, "": {1, 2, 3, 40, 41},
 		} {
 			rbs, err := r.Rubrics(pool)
 			if err != nil {
@@ -472,14 +473,14 @@ func TestRubricRoundTrip(t *testing.T) {
 
 func TestCheckpointRoundTrip(t *testing.T) {
 	db := storetest.Open(t)
-	inline := store.Checkpoint{Step: 1, Inline: []byte{0, 1, 2, 255}, Meta: map[string]string{"rng": "pcg:9"}}
-	uri := store.Checkpoint{Step: 3, URI: "s3://bucket/run/step-3/", Hash: "sha256:abcd", Meta: map[string]string{"kind": "lora"}}
+	inline := model.Checkpoint{Step: 1, Inline: []byte{0, 1, 2, 255}, Meta: map[string]string{"rng": "pcg:9"}}
+	uri := model.Checkpoint{Step: 3, URI: "s3://bucket/run/step-3/", Hash: "sha256:abcd", Meta: map[string]string{"kind": "lora"}}
 	update(t, db, func(tx *store.Tx) error {
 		r, err := tx.CreateRun("r", nil, nil)
 		if err != nil {
 			return err
 		}
-		if _, err := r.Checkpoint(0); !errors.Is(err, store.ErrNotFound) {
+		if _, err := r.Checkpoint(0); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("Checkpoint of a fresh run: %v, want ErrNotFound", err)
 		}
 		buf := append([]byte(nil), inline.Inline...)
@@ -505,7 +506,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 		}
 		for _, c := range []struct {
 			at   uint64
-			want *store.Checkpoint
+			want *model.Checkpoint
 		}{{0, &uri}, {1, &inline}, {2, &inline}, {3, &uri}, {100, &uri}} {
 			got, err := r.Checkpoint(c.at)
 			if err != nil {
@@ -528,11 +529,11 @@ func TestCheckpointRoundTrip(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if err := r.PutCheckpoint(store.Checkpoint{Step: 5, URI: "file:///w"}); err != nil {
+		if err := r.PutCheckpoint(model.Checkpoint{Step: 5, URI: "file:///w"}); err != nil {
 			return err
 		}
 		for _, at := range []uint64{1, 4} {
-			if _, err := r.Checkpoint(at); !errors.Is(err, store.ErrNotFound) {
+			if _, err := r.Checkpoint(at); !errors.Is(err, model.ErrNotFound) {
 				t.Errorf("Checkpoint(%d) before the first (5): %v, want ErrNotFound", at, err)
 			}
 		}
@@ -549,7 +550,7 @@ func TestEventsRoundTrip(t *testing.T) {
 		Scores []float64
 	}
 	payload := judge{Rubric: 3, A: 10, B: 11, Winner: "A", Scores: []float64{0.5, 1}}
-	var node store.Node
+	var node model.Node
 	var customSeq uint64
 	update(t, db, func(tx *store.Tx) error {
 		r, err := tx.CreateRun("r", nil, nil) // 1 run.create
@@ -569,7 +570,7 @@ func TestEventsRoundTrip(t *testing.T) {
 		if err := r.AppendTurns(node.ID, 1, textTurn("again")); err != nil { // 5 node.turns (rewrite)
 			return err
 		}
-		if err := r.Score(node.ID, store.Score{Value: 0.5}); err != nil { // 6 node.score
+		if err := r.Score(node.ID, model.Score{Value: 0.5}); err != nil { // 6 node.score
 			return err
 		}
 		if customSeq, err = r.AppendEvent("rubric.judge", 2, g.ID, node.ID, 3, payload); err != nil { // 7
@@ -578,25 +579,25 @@ func TestEventsRoundTrip(t *testing.T) {
 		if _, err := r.AppendEvent("marker", 0, 0, 0, 0, nil); err != nil { // 8, no payload
 			return err
 		}
-		if err := r.SetNodeStatus(node.ID, store.NodeCompleted); err != nil { // 9 node.status
+		if err := r.SetNodeStatus(node.ID, model.NodeCompleted); err != nil { // 9 node.status
 			return err
 		}
 		if err := r.CloseGroup(2, g.ID); err != nil { // 10 group.close
 			return err
 		}
-		return r.PutCheckpoint(store.Checkpoint{Step: 2, Inline: []byte("s")}) // 11 ckpt.put, 12 run.status
+		return r.PutCheckpoint(model.Checkpoint{Step: 2, Inline: []byte("s")}) // 11 ckpt.put, 12 run.status
 	})
 	if customSeq != 7 {
 		t.Errorf("AppendEvent returned seq %d, want 7", customSeq)
 	}
-	var events []store.Event
+	var events []model.Event
 	var last uint64
 	inRun(t, db, false, "r", func(r *store.RunTx) error {
 		last = r.LastSeq()
-		return r.Events(1, func(e store.Event) error { events = append(events, e); return nil })
+		return r.Events(1, func(e model.Event) error { events = append(events, e); return nil })
 	})
-	kinds := []store.EventKind{store.EvRunCreate, store.EvGroupOpen, store.EvNodeAdd, store.EvTurns, store.EvTurns, store.EvNodeScore,
-		"rubric.judge", "marker", store.EvNodeStatus, store.EvGroupClose, store.EvCheckpoint, store.EvRunStatus}
+	kinds := []model.EventKind{model.EvRunCreate, model.EvGroupOpen, model.EvNodeAdd, model.EvTurns, model.EvTurns, model.EvNodeScore,
+		"rubric.judge", "marker", model.EvNodeStatus, model.EvGroupClose, model.EvCheckpoint, model.EvRunStatus}
 	if len(events) != len(kinds) || last != uint64(len(kinds)) {
 		t.Fatalf("%d events, LastSeq %d; want %d", len(events), last, len(kinds))
 	}
@@ -609,26 +610,26 @@ func TestEventsRoundTrip(t *testing.T) {
 		}
 	}
 	// Store kinds carry the record after the mutation.
-	var added store.Node
-	if err := store.DecodePayload(events[2], &added); err != nil || added.ID != node.ID || added.Status != store.NodeActive || added.Turns != 0 {
+	var added model.Node
+	if err := store.DecodePayload(events[2], &added); err != nil || added.ID != node.ID || added.Status != model.NodeActive || added.Turns != 0 {
 		t.Errorf("node.add payload = %+v (%v)", added, err)
 	}
 	if e := events[2]; e.Step != 2 || e.Group != node.Group || e.Node != node.ID {
 		t.Errorf("node.add event labels = %+v", e)
 	}
-	var tp store.TurnsPayload
+	var tp model.TurnsPayload
 	if err := store.DecodePayload(events[4], &tp); err != nil || tp.From != 1 || tp.Count != 1 || tp.Turns != 3 {
 		t.Errorf("rewrite turns payload = %+v (%v), want from 1 count 1 turns 3", tp, err)
 	}
-	var scored store.Node
+	var scored model.Node
 	if err := store.DecodePayload(events[5], &scored); err != nil || len(scored.Scores) != 1 || scored.Scores[0].Value != 0.5 {
 		t.Errorf("node.score payload = %+v (%v)", scored, err)
 	}
-	var ck store.Checkpoint
+	var ck model.Checkpoint
 	if err := store.DecodePayload(events[10], &ck); err != nil || ck.Step != 2 || string(ck.Inline) != "s" {
 		t.Errorf("ckpt.put payload = %+v (%v)", ck, err)
 	}
-	var run store.Run
+	var run model.Run
 	if err := store.DecodePayload(events[11], &run); err != nil || run.LastStep != 2 {
 		t.Errorf("run.status payload after the checkpoint = %+v (%v)", run, err)
 	}
@@ -644,14 +645,14 @@ func TestEventsRoundTrip(t *testing.T) {
 	if len(events[7].Payload) != 0 {
 		t.Errorf("nil payload stored as %x", events[7].Payload)
 	}
-	var wrong store.Node
-	if err := store.DecodePayload(store.Event{Seq: 1, Payload: []byte{0xc1}}, &wrong); !errors.Is(err, store.ErrCorrupt) {
+	var wrong model.Node
+	if err := store.DecodePayload(model.Event{Seq: 1, Payload: []byte{0xc1}}, &wrong); !errors.Is(err, store.ErrCorrupt) {
 		t.Errorf("DecodePayload of garbage: %v, want ErrCorrupt", err)
 	}
 	// Events(from) starts in the middle.
 	var tail []uint64
 	inRun(t, db, false, "r", func(r *store.RunTx) error {
-		return r.Events(9, func(e store.Event) error { tail = append(tail, e.Seq); return nil })
+		return r.Events(9, func(e model.Event) error { tail = append(tail, e.Seq); return nil })
 	})
 	if !reflect.DeepEqual(tail, []uint64{9, 10, 11, 12}) {
 		t.Errorf("Events(9) = %v", tail)
@@ -663,9 +664,9 @@ func TestEventsRoundTrip(t *testing.T) {
 func TestReadsAreCopies(t *testing.T) {
 	db := storetest.Open(t)
 	f := buildFixture(t, db)
-	var n store.Node
-	var traj []store.PathTurn
-	var g store.Group
+	var n model.Node
+	var traj []model.PathTurn
+	var g model.Group
 	inRun(t, db, false, f.Run, func(r *store.RunTx) (err error) {
 		if n, err = r.Node(f.A); err != nil {
 			return err
@@ -702,7 +703,7 @@ func TestReadsAreCopies(t *testing.T) {
 	}
 	after := dumpRun(t, db, f.Run)
 	for _, nd := range after.Nodes {
-		if nd.ID == f.A && (nd.Scores[0].Value != 0.75 || nd.Decisions[0].Action != store.ActionExpand || nd.EnvState[0] != 0) {
+		if nd.ID == f.A && (nd.Scores[0].Value != 0.75 || nd.Decisions[0].Action != model.ActionExpand || nd.EnvState[0] != 0) {
 			t.Errorf("mutating a returned node changed the store: %+v", nd)
 		}
 	}

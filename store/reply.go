@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 
 	"github.com/vmihailenco/msgpack/v5"
 	bolt "go.etcd.io/bbolt"
@@ -26,10 +27,6 @@ import (
 // log, once; a read-only look-up in such a run walks the log.
 
 const bReplies = "replies"
-
-// EvReply is the event that records a Reply. (The kind keeps the name the
-// HTTP server gave it when it kept replies itself.)
-const EvReply EventKind = "server.reply"
 
 // MaxReplyKey bounds a reply's key, which is stored twice (in the index
 // and the event).
@@ -74,7 +71,7 @@ func (r *RunTx) PutReply(rep Reply) (uint64, error) {
 		return 0, r.tx.fail(invalidf("reply: %v", err))
 	}
 	val := append(make([]byte, headerLen, headerLen+len(p)), p...)
-	if err := r.appendEvent(Event{Kind: EvReply}, val); err != nil {
+	if err := r.appendEvent(model.Event{Kind: model.EvReply}, val); err != nil {
 		return 0, r.tx.fail(err)
 	}
 	seq := r.LastSeq()
@@ -123,11 +120,11 @@ func (r *RunTx) replyAt(seq uint64) (Reply, error) {
 	if raw == nil {
 		return Reply{}, &CorruptError{Bucket: r.bpath(bReplies), Reason: fmt.Sprintf("a key names event %d, which is missing", seq)}
 	}
-	var e Event
+	var e model.Event
 	if err := decodeEvent(r.bpath(bEvents), u64key(seq), raw, &e, nil); err != nil {
 		return Reply{}, err
 	}
-	if e.Kind != EvReply {
+	if e.Kind != model.EvReply {
 		return Reply{}, &CorruptError{Bucket: r.bpath(bReplies), Reason: fmt.Sprintf("a key names event %d, a %s event", seq, e.Kind)}
 	}
 	var rep Reply
@@ -158,8 +155,8 @@ var errStopReplies = errors.New("stop")
 
 // eachReply calls fn with every reply event of the log, in order.
 func (r *RunTx) eachReply(fn func(seq uint64, rep *Reply) error) error {
-	return r.Events(1, func(e Event) error {
-		if e.Kind != EvReply {
+	return r.Events(1, func(e model.Event) error {
+		if e.Kind != model.EvReply {
 			return nil
 		}
 		var rep Reply
@@ -199,7 +196,7 @@ func (r *RunTx) replyIndex() (*bolt.Bucket, error) {
 
 // dropReply removes the index entry of reply event e (at seq) as
 // DropSteps deletes the event.
-func (r *RunTx) dropReply(seq uint64, e Event) error {
+func (r *RunTx) dropReply(seq uint64, e model.Event) error {
 	idx := r.b.Bucket([]byte(bReplies))
 	if idx == nil {
 		return nil

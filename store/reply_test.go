@@ -9,6 +9,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -62,10 +63,10 @@ func TestPutReplyAndLookUp(t *testing.T) {
 	if err != nil || got.Key != "a" || got.Op != "POST /x" || string(got.Fingerprint) != "\x01\x02" || got.Status != 201 || string(got.Body) != `{"ok":201}` {
 		t.Fatalf("after the commit: %+v %v", got, err)
 	}
-	if _, err := lookUp(t, db, false, "r", "b"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := lookUp(t, db, false, "r", "b"); !errors.Is(err, model.ErrNotFound) {
 		t.Errorf("an unknown key: %v, want ErrNotFound", err)
 	}
-	for key, want := range map[string]error{"a": store.ErrExists, "": store.ErrInvalid, strings.Repeat("k", store.MaxReplyKey+1): store.ErrInvalid} {
+	for key, want := range map[string]error{"a": model.ErrExists, "": model.ErrInvalid, strings.Repeat("k", store.MaxReplyKey+1): model.ErrInvalid} {
 		err := db.Update(func(tx *store.Tx) error {
 			r, err := tx.Run("r")
 			if err != nil {
@@ -94,7 +95,7 @@ func TestReplyIndexBuiltFromAnOlderLog(t *testing.T) {
 		}
 		for i := range 5 {
 			rep := reply(fmt.Sprintf("k%d", i), 200+i)
-			if _, err := r.AppendEvent(store.EvReply, 0, 0, 0, 0, &rep); err != nil { // as the server wrote them
+			if _, err := r.AppendEvent(model.EvReply, 0, 0, 0, 0, &rep); err != nil { // as the server wrote them
 				return err
 			}
 			if _, err := r.AppendEvent("other.kind", 1, 0, 0, 0, nil); err != nil {
@@ -197,7 +198,7 @@ func TestDropStepsDropsOldReplies(t *testing.T) {
 			if _, err := r.PutReply(reply(fmt.Sprintf("before-ckpt-%d", step), 200)); err != nil {
 				return err
 			}
-			if err := r.PutCheckpoint(store.Checkpoint{Step: step, URI: "file:///w"}); err != nil {
+			if err := r.PutCheckpoint(model.Checkpoint{Step: step, URI: "file:///w"}); err != nil {
 				return err
 			}
 		}
@@ -205,7 +206,7 @@ func TestDropStepsDropsOldReplies(t *testing.T) {
 	})
 	inRun(t, db, true, "r", func(r *store.RunTx) error { _, err := r.DropSteps(2); return err })
 	mustCheck(t, db)
-	for key, want := range map[string]error{"before-ckpt-1": store.ErrNotFound, "before-ckpt-2": store.ErrNotFound, "before-ckpt-3": nil} {
+	for key, want := range map[string]error{"before-ckpt-1": model.ErrNotFound, "before-ckpt-2": model.ErrNotFound, "before-ckpt-3": nil} {
 		if _, err := lookUp(t, db, false, "r", key); !errors.Is(err, want) && err != want {
 			t.Errorf("%s after dropping through step 2: %v, want %v", key, err, want)
 		}

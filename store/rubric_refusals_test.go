@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -18,10 +19,10 @@ func TestRubricMergesOnlyIntoKeptRubric(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = r.PutRubric(store.Rubric{Pool: store.PoolMerged, MergedInto: f.RCand1, Text: "draft three", CreatedStep: 2})
+		_, err = r.PutRubric(model.Rubric{Pool: model.PoolMerged, MergedInto: f.RCand1, Text: "draft three", CreatedStep: 2})
 		return err
 	})
-	if !errors.Is(err, store.ErrInvalid) {
+	if !errors.Is(err, model.ErrInvalid) {
 		t.Errorf("merging into candidate %d: %v, want ErrInvalid", f.RCand1, err)
 	}
 }
@@ -35,7 +36,7 @@ func TestPutRubricWithoutRubricsBucket(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = r.PutRubric(store.Rubric{Pool: store.PoolCandidate, Text: "draft three", CreatedStep: 2})
+		_, err = r.PutRubric(model.Rubric{Pool: model.PoolCandidate, Text: "draft three", CreatedStep: 2})
 		return err
 	})
 	if !errors.Is(err, store.ErrCorrupt) {

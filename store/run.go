@@ -3,11 +3,13 @@ package store
 import (
 	"fmt"
 	"slices"
+
+	"github.com/patrdb/patrdb/model"
 )
 
 // Info returns the run's record.
-func (r *RunTx) Info() (Run, error) {
-	var run Run
+func (r *RunTx) Info() (model.Run, error) {
+	var run model.Run
 	raw := r.b.Get(keyRun)
 	if raw == nil {
 		return run, &CorruptError{Bucket: r.path, Key: keyRun, Reason: "run record missing"}
@@ -16,7 +18,7 @@ func (r *RunTx) Info() (Run, error) {
 	return run, err
 }
 
-func (r *RunTx) putRun(run *Run, kind EventKind) error {
+func (r *RunTx) putRun(run *model.Run, kind model.EventKind) error {
 	val, err := encodeValue(run)
 	if err != nil {
 		return err
@@ -24,16 +26,16 @@ func (r *RunTx) putRun(run *Run, kind EventKind) error {
 	if err := r.b.Put(keyRun, val); err != nil {
 		return err
 	}
-	return r.appendEvent(Event{Kind: kind, Step: run.LastStep}, val)
+	return r.appendEvent(model.Event{Kind: kind, Step: run.LastStep}, val)
 }
 
 // SetRunStatus moves the run to running, finished or failed.
-func (r *RunTx) SetRunStatus(s RunStatus) error {
+func (r *RunTx) SetRunStatus(s model.RunStatus) error {
 	if err := r.tx.check(true); err != nil {
 		return err
 	}
 	switch s {
-	case RunRunning, RunFinished, RunFailed:
+	case model.RunRunning, model.RunFinished, model.RunFailed:
 	default:
 		return r.tx.fail(invalidf("run status %q", s))
 	}
@@ -43,7 +45,7 @@ func (r *RunTx) SetRunStatus(s RunStatus) error {
 	}
 	run.Status = s
 	run.UpdatedAt = r.tx.db.opts.now().UnixNano()
-	return r.tx.fail(r.putRun(&run, EvRunStatus))
+	return r.tx.fail(r.putRun(&run, model.EvRunStatus))
 }
 
 // SetConfig replaces the run's opaque config (JSON). Used when a resumed
@@ -58,7 +60,7 @@ func (r *RunTx) SetConfig(config []byte) error {
 	}
 	run.Config = cloneBytes(config)
 	run.UpdatedAt = r.tx.db.opts.now().UnixNano()
-	return r.tx.fail(r.putRun(&run, EvRunStatus))
+	return r.tx.fail(r.putRun(&run, model.EvRunStatus))
 }
 
 // PublishVersion records v as the run's current policy version: the
@@ -78,21 +80,13 @@ func (r *RunTx) PublishVersion(v uint64) error {
 	}
 	run.PolicyVersion = v
 	run.UpdatedAt = r.tx.db.opts.now().UnixNano()
-	return r.tx.fail(r.putRun(&run, EvRunVersion))
-}
-
-// BucketSize is the on-disk footprint of one of a run's buckets.
-type BucketSize struct {
-	Name  string `json:"name"`
-	Keys  int    `json:"keys"`
-	Bytes int64  `json:"bytes"` // pages allocated to the bucket (branch + leaf + inline)
-	Used  int64  `json:"used"`  // bytes in use within those pages
+	return r.tx.fail(r.putRun(&run, model.EvRunVersion))
 }
 
 // BucketSizes walks the run's sub-buckets and reports their sizes. It reads
 // every page of the run, so it costs time proportional to the run's size.
-func (r *RunTx) BucketSizes() ([]BucketSize, error) {
-	out := make([]BucketSize, 0, len(subBuckets))
+func (r *RunTx) BucketSizes() ([]model.BucketSize, error) {
+	out := make([]model.BucketSize, 0, len(subBuckets))
 	pageSize := int64(r.tx.btx.DB().Info().PageSize)
 	for _, name := range append(subBuckets[:], laterBuckets[:]...) {
 		b := r.b.Bucket([]byte(name))
@@ -103,7 +97,7 @@ func (r *RunTx) BucketSizes() ([]BucketSize, error) {
 			return nil, &CorruptError{Bucket: r.path, Reason: "missing sub-bucket " + name}
 		}
 		s := b.Stats()
-		out = append(out, BucketSize{
+		out = append(out, model.BucketSize{
 			Name:  name,
 			Keys:  s.KeyN,
 			Bytes: int64(s.BranchPageN+s.BranchOverflowN+s.LeafPageN+s.LeafOverflowN)*pageSize + int64(s.InlineBucketInuse),

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"github.com/patrdb/patrdb/model"
 	"maps"
 	"math"
 	"slices"
@@ -23,19 +24,6 @@ import (
 
 // bScalars is the run's sub-bucket of Scalars records, keyed by step.
 const bScalars = "scalars"
-
-// EvScalars is the event PutScalars writes: its payload is the step's
-// Scalars record after the write (the values given merged into the ones
-// the step had).
-const EvScalars EventKind = "scalars.put"
-
-// Scalars are a trainer's named figures of one step.
-type Scalars struct {
-	_msgpack  struct{}           `msgpack:",as_array"`
-	Step      uint64             `json:"step"`
-	Values    map[string]float64 `json:"values"`
-	UpdatedAt int64              `json:"updated_at"` // unix nanoseconds of the last write
-}
 
 // The bounds of a step's scalars: generous for any trainer's figures,
 // small enough that a record stays a small value.
@@ -112,7 +100,7 @@ func (r *RunTx) PutScalars(step uint64, values map[string]float64) error {
 	}
 	b.FillPercent = 1 // steps grow at the end, mostly
 	k := u64key(step)
-	rec := Scalars{Step: step, Values: make(map[string]float64, len(values))}
+	rec := model.Scalars{Step: step, Values: make(map[string]float64, len(values))}
 	if raw := b.Get(k); raw != nil {
 		if err := decodeValue(r.bpath(bScalars), k, raw, &rec); err != nil {
 			return r.tx.fail(err)
@@ -135,12 +123,12 @@ func (r *RunTx) PutScalars(step uint64, values map[string]float64) error {
 	if err := b.Put(k, val); err != nil {
 		return r.tx.fail(err)
 	}
-	return r.tx.fail(r.appendEvent(Event{Kind: EvScalars, Step: step}, val))
+	return r.tx.fail(r.appendEvent(model.Event{Kind: model.EvScalars, Step: step}, val))
 }
 
 // ScalarsAt returns the scalars of step, or ErrNotFound when it has none.
-func (r *RunTx) ScalarsAt(step uint64) (Scalars, error) {
-	var s Scalars
+func (r *RunTx) ScalarsAt(step uint64) (model.Scalars, error) {
+	var s model.Scalars
 	if err := r.tx.check(false); err != nil {
 		return s, err
 	}
@@ -160,7 +148,7 @@ func (r *RunTx) ScalarsAt(step uint64) (Scalars, error) {
 // ForEachScalars calls fn with the scalars of every step from from on, in
 // step order (none when the run never logged one). fn's error stops the
 // walk and is returned.
-func (r *RunTx) ForEachScalars(from uint64, fn func(Scalars) error) error {
+func (r *RunTx) ForEachScalars(from uint64, fn func(model.Scalars) error) error {
 	if err := r.tx.check(false); err != nil {
 		return err
 	}
@@ -171,7 +159,7 @@ func (r *RunTx) ForEachScalars(from uint64, fn func(Scalars) error) error {
 	path := r.bpath(bScalars)
 	c := b.Cursor()
 	for k, v := c.Seek(u64key(from)); k != nil; k, v = c.Next() {
-		var s Scalars
+		var s model.Scalars
 		if err := decodeValue(path, k, v, &s); err != nil {
 			return err
 		}
@@ -185,11 +173,11 @@ func (r *RunTx) ForEachScalars(from uint64, fn func(Scalars) error) error {
 	return nil
 }
 
-// EncodeMsgpack writes the record as the array [step, values, updated_at]
+// msgpackEncode writes the record as the array [step, values, updated_at]
 // with the values' names in order: the same record must encode to the same
 // bytes (the log cross-check and the crash tests compare them), and
 // msgpack's map encoder keeps Go's random order for this map type.
-func (s *Scalars) EncodeMsgpack(enc *msgpack.Encoder) error {
+func msgpackEncodeScalars(enc *msgpack.Encoder, s *model.Scalars) error {
 	if err := enc.EncodeArrayLen(3); err != nil {
 		return err
 	}
@@ -210,14 +198,14 @@ func (s *Scalars) EncodeMsgpack(enc *msgpack.Encoder) error {
 	return enc.EncodeInt(s.UpdatedAt)
 }
 
-// DecodeMsgpack reads what EncodeMsgpack writes; fields a later format
+// msgpackDecode reads what msgpackEncode writes; fields a later format
 // appends are skipped, as for every record.
-func (s *Scalars) DecodeMsgpack(dec *msgpack.Decoder) error {
+func msgpackDecodeScalars(dec *msgpack.Decoder, s *model.Scalars) error {
 	n, err := dec.DecodeArrayLen()
 	if err != nil {
 		return err
 	}
-	*s = Scalars{}
+	*s = model.Scalars{}
 	for i := range max(n, 0) {
 		switch i {
 		case 0:

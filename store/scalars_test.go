@@ -3,6 +3,7 @@ package store_test
 import (
 	"encoding/binary"
 	"errors"
+	"github.com/patrdb/patrdb/model"
 	"math"
 	"path/filepath"
 	"reflect"
@@ -33,7 +34,7 @@ func scalarRun(t *testing.T, db *store.DB, n int) {
 			if err := r.CloseGroup(step, g.ID); err != nil {
 				return err
 			}
-			if err := r.PutCheckpoint(store.Checkpoint{Step: step, Inline: []byte{byte(step)}}); err != nil {
+			if err := r.PutCheckpoint(model.Checkpoint{Step: step, Inline: []byte{byte(step)}}); err != nil {
 				return err
 			}
 		}
@@ -66,11 +67,11 @@ func TestPutScalarsMergesAStepsFigures(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(s.Values, want[1]) || s.Step != 1 || s.UpdatedAt == 0 {
 			t.Fatalf("step 1: %+v %v, want %v", s, err, want[1])
 		}
-		if _, err := r.ScalarsAt(2); !errors.Is(err, store.ErrNotFound) {
+		if _, err := r.ScalarsAt(2); !errors.Is(err, model.ErrNotFound) {
 			t.Fatalf("step 2 (never logged): %v, want ErrNotFound", err)
 		}
 		var steps []uint64
-		err = r.ForEachScalars(0, func(s store.Scalars) error {
+		err = r.ForEachScalars(0, func(s model.Scalars) error {
 			steps = append(steps, s.Step)
 			if !reflect.DeepEqual(s.Values, want[s.Step]) {
 				t.Errorf("step %d: %v, want %v", s.Step, s.Values, want[s.Step])
@@ -80,12 +81,12 @@ func TestPutScalarsMergesAStepsFigures(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(steps, []uint64{1, 3}) {
 			t.Fatalf("steps %v %v, want [1 3]", steps, err)
 		}
-		var logged []store.Scalars
-		err = r.Events(0, func(e store.Event) error {
-			if e.Kind != store.EvScalars {
+		var logged []model.Scalars
+		err = r.Events(0, func(e model.Event) error {
+			if e.Kind != model.EvScalars {
 				return nil
 			}
-			var s store.Scalars
+			var s model.Scalars
 			if err := store.DecodePayload(e, &s); err != nil {
 				return err
 			}
@@ -166,7 +167,7 @@ func TestPutScalarsRefusesBadInput(t *testing.T) {
 		values map[string]float64
 	}{
 		{"step 0", 0, map[string]float64{"loss": 1}},
-		{"step past MaxStep", store.MaxStep + 1, map[string]float64{"loss": 1}},
+		{"step past MaxStep", model.MaxStep + 1, map[string]float64{"loss": 1}},
 		{"a dropped step", 1, map[string]float64{"loss": 1}},
 		{"no values", 2, nil},
 		{"NaN", 2, map[string]float64{"loss": math.NaN()}},
@@ -190,7 +191,7 @@ func TestPutScalarsRefusesBadInput(t *testing.T) {
 			}
 			return r.PutScalars(c.step, c.values)
 		})
-		if !errors.Is(err, store.ErrInvalid) {
+		if !errors.Is(err, model.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", c.name, err)
 		}
 	}
@@ -218,7 +219,7 @@ func TestPutScalarsRefusesBadInput(t *testing.T) {
 		}
 		return r.PutScalars(1, map[string]float64{"one-more": 1})
 	})
-	if !errors.Is(err, store.ErrInvalid) {
+	if !errors.Is(err, model.ErrInvalid) {
 		t.Fatalf("name %d of a step: %v, want ErrInvalid", store.MaxScalarsInStep+1, err)
 	}
 	inRun(t, db, true, "r", func(r *store.RunTx) error { return r.PutScalars(1, map[string]float64{"paa": 2}) }) // a name it has: fine
@@ -301,7 +302,7 @@ func TestScalarsSurviveDropSteps(t *testing.T) {
 			if err := r.PutScalars(step, map[string]float64{"kl": float64(step) / 10}); err != nil {
 				return err
 			}
-			if err := r.PutCheckpoint(store.Checkpoint{Step: step, Inline: []byte{1}}); err != nil {
+			if err := r.PutCheckpoint(model.Checkpoint{Step: step, Inline: []byte{1}}); err != nil {
 				return err
 			}
 		}
@@ -313,7 +314,7 @@ func TestScalarsSurviveDropSteps(t *testing.T) {
 	})
 	inRun(t, db, false, "r", func(r *store.RunTx) error {
 		n := 0
-		err := r.ForEachScalars(0, func(s store.Scalars) error {
+		err := r.ForEachScalars(0, func(s model.Scalars) error {
 			n++
 			if s.Values["loss"] != float64(s.Step) || s.Values["kl"] != float64(s.Step)/10 {
 				t.Errorf("step %d after the drop: %v", s.Step, s.Values)
@@ -368,7 +369,7 @@ func TestFormat4UpgradesOnFirstWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 		inRun(t, db, false, "r", func(r *store.RunTx) error {
-			return r.ForEachScalars(0, func(store.Scalars) error { t.Error("scalars in a format-4 file"); return nil })
+			return r.ForEachScalars(0, func(model.Scalars) error { t.Error("scalars in a format-4 file"); return nil })
 		})
 		if err := db.Close(); err != nil {
 			t.Fatal(err)

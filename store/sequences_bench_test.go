@@ -3,6 +3,8 @@ package store
 import (
 	"path/filepath"
 	"testing"
+
+	"github.com/patrdb/patrdb/model"
 )
 
 // BenchmarkWriterSequenceCheck is what a write transaction's check of a
@@ -32,7 +34,7 @@ func BenchmarkWriterSequenceCheck(b *testing.B) {
 				if err != nil {
 					return err
 				}
-				if err := r.AppendTurns(n.ID, 0, Turn{Action: "a", Observation: "o"}); err != nil {
+				if err := r.AppendTurns(n.ID, 0, model.Turn{Action: "a", Observation: "o"}); err != nil {
 					return err
 				}
 			}

@@ -8,6 +8,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -42,7 +43,7 @@ func TestAWriterRefusesARunWhoseSequencesDisagree(t *testing.T) {
 	writes := map[string]func(*store.RunTx) error{
 		"an event": func(r *store.RunTx) error { _, err := r.AppendEvent("test.note", 0, 0, 0, 0, nil); return err },
 		"a group":  func(r *store.RunTx) error { _, err := r.OpenGroup(store.GroupSpec{Step: 9}); return err },
-		"a status": func(r *store.RunTx) error { return r.SetRunStatus(store.RunFinished) },
+		"a status": func(r *store.RunTx) error { return r.SetRunStatus(model.RunFinished) },
 	}
 	for _, c := range []struct {
 		bucket string

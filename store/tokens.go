@@ -6,31 +6,21 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// TokenIDs are token ids inside a reflection-encoded record (a group's
-// prompt). They are stored as one bin value of little-endian uint32s, the
-// packing turns use, not as a msgpack array of ints: a prompt of a few
-// thousand tokens is one copy on the way in and out.
-type TokenIDs []uint32
-
-var (
-	_ msgpack.CustomEncoder = TokenIDs(nil)
-	_ msgpack.CustomDecoder = (*TokenIDs)(nil)
-)
-
-// EncodeMsgpack writes the ids as one bin value (nil stays nil).
-func (t TokenIDs) EncodeMsgpack(enc *msgpack.Encoder) error {
+// msgpackEncode writes the ids as one bin value (nil stays nil).
+func msgpackEncodeTokenIDs(enc *msgpack.Encoder, t model.TokenIDs) error {
 	if t == nil {
 		return enc.EncodeNil()
 	}
-	return enc.EncodeBytes(packU32(make([]byte, 0, 4*len(t)), t))
+	return enc.EncodeBytes(model.AppendWords(make([]byte, 0, 4*len(t)), t))
 }
 
-// DecodeMsgpack reads what EncodeMsgpack wrote; a length that is not a
+// msgpackDecode reads what msgpackEncode wrote; a length that is not a
 // multiple of 4 is damage.
-func (t *TokenIDs) DecodeMsgpack(dec *msgpack.Decoder) error {
+func msgpackDecodeTokenIDs(dec *msgpack.Decoder, t *model.TokenIDs) error {
 	b, err := dec.DecodeBytes()
 	if err != nil {
 		return err
@@ -39,7 +29,7 @@ func (t *TokenIDs) DecodeMsgpack(dec *msgpack.Decoder) error {
 		*t = nil
 		return nil
 	}
-	ids, ok := unpackU32(b)
+	ids, ok := model.Words(b)
 	if !ok {
 		return fmt.Errorf("token ids: %d bytes is not a multiple of 4", len(b))
 	}

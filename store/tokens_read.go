@@ -3,6 +3,8 @@ package store
 import (
 	"runtime"
 	"sync"
+
+	"github.com/patrdb/patrdb/model"
 )
 
 // TurnView is one stored turn's token data as it lies in the file: token
@@ -26,7 +28,7 @@ type TurnView struct {
 // cursor walk is one pass; the checks, which cost most of it, run on up to
 // GOMAXPROCS goroutines (they touch only the mapped bytes). A missing or
 // damaged turn is ErrCorrupt (the first in segment order).
-func (r *RunTx) ViewTurns(segs []Segment) ([]TurnView, error) {
+func (r *RunTx) ViewTurns(segs []model.Segment) ([]TurnView, error) {
 	total := 0
 	for _, s := range segs {
 		total += s.Count

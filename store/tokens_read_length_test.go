@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -25,7 +26,7 @@ func TestTurnViewRefusesPartialTokenWords(t *testing.T) {
 		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), string(errTokenLength)) {
 			t.Errorf("array %d of 4n+2 bytes, viewed: %v, want corrupt for its length", i, err)
 		}
-		var tn Turn
+		var tn model.Turn
 		if err := decodeTurn("runs/r/turns", []byte{7}, raw, &tn); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("array %d of 4n+2 bytes, decoded: %v, want ErrCorrupt", i, err)
 		}

@@ -10,6 +10,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -24,7 +25,7 @@ func TestViewTurns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	turns := []store.Turn{
+	turns := []model.Turn{
 		{Action: "a", ActionTokens: []uint32{1, 2, store.MaxTokenID}, ActionLogprobs: []float32{-1, -0.5, 0}, Observation: "o",
 			ObservationTokens: []uint32{9}, Reward: 0.5, PolicyVersion: 7},
 		{Action: "b", ObservationTokens: []uint32{3, 4}, Done: true},
@@ -48,7 +49,7 @@ func TestViewTurns(t *testing.T) {
 	}
 	err = db.View(func(tx *store.Tx) error {
 		r, _ := tx.Run("r")
-		views, err := r.ViewTurns([]store.Segment{{Node: 1, Count: 2}, {Node: 1, Count: 1}})
+		views, err := r.ViewTurns([]model.Segment{{Node: 1, Count: 2}, {Node: 1, Count: 1}})
 		if err != nil || len(views) != 3 {
 			t.Fatalf("ViewTurns: %d views, %v", len(views), err)
 		}
@@ -65,7 +66,7 @@ func TestViewTurns(t *testing.T) {
 				}
 			}
 		}
-		if _, err := r.ViewTurns([]store.Segment{{Node: 1, Count: 3}}); !errors.Is(err, store.ErrCorrupt) {
+		if _, err := r.ViewTurns([]model.Segment{{Node: 1, Count: 3}}); !errors.Is(err, store.ErrCorrupt) {
 			t.Errorf("a turn past the stored ones: %v", err)
 		}
 		return nil
@@ -87,7 +88,7 @@ func TestViewTurns(t *testing.T) {
 	}
 	err = db.View(func(tx *store.Tx) error {
 		r, _ := tx.Run("r")
-		if views, err := r.ViewTurns([]store.Segment{{Node: 1, Count: 1}, {Node: 1, Count: 2}}); !errors.Is(err, store.ErrCorrupt) || views != nil {
+		if views, err := r.ViewTurns([]model.Segment{{Node: 1, Count: 1}, {Node: 1, Count: 2}}); !errors.Is(err, store.ErrCorrupt) || views != nil {
 			t.Errorf("damaged second turn: %v", err)
 		}
 		return nil

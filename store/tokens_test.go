@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -26,7 +27,7 @@ func TestTokenIDsAboveInt32AreRefused(t *testing.T) {
 		node = n.ID
 		return err
 	})
-	appendTurn := func(tu store.Turn) error {
+	appendTurn := func(tu model.Turn) error {
 		return db.Update(func(tx *store.Tx) error {
 			r, err := tx.Run("r")
 			if err != nil {
@@ -59,18 +60,18 @@ func TestTokenIDsAboveInt32AreRefused(t *testing.T) {
 					what string
 					err  error
 				}{
-					{"action token", appendTurn(store.Turn{Action: "a", ActionTokens: ids})},
-					{"observation token", appendTurn(store.Turn{Action: "a", ObservationTokens: ids})},
+					{"action token", appendTurn(model.Turn{Action: "a", ActionTokens: ids})},
+					{"observation token", appendTurn(model.Turn{Action: "a", ObservationTokens: ids})},
 					{"prompt token", openGroup(ids)},
 				}
-				_, encErr := store.EncodeTurns(store.Turn{Action: "a", ActionTokens: ids})
+				_, encErr := store.EncodeTurns(model.Turn{Action: "a", ActionTokens: ids})
 				cases = append(cases, struct {
 					what string
 					err  error
 				}{"action token", encErr})
 				for _, c := range cases {
 					want := fmt.Sprintf("%s %d is %d", c.what, at, wide)
-					if !errors.Is(c.err, store.ErrInvalid) || !strings.Contains(c.err.Error(), want) {
+					if !errors.Is(c.err, model.ErrInvalid) || !strings.Contains(c.err.Error(), want) {
 						t.Fatalf("%s, %s: %v, want ErrInvalid saying %q", name, c.what, c.err, want)
 					}
 				}
@@ -82,7 +83,7 @@ func TestTokenIDsAboveInt32AreRefused(t *testing.T) {
 	}
 	// The largest id that fits int32 is stored and read back.
 	top := []uint32{0, store.MaxTokenID, 5}
-	if err := appendTurn(store.Turn{Action: "a", ActionTokens: top, ObservationTokens: top}); err != nil {
+	if err := appendTurn(model.Turn{Action: "a", ActionTokens: top, ObservationTokens: top}); err != nil {
 		t.Fatal(err)
 	}
 	if err := openGroup(top); err != nil {

@@ -1,10 +1,12 @@
 package store
 
+import "github.com/patrdb/patrdb/model"
+
 // Trajectory materialises the full path of a node: each ancestor's own
 // turns up to the fork point its child inherits, then the node's own turns.
 // Ancestors come from the node LRU; turns are decoded once each and never
 // stored twice.
-func (r *RunTx) Trajectory(id uint64) ([]PathTurn, error) {
+func (r *RunTx) Trajectory(id uint64) ([]model.PathTurn, error) {
 	segs, err := r.pathSegments(id)
 	if err != nil {
 		return nil, err
@@ -13,10 +15,10 @@ func (r *RunTx) Trajectory(id uint64) ([]PathTurn, error) {
 	for _, s := range segs {
 		total += s.count
 	}
-	out := make([]PathTurn, 0, total)
+	out := make([]model.PathTurn, 0, total)
 	for _, s := range segs {
-		err := r.readTurns(s.node, s.count, func(i int, t Turn) {
-			out = append(out, PathTurn{Turn: t, Node: s.node, Index: i})
+		err := r.readTurns(s.node, s.count, func(i int, t model.Turn) {
+			out = append(out, model.PathTurn{Turn: t, Node: s.node, Index: i})
 		})
 		if err != nil {
 			return nil, err
@@ -25,23 +27,16 @@ func (r *RunTx) Trajectory(id uint64) ([]PathTurn, error) {
 	return out, nil
 }
 
-// Segment is one node's contribution to a trajectory: its first Count own
-// turns.
-type Segment struct {
-	Node  uint64 `json:"node"`
-	Count int    `json:"count"`
-}
-
 // Path returns the segments of a node's trajectory, root first, without
 // reading any turn.
-func (r *RunTx) Path(id uint64) ([]Segment, error) {
+func (r *RunTx) Path(id uint64) ([]model.Segment, error) {
 	segs, err := r.pathSegments(id)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Segment, len(segs))
+	out := make([]model.Segment, len(segs))
 	for i, s := range segs {
-		out[i] = Segment{Node: s.node, Count: s.count}
+		out[i] = model.Segment{Node: s.node, Count: s.count}
 	}
 	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -45,7 +46,7 @@ func TestTrajectoryAcrossForks(t *testing.T) {
 			return r.AppendTurns(n.ID, 0, textTurns(name, turns)...)
 		}
 		expand := func(name string) error {
-			return r.Route(ids[name], store.Decision{Action: store.ActionExpand, Rule: "max"})
+			return r.Route(ids[name], model.Decision{Action: model.ActionExpand, Rule: "max"})
 		}
 		if err := add("A", "", 0, 0, 3); err != nil {
 			return err
@@ -77,13 +78,13 @@ func TestTrajectoryAcrossForks(t *testing.T) {
 	type want struct {
 		actions []string
 		origins []origin
-		path    []store.Segment
+		path    []model.Segment
 		base    int
 		depth   int
 	}
-	seg := func(name string, count int) store.Segment { return store.Segment{Node: ids[name], Count: count} }
+	seg := func(name string, count int) model.Segment { return model.Segment{Node: ids[name], Count: count} }
 	// expect builds the wanted trajectory from (node, count) segments.
-	expect := func(segs ...store.Segment) want {
+	expect := func(segs ...model.Segment) want {
 		var w want
 		names := map[uint64]string{}
 		for k, v := range ids {
@@ -146,10 +147,10 @@ func TestTrajectoryAcrossForks(t *testing.T) {
 					t.Errorf("%s: %s base %d depth %d pathlen %d, want %d %d %d", label, name, n.Base, n.Depth, n.PathLen(), w.base, w.depth, len(w.actions))
 				}
 			}
-			if _, err := r.Trajectory(999); !errors.Is(err, store.ErrNotFound) {
+			if _, err := r.Trajectory(999); !errors.Is(err, model.ErrNotFound) {
 				t.Errorf("%s: trajectory of an unknown node: %v, want ErrNotFound", label, err)
 			}
-			if _, err := r.Path(999); !errors.Is(err, store.ErrNotFound) {
+			if _, err := r.Path(999); !errors.Is(err, model.ErrNotFound) {
 				t.Errorf("%s: path of an unknown node: %v, want ErrNotFound", label, err)
 			}
 			return nil

@@ -4,15 +4,17 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+
+	"github.com/patrdb/patrdb/model"
 )
 
 // EncodeTurn and DecodeTurn expose the turn codec for benchmarks and fuzz
 // tests; the framing and CRC are included.
-func EncodeTurn(t *Turn) ([]byte, error) { return encodeTurn(t) }
+func EncodeTurn(t *model.Turn) ([]byte, error) { return encodeTurn(t) }
 
 // DecodeTurn decodes a framed turn value; damage is ErrCorrupt.
-func DecodeTurn(raw []byte) (Turn, error) {
-	var t Turn
+func DecodeTurn(raw []byte) (model.Turn, error) {
+	var t model.Turn
 	err := decodeTurn("turns", nil, raw, &t)
 	return t, err
 }
@@ -20,7 +22,7 @@ func DecodeTurn(raw []byte) (Turn, error) {
 // AppendTurns writes turns at own-turn indexes from, from+1, ... of an
 // active node. from may be at most the node's turn count: rewriting turns
 // after a crash overwrites them, appending past the end leaves no gap.
-func (r *RunTx) AppendTurns(id uint64, from int, turns ...Turn) error {
+func (r *RunTx) AppendTurns(id uint64, from int, turns ...model.Turn) error {
 	if err := r.tx.check(true); err != nil {
 		return err
 	}
@@ -32,7 +34,7 @@ func (r *RunTx) AppendTurns(id uint64, from int, turns ...Turn) error {
 		return r.tx.fail(err)
 	}
 	vals := &r.tx.vals
-	enc, i, err := encodeValid(turns, r.tx.turnVals[:0], func(t *Turn) []byte {
+	enc, i, err := encodeValid(turns, r.tx.turnVals[:0], func(t *model.Turn) []byte {
 		return vals.finish(appendTurnValue(vals.start(turnSize(t)), t))
 	})
 	r.tx.turnVals = enc.vals[:0]
@@ -63,8 +65,8 @@ func (e EncodedTurns) Len() int { return len(e.vals) }
 // It touches no store and is safe for concurrent use. AppendTurns(id,
 // from, turns...) writes the same bytes as AppendEncodedTurns(id, from,
 // EncodeTurns(turns...)).
-func EncodeTurns(turns ...Turn) (EncodedTurns, error) {
-	out, i, err := encodeValid(turns, make([][]byte, 0, len(turns)), func(t *Turn) []byte {
+func EncodeTurns(turns ...model.Turn) (EncodedTurns, error) {
+	out, i, err := encodeValid(turns, make([][]byte, 0, len(turns)), func(t *model.Turn) []byte {
 		v, _ := encodeTurn(t) // it fails on nothing
 		return v
 	})
@@ -80,7 +82,7 @@ func EncodeTurns(turns ...Turn) (EncodedTurns, error) {
 // and the check then finds them in the CPU's cache, where a check that
 // came first paid for reading them. On an invalid turn it returns its
 // index; the values already made are garbage, nothing was written.
-func encodeValid(turns []Turn, vals [][]byte, encode func(*Turn) []byte) (EncodedTurns, int, error) {
+func encodeValid(turns []model.Turn, vals [][]byte, encode func(*model.Turn) []byte) (EncodedTurns, int, error) {
 	out := EncodedTurns{vals: vals}
 	for i := range turns {
 		t := &turns[i]
@@ -124,12 +126,12 @@ func (r *RunTx) AppendEncodedTurns(id uint64, from int, turns EncodedTurns) erro
 
 // turnTarget returns the node turns at index from may be written to: an
 // active one, with no gap after its last turn.
-func (r *RunTx) turnTarget(id uint64, from int) (*Node, error) {
+func (r *RunTx) turnTarget(id uint64, from int) (*model.Node, error) {
 	p, err := r.nodeRef(id)
 	if err != nil {
 		return nil, err
 	}
-	if p.Status != NodeActive {
+	if p.Status != model.NodeActive {
 		return nil, invalidf("node %d is %s; turns go to active nodes", id, p.Status)
 	}
 	if from < 0 || from > p.Turns {
@@ -144,7 +146,7 @@ func (r *RunTx) turnTarget(id uint64, from int) (*Node, error) {
 // the run's turn sequence, so they land at the end of the bucket. The
 // values must stay unmodified until the transaction ends: bbolt keeps them
 // (queued first: txqueue.go).
-func (r *RunTx) putTurns(p *Node, from int, src EncodedTurns) error {
+func (r *RunTx) putTurns(p *model.Node, from int, src EncodedTurns) error {
 	b, err := r.appendBucket(bTurns)
 	if err != nil {
 		return r.tx.fail(err)
@@ -182,7 +184,7 @@ func (r *RunTx) putTurns(p *Node, from int, src EncodedTurns) error {
 			q.put(r.tx, k, src.vals[i])
 			i++
 		}
-		n.TurnRanges = n.TurnRanges.extend(seq, fresh)
+		n.TurnRanges = n.TurnRanges.Extend(seq, fresh)
 		n.Turns = from + count
 	}
 	n.MinVersion, n.MaxVersion = versionSpan(n.MinVersion, n.MaxVersion, src.lo)
@@ -190,26 +192,26 @@ func (r *RunTx) putTurns(p *Node, from int, src EncodedTurns) error {
 	if err := r.putNode(d, &old, n, ""); err != nil {
 		return r.tx.fail(err)
 	}
-	tp := TurnsPayload{From: from, Count: count, Turns: n.Turns, MinVersion: n.MinVersion, MaxVersion: n.MaxVersion, Seq: seq, Oldest: src.lo}
-	_, err = r.putEvent(&Event{Kind: EvTurns, Step: n.Step, Group: n.Group, Node: p.ID}, turnsPayloadMax,
+	tp := model.TurnsPayload{From: from, Count: count, Turns: n.Turns, MinVersion: n.MinVersion, MaxVersion: n.MaxVersion, Seq: seq, Oldest: src.lo}
+	_, err = r.putEvent(&model.Event{Kind: model.EvTurns, Step: n.Step, Group: n.Group, Node: p.ID}, turnsPayloadMax,
 		func(b []byte) []byte { return appendTurnsPayloadMsgp(b, &tp) })
 	return r.tx.fail(err)
 }
 
 // Turns returns a node's own turns.
-func (r *RunTx) Turns(id uint64) ([]Turn, error) {
+func (r *RunTx) Turns(id uint64) ([]model.Turn, error) {
 	n, err := r.nodeRef(id)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Turn, 0, n.Turns)
-	err = r.readTurns(id, n.Turns, func(_ int, t Turn) { out = append(out, t) })
+	out := make([]model.Turn, 0, n.Turns)
+	err = r.readTurns(id, n.Turns, func(_ int, t model.Turn) { out = append(out, t) })
 	return out, err
 }
 
 // Turn returns one of a node's own turns.
-func (r *RunTx) Turn(id uint64, index int) (Turn, error) {
-	var t Turn
+func (r *RunTx) Turn(id uint64, index int) (model.Turn, error) {
+	var t model.Turn
 	b, err := r.bucket(bTurns)
 	if err != nil {
 		return t, err
@@ -236,9 +238,9 @@ func (r *RunTx) Turn(id uint64, index int) (Turn, error) {
 
 // readTurns decodes the first count own turns of a node with one cursor
 // seek; a missing turn is corruption (the node record says it exists).
-func (r *RunTx) readTurns(id uint64, count int, fn func(int, Turn)) error {
+func (r *RunTx) readTurns(id uint64, count int, fn func(int, model.Turn)) error {
 	return r.walkTurns(id, count, func(i int, path string, k, v []byte) error {
-		var t Turn
+		var t model.Turn
 		if err := decodeTurn(path, k, v, &t); err != nil {
 			return err
 		}

@@ -8,13 +8,14 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
 
 func TestTurnVersionsSpanEveryAppend(t *testing.T) {
 	db := storetest.Open(t)
-	turn := func(version uint64) store.Turn {
+	turn := func(version uint64) model.Turn {
 		tn := textTurn("v")
 		tn.PolicyVersion = version
 		return tn

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/patrdb/patrdb/model"
 )
 
 func TestDecodeTurnReasons(t *testing.T) {
@@ -30,7 +32,7 @@ func TestDecodeTurnReasons(t *testing.T) {
 		return framed(p)
 	}
 	sound := fields()
-	var got Turn
+	var got model.Turn
 	if err := decodeTurn("turns", nil, value(len(sound), sound), &got); err != nil || got.Observation != "obs" || !got.Done || got.ActionLogprobs[0] != -0.25 {
 		t.Fatalf("sound turn: %+v, %v", got, err)
 	}
@@ -56,7 +58,7 @@ func TestDecodeTurnReasons(t *testing.T) {
 
 func wantReason(t *testing.T, raw []byte, prefix string) {
 	t.Helper()
-	var tn Turn
+	var tn model.Turn
 	err := decodeTurn("turns", []byte("k"), raw, &tn)
 	var ce *CorruptError
 	if !errors.As(err, &ce) || !errors.Is(err, ErrCorrupt) || !strings.HasPrefix(ce.Reason, prefix) || string(ce.Key) != "k" {

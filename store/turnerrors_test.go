@@ -5,6 +5,7 @@ package store_test
 
 import (
 	"errors"
+	"github.com/patrdb/patrdb/model"
 	"strings"
 	"testing"
 
@@ -26,14 +27,14 @@ func TestTurnRefusals(t *testing.T) {
 		if err := r.AppendTurns(f.X, 1, textTurn("x")); !errors.Is(err, store.ErrReadOnly) {
 			t.Errorf("AppendTurns in a read transaction: %v, want ErrReadOnly", err)
 		}
-		if _, err := r.Turns(31337); !errors.Is(err, store.ErrNotFound) {
+		if _, err := r.Turns(31337); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("Turns of an unknown node: %v, want ErrNotFound", err)
 		}
-		if _, err := r.Turn(31337, 0); !errors.Is(err, store.ErrNotFound) {
+		if _, err := r.Turn(31337, 0); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("Turn of an unknown node: %v, want ErrNotFound", err)
 		}
 		for _, idx := range []int{-1, 1} {
-			if _, err := r.Turn(f.X, idx); !errors.Is(err, store.ErrNotFound) {
+			if _, err := r.Turn(f.X, idx); !errors.Is(err, model.ErrNotFound) {
 				t.Errorf("Turn(%d) of a node with 1 turn: %v, want ErrNotFound", idx, err)
 			}
 		}
@@ -99,7 +100,7 @@ func TestAppendTurnsNamesTheRefusedTurn(t *testing.T) {
 		bad.Observation = "\xff"
 		return r.AppendTurns(n.ID, 2, textTurn("c"), bad)
 	})
-	if !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "turn 3 of node") {
+	if !errors.Is(err, model.ErrInvalid) || !strings.Contains(err.Error(), "turn 3 of node") {
 		t.Fatalf("append of a bad turn at index 3: %v, want ErrInvalid naming turn 3", err)
 	}
 }

@@ -1,5 +1,7 @@
 package store
 
+import "github.com/patrdb/patrdb/model"
+
 // Where turns are stored. Format 3 keys a turn by the run's turn sequence
 // number, then its node (seq|node): turns are numbered as they are
 // appended, so the bucket grows at its end however many branches grow at
@@ -19,7 +21,7 @@ func (r *RunTx) legacyTurns() bool { return r.tx.db.format.Load() < 3 }
 
 // turnSpans returns where n's own turns from, from+1, ..., from+count-1
 // are stored, in order.
-func (r *RunTx) turnSpans(n *Node, from, count int) ([]turnSpan, error) {
+func (r *RunTx) turnSpans(n *model.Node, from, count int) ([]turnSpan, error) {
 	if count <= 0 {
 		return nil, nil
 	}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/patrdb/patrdb/model"
 )
 
 // validTurn is the rule every stored turn keeps: text is valid UTF-8 (a
@@ -18,7 +20,7 @@ import (
 // beyond raw bbolt on a ~1 KB step commit (BenchmarkMatrixCommits). So
 // the common case is tested a word at a time, and only a turn that fails
 // is looked at value by value, to name what is wrong.
-func validTurn(t *Turn) error {
+func validTurn(t *model.Turn) error {
 	switch {
 	case !validUTF8(t.Action):
 		return invalidf("action text is not valid UTF-8")

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/patrdb/patrdb/model"
 	"pgregory.net/rapid"
 )
 
@@ -78,7 +79,7 @@ func TestLogprobsValidAgreesWithTheRule(t *testing.T) {
 // A turn that breaks the rule is refused naming the first logprob that
 // does, as before the check went a word at a time.
 func TestValidTurnNamesTheFirstBadLogprob(t *testing.T) {
-	turn := Turn{ActionTokens: make([]uint32, 5), ActionLogprobs: []float32{-1, -2, 0.5, float32(math.NaN()), -1}}
+	turn := model.Turn{ActionTokens: make([]uint32, 5), ActionLogprobs: []float32{-1, -2, 0.5, float32(math.NaN()), -1}}
 	err := validTurn(&turn)
 	if err == nil || !strings.Contains(err.Error(), "action logprob 2 is 0.5") {
 		t.Fatalf("validTurn: %v, want logprob 2 named", err)

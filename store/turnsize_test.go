@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -20,7 +21,7 @@ func TestEncodeTurnExactSize(t *testing.T) {
 			toks := make([]uint32, tl)
 			lps := make([]float32, tokLens[(j+1)%len(tokLens)])
 			obs := make([]uint32, tokLens[(j+2)%len(tokLens)])
-			turn := store.Turn{
+			turn := model.Turn{
 				Action:            strings.Repeat("a", sl),
 				ActionTokens:      toks,
 				ActionLogprobs:    lps,
@@ -40,7 +41,7 @@ func TestEncodeTurnExactSize(t *testing.T) {
 			if err != nil {
 				t.Fatalf("action %d bytes, %d tokens: %v", sl, tl, err)
 			}
-			for _, s := range []*store.TokenIDs{&turn.ActionTokens, &turn.ObservationTokens} {
+			for _, s := range []*model.TokenIDs{&turn.ActionTokens, &turn.ObservationTokens} {
 				if len(*s) == 0 {
 					*s = nil
 				}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+
+	"github.com/patrdb/patrdb/model"
 )
 
 // An append that rewrites stored turns finds their keys through the
@@ -11,7 +13,7 @@ import (
 // hold, the append is refused as corrupt and writes nothing: rewriting
 // from ranges that fall short would put the turns under the wrong keys.
 func TestAppendRefusesTurnRangesShortOfTheRecord(t *testing.T) {
-	turn := Turn{Action: "a", Observation: "o", ActionTokens: []uint32{1}, ActionLogprobs: []float32{-0.5}}
+	turn := model.Turn{Action: "a", Observation: "o", ActionTokens: []uint32{1}, ActionLogprobs: []float32{-0.5}}
 	var id uint64
 	db := openWithGroup(t, func(r *RunTx, group uint64) error {
 		n, err := r.AddNode(NodeSpec{Step: 1, Group: group})
@@ -31,7 +33,7 @@ func TestAppendRefusesTurnRangesShortOfTheRecord(t *testing.T) {
 		if len(n.TurnRanges) != 1 || n.TurnRanges[0].Count != 3 {
 			t.Fatalf("turn ranges after three appended turns: %+v", n.TurnRanges)
 		}
-		n.TurnRanges = TurnRanges{{Seq: n.TurnRanges[0].Seq, Count: 1}}
+		n.TurnRanges = model.TurnRanges{{Seq: n.TurnRanges[0].Seq, Count: 1}}
 		nodes, err := r.bucket(bNodes)
 		if err != nil {
 			return err

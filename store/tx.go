@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/patrdb/patrdb/model"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -142,8 +143,8 @@ func (tx *Tx) CreateRun(id string, config []byte, meta map[string]string) (*RunT
 	r := tx.bind(id, b)
 	r.sequencesOK = true // all empty
 	now := tx.db.opts.now().UnixNano()
-	run := Run{ID: id, Config: cloneBytes(config), Status: RunRunning, CreatedAt: now, UpdatedAt: now, Meta: meta}
-	if err := r.putRun(&run, EvRunCreate); err != nil {
+	run := model.Run{ID: id, Config: cloneBytes(config), Status: model.RunRunning, CreatedAt: now, UpdatedAt: now, Meta: meta}
+	if err := r.putRun(&run, model.EvRunCreate); err != nil {
 		return nil, tx.fail(err)
 	}
 	return r, nil
@@ -232,12 +233,12 @@ func (tx *Tx) RunIDs() ([]string, error) {
 }
 
 // Runs returns every run's record in id order.
-func (tx *Tx) Runs() ([]Run, error) {
+func (tx *Tx) Runs() ([]model.Run, error) {
 	ids, err := tx.RunIDs()
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Run, 0, len(ids))
+	out := make([]model.Run, 0, len(ids))
 	for _, id := range ids {
 		r, err := tx.Run(id)
 		if err != nil {

@@ -3,6 +3,7 @@ package store_test
 import (
 	"encoding/binary"
 	"errors"
+	"github.com/patrdb/patrdb/model"
 	"os"
 	"strings"
 	"testing"
@@ -77,7 +78,7 @@ func TestADamagedHeaderIsThatRunsDamage(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Run(r): %v", err)
 				}
-				if s, err := r.Summary(store.SummaryOptions{}); err != nil || s.Nodes != 1 {
+				if s, err := r.Summary(model.SummaryOptions{}); err != nil || s.Nodes != 1 {
 					t.Errorf("r's summary: %+v, %v", s, err)
 				}
 				return nil

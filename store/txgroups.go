@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/patrdb/patrdb/model"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -17,7 +18,7 @@ import (
 
 // txGroup is a group as this transaction last read or changed it.
 type txGroup struct {
-	g     Group
+	g     model.Group
 	val   []byte // its record's encoding, when an event already made it
 	dirty bool   // changed since the record was last written
 }
@@ -26,7 +27,7 @@ type groupKey struct{ step, id uint64 }
 
 // groupRef returns the group, shared and read-only: the transaction's copy
 // in a write transaction (decoded the first time), else freshly decoded.
-func (r *RunTx) groupRef(step, id uint64) (*Group, error) {
+func (r *RunTx) groupRef(step, id uint64) (*model.Group, error) {
 	k := groupKey{step, id}
 	if tg, ok := r.groups[k]; ok {
 		return &tg.g, nil
@@ -44,8 +45,8 @@ func (r *RunTx) groupRef(step, id uint64) (*Group, error) {
 }
 
 // readGroup decodes a group's record from the groups bucket.
-func (r *RunTx) readGroup(step, id uint64) (Group, error) {
-	var g Group
+func (r *RunTx) readGroup(step, id uint64) (model.Group, error) {
+	var g model.Group
 	b, err := r.bucket(bGroups)
 	if err != nil {
 		return g, err
@@ -62,7 +63,7 @@ func (r *RunTx) readGroup(step, id uint64) (Group, error) {
 // setGroup makes g (which the caller hands over and no longer changes) the
 // transaction's copy of its group, to be written at flush; val is its
 // encoding when the caller made one.
-func (r *RunTx) setGroup(g *Group, val []byte) {
+func (r *RunTx) setGroup(g *model.Group, val []byte) {
 	if r.groups == nil {
 		r.groups = map[groupKey]*txGroup{}
 	}
@@ -109,8 +110,8 @@ func (r *RunTx) flushGroups() error {
 	return nil
 }
 
-// clone is a deep copy: callers may change what GroupAt returns.
-func (g *Group) clone() Group {
+// cloneGroup is a deep copy: callers may change what GroupAt returns.
+func cloneGroup(g *model.Group) model.Group {
 	c := *g
 	c.Roots = slices.Clone(g.Roots)
 	c.Meta = maps.Clone(g.Meta)
@@ -119,6 +120,6 @@ func (g *Group) clone() Group {
 }
 
 // groupValue is g's record, framed into the transaction's chunks.
-func (tx *Tx) groupValue(g *Group) []byte {
+func (tx *Tx) groupValue(g *model.Group) []byte {
 	return tx.value(groupSizeHint(g), func(b []byte) []byte { return appendGroupMsgp(b, g) })
 }

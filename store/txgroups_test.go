@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -16,7 +17,7 @@ import (
 // committed file holds the last version, and a rollback leaves none.
 func TestGroupChangesWithinTransaction(t *testing.T) {
 	db := storetest.Open(t)
-	var g store.Group
+	var g model.Group
 	var roots []uint64
 	update(t, db, func(tx *store.Tx) error {
 		r, err := tx.CreateRun("r", nil, nil)
@@ -46,7 +47,7 @@ func TestGroupChangesWithinTransaction(t *testing.T) {
 		if err := r.SetGroupInterval(1, g.ID, 2); err != nil {
 			return err
 		}
-		want := store.Group{ID: g.ID, Step: 1, Task: "t", Roots: roots, Status: store.GroupOpen, Interval: 2, PromptTokens: []uint32{7, 8},
+		want := model.Group{ID: g.ID, Step: 1, Task: "t", Roots: roots, Status: model.GroupOpen, Interval: 2, PromptTokens: []uint32{7, 8},
 			Meta: map[string]string{"k": "v"}}
 		byID, err := r.Group(g.ID)
 		if err != nil {
@@ -60,7 +61,7 @@ func TestGroupChangesWithinTransaction(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for name, got := range map[string]store.Group{"Group": byID, "LatestGroup": latest, "Groups": walked[0]} {
+		for name, got := range map[string]model.Group{"Group": byID, "LatestGroup": latest, "Groups": walked[0]} {
 			if !groupEqual(got, want) {
 				t.Errorf("%s inside the transaction: %+v, want %+v", name, got, want)
 			}
@@ -85,7 +86,7 @@ func TestGroupChangesWithinTransaction(t *testing.T) {
 	if !errors.Is(err, errBoom) {
 		t.Fatalf("rolled-back update: %v", err)
 	}
-	want := store.Group{ID: g.ID, Step: 1, Task: "t", Roots: roots, Status: store.GroupOpen, Interval: 3, PromptTokens: []uint32{7, 8},
+	want := model.Group{ID: g.ID, Step: 1, Task: "t", Roots: roots, Status: model.GroupOpen, Interval: 3, PromptTokens: []uint32{7, 8},
 		Meta: map[string]string{"k": "v"}}
 	inRun(t, db, false, "r", func(r *store.RunTx) error {
 		got, err := r.GroupAt(1, g.ID)
@@ -96,9 +97,9 @@ func TestGroupChangesWithinTransaction(t *testing.T) {
 			t.Errorf("committed: %+v, want %+v", got, want)
 		}
 		// The log holds every version: the last group event is the last change.
-		var last store.Group
-		err = r.Events(0, func(e store.Event) error {
-			if e.Kind == store.EvGroupUpdate {
+		var last model.Group
+		err = r.Events(0, func(e model.Event) error {
+			if e.Kind == model.EvGroupUpdate {
 				return store.DecodePayload(e, &last)
 			}
 			return nil
@@ -114,7 +115,7 @@ func TestGroupChangesWithinTransaction(t *testing.T) {
 	storetest.MustCheckClose(t, db)
 }
 
-func groupEqual(a, b store.Group) bool {
+func groupEqual(a, b model.Group) bool {
 	return a.ID == b.ID && a.Step == b.Step && a.Task == b.Task && slices.Equal(a.Roots, b.Roots) &&
 		a.Status == b.Status && a.Interval == b.Interval && slices.Equal(a.PromptTokens, b.PromptTokens) && maps.Equal(a.Meta, b.Meta)
 }

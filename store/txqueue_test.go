@@ -3,6 +3,7 @@ package store_test
 import (
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -27,17 +28,17 @@ func TestQueuedWritesAreReadInTheirTransaction(t *testing.T) {
 			t.Errorf("turns read back in the writing transaction: %d, %v", len(got), err)
 		}
 		before := r.LastSeq()
-		if err := r.Score(n.ID, store.Score{Interval: 0, Turn: 2, Value: 0.5}); err != nil {
+		if err := r.Score(n.ID, model.Score{Interval: 0, Turn: 2, Value: 0.5}); err != nil {
 			return err
 		}
-		var kinds []store.EventKind
-		if err := r.Events(before, func(e store.Event) error {
+		var kinds []model.EventKind
+		if err := r.Events(before, func(e model.Event) error {
 			kinds = append(kinds, e.Kind)
 			return nil
 		}); err != nil {
 			return err
 		}
-		if len(kinds) != 2 || kinds[0] != store.EvTurns || kinds[1] != store.EvNodeScore {
+		if len(kinds) != 2 || kinds[0] != model.EvTurns || kinds[1] != model.EvNodeScore {
 			t.Errorf("events from %d read in the writing transaction: %v; want node.turns, node.score", before, kinds)
 		}
 		// Appends after a read are queued again and read again.

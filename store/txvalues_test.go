@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/patrdb/patrdb/model"
 )
 
 // The value chunks of a write transaction go to the next one: a commit's
@@ -18,10 +20,10 @@ func TestValueChunksHandedOnIntact(t *testing.T) {
 		node = n.ID
 		return err
 	})
-	turnsOf := func(label string) []Turn {
-		out := make([]Turn, 64) // ~128 KB of values: several full-size chunks
+	turnsOf := func(label string) []model.Turn {
+		out := make([]model.Turn, 64) // ~128 KB of values: several full-size chunks
 		for i := range out {
-			out[i] = Turn{Action: fmt.Sprintf("%s %d %s", label, i, strings.Repeat(label, 2000/len(label)))}
+			out[i] = model.Turn{Action: fmt.Sprintf("%s %d %s", label, i, strings.Repeat(label, 2000/len(label)))}
 		}
 		return out
 	}

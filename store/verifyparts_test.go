@@ -10,6 +10,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -105,7 +106,7 @@ func TestVerifiedPartsStillCheckEachRecord(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return r.Events(1, func(store.Event) error { n++; return nil })
+		return r.Events(1, func(model.Event) error { n++; return nil })
 	})
 	if !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), "runs/r/events") {
 		t.Fatalf("Events over a damaged event: %v after %d events, want ErrCorrupt naming runs/r/events", err, n)
@@ -114,7 +115,7 @@ func TestVerifiedPartsStillCheckEachRecord(t *testing.T) {
 
 func TestVerifyPartsRefusesAnUnknownPart(t *testing.T) {
 	f := buildCheckedFile(t, 1)
-	if err := verifyParts(t, f.path, "turns"); !errors.Is(err, store.ErrInvalid) {
+	if err := verifyParts(t, f.path, "turns"); !errors.Is(err, model.ErrInvalid) {
 		t.Fatalf("part turns: %v, want ErrInvalid", err)
 	}
 }
@@ -124,7 +125,7 @@ func TestVerifyPartsRefusesAnUnknownPart(t *testing.T) {
 // forever, it returns ErrCorrupt naming the turns bucket.
 func TestCheckedViewTurns(t *testing.T) {
 	f := buildCheckedFile(t, 12)
-	var segs []store.Segment // read plainly, so the damage below is met by ViewTurns first
+	var segs []model.Segment // read plainly, so the damage below is met by ViewTurns first
 	db := openReadOnly(t, f.path)
 	inRun(t, db, false, "r", func(r *store.RunTx) (err error) { segs, err = r.Path(f.leaf); return })
 	db.Close()

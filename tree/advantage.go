@@ -2,14 +2,14 @@ package tree
 
 import (
 	"github.com/patrdb/patrdb/grpo"
-	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/model"
 )
 
 // Advantages computes a group's advantage records: GRPO (package grpo) over
 // the outcome rewards, or over R = R_base + λ·score when a shaping is given.
 // The zero-variance flags are taken before and after shaping. eps must be
 // valid for grpo.Advantages.
-func Advantages(g store.Group, leaves []Leaf, shaping *Shaping, eps float64) []store.Advantage {
+func Advantages(g model.Group, leaves []Leaf, shaping *Shaping, eps float64) []model.Advantage {
 	base := make([]float64, len(leaves))
 	for i, l := range leaves {
 		base[i] = l.Reward
@@ -26,13 +26,13 @@ func Advantages(g store.Group, leaves []Leaf, shaping *Shaping, eps float64) []s
 	if shaping != nil {
 		after = grpo.Advantages(total, eps)
 	}
-	out := make([]store.Advantage, len(leaves))
+	out := make([]model.Advantage, len(leaves))
 	for i, l := range leaves {
 		var score float64
 		if shaping != nil {
 			score = shaping.Scores[i]
 		}
-		out[i] = store.Advantage{Step: g.Step, Group: g.ID, Leaf: l.Node.ID, Outcome: base[i], RubricScore: score,
+		out[i] = model.Advantage{Step: g.Step, Group: g.ID, Leaf: l.Node.ID, Outcome: base[i], RubricScore: score,
 			Lambda: lambda, Total: total[i], Mean: after.Mean, Std: after.Std, Advantage: after.Adv[i], Rubrics: rubrics,
 			ZeroVariance: before.ZeroVariance, ZeroVarianceAfter: after.ZeroVariance}
 	}

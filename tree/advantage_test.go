@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/patrdb/patrdb/grpo"
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 	"github.com/patrdb/patrdb/tree"
@@ -17,14 +19,14 @@ import (
 // R = R_base + λ·score; the zero-variance flag before shaping is about the
 // base rewards, the one after about the totals.
 func TestAdvantagesShaping(t *testing.T) {
-	g := store.Group{ID: 3, Step: 2}
-	leaves := []tree.Leaf{{Node: store.Node{ID: 4}, Reward: 1}, {Node: store.Node{ID: 6}, Reward: 1}, {Node: store.Node{ID: 9}, Reward: 1}}
+	g := model.Group{ID: 3, Step: 2}
+	leaves := []tree.Leaf{{Node: model.Node{ID: 4}, Reward: 1}, {Node: model.Node{ID: 6}, Reward: 1}, {Node: model.Node{ID: 9}, Reward: 1}}
 	sh := &tree.Shaping{Scores: []float64{-0.5, 0, 0.5}, Lambda: 0.1, Rubrics: []uint64{2, 5}}
 	got := tree.Advantages(g, leaves, sh, grpo.DefaultEps)
 	totals := []float64{0.95, 1, 1.05}
 	adv, mean, std := refGRPO(totals, grpo.DefaultEps)
 	for i, a := range got {
-		want := store.Advantage{Step: 2, Group: 3, Leaf: leaves[i].Node.ID, Outcome: 1, RubricScore: sh.Scores[i], Lambda: 0.1,
+		want := model.Advantage{Step: 2, Group: 3, Leaf: leaves[i].Node.ID, Outcome: 1, RubricScore: sh.Scores[i], Lambda: 0.1,
 			Total: a.Total, Mean: a.Mean, Std: a.Std, Advantage: a.Advantage, Rubrics: []uint64{2, 5}, ZeroVariance: true}
 		if !reflect.DeepEqual(a, want) || !near(a.Total, totals[i]) || !near(a.Mean, mean) || !near(a.Std, std) || !near(a.Advantage, adv[i]) {
 			t.Errorf("leaf %d: %+v, want %+v with total %v mean %v std %v advantage %v", i, a, want, totals[i], mean, std, adv[i])
@@ -52,10 +54,10 @@ func TestAdvantagesShaping(t *testing.T) {
 
 // tasksWithGoal returns n tasks whose goal on the hash env's line is goal
 // cells away.
-func tasksWithGoal(goal, n int) []tree.Task {
-	var out []tree.Task
+func tasksWithGoal(goal, n int) []rollout.Task {
+	var out []rollout.Task
 	for i := 0; len(out) < n; i++ {
-		tk := tree.Task{ID: fmt.Sprintf("far-%d", i), Prompt: "p"}
+		tk := rollout.Task{ID: fmt.Sprintf("far-%d", i), Prompt: "p"}
 		if goalOf(tk) == goal {
 			out = append(out, tk)
 		}
@@ -64,7 +66,7 @@ func tasksWithGoal(goal, n int) []tree.Task {
 }
 
 // leavesOf rebuilds what the engine hands a Shaper for a stored group.
-func leavesOf(t *testing.T, r *store.RunTx, g store.Group) []tree.Leaf {
+func leavesOf(t *testing.T, r *store.RunTx, g model.Group) []tree.Leaf {
 	t.Helper()
 	nodes, err := r.GroupNodes(g)
 	if err != nil {
@@ -146,7 +148,7 @@ func TestShaperAdvantages(t *testing.T) {
 				t.Fatalf("group %d: %d advantages for %d leaves", g.ID, len(advs), len(leaves))
 			}
 			for i, a := range advs {
-				want := store.Advantage{Step: g.Step, Group: g.ID, Leaf: leaves[i].Node.ID, Outcome: leaves[i].Reward,
+				want := model.Advantage{Step: g.Step, Group: g.ID, Leaf: leaves[i].Node.ID, Outcome: leaves[i].Reward,
 					RubricScore: scores[i], Lambda: 0.25, Total: a.Total, Mean: a.Mean, Std: a.Std, Advantage: a.Advantage,
 					Rubrics: []uint64{7, 9}, ZeroVariance: zeroBase, ZeroVarianceAfter: zeroTotal}
 				if !reflect.DeepEqual(a, want) || !near(a.Total, totals[i]) || !near(a.Mean, mean) || !near(a.Std, std) || !near(a.Advantage, adv[i]) {
@@ -172,11 +174,11 @@ func TestShaperAdvantages(t *testing.T) {
 				t.Errorf("group %d: shaper event payload %v (%v), want the leaves %v", g.ID, ids, err, advLeaves(advs))
 			}
 			for i := range leaves {
-				if ev := d.Events[k+1+i]; ev.Kind != store.EvAdvantage || ev.Group != g.ID || ev.Node != leaves[i].Node.ID {
+				if ev := d.Events[k+1+i]; ev.Kind != model.EvAdvantage || ev.Group != g.ID || ev.Node != leaves[i].Node.ID {
 					t.Errorf("group %d: event %d after the shaper's is %+v, want the advantage of leaf %d", g.ID, i+1, ev, leaves[i].Node.ID)
 				}
 			}
-			if ev := d.Events[k+1+len(leaves)]; ev.Kind != store.EvGroupClose || ev.Group != g.ID {
+			if ev := d.Events[k+1+len(leaves)]; ev.Kind != model.EvGroupClose || ev.Group != g.ID {
 				t.Errorf("group %d: %+v follows its advantages, want its close", g.ID, ev)
 			}
 		}
@@ -190,7 +192,7 @@ func TestShaperAdvantages(t *testing.T) {
 	}
 }
 
-func advLeaves(as []store.Advantage) []uint64 {
+func advLeaves(as []model.Advantage) []uint64 {
 	var out []uint64
 	for _, a := range as {
 		out = append(out, a.Leaf)
@@ -225,7 +227,7 @@ func TestShaperApplyFails(t *testing.T) {
 	}
 	got := dumpRun(t, db, "r")
 	for _, g := range got.Groups {
-		if g.Status != store.GroupOpen {
+		if g.Status != model.GroupOpen {
 			t.Errorf("group %d closed although its Apply failed", g.ID)
 		}
 	}
@@ -233,7 +235,7 @@ func TestShaperApplyFails(t *testing.T) {
 		t.Errorf("%d advantages written although Apply failed", len(got.Adv))
 	}
 	for _, ev := range got.Events {
-		if ev.Kind == evShaped || ev.Kind == store.EvAdvantage || ev.Kind == store.EvGroupClose {
+		if ev.Kind == evShaped || ev.Kind == model.EvAdvantage || ev.Kind == model.EvGroupClose {
 			t.Errorf("event %+v survived the failed close", ev)
 		}
 	}
@@ -278,7 +280,7 @@ func TestShaperDeclines(t *testing.T) {
 		t.Errorf("shaper with one score too many: %v, want ErrInvalidShaping", err)
 	}
 	for _, g := range dumpRun(t, db, "bad").Groups {
-		if g.Status != store.GroupOpen {
+		if g.Status != model.GroupOpen {
 			t.Errorf("group %d closed with a bad shaping", g.ID)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 	"github.com/patrdb/patrdb/tree"
@@ -47,34 +49,34 @@ func TestBarrierGroupGrowsTheSameTrees(t *testing.T) {
 
 // slowEnv makes every step of one task's episodes take a while.
 type slowEnv struct {
-	tree.Env
+	rollout.Env
 	task string
 	wait time.Duration
 }
 
 type slowEpisode struct {
-	tree.Episode
+	rollout.Episode
 	wait time.Duration
 }
 
-func (e slowEnv) Reset(ctx context.Context, task tree.Task) (tree.Episode, error) {
+func (e slowEnv) Reset(ctx context.Context, task rollout.Task) (rollout.Episode, error) {
 	ep, err := e.Env.Reset(ctx, task)
 	return e.wrap(task, ep), err
 }
 
-func (e slowEnv) Restore(ctx context.Context, task tree.Task, hist []store.Turn, state []byte) (tree.Episode, error) {
+func (e slowEnv) Restore(ctx context.Context, task rollout.Task, hist []model.Turn, state []byte) (rollout.Episode, error) {
 	ep, err := e.Env.Restore(ctx, task, hist, state)
 	return e.wrap(task, ep), err
 }
 
-func (e slowEnv) wrap(task tree.Task, ep tree.Episode) tree.Episode {
+func (e slowEnv) wrap(task rollout.Task, ep rollout.Episode) rollout.Episode {
 	if task.ID != e.task || ep == nil {
 		return ep
 	}
 	return slowEpisode{ep, e.wait}
 }
 
-func (ep slowEpisode) Step(ctx context.Context, key tree.TurnKey, mv tree.Move) (tree.Observation, error) {
+func (ep slowEpisode) Step(ctx context.Context, key rollout.TurnKey, mv rollout.Move) (rollout.Observation, error) {
 	time.Sleep(ep.wait)
 	return ep.Episode.Step(ctx, key, mv)
 }
@@ -108,11 +110,11 @@ func TestGroupsDoNotWaitForEachOther(t *testing.T) {
 					slowGroup = g.ID
 				}
 			}
-			return r.Events(1, func(e store.Event) error {
+			return r.Events(1, func(e model.Event) error {
 				switch {
-				case e.Kind == store.EvNodeRoute && e.Group == slowGroup:
+				case e.Kind == model.EvNodeRoute && e.Group == slowGroup:
 					routed = true
-				case e.Kind == store.EvGroupClose && e.Group != slowGroup && !routed:
+				case e.Kind == model.EvGroupClose && e.Group != slowGroup && !routed:
 					closedFirst++
 				}
 				return nil

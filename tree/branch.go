@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -18,7 +19,7 @@ import (
 // when their parent's interval is routed), or, for a root never scored,
 // K turns per interval already committed (interval 0 starts at 0; under
 // NoScoring every interval advances a live root by exactly K).
-func intervalStart(n *store.Node, g *store.Group, k int) int {
+func intervalStart(n *model.Node, g *model.Group, k int) int {
 	for i := len(n.Scores) - 1; i >= 0; i-- {
 		if n.Scores[i].Interval < g.Interval {
 			return n.Scores[i].Turn
@@ -31,7 +32,7 @@ func intervalStart(n *store.Node, g *store.Group, k int) int {
 }
 
 // scoredAt reports whether n holds a score for interval i.
-func scoredAt(n *store.Node, i int) bool {
+func scoredAt(n *model.Node, i int) bool {
 	for j := len(n.Scores) - 1; j >= 0; j-- {
 		if n.Scores[j].Interval == i {
 			return true
@@ -41,7 +42,7 @@ func scoredAt(n *store.Node, i int) bool {
 }
 
 // scoreAt is n's score for interval i.
-func scoreAt(n *store.Node, i int) float64 {
+func scoreAt(n *model.Node, i int) float64 {
 	for j := len(n.Scores) - 1; j >= 0; j-- {
 		if n.Scores[j].Interval == i {
 			return n.Scores[j].Value
@@ -60,7 +61,7 @@ const (
 	routable                     // scored (or, under NoScoring, K turns in): waits for its group
 )
 
-func (c *Coordinator) phase(n *store.Node, g *store.Group) branchPhase {
+func (c *Coordinator) phase(n *model.Node, g *model.Group) branchPhase {
 	start := intervalStart(n, g, c.cfg.K)
 	switch {
 	case n.PathLen() < start+c.cfg.K:
@@ -90,7 +91,7 @@ func branchKey(group uint64, ordinals []int) uint64 {
 }
 
 // branchKeyOf walks n's ancestors (from the node cache) for its ordinals.
-func branchKeyOf(r *store.RunTx, n store.Node) (uint64, error) {
+func branchKeyOf(r *store.RunTx, n model.Node) (uint64, error) {
 	ords := []int{n.Ordinal}
 	for p := n.Parent; p != 0; {
 		pn, err := r.Node(p)
@@ -109,7 +110,7 @@ func branchKeyOf(r *store.RunTx, n store.Node) (uint64, error) {
 // repeatRunOf counts identical actions at the end of n's path, looking no
 // further back than limit turns: routing only asks whether the run reached
 // RepeatPrune.
-func repeatRunOf(r *store.RunTx, n store.Node, limit int) (int, error) {
+func repeatRunOf(r *store.RunTx, n model.Node, limit int) (int, error) {
 	if limit <= 0 || n.PathLen() == 0 {
 		return 0, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -30,7 +31,7 @@ func TestBranchKeyHashesOrdinalsRootDown(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if err := r.AppendTurns(root.ID, 0, store.Turn{Action: "a", Observation: "o"}); err != nil {
+		if err := r.AppendTurns(root.ID, 0, model.Turn{Action: "a", Observation: "o"}); err != nil {
 			return err
 		}
 		child, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID, Parent: root.ID, Fork: 1, Ordinal: 0})
@@ -49,7 +50,7 @@ func TestBranchKeyHashesOrdinalsRootDown(t *testing.T) {
 			return h.Sum64()
 		}
 		for _, c := range []struct {
-			n    store.Node
+			n    model.Node
 			want uint64
 		}{{root, want(1)}, {child, want(1, 0)}, {grand, want(1, 0, 2)}} {
 			got, err := branchKeyOf(r, c.n)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 	"github.com/patrdb/patrdb/tree"
@@ -67,9 +69,9 @@ func TestNoRequestStallsOtherRuns(t *testing.T) {
 	// Four requests, each the most one may open: a step 32,768 branches
 	// wide.
 	per := tree.MaxRootsPerOpen / cfg.B0
-	ts := make([]tree.Task, 4*per)
+	ts := make([]rollout.Task, 4*per)
 	for i := range ts {
-		ts[i] = tree.Task{ID: fmt.Sprint("t", i)}
+		ts[i] = rollout.Task{ID: fmt.Sprint("t", i)}
 	}
 	var opened time.Duration
 	for k := 1; k <= 4; k++ {
@@ -77,7 +79,7 @@ func TestNoRequestStallsOtherRuns(t *testing.T) {
 		openStep(t, c, 1, ts[:k*per])
 		opened = max(opened, time.Since(start))
 	}
-	if err := db.Update(func(tx *store.Tx) error { _, err := c.OpenStep(tx, 2, ts[:per+1]); return err }); !errors.Is(err, store.ErrInvalid) {
+	if err := db.Update(func(tx *store.Tx) error { _, err := c.OpenStep(tx, 2, ts[:per+1]); return err }); !errors.Is(err, model.ErrInvalid) {
 		t.Fatalf("opening more than MaxRootsPerOpen roots at once: %v, want ErrInvalid", err)
 	}
 

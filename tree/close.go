@@ -5,6 +5,8 @@ import (
 	"sort"
 
 	"github.com/patrdb/patrdb/grpo"
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -12,10 +14,10 @@ import (
 // branches, never failed ones — in node id order, each with its outcome
 // reward, and with its trajectory when withTurns (a Shaper reads them).
 // A group with an active branch is ErrConflict.
-func (c *Coordinator) Leaves(tx *store.Tx, step, group uint64, withTurns bool) (store.Group, []Leaf, error) {
+func (c *Coordinator) Leaves(tx *store.Tx, step, group uint64, withTurns bool) (model.Group, []Leaf, error) {
 	r, err := c.runTx(tx)
 	if err != nil {
-		return store.Group{}, nil, err
+		return model.Group{}, nil, err
 	}
 	g, err := r.GroupAt(step, group)
 	if err != nil {
@@ -28,10 +30,10 @@ func (c *Coordinator) Leaves(tx *store.Tx, step, group uint64, withTurns bool) (
 	var leaves []Leaf
 	for _, n := range nodes {
 		switch {
-		case n.Status == store.NodeActive:
-			return g, nil, fmt.Errorf("%w: group %d still has active branch %d", ErrConflict, g.ID, n.ID)
+		case n.Status == model.NodeActive:
+			return g, nil, fmt.Errorf("%w: group %d still has active branch %d", rollout.ErrConflict, g.ID, n.ID)
 		case n.AwaitsReward():
-			return g, nil, fmt.Errorf("%w: leaf %d of group %d awaits its deferred reward", ErrConflict, n.ID, g.ID)
+			return g, nil, fmt.Errorf("%w: leaf %d of group %d awaits its deferred reward", rollout.ErrConflict, n.ID, g.ID)
 		case !n.Status.Leaf():
 			continue
 		case !n.HasReward:
@@ -70,8 +72,8 @@ func (c *Coordinator) Close(tx *store.Tx, step, group uint64, shaping *Shaping, 
 	if err != nil {
 		return GroupResult{}, err
 	}
-	if g.Status != store.GroupOpen {
-		return GroupResult{}, fmt.Errorf("%w: group %d is %s", ErrConflict, g.ID, g.Status)
+	if g.Status != model.GroupOpen {
+		return GroupResult{}, fmt.Errorf("%w: group %d is %s", rollout.ErrConflict, g.ID, g.Status)
 	}
 	if shaping != nil {
 		scores, err := shaping.aligned(g.ID, leaves)
@@ -100,7 +102,7 @@ func (c *Coordinator) Close(tx *store.Tx, step, group uint64, shaping *Shaping, 
 	if err := r.CloseGroup(g.Step, g.ID); err != nil {
 		return GroupResult{}, err
 	}
-	g.Status = store.GroupClosed
+	g.Status = model.GroupClosed
 	gr := GroupResult{Group: g, Advantages: advs}
 	for _, l := range leaves {
 		gr.Leaves = append(gr.Leaves, l.Node)
@@ -109,7 +111,7 @@ func (c *Coordinator) Close(tx *store.Tx, step, group uint64, shaping *Shaping, 
 }
 
 // EvStepAbandon is the event that records a step given up by Abandon.
-const EvStepAbandon store.EventKind = "step.abandon"
+const EvStepAbandon model.EventKind = "step.abandon"
 
 // Abandon gives up the open groups of step, on record: every active branch
 // becomes failed with "abandoned: reason", every open group closes without
@@ -117,7 +119,7 @@ const EvStepAbandon store.EventKind = "step.abandon"
 // then complete the step.
 func (c *Coordinator) Abandon(tx *store.Tx, step uint64, reason string) error {
 	if reason == "" {
-		return fmt.Errorf("%w: abandoning step %d needs a reason", store.ErrInvalid, step)
+		return fmt.Errorf("%w: abandoning step %d needs a reason", model.ErrInvalid, step)
 	}
 	r, err := c.runTx(tx)
 	if err != nil {
@@ -128,10 +130,10 @@ func (c *Coordinator) Abandon(tx *store.Tx, step uint64, reason string) error {
 		return err
 	}
 	if len(groups) == 0 {
-		return fmt.Errorf("%w: step %d of run %q has no groups to abandon", store.ErrNotFound, step, c.run)
+		return fmt.Errorf("%w: step %d of run %q has no groups to abandon", model.ErrNotFound, step, c.run)
 	}
 	for _, g := range groups {
-		if g.Status != store.GroupOpen {
+		if g.Status != model.GroupOpen {
 			continue
 		}
 		nodes, err := r.GroupNodes(g)
@@ -139,7 +141,7 @@ func (c *Coordinator) Abandon(tx *store.Tx, step uint64, reason string) error {
 			return err
 		}
 		for _, n := range nodes {
-			if n.Status == store.NodeActive || n.AwaitsReward() {
+			if n.Status == model.NodeActive || n.AwaitsReward() {
 				if err := r.FailNode(n.ID, "abandoned: "+reason); err != nil {
 					return err
 				}

@@ -4,18 +4,17 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"reflect"
 	"strings"
-
-	"github.com/patrdb/patrdb/store"
 )
 
-// A run records its tree config in store.Run.Config, a JSON object whose
+// A run records its tree config in model.Run.Config, a JSON object whose
 // "tree" member is a Config; other members belong to whoever created the
 // run (the rubric buffer's config, a trainer's own settings) and are kept
 // as they are.
 
-// ConfigJSON is a run config (store.Run.Config) that records c and nothing
+// ConfigJSON is a run config (model.Run.Config) that records c and nothing
 // else: {"tree": c}. Package runconfig writes both the tree and the rubric
 // members.
 func ConfigJSON(c Config) json.RawMessage {
@@ -30,7 +29,7 @@ func ConfigJSON(c Config) json.RawMessage {
 
 // RecordedConfig returns the tree config a run recorded; ok is false when
 // the run has none. A config member that does not parse is ErrInvalid.
-func RecordedConfig(run store.Run) (cfg Config, ok bool, err error) {
+func RecordedConfig(run model.Run) (cfg Config, ok bool, err error) {
 	if len(bytes.TrimSpace(run.Config)) == 0 {
 		return Config{}, false, nil
 	}
@@ -38,25 +37,25 @@ func RecordedConfig(run store.Run) (cfg Config, ok bool, err error) {
 		Tree json.RawMessage `json:"tree"`
 	}
 	if err := json.Unmarshal(run.Config, &probe); err != nil {
-		return Config{}, false, fmt.Errorf("%w: run %q config is not a JSON object: %v", store.ErrInvalid, run.ID, err)
+		return Config{}, false, fmt.Errorf("%w: run %q config is not a JSON object: %v", model.ErrInvalid, run.ID, err)
 	}
 	if len(probe.Tree) == 0 || string(probe.Tree) == "null" {
 		return Config{}, false, nil
 	}
 	cfg = DefaultConfig()
 	if err := json.Unmarshal(probe.Tree, &cfg); err != nil {
-		return Config{}, false, fmt.Errorf("%w: run %q tree config: %v", store.ErrInvalid, run.ID, err)
+		return Config{}, false, fmt.Errorf("%w: run %q tree config: %v", model.ErrInvalid, run.ID, err)
 	}
 	return cfg, true, nil
 }
 
 // withTree returns the run's config JSON with its "tree" member set to cfg
 // and every other member kept.
-func withTree(run store.Run, cfg Config) ([]byte, error) {
+func withTree(run model.Run, cfg Config) ([]byte, error) {
 	obj := map[string]json.RawMessage{}
 	if len(bytes.TrimSpace(run.Config)) > 0 {
 		if err := json.Unmarshal(run.Config, &obj); err != nil {
-			return nil, fmt.Errorf("%w: run %q config is not a JSON object: %v", store.ErrInvalid, run.ID, err)
+			return nil, fmt.Errorf("%w: run %q config is not a JSON object: %v", model.ErrInvalid, run.ID, err)
 		}
 	}
 	tree, err := json.Marshal(cfg)

@@ -2,6 +2,7 @@ package tree
 
 import (
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"maps"
 	"slices"
 	"strings"
@@ -79,7 +80,6 @@ type CoordinatorOptions struct {
 
 // Defaults and bounds of CoordinatorOptions and lease requests.
 const (
-	DefaultLeaseTTL    = rollout.DefaultLeaseTTL
 	MaxLeaseTTL        = 24 * time.Hour // a worker silent for longer is dead
 	DefaultMaxAttempts = 3
 	MaxMaxAttempts     = 100
@@ -87,7 +87,7 @@ const (
 
 func (o *CoordinatorOptions) ensureDefaults() error {
 	if o.LeaseTTL == 0 {
-		o.LeaseTTL = DefaultLeaseTTL
+		o.LeaseTTL = rollout.DefaultLeaseTTL
 	}
 	if o.MaxAttempts == 0 {
 		o.MaxAttempts = DefaultMaxAttempts
@@ -117,7 +117,7 @@ func NewCoordinator(db *store.DB, run string, cfg *Config, opts *CoordinatorOpti
 	if err := o.ensureDefaults(); err != nil {
 		return nil, err
 	}
-	var info store.Run
+	var info model.Run
 	var recorded Config
 	var has bool
 	err := db.View(func(tx *store.Tx) error {
@@ -137,7 +137,7 @@ func NewCoordinator(db *store.DB, run string, cfg *Config, opts *CoordinatorOpti
 	var use Config
 	switch {
 	case cfg == nil && !has:
-		return nil, fmt.Errorf("%w: run %q recorded no tree config; give one", store.ErrInvalid, run)
+		return nil, fmt.Errorf("%w: run %q recorded no tree config; give one", model.ErrInvalid, run)
 	case cfg == nil:
 		use = recorded
 	default:
@@ -149,7 +149,7 @@ func NewCoordinator(db *store.DB, run string, cfg *Config, opts *CoordinatorOpti
 	if cfg != nil && (!has || recorded != use) {
 		if has && !o.AllowConfigChange {
 			return nil, fmt.Errorf("%w: run %q: %s (resume with the recorded config, or allow the change explicitly)",
-				ErrConfigMismatch, run, strings.Join(ConfigDiff(recorded, use), ", "))
+				rollout.ErrConfigMismatch, run, strings.Join(ConfigDiff(recorded, use), ", "))
 		}
 		if err := db.Update(func(tx *store.Tx) error {
 			r, err := tx.Run(run)
@@ -199,18 +199,18 @@ const MaxRootsPerOpen = 8192
 // so a driver that wants more informative groups extends its step. Fewer
 // tasks than the step's groups, or a task that differs from the group
 // opened for it, is ErrStepExists naming the field; more new roots than
-// MaxRootsPerOpen is store.ErrInvalid.
-func (c *Coordinator) OpenStep(tx *store.Tx, step uint64, tasks []Task) ([]store.Group, error) {
+// MaxRootsPerOpen is model.ErrInvalid.
+func (c *Coordinator) OpenStep(tx *store.Tx, step uint64, tasks []rollout.Task) ([]model.Group, error) {
 	if step == 0 {
-		return nil, fmt.Errorf("%w: step 0: steps start at 1", store.ErrInvalid)
+		return nil, fmt.Errorf("%w: step 0: steps start at 1", model.ErrInvalid)
 	}
 	seen := make(map[string]bool, len(tasks))
 	for i, t := range tasks {
 		switch {
 		case t.ID == "":
-			return nil, fmt.Errorf("%w: task %d has no id", store.ErrInvalid, i)
+			return nil, fmt.Errorf("%w: task %d has no id", model.ErrInvalid, i)
 		case seen[t.ID]:
-			return nil, fmt.Errorf("%w: task id %q appears twice in step %d", store.ErrInvalid, t.ID, step)
+			return nil, fmt.Errorf("%w: task id %q appears twice in step %d", model.ErrInvalid, t.ID, step)
 		}
 		seen[t.ID] = true
 	}
@@ -223,27 +223,27 @@ func (c *Coordinator) OpenStep(tx *store.Tx, step uint64, tasks []Task) ([]store
 		return nil, err
 	}
 	if step <= info.LastStep {
-		return nil, fmt.Errorf("%w: step %d of run %q is already completed (last step %d)", ErrConflict, step, c.run, info.LastStep)
+		return nil, fmt.Errorf("%w: step %d of run %q is already completed (last step %d)", rollout.ErrConflict, step, c.run, info.LastStep)
 	}
 	existing, err := r.Groups(step)
 	if err != nil {
 		return nil, err
 	}
 	if len(existing) > len(tasks) {
-		return nil, fmt.Errorf("%w: step %d of run %q holds %d groups; asked for %d tasks", ErrStepExists, step, c.run, len(existing), len(tasks))
+		return nil, fmt.Errorf("%w: step %d of run %q holds %d groups; asked for %d tasks", rollout.ErrStepExists, step, c.run, len(existing), len(tasks))
 	}
 	for i, g := range existing {
 		if field := taskDiff(TaskOf(g), tasks[i]); field != "" {
 			return nil, fmt.Errorf("%w: step %d of run %q opened group %d for task %q, which differs from task %d asked for in its %s",
-				ErrStepExists, step, c.run, g.ID, g.Task, i, field)
+				rollout.ErrStepExists, step, c.run, g.ID, g.Task, i, field)
 		}
 	}
 	fresh := tasks[len(existing):]
 	if roots := len(fresh) * c.cfg.B0; roots > MaxRootsPerOpen {
 		return nil, fmt.Errorf("%w: %d tasks × B0 %d = %d root branches in one request; open at most %d at a time (OpenStep extends a step)",
-			store.ErrInvalid, len(fresh), c.cfg.B0, roots, MaxRootsPerOpen)
+			model.ErrInvalid, len(fresh), c.cfg.B0, roots, MaxRootsPerOpen)
 	}
-	out := append(make([]store.Group, 0, len(tasks)), existing...)
+	out := append(make([]model.Group, 0, len(tasks)), existing...)
 	for _, t := range fresh {
 		g, err := r.OpenGroup(store.GroupSpec{Step: step, Task: t.ID, Prompt: t.Prompt, PromptTokens: t.PromptTokens, Gold: t.Gold, Meta: t.Meta})
 		if err != nil {
@@ -263,7 +263,7 @@ func (c *Coordinator) OpenStep(tx *store.Tx, step uint64, tasks []Task) ([]store
 }
 
 // taskDiff names the first field in which task b differs from a, or "".
-func taskDiff(a, b Task) string {
+func taskDiff(a, b rollout.Task) string {
 	switch {
 	case a.ID != b.ID:
 		return "id"
@@ -291,11 +291,11 @@ func (c *Coordinator) OpenSteps(tx *store.Tx) ([]uint64, error) {
 		return nil, err
 	}
 	var steps []uint64
-	err = r.ForEachGroupDesc(func(g store.Group) error {
+	err = r.ForEachGroupDesc(func(g model.Group) error {
 		if g.Step <= info.LastStep {
 			return errStopScan
 		}
-		if g.Status == store.GroupOpen && (len(steps) == 0 || steps[len(steps)-1] != g.Step) {
+		if g.Status == model.GroupOpen && (len(steps) == 0 || steps[len(steps)-1] != g.Step) {
 			steps = append(steps, g.Step)
 		}
 		return nil

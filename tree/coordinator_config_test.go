@@ -2,6 +2,7 @@ package tree_test
 
 import (
 	"errors"
+	"github.com/patrdb/patrdb/model"
 	"testing"
 
 	"github.com/patrdb/patrdb/store"
@@ -22,7 +23,7 @@ func TestCoordinatorRecordsConfigOfBareRun(t *testing.T) {
 		}
 	}
 	update(func(tx *store.Tx) error { _, err := tx.CreateRun("bare", nil, nil); return err })
-	if _, err := tree.NewCoordinator(db, "bare", nil, nil); !errors.Is(err, store.ErrInvalid) {
+	if _, err := tree.NewCoordinator(db, "bare", nil, nil); !errors.Is(err, model.ErrInvalid) {
 		t.Fatalf("no config given or recorded: %v, want ErrInvalid", err)
 	}
 	cfg := tree.DefaultConfig()

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 	"github.com/patrdb/patrdb/tree"
@@ -42,7 +44,7 @@ func coordinator(t *testing.T, db *store.DB, run string, cfg tree.Config, o *tre
 	return c
 }
 
-func lease(t *testing.T, c *tree.Coordinator, req tree.LeaseRequest) []tree.Lease {
+func lease(t *testing.T, c *tree.Coordinator, req tree.LeaseRequest) []rollout.Lease {
 	t.Helper()
 	ls, err := c.Lease(req, nil)
 	if err != nil {
@@ -51,8 +53,8 @@ func lease(t *testing.T, c *tree.Coordinator, req tree.LeaseRequest) []tree.Leas
 	return ls
 }
 
-func submit(c *tree.Coordinator, subs ...tree.Submission) (*tree.Submitted, error) {
-	var out *tree.Submitted
+func submit(c *tree.Coordinator, subs ...rollout.Submission) (*rollout.Submitted, error) {
+	var out *rollout.Submitted
 	err := c.DB().Update(func(tx *store.Tx) (err error) {
 		out, err = c.Submit(tx, subs)
 		return err
@@ -60,9 +62,9 @@ func submit(c *tree.Coordinator, subs ...tree.Submission) (*tree.Submitted, erro
 	return out, err
 }
 
-func openStep(t *testing.T, c *tree.Coordinator, step uint64, ts []tree.Task) []store.Group {
+func openStep(t *testing.T, c *tree.Coordinator, step uint64, ts []rollout.Task) []model.Group {
 	t.Helper()
-	var gs []store.Group
+	var gs []model.Group
 	if err := c.DB().Update(func(tx *store.Tx) (err error) {
 		gs, err = c.OpenStep(tx, step, ts)
 		return err
@@ -72,10 +74,10 @@ func openStep(t *testing.T, c *tree.Coordinator, step uint64, ts []tree.Task) []
 	return gs
 }
 
-func turnsN(prefix string, n int) []store.Turn {
-	out := make([]store.Turn, n)
+func turnsN(prefix string, n int) []model.Turn {
+	out := make([]model.Turn, n)
 	for i := range out {
-		out[i] = store.Turn{Action: fmt.Sprintf("%s%d", prefix, i), ActionTokens: []uint32{uint32(i)}, ActionLogprobs: []float32{-0.5},
+		out[i] = model.Turn{Action: fmt.Sprintf("%s%d", prefix, i), ActionTokens: []uint32{uint32(i)}, ActionLogprobs: []float32{-0.5},
 			Observation: "o", ObservationTokens: []uint32{7}}
 	}
 	return out
@@ -102,7 +104,7 @@ func TestSubmitRefusals(t *testing.T) {
 	}
 	a, b := ls[0], ls[1]
 	before := dumpRun(t, db, "r")
-	refuse := func(name string, want error, subs ...tree.Submission) {
+	refuse := func(name string, want error, subs ...rollout.Submission) {
 		t.Helper()
 		if _, err := submit(c, subs...); !errors.Is(err, want) {
 			t.Errorf("%s: %v, want %v", name, err, want)
@@ -111,46 +113,46 @@ func TestSubmitRefusals(t *testing.T) {
 			t.Fatalf("%s: a refused submit wrote: %s", name, d)
 		}
 	}
-	refuse("unknown lease", tree.ErrLeaseLost, tree.Submission{Lease: "nope", Node: a.Node, Turns: turnsN("a", 3), Score: ptr(0.5)})
-	refuse("another branch's lease", tree.ErrLeaseLost, tree.Submission{Lease: b.ID, Worker: b.Worker, Node: a.Node, Turns: turnsN("a", 1)})
-	refuse("gap after the stored turns", tree.ErrLeaseLost, tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, From: 1, Turns: turnsN("a", 1)})
-	refuse("score before K turns", tree.ErrTooEarly, tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: turnsN("a", 2), Score: ptr(0.5)})
-	refuse("more than K turns", tree.ErrConflict, tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: turnsN("a", 4)})
-	refuse("score outside [0,1]", store.ErrInvalid, tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: turnsN("a", 3), Score: ptr(1.5)})
+	refuse("unknown lease", rollout.ErrLeaseLost, rollout.Submission{Lease: "nope", Node: a.Node, Turns: turnsN("a", 3), Score: ptr(0.5)})
+	refuse("another branch's lease", rollout.ErrLeaseLost, rollout.Submission{Lease: b.ID, Worker: b.Worker, Node: a.Node, Turns: turnsN("a", 1)})
+	refuse("gap after the stored turns", rollout.ErrLeaseLost, rollout.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, From: 1, Turns: turnsN("a", 1)})
+	refuse("score before K turns", rollout.ErrTooEarly, rollout.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: turnsN("a", 2), Score: ptr(0.5)})
+	refuse("more than K turns", rollout.ErrConflict, rollout.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: turnsN("a", 4)})
+	refuse("score outside [0,1]", model.ErrInvalid, rollout.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: turnsN("a", 3), Score: ptr(1.5)})
 	ended := turnsN("a", 2)
 	ended[1].Done = true
-	refuse("score of a branch that ends", tree.ErrConflict, tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: ended, Score: ptr(0.5)})
-	refuse("reward of a branch that goes on", store.ErrInvalid, tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: turnsN("a", 1), Reward: ptr(1)})
+	refuse("score of a branch that ends", rollout.ErrConflict, rollout.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: ended, Score: ptr(0.5)})
+	refuse("reward of a branch that goes on", model.ErrInvalid, rollout.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: turnsN("a", 1), Reward: ptr(1)})
 	doneMid := turnsN("a", 3)
 	doneMid[0].Done = true
-	refuse("turns after a done turn", store.ErrInvalid, tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: doneMid})
+	refuse("turns after a done turn", model.ErrInvalid, rollout.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: doneMid})
 	bad := turnsN("a", 1)
 	bad[0].ActionLogprobs = []float32{-1, -2}
-	refuse("logprobs not one per token", store.ErrInvalid, tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: bad})
+	refuse("logprobs not one per token", model.ErrInvalid, rollout.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: bad})
 	bad = turnsN("a", 1)
 	bad[0].Observation = "\xff"
-	refuse("invalid UTF-8", store.ErrInvalid, tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: bad})
-	refuse("a failure with turns", store.ErrInvalid, tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: turnsN("a", 1), Error: "boom"})
+	refuse("invalid UTF-8", model.ErrInvalid, rollout.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: bad})
+	refuse("a failure with turns", model.ErrInvalid, rollout.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: turnsN("a", 1), Error: "boom"})
 	// One bad submission refuses the whole call, the good one included.
-	refuse("a good and a bad submission", tree.ErrTooEarly,
-		tree.Submission{Lease: b.ID, Worker: b.Worker, Node: b.Node, Turns: turnsN("b", 3), Score: ptr(0.9)},
-		tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: turnsN("a", 1), Score: ptr(0.5)})
+	refuse("a good and a bad submission", rollout.ErrTooEarly,
+		rollout.Submission{Lease: b.ID, Worker: b.Worker, Node: b.Node, Turns: turnsN("b", 3), Score: ptr(0.9)},
+		rollout.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: turnsN("a", 1), Score: ptr(0.5)})
 
 	// In parts: two turns, then the third with the score.
-	if _, err := submit(c, tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: turnsN("a", 2)}); err != nil {
+	if _, err := submit(c, rollout.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, Turns: turnsN("a", 2)}); err != nil {
 		t.Fatal(err)
 	}
-	refuse2 := func(name string, want error, s tree.Submission) {
+	refuse2 := func(name string, want error, s rollout.Submission) {
 		t.Helper()
 		if _, err := submit(c, s); !errors.Is(err, want) {
 			t.Errorf("%s: %v, want %v", name, err, want)
 		}
 	}
-	refuse2("the same turns again (stale from)", tree.ErrLeaseLost, tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, From: 0, Turns: turnsN("a", 2)})
-	if _, err := submit(c, tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, From: 2, Turns: turnsN("x", 1), Score: ptr(0.25)}); err != nil {
+	refuse2("the same turns again (stale from)", rollout.ErrLeaseLost, rollout.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, From: 0, Turns: turnsN("a", 2)})
+	if _, err := submit(c, rollout.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, From: 2, Turns: turnsN("x", 1), Score: ptr(0.25)}); err != nil {
 		t.Fatal(err)
 	}
-	refuse2("a second score", tree.ErrConflict, tree.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, From: 3, Score: ptr(0.5)})
+	refuse2("a second score", rollout.ErrConflict, rollout.Submission{Lease: a.ID, Worker: a.Worker, Node: a.Node, From: 3, Score: ptr(0.5)})
 
 	// b's lease expires and w2 takes it; w1's late submit is refused.
 	clk.add(2 * time.Minute)
@@ -158,8 +160,8 @@ func TestSubmitRefusals(t *testing.T) {
 	if len(ls2) != 1 || ls2[0].Node != b.Node || ls2[0].ID == b.ID {
 		t.Fatalf("expired lease not handed on: %+v", ls2)
 	}
-	refuse2("an expired lease handed on", tree.ErrLeaseLost, tree.Submission{Lease: b.ID, Worker: b.Worker, Node: b.Node, Turns: turnsN("b", 3), Score: ptr(0.9)})
-	sub, err := submit(c, tree.Submission{Lease: ls2[0].ID, Worker: ls2[0].Worker, Node: b.Node, Turns: turnsN("b", 3), Score: ptr(0.9)})
+	refuse2("an expired lease handed on", rollout.ErrLeaseLost, rollout.Submission{Lease: b.ID, Worker: b.Worker, Node: b.Node, Turns: turnsN("b", 3), Score: ptr(0.9)})
+	sub, err := submit(c, rollout.Submission{Lease: ls2[0].ID, Worker: ls2[0].Worker, Node: b.Node, Turns: turnsN("b", 3), Score: ptr(0.9)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +169,7 @@ func TestSubmitRefusals(t *testing.T) {
 	if len(sub.Routed) != 1 || len(sub.Routed[0].Decisions) != 2 || len(sub.Routed[0].Active) != 2 {
 		t.Fatalf("routing %+v", sub.Routed)
 	}
-	refuse2("a lease whose interval is over", tree.ErrBranchEnded, tree.Submission{Lease: ls2[0].ID, Worker: ls2[0].Worker, Node: b.Node, From: 3, Turns: turnsN("b", 1)})
+	refuse2("a lease whose interval is over", rollout.ErrBranchEnded, rollout.Submission{Lease: ls2[0].ID, Worker: ls2[0].Worker, Node: b.Node, From: 3, Turns: turnsN("b", 1)})
 	if vs, err := db.Check(); err != nil || len(vs) > 0 {
 		t.Fatalf("check: %v %v", vs, err)
 	}
@@ -184,8 +186,8 @@ func TestOpenStepIdempotent(t *testing.T) {
 	if !reflect.DeepEqual(first, second) || len(first) != 3 {
 		t.Fatalf("second open: %+v, first %+v", second, first)
 	}
-	status := func() tree.StepStatus {
-		var st tree.StepStatus
+	status := func() rollout.StepStatus {
+		var st rollout.StepStatus
 		if err := db.View(func(tx *store.Tx) (err error) { st, err = c.Status(tx, 1); return err }); err != nil {
 			t.Fatal(err)
 		}
@@ -195,14 +197,14 @@ func TestOpenStepIdempotent(t *testing.T) {
 		t.Errorf("status of a fresh step: %+v", st)
 	}
 	err := db.Update(func(tx *store.Tx) error { _, err := c.OpenStep(tx, 1, tasks(2)); return err })
-	if !errors.Is(err, tree.ErrStepExists) {
+	if !errors.Is(err, rollout.ErrStepExists) {
 		t.Errorf("other tasks: %v, want ErrStepExists", err)
 	}
 	// Abandoning the step is on record, and lets a checkpoint complete it.
 	if err := db.Update(func(tx *store.Tx) error {
 		r, _ := tx.Run("r")
-		return r.PutCheckpoint(store.Checkpoint{Step: 1, URI: "file:///w1"})
-	}); !errors.Is(err, store.ErrInvalid) {
+		return r.PutCheckpoint(model.Checkpoint{Step: 1, URI: "file:///w1"})
+	}); !errors.Is(err, model.ErrInvalid) {
 		t.Fatalf("checkpoint over open groups: %v, want ErrInvalid", err)
 	}
 	if err := db.Update(func(tx *store.Tx) error {
@@ -210,7 +212,7 @@ func TestOpenStepIdempotent(t *testing.T) {
 			return err
 		}
 		r, _ := tx.Run("r")
-		return r.PutCheckpoint(store.Checkpoint{Step: 1, URI: "file:///w1"})
+		return r.PutCheckpoint(model.Checkpoint{Step: 1, URI: "file:///w1"})
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -219,12 +221,12 @@ func TestOpenStepIdempotent(t *testing.T) {
 	}
 	got := dumpRun(t, db, "r")
 	for _, n := range got.Nodes {
-		if n.Status != store.NodeFailed || n.Error != "abandoned: policy diverged" {
+		if n.Status != model.NodeFailed || n.Error != "abandoned: policy diverged" {
 			t.Errorf("node %d after abandon: %s %q", n.ID, n.Status, n.Error)
 		}
 	}
 	err = db.Update(func(tx *store.Tx) error { _, err := c.OpenStep(tx, 1, tasks(3)); return err })
-	if !errors.Is(err, tree.ErrConflict) {
+	if !errors.Is(err, rollout.ErrConflict) {
 		t.Errorf("opening a completed step: %v, want ErrConflict", err)
 	}
 	if vs, err := db.Check(); err != nil || len(vs) > 0 {
@@ -260,20 +262,20 @@ type flaky struct {
 	seen  map[uint64]bool
 }
 
-func (f *flaky) failing(key tree.TurnKey) bool {
+func (f *flaky) failing(key rollout.TurnKey) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return key.Attempt < f.fails[key.Branch]
 }
 
 type flakyPolicy struct {
-	inner tree.Policy
+	inner rollout.Policy
 	f     *flaky
 }
 
-func (p flakyPolicy) Act(ctx context.Context, key tree.TurnKey, task tree.Task, hist []store.Turn) (tree.Move, error) {
+func (p flakyPolicy) Act(ctx context.Context, key rollout.TurnKey, task rollout.Task, hist []model.Turn) (rollout.Move, error) {
 	if p.f.failing(key) {
-		return tree.Move{}, errors.New("CUDA out of memory")
+		return rollout.Move{}, errors.New("CUDA out of memory")
 	}
 	return p.inner.Act(ctx, key, task, hist)
 }
@@ -310,10 +312,10 @@ func TestFailureIsolation(t *testing.T) {
 	}
 	got := dumpRun(t, db, "r")
 	n1, n2 := got.Nodes[0], got.Nodes[1]
-	if n1.Status != store.NodeFailed || n1.Attempt != tree.DefaultMaxAttempts-1 || !strings.Contains(n1.Error, "CUDA out of memory") || n1.HasReward {
+	if n1.Status != model.NodeFailed || n1.Attempt != tree.DefaultMaxAttempts-1 || !strings.Contains(n1.Error, "CUDA out of memory") || n1.HasReward {
 		t.Errorf("always-failing branch: %+v", n1)
 	}
-	if n2.Status == store.NodeFailed || n2.Attempt != 1 || !strings.Contains(n2.Error, "CUDA") {
+	if n2.Status == model.NodeFailed || n2.Attempt != 1 || !strings.Contains(n2.Error, "CUDA") {
 		t.Errorf("once-failing branch: status %s attempt %d error %q", n2.Status, n2.Attempt, n2.Error)
 	}
 	for _, a := range got.Adv {
@@ -322,7 +324,7 @@ func TestFailureIsolation(t *testing.T) {
 		}
 	}
 	for _, g := range got.Groups {
-		if g.Status != store.GroupClosed {
+		if g.Status != model.GroupClosed {
 			t.Errorf("group %d is %s", g.ID, g.Status)
 		}
 	}
@@ -333,13 +335,13 @@ func TestFailureIsolation(t *testing.T) {
 
 // slowBatch counts calls and the largest batch.
 type countingBatch struct {
-	inner tree.Policy
+	inner rollout.Policy
 	mu    sync.Mutex
 	calls int
 	sizes []int
 }
 
-func (p *countingBatch) ActBatch(ctx context.Context, reqs []tree.ActRequest) ([]tree.Move, error) {
+func (p *countingBatch) ActBatch(ctx context.Context, reqs []rollout.ActRequest) ([]rollout.Move, error) {
 	p.mu.Lock()
 	p.calls++
 	p.sizes = append(p.sizes, len(reqs))
@@ -396,28 +398,28 @@ func TestBatchedEqualsSerial(t *testing.T) {
 // byBranch wraps the hash fakes so that their randomness follows the
 // branch's place in its tree (TurnKey.Branch), not the node id the store
 // gave it, which depends on which worker routed which group first.
-type byBranch struct{ inner tree.Policy }
+type byBranch struct{ inner rollout.Policy }
 
-func (p byBranch) Act(ctx context.Context, key tree.TurnKey, task tree.Task, hist []store.Turn) (tree.Move, error) {
+func (p byBranch) Act(ctx context.Context, key rollout.TurnKey, task rollout.Task, hist []model.Turn) (rollout.Move, error) {
 	key.Node = key.Branch
 	return p.inner.Act(ctx, key, task, hist)
 }
 
-type byBranchEnv struct{ inner tree.Env }
+type byBranchEnv struct{ inner rollout.Env }
 
-type byBranchEpisode struct{ inner tree.Episode }
+type byBranchEpisode struct{ inner rollout.Episode }
 
-func (e byBranchEnv) Reset(ctx context.Context, task tree.Task) (tree.Episode, error) {
+func (e byBranchEnv) Reset(ctx context.Context, task rollout.Task) (rollout.Episode, error) {
 	ep, err := e.inner.Reset(ctx, task)
 	return byBranchEpisode{ep}, err
 }
 
-func (e byBranchEnv) Restore(ctx context.Context, task tree.Task, hist []store.Turn, state []byte) (tree.Episode, error) {
+func (e byBranchEnv) Restore(ctx context.Context, task rollout.Task, hist []model.Turn, state []byte) (rollout.Episode, error) {
 	ep, err := e.inner.Restore(ctx, task, hist, state)
 	return byBranchEpisode{ep}, err
 }
 
-func (ep byBranchEpisode) Step(ctx context.Context, key tree.TurnKey, mv tree.Move) (tree.Observation, error) {
+func (ep byBranchEpisode) Step(ctx context.Context, key rollout.TurnKey, mv rollout.Move) (rollout.Observation, error) {
 	key.Node = key.Branch
 	return ep.inner.Step(ctx, key, mv)
 }
@@ -429,7 +431,7 @@ func (ep byBranchEpisode) State() []byte { return ep.inner.State() }
 func canonical(t *testing.T, db *store.DB, run string) []string {
 	t.Helper()
 	d := dumpRun(t, db, run)
-	byID := map[uint64]store.Node{}
+	byID := map[uint64]model.Node{}
 	for _, n := range d.Nodes {
 		byID[n.ID] = n
 	}
@@ -437,7 +439,7 @@ func canonical(t *testing.T, db *store.DB, run string) []string {
 	for _, g := range d.Groups {
 		task[g.ID] = fmt.Sprintf("%s/%s/i%d", g.Task, g.Status, g.Interval)
 	}
-	place := func(n store.Node) string {
+	place := func(n model.Node) string {
 		var ords []string
 		for {
 			ords = append([]string{fmt.Sprint(n.Ordinal)}, ords...)
@@ -482,8 +484,8 @@ func worker(ctx context.Context, c *tree.Coordinator, name string, step uint64, 
 		open := 0
 		if err := db.View(func(tx *store.Tx) error {
 			r, _ := tx.Run(c.Run())
-			return r.ForEachGroup(step, func(g store.Group) error {
-				if g.Status == store.GroupOpen {
+			return r.ForEachGroup(step, func(g model.Group) error {
+				if g.Status == model.GroupOpen {
 					open++
 				}
 				return nil
@@ -499,7 +501,7 @@ func worker(ctx context.Context, c *tree.Coordinator, name string, step uint64, 
 			continue
 		}
 		for _, l := range ls {
-			var hist []store.Turn
+			var hist []model.Turn
 			if err := db.View(func(tx *store.Tx) error {
 				r, _ := tx.Run(c.Run())
 				path, err := r.Trajectory(l.Node)
@@ -510,7 +512,7 @@ func worker(ctx context.Context, c *tree.Coordinator, name string, step uint64, 
 			}); err != nil {
 				return err
 			}
-			var ep tree.Episode
+			var ep rollout.Episode
 			var err error
 			if len(hist) == 0 && l.EnvState == nil {
 				ep, err = o.Env.Reset(ctx, l.Task)
@@ -520,7 +522,7 @@ func worker(ctx context.Context, c *tree.Coordinator, name string, step uint64, 
 			if err != nil {
 				return err
 			}
-			s := tree.Submission{Lease: l.ID, Worker: l.Worker, Node: l.Node, From: l.From}
+			s := rollout.Submission{Lease: l.ID, Worker: l.Worker, Node: l.Node, From: l.From}
 			ended := false
 			for i := 0; i < l.Turns && !ended; i++ {
 				key := l.Key
@@ -533,7 +535,7 @@ func worker(ctx context.Context, c *tree.Coordinator, name string, step uint64, 
 				if err != nil {
 					return err
 				}
-				tn := store.Turn{Action: mv.Text, ActionTokens: mv.Tokens, ActionLogprobs: mv.Logprobs, Observation: obs.Text,
+				tn := model.Turn{Action: mv.Text, ActionTokens: mv.Tokens, ActionLogprobs: mv.Logprobs, Observation: obs.Text,
 					ObservationTokens: obs.Tokens, Reward: obs.Reward, Done: obs.Done}
 				hist = append(hist, tn)
 				s.Turns = append(s.Turns, tn)
@@ -547,12 +549,12 @@ func worker(ctx context.Context, c *tree.Coordinator, name string, step uint64, 
 				s.Score = &v
 			}
 			s.EnvState = ep.State()
-			var sub *tree.Submitted
+			var sub *rollout.Submitted
 			err = db.Update(func(tx *store.Tx) (err error) {
-				sub, err = c.Submit(tx, []tree.Submission{s})
+				sub, err = c.Submit(tx, []rollout.Submission{s})
 				return err
 			})
-			if errors.Is(err, tree.ErrLeaseLost) {
+			if errors.Is(err, rollout.ErrLeaseLost) {
 				continue
 			}
 			if err != nil {
@@ -563,7 +565,7 @@ func worker(ctx context.Context, c *tree.Coordinator, name string, step uint64, 
 					_, err := c.Close(tx, step, g, nil, 0)
 					return err
 				})
-				if err != nil && !errors.Is(err, tree.ErrConflict) {
+				if err != nil && !errors.Is(err, rollout.ErrConflict) {
 					return err
 				}
 			}
@@ -609,11 +611,11 @@ func TestConcurrentWorkers(t *testing.T) {
 	// node's stored turns, none rewrites them.
 	if err := db.View(func(tx *store.Tx) error {
 		r, _ := tx.Run("workers")
-		return r.Events(1, func(e store.Event) error {
-			if e.Kind != store.EvTurns {
+		return r.Events(1, func(e model.Event) error {
+			if e.Kind != model.EvTurns {
 				return nil
 			}
-			var p store.TurnsPayload
+			var p model.TurnsPayload
 			if err := store.DecodePayload(e, &p); err != nil {
 				return err
 			}

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 )
@@ -14,15 +15,6 @@ import (
 // Neither needs a lease — any process may deliver it — and both are held
 // to the state of the branch they name, so a late, repeated or misdirected
 // one is refused (ErrNotPending) and writes nothing.
-
-// What is delivered apart from the turns, and what waits for it, are
-// package rollout's.
-type (
-	RewardSubmission = rollout.RewardSubmission
-	ScoreSubmission  = rollout.ScoreSubmission
-	Pending          = rollout.Pending
-	PendingWork      = rollout.PendingWork
-)
 
 // notePending starts the PendingTTL clock of a branch, unless it runs.
 func (c *Coordinator) notePending(id uint64) {
@@ -47,8 +39,8 @@ func (c *Coordinator) pendingSince(id uint64) time.Time {
 }
 
 // awaitsScore reports whether active branch n waits for a remote score.
-func (c *Coordinator) awaitsScore(n *store.Node, g *store.Group) bool {
-	return c.cfg.RemoteScores && n.Status == store.NodeActive && c.phase(n, g) == needScore
+func (c *Coordinator) awaitsScore(n *model.Node, g *model.Group) bool {
+	return c.cfg.RemoteScores && n.Status == model.NodeActive && c.phase(n, g) == needScore
 }
 
 // Publish records v as the run's current policy version (store's
@@ -74,12 +66,12 @@ func (c *Coordinator) Publish(tx *store.Tx, v uint64) error {
 // ErrNotPending). A reward is recorded as the leaf's; an error records the
 // leaf failed (left out of the advantages, never a zero reward). Done
 // lists the groups left with nothing to wait for: Close them.
-func (c *Coordinator) SubmitRewards(tx *store.Tx, rs []RewardSubmission) (*Submitted, error) {
+func (c *Coordinator) SubmitRewards(tx *store.Tx, rs []rollout.RewardSubmission) (*rollout.Submitted, error) {
 	r, err := c.runTx(tx)
 	if err != nil {
 		return nil, err
 	}
-	out := &Submitted{Results: make([]SubmitResult, 0, len(rs))}
+	out := &rollout.Submitted{Results: make([]rollout.SubmitResult, 0, len(rs))}
 	touched := groupSet{}
 	for i, s := range rs {
 		n, err := r.Node(s.Node)
@@ -88,25 +80,25 @@ func (c *Coordinator) SubmitRewards(tx *store.Tx, rs []RewardSubmission) (*Submi
 		}
 		switch {
 		case (s.Reward == nil) == (s.Error == ""):
-			return nil, fmt.Errorf("%w: reward %d (node %d): give a reward or an error", store.ErrInvalid, i, s.Node)
+			return nil, fmt.Errorf("%w: reward %d (node %d): give a reward or an error", model.ErrInvalid, i, s.Node)
 		case !n.AwaitsReward():
-			return nil, fmt.Errorf("%w: reward %d: node %d is %s with %s", ErrNotPending, i, n.ID, n.Status, rewardState(&n))
+			return nil, fmt.Errorf("%w: reward %d: node %d is %s with %s", rollout.ErrNotPending, i, n.ID, n.Status, rewardState(&n))
 		case s.Reward != nil:
 			err = r.SetReward(n.ID, *s.Reward)
 		default:
 			err = r.FailNode(n.ID, "reward: "+s.Error)
-			n.Status = store.NodeFailed
+			n.Status = model.NodeFailed
 		}
 		if err != nil {
 			return nil, fmt.Errorf("reward %d (node %d): %w", i, s.Node, err)
 		}
-		out.Results = append(out.Results, SubmitResult{Node: n.ID, Status: n.Status, Turns: n.Turns, Attempt: n.Attempt})
+		out.Results = append(out.Results, rollout.SubmitResult{Node: n.ID, Status: n.Status, Turns: n.Turns, Attempt: n.Attempt})
 		touched[n.Group] = n.Step
 	}
 	return out, c.doneGroups(r, touched, out)
 }
 
-func rewardState(n *store.Node) string {
+func rewardState(n *model.Node) string {
 	if n.HasReward {
 		return fmt.Sprintf("its reward %v", n.Reward)
 	}
@@ -115,13 +107,13 @@ func rewardState(n *store.Node) string {
 
 // doneGroups lists in out.Done the touched groups that are open with no
 // active branch and no leaf awaiting its reward.
-func (c *Coordinator) doneGroups(r *store.RunTx, touched groupSet, out *Submitted) error {
+func (c *Coordinator) doneGroups(r *store.RunTx, touched groupSet, out *rollout.Submitted) error {
 	for _, id := range touched.ids() {
 		g, err := r.GroupAt(touched[id], id)
 		if err != nil {
 			return err
 		}
-		if g.Status != store.GroupOpen {
+		if g.Status != model.GroupOpen {
 			continue
 		}
 		nodes, err := r.GroupNodes(g)
@@ -137,10 +129,10 @@ func (c *Coordinator) doneGroups(r *store.RunTx, touched groupSet, out *Submitte
 
 // groupWaits reports whether a group still waits for a branch (active) or
 // a reward, and how many of its leaves await their reward.
-func groupWaits(nodes []store.Node) (waiting bool, awaitingRewards int) {
+func groupWaits(nodes []model.Node) (waiting bool, awaitingRewards int) {
 	for i := range nodes {
 		switch {
-		case nodes[i].Status == store.NodeActive:
+		case nodes[i].Status == model.NodeActive:
 			waiting = true
 		case nodes[i].AwaitsReward():
 			waiting = true
@@ -157,12 +149,12 @@ func groupWaits(nodes []store.Node) (waiting bool, awaitingRewards int) {
 // recorded; an error fails the branch like any scorer failure (retried,
 // then recorded failed). A group routes, in this transaction, when its
 // interval's last score arrives — exactly as if its workers had scored.
-func (c *Coordinator) SubmitScores(tx *store.Tx, ss []ScoreSubmission) (*Submitted, error) {
+func (c *Coordinator) SubmitScores(tx *store.Tx, ss []rollout.ScoreSubmission) (*rollout.Submitted, error) {
 	r, err := c.runTx(tx)
 	if err != nil {
 		return nil, err
 	}
-	out := &Submitted{Results: make([]SubmitResult, 0, len(ss))}
+	out := &rollout.Submitted{Results: make([]rollout.SubmitResult, 0, len(ss))}
 	touched := groupSet{}
 	for i, s := range ss {
 		res, g, err := c.scoreOne(r, s)
@@ -175,40 +167,40 @@ func (c *Coordinator) SubmitScores(tx *store.Tx, ss []ScoreSubmission) (*Submitt
 	return out, c.settleGroups(r, touched, out)
 }
 
-func (c *Coordinator) scoreOne(r *store.RunTx, s ScoreSubmission) (SubmitResult, store.Group, error) {
+func (c *Coordinator) scoreOne(r *store.RunTx, s rollout.ScoreSubmission) (rollout.SubmitResult, model.Group, error) {
 	n, err := r.Node(s.Node)
 	if err != nil {
-		return SubmitResult{}, store.Group{}, err
+		return rollout.SubmitResult{}, model.Group{}, err
 	}
 	g, err := r.GroupAt(n.Step, n.Group)
 	if err != nil {
-		return SubmitResult{}, g, err
+		return rollout.SubmitResult{}, g, err
 	}
 	switch {
 	case (s.Score == nil) == (s.Error == ""):
-		return SubmitResult{}, g, fmt.Errorf("%w: give a score or an error", store.ErrInvalid)
+		return rollout.SubmitResult{}, g, fmt.Errorf("%w: give a score or an error", model.ErrInvalid)
 	case c.cfg.NoScoring:
-		return SubmitResult{}, g, fmt.Errorf("%w: run %q does not score branches (NoScoring)", ErrConflict, c.run)
-	case n.Status != store.NodeActive:
-		return SubmitResult{}, g, fmt.Errorf("%w: node %d is %s", ErrNotPending, n.ID, n.Status)
-	case g.Status != store.GroupOpen || g.Interval != s.Interval:
-		return SubmitResult{}, g, fmt.Errorf("%w: node %d's group %d is at interval %d, not %d", ErrNotPending, n.ID, g.ID, g.Interval, s.Interval)
+		return rollout.SubmitResult{}, g, fmt.Errorf("%w: run %q does not score branches (NoScoring)", rollout.ErrConflict, c.run)
+	case n.Status != model.NodeActive:
+		return rollout.SubmitResult{}, g, fmt.Errorf("%w: node %d is %s", rollout.ErrNotPending, n.ID, n.Status)
+	case g.Status != model.GroupOpen || g.Interval != s.Interval:
+		return rollout.SubmitResult{}, g, fmt.Errorf("%w: node %d's group %d is at interval %d, not %d", rollout.ErrNotPending, n.ID, g.ID, g.Interval, s.Interval)
 	}
 	switch c.phase(&n, &g) {
 	case needTurns:
-		return SubmitResult{}, g, fmt.Errorf("%w: node %d has %d of K=%d turns of interval %d", ErrTooEarly, n.ID, n.PathLen()-intervalStart(&n, &g, c.cfg.K), c.cfg.K, g.Interval)
+		return rollout.SubmitResult{}, g, fmt.Errorf("%w: node %d has %d of K=%d turns of interval %d", rollout.ErrTooEarly, n.ID, n.PathLen()-intervalStart(&n, &g, c.cfg.K), c.cfg.K, g.Interval)
 	case routable:
-		return SubmitResult{}, g, fmt.Errorf("%w: node %d is already scored for interval %d", ErrNotPending, n.ID, g.Interval)
+		return rollout.SubmitResult{}, g, fmt.Errorf("%w: node %d is already scored for interval %d", rollout.ErrNotPending, n.ID, g.Interval)
 	}
 	if s.Error != "" {
 		c.forgetPending(n.ID)
 		return c.fail(r, n, g, "scorer: "+s.Error)
 	}
-	if err := r.Score(n.ID, store.Score{Interval: g.Interval, Turn: n.PathLen(), Value: *s.Score}); err != nil {
-		return SubmitResult{}, g, err
+	if err := r.Score(n.ID, model.Score{Interval: g.Interval, Turn: n.PathLen(), Value: *s.Score}); err != nil {
+		return rollout.SubmitResult{}, g, err
 	}
 	c.forgetPending(n.ID)
-	return SubmitResult{Node: n.ID, Status: n.Status, Turns: n.Turns, Attempt: n.Attempt}, g, nil
+	return rollout.SubmitResult{Node: n.ID, Status: n.Status, Turns: n.Turns, Attempt: n.Attempt}, g, nil
 }
 
 func (c *Coordinator) forgetPending(id uint64) {
@@ -220,11 +212,11 @@ func (c *Coordinator) forgetPending(id uint64) {
 // Pending lists the branches of step (0: every open step) that wait for a
 // remote score or a deferred reward, in node order, with when each was
 // first seen waiting and when it will fail for want of one.
-func (c *Coordinator) Pending(tx *store.Tx, step uint64) (Pending, error) {
-	out := Pending{Step: step, Scores: []PendingWork{}, Rewards: []PendingWork{}}
-	err := c.eachWaiting(tx, step, func(n *store.Node, g *store.Group, reward bool) {
+func (c *Coordinator) Pending(tx *store.Tx, step uint64) (rollout.Pending, error) {
+	out := rollout.Pending{Step: step, Scores: []rollout.PendingWork{}, Rewards: []rollout.PendingWork{}}
+	err := c.eachWaiting(tx, step, func(n *model.Node, g *model.Group, reward bool) {
 		since := c.pendingSince(n.ID)
-		w := PendingWork{Node: n.ID, Group: g.ID, Step: g.Step, Interval: g.Interval, Attempt: n.Attempt,
+		w := rollout.PendingWork{Node: n.ID, Group: g.ID, Step: g.Step, Interval: g.Interval, Attempt: n.Attempt,
 			PathLen: n.PathLen(), Task: TaskOf(*g), SinceAt: since.UnixNano(), DueAt: since.Add(c.cfg.PendingTTL()).UnixNano()}
 		if reward {
 			out.Rewards = append(out.Rewards, w)
@@ -238,7 +230,7 @@ func (c *Coordinator) Pending(tx *store.Tx, step uint64) (Pending, error) {
 // eachWaiting calls fn with every branch of the open groups of step (0:
 // every step past the run's last completed one) that awaits a remote score
 // (reward false) or its deferred reward (reward true), in node order.
-func (c *Coordinator) eachWaiting(tx *store.Tx, step uint64, fn func(n *store.Node, g *store.Group, reward bool)) error {
+func (c *Coordinator) eachWaiting(tx *store.Tx, step uint64, fn func(n *model.Node, g *model.Group, reward bool)) error {
 	r, err := c.runTx(tx)
 	if err != nil {
 		return err
@@ -256,7 +248,7 @@ func (c *Coordinator) eachWaiting(tx *store.Tx, step uint64, fn func(n *store.No
 		}
 		for i := range groups {
 			g := &groups[i]
-			if g.Status != store.GroupOpen {
+			if g.Status != model.GroupOpen {
 				continue
 			}
 			nodes, err := r.GroupNodes(*g)
@@ -298,7 +290,7 @@ func (c *Coordinator) Overdue() bool {
 // scorer failure (retried with a fresh wait, then failed). Groups settle
 // as they do on a submit (routing, Done). Waits are timed from when this
 // coordinator first saw them; a restarted one starts them again.
-func (c *Coordinator) Expire(tx *store.Tx) (*Submitted, error) {
+func (c *Coordinator) Expire(tx *store.Tx) (*rollout.Submitted, error) {
 	now := c.opts.Now()
 	limit := now.Add(-c.cfg.PendingTTL())
 	c.mu.Lock()
@@ -314,7 +306,7 @@ func (c *Coordinator) Expire(tx *store.Tx) (*Submitted, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &Submitted{}
+	out := &rollout.Submitted{}
 	routable, rewarded := groupSet{}, groupSet{}
 	waited := c.cfg.PendingTTL().String()
 	for _, id := range due {
@@ -331,7 +323,7 @@ func (c *Coordinator) Expire(tx *store.Tx) (*Submitted, error) {
 			if err := r.FailNode(n.ID, "reward timed out after "+waited); err != nil {
 				return nil, err
 			}
-			out.Results = append(out.Results, SubmitResult{Node: n.ID, Status: store.NodeFailed, Turns: n.Turns, Attempt: n.Attempt})
+			out.Results = append(out.Results, rollout.SubmitResult{Node: n.ID, Status: model.NodeFailed, Turns: n.Turns, Attempt: n.Attempt})
 			rewarded[g.ID] = g.Step
 		case c.awaitsScore(&n, &g):
 			res, _, err := c.fail(r, n, g, "scorer: score timed out after "+waited)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 	"github.com/patrdb/patrdb/tree"
@@ -37,8 +39,8 @@ type grader struct {
 func (g *grader) serve(ctx context.Context) error {
 	db := g.c.DB()
 	for ctx.Err() == nil {
-		var p tree.Pending
-		paths := map[uint64][]store.Turn{}
+		var p rollout.Pending
+		paths := map[uint64][]model.Turn{}
 		if err := db.View(func(tx *store.Tx) (err error) {
 			if p, err = g.c.Pending(tx, g.step); err != nil {
 				return err
@@ -65,17 +67,17 @@ func (g *grader) serve(ctx context.Context) error {
 			g.delayed = true
 			time.Sleep(g.delay)
 		}
-		var ss []tree.ScoreSubmission
+		var ss []rollout.ScoreSubmission
 		for _, w := range p.Scores {
-			ss = append(ss, tree.ScoreSubmission{Node: w.Node, Interval: w.Interval, Score: ptr(hashScore(w.Task, paths[w.Node]))})
+			ss = append(ss, rollout.ScoreSubmission{Node: w.Node, Interval: w.Interval, Score: ptr(hashScore(w.Task, paths[w.Node]))})
 		}
-		var rs []tree.RewardSubmission
+		var rs []rollout.RewardSubmission
 		for _, w := range p.Rewards {
 			sum := 0.0
 			for _, t := range paths[w.Node] {
 				sum += t.Reward
 			}
-			rs = append(rs, tree.RewardSubmission{Node: w.Node, Reward: ptr(sum)})
+			rs = append(rs, rollout.RewardSubmission{Node: w.Node, Reward: ptr(sum)})
 		}
 		if err := db.Update(func(tx *store.Tx) error {
 			if len(ss) > 0 {
@@ -189,13 +191,13 @@ func TestPendingTTLFailsNeverZero(t *testing.T) {
 	c := coordinator(t, db, "r", cfg, &tree.CoordinatorOptions{LeaseTTL: time.Hour, Now: clk.now})
 	openStep(t, c, 1, tasks(1))
 	ls := lease(t, c, tree.LeaseRequest{Worker: "w"})
-	done := []store.Turn{{Action: "x", Observation: "end", Reward: 1, Done: true}}
+	done := []model.Turn{{Action: "x", Observation: "end", Reward: 1, Done: true}}
 	if _, err := submit(c,
-		tree.Submission{Lease: ls[0].ID, Worker: "w", Node: ls[0].Node, Turns: done, RewardPending: true},
-		tree.Submission{Lease: ls[1].ID, Worker: "w", Node: ls[1].Node, Turns: done, Reward: ptr(0.5)}); err != nil {
+		rollout.Submission{Lease: ls[0].ID, Worker: "w", Node: ls[0].Node, Turns: done, RewardPending: true},
+		rollout.Submission{Lease: ls[1].ID, Worker: "w", Node: ls[1].Node, Turns: done, Reward: ptr(0.5)}); err != nil {
 		t.Fatal(err)
 	}
-	status := func() (st tree.StepStatus) {
+	status := func() (st rollout.StepStatus) {
 		if err := db.View(func(tx *store.Tx) (err error) { st, err = c.Status(tx, 1); return err }); err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +206,7 @@ func TestPendingTTLFailsNeverZero(t *testing.T) {
 	if st := status(); st.AwaitingRewards != 1 || len(st.Done) != 0 {
 		t.Fatalf("a leaf awaiting its reward: %+v, want the group held open", st)
 	}
-	if err := db.Update(func(tx *store.Tx) error { _, err := c.Close(tx, 1, 1, nil, 0); return err }); !errors.Is(err, tree.ErrConflict) {
+	if err := db.Update(func(tx *store.Tx) error { _, err := c.Close(tx, 1, 1, nil, 0); return err }); !errors.Is(err, rollout.ErrConflict) {
 		t.Fatalf("closing a group whose leaf awaits its reward: %v, want ErrConflict", err)
 	}
 	clk.add(59 * time.Second)
@@ -215,15 +217,15 @@ func TestPendingTTLFailsNeverZero(t *testing.T) {
 	if !c.Overdue() {
 		t.Fatal("not overdue after the pending TTL")
 	}
-	var sub *tree.Submitted
+	var sub *rollout.Submitted
 	if err := db.Update(func(tx *store.Tx) (err error) { sub, err = c.Expire(tx); return err }); err != nil {
 		t.Fatal(err)
 	}
-	if len(sub.Results) != 1 || sub.Results[0].Status != store.NodeFailed || len(sub.Done) != 1 {
+	if len(sub.Results) != 1 || sub.Results[0].Status != model.NodeFailed || len(sub.Done) != 1 {
 		t.Fatalf("expire: %+v, want the leaf failed and its group done", sub)
 	}
-	late := tree.RewardSubmission{Node: ls[0].Node, Reward: ptr(1)}
-	if err := db.Update(func(tx *store.Tx) error { _, err := c.SubmitRewards(tx, []tree.RewardSubmission{late}); return err }); !errors.Is(err, tree.ErrNotPending) {
+	late := rollout.RewardSubmission{Node: ls[0].Node, Reward: ptr(1)}
+	if err := db.Update(func(tx *store.Tx) error { _, err := c.SubmitRewards(tx, []rollout.RewardSubmission{late}); return err }); !errors.Is(err, rollout.ErrNotPending) {
 		t.Fatalf("a reward after its TTL: %v, want ErrNotPending", err)
 	}
 	var gr tree.GroupResult
@@ -233,9 +235,9 @@ func TestPendingTTLFailsNeverZero(t *testing.T) {
 	if len(gr.Advantages) != 1 || gr.Advantages[0].Leaf != ls[1].Node {
 		t.Fatalf("advantages %+v: want only the leaf with a reward", gr.Advantages)
 	}
-	var n store.Node
+	var n model.Node
 	_ = db.View(func(tx *store.Tx) error { r, _ := tx.Run("r"); n, _ = r.Node(ls[0].Node); return nil })
-	if n.Status != store.NodeFailed || n.HasReward || !strings.Contains(n.Error, "reward timed out") {
+	if n.Status != model.NodeFailed || n.HasReward || !strings.Contains(n.Error, "reward timed out") {
 		t.Fatalf("the leaf whose reward never came: %+v", n)
 	}
 	if vs, err := db.Check(); err != nil || len(vs) > 0 {
@@ -256,10 +258,10 @@ func TestDeferredRefusals(t *testing.T) {
 		t.Fatalf("a lease asks a worker to score under remote scores: %+v", ls[0])
 	}
 	a, b := ls[0], ls[1]
-	if _, err := submit(c, tree.Submission{Lease: a.ID, Worker: "w", Node: a.Node, Turns: turnsN("a", 1)}); err != nil {
+	if _, err := submit(c, rollout.Submission{Lease: a.ID, Worker: "w", Node: a.Node, Turns: turnsN("a", 1)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := submit(c, tree.Submission{Lease: a.ID, Worker: "w", Node: a.Node, From: 1, Turns: turnsN("a", 1), Score: ptr(0.5)}); err != nil {
+	if _, err := submit(c, rollout.Submission{Lease: a.ID, Worker: "w", Node: a.Node, From: 1, Turns: turnsN("a", 1), Score: ptr(0.5)}); err != nil {
 		// A worker may still score inline; the remote scorer then has nothing to do.
 		t.Fatalf("an inline score under remote scores: %v", err)
 	}
@@ -268,24 +270,24 @@ func TestDeferredRefusals(t *testing.T) {
 		want error
 		fn   func(tx *store.Tx) error
 	}{
-		"score of a branch still sampling": {tree.ErrTooEarly, func(tx *store.Tx) error {
-			_, err := c.SubmitScores(tx, []tree.ScoreSubmission{{Node: b.Node, Interval: 0, Score: ptr(0.5)}})
+		"score of a branch still sampling": {rollout.ErrTooEarly, func(tx *store.Tx) error {
+			_, err := c.SubmitScores(tx, []rollout.ScoreSubmission{{Node: b.Node, Interval: 0, Score: ptr(0.5)}})
 			return err
 		}},
-		"a second score": {tree.ErrNotPending, func(tx *store.Tx) error {
-			_, err := c.SubmitScores(tx, []tree.ScoreSubmission{{Node: a.Node, Interval: 0, Score: ptr(0.5)}})
+		"a second score": {rollout.ErrNotPending, func(tx *store.Tx) error {
+			_, err := c.SubmitScores(tx, []rollout.ScoreSubmission{{Node: a.Node, Interval: 0, Score: ptr(0.5)}})
 			return err
 		}},
-		"score for another interval": {tree.ErrNotPending, func(tx *store.Tx) error {
-			_, err := c.SubmitScores(tx, []tree.ScoreSubmission{{Node: a.Node, Interval: 1, Score: ptr(0.5)}})
+		"score for another interval": {rollout.ErrNotPending, func(tx *store.Tx) error {
+			_, err := c.SubmitScores(tx, []rollout.ScoreSubmission{{Node: a.Node, Interval: 1, Score: ptr(0.5)}})
 			return err
 		}},
-		"reward of an active branch": {tree.ErrNotPending, func(tx *store.Tx) error {
-			_, err := c.SubmitRewards(tx, []tree.RewardSubmission{{Node: b.Node, Reward: ptr(1)}})
+		"reward of an active branch": {rollout.ErrNotPending, func(tx *store.Tx) error {
+			_, err := c.SubmitRewards(tx, []rollout.RewardSubmission{{Node: b.Node, Reward: ptr(1)}})
 			return err
 		}},
-		"a reward and an error": {store.ErrInvalid, func(tx *store.Tx) error {
-			_, err := c.SubmitRewards(tx, []tree.RewardSubmission{{Node: b.Node, Reward: ptr(1), Error: "x"}})
+		"a reward and an error": {model.ErrInvalid, func(tx *store.Tx) error {
+			_, err := c.SubmitRewards(tx, []rollout.RewardSubmission{{Node: b.Node, Reward: ptr(1), Error: "x"}})
 			return err
 		}},
 	} {
@@ -296,20 +298,20 @@ func TestDeferredRefusals(t *testing.T) {
 			t.Errorf("%s wrote: %s", name, d)
 		}
 	}
-	if _, err := submit(c, tree.Submission{Lease: b.ID, Worker: "w", Node: b.Node, Turns: turnsN("b", 2)}); err != nil {
+	if _, err := submit(c, rollout.Submission{Lease: b.ID, Worker: "w", Node: b.Node, Turns: turnsN("b", 2)}); err != nil {
 		t.Fatal(err)
 	}
 	before = dumpRun(t, db, "r")
 	if err := db.Update(func(tx *store.Tx) error {
-		_, err := c.SubmitScores(tx, []tree.ScoreSubmission{{Node: b.Node, Interval: 0, Score: ptr(1.5)}})
+		_, err := c.SubmitScores(tx, []rollout.ScoreSubmission{{Node: b.Node, Interval: 0, Score: ptr(1.5)}})
 		return err
-	}); !errors.Is(err, store.ErrInvalid) {
+	}); !errors.Is(err, model.ErrInvalid) {
 		t.Errorf("score out of range: %v, want ErrInvalid", err)
 	}
 	if d := diffDump(dumpRun(t, db, "r"), before); d != "" {
 		t.Errorf("an out-of-range score wrote: %s", d)
 	}
-	var p tree.Pending
+	var p rollout.Pending
 	_ = db.View(func(tx *store.Tx) (err error) { p, err = c.Pending(tx, 1); return err })
 	if len(p.Scores) != 1 || p.Scores[0].Node != b.Node || len(p.Rewards) != 0 {
 		t.Fatalf("pending %+v: want node %d's score", p, b.Node)

@@ -13,8 +13,8 @@
 // what-if analysis re-runs it under another Config.
 //
 // A Decision's Action is one of the store's action words (Expand is
-// store.ActionExpand, ...), and Decision.Record is the one conversion to
-// the stored store.Decision, used by the coordinator, replay's what-if and
+// model.ActionExpand, ...), and Decision.Record is the one conversion to
+// the stored model.Decision, used by the coordinator, replay's what-if and
 // the benchmarks alike.
 //
 // # The protocol
@@ -40,7 +40,7 @@
 // past K, a second score, a submit under a lease that is no longer the
 // branch's, or from another turn index than the stored one is refused
 // with an error wrapping ErrConflict (ErrTooEarly, ErrLeaseLost, ...), and
-// bad input with store.ErrInvalid; either way the transaction rolls back
+// bad input with model.ErrInvalid; either way the transaction rolls back
 // and nothing is written. A branch whose policy, env or scorer fails is
 // retried from its stored turns (Attempt+1) up to MaxAttempts, then
 // recorded failed with the error — never as a zero reward — and left out
@@ -127,7 +127,7 @@
 // step's active branches, rebuilds their histories from the store,
 // restores their environments (from the node's env state, or by replaying
 // the history) and continues without redoing a committed turn. A run
-// records its tree config, the "tree" member of store.Run.Config (package
+// records its tree config, the "tree" member of model.Run.Config (package
 // runconfig; ConfigJSON writes a config with only that member), when it is
 // first driven; New and NewCoordinator
 // refuse a different one with ErrConfigMismatch naming the fields, unless

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/patrdb/patrdb/grpo"
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -29,11 +31,11 @@ type Options struct {
 	Config Config
 	// Policy samples one branch's turn per call; BatchPolicy many branches'
 	// per call. Give one (BatchPolicy wins when both are set).
-	Policy      Policy
-	BatchPolicy BatchPolicy
-	Env         Env
-	Scorer      Scorer // required unless Config.NoScoring
-	Shaper      Shaper // optional: rubric shaping of the outcome rewards
+	Policy      rollout.Policy
+	BatchPolicy rollout.BatchPolicy
+	Env         rollout.Env
+	Scorer      rollout.Scorer // required unless Config.NoScoring
+	Shaper      Shaper         // optional: rubric shaping of the outcome rewards
 	Commit      CommitMode
 	Eps         float64 // GRPO epsilon; 0 means grpo.DefaultEps
 
@@ -92,7 +94,7 @@ type Engine struct {
 	opts   Options
 	log    *slog.Logger
 	coord  *Coordinator
-	policy BatchPolicy
+	policy rollout.BatchPolicy
 }
 
 // New validates opts and returns an engine writing into run, which must
@@ -156,9 +158,9 @@ func (e *Engine) Coordinator() *Coordinator { return e.coord }
 
 // GroupResult summarises one closed group.
 type GroupResult struct {
-	Group      store.Group
-	Leaves     []store.Node
-	Advantages []store.Advantage
+	Group      model.Group
+	Leaves     []model.Node
+	Advantages []model.Advantage
 }
 
 // StepResult summarises a rollout step.
@@ -185,9 +187,9 @@ type StepResult struct {
 // group is closed with its advantages written. Committed work survives a
 // crash; Resume(step) finishes the step. Calling Rollout again for a step
 // already opened with the same tasks continues it like Resume.
-func (e *Engine) Rollout(ctx context.Context, step uint64, tasks []Task) (*StepResult, error) {
+func (e *Engine) Rollout(ctx context.Context, step uint64, tasks []rollout.Task) (*StepResult, error) {
 	if step == 0 {
-		return nil, fmt.Errorf("%w: step 0: steps start at 1", store.ErrInvalid)
+		return nil, fmt.Errorf("%w: step 0: steps start at 1", model.ErrInvalid)
 	}
 	if len(tasks) == 0 {
 		return &StepResult{Step: step}, nil

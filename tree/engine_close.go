@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -13,7 +14,7 @@ import (
 // when filter is set (dynamic sampling) and the group carries no gradient.
 func (e *Engine) closeGroups(ctx context.Context, step uint64, groups []uint64, res *StepResult, filter bool) error {
 	for _, id := range groups {
-		var g store.Group
+		var g model.Group
 		var leaves []Leaf
 		if err := e.db.View(func(tx *store.Tx) (err error) {
 			g, leaves, err = e.coord.Leaves(tx, step, id, e.opts.Shaper != nil)
@@ -21,7 +22,7 @@ func (e *Engine) closeGroups(ctx context.Context, step uint64, groups []uint64, 
 		}); err != nil {
 			return err
 		}
-		if g.Status != store.GroupOpen {
+		if g.Status != model.GroupOpen {
 			continue
 		}
 		var shaping *Shaping

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/patrdb/patrdb/grpo"
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 	"github.com/patrdb/patrdb/tree"
@@ -23,11 +25,11 @@ import (
 
 type scriptPolicy struct{}
 
-func (scriptPolicy) Act(_ context.Context, key tree.TurnKey, _ tree.Task, hist []store.Turn) (tree.Move, error) {
+func (scriptPolicy) Act(_ context.Context, key rollout.TurnKey, _ rollout.Task, hist []model.Turn) (rollout.Move, error) {
 	if key.Path != len(hist) {
-		return tree.Move{}, fmt.Errorf("key path %d with %d turns of history", key.Path, len(hist))
+		return rollout.Move{}, fmt.Errorf("key path %d with %d turns of history", key.Path, len(hist))
 	}
-	return tree.Move{Text: fmt.Sprintf("n%d.%d", key.Node, key.Index),
+	return rollout.Move{Text: fmt.Sprintf("n%d.%d", key.Node, key.Index),
 		Tokens: []uint32{uint32(key.Node), uint32(key.Index)}, Logprobs: []float32{-1, -2}}, nil
 }
 
@@ -40,24 +42,24 @@ type scriptEnv struct{ outcomes map[[2]int]outcome }
 
 type scriptEpisode struct{ env *scriptEnv }
 
-func (e *scriptEnv) Reset(context.Context, tree.Task) (tree.Episode, error) {
+func (e *scriptEnv) Reset(context.Context, rollout.Task) (rollout.Episode, error) {
 	return scriptEpisode{e}, nil
 }
 
-func (e *scriptEnv) Restore(context.Context, tree.Task, []store.Turn, []byte) (tree.Episode, error) {
+func (e *scriptEnv) Restore(context.Context, rollout.Task, []model.Turn, []byte) (rollout.Episode, error) {
 	return scriptEpisode{e}, nil
 }
 
-func (ep scriptEpisode) Step(_ context.Context, key tree.TurnKey, mv tree.Move) (tree.Observation, error) {
+func (ep scriptEpisode) Step(_ context.Context, key rollout.TurnKey, mv rollout.Move) (rollout.Observation, error) {
 	o := ep.env.outcomes[[2]int{int(key.Node), key.Index}]
-	return tree.Observation{Text: "o" + mv.Text, Tokens: []uint32{uint32(key.Node)}, Reward: o.reward, Done: o.done}, nil
+	return rollout.Observation{Text: "o" + mv.Text, Tokens: []uint32{uint32(key.Node)}, Reward: o.reward, Done: o.done}, nil
 }
 
 func (scriptEpisode) State() []byte { return nil }
 
 type scriptScorer struct{ scores map[[2]int]float64 }
 
-func (s scriptScorer) Score(_ context.Context, _ tree.Task, hist []store.Turn) (float64, error) {
+func (s scriptScorer) Score(_ context.Context, _ rollout.Task, hist []model.Turn) (float64, error) {
 	node := int(hist[len(hist)-1].ActionTokens[0])
 	v, ok := s.scores[[2]int{node, len(hist)}]
 	if !ok {
@@ -111,7 +113,7 @@ func testRolloutScripted(t *testing.T, mode tree.CommitMode) {
 		},
 	}
 	e := mustEngine(t, db, "r", o)
-	res, err := e.Rollout(context.Background(), 1, []tree.Task{{ID: "t", Prompt: "p"}})
+	res, err := e.Rollout(context.Background(), 1, []rollout.Task{{ID: "t", Prompt: "p"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,31 +125,31 @@ func testRolloutScripted(t *testing.T, mode tree.CommitMode) {
 	}
 
 	const d = 0.5
-	sc := func(iv, turn int, v float64) store.Score { return store.Score{Interval: iv, Turn: turn, Value: v} }
-	dec := func(iv int, action string, s, ref float64, rule string, children int) store.Decision {
-		return store.Decision{Interval: iv, Action: action, Score: s, Reference: ref, Delta: d, Rule: rule, Children: children}
+	sc := func(iv, turn int, v float64) model.Score { return model.Score{Interval: iv, Turn: turn, Value: v} }
+	dec := func(iv int, action model.Action, s, ref float64, rule string, children int) model.Decision {
+		return model.Decision{Interval: iv, Action: action, Score: s, Reference: ref, Delta: d, Rule: rule, Children: children}
 	}
-	node := func(id, parent uint64, fork, base, depth, ordinal int, st store.NodeStatus, turns int) store.Node {
-		return store.Node{ID: id, Step: 1, Group: 1, Parent: parent, Fork: fork, Base: base, Depth: depth, Ordinal: ordinal, Status: st, Turns: turns}
+	node := func(id, parent uint64, fork, base, depth, ordinal int, st model.NodeStatus, turns int) model.Node {
+		return model.Node{ID: id, Step: 1, Group: 1, Parent: parent, Fork: fork, Base: base, Depth: depth, Ordinal: ordinal, Status: st, Turns: turns}
 	}
-	leaf := func(n store.Node, r float64) store.Node { n.HasReward, n.Reward = true, r; return n }
-	n1 := node(1, 0, 0, 0, 0, 0, store.NodeExpanded, 2)
-	n1.Scores = []store.Score{sc(0, 2, 0.75)}
-	n1.Decisions = []store.Decision{dec(0, "expand", 0.75, 0.75, tree.RuleTop, 2)}
-	n2 := leaf(node(2, 0, 0, 0, 0, 1, store.NodePruned, 2), 0.25)
-	n2.Scores = []store.Score{sc(0, 2, 0.125)}
-	n2.Decisions = []store.Decision{dec(0, "prune", 0.125, 0.75, tree.RuleMax, 0)}
-	n3 := leaf(node(3, 0, 0, 0, 0, 2, store.NodeTruncated, 6), 0.5)
-	n3.Scores = []store.Score{sc(0, 2, 0.5), sc(1, 4, 0.25)}
-	n3.Decisions = []store.Decision{dec(0, "survive", 0.5, 0.75, tree.RuleSurvive, 0), dec(1, "survive", 0.25, 0.625, tree.RuleSurvive, 0)}
-	n4 := leaf(node(4, 0, 0, 0, 0, 3, store.NodeCompleted, 2), 1)
-	n5 := leaf(node(5, 1, 2, 2, 1, 0, store.NodeCompleted, 1), 1)
-	n6 := node(6, 1, 2, 2, 1, 1, store.NodeExpanded, 2)
-	n6.Scores = []store.Score{sc(1, 4, 0.625)}
-	n6.Decisions = []store.Decision{dec(1, "expand", 0.625, 0.625, tree.RuleTop, 2)}
-	n7 := leaf(node(7, 6, 2, 4, 2, 0, store.NodeTruncated, 2), 0)
-	n8 := leaf(node(8, 6, 2, 4, 2, 1, store.NodeCompleted, 2), 1)
-	wantNodes := []store.Node{n1, n2, n3, n4, n5, n6, n7, n8}
+	leaf := func(n model.Node, r float64) model.Node { n.HasReward, n.Reward = true, r; return n }
+	n1 := node(1, 0, 0, 0, 0, 0, model.NodeExpanded, 2)
+	n1.Scores = []model.Score{sc(0, 2, 0.75)}
+	n1.Decisions = []model.Decision{dec(0, "expand", 0.75, 0.75, tree.RuleTop, 2)}
+	n2 := leaf(node(2, 0, 0, 0, 0, 1, model.NodePruned, 2), 0.25)
+	n2.Scores = []model.Score{sc(0, 2, 0.125)}
+	n2.Decisions = []model.Decision{dec(0, "prune", 0.125, 0.75, tree.RuleMax, 0)}
+	n3 := leaf(node(3, 0, 0, 0, 0, 2, model.NodeTruncated, 6), 0.5)
+	n3.Scores = []model.Score{sc(0, 2, 0.5), sc(1, 4, 0.25)}
+	n3.Decisions = []model.Decision{dec(0, "survive", 0.5, 0.75, tree.RuleSurvive, 0), dec(1, "survive", 0.25, 0.625, tree.RuleSurvive, 0)}
+	n4 := leaf(node(4, 0, 0, 0, 0, 3, model.NodeCompleted, 2), 1)
+	n5 := leaf(node(5, 1, 2, 2, 1, 0, model.NodeCompleted, 1), 1)
+	n6 := node(6, 1, 2, 2, 1, 1, model.NodeExpanded, 2)
+	n6.Scores = []model.Score{sc(1, 4, 0.625)}
+	n6.Decisions = []model.Decision{dec(1, "expand", 0.625, 0.625, tree.RuleTop, 2)}
+	n7 := leaf(node(7, 6, 2, 4, 2, 0, model.NodeTruncated, 2), 0)
+	n8 := leaf(node(8, 6, 2, 4, 2, 1, model.NodeCompleted, 2), 1)
+	wantNodes := []model.Node{n1, n2, n3, n4, n5, n6, n7, n8}
 
 	got := dumpRun(t, db, "r")
 	if len(got.Nodes) != len(wantNodes) {
@@ -159,7 +161,7 @@ func testRolloutScripted(t *testing.T, mode tree.CommitMode) {
 			t.Errorf("node %d:\n got  %+v\n want %+v", wantNodes[i].ID, got.Nodes[i], wantNodes[i])
 		}
 	}
-	wantGroup := store.Group{ID: 1, Step: 1, Task: "t", Prompt: "p", Roots: []uint64{1, 2, 3, 4}, Status: store.GroupClosed, Interval: 3}
+	wantGroup := model.Group{ID: 1, Step: 1, Task: "t", Prompt: "p", Roots: []uint64{1, 2, 3, 4}, Status: model.GroupClosed, Interval: 3}
 	if len(got.Groups) != 1 || !reflect.DeepEqual(got.Groups[0], wantGroup) {
 		t.Errorf("groups = %+v, want [%+v]", got.Groups, wantGroup)
 	}
@@ -214,13 +216,13 @@ func testRolloutScripted(t *testing.T, mode tree.CommitMode) {
 		t.Fatalf("%d advantage records, want %d", len(got.Adv), len(leaves))
 	}
 	for i, a := range got.Adv {
-		want := store.Advantage{Step: 1, Group: 1, Leaf: leaves[i], Outcome: rewards[i], Total: rewards[i],
+		want := model.Advantage{Step: 1, Group: 1, Leaf: leaves[i], Outcome: rewards[i], Total: rewards[i],
 			Mean: a.Mean, Std: a.Std, Advantage: a.Advantage}
 		if !reflect.DeepEqual(a, want) || !near(a.Mean, mean) || !near(a.Std, std) || !near(a.Advantage, adv[i]) {
 			t.Errorf("advantage %d = %+v, want %+v with mean %v std %v advantage %v", i, a, want, mean, std, adv[i])
 		}
 	}
-	if len(res.Groups) != 1 || !reflect.DeepEqual(res.Groups[0].Advantages, got.Adv) || res.Groups[0].Group.Status != store.GroupClosed {
+	if len(res.Groups) != 1 || !reflect.DeepEqual(res.Groups[0].Advantages, got.Adv) || res.Groups[0].Group.Status != model.GroupClosed {
 		t.Errorf("StepResult.Groups = %+v, want the stored group and advantages", res.Groups)
 	}
 	var resLeaves []uint64
@@ -242,9 +244,9 @@ func nonEmpty(m map[uint64][]uint64) map[uint64][]uint64 {
 	return out
 }
 
-func frontier(t testing.TB, db *store.DB, run string) []store.Node {
+func frontier(t testing.TB, db *store.DB, run string) []model.Node {
 	t.Helper()
-	var ns []store.Node
+	var ns []model.Node
 	err := db.View(func(tx *store.Tx) error {
 		r, err := tx.Run(run)
 		if err != nil {
@@ -354,24 +356,24 @@ func checkStep(t *testing.T, db *store.DB, run string, cfg tree.Config, step uin
 }
 
 // checkGroup returns the group's leaf ids in id order.
-func checkGroup(t *testing.T, r *store.RunTx, cfg tree.Config, g store.Group, nodes []store.Node, cov coverage) []uint64 {
+func checkGroup(t *testing.T, r *store.RunTx, cfg tree.Config, g model.Group, nodes []model.Node, cov coverage) []uint64 {
 	t.Helper()
-	task := tree.Task{ID: g.Task, Prompt: g.Prompt, Gold: g.Gold, Meta: g.Meta}
-	if g.Status != store.GroupClosed {
+	task := rollout.Task{ID: g.Task, Prompt: g.Prompt, Gold: g.Gold, Meta: g.Meta}
+	if g.Status != model.GroupClosed {
 		t.Errorf("group %d is %s after Rollout", g.ID, g.Status)
 	}
 	if len(g.Roots) != cfg.B0 {
 		t.Errorf("group %d has %d roots, want B0 = %d", g.ID, len(g.Roots), cfg.B0)
 	}
-	byID := map[uint64]store.Node{}
-	paths := map[uint64][]store.Turn{}
+	byID := map[uint64]model.Node{}
+	paths := map[uint64][]model.Turn{}
 	for _, n := range nodes {
 		byID[n.ID] = n
 		tr, err := r.Trajectory(n.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := make([]store.Turn, len(tr))
+		h := make([]model.Turn, len(tr))
 		for i := range tr {
 			h[i] = tr[i].Turn
 		}
@@ -379,14 +381,14 @@ func checkGroup(t *testing.T, r *store.RunTx, cfg tree.Config, g store.Group, no
 	}
 	// created is the interval a node was born in: 0 for roots, the one
 	// after its parent's expansion for children.
-	created := func(n store.Node) int {
+	created := func(n model.Node) int {
 		if n.Parent == 0 {
 			return 0
 		}
 		p := byID[n.Parent]
 		return p.Decisions[len(p.Decisions)-1].Interval + 1
 	}
-	routedAt := map[int][]store.Node{}
+	routedAt := map[int][]model.Node{}
 	var leaves []uint64
 	var rewards []float64
 	for i, n := range nodes {
@@ -404,7 +406,7 @@ func checkGroup(t *testing.T, r *store.RunTx, cfg tree.Config, g store.Group, no
 		}
 		if n.Parent != 0 {
 			p := byID[n.Parent]
-			if p.Status != store.NodeExpanded || n.Fork != p.Turns || n.Base != p.PathLen() || n.Depth != p.Depth+1 {
+			if p.Status != model.NodeExpanded || n.Fork != p.Turns || n.Base != p.PathLen() || n.Depth != p.Depth+1 {
 				t.Errorf("child %d of %d: fork %d base %d depth %d; parent %s with %d turns, path %d, depth %d",
 					n.ID, p.ID, n.Fork, n.Base, n.Depth, p.Status, p.Turns, p.PathLen(), p.Depth)
 			}
@@ -427,13 +429,13 @@ func checkGroup(t *testing.T, r *store.RunTx, cfg tree.Config, g store.Group, no
 			}
 		}
 		switch n.Status {
-		case store.NodeExpanded:
+		case model.NodeExpanded:
 			kids, err := r.Children(n.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
 			d := n.Decisions[len(n.Decisions)-1]
-			if d.Action != store.ActionExpand || d.Children != len(kids) || n.HasReward {
+			if d.Action != model.ActionExpand || d.Children != len(kids) || n.HasReward {
 				t.Errorf("expanded node %d: last decision %+v, %d children, has reward %t", n.ID, d, len(kids), n.HasReward)
 			}
 			for o, k := range kids {
@@ -442,16 +444,16 @@ func checkGroup(t *testing.T, r *store.RunTx, cfg tree.Config, g store.Group, no
 				}
 			}
 			continue
-		case store.NodeCompleted:
+		case model.NodeCompleted:
 			if !last.Done {
 				t.Errorf("completed node %d: last turn not done", n.ID)
 			}
-		case store.NodeTruncated:
+		case model.NodeTruncated:
 			if last.Done || n.PathLen() != cfg.MaxTurns {
 				t.Errorf("truncated node %d: done %t, path %d, MaxTurns %d", n.ID, last.Done, n.PathLen(), cfg.MaxTurns)
 			}
-		case store.NodePruned:
-			if last.Done || n.Decisions[len(n.Decisions)-1].Action != store.ActionPrune {
+		case model.NodePruned:
+			if last.Done || n.Decisions[len(n.Decisions)-1].Action != model.ActionPrune {
 				t.Errorf("pruned node %d: done %t, decisions %+v", n.ID, last.Done, n.Decisions)
 			}
 		default:
@@ -485,7 +487,7 @@ func checkGroup(t *testing.T, r *store.RunTx, cfg tree.Config, g store.Group, no
 		for i, n := range ns {
 			got := decisionAt(n, iv)
 			w := want[i]
-			if got.Action != string(w.Action) || got.Rule != w.Rule || got.Children != w.Children || got.Score != w.Score || got.Reference != w.Reference {
+			if got.Action != w.Action || got.Rule != w.Rule || got.Children != w.Children || got.Score != w.Score || got.Reference != w.Reference {
 				t.Errorf("group %d interval %d node %d: decision %+v, Route gives %+v", g.ID, iv, n.ID, got, w)
 			}
 			cov["rule:"+w.Rule]++
@@ -522,7 +524,7 @@ func checkGroup(t *testing.T, r *store.RunTx, cfg tree.Config, g store.Group, no
 // interval from its birth, each taken after exactly K more turns, the score
 // the scorer gives the stored path, and a final path length that fits the
 // node's status.
-func checkRouting(t *testing.T, cfg tree.Config, task tree.Task, n store.Node, path []store.Turn, born int, cov coverage) {
+func checkRouting(t *testing.T, cfg tree.Config, task rollout.Task, n model.Node, path []model.Turn, born int, cov coverage) {
 	t.Helper()
 	if len(n.Scores) != len(n.Decisions) {
 		t.Errorf("node %d: %d scores, %d decisions", n.ID, len(n.Scores), len(n.Decisions))
@@ -539,7 +541,7 @@ func checkRouting(t *testing.T, cfg tree.Config, task tree.Task, n store.Node, p
 		if want := hashScore(task, path[:min(s.Turn, len(path))]); s.Value != want {
 			t.Errorf("node %d: score %v at path %d, the scorer gives %v", n.ID, s.Value, s.Turn, want)
 		}
-		if j < len(n.Scores)-1 && d.Action != store.ActionSurvive {
+		if j < len(n.Scores)-1 && d.Action != model.ActionSurvive {
 			t.Errorf("node %d: decision %d is %s but the node went on", n.ID, j, d.Action)
 		}
 	}
@@ -548,12 +550,12 @@ func checkRouting(t *testing.T, cfg tree.Config, task tree.Task, n store.Node, p
 		end = n.Scores[k-1].Turn
 	}
 	switch n.Status {
-	case store.NodeExpanded, store.NodePruned:
+	case model.NodeExpanded, model.NodePruned:
 		if len(n.Scores) == 0 || n.PathLen() != end {
 			t.Errorf("%s node %d: path %d, last scored at %d", n.Status, n.ID, n.PathLen(), end)
 		}
-	case store.NodeCompleted, store.NodeTruncated:
-		if k := len(n.Decisions); k > 0 && n.Decisions[k-1].Action != store.ActionSurvive {
+	case model.NodeCompleted, model.NodeTruncated:
+		if k := len(n.Decisions); k > 0 && n.Decisions[k-1].Action != model.ActionSurvive {
 			t.Errorf("%s node %d: last decision %+v", n.Status, n.ID, n.Decisions[k-1])
 		}
 		if n.PathLen() <= end || n.PathLen() > end+cfg.K {
@@ -562,25 +564,25 @@ func checkRouting(t *testing.T, cfg tree.Config, task tree.Task, n store.Node, p
 	}
 }
 
-func scoreAt(n store.Node, iv int) store.Score {
+func scoreAt(n model.Node, iv int) model.Score {
 	for _, s := range n.Scores {
 		if s.Interval == iv {
 			return s
 		}
 	}
-	return store.Score{Value: math.NaN()}
+	return model.Score{Value: math.NaN()}
 }
 
-func decisionAt(n store.Node, iv int) store.Decision {
+func decisionAt(n model.Node, iv int) model.Decision {
 	for _, d := range n.Decisions {
 		if d.Interval == iv {
 			return d
 		}
 	}
-	return store.Decision{}
+	return model.Decision{}
 }
 
-func repeatRun(h []store.Turn) int {
+func repeatRun(h []model.Turn) int {
 	n := 0
 	for i := len(h) - 1; i >= 0 && h[i].Action == h[len(h)-1].Action; i-- {
 		n++
@@ -703,7 +705,7 @@ func TestRolloutGRPO(t *testing.T) {
 }
 
 // TestNewValidates: New refuses bad configs and missing parts with
-// ErrInvalidConfig, and an unknown run with store.ErrNotFound.
+// ErrInvalidConfig, and an unknown run with model.ErrNotFound.
 func TestNewValidates(t *testing.T) {
 	db := storetest.Open(t)
 	newRun(t, db, "r", tree.DefaultConfig())
@@ -733,14 +735,14 @@ func TestNewValidates(t *testing.T) {
 		t.Errorf("good options: %v", err)
 	}
 	grpo := with(func(o *tree.Options) { o.Config.NoScoring = true; o.Scorer = nil })
-	if _, err := tree.New(db, "r", grpo); !errors.Is(err, tree.ErrConfigMismatch) || !strings.Contains(err.Error(), "no_scoring: false → true") {
+	if _, err := tree.New(db, "r", grpo); !errors.Is(err, rollout.ErrConfigMismatch) || !strings.Contains(err.Error(), "no_scoring: false → true") {
 		t.Errorf("a config that differs from the recorded one: %v, want ErrConfigMismatch naming no_scoring", err)
 	}
 	newRun(t, db, "g", grpo.Config)
 	if _, err := tree.New(db, "g", grpo); err != nil {
 		t.Errorf("NoScoring without a Scorer: %v", err)
 	}
-	if _, err := tree.New(db, "nope", good); !errors.Is(err, store.ErrNotFound) {
+	if _, err := tree.New(db, "nope", good); !errors.Is(err, model.ErrNotFound) {
 		t.Errorf("unknown run: %v, want ErrNotFound", err)
 	}
 }
@@ -756,10 +758,10 @@ func TestRolloutExisting(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := dumpRun(t, db, "r")
-	if _, err := e.Rollout(context.Background(), 1, tasks(1)); !errors.Is(err, tree.ErrStepExists) || !errors.Is(err, tree.ErrConflict) {
+	if _, err := e.Rollout(context.Background(), 1, tasks(1)); !errors.Is(err, rollout.ErrStepExists) || !errors.Is(err, rollout.ErrConflict) {
 		t.Errorf("second Rollout of step 1: %v, want ErrStepExists", err)
 	}
-	if _, err := e.Rollout(context.Background(), 0, tasks(1)); !errors.Is(err, store.ErrInvalid) {
+	if _, err := e.Rollout(context.Background(), 0, tasks(1)); !errors.Is(err, model.ErrInvalid) {
 		t.Errorf("Rollout of step 0: %v, want ErrInvalid", err)
 	}
 	if d := diffDump(dumpRun(t, db, "r"), before); d != "" {

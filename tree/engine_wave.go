@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 )
@@ -33,9 +34,9 @@ const (
 // member is a branch the engine keeps in memory across its intervals:
 // its path so far and its running episode.
 type member struct {
-	lease   Lease
-	history []store.Turn // the full path, inherited prefix included
-	ep      Episode
+	lease   rollout.Lease
+	history []model.Turn // the full path, inherited prefix included
+	ep      rollout.Episode
 }
 
 // flight is one leased branch being sampled, and what has been handed to
@@ -53,7 +54,7 @@ type flight struct {
 type news struct {
 	f       *flight
 	partial bool
-	turn    store.Turn
+	turn    model.Turn
 	state   []byte // the episode's state right after turn
 	err     error  // the context ended
 }
@@ -93,7 +94,7 @@ type driver struct {
 	// Dynamic sampling (RolloutInformative): what the step wants, the
 	// tasks it opened, and whether More ran dry.
 	sampling  *Sampling
-	opened    []Task
+	opened    []rollout.Task
 	exhausted bool
 }
 
@@ -180,7 +181,7 @@ func (d *driver) run() (*StepResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		d.tally(batch, sub, interval)
+		d.tally(batch.subs, sub, interval)
 		if err := d.settle(sub); err != nil {
 			return nil, err
 		}
@@ -193,7 +194,7 @@ func (d *driver) run() (*StepResult, error) {
 func (d *driver) idle() (bool, error) {
 	e := d.e
 	if e.coord.Overdue() {
-		var sub *Submitted
+		var sub *rollout.Submitted
 		if err := e.db.Update(func(tx *store.Tx) (err error) {
 			sub, err = e.coord.Expire(tx)
 			return err
@@ -218,7 +219,7 @@ func (d *driver) idle() (bool, error) {
 		return false, nil
 	case st.Leased > 0 && st.AwaitingRewards == 0 && st.AwaitingScores == 0:
 		// Every branch is leased elsewhere (another worker of this run).
-		return false, fmt.Errorf("%w: step %d has %d open groups whose branches other workers hold", ErrConflict, d.step, st.Open)
+		return false, fmt.Errorf("%w: step %d has %d open groups whose branches other workers hold", rollout.ErrConflict, d.step, st.Open)
 	}
 	// Rewards or scores are due from elsewhere, or one just arrived and
 	// opened new work since the lease above: look again after a poll.
@@ -252,7 +253,7 @@ func (d *driver) lease() (int, error) {
 	for i, m := range wave {
 		f := &flight{Branch: rollout.Branch{Lease: m.lease, History: m.history, Episode: m.ep}, order: i}
 		if e.opts.Commit == CommitTurn {
-			f.OnTurn = func(b *rollout.Branch, t store.Turn) {
+			f.OnTurn = func(b *rollout.Branch, t model.Turn) {
 				d.send(news{f: f, partial: true, turn: t, state: b.Episode.State()})
 			}
 		}
@@ -270,7 +271,7 @@ func (d *driver) lease() (int, error) {
 // its last interval when it stands exactly where the lease starts, a new
 // child that starts from its parent's path, or one rebuilt from the store
 // (history read; the sampler restores its episode).
-func (d *driver) members(leases []Lease) ([]*member, error) {
+func (d *driver) members(leases []rollout.Lease) ([]*member, error) {
 	wave := make([]*member, len(leases))
 	var load []int
 	for i, l := range leases {
@@ -292,7 +293,7 @@ func (d *driver) members(leases []Lease) ([]*member, error) {
 				if err != nil {
 					return err
 				}
-				h := make([]store.Turn, len(path))
+				h := make([]model.Turn, len(path))
 				for k := range path {
 					h[k] = path[k].Turn
 				}
@@ -315,7 +316,7 @@ func (d *driver) members(leases []Lease) ([]*member, error) {
 // CommitTurn, each round as soon as every branch still sampling has
 // reported it); under BarrierGroup whatever finished by the time the first
 // one did and the news drained.
-func (d *driver) collect() ([]Submission, int, error) {
+func (d *driver) collect() (prepared, int, error) {
 	var finished []*flight
 	var partial []news
 	take := func(n news) error {
@@ -333,13 +334,13 @@ func (d *driver) collect() ([]Submission, int, error) {
 		return d.collectWave(take, &finished, &partial)
 	}
 	if err := d.next(take); err != nil {
-		return nil, 0, err
+		return prepared{}, 0, err
 	}
 	for more := true; more; {
 		select {
 		case n := <-d.news:
 			if err := take(n); err != nil {
-				return nil, 0, d.interrupted(err)
+				return prepared{}, 0, d.interrupted(err)
 			}
 		default:
 			more = false
@@ -351,7 +352,7 @@ func (d *driver) collect() ([]Submission, int, error) {
 // collectWave is collect under BarrierStep: it waits for the whole wave,
 // committing each round of partial turns (CommitTurn) as soon as every
 // branch of the wave has sampled it or finished, in wave order.
-func (d *driver) collectWave(take func(news) error, finished *[]*flight, partial *[]news) ([]Submission, int, error) {
+func (d *driver) collectWave(take func(news) error, finished *[]*flight, partial *[]news) (prepared, int, error) {
 	var rounds [][]news // partial turns by their index in the interval
 	next := 0           // the first round not committed
 	flush := func(all bool) error {
@@ -369,7 +370,7 @@ func (d *driver) collectWave(take func(news) error, finished *[]*flight, partial
 			if err != nil {
 				return err
 			}
-			d.tally(subs, nil, 0)
+			d.tally(subs.subs, nil, 0)
 			// A group whose last branch ended in this round closes now, as
 			// a resume after a crash here would close it first.
 			if err := d.close(sub.Done); err != nil {
@@ -380,7 +381,7 @@ func (d *driver) collectWave(take func(news) error, finished *[]*flight, partial
 	}
 	for len(*finished) < len(d.flying) {
 		if err := d.next(take); err != nil {
-			return nil, 0, err
+			return prepared{}, 0, err
 		}
 		for _, n := range *partial {
 			r := n.f.reported
@@ -395,11 +396,11 @@ func (d *driver) collectWave(take func(news) error, finished *[]*flight, partial
 			f.finished = true
 		}
 		if err := flush(false); err != nil {
-			return nil, 0, err
+			return prepared{}, 0, err
 		}
 	}
 	if err := flush(true); err != nil {
-		return nil, 0, err
+		return prepared{}, 0, err
 	}
 	return d.submissions(nil, *finished)
 }
@@ -436,12 +437,13 @@ func (d *driver) interrupted(err error) error {
 // partial turns first, in the order reported; finished branches in wave
 // order, each with the turns it has not handed over yet. interval is the
 // first finished branch's (for OnInterval).
-func (d *driver) submissions(partial []news, finished []*flight) (subs []Submission, interval int, err error) {
+func (d *driver) submissions(partial []news, finished []*flight) (p prepared, interval int, err error) {
+	var subs []rollout.Submission
 	e := d.e
 	for _, n := range partial {
 		f := n.f
-		subs = append(subs, Submission{Lease: f.Lease.ID, Worker: e.opts.Worker, Node: f.Lease.Node, From: f.Lease.From + f.queued,
-			Turns: []store.Turn{n.turn}, EnvState: n.state, RewardPending: e.opts.DeferRewards})
+		subs = append(subs, rollout.Submission{Lease: f.Lease.ID, Worker: e.opts.Worker, Node: f.Lease.Node, From: f.Lease.From + f.queued,
+			Turns: []model.Turn{n.turn}, EnvState: n.state, RewardPending: e.opts.DeferRewards})
 		f.queued++
 	}
 	sort.Slice(finished, func(i, j int) bool { return finished[i].order < finished[j].order })
@@ -449,7 +451,7 @@ func (d *driver) submissions(partial []news, finished []*flight) (subs []Submiss
 		interval = finished[0].Lease.Interval
 	}
 	for _, f := range finished {
-		s := Submission{Lease: f.Lease.ID, Worker: e.opts.Worker, Node: f.Lease.Node, From: f.Lease.From + f.queued}
+		s := rollout.Submission{Lease: f.Lease.ID, Worker: e.opts.Worker, Node: f.Lease.Node, From: f.Lease.From + f.queued}
 		if f.Err != nil {
 			s.Error = f.Err.Error()
 		} else {
@@ -466,8 +468,14 @@ func (d *driver) submissions(partial []news, finished []*flight) (subs []Submiss
 		}
 		subs = append(subs, s)
 	}
-	d.encode(subs)
-	return subs, interval, nil
+	return d.encode(subs), interval, nil
+}
+
+// prepared are submissions with their turns encoded ahead: enc[i] holds
+// subs[i]'s (Coordinator.SubmitEncoded).
+type prepared struct {
+	subs []rollout.Submission
+	enc  []store.EncodedTurns
 }
 
 // land takes a finished branch out of flight, keeping its path and episode
@@ -493,7 +501,8 @@ func (d *driver) land(f *flight) {
 // encode validates and encodes every submission's turns concurrently; a
 // branch whose turns the store refuses is submitted as that branch's
 // failure instead, like any policy or env failure.
-func (d *driver) encode(subs []Submission) {
+func (d *driver) encode(subs []rollout.Submission) prepared {
+	enc := make([]store.EncodedTurns, len(subs))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, max(1, d.e.opts.Workers))
 	refused := make([]bool, len(subs))
@@ -505,9 +514,10 @@ func (d *driver) encode(subs []Submission) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if err := encodeSubmission(&subs[i]); err != nil {
+			var err error
+			if enc[i], err = encodeTurns(&subs[i]); err != nil {
 				s := &subs[i]
-				*s = Submission{Lease: s.Lease, Worker: s.Worker, Node: s.Node, Error: "turn: " + err.Error()}
+				*s = rollout.Submission{Lease: s.Lease, Worker: s.Worker, Node: s.Node, Error: "turn: " + err.Error()}
 				refused[i] = true
 			}
 		}()
@@ -518,11 +528,12 @@ func (d *driver) encode(subs []Submission) {
 			delete(d.live, subs[i].Node) // rebuilt from its stored turns if it is retried
 		}
 	}
+	return prepared{subs: subs, enc: enc}
 }
 
 // tally adds committed work to the step's result; a final commit (sub not
 // nil) of a wave, or of whatever finished, also reports to OnInterval.
-func (d *driver) tally(subs []Submission, sub *Submitted, interval int) {
+func (d *driver) tally(subs []rollout.Submission, sub *rollout.Submitted, interval int) {
 	for _, s := range subs {
 		d.res.EnvSteps += len(s.Turns)
 		d.waveTurns += len(s.Turns)
@@ -541,33 +552,33 @@ func (d *driver) tally(subs []Submission, sub *Submitted, interval int) {
 // settle moves the in-memory branches to the state just committed and
 // closes the groups it finished: ended, failed and pruned branches leave,
 // expanded ones hand their path to their children, survivors stay.
-func (d *driver) settle(sub *Submitted) error {
+func (d *driver) settle(sub *rollout.Submitted) error {
 	for _, r := range sub.Results {
 		switch {
 		case r.Retry:
 			d.res.Retries++
 			delete(d.live, r.Node) // rebuilt from its stored turns
-		case r.Status == store.NodeFailed:
+		case r.Status == model.NodeFailed:
 			d.res.Failed++
 			delete(d.live, r.Node)
-		case r.Status != store.NodeActive:
+		case r.Status != model.NodeActive:
 			delete(d.live, r.Node)
 		}
 	}
 	for _, rt := range sub.Routed {
 		for _, dec := range rt.Decisions {
 			parent := d.live[dec.Node]
-			if dec.Action != Survive {
+			if dec.Action != model.ActionSurvive {
 				delete(d.live, dec.Node)
 			}
-			if dec.Action != Expand || parent == nil {
+			if dec.Action != model.ActionExpand || parent == nil {
 				continue
 			}
 			for _, id := range dec.ChildIDs {
 				// The child starts where its parent stands; its episode is
 				// restored from the parent's state when it is leased.
-				d.live[id] = &member{lease: Lease{Node: id, PathLen: len(parent.history)},
-					history: append([]store.Turn(nil), parent.history...)}
+				d.live[id] = &member{lease: rollout.Lease{Node: id, PathLen: len(parent.history)},
+					history: append([]model.Turn(nil), parent.history...)}
 			}
 		}
 	}
@@ -587,7 +598,7 @@ func (e *Engine) finishedGroups(step uint64) ([]uint64, error) {
 	return st.Done, err
 }
 
-func (e *Engine) status(step uint64) (st StepStatus, err error) {
+func (e *Engine) status(step uint64) (st rollout.StepStatus, err error) {
 	err = e.db.View(func(tx *store.Tx) error {
 		st, err = e.coord.Status(tx, step)
 		return err
@@ -596,13 +607,13 @@ func (e *Engine) status(step uint64) (st StepStatus, err error) {
 }
 
 // commit submits prepared submissions in one transaction.
-func (e *Engine) commit(batch []Submission) (*Submitted, error) {
-	if len(batch) == 0 {
-		return &Submitted{}, nil
+func (e *Engine) commit(batch prepared) (*rollout.Submitted, error) {
+	if len(batch.subs) == 0 {
+		return &rollout.Submitted{}, nil
 	}
-	var out *Submitted
+	var out *rollout.Submitted
 	err := e.db.Update(func(tx *store.Tx) (err error) {
-		out, err = e.coord.Submit(tx, batch)
+		out, err = e.coord.SubmitEncoded(tx, batch.subs, batch.enc)
 		return err
 	})
 	return out, err

@@ -2,8 +2,6 @@ package tree
 
 import (
 	"errors"
-
-	"github.com/patrdb/patrdb/rollout"
 )
 
 // Sentinel errors. Every error the package returns for a refused request
@@ -17,17 +15,6 @@ var (
 	// ErrInvalidShaping: a Shaping given to Close breaks its rules (a
 	// score outside [-1,1], a negative lambda, not one score per leaf).
 	ErrInvalidShaping = errors.New("tree: invalid shaping")
-
-	// The protocol's refusals (package rollout's, documented there).
-	ErrConflict       = rollout.ErrConflict
-	ErrLeaseLost      = rollout.ErrLeaseLost
-	ErrTooEarly       = rollout.ErrTooEarly
-	ErrBranchEnded    = rollout.ErrBranchEnded
-	ErrStepExists     = rollout.ErrStepExists
-	ErrConfigMismatch = rollout.ErrConfigMismatch
-	ErrNotHolder      = rollout.ErrNotHolder
-	ErrStale          = rollout.ErrStale
-	ErrNotPending     = rollout.ErrNotPending
 
 	// ErrNoOpenStep: Resume found nothing to resume.
 	ErrNoOpenStep = errors.New("tree: no open groups to resume")

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/tree"
 )
@@ -15,10 +17,10 @@ import (
 // with reward 1, and the scorer rates progress.
 type rightPolicy struct{}
 
-func (rightPolicy) ActBatch(_ context.Context, reqs []tree.ActRequest) ([]tree.Move, error) {
-	out := make([]tree.Move, len(reqs))
+func (rightPolicy) ActBatch(_ context.Context, reqs []rollout.ActRequest) ([]rollout.Move, error) {
+	out := make([]rollout.Move, len(reqs))
 	for i := range reqs {
-		out[i] = tree.Move{Text: "right", Tokens: []uint32{1}, Logprobs: []float32{-0.1}}
+		out[i] = rollout.Move{Text: "right", Tokens: []uint32{1}, Logprobs: []float32{-0.1}}
 	}
 	return out, nil
 }
@@ -27,25 +29,25 @@ type walkEnv struct{}
 
 type walk struct{ pos int }
 
-func (walkEnv) Reset(context.Context, tree.Task) (tree.Episode, error) { return &walk{}, nil }
+func (walkEnv) Reset(context.Context, rollout.Task) (rollout.Episode, error) { return &walk{}, nil }
 
-func (walkEnv) Restore(_ context.Context, _ tree.Task, hist []store.Turn, _ []byte) (tree.Episode, error) {
+func (walkEnv) Restore(_ context.Context, _ rollout.Task, hist []model.Turn, _ []byte) (rollout.Episode, error) {
 	return &walk{pos: len(hist)}, nil
 }
 
-func (w *walk) Step(context.Context, tree.TurnKey, tree.Move) (tree.Observation, error) {
+func (w *walk) Step(context.Context, rollout.TurnKey, rollout.Move) (rollout.Observation, error) {
 	w.pos++
 	if w.pos == 3 {
-		return tree.Observation{Text: "goal", Reward: 1, Done: true}, nil
+		return rollout.Observation{Text: "goal", Reward: 1, Done: true}, nil
 	}
-	return tree.Observation{Text: fmt.Sprint("at ", w.pos)}, nil
+	return rollout.Observation{Text: fmt.Sprint("at ", w.pos)}, nil
 }
 
 func (w *walk) State() []byte { return nil }
 
 type progress struct{}
 
-func (progress) Score(_ context.Context, _ tree.Task, hist []store.Turn) (float64, error) {
+func (progress) Score(_ context.Context, _ rollout.Task, hist []model.Turn) (float64, error) {
 	return float64(len(hist)) / 3, nil
 }
 
@@ -73,7 +75,7 @@ func ExampleEngine() {
 		fmt.Println(err)
 		return
 	}
-	res, err := e.Rollout(context.Background(), 1, []tree.Task{{ID: "walk", Prompt: "reach cell 3"}})
+	res, err := e.Rollout(context.Background(), 1, []rollout.Task{{ID: "walk", Prompt: "reach cell 3"}})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/tree"
 )
@@ -103,12 +105,12 @@ var actionMoves = [4]int{0, 1, 2, -1}
 // last observation.
 type hashPolicy struct{ f *fault }
 
-func (p *hashPolicy) Act(_ context.Context, key tree.TurnKey, task tree.Task, hist []store.Turn) (tree.Move, error) {
+func (p *hashPolicy) Act(_ context.Context, key rollout.TurnKey, task rollout.Task, hist []model.Turn) (rollout.Move, error) {
 	if err := p.f.hit(); err != nil {
-		return tree.Move{}, fmt.Errorf("policy: %w", err)
+		return rollout.Move{}, fmt.Errorf("policy: %w", err)
 	}
 	if key.Path != len(hist) {
-		return tree.Move{}, fmt.Errorf("policy: key path %d with %d turns of history", key.Path, len(hist))
+		return rollout.Move{}, fmt.Errorf("policy: key path %d with %d turns of history", key.Path, len(hist))
 	}
 	var last uint64
 	if n := len(hist); n > 0 {
@@ -116,7 +118,7 @@ func (p *hashPolicy) Act(_ context.Context, key tree.TurnKey, task tree.Task, hi
 	}
 	h := mix(uint64(key.Seed), key.Step, key.Group, key.Node, uint64(key.Index), uint64(key.Path), last, strHash(task.ID))
 	a := h % 4
-	return tree.Move{
+	return rollout.Move{
 		Text:     actionNames[a],
 		Tokens:   []uint32{uint32(a), uint32(h >> 40)},
 		Logprobs: []float32{-float32(h>>8%64) / 16, -0.25},
@@ -142,9 +144,9 @@ type hashEpisode struct {
 	over       bool
 }
 
-func goalOf(task tree.Task) int { return 4 + int(strHash(task.ID)%4) }
+func goalOf(task rollout.Task) int { return 4 + int(strHash(task.ID)%4) }
 
-func (e *hashEnv) Reset(_ context.Context, task tree.Task) (tree.Episode, error) {
+func (e *hashEnv) Reset(_ context.Context, task rollout.Task) (rollout.Episode, error) {
 	if err := e.f.hit(); err != nil {
 		return nil, fmt.Errorf("env reset: %w", err)
 	}
@@ -153,7 +155,7 @@ func (e *hashEnv) Reset(_ context.Context, task tree.Task) (tree.Episode, error)
 
 var errStaleState = errors.New("env state does not describe the history")
 
-func (e *hashEnv) Restore(_ context.Context, task tree.Task, hist []store.Turn, state []byte) (tree.Episode, error) {
+func (e *hashEnv) Restore(_ context.Context, task rollout.Task, hist []model.Turn, state []byte) (rollout.Episode, error) {
 	if err := e.f.hit(); err != nil {
 		return nil, fmt.Errorf("env restore: %w", err)
 	}
@@ -172,19 +174,19 @@ func (e *hashEnv) Restore(_ context.Context, task tree.Task, hist []store.Turn, 
 	return ep, nil
 }
 
-func (ep *hashEpisode) Step(_ context.Context, key tree.TurnKey, mv tree.Move) (tree.Observation, error) {
+func (ep *hashEpisode) Step(_ context.Context, key rollout.TurnKey, mv rollout.Move) (rollout.Observation, error) {
 	if err := ep.env.f.hit(); err != nil {
-		return tree.Observation{}, fmt.Errorf("env step: %w", err)
+		return rollout.Observation{}, fmt.Errorf("env step: %w", err)
 	}
 	if ep.over {
-		return tree.Observation{}, errors.New("env: step after the episode ended")
+		return rollout.Observation{}, errors.New("env: step after the episode ended")
 	}
 	if key.Path != ep.steps {
-		return tree.Observation{}, fmt.Errorf("env: key path %d but the episode is at step %d", key.Path, ep.steps)
+		return rollout.Observation{}, fmt.Errorf("env: key path %d but the episode is at step %d", key.Path, ep.steps)
 	}
 	ep.pos = max(ep.pos+actionMoves[mv.Tokens[0]], 0)
 	ep.steps++
-	obs := tree.Observation{Tokens: []uint32{uint32(ep.pos), uint32(ep.steps)}}
+	obs := rollout.Observation{Tokens: []uint32{uint32(ep.pos), uint32(ep.steps)}}
 	switch {
 	case ep.pos >= ep.goal:
 		obs.Reward, obs.Done = 1, true
@@ -209,14 +211,14 @@ func (ep *hashEpisode) State() []byte {
 // multiples of 1/16 (exact in binary, so prune boundaries are real).
 type hashScorer struct{ f *fault }
 
-func (s *hashScorer) Score(_ context.Context, task tree.Task, hist []store.Turn) (float64, error) {
+func (s *hashScorer) Score(_ context.Context, task rollout.Task, hist []model.Turn) (float64, error) {
 	if err := s.f.hit(); err != nil {
 		return 0, fmt.Errorf("scorer: %w", err)
 	}
 	return hashScore(task, hist), nil
 }
 
-func hashScore(task tree.Task, hist []store.Turn) float64 {
+func hashScore(task rollout.Task, hist []model.Turn) float64 {
 	if len(hist) == 0 {
 		return 0
 	}
@@ -237,7 +239,7 @@ type fakeShaper struct {
 	begun     []uint64
 }
 
-const evShaped store.EventKind = "test.shaped"
+const evShaped model.EventKind = "test.shaped"
 
 var errApply = errors.New("shaper apply failed")
 
@@ -249,7 +251,7 @@ func (s *fakeShaper) BeginStep(_ context.Context, step uint64) error {
 	return nil
 }
 
-func (s *fakeShaper) Prepare(_ context.Context, step uint64, g store.Group, leaves []tree.Leaf) (*tree.Shaping, error) {
+func (s *fakeShaper) Prepare(_ context.Context, step uint64, g model.Group, leaves []tree.Leaf) (*tree.Shaping, error) {
 	if err := s.f.hit(); err != nil {
 		return nil, fmt.Errorf("shaper prepare: %w", err)
 	}
@@ -337,10 +339,10 @@ func mustEngine(t testing.TB, db *store.DB, run string, o tree.Options) *tree.En
 	return e
 }
 
-func tasks(n int) []tree.Task {
-	out := make([]tree.Task, n)
+func tasks(n int) []rollout.Task {
+	out := make([]rollout.Task, n)
 	for i := range out {
-		out[i] = tree.Task{ID: fmt.Sprintf("task-%d", i), Prompt: fmt.Sprintf("walk to the goal (%d)", i), Gold: "G",
+		out[i] = rollout.Task{ID: fmt.Sprintf("task-%d", i), Prompt: fmt.Sprintf("walk to the goal (%d)", i), Gold: "G",
 			Meta: map[string]string{"i": fmt.Sprint(i)}}
 	}
 	return out
@@ -350,18 +352,18 @@ func tasks(n int) []tree.Task {
 // record by record. Event times are zeroed; run.* events (written by the
 // test when it creates the run, and naming it) are left out.
 type runDump struct {
-	Groups   []store.Group
-	Nodes    []store.Node
-	Turns    map[uint64][]store.Turn
+	Groups   []model.Group
+	Nodes    []model.Node
+	Turns    map[uint64][]model.Turn
 	Children map[uint64][]uint64
 	Frontier []uint64
-	Adv      []store.Advantage
-	Events   []store.Event
+	Adv      []model.Advantage
+	Events   []model.Event
 }
 
 func dumpRun(t testing.TB, db *store.DB, run string) runDump {
 	t.Helper()
-	d := runDump{Turns: map[uint64][]store.Turn{}, Children: map[uint64][]uint64{}}
+	d := runDump{Turns: map[uint64][]model.Turn{}, Children: map[uint64][]uint64{}}
 	err := db.View(func(tx *store.Tx) error {
 		r, err := tx.Run(run)
 		if err != nil {
@@ -392,8 +394,8 @@ func dumpRun(t testing.TB, db *store.DB, run string) runDump {
 		if d.Adv, err = r.Advantages(0, 0); err != nil {
 			return err
 		}
-		return r.Events(0, func(e store.Event) error {
-			if e.Kind == store.EvRunCreate || e.Kind == store.EvRunStatus {
+		return r.Events(0, func(e model.Event) error {
+			if e.Kind == model.EvRunCreate || e.Kind == model.EvRunStatus {
 				return nil
 			}
 			e.Time = 0

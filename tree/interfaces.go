@@ -3,32 +3,19 @@ package tree
 import (
 	"context"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 )
 
-// The task, the interfaces a rollout's policy, env and scorer implement
-// and what they exchange are package rollout's; these names keep tree's
-// API whole.
-type (
-	Task        = rollout.Task
-	TurnKey     = rollout.TurnKey
-	Move        = rollout.Move
-	Observation = rollout.Observation
-	Policy      = rollout.Policy
-	Env         = rollout.Env
-	Episode     = rollout.Episode
-	Scorer      = rollout.Scorer
-)
-
 // TaskOf is the task a group was opened for.
-func TaskOf(g store.Group) Task { return rollout.TaskOf(g) }
+func TaskOf(g model.Group) rollout.Task { return rollout.TaskOf(g) }
 
 // Leaf is a finished branch handed to a Shaper.
 type Leaf struct {
-	Node   store.Node
+	Node   model.Node
 	Reward float64
-	Turns  []store.PathTurn
+	Turns  []model.PathTurn
 }
 
 // Shaping is a Shaper's verdict on one group: a centred score per leaf,
@@ -55,5 +42,5 @@ type Shaping struct {
 // commit.
 type Shaper interface {
 	BeginStep(ctx context.Context, step uint64) error
-	Prepare(ctx context.Context, step uint64, g store.Group, leaves []Leaf) (*Shaping, error)
+	Prepare(ctx context.Context, step uint64, g model.Group, leaves []Leaf) (*Shaping, error)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"sort"
 	"time"
 
@@ -12,15 +13,9 @@ import (
 	"github.com/patrdb/patrdb/store"
 )
 
-// Lease is package rollout's.
-type Lease = rollout.Lease
-
-// LeaseState is package rollout's.
-type LeaseState = rollout.LeaseState
-
 // held is a granted lease as the coordinator keeps it.
 type held struct {
-	Lease
+	rollout.Lease
 	ttl      time.Duration
 	snapshot uint64 // the store snapshot the grant was judged on
 }
@@ -42,8 +37,8 @@ type LeaseRequest struct {
 // current reports whether l is still the lease of its branch as the store
 // stands: the branch is active, in the same attempt, and its group in the
 // same interval. A lease that is no longer current is free to hand on.
-func (l *held) current(n *store.Node, g *store.Group) bool {
-	return n.Status == store.NodeActive && n.Attempt == l.Attempt && g.Status == store.GroupOpen && g.Interval == l.Interval
+func (l *held) current(n *model.Node, g *model.Group) bool {
+	return n.Status == model.NodeActive && n.Attempt == l.Attempt && g.Status == model.GroupOpen && g.Interval == l.Interval
 }
 
 // Lease hands out up to req.Max branches that need work — turns or a score
@@ -59,20 +54,20 @@ func (l *held) current(n *store.Node, g *store.Group) bool {
 // histories, say) after the table is released.
 //
 // A request without a worker, with a negative Max or a TTL beyond
-// MaxLeaseTTL is store.ErrInvalid; a worker whose PolicyVersion is too
+// MaxLeaseTTL is model.ErrInvalid; a worker whose PolicyVersion is too
 // stale is ErrStale. Under RemoteScores a branch that awaits its score is
 // never leased: the remote scorer delivers it (SubmitScores).
-func (c *Coordinator) Lease(req LeaseRequest, then func(tx *store.Tx, leases []Lease) error) ([]Lease, error) {
+func (c *Coordinator) Lease(req LeaseRequest, then func(tx *store.Tx, leases []rollout.Lease) error) ([]rollout.Lease, error) {
 	switch {
 	case req.Worker == "":
-		return nil, fmt.Errorf("%w: a lease request names its worker", store.ErrInvalid)
+		return nil, fmt.Errorf("%w: a lease request names its worker", model.ErrInvalid)
 	case req.Max < 0:
-		return nil, fmt.Errorf("%w: max %d is negative", store.ErrInvalid, req.Max)
+		return nil, fmt.Errorf("%w: max %d is negative", model.ErrInvalid, req.Max)
 	case req.TTL < 0 || req.TTL > MaxLeaseTTL:
-		return nil, fmt.Errorf("%w: lease TTL %v: want 0 (the default) up to %v", store.ErrInvalid, req.TTL, MaxLeaseTTL)
+		return nil, fmt.Errorf("%w: lease TTL %v: want 0 (the default) up to %v", model.ErrInvalid, req.TTL, MaxLeaseTTL)
 	}
 	for {
-		var out []Lease
+		var out []rollout.Lease
 		err := c.db.View(func(tx *store.Tx) error {
 			var err error
 			if out, err = c.grant(tx, req); err != nil || then == nil {
@@ -137,7 +132,7 @@ func (c *Coordinator) drop(l *held) {
 	delete(c.byID, l.ID)
 }
 
-func (c *Coordinator) grant(tx *store.Tx, req LeaseRequest) ([]Lease, error) {
+func (c *Coordinator) grant(tx *store.Tx, req LeaseRequest) ([]rollout.Lease, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if tx.Snapshot() < c.granted {
@@ -159,9 +154,9 @@ func (c *Coordinator) grant(tx *store.Tx, req LeaseRequest) ([]Lease, error) {
 	c.noteVersion(info.PolicyVersion)
 	if c.cfg.StaleBy(info.PolicyVersion, req.PolicyVersion) {
 		return nil, fmt.Errorf("%w: worker %q samples with policy version %d, %d behind run %q's version %d (max_staleness %d): load newer weights",
-			ErrStale, req.Worker, req.PolicyVersion, info.PolicyVersion-req.PolicyVersion, c.run, info.PolicyVersion, c.cfg.MaxStaleness)
+			rollout.ErrStale, req.Worker, req.PolicyVersion, info.PolicyVersion-req.PolicyVersion, c.run, info.PolicyVersion, c.cfg.MaxStaleness)
 	}
-	gs := &grantScan{c: c, r: r, tx: tx, req: req, info: info, ttl: ttl, now: c.opts.Now(), groups: map[uint64]store.Group{}}
+	gs := &grantScan{c: c, r: r, tx: tx, req: req, info: info, ttl: ttl, now: c.opts.Now(), groups: map[uint64]model.Group{}}
 	if req.Max == 0 {
 		return gs.all()
 	}
@@ -174,17 +169,17 @@ type grantScan struct {
 	r      *store.RunTx
 	tx     *store.Tx
 	req    LeaseRequest
-	info   store.Run
+	info   model.Run
 	ttl    time.Duration
 	now    time.Time
-	groups map[uint64]store.Group
-	out    []Lease
+	groups map[uint64]model.Group
+	out    []rollout.Lease
 }
 
 // all grants every free branch, in step, group and node order: the
 // engine's wave, which must be the same from run to run. It reads the
 // whole frontier, and forgets the leases of branches no longer on it.
-func (gs *grantScan) all() ([]Lease, error) {
+func (gs *grantScan) all() ([]rollout.Lease, error) {
 	c, r := gs.c, gs.r
 	active, err := r.FrontierNodes()
 	if err != nil {
@@ -226,7 +221,7 @@ func (gs *grantScan) all() ([]Lease, error) {
 // found nothing is remembered until the file changes or a lease it passed
 // runs out, so workers polling a step whose branches are all held do not
 // each walk it.
-func (gs *grantScan) some() ([]Lease, error) {
+func (gs *grantScan) some() ([]rollout.Lease, error) {
 	c := gs.c
 	if c.idle.snapshot == gs.tx.Snapshot() && gs.now.Before(c.idle.until) && c.idle.step == gs.req.Step {
 		return nil, nil
@@ -292,7 +287,7 @@ type idleRound struct {
 
 // try grants n when it is a branch of the asked step that needs work and
 // no one holds.
-func (gs *grantScan) try(n *store.Node) error {
+func (gs *grantScan) try(n *model.Node) error {
 	c, r, req := gs.c, gs.r, gs.req
 	if n.Step <= gs.info.LastStep || (req.Step != 0 && n.Step != req.Step) {
 		return nil
@@ -308,7 +303,7 @@ func (gs *grantScan) try(n *store.Node) error {
 		}
 		gs.groups[n.Group] = g
 	}
-	if g.Status != store.GroupOpen {
+	if g.Status != model.GroupOpen {
 		return nil
 	}
 	if h := c.leases[n.ID]; h != nil && h.current(n, &g) && !h.regrantable(gs.now) && !c.voided(h, gs.info.PolicyVersion) {
@@ -331,12 +326,12 @@ func (gs *grantScan) try(n *store.Node) error {
 		c.drop(h)
 	}
 	ttl, now := gs.ttl, gs.now
-	l := &held{Lease: Lease{
+	l := &held{Lease: rollout.Lease{
 		ID: newLeaseID(), Worker: req.Worker,
 		Node: n.ID, Group: g.ID, Step: g.Step, Interval: g.Interval, Attempt: n.Attempt,
 		From: n.Turns, PathLen: n.PathLen(), Turns: max(turns, 0),
 		Score: !c.cfg.NoScoring && !c.cfg.RemoteScores && (c.cfg.MaxTurns == 0 || start+c.cfg.K < c.cfg.MaxTurns),
-		Key: TurnKey{Seed: c.cfg.Seed, Step: g.Step, Group: g.ID, Node: n.ID, Branch: key,
+		Key: rollout.TurnKey{Seed: c.cfg.Seed, Step: g.Step, Group: g.ID, Node: n.ID, Branch: key,
 			Index: n.Turns, Path: n.PathLen(), Attempt: n.Attempt},
 		Task: TaskOf(g), EnvState: n.EnvState, ExpiresAt: now.Add(ttl).UnixNano(), TTLMs: ttl.Milliseconds(),
 		PolicyVersion: req.PolicyVersion, RunVersion: gs.info.PolicyVersion},
@@ -350,7 +345,7 @@ func (gs *grantScan) try(n *store.Node) error {
 // checkLease finds the lease a submit names and checks it is the branch's
 // current one, held by the submitting worker, and not voided by a version
 // published since its grant.
-func (c *Coordinator) checkLease(s *Submission, n *store.Node, g *store.Group, version uint64) (*held, error) {
+func (c *Coordinator) checkLease(s *rollout.Submission, n *model.Node, g *model.Group, version uint64) (*held, error) {
 	c.mu.Lock()
 	h := c.leases[n.ID]
 	var l held // a copy: renewals change the lease under the lock
@@ -360,17 +355,17 @@ func (c *Coordinator) checkLease(s *Submission, n *store.Node, g *store.Group, v
 	c.mu.Unlock()
 	switch {
 	case h == nil || l.ID != s.Lease:
-		return nil, fmt.Errorf("%w: lease %q is not node %d's current lease (it expired and was handed on, was released, or the coordinator restarted): lease again", ErrLeaseLost, s.Lease, n.ID)
+		return nil, fmt.Errorf("%w: lease %q is not node %d's current lease (it expired and was handed on, was released, or the coordinator restarted): lease again", rollout.ErrLeaseLost, s.Lease, n.ID)
 	case l.Worker != s.Worker:
-		return nil, fmt.Errorf("%w: lease %q of node %d was granted to worker %q, not %q", ErrNotHolder, s.Lease, n.ID, l.Worker, s.Worker)
+		return nil, fmt.Errorf("%w: lease %q of node %d was granted to worker %q, not %q", rollout.ErrNotHolder, s.Lease, n.ID, l.Worker, s.Worker)
 	case !c.opts.Now().Before(l.expires()):
-		return nil, fmt.Errorf("%w: lease %q of node %d expired at %s: lease again", ErrLeaseLost, s.Lease, n.ID, l.expires().Format(time.RFC3339))
-	case n.Status != store.NodeActive:
-		return nil, fmt.Errorf("%w: node %d is %s", ErrBranchEnded, n.ID, n.Status)
+		return nil, fmt.Errorf("%w: lease %q of node %d expired at %s: lease again", rollout.ErrLeaseLost, s.Lease, n.ID, l.expires().Format(time.RFC3339))
+	case n.Status != model.NodeActive:
+		return nil, fmt.Errorf("%w: node %d is %s", rollout.ErrBranchEnded, n.ID, n.Status)
 	case !l.current(n, g):
-		return nil, fmt.Errorf("%w: lease %q was for interval %d attempt %d; node %d is at interval %d attempt %d", ErrLeaseLost, s.Lease, l.Interval, l.Attempt, n.ID, g.Interval, n.Attempt)
+		return nil, fmt.Errorf("%w: lease %q was for interval %d attempt %d; node %d is at interval %d attempt %d", rollout.ErrLeaseLost, s.Lease, l.Interval, l.Attempt, n.ID, g.Interval, n.Attempt)
 	case c.voided(&l, version):
-		return nil, fmt.Errorf("%w: lease %q of node %d was granted at policy version %d; version %d was published since (on_publish abort): lease again with the new weights", ErrLeaseLost, s.Lease, n.ID, l.RunVersion, version)
+		return nil, fmt.Errorf("%w: lease %q of node %d was granted at policy version %d; version %d was published since (on_publish abort): lease again with the new weights", rollout.ErrLeaseLost, s.Lease, n.ID, l.RunVersion, version)
 	}
 	return h, nil
 }
@@ -391,41 +386,41 @@ func (c *Coordinator) extend(h *held) {
 // held and until when, or why it is gone; a worker drops the work of a
 // lease it lost. Renew writes nothing and reads no transaction: it is
 // cheap enough to send every HeartbeatEvery(TTL) for every lease held.
-func (c *Coordinator) Renew(worker string, ids []string) []LeaseState {
-	return c.each(worker, ids, func(h *held, now time.Time) LeaseState {
+func (c *Coordinator) Renew(worker string, ids []string) []rollout.LeaseState {
+	return c.each(worker, ids, func(h *held, now time.Time) rollout.LeaseState {
 		h.ExpiresAt = now.Add(h.ttl).UnixNano()
-		return LeaseState{ID: h.ID, Held: true, ExpiresAt: h.ExpiresAt}
+		return rollout.LeaseState{ID: h.ID, Held: true, ExpiresAt: h.ExpiresAt}
 	})
 }
 
 // Release gives leases back: their branches may be leased again at once
 // (a worker that gives up, or one whose remote scorer takes over). The
 // work already submitted under them stays.
-func (c *Coordinator) Release(worker string, ids []string) []LeaseState {
-	return c.each(worker, ids, func(h *held, _ time.Time) LeaseState {
+func (c *Coordinator) Release(worker string, ids []string) []rollout.LeaseState {
+	return c.each(worker, ids, func(h *held, _ time.Time) rollout.LeaseState {
 		c.drop(h)
-		return LeaseState{ID: h.ID, Reason: "released"}
+		return rollout.LeaseState{ID: h.ID, Reason: "released"}
 	})
 }
 
 // each applies fn, under the table's lock, to every lease of ids that
 // worker holds, and says why the others are gone.
-func (c *Coordinator) each(worker string, ids []string, fn func(h *held, now time.Time) LeaseState) []LeaseState {
+func (c *Coordinator) each(worker string, ids []string, fn func(h *held, now time.Time) rollout.LeaseState) []rollout.LeaseState {
 	now := c.opts.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]LeaseState, len(ids))
+	out := make([]rollout.LeaseState, len(ids))
 	for i, id := range ids {
 		h := c.byID[id]
 		switch {
 		case h == nil:
-			out[i] = LeaseState{ID: id, Reason: "unknown lease: it was handed on, released, or the coordinator restarted"}
+			out[i] = rollout.LeaseState{ID: id, Reason: "unknown lease: it was handed on, released, or the coordinator restarted"}
 		case h.Worker != worker:
-			out[i] = LeaseState{ID: id, Reason: fmt.Sprintf("granted to worker %q, not %q", h.Worker, worker)}
+			out[i] = rollout.LeaseState{ID: id, Reason: fmt.Sprintf("granted to worker %q, not %q", h.Worker, worker)}
 		case !now.Before(h.expires()):
-			out[i] = LeaseState{ID: id, Reason: "expired at " + h.expires().Format(time.RFC3339Nano)}
+			out[i] = rollout.LeaseState{ID: id, Reason: "expired at " + h.expires().Format(time.RFC3339Nano)}
 		case c.voided(h, c.version):
-			out[i] = LeaseState{ID: id, Reason: fmt.Sprintf("granted at policy version %d; version %d was published since (on_publish abort)", h.RunVersion, c.version)}
+			out[i] = rollout.LeaseState{ID: id, Reason: fmt.Sprintf("granted at policy version %d; version %d was published since (on_publish abort)", h.RunVersion, c.version)}
 		default:
 			out[i] = fn(h, now)
 		}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -36,7 +38,7 @@ func orderCoordinator(t *testing.T, b0 int) (*store.DB, *Coordinator) {
 func TestGrantRefusesOlderSnapshot(t *testing.T) {
 	db, c := orderCoordinator(t, 1)
 	if err := db.Update(func(tx *store.Tx) error {
-		_, err := c.OpenStep(tx, 1, []Task{{ID: "t", Prompt: "p"}})
+		_, err := c.OpenStep(tx, 1, []rollout.Task{{ID: "t", Prompt: "p"}})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -60,9 +62,9 @@ func TestGrantRefusesOlderSnapshot(t *testing.T) {
 		t.Fatalf("lease: %v %v", ls, err)
 	}
 	score := 0.5
-	turns := []store.Turn{{Action: "a", Observation: "o"}, {Action: "b", Observation: "o"}}
+	turns := []model.Turn{{Action: "a", Observation: "o"}, {Action: "b", Observation: "o"}}
 	if err := db.Update(func(tx *store.Tx) error {
-		_, err := c.Submit(tx, []Submission{{Lease: ls[0].ID, Worker: ls[0].Worker, Node: ls[0].Node, Turns: turns, Score: &score}})
+		_, err := c.Submit(tx, []rollout.Submission{{Lease: ls[0].ID, Worker: ls[0].Worker, Node: ls[0].Node, Turns: turns, Score: &score}})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -110,7 +112,7 @@ func TestLeasedOnAnOlderSnapshot(t *testing.T) {
 	}()
 	<-old // a snapshot from before the step has any branch
 	if err := db.Update(func(tx *store.Tx) error {
-		_, err := c.OpenStep(tx, 1, []Task{{ID: "t", Prompt: "p"}})
+		_, err := c.OpenStep(tx, 1, []rollout.Task{{ID: "t", Prompt: "p"}})
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
@@ -41,8 +42,8 @@ func TestLeaseIsBoundToItsWorker(t *testing.T) {
 	}
 	a := ls[0]
 	before := dumpRun(t, db, "r")
-	stolen := tree.Submission{Lease: a.ID, Worker: "mallory", Node: a.Node, Turns: turnsN("m", 3), Score: ptr(0.9)}
-	if _, err := submit(c, stolen); !errors.Is(err, tree.ErrNotHolder) || !errors.Is(err, tree.ErrConflict) {
+	stolen := rollout.Submission{Lease: a.ID, Worker: "mallory", Node: a.Node, Turns: turnsN("m", 3), Score: ptr(0.9)}
+	if _, err := submit(c, stolen); !errors.Is(err, rollout.ErrNotHolder) || !errors.Is(err, rollout.ErrConflict) {
 		t.Fatalf("another worker's submit under alice's lease: %v, want ErrNotHolder", err)
 	}
 	if d := diffDump(dumpRun(t, db, "r"), before); d != "" {
@@ -56,7 +57,7 @@ func TestLeaseIsBoundToItsWorker(t *testing.T) {
 	if again := lease(t, c, tree.LeaseRequest{Worker: "mallory"}); len(again) != 0 {
 		t.Fatalf("alice's branches leased to mallory: %+v", again)
 	}
-	if _, err := submit(c, tree.Submission{Lease: a.ID, Worker: "alice", Node: a.Node, Turns: turnsN("a", 3), Score: ptr(0.5)}); err != nil {
+	if _, err := submit(c, rollout.Submission{Lease: a.ID, Worker: "alice", Node: a.Node, Turns: turnsN("a", 3), Score: ptr(0.5)}); err != nil {
 		t.Fatalf("alice's own submit: %v", err)
 	}
 }
@@ -83,10 +84,10 @@ func TestHeartbeatsOutliveATool(t *testing.T) {
 	if st := c.Renew("slow", []string{dropped.ID}); st[0].Held {
 		t.Fatalf("a lease handed on renewed: %+v", st[0])
 	}
-	if _, err := submit(c, tree.Submission{Lease: kept.ID, Worker: "slow", Node: kept.Node, Turns: turnsN("k", 3), Score: ptr(0.5)}); err != nil {
+	if _, err := submit(c, rollout.Submission{Lease: kept.ID, Worker: "slow", Node: kept.Node, Turns: turnsN("k", 3), Score: ptr(0.5)}); err != nil {
 		t.Fatalf("the interval under a renewed lease: %v", err)
 	}
-	if _, err := submit(c, tree.Submission{Lease: dropped.ID, Worker: "slow", Node: dropped.Node, Turns: turnsN("d", 3), Score: ptr(0.5)}); !errors.Is(err, tree.ErrLeaseLost) {
+	if _, err := submit(c, rollout.Submission{Lease: dropped.ID, Worker: "slow", Node: dropped.Node, Turns: turnsN("d", 3), Score: ptr(0.5)}); !errors.Is(err, rollout.ErrLeaseLost) {
 		t.Fatalf("a submit under the lease handed on: %v, want ErrLeaseLost", err)
 	}
 }
@@ -98,11 +99,11 @@ func TestPartialSubmitsExtendTheLease(t *testing.T) {
 	l := lease(t, c, tree.LeaseRequest{Worker: "w", Max: 1})[0]
 	for i := range 3 {
 		clk.add(25 * time.Second) // under the TTL each time, 75 s in all
-		s := tree.Submission{Lease: l.ID, Worker: "w", Node: l.Node, From: i, Turns: turnsN("p", 1)}
+		s := rollout.Submission{Lease: l.ID, Worker: "w", Node: l.Node, From: i, Turns: turnsN("p", 1)}
 		if _, err := submit(c, s); err != nil {
 			t.Fatalf("partial submit %d at +%ds: %v", i, 25*(i+1), err)
 		}
-		var n store.Node
+		var n model.Node
 		if err := db.View(func(tx *store.Tx) error {
 			r, _ := tx.Run("r")
 			n, _ = r.Node(l.Node)
@@ -111,7 +112,7 @@ func TestPartialSubmitsExtendTheLease(t *testing.T) {
 			t.Fatalf("after partial submit %d the node stores %d turns", i, n.Turns)
 		}
 	}
-	if _, err := submit(c, tree.Submission{Lease: l.ID, Worker: "w", Node: l.Node, From: 3, Score: ptr(0.5)}); err != nil {
+	if _, err := submit(c, rollout.Submission{Lease: l.ID, Worker: "w", Node: l.Node, From: 3, Score: ptr(0.5)}); err != nil {
 		t.Fatalf("the score 75 s after the lease, under a 30 s TTL: %v", err)
 	}
 }
@@ -132,7 +133,7 @@ func TestReleaseHandsOnAtOnce(t *testing.T) {
 	if len(got) != 1 || got[0].Node != l.Node {
 		t.Fatalf("after the release: %+v, want node %d", got, l.Node)
 	}
-	if _, err := submit(c, tree.Submission{Lease: l.ID, Worker: "quitter", Node: l.Node, Turns: turnsN("q", 1)}); !errors.Is(err, tree.ErrLeaseLost) {
+	if _, err := submit(c, rollout.Submission{Lease: l.ID, Worker: "quitter", Node: l.Node, Turns: turnsN("q", 1)}); !errors.Is(err, rollout.ErrLeaseLost) {
 		t.Fatalf("a submit under a released lease: %v, want ErrLeaseLost", err)
 	}
 }
@@ -147,7 +148,7 @@ func TestLeaseRequestBounds(t *testing.T) {
 		"TTL too long": {Worker: "w", TTL: tree.MaxLeaseTTL + time.Millisecond},
 		"negative TTL": {Worker: "w", TTL: -time.Second},
 	} {
-		if ls, err := c.Lease(req, nil); !errors.Is(err, store.ErrInvalid) || len(ls) != 0 {
+		if ls, err := c.Lease(req, nil); !errors.Is(err, model.ErrInvalid) || len(ls) != 0 {
 			t.Errorf("%s: %v %v, want ErrInvalid", name, ls, err)
 		}
 	}

@@ -6,27 +6,20 @@ import (
 	"github.com/patrdb/patrdb/rollout"
 )
 
-// ActRequest, BatchPolicy and ItemErrors are package rollout's.
-type (
-	ActRequest  = rollout.ActRequest
-	BatchPolicy = rollout.BatchPolicy
-	ItemErrors  = rollout.ItemErrors
-)
-
 // Batched adapts a one-branch Policy: each request is one Act call, and a
 // failing call fails only its request.
-func Batched(p Policy) BatchPolicy { return batched{p} }
+func Batched(p rollout.Policy) rollout.BatchPolicy { return batched{p} }
 
-type batched struct{ p Policy }
+type batched struct{ p rollout.Policy }
 
-func (b batched) ActBatch(ctx context.Context, reqs []ActRequest) ([]Move, error) {
-	out := make([]Move, len(reqs))
-	var errs ItemErrors
+func (b batched) ActBatch(ctx context.Context, reqs []rollout.ActRequest) ([]rollout.Move, error) {
+	out := make([]rollout.Move, len(reqs))
+	var errs rollout.ItemErrors
 	for i, r := range reqs {
 		m, err := b.p.Act(ctx, r.Key, r.Task, r.History)
 		if err != nil {
 			if errs == nil {
-				errs = ItemErrors{}
+				errs = rollout.ItemErrors{}
 			}
 			errs[i] = err
 			continue

@@ -7,7 +7,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store/storetest"
 	"github.com/patrdb/patrdb/tree"
 )
@@ -262,7 +262,7 @@ func TestResumeClosesGroups(t *testing.T) {
 		got := dumpRun(t, db, run)
 		open := 0
 		for _, g := range got.Groups {
-			if g.Status == store.GroupOpen {
+			if g.Status == model.GroupOpen {
 				open++
 			}
 		}
@@ -270,7 +270,7 @@ func TestResumeClosesGroups(t *testing.T) {
 			t.Fatalf("%s: %d open groups, frontier %v; want one open group and no active branch", run, open, got.Frontier)
 		}
 		for _, a := range got.Adv {
-			if g := got.Groups[a.Group-1]; g.Status != store.GroupClosed {
+			if g := got.Groups[a.Group-1]; g.Status != model.GroupClosed {
 				t.Errorf("%s: advantage %+v written for open group %d", run, a, g.ID)
 			}
 		}

@@ -4,16 +4,8 @@ import (
 	"math"
 	"sort"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/rollout"
-)
-
-// Action is what routing does with one active branch (package rollout's).
-type Action = rollout.Action
-
-const (
-	Expand  = rollout.Expand
-	Survive = rollout.Survive
-	Prune   = rollout.Prune
 )
 
 // Values of Decision.Rule. They are stored with every decision so that a
@@ -33,9 +25,6 @@ type Branch struct {
 	Score     float64 // process score in [0,1]
 	RepeatRun int     // identical actions in a row at the end of its path
 }
-
-// Decision is package rollout's.
-type Decision = rollout.Decision
 
 // Route decides, for every branch of one group, whether it is expanded,
 // survives or is pruned (docs/methods.md, PaTR step 4). It is pure: it reads only
@@ -73,7 +62,7 @@ type Decision = rollout.Decision
 // every branch survives with rule "survive" so every trajectory runs to its
 // end. Route assumes cfg passed Validate; an unknown PruneRule acts as
 // PruneMax and a negative TopExpand as 0, so Route never panics.
-func Route(branches []Branch, cfg Config) []Decision {
+func Route(branches []Branch, cfg Config) []rollout.Decision {
 	n := len(branches)
 	if n == 0 {
 		return nil
@@ -101,11 +90,11 @@ func Route(branches []Branch, cfg Config) []Decision {
 		return branches[ia].Node < branches[ib].Node
 	})
 
-	out := make([]Decision, n)
+	out := make([]rollout.Decision, n)
 	for r, i := range order {
-		out[i] = Decision{
+		out[i] = rollout.Decision{
 			Node:      branches[i].Node,
-			Action:    Survive,
+			Action:    model.ActionSurvive,
 			Score:     scores[i],
 			Reference: ref,
 			Delta:     cfg.Delta,
@@ -121,9 +110,9 @@ func Route(branches []Branch, cfg Config) []Decision {
 	for i, b := range branches {
 		switch {
 		case cfg.RepeatPrune > 0 && b.RepeatRun >= cfg.RepeatPrune:
-			out[i].Action, out[i].Rule = Prune, RuleRepeat
+			out[i].Action, out[i].Rule = model.ActionPrune, RuleRepeat
 		case scores[i] < ref-cfg.Delta-1e-9:
-			out[i].Action, out[i].Rule = Prune, pruneRule
+			out[i].Action, out[i].Rule = model.ActionPrune, pruneRule
 		default:
 			kept++
 		}
@@ -141,7 +130,7 @@ func Route(branches []Branch, cfg Config) []Decision {
 		if left == 0 {
 			break
 		}
-		if out[i].Action == Prune {
+		if out[i].Action == model.ActionPrune {
 			continue
 		}
 		left--
@@ -156,7 +145,7 @@ func Route(branches []Branch, cfg Config) []Decision {
 		if c < 1 { // only reachable with an invalid M < 1
 			continue
 		}
-		out[i].Action, out[i].Rule, out[i].Children = Expand, RuleTop, c
+		out[i].Action, out[i].Rule, out[i].Children = model.ActionExpand, RuleTop, c
 		room -= c - 1
 	}
 	return out
@@ -185,13 +174,13 @@ func reference(scores []float64, rule PruneRule) (float64, string) {
 // ActiveAfter is the number of active branches once decisions are applied:
 // one per survivor plus every child of every expansion. The driver uses it
 // to size the next interval; tests use it to check the width cap.
-func ActiveAfter(decisions []Decision) int {
+func ActiveAfter(decisions []rollout.Decision) int {
 	n := 0
 	for _, d := range decisions {
 		switch d.Action {
-		case Survive:
+		case model.ActionSurvive:
 			n++
-		case Expand:
+		case model.ActionExpand:
 			n += d.Children
 		}
 	}

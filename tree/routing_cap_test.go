@@ -1,13 +1,16 @@
 package tree
 
-import "testing"
+import (
+	"github.com/patrdb/patrdb/model"
+	"testing"
+)
 
 // The width cap at its edges: a cap of 1 is a cap (not "no cap", which is
 // 0), and a group already over its cap (a what-if replay with a tighter
 // cap than the run had) expands nothing, even into a single child.
 func TestRouteWidthCapEdges(t *testing.T) {
 	type got struct {
-		action   Action
+		action   model.Action
 		rule     string
 		children int
 	}
@@ -21,25 +24,25 @@ func TestRouteWidthCapEdges(t *testing.T) {
 			name:     "cap 1 with one branch leaves no room to expand",
 			cfg:      cfgWith(func(c *Config) { c.B0, c.MaxActive = 1, 1 }),
 			branches: []Branch{{Node: 1, Score: 0.5}},
-			want:     []got{{Survive, RuleWidthCap, 0}},
+			want:     []got{{model.ActionSurvive, RuleWidthCap, 0}},
 		},
 		{
 			name:     "cap 2 with one branch leaves room for 2 children",
 			cfg:      cfgWith(func(c *Config) { c.B0, c.MaxActive, c.M = 1, 2, 2 }),
 			branches: []Branch{{Node: 1, Score: 0.5}},
-			want:     []got{{Expand, RuleTop, 2}},
+			want:     []got{{model.ActionExpand, RuleTop, 2}},
 		},
 		{
 			name:     "over the cap: M = 1 expands nothing",
 			cfg:      cfgWith(func(c *Config) { c.B0, c.MaxActive, c.M, c.TopExpand = 1, 1, 1, 1 }),
 			branches: []Branch{{Node: 1, Score: 0.5}, {Node: 2, Score: 0.5}, {Node: 3, Score: 0.5}},
-			want:     []got{{Survive, RuleWidthCap, 0}, {Survive, RuleSurvive, 0}, {Survive, RuleSurvive, 0}},
+			want:     []got{{model.ActionSurvive, RuleWidthCap, 0}, {model.ActionSurvive, RuleSurvive, 0}, {model.ActionSurvive, RuleSurvive, 0}},
 		},
 		{
 			name:     "at the cap: M = 1 replaces the branch by one child",
 			cfg:      cfgWith(func(c *Config) { c.B0, c.MaxActive, c.M, c.TopExpand = 1, 1, 1, 1 }),
 			branches: []Branch{{Node: 1, Score: 0.5}},
-			want:     []got{{Expand, RuleTop, 1}},
+			want:     []got{{model.ActionExpand, RuleTop, 1}},
 		},
 	} {
 		ds := Route(c.branches, c.cfg)

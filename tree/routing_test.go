@@ -2,13 +2,14 @@ package tree
 
 import (
 	"errors"
+	"github.com/patrdb/patrdb/model"
 	"math"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/rollout"
 	"pgregory.net/rapid"
 )
 
@@ -16,7 +17,7 @@ import (
 // separately against the input and the config.
 type want struct {
 	node     uint64
-	action   Action
+	action   model.Action
 	rule     string
 	children int
 	rank     int
@@ -48,10 +49,10 @@ func TestRoute(t *testing.T) {
 			branches: []Branch{{1, 0.875, 0}, {2, 0.25, 0}, {3, 0.5, 0}, {4, 0.4375, 0}},
 			ref:      0.875,
 			want: []want{
-				{1, Expand, RuleTop, 2, 0},
-				{2, Prune, RuleMax, 0, 3},
-				{3, Expand, RuleTop, 2, 1},
-				{4, Survive, RuleSurvive, 0, 2},
+				{1, model.ActionExpand, RuleTop, 2, 0},
+				{2, model.ActionPrune, RuleMax, 0, 3},
+				{3, model.ActionExpand, RuleTop, 2, 1},
+				{4, model.ActionSurvive, RuleSurvive, 0, 2},
 			},
 			active: 5,
 		},
@@ -62,10 +63,10 @@ func TestRoute(t *testing.T) {
 			branches: []Branch{{1, 0.875, 0}, {2, 0.25, 0}, {3, 0.5, 0}, {4, 0.4375, 0}},
 			ref:      0.875,
 			want: []want{
-				{1, Expand, RuleTop, 2, 0},
-				{2, Prune, RuleMax, 0, 3},
-				{3, Prune, RuleMax, 0, 1},
-				{4, Prune, RuleMax, 0, 2},
+				{1, model.ActionExpand, RuleTop, 2, 0},
+				{2, model.ActionPrune, RuleMax, 0, 3},
+				{3, model.ActionPrune, RuleMax, 0, 1},
+				{4, model.ActionPrune, RuleMax, 0, 2},
 			},
 			active: 2,
 		},
@@ -76,10 +77,10 @@ func TestRoute(t *testing.T) {
 			branches: []Branch{{1, 0.875, 0}, {2, 0.25, 0}, {3, 0.5, 0}, {4, 0.4375, 0}},
 			ref:      0.46875,
 			want: []want{
-				{1, Expand, RuleTop, 2, 0},
-				{2, Prune, RuleMedian, 0, 3},
-				{3, Expand, RuleTop, 2, 1},
-				{4, Survive, RuleSurvive, 0, 2},
+				{1, model.ActionExpand, RuleTop, 2, 0},
+				{2, model.ActionPrune, RuleMedian, 0, 3},
+				{3, model.ActionExpand, RuleTop, 2, 1},
+				{4, model.ActionSurvive, RuleSurvive, 0, 2},
 			},
 			active: 5,
 		},
@@ -90,9 +91,9 @@ func TestRoute(t *testing.T) {
 			branches: []Branch{{10, 0.125, 0}, {20, 0.875, 0}, {30, 0.5, 0}},
 			ref:      0.5,
 			want: []want{
-				{10, Prune, RuleMedian, 0, 2},
-				{20, Expand, RuleTop, 2, 0},
-				{30, Expand, RuleTop, 2, 1},
+				{10, model.ActionPrune, RuleMedian, 0, 2},
+				{20, model.ActionExpand, RuleTop, 2, 0},
+				{30, model.ActionExpand, RuleTop, 2, 1},
 			},
 			active: 4,
 		},
@@ -103,9 +104,9 @@ func TestRoute(t *testing.T) {
 			branches: []Branch{{1, 1, 0}, {2, 0.5, 0}, {3, 0.484375, 0}},
 			ref:      1,
 			want: []want{
-				{1, Expand, RuleTop, 2, 0},
-				{2, Survive, RuleSurvive, 0, 1},
-				{3, Prune, RuleMax, 0, 2},
+				{1, model.ActionExpand, RuleTop, 2, 0},
+				{2, model.ActionSurvive, RuleSurvive, 0, 1},
+				{3, model.ActionPrune, RuleMax, 0, 2},
 			},
 			active: 3,
 		},
@@ -116,10 +117,10 @@ func TestRoute(t *testing.T) {
 			branches: []Branch{{7, 0.5, 0}, {3, 0.5, 0}, {5, 0.5, 0}, {1, 0.5, 0}},
 			ref:      0.5,
 			want: []want{
-				{7, Survive, RuleSurvive, 0, 3},
-				{3, Expand, RuleTop, 2, 1},
-				{5, Survive, RuleSurvive, 0, 2},
-				{1, Expand, RuleTop, 2, 0},
+				{7, model.ActionSurvive, RuleSurvive, 0, 3},
+				{3, model.ActionExpand, RuleTop, 2, 1},
+				{5, model.ActionSurvive, RuleSurvive, 0, 2},
+				{1, model.ActionExpand, RuleTop, 2, 0},
 			},
 			active: 6,
 		},
@@ -129,8 +130,8 @@ func TestRoute(t *testing.T) {
 			branches: []Branch{{2, 0.25, 0}, {1, 0.25, 0}},
 			ref:      0.25,
 			want: []want{
-				{2, Expand, RuleTop, 2, 1},
-				{1, Expand, RuleTop, 2, 0},
+				{2, model.ActionExpand, RuleTop, 2, 1},
+				{1, model.ActionExpand, RuleTop, 2, 0},
 			},
 			active: 4,
 		},
@@ -139,7 +140,7 @@ func TestRoute(t *testing.T) {
 			cfg:      DefaultConfig(),
 			branches: []Branch{{42, 0.0625, 0}},
 			ref:      0.0625,
-			want:     []want{{42, Expand, RuleTop, 2, 0}},
+			want:     []want{{42, model.ActionExpand, RuleTop, 2, 0}},
 			active:   2,
 		},
 		{
@@ -147,7 +148,7 @@ func TestRoute(t *testing.T) {
 			cfg:      cfgWith(func(c *Config) { c.PruneRule = PruneMedian; c.M = 3 }),
 			branches: []Branch{{42, 0.0625, 0}},
 			ref:      0.0625,
-			want:     []want{{42, Expand, RuleTop, 3, 0}},
+			want:     []want{{42, model.ActionExpand, RuleTop, 3, 0}},
 			active:   3,
 		},
 		{
@@ -158,10 +159,10 @@ func TestRoute(t *testing.T) {
 			branches: []Branch{{1, 0.875, 6}, {2, 0.75, 5}, {3, 0.625, 0}, {4, 0, 9}},
 			ref:      0.875,
 			want: []want{
-				{1, Prune, RuleRepeat, 0, 0},
-				{2, Expand, RuleTop, 2, 1},
-				{3, Expand, RuleTop, 2, 2},
-				{4, Prune, RuleRepeat, 0, 3}, // repeat is checked before the score rule
+				{1, model.ActionPrune, RuleRepeat, 0, 0},
+				{2, model.ActionExpand, RuleTop, 2, 1},
+				{3, model.ActionExpand, RuleTop, 2, 2},
+				{4, model.ActionPrune, RuleRepeat, 0, 3}, // repeat is checked before the score rule
 			},
 			active: 4,
 		},
@@ -171,8 +172,8 @@ func TestRoute(t *testing.T) {
 			branches: []Branch{{1, 0.875, 100}, {2, 0.75, 0}},
 			ref:      0.875,
 			want: []want{
-				{1, Expand, RuleTop, 2, 0},
-				{2, Expand, RuleTop, 2, 1},
+				{1, model.ActionExpand, RuleTop, 2, 0},
+				{2, model.ActionExpand, RuleTop, 2, 1},
 			},
 			active: 4,
 		},
@@ -182,9 +183,9 @@ func TestRoute(t *testing.T) {
 			branches: []Branch{{1, 0.875, 0}, {2, 0.25, 0}, {3, 0.5, 0}},
 			ref:      0.875,
 			want: []want{
-				{1, Survive, RuleSurvive, 0, 0},
-				{2, Prune, RuleMax, 0, 2},
-				{3, Survive, RuleSurvive, 0, 1},
+				{1, model.ActionSurvive, RuleSurvive, 0, 0},
+				{2, model.ActionPrune, RuleMax, 0, 2},
+				{3, model.ActionSurvive, RuleSurvive, 0, 1},
 			},
 			active: 2,
 		},
@@ -194,9 +195,9 @@ func TestRoute(t *testing.T) {
 			branches: []Branch{{1, 0.875, 0}, {2, 0.25, 0}, {3, 0.5, 0}},
 			ref:      0.875,
 			want: []want{
-				{1, Expand, RuleTop, 2, 0},
-				{2, Prune, RuleMax, 0, 2},
-				{3, Expand, RuleTop, 2, 1},
+				{1, model.ActionExpand, RuleTop, 2, 0},
+				{2, model.ActionPrune, RuleMax, 0, 2},
+				{3, model.ActionExpand, RuleTop, 2, 1},
 			},
 			active: 4,
 		},
@@ -206,9 +207,9 @@ func TestRoute(t *testing.T) {
 			branches: []Branch{{1, 0, 0}, {2, 1, 0}, {3, 0.25, 0}},
 			ref:      1,
 			want: []want{
-				{1, Survive, RuleSurvive, 0, 2},
-				{2, Expand, RuleTop, 2, 0},
-				{3, Survive, RuleSurvive, 0, 1},
+				{1, model.ActionSurvive, RuleSurvive, 0, 2},
+				{2, model.ActionExpand, RuleTop, 2, 0},
+				{3, model.ActionSurvive, RuleSurvive, 0, 1},
 			},
 			active: 4,
 		},
@@ -220,10 +221,10 @@ func TestRoute(t *testing.T) {
 			branches: []Branch{{1, 0.875, 0}, {2, 0.75, 0}, {3, 0.625, 0}, {4, 0.5, 0}},
 			ref:      0.875,
 			want: []want{
-				{1, Expand, RuleTop, 3, 0},
-				{2, Expand, RuleTop, 2, 1},
-				{3, Survive, RuleSurvive, 0, 2},
-				{4, Survive, RuleSurvive, 0, 3},
+				{1, model.ActionExpand, RuleTop, 3, 0},
+				{2, model.ActionExpand, RuleTop, 2, 1},
+				{3, model.ActionSurvive, RuleSurvive, 0, 2},
+				{4, model.ActionSurvive, RuleSurvive, 0, 3},
 			},
 			active: 7,
 		},
@@ -235,10 +236,10 @@ func TestRoute(t *testing.T) {
 			branches: []Branch{{4, 0.5, 0}, {3, 0.625, 0}, {2, 0.75, 0}, {1, 0.875, 0}},
 			ref:      0.875,
 			want: []want{
-				{4, Survive, RuleSurvive, 0, 3},
-				{3, Survive, RuleSurvive, 0, 2},
-				{2, Survive, RuleWidthCap, 0, 1},
-				{1, Expand, RuleTop, 2, 0},
+				{4, model.ActionSurvive, RuleSurvive, 0, 3},
+				{3, model.ActionSurvive, RuleSurvive, 0, 2},
+				{2, model.ActionSurvive, RuleWidthCap, 0, 1},
+				{1, model.ActionExpand, RuleTop, 2, 0},
 			},
 			active: 5,
 		},
@@ -249,11 +250,11 @@ func TestRoute(t *testing.T) {
 			branches: []Branch{{1, 0.875, 0}, {2, 0.75, 0}, {3, 0.625, 0}, {4, 0.5, 0}, {5, 0.25, 0}},
 			ref:      0.875,
 			want: []want{
-				{1, Expand, RuleTop, 2, 0},
-				{2, Survive, RuleWidthCap, 0, 1},
-				{3, Survive, RuleSurvive, 0, 2},
-				{4, Survive, RuleSurvive, 0, 3},
-				{5, Prune, RuleMax, 0, 4},
+				{1, model.ActionExpand, RuleTop, 2, 0},
+				{2, model.ActionSurvive, RuleWidthCap, 0, 1},
+				{3, model.ActionSurvive, RuleSurvive, 0, 2},
+				{4, model.ActionSurvive, RuleSurvive, 0, 3},
+				{5, model.ActionPrune, RuleMax, 0, 4},
 			},
 			active: 5,
 		},
@@ -263,10 +264,10 @@ func TestRoute(t *testing.T) {
 			branches: []Branch{{1, 0.875, 0}, {2, 0.75, 0}, {3, 0.625, 0}, {4, 0.5, 0}},
 			ref:      0.875,
 			want: []want{
-				{1, Survive, RuleWidthCap, 0, 0},
-				{2, Survive, RuleWidthCap, 0, 1},
-				{3, Survive, RuleSurvive, 0, 2},
-				{4, Survive, RuleSurvive, 0, 3},
+				{1, model.ActionSurvive, RuleWidthCap, 0, 0},
+				{2, model.ActionSurvive, RuleWidthCap, 0, 1},
+				{3, model.ActionSurvive, RuleSurvive, 0, 2},
+				{4, model.ActionSurvive, RuleSurvive, 0, 3},
 			},
 			active: 4,
 		},
@@ -278,11 +279,11 @@ func TestRoute(t *testing.T) {
 			branches: []Branch{{1, 0.875, 0}, {2, 0.75, 0}, {3, 0.625, 0}, {4, 0.5, 0}, {5, 0.5, 0}},
 			ref:      0.875,
 			want: []want{
-				{1, Survive, RuleWidthCap, 0, 0},
-				{2, Survive, RuleWidthCap, 0, 1},
-				{3, Survive, RuleSurvive, 0, 2},
-				{4, Survive, RuleSurvive, 0, 3},
-				{5, Survive, RuleSurvive, 0, 4},
+				{1, model.ActionSurvive, RuleWidthCap, 0, 0},
+				{2, model.ActionSurvive, RuleWidthCap, 0, 1},
+				{3, model.ActionSurvive, RuleSurvive, 0, 2},
+				{4, model.ActionSurvive, RuleSurvive, 0, 3},
+				{5, model.ActionSurvive, RuleSurvive, 0, 4},
 			},
 			active: 5,
 		},
@@ -294,10 +295,10 @@ func TestRoute(t *testing.T) {
 			branches: []Branch{{1, 0.875, 0}, {2, 0.75, 0}, {3, 0.625, 0}, {4, 0.5, 0}},
 			ref:      0.875,
 			want: []want{
-				{1, Expand, RuleTop, 1, 0},
-				{2, Survive, RuleSurvive, 0, 1},
-				{3, Survive, RuleSurvive, 0, 2},
-				{4, Survive, RuleSurvive, 0, 3},
+				{1, model.ActionExpand, RuleTop, 1, 0},
+				{2, model.ActionSurvive, RuleSurvive, 0, 1},
+				{3, model.ActionSurvive, RuleSurvive, 0, 2},
+				{4, model.ActionSurvive, RuleSurvive, 0, 3},
 			},
 			active: 4,
 		},
@@ -308,9 +309,9 @@ func TestRoute(t *testing.T) {
 			branches: []Branch{{1, 0, 0}, {2, 0, 9}, {3, 0, 0}},
 			ref:      0,
 			want: []want{
-				{1, Survive, RuleSurvive, 0, 0},
-				{2, Survive, RuleSurvive, 0, 1},
-				{3, Survive, RuleSurvive, 0, 2},
+				{1, model.ActionSurvive, RuleSurvive, 0, 0},
+				{2, model.ActionSurvive, RuleSurvive, 0, 1},
+				{3, model.ActionSurvive, RuleSurvive, 0, 2},
 			},
 			active: 3,
 		},
@@ -376,7 +377,7 @@ func TestRoutePruneBoundaryDecimal(t *testing.T) {
 			branches[0].Score -= below
 			d := Route(branches, cfg)[0]
 			wantPrune := below > 0
-			if (below == 0 && d.Reference != tc.ref) || (d.Action == Prune) != wantPrune {
+			if (below == 0 && d.Reference != tc.ref) || (d.Action == model.ActionPrune) != wantPrune {
 				t.Errorf("%s %v delta %v, first branch %v: %s by %q against %v; want pruned %t against %v",
 					tc.rule, tc.scores, tc.delta, branches[0].Score, d.Action, d.Rule, d.Reference, wantPrune, tc.ref)
 			}
@@ -405,7 +406,7 @@ func TestRouteInvalidCounts(t *testing.T) {
 		cfgWith(func(c *Config) { c.M = -3; c.TopExpand = 2 }),
 	} {
 		for _, d := range Route(branches, cfg) {
-			if d.Action == Expand || d.Children != 0 {
+			if d.Action == model.ActionExpand || d.Children != 0 {
 				t.Errorf("TopExpand %d, M %d: %+v", cfg.TopExpand, cfg.M, d)
 			}
 		}
@@ -414,10 +415,10 @@ func TestRouteInvalidCounts(t *testing.T) {
 
 func TestRouteNaNScore(t *testing.T) {
 	got := Route([]Branch{{1, math.NaN(), 0}, {2, 0.875, 0}}, DefaultConfig())
-	if got[0].Score != 0 || got[0].Action != Prune || got[0].Rule != RuleMax || got[0].Rank != 1 {
+	if got[0].Score != 0 || got[0].Action != model.ActionPrune || got[0].Rule != RuleMax || got[0].Rank != 1 {
 		t.Errorf("NaN branch = %+v, want score 0, pruned by max, rank 1", got[0])
 	}
-	if got[1].Reference != 0.875 || got[1].Action != Expand {
+	if got[1].Reference != 0.875 || got[1].Action != model.ActionExpand {
 		t.Errorf("best branch = %+v, want reference 0.875, expanded", got[1])
 	}
 }
@@ -427,7 +428,7 @@ func TestRouteNaNScore(t *testing.T) {
 func TestRouteDuplicateIDs(t *testing.T) {
 	cfg := cfgWith(func(c *Config) { c.TopExpand = 1 })
 	got := Route([]Branch{{5, 0.5, 0}, {5, 0.5, 0}}, cfg)
-	if got[0].Rank != 0 || got[0].Action != Expand || got[1].Rank != 1 || got[1].Action != Survive {
+	if got[0].Rank != 0 || got[0].Action != model.ActionExpand || got[1].Rank != 1 || got[1].Action != model.ActionSurvive {
 		t.Errorf("got %+v", got)
 	}
 }
@@ -525,7 +526,7 @@ func TestRouteProperties(t *testing.T) {
 		if again := Route(branches, cfg); !reflect.DeepEqual(got, again) {
 			t.Fatalf("Route not deterministic:\n%v\n%v", got, again)
 		}
-		byNode := map[uint64]Decision{}
+		byNode := map[uint64]rollout.Decision{}
 		for _, d := range got {
 			byNode[d.Node] = d
 		}
@@ -551,20 +552,20 @@ func TestRouteProperties(t *testing.T) {
 				t.Fatalf("decision %d: delta %v reference %v not uniform", i, d.Delta, d.Reference)
 			}
 			switch d.Action {
-			case Prune:
+			case model.ActionPrune:
 				if d.Children != 0 {
 					t.Fatalf("pruned with children: %+v", d)
 				}
 				if cfg.PruneRule == PruneMax && d.Score == best && d.Rule != RuleRepeat {
 					t.Fatalf("best branch pruned by score: %+v", d)
 				}
-			case Expand:
+			case model.ActionExpand:
 				kept++
 				expands++
 				if d.Rule != RuleTop || d.Children < 1 || d.Children > cfg.M || (d.Children < 2 && cfg.M >= 2) {
 					t.Fatalf("bad expansion %+v (M=%d)", d, cfg.M)
 				}
-			case Survive:
+			case model.ActionSurvive:
 				kept++
 				if d.Children != 0 || (d.Rule != RuleSurvive && d.Rule != RuleWidthCap) {
 					t.Fatalf("bad survivor %+v", d)
@@ -586,18 +587,12 @@ func TestRouteProperties(t *testing.T) {
 }
 
 // TestDecisionRecord: what the store keeps of a routing decision is every
-// routed value but the node (the record's key) and the rank, under the
-// store's action words, so stats and what-if read stored and re-routed
-// decisions alike.
+// routed value but the node (the record's key) and the rank, so stats and
+// what-if read stored and re-routed decisions alike.
 func TestDecisionRecord(t *testing.T) {
-	d := Decision{Node: 9, Action: Expand, Score: 0.75, Reference: 0.8, Delta: 0.5, Rule: RuleTop, Children: 3, Rank: 1}
-	want := store.Decision{Interval: 4, Action: store.ActionExpand, Score: 0.75, Reference: 0.8, Delta: 0.5, Rule: RuleTop, Children: 3}
+	d := rollout.Decision{Node: 9, Action: model.ActionExpand, Score: 0.75, Reference: 0.8, Delta: 0.5, Rule: RuleTop, Children: 3, Rank: 1}
+	want := model.Decision{Interval: 4, Action: model.ActionExpand, Score: 0.75, Reference: 0.8, Delta: 0.5, Rule: RuleTop, Children: 3}
 	if got := d.Record(4); !reflect.DeepEqual(got, want) {
 		t.Errorf("Record = %+v, want %+v", got, want)
-	}
-	for a, s := range map[Action]string{Expand: store.ActionExpand, Survive: store.ActionSurvive, Prune: store.ActionPrune} {
-		if got := (Decision{Action: a}).Record(0).Action; got != s {
-			t.Errorf("%s recorded as %q, want %q", a, got, s)
-		}
 	}
 }

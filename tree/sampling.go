@@ -3,7 +3,9 @@ package tree
 import (
 	"context"
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -16,7 +18,7 @@ import (
 // EvGroupFilter records that a group of a dynamically sampled step closed
 // with zero outcome variance and does not count towards its informative
 // groups; a trainer's batch may leave it out.
-const EvGroupFilter store.EventKind = "group.filter"
+const EvGroupFilter model.EventKind = "group.filter"
 
 // Sampling asks RolloutInformative for informative groups.
 type Sampling struct {
@@ -25,7 +27,7 @@ type Sampling struct {
 	// More returns up to n further tasks; fewer (or none) when it has no
 	// more to give. It must give the same tasks again when a crashed step
 	// is driven again (a dataset iterator keyed by step, say).
-	More func(n int) ([]Task, error)
+	More func(n int) ([]rollout.Task, error)
 	// MaxTasks caps the tasks the step opens in all (0: 8 × Want).
 	MaxTasks int
 }
@@ -45,7 +47,7 @@ func (c *Coordinator) Informative(tx *store.Tx, step uint64) (informative, filte
 		return nil, nil, err
 	}
 	for _, g := range groups {
-		if g.Status != store.GroupClosed {
+		if g.Status != model.GroupClosed {
 			continue
 		}
 		advs, err := r.Advantages(step, g.ID)
@@ -69,7 +71,7 @@ func (c *Coordinator) Informative(tx *store.Tx, step uint64) (informative, filte
 // result's Informative and Filtered name the step's groups of each kind.
 // Called again for a step a crash interrupted, with the same tasks, it
 // continues where the step stood.
-func (e *Engine) RolloutInformative(ctx context.Context, step uint64, tasks []Task, s Sampling) (*StepResult, error) {
+func (e *Engine) RolloutInformative(ctx context.Context, step uint64, tasks []rollout.Task, s Sampling) (*StepResult, error) {
 	if s.Want < 1 || s.More == nil || s.MaxTasks < 0 {
 		return nil, fmt.Errorf("%w: dynamic sampling wants Want >= 1, a More function and MaxTasks >= 0", ErrInvalidConfig)
 	}
@@ -77,9 +79,9 @@ func (e *Engine) RolloutInformative(ctx context.Context, step uint64, tasks []Ta
 		s.MaxTasks = 8 * s.Want
 	}
 	if step == 0 {
-		return nil, fmt.Errorf("%w: step 0: steps start at 1", store.ErrInvalid)
+		return nil, fmt.Errorf("%w: step 0: steps start at 1", model.ErrInvalid)
 	}
-	var opened []Task
+	var opened []rollout.Task
 	if err := e.db.Update(func(tx *store.Tx) error {
 		r, err := tx.Run(e.run)
 		if err != nil {
@@ -93,7 +95,7 @@ func (e *Engine) RolloutInformative(ctx context.Context, step uint64, tasks []Ta
 		if len(existing) > len(tasks) {
 			// Extended before a crash: the step's own tasks, which must
 			// start with the ones asked for (OpenStep checks).
-			all = make([]Task, len(existing))
+			all = make([]rollout.Task, len(existing))
 			for i, g := range existing {
 				all[i] = TaskOf(g)
 			}
@@ -102,7 +104,7 @@ func (e *Engine) RolloutInformative(ctx context.Context, step uint64, tasks []Ta
 			}
 			for i := range tasks {
 				if field := taskDiff(all[i], tasks[i]); field != "" {
-					return fmt.Errorf("%w: step %d's task %d differs in its %s", ErrStepExists, step, i, field)
+					return fmt.Errorf("%w: step %d's task %d differs in its %s", rollout.ErrStepExists, step, i, field)
 				}
 			}
 		}
@@ -168,7 +170,7 @@ func (d *driver) topUp() (bool, error) {
 	if len(more) == 0 {
 		return false, nil
 	}
-	all := append(append([]Task(nil), d.opened...), more[:min(len(more), room)]...)
+	all := append(append([]rollout.Task(nil), d.opened...), more[:min(len(more), room)]...)
 	if err := e.db.Update(func(tx *store.Tx) error {
 		_, err := e.coord.OpenStep(tx, d.step, all)
 		return err

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 	"github.com/patrdb/patrdb/tree"
@@ -18,28 +20,28 @@ type flatEnv struct{}
 
 type flatEpisode struct{ task string }
 
-func (flatEnv) Reset(_ context.Context, task tree.Task) (tree.Episode, error) {
+func (flatEnv) Reset(_ context.Context, task rollout.Task) (rollout.Episode, error) {
 	return flatEpisode{task.ID}, nil
 }
 
-func (flatEnv) Restore(_ context.Context, task tree.Task, _ []store.Turn, _ []byte) (tree.Episode, error) {
+func (flatEnv) Restore(_ context.Context, task rollout.Task, _ []model.Turn, _ []byte) (rollout.Episode, error) {
 	return flatEpisode{task.ID}, nil
 }
 
-func (ep flatEpisode) Step(_ context.Context, key tree.TurnKey, _ tree.Move) (tree.Observation, error) {
+func (ep flatEpisode) Step(_ context.Context, key rollout.TurnKey, _ rollout.Move) (rollout.Observation, error) {
 	r := 1.0
 	if !strings.HasPrefix(ep.task, "flat-") {
 		r = float64(key.Branch % 2)
 	}
-	return tree.Observation{Text: "end", Reward: r, Done: true}, nil
+	return rollout.Observation{Text: "end", Reward: r, Done: true}, nil
 }
 
 func (flatEpisode) State() []byte { return nil }
 
 type constPolicy struct{}
 
-func (constPolicy) Act(context.Context, tree.TurnKey, tree.Task, []store.Turn) (tree.Move, error) {
-	return tree.Move{Text: "go"}, nil
+func (constPolicy) Act(context.Context, rollout.TurnKey, rollout.Task, []model.Turn) (rollout.Move, error) {
+	return rollout.Move{Text: "go"}, nil
 }
 
 // TestRolloutInformative: a step that wants three informative groups
@@ -48,7 +50,7 @@ func (constPolicy) Act(context.Context, tree.TurnKey, tree.Task, []store.Turn) (
 // stops at MaxTasks when the tasks run short of it; either barrier.
 func TestRolloutInformative(t *testing.T) {
 	seq := []string{"flat-0", "flat-1", "vary-0", "flat-2", "vary-1", "flat-3", "vary-2", "vary-3", "vary-4"}
-	task := func(id string) tree.Task { return tree.Task{ID: id, Prompt: "p " + id} }
+	task := func(id string) rollout.Task { return rollout.Task{ID: id, Prompt: "p " + id} }
 	for _, c := range []struct {
 		name     string
 		barrier  tree.Barrier
@@ -67,24 +69,24 @@ func TestRolloutInformative(t *testing.T) {
 			newRun(t, db, "r", cfg)
 			e := mustEngine(t, db, "r", tree.Options{Config: cfg, Policy: constPolicy{}, Env: flatEnv{}, Barrier: c.barrier})
 			next := 3
-			more := func(n int) ([]tree.Task, error) {
-				var out []tree.Task
+			more := func(n int) ([]rollout.Task, error) {
+				var out []rollout.Task
 				for ; n > 0 && next < len(seq); n, next = n-1, next+1 {
 					out = append(out, task(seq[next]))
 				}
 				return out, nil
 			}
-			res, err := e.RolloutInformative(context.Background(), 1, []tree.Task{task(seq[0]), task(seq[1]), task(seq[2])},
+			res, err := e.RolloutInformative(context.Background(), 1, []rollout.Task{task(seq[0]), task(seq[1]), task(seq[2])},
 				tree.Sampling{Want: 3, More: more, MaxTasks: c.maxTasks})
 			if err != nil {
 				t.Fatal(err)
 			}
-			var groups []store.Group
+			var groups []model.Group
 			filterEvents := map[uint64]bool{}
 			if err := db.View(func(tx *store.Tx) error {
 				r, _ := tx.Run("r")
 				groups, _ = r.Groups(1)
-				return r.Events(1, func(ev store.Event) error {
+				return r.Events(1, func(ev model.Event) error {
 					if ev.Kind == tree.EvGroupFilter {
 						filterEvents[ev.Group] = true
 					}
@@ -98,7 +100,7 @@ func TestRolloutInformative(t *testing.T) {
 			for _, g := range groups {
 				opened = append(opened, g.Task)
 				byID[g.ID] = g.Task
-				if g.Status != store.GroupClosed {
+				if g.Status != model.GroupClosed {
 					t.Errorf("group %d (%s) left %s", g.ID, g.Task, g.Status)
 				}
 			}
@@ -128,14 +130,14 @@ func TestRolloutInformativeResumes(t *testing.T) {
 	cfg.NoScoring, cfg.B0, cfg.K, cfg.MaxTurns = true, 2, 1, 1
 	newRun(t, db, "r", cfg)
 	e := mustEngine(t, db, "r", tree.Options{Config: cfg, Policy: constPolicy{}, Env: flatEnv{}})
-	first := []tree.Task{{ID: "flat-a", Prompt: "p"}}
+	first := []rollout.Task{{ID: "flat-a", Prompt: "p"}}
 	c, err := tree.NewCoordinator(db, "r", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	openStep(t, c, 1, append(first, tree.Task{ID: "vary-b", Prompt: "p"})) // extended before a crash
+	openStep(t, c, 1, append(first, rollout.Task{ID: "vary-b", Prompt: "p"})) // extended before a crash
 	res, err := e.RolloutInformative(context.Background(), 1, first, tree.Sampling{Want: 1,
-		More: func(int) ([]tree.Task, error) { return nil, fmt.Errorf("no more needed") }})
+		More: func(int) ([]rollout.Task, error) { return nil, fmt.Errorf("no more needed") }})
 	if err != nil || len(res.Informative) != 1 || len(res.Filtered) != 1 {
 		t.Fatalf("resumed: %+v %v", res, err)
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 	"github.com/patrdb/patrdb/tree"
@@ -23,10 +25,10 @@ func TestCloseRefusesBadShaping(t *testing.T) {
 	c := coordinator(t, db, "r", cfg, &tree.CoordinatorOptions{LeaseTTL: time.Hour})
 	g := openStep(t, c, 1, tasks(1))[0]
 	ls := lease(t, c, tree.LeaseRequest{Worker: "w"})
-	var subs []tree.Submission
+	var subs []rollout.Submission
 	for i, l := range ls {
-		done := []store.Turn{{Action: "x", Observation: "end", Reward: float64(i), Done: true}}
-		subs = append(subs, tree.Submission{Lease: l.ID, Worker: "w", Node: l.Node, Turns: done, Reward: ptr(float64(i))})
+		done := []model.Turn{{Action: "x", Observation: "end", Reward: float64(i), Done: true}}
+		subs = append(subs, rollout.Submission{Lease: l.ID, Worker: "w", Node: l.Node, Turns: done, Reward: ptr(float64(i))})
 	}
 	if _, err := submit(c, subs...); err != nil {
 		t.Fatal(err)

@@ -1,18 +1,16 @@
 package tree
 
 import (
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 )
 
-// StepStatus is package rollout's.
-type StepStatus = rollout.StepStatus
-
 // Status reads the state of step's groups in tx. It starts the
 // PendingTTL clock of every branch it finds waiting for a remote score
 // or a deferred reward (a restarted coordinator learns of them here).
-func (c *Coordinator) Status(tx *store.Tx, step uint64) (StepStatus, error) {
-	out := StepStatus{Step: step, Done: []uint64{}}
+func (c *Coordinator) Status(tx *store.Tx, step uint64) (rollout.StepStatus, error) {
+	out := rollout.StepStatus{Step: step, Done: []uint64{}}
 	r, err := c.runTx(tx)
 	if err != nil {
 		return out, err
@@ -26,7 +24,7 @@ func (c *Coordinator) Status(tx *store.Tx, step uint64) (StepStatus, error) {
 	}
 	for _, g := range groups {
 		out.Groups++
-		if g.Status != store.GroupOpen {
+		if g.Status != model.GroupOpen {
 			out.Closed++
 			continue
 		}
@@ -39,7 +37,7 @@ func (c *Coordinator) Status(tx *store.Tx, step uint64) (StepStatus, error) {
 		for i := range nodes {
 			n := &nodes[i]
 			switch {
-			case n.Status == store.NodeActive:
+			case n.Status == model.NodeActive:
 				out.Active++
 				if c.awaitsScore(n, &g) {
 					out.AwaitingScores++

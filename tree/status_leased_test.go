@@ -3,6 +3,7 @@ package tree_test
 import (
 	"testing"
 
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 	"github.com/patrdb/patrdb/tree"
@@ -18,7 +19,7 @@ func TestStatusCountsLeases(t *testing.T) {
 	if len(ls) != 3 {
 		t.Fatalf("%d leases granted, want 3", len(ls))
 	}
-	var st tree.StepStatus
+	var st rollout.StepStatus
 	if err := db.View(func(tx *store.Tx) (err error) { st, err = c.Status(tx, 1); return err }); err != nil {
 		t.Fatal(err)
 	}

@@ -5,47 +5,35 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 )
 
-// What a worker submits and what it is answered are package rollout's.
-type (
-	Submission     = rollout.Submission
-	SubmitResult   = rollout.SubmitResult
-	RoutedDecision = rollout.RoutedDecision
-	Routing        = rollout.Routing
-	Submitted      = rollout.Submitted
-)
-
-// encodeSubmission validates and encodes s.Turns into s.Encoded
-// (store.EncodeTurns) unless they are encoded already. Done before the
-// write transaction, it takes the turns' checks and encoding, most of the
-// CPU an append of large turns costs, out of the single writer's critical
-// section.
-func encodeSubmission(s *Submission) error {
-	if len(s.Turns) == 0 || s.Encoded.Len() > 0 {
-		return nil
+// encodeTurns validates and encodes s's turns (store.EncodeTurns). Done
+// before the write transaction, it takes the turns' checks and encoding,
+// most of the CPU an append of large turns costs, out of the single
+// writer's critical section.
+func encodeTurns(s *rollout.Submission) (store.EncodedTurns, error) {
+	if len(s.Turns) == 0 {
+		return store.EncodedTurns{}, nil
 	}
-	enc, err := store.EncodeTurns(s.Turns...)
-	if err != nil {
-		return err
-	}
-	s.Encoded = enc
-	return nil
+	return store.EncodeTurns(s.Turns...)
 }
 
-// EncodeSubmissions validates and encodes every submission's turns into its
-// Encoded, unless they are encoded already. Writers call it before the
-// transaction that submits them: Submit given turns without Encoded
-// encodes them inside the transaction, while every other writer waits.
-func EncodeSubmissions(subs []Submission) error {
+// EncodeSubmissions validates and encodes every submission's turns, for
+// SubmitEncoded. Writers call it before the transaction that submits
+// them: Submit encodes them inside the transaction, while every other
+// writer waits.
+func EncodeSubmissions(subs []rollout.Submission) ([]store.EncodedTurns, error) {
+	enc := make([]store.EncodedTurns, len(subs))
 	for i := range subs {
-		if err := encodeSubmission(&subs[i]); err != nil {
-			return fmt.Errorf("submission %d (node %d): %w", i, subs[i].Node, err)
+		var err error
+		if enc[i], err = encodeTurns(&subs[i]); err != nil {
+			return nil, fmt.Errorf("submission %d (node %d): %w", i, subs[i].Node, err)
 		}
 	}
-	return nil
+	return enc, nil
 }
 
 // Submit applies submissions in order inside tx, then routes every group
@@ -53,7 +41,18 @@ func EncodeSubmissions(subs []Submission) error {
 // or, under NoScoring, K turns in), in group order. Any refusal returns
 // its error; the caller's transaction must then roll back (the store's
 // write methods poison it, so Update does), and nothing is written.
-func (c *Coordinator) Submit(tx *store.Tx, subs []Submission) (*Submitted, error) {
+func (c *Coordinator) Submit(tx *store.Tx, subs []rollout.Submission) (*rollout.Submitted, error) {
+	return c.SubmitEncoded(tx, subs, nil)
+}
+
+// SubmitEncoded is Submit given the submissions' turns encoded ahead:
+// enc[i] holds subs[i].Turns (EncodeSubmissions), which still describe
+// them (their count, Done flags and rewards). A nil enc, or an empty
+// entry, encodes inside the transaction.
+func (c *Coordinator) SubmitEncoded(tx *store.Tx, subs []rollout.Submission, enc []store.EncodedTurns) (*rollout.Submitted, error) {
+	if enc != nil && len(enc) != len(subs) {
+		return nil, fmt.Errorf("%w: %d encoded turn lists for %d submissions", model.ErrInvalid, len(enc), len(subs))
+	}
 	r, err := c.runTx(tx)
 	if err != nil {
 		return nil, err
@@ -62,10 +61,14 @@ func (c *Coordinator) Submit(tx *store.Tx, subs []Submission) (*Submitted, error
 	if err != nil {
 		return nil, err
 	}
-	out := &Submitted{Results: make([]SubmitResult, 0, len(subs))}
+	out := &rollout.Submitted{Results: make([]rollout.SubmitResult, 0, len(subs))}
 	touched := groupSet{}
 	for i := range subs {
-		res, g, err := c.submitOne(r, &subs[i], version)
+		var e store.EncodedTurns
+		if enc != nil {
+			e = enc[i]
+		}
+		res, g, err := c.submitOne(r, &subs[i], e, version)
 		if err != nil {
 			return nil, fmt.Errorf("submission %d (node %d): %w", i, subs[i].Node, err)
 		}
@@ -91,7 +94,7 @@ func (gs groupSet) ids() []uint64 {
 // settleGroups routes, in group order, every touched group whose current
 // interval is complete, and lists in out.Done those left with no active
 // branch and no leaf awaiting its reward.
-func (c *Coordinator) settleGroups(r *store.RunTx, touched groupSet, out *Submitted) error {
+func (c *Coordinator) settleGroups(r *store.RunTx, touched groupSet, out *rollout.Submitted) error {
 	for _, id := range touched.ids() {
 		routed, done, err := c.routeIfComplete(r, touched[id], id)
 		if err != nil {
@@ -119,155 +122,155 @@ func (c *Coordinator) runVersion(r *store.RunTx) (uint64, error) {
 	return info.PolicyVersion, nil
 }
 
-func (c *Coordinator) submitOne(r *store.RunTx, s *Submission, version uint64) (SubmitResult, store.Group, error) {
+func (c *Coordinator) submitOne(r *store.RunTx, s *rollout.Submission, enc store.EncodedTurns, version uint64) (rollout.SubmitResult, model.Group, error) {
 	n, err := r.Node(s.Node)
 	if err != nil {
-		return SubmitResult{}, store.Group{}, err
+		return rollout.SubmitResult{}, model.Group{}, err
 	}
 	g, err := r.GroupAt(n.Step, n.Group)
 	if err != nil {
-		return SubmitResult{}, g, err
+		return rollout.SubmitResult{}, g, err
 	}
 	h, err := c.checkLease(s, &n, &g, version)
 	if err != nil {
-		return SubmitResult{}, g, err
+		return rollout.SubmitResult{}, g, err
 	}
 	if s.Error != "" {
 		if len(s.Turns) > 0 || s.Score != nil || s.Reward != nil || s.RewardPending {
-			return SubmitResult{}, g, fmt.Errorf("%w: a failure report carries no turns, score or reward", store.ErrInvalid)
+			return rollout.SubmitResult{}, g, fmt.Errorf("%w: a failure report carries no turns, score or reward", model.ErrInvalid)
 		}
 		return c.fail(r, n, g, s.Error)
 	}
 	for i := range s.Turns {
 		if v := s.Turns[i].PolicyVersion; c.cfg.StaleBy(version, v) {
-			return SubmitResult{}, g, fmt.Errorf("%w: turn %d was sampled by policy version %d, %d behind run %q's version %d (max_staleness %d)",
-				ErrStale, i, v, version-v, c.run, version, c.cfg.MaxStaleness)
+			return rollout.SubmitResult{}, g, fmt.Errorf("%w: turn %d was sampled by policy version %d, %d behind run %q's version %d (max_staleness %d)",
+				rollout.ErrStale, i, v, version-v, c.run, version, c.cfg.MaxStaleness)
 		}
 	}
-	if s.Encoded.Len() > 0 && s.Encoded.Len() != len(s.Turns) {
-		return SubmitResult{}, g, fmt.Errorf("%w: %d encoded turns describe %d turns", store.ErrInvalid, s.Encoded.Len(), len(s.Turns))
+	if enc.Len() > 0 && enc.Len() != len(s.Turns) {
+		return rollout.SubmitResult{}, g, fmt.Errorf("%w: %d encoded turns describe %d turns", model.ErrInvalid, enc.Len(), len(s.Turns))
 	}
 	if s.From != n.Turns {
-		return SubmitResult{}, g, fmt.Errorf("%w: from %d, but node %d has %d turns stored: resubmit from %d", ErrLeaseLost, s.From, n.ID, n.Turns, n.Turns)
+		return rollout.SubmitResult{}, g, fmt.Errorf("%w: from %d, but node %d has %d turns stored: resubmit from %d", rollout.ErrLeaseLost, s.From, n.ID, n.Turns, n.Turns)
 	}
 	start := intervalStart(&n, &g, c.cfg.K)
 	after := n.PathLen() + len(s.Turns)
 	if after > start+c.cfg.K {
-		return SubmitResult{}, g, fmt.Errorf("%w: %d turns would take node %d to %d turns into interval %d; K is %d", ErrConflict, len(s.Turns), n.ID, after-start, g.Interval, c.cfg.K)
+		return rollout.SubmitResult{}, g, fmt.Errorf("%w: %d turns would take node %d to %d turns into interval %d; K is %d", rollout.ErrConflict, len(s.Turns), n.ID, after-start, g.Interval, c.cfg.K)
 	}
 	if c.cfg.MaxTurns > 0 && after > c.cfg.MaxTurns {
-		return SubmitResult{}, g, fmt.Errorf("%w: %d turns would take node %d past MaxTurns %d", ErrConflict, len(s.Turns), n.ID, c.cfg.MaxTurns)
+		return rollout.SubmitResult{}, g, fmt.Errorf("%w: %d turns would take node %d past MaxTurns %d", rollout.ErrConflict, len(s.Turns), n.ID, c.cfg.MaxTurns)
 	}
 	if len(s.Turns) > 0 && scoredAt(&n, g.Interval) {
-		return SubmitResult{}, g, fmt.Errorf("%w: node %d is already scored for interval %d", ErrConflict, n.ID, g.Interval)
+		return rollout.SubmitResult{}, g, fmt.Errorf("%w: node %d is already scored for interval %d", rollout.ErrConflict, n.ID, g.Interval)
 	}
 	ended := false
 	for i, t := range s.Turns {
 		if t.Done && i < len(s.Turns)-1 {
-			return SubmitResult{}, g, fmt.Errorf("%w: turn %d is done but %d more follow it", store.ErrInvalid, i, len(s.Turns)-1-i)
+			return rollout.SubmitResult{}, g, fmt.Errorf("%w: turn %d is done but %d more follow it", model.ErrInvalid, i, len(s.Turns)-1-i)
 		}
 		ended = ended || t.Done
 	}
 	truncated := !ended && c.cfg.MaxTurns > 0 && after >= c.cfg.MaxTurns
 	switch {
 	case s.Reward != nil && s.RewardPending:
-		return SubmitResult{}, g, fmt.Errorf("%w: node %d: a reward and reward_pending exclude each other", store.ErrInvalid, n.ID)
+		return rollout.SubmitResult{}, g, fmt.Errorf("%w: node %d: a reward and reward_pending exclude each other", model.ErrInvalid, n.ID)
 	case s.Reward != nil && !ended && !truncated:
-		return SubmitResult{}, g, fmt.Errorf("%w: a reward goes with the turns that end a branch; node %d goes on", store.ErrInvalid, n.ID)
+		return rollout.SubmitResult{}, g, fmt.Errorf("%w: a reward goes with the turns that end a branch; node %d goes on", model.ErrInvalid, n.ID)
 	case s.Score != nil && c.cfg.NoScoring:
-		return SubmitResult{}, g, fmt.Errorf("%w: run %q does not score branches (NoScoring)", ErrConflict, c.run)
+		return rollout.SubmitResult{}, g, fmt.Errorf("%w: run %q does not score branches (NoScoring)", rollout.ErrConflict, c.run)
 	case s.Score != nil && (ended || truncated):
-		return SubmitResult{}, g, fmt.Errorf("%w: node %d ends with these turns; a finished branch is a leaf, not scored", ErrConflict, n.ID)
+		return rollout.SubmitResult{}, g, fmt.Errorf("%w: node %d ends with these turns; a finished branch is a leaf, not scored", rollout.ErrConflict, n.ID)
 	case s.Score != nil && after < start+c.cfg.K:
-		return SubmitResult{}, g, fmt.Errorf("%w: node %d is %d of K=%d turns into interval %d", ErrTooEarly, n.ID, after-start, c.cfg.K, g.Interval)
+		return rollout.SubmitResult{}, g, fmt.Errorf("%w: node %d is %d of K=%d turns into interval %d", rollout.ErrTooEarly, n.ID, after-start, c.cfg.K, g.Interval)
 	case s.Score != nil && scoredAt(&n, g.Interval):
-		return SubmitResult{}, g, fmt.Errorf("%w: node %d is already scored for interval %d", ErrConflict, n.ID, g.Interval)
+		return rollout.SubmitResult{}, g, fmt.Errorf("%w: node %d is already scored for interval %d", rollout.ErrConflict, n.ID, g.Interval)
 	}
 	switch {
-	case s.Encoded.Len() > 0:
-		err = r.AppendEncodedTurns(n.ID, s.From, s.Encoded)
+	case enc.Len() > 0:
+		err = r.AppendEncodedTurns(n.ID, s.From, enc)
 	case len(s.Turns) > 0:
 		err = r.AppendTurns(n.ID, s.From, s.Turns...)
 	}
 	if err != nil {
-		return SubmitResult{}, g, err
+		return rollout.SubmitResult{}, g, err
 	}
 	if s.EnvState != nil {
 		if err := r.SetEnvState(n.ID, s.EnvState); err != nil {
-			return SubmitResult{}, g, err
+			return rollout.SubmitResult{}, g, err
 		}
 	}
-	status := store.NodeActive
+	status := model.NodeActive
 	switch {
 	case ended || truncated:
-		status = store.NodeCompleted
+		status = model.NodeCompleted
 		if truncated {
-			status = store.NodeTruncated
+			status = model.NodeTruncated
 		}
 		if !s.RewardPending {
 			reward := 0.0
 			if s.Reward != nil {
 				reward = *s.Reward
 			} else if reward, err = pathReward(r, n.ID); err != nil {
-				return SubmitResult{}, g, err
+				return rollout.SubmitResult{}, g, err
 			}
 			if err := r.SetReward(n.ID, reward); err != nil {
-				return SubmitResult{}, g, err
+				return rollout.SubmitResult{}, g, err
 			}
 		}
 		if err := r.SetNodeStatus(n.ID, status); err != nil {
-			return SubmitResult{}, g, err
+			return rollout.SubmitResult{}, g, err
 		}
 		if s.RewardPending {
 			c.notePending(n.ID)
 		}
 	case s.Score != nil:
-		if err := r.Score(n.ID, store.Score{Interval: g.Interval, Turn: after, Value: *s.Score}); err != nil {
-			return SubmitResult{}, g, err
+		if err := r.Score(n.ID, model.Score{Interval: g.Interval, Turn: after, Value: *s.Score}); err != nil {
+			return rollout.SubmitResult{}, g, err
 		}
 	case c.cfg.RemoteScores && after == start+c.cfg.K:
 		c.notePending(n.ID) // its K turns are in: it waits for the remote scorer
 	}
 	c.extend(h)
-	return SubmitResult{Node: n.ID, Status: status, Turns: n.Turns + len(s.Turns), Attempt: n.Attempt}, g, nil
+	return rollout.SubmitResult{Node: n.ID, Status: status, Turns: n.Turns + len(s.Turns), Attempt: n.Attempt}, g, nil
 }
 
 // fail records a branch's failure: a retry while attempts remain (the node
 // goes failed, then active again with Attempt+1, both on record), else
 // failed for good with the error as its Error.
-func (c *Coordinator) fail(r *store.RunTx, n store.Node, g store.Group, reason string) (SubmitResult, store.Group, error) {
+func (c *Coordinator) fail(r *store.RunTx, n model.Node, g model.Group, reason string) (rollout.SubmitResult, model.Group, error) {
 	if err := r.FailNode(n.ID, reason); err != nil {
-		return SubmitResult{}, g, err
+		return rollout.SubmitResult{}, g, err
 	}
-	res := SubmitResult{Node: n.ID, Status: store.NodeFailed, Turns: n.Turns, Attempt: n.Attempt}
+	res := rollout.SubmitResult{Node: n.ID, Status: model.NodeFailed, Turns: n.Turns, Attempt: n.Attempt}
 	if n.Attempt+1 < c.opts.MaxAttempts {
-		if err := r.SetNodeStatus(n.ID, store.NodeActive); err != nil {
+		if err := r.SetNodeStatus(n.ID, model.NodeActive); err != nil {
 			return res, g, err
 		}
-		res.Status, res.Attempt, res.Retry = store.NodeActive, n.Attempt+1, true
+		res.Status, res.Attempt, res.Retry = model.NodeActive, n.Attempt+1, true
 	}
 	return res, g, nil
 }
 
 // routeIfComplete routes group id when every active branch is routable,
 // and reports whether the group is left with no active branch.
-func (c *Coordinator) routeIfComplete(r *store.RunTx, step, id uint64) (*Routing, bool, error) {
+func (c *Coordinator) routeIfComplete(r *store.RunTx, step, id uint64) (*rollout.Routing, bool, error) {
 	g, err := r.GroupAt(step, id)
 	if err != nil {
 		return nil, false, err
 	}
-	if g.Status != store.GroupOpen {
+	if g.Status != model.GroupOpen {
 		return nil, false, nil
 	}
 	nodes, err := r.GroupNodes(g)
 	if err != nil {
 		return nil, false, err
 	}
-	var active []store.Node
+	var active []model.Node
 	awaiting := false
 	for i := range nodes {
 		awaiting = awaiting || nodes[i].AwaitsReward()
-		if nodes[i].Status != store.NodeActive {
+		if nodes[i].Status != model.NodeActive {
 			continue
 		}
 		if c.phase(&nodes[i], &g) != routable {
@@ -291,9 +294,9 @@ func (c *Coordinator) routeIfComplete(r *store.RunTx, step, id uint64) (*Routing
 // decisions with their inputs, pruned branches' rewards, the children of
 // expansions (forked at the parent's last turn, with its env state), and
 // the group's next interval. Under NoScoring every branch goes on.
-func (c *Coordinator) route(r *store.RunTx, g store.Group, active []store.Node) (*Routing, error) {
+func (c *Coordinator) route(r *store.RunTx, g model.Group, active []model.Node) (*rollout.Routing, error) {
 	sort.Slice(active, func(i, j int) bool { return active[i].ID < active[j].ID })
-	out := &Routing{Step: g.Step, Group: g.ID, Interval: g.Interval, Active: []uint64{}}
+	out := &rollout.Routing{Step: g.Step, Group: g.ID, Interval: g.Interval, Active: []uint64{}}
 	if c.cfg.NoScoring {
 		for _, n := range active {
 			out.Active = append(out.Active, n.ID)
@@ -313,9 +316,9 @@ func (c *Coordinator) route(r *store.RunTx, g store.Group, active []store.Node) 
 		if err := r.Route(n.ID, d.Record(g.Interval)); err != nil {
 			return nil, err
 		}
-		rd := RoutedDecision{Decision: d}
+		rd := rollout.RoutedDecision{Decision: d}
 		switch d.Action {
-		case Prune:
+		case model.ActionPrune:
 			reward, err := pathReward(r, n.ID)
 			if err != nil {
 				return nil, err
@@ -323,7 +326,7 @@ func (c *Coordinator) route(r *store.RunTx, g store.Group, active []store.Node) 
 			if err := r.SetReward(n.ID, reward); err != nil {
 				return nil, err
 			}
-		case Expand:
+		case model.ActionExpand:
 			for o := range d.Children {
 				child, err := r.AddNode(store.NodeSpec{Step: g.Step, Group: g.ID, Parent: n.ID, Fork: n.Turns, Ordinal: o, EnvState: n.EnvState})
 				if err != nil {
@@ -332,7 +335,7 @@ func (c *Coordinator) route(r *store.RunTx, g store.Group, active []store.Node) 
 				rd.ChildIDs = append(rd.ChildIDs, child.ID)
 				out.Active = append(out.Active, child.ID)
 			}
-		case Survive:
+		case model.ActionSurvive:
 			out.Active = append(out.Active, n.ID)
 		}
 		out.Decisions = append(out.Decisions, rd)

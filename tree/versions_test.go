@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 	"github.com/patrdb/patrdb/tree"
@@ -21,7 +23,7 @@ func publish(t *testing.T, c *tree.Coordinator, v uint64) {
 	}
 }
 
-func versioned(prefix string, n int, v uint64) []store.Turn {
+func versioned(prefix string, n int, v uint64) []model.Turn {
 	ts := turnsN(prefix, n)
 	for i := range ts {
 		ts[i].PolicyVersion = v
@@ -40,11 +42,11 @@ func TestMaxStalenessRefusesStaleWork(t *testing.T) {
 	c := coordinator(t, db, "r", cfg, nil)
 	openStep(t, c, 1, tasks(1))
 	publish(t, c, 3)
-	if err := db.Update(func(tx *store.Tx) error { return c.Publish(tx, 3) }); !errors.Is(err, store.ErrInvalid) {
+	if err := db.Update(func(tx *store.Tx) error { return c.Publish(tx, 3) }); !errors.Is(err, model.ErrInvalid) {
 		t.Fatalf("publishing the current version again: %v, want ErrInvalid", err)
 	}
 	ls, err := c.Lease(tree.LeaseRequest{Worker: "old", PolicyVersion: 1}, nil)
-	if !errors.Is(err, tree.ErrStale) || len(ls) != 0 || !strings.Contains(err.Error(), "version 1") || !strings.Contains(err.Error(), "version 3") {
+	if !errors.Is(err, rollout.ErrStale) || len(ls) != 0 || !strings.Contains(err.Error(), "version 1") || !strings.Contains(err.Error(), "version 3") {
 		t.Fatalf("a worker two versions behind: %v %v, want ErrStale naming versions 1 and 3", ls, err)
 	}
 	ls = lease(t, c, tree.LeaseRequest{Worker: "w", PolicyVersion: 2})
@@ -52,14 +54,14 @@ func TestMaxStalenessRefusesStaleWork(t *testing.T) {
 		t.Fatalf("a worker one version behind: %+v", ls)
 	}
 	before := dumpRun(t, db, "r")
-	_, err = submit(c, tree.Submission{Lease: ls[0].ID, Worker: "w", Node: ls[0].Node, Turns: append(versioned("a", 2, 2), versioned("b", 1, 1)...)})
-	if !errors.Is(err, tree.ErrStale) {
+	_, err = submit(c, rollout.Submission{Lease: ls[0].ID, Worker: "w", Node: ls[0].Node, Turns: append(versioned("a", 2, 2), versioned("b", 1, 1)...)})
+	if !errors.Is(err, rollout.ErrStale) {
 		t.Fatalf("a turn two versions behind: %v, want ErrStale", err)
 	}
 	if d := diffDump(dumpRun(t, db, "r"), before); d != "" {
 		t.Fatalf("a stale submit wrote: %s", d)
 	}
-	if _, err := submit(c, tree.Submission{Lease: ls[0].ID, Worker: "w", Node: ls[0].Node, Turns: versioned("a", 3, 2), Score: ptr(0.5)}); err != nil {
+	if _, err := submit(c, rollout.Submission{Lease: ls[0].ID, Worker: "w", Node: ls[0].Node, Turns: versioned("a", 3, 2), Score: ptr(0.5)}); err != nil {
 		t.Fatalf("turns one version behind: %v", err)
 	}
 }
@@ -80,15 +82,15 @@ func TestOnPublish(t *testing.T) {
 			openStep(t, c, 1, tasks(1))
 			publish(t, c, 1)
 			l := lease(t, c, tree.LeaseRequest{Worker: "w", PolicyVersion: 1})[0]
-			if _, err := submit(c, tree.Submission{Lease: l.ID, Worker: "w", Node: l.Node, Turns: versioned("old", 2, 1)}); err != nil {
+			if _, err := submit(c, rollout.Submission{Lease: l.ID, Worker: "w", Node: l.Node, Turns: versioned("old", 2, 1)}); err != nil {
 				t.Fatal(err)
 			}
 			publish(t, c, 2)
 			again := lease(t, c, tree.LeaseRequest{Worker: "w2", PolicyVersion: 2})
 			renewed := c.Renew("w", []string{l.ID})[0].Held
-			late := tree.Submission{Lease: l.ID, Worker: "w", Node: l.Node, From: 2, Turns: versioned("old", 2, 1), Score: ptr(0.5)}
+			late := rollout.Submission{Lease: l.ID, Worker: "w", Node: l.Node, From: 2, Turns: versioned("old", 2, 1), Score: ptr(0.5)}
 			_, err := submit(c, late)
-			node := func() (n store.Node) {
+			node := func() (n model.Node) {
 				_ = db.View(func(tx *store.Tx) error { r, _ := tx.Run("r"); n, _ = r.Node(l.Node); return nil })
 				return n
 			}
@@ -101,13 +103,13 @@ func TestOnPublish(t *testing.T) {
 					t.Fatalf("continue: node %+v, want 4 turns of version 1, scored", n)
 				}
 			case tree.OnPublishAbort:
-				if len(again) != 1 || again[0].Node != l.Node || again[0].From != 2 || again[0].RunVersion != 2 || renewed || !errors.Is(err, tree.ErrLeaseLost) {
+				if len(again) != 1 || again[0].Node != l.Node || again[0].From != 2 || again[0].RunVersion != 2 || renewed || !errors.Is(err, rollout.ErrLeaseLost) {
 					t.Fatalf("abort: leased again %+v, renewed %t, submit %v", again, renewed, err)
 				}
 				if n := node(); n.Turns != 2 {
 					t.Fatalf("abort: the refused turns were written: %+v", n)
 				}
-				fresh := tree.Submission{Lease: again[0].ID, Worker: "w2", Node: l.Node, From: 2, Turns: versioned("new", 2, 2), Score: ptr(0.5)}
+				fresh := rollout.Submission{Lease: again[0].ID, Worker: "w2", Node: l.Node, From: 2, Turns: versioned("new", 2, 2), Score: ptr(0.5)}
 				if _, err := submit(c, fresh); err != nil {
 					t.Fatalf("abort: the turns of the new weights: %v", err)
 				}

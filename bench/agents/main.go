@@ -305,7 +305,7 @@ func tailStep(dir string, barrier tree.Barrier) (stepS, boundS float64, err erro
 	var mu sync.Mutex
 	took := map[[2]uint64]time.Duration{} // (node, path) → its tool's time
 	env := &llmfake.Env{StepLatency: 50 * time.Millisecond, SlowChance: 0.05, SlowLatency: time.Second,
-		OnStep: func(k tree.TurnKey, d time.Duration) {
+		OnStep: func(k rollout.TurnKey, d time.Duration) {
 			mu.Lock()
 			took[[2]uint64{k.Node, uint64(k.Path)}] = d
 			mu.Unlock()

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"github.com/patrdb/patrdb/batch/batchdb"
+	"github.com/patrdb/patrdb/model"
 	"io"
 	"runtime"
 	"slices"
@@ -96,7 +98,7 @@ func goFigures(c config, db *store.DB, rows *batch.Batch) ([]*figure, error) {
 			if err != nil {
 				return err
 			}
-			return batch.ReadInto(dst, r, 1, batch.Options{})
+			return batchdb.ReadInto(dst, r, 1, batch.Options{})
 		})
 	}
 	if err := read(&reused); err != nil {
@@ -135,9 +137,9 @@ func goFigures(c config, db *store.DB, rows *batch.Batch) ([]*figure, error) {
 	memcpy := per[3]
 	name := fmt.Sprintf("memcpy of %.1f MB", float64(n)/1e6)
 	figs := []*figure{
-		{name: "Go, rows batch of one step, buffers reused (batch.ReadInto) vs memcpy of the same bytes", unit: "s",
+		{name: "Go, rows batch of one step, buffers reused (batchdb.ReadInto) vs memcpy of the same bytes", unit: "s",
 			got: per[0], anchor: memcpy, gotName: "ReadInto", anchorName: name, target: "≤ 1.5×", max: 1.5},
-		{name: "Go, rows batch, fresh buffers (batch.Read) vs memcpy", unit: "s",
+		{name: "Go, rows batch, fresh buffers (batchdb.Read) vs memcpy", unit: "s",
 			got: per[1], anchor: memcpy, gotName: "Read", anchorName: name},
 		{name: "Go, rows assembled by hand from RunTx.Trajectory per leaf vs memcpy", unit: "s",
 			got: per[2], anchor: memcpy, gotName: "Trajectory per leaf", anchorName: name},
@@ -177,7 +179,7 @@ func byHand(db *store.DB) (*handRows, error) {
 			if err != nil {
 				return err
 			}
-			slices.SortFunc(nodes, func(a, b store.Node) int { return int(a.ID) - int(b.ID) })
+			slices.SortFunc(nodes, func(a, b model.Node) int { return int(a.ID) - int(b.ID) })
 			for _, n := range nodes {
 				if !n.Status.Leaf() {
 					continue

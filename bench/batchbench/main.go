@@ -9,9 +9,9 @@
 // shape. Figures, each a ratio taken within a repetition, median and
 // min–max over the repetitions:
 //
-//   - Go: batch.ReadInto of the rows layout (one read transaction, buffers
+//   - Go: batchdb.ReadInto of the rows layout (one read transaction, buffers
 //     reused across steps) vs copy() of as many bytes as the batch's
-//     arrays hold; also an allocating batch.Read, and the by-hand path
+//     arrays hold; also an allocating batchdb.Read, and the by-hand path
 //     (RunTx.Trajectory per leaf, arrays appended) for reference.
 //   - HTTP + Python: Client.batch (one GET, safetensors) vs the per-leaf
 //     JSON path (groups, tree, advantages and one trajectory per leaf,
@@ -24,6 +24,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/patrdb/patrdb/batch/batchdb"
 
 	"net"
 	"net/http"
@@ -147,11 +148,11 @@ func run(c config, command string) (string, error) {
 	}
 	built := time.Since(start)
 	defer db.Close()
-	rows, err := batch.ReadDB(db, run0, 1, batch.Options{})
+	rows, err := batchdb.ReadDB(db, run0, 1, batch.Options{})
 	if err != nil {
 		return "", err
 	}
-	tree, err := batch.ReadDB(db, run0, 1, batch.Options{Layout: batch.Tree})
+	tree, err := batchdb.ReadDB(db, run0, 1, batch.Options{Layout: batch.Tree})
 	if err != nil {
 		return "", err
 	}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/client"
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/server"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/tree"
@@ -145,8 +147,8 @@ func setup(db *store.DB, clients int) ([]uint64, error) {
 }
 
 // makeTurns builds the batch a client writes at own-turn index from.
-func makeTurns(cfg Config, client, from int) []store.Turn {
-	out := make([]store.Turn, cfg.Batch)
+func makeTurns(cfg Config, client, from int) []model.Turn {
+	out := make([]model.Turn, cfg.Batch)
 	for i := range out {
 		idx := from + i
 		act := make([]uint32, cfg.Tokens)
@@ -159,7 +161,7 @@ func makeTurns(cfg Config, client, from int) []store.Turn {
 		for j := range obs {
 			obs[j] = uint32(idx*7 + j)
 		}
-		out[i] = store.Turn{Action: fmt.Sprintf("client %d turn %d", client, idx), ActionTokens: act, ActionLogprobs: lp,
+		out[i] = model.Turn{Action: fmt.Sprintf("client %d turn %d", client, idx), ActionTokens: act, ActionLogprobs: lp,
 			Observation: fmt.Sprintf("observation %d/%d", client, idx), ObservationTokens: obs, Reward: float64(idx % 2)}
 	}
 	return out
@@ -167,7 +169,7 @@ func makeTurns(cfg Config, client, from int) []store.Turn {
 
 // drive runs one worker per client until each wrote cfg.Turns turns or the
 // deadline passed, and returns the latencies and turns written.
-func drive(cfg Config, name string, do func(client, from int, turns []store.Turn, retry bool) (time.Duration, error)) (Phase, []int, error) {
+func drive(cfg Config, name string, do func(client, from int, turns []model.Turn, retry bool) (time.Duration, error)) (Phase, []int, error) {
 	deadline := time.Now().Add(cfg.Duration)
 	lat := make([][]time.Duration, cfg.Clients)
 	written := make([]int, cfg.Clients)
@@ -226,7 +228,7 @@ func inProcess(cfg Config, path string) (Phase, error) {
 	if err != nil {
 		return Phase{}, err
 	}
-	p, _, err := drive(cfg, "in-process", func(c, from int, turns []store.Turn, _ bool) (time.Duration, error) {
+	p, _, err := drive(cfg, "in-process", func(c, from int, turns []model.Turn, _ bool) (time.Duration, error) {
 		t0 := time.Now()
 		err := db.Update(func(tx *store.Tx) error {
 			r, err := tx.Run("load")
@@ -284,10 +286,10 @@ func overHTTP(cfg Config, path string, rep *Report) error {
 		}
 		leases[c] = ls[0].ID
 	}
-	p, written, err := drive(cfg, "http", func(c, from int, turns []store.Turn, retry bool) (time.Duration, error) {
+	p, written, err := drive(cfg, "http", func(c, from int, turns []model.Turn, retry bool) (time.Duration, error) {
 		key := fmt.Sprintf("load/%d/%d", c, from)
 		req := api.SubmitRequest{Keyed: api.Keyed{ClientKey: key},
-			Submissions: []tree.Submission{{Lease: leases[c], Worker: fmt.Sprint("client-", c), Node: nodes[c], From: from, Turns: turns}}}
+			Submissions: []rollout.Submission{{Lease: leases[c], Worker: fmt.Sprint("client-", c), Node: nodes[c], From: from, Turns: turns}}}
 		t0 := time.Now()
 		first, err := clients[c].Submit(ctx, "load", req)
 		d := time.Since(t0)
@@ -353,8 +355,8 @@ func audit(db *store.DB, cfg Config, nodes []uint64, written []int, requests int
 			}
 		}
 		events := 0
-		err = r.Events(1, func(e store.Event) error {
-			if e.Kind == store.EvTurns {
+		err = r.Events(1, func(e model.Event) error {
+			if e.Kind == model.EvTurns {
 				events++
 			}
 			return nil

@@ -27,6 +27,7 @@ import (
 
 	"github.com/patrdb/patrdb/internal/llmfake"
 	"github.com/patrdb/patrdb/lake"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/runconfig"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
@@ -105,7 +106,7 @@ func run(steps int, keep uint64, tasks, ref, every int, dir string, sync bool) e
 			if err != nil {
 				return err
 			}
-			return r.PutCheckpoint(store.Checkpoint{Step: step, URI: fmt.Sprintf("file:///ckpt/%d", step)})
+			return r.PutCheckpoint(model.Checkpoint{Step: step, URI: fmt.Sprintf("file:///ckpt/%d", step)})
 		}); err != nil {
 			return err
 		}
@@ -134,7 +135,7 @@ func run(steps int, keep uint64, tasks, ref, every int, dir string, sync bool) e
 	if err != nil {
 		return err
 	}
-	var info store.Run
+	var info model.Run
 	if err := db.View(func(tx *store.Tx) error {
 		r, err := tx.Run(id)
 		if err == nil {

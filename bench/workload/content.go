@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/model"
 )
 
 // vocab is the size of the token id space, that of a current open-weight
@@ -57,13 +57,13 @@ func newPool(rng *rand.Rand, textBytes, nTokens int) *pool {
 // sweTurn cuts one swe-like turn out of the pool: about meanAct action
 // tokens with logprobs, about meanObs observation tokens, and ~4 bytes of
 // text per token for both.
-func (p *pool) sweTurn(rng *rand.Rand, meanAct, meanObs, bytesPerToken int) store.Turn {
+func (p *pool) sweTurn(rng *rand.Rand, meanAct, meanObs, bytesPerToken int) model.Turn {
 	na := clampInt(int(float64(meanAct)+rng.NormFloat64()*float64(meanAct)/4), 16, 4*meanAct)
 	// Observations (tool output, file views) are heavier-tailed: log-normal
 	// with the requested mean.
 	const sigma = 0.4
 	no := clampInt(int(float64(meanObs)*math.Exp(rng.NormFloat64()*sigma-sigma*sigma/2)), 16, 4*meanObs)
-	return store.Turn{
+	return model.Turn{
 		Action:            p.cutText(rng, na*bytesPerToken),
 		ActionTokens:      p.cutTokens(rng, na),
 		ActionLogprobs:    p.cutLogprobs(rng, na),
@@ -102,10 +102,10 @@ var (
 	}()
 )
 
-func lakeTurn(rng *rand.Rand) store.Turn {
+func lakeTurn(rng *rand.Rand) model.Turn {
 	a := rng.IntN(len(lakeActions))
 	s := rng.IntN(16)
-	return store.Turn{
+	return model.Turn{
 		Action:            lakeActions[a],
 		ActionTokens:      []uint32{uint32(a)},
 		ActionLogprobs:    []float32{float32(-rng.ExpFloat64() * 0.5)},
@@ -115,8 +115,8 @@ func lakeTurn(rng *rand.Rand) store.Turn {
 }
 
 // MaterializeTurn returns a deep copy of t in fresh memory.
-func MaterializeTurn(t store.Turn) store.Turn {
-	return store.Turn{
+func MaterializeTurn(t model.Turn) model.Turn {
+	return model.Turn{
 		Action:            strings.Clone(t.Action),
 		ActionTokens:      slices.Clone(t.ActionTokens),
 		ActionLogprobs:    slices.Clone(t.ActionLogprobs),
@@ -130,7 +130,7 @@ func MaterializeTurn(t store.Turn) store.Turn {
 // TurnBytes is a turn's logical size: its text plus 4 bytes per token id
 // and logprob plus its reward and done flag. Every contender is credited
 // with the same bytes for the same turn.
-func TurnBytes(t *store.Turn) int {
+func TurnBytes(t *model.Turn) int {
 	return len(t.Action) + len(t.Observation) + 4*(len(t.ActionTokens)+len(t.ActionLogprobs)+len(t.ObservationTokens)) + 9
 }
 

@@ -23,7 +23,7 @@ import (
 	"slices"
 
 	"github.com/patrdb/patrdb/grpo"
-	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/tree"
 )
 
@@ -147,12 +147,12 @@ type Op struct {
 	Fork     int
 	Ordinal  int
 	From     int
-	Turns    []store.Turn
-	Status   store.NodeStatus
+	Turns    []model.Turn
+	Status   model.NodeStatus
 	Value    float64
-	Score    store.Score
-	Decision store.Decision
-	Adv      store.Advantage
+	Score    model.Score
+	Decision model.Decision
+	Adv      model.Advantage
 	Interval int
 	Task     string
 	Prompt   string
@@ -298,13 +298,13 @@ type simNode struct {
 	turns   int
 	quality float64
 	repeat  int
-	status  store.NodeStatus
+	status  model.NodeStatus
 	reward  float64
 	path    []float64 // the env rewards along its path, root first
 }
 
 func (s *sim) add(ops []Op, parent *simNode, ordinal int, quality float64) ([]Op, *simNode) {
-	n := &simNode{local: uint64(len(s.nodes)) + 1, quality: clamp01(quality), status: store.NodeActive}
+	n := &simNode{local: uint64(len(s.nodes)) + 1, quality: clamp01(quality), status: model.NodeActive}
 	op := Op{Kind: OpAddNode, Tree: s.tree, Step: s.step, Node: n.local, Ordinal: ordinal}
 	if parent != nil {
 		n.fork = parent.turns
@@ -317,7 +317,7 @@ func (s *sim) add(ops []Op, parent *simNode, ordinal int, quality float64) ([]Op
 	return append(ops, op), n
 }
 
-func (s *sim) turn() store.Turn {
+func (s *sim) turn() model.Turn {
 	if s.cfg.Kind == SWE {
 		return s.pool.sweTurn(s.rng, s.cfg.ActionTokens, s.cfg.ObservationTokens, s.cfg.BytesPerToken)
 	}
@@ -346,7 +346,7 @@ func (s *sim) run() [][]Op {
 	for iv := 0; len(active) > 0; iv++ {
 		var still []*simNode
 		for _, n := range active {
-			var turns []store.Turn
+			var turns []model.Turn
 			done := false
 			for len(turns) < cfg.Tree.K && n.base+n.turns+len(turns) < cfg.Tree.MaxTurns && !done {
 				t := s.turn()
@@ -371,9 +371,9 @@ func (s *sim) run() [][]Op {
 			// (tree.PathReward) is its outcome, as for a pruned one.
 			switch {
 			case done:
-				n.status, n.reward = store.NodeCompleted, tree.PathReward(n.path)
+				n.status, n.reward = model.NodeCompleted, tree.PathReward(n.path)
 			case n.base+n.turns >= cfg.Tree.MaxTurns:
-				n.status, n.reward = store.NodeTruncated, tree.PathReward(n.path)
+				n.status, n.reward = model.NodeTruncated, tree.PathReward(n.path)
 				s.stats.Full++
 			default:
 				still = append(still, n)
@@ -390,18 +390,18 @@ func (s *sim) run() [][]Op {
 				sc := clamp01(n.quality + s.rng.NormFloat64()*cfg.ScoreNoise)
 				branches[i] = tree.Branch{Node: n.local, Score: sc, RepeatRun: n.repeat}
 				ops = append(ops, Op{Kind: OpScore, Tree: s.tree, Step: s.step, Node: n.local,
-					Score: store.Score{Interval: iv, Turn: n.base + n.turns, Value: sc}})
+					Score: model.Score{Interval: iv, Turn: n.base + n.turns, Value: sc}})
 			}
 			for i, d := range tree.Route(branches, cfg.Tree) {
 				n := still[i]
 				ops = append(ops, Op{Kind: OpRoute, Tree: s.tree, Step: s.step, Node: n.local, Decision: d.Record(iv)})
 				switch d.Action {
-				case tree.Prune:
-					n.status, n.reward = store.NodePruned, tree.PathReward(n.path)
+				case model.ActionPrune:
+					n.status, n.reward = model.NodePruned, tree.PathReward(n.path)
 					s.stats.Pruned++
 					ops = append(ops, Op{Kind: OpReward, Tree: s.tree, Step: s.step, Node: n.local, Value: n.reward})
-				case tree.Expand:
-					n.status = store.NodeExpanded
+				case model.ActionExpand:
+					n.status = model.NodeExpanded
 					for c := range d.Children {
 						var child *simNode
 						ops, child = s.add(ops, n, c, n.quality+s.rng.NormFloat64()*cfg.ChildDrift)
@@ -429,12 +429,12 @@ func (s *sim) close(ops []Op) []Op {
 	var leaves []tree.Leaf
 	for _, n := range s.nodes {
 		if n.status.Leaf() {
-			leaves = append(leaves, tree.Leaf{Node: store.Node{ID: n.local}, Reward: n.reward})
+			leaves = append(leaves, tree.Leaf{Node: model.Node{ID: n.local}, Reward: n.reward})
 			s.stats.Leaves++
 			s.stats.PathTurns += n.base + n.turns
 		}
 	}
-	for _, a := range tree.Advantages(store.Group{Step: s.step}, leaves, nil, grpo.DefaultEps) {
+	for _, a := range tree.Advantages(model.Group{Step: s.step}, leaves, nil, grpo.DefaultEps) {
 		ops = append(ops, Op{Kind: OpAdvantage, Tree: s.tree, Step: s.step, Adv: a})
 	}
 	return append(ops, Op{Kind: OpCloseGroup, Tree: s.tree, Step: s.step})
@@ -449,7 +449,7 @@ func Materialize(txn []Op) []Op {
 		if len(out[i].Turns) == 0 {
 			continue
 		}
-		ts := make([]store.Turn, len(out[i].Turns))
+		ts := make([]model.Turn, len(out[i].Turns))
 		for j := range ts {
 			ts[j] = MaterializeTurn(out[i].Turns[j])
 		}

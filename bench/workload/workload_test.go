@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/patrdb/patrdb/grpo"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 	"github.com/patrdb/patrdb/tree"
@@ -87,7 +88,7 @@ func TestIDsAndOrder(t *testing.T) {
 		for range 2 {
 			b := g.Next()
 			turns := map[uint64]int{}
-			status := map[uint64]store.NodeStatus{}
+			status := map[uint64]model.NodeStatus{}
 			leaves, advs, closes := 0, 0, 0
 			for _, txn := range b.Txns {
 				for _, op := range txn {
@@ -102,12 +103,12 @@ func TestIDsAndOrder(t *testing.T) {
 							t.Fatalf("%s: node %d, want %d", cfg.Kind, op.Node, next)
 						}
 						next++
-						if op.Parent != 0 && (status[op.Parent] != store.NodeExpanded || turns[op.Parent] != op.Fork) {
+						if op.Parent != 0 && (status[op.Parent] != model.NodeExpanded || turns[op.Parent] != op.Fork) {
 							t.Fatalf("%s: node %d forks %s parent %d at %d of %d turns", cfg.Kind, op.Node, status[op.Parent], op.Parent, op.Fork, turns[op.Parent])
 						}
-						status[op.Node] = store.NodeActive
+						status[op.Node] = model.NodeActive
 					case OpTurns:
-						if status[op.Node] != store.NodeActive || op.From != turns[op.Node] {
+						if status[op.Node] != model.NodeActive || op.From != turns[op.Node] {
 							t.Fatalf("%s: turns for %s node %d from %d of %d", cfg.Kind, status[op.Node], op.Node, op.From, turns[op.Node])
 						}
 						turns[op.Node] += len(op.Turns)
@@ -115,10 +116,10 @@ func TestIDsAndOrder(t *testing.T) {
 						status[op.Node] = op.Status
 					case OpRoute:
 						switch op.Decision.Action {
-						case store.ActionExpand:
-							status[op.Node] = store.NodeExpanded
-						case store.ActionPrune:
-							status[op.Node] = store.NodePruned
+						case model.ActionExpand:
+							status[op.Node] = model.NodeExpanded
+						case model.ActionPrune:
+							status[op.Node] = model.NodePruned
 						}
 					case OpAdvantage:
 						advs++
@@ -131,7 +132,7 @@ func TestIDsAndOrder(t *testing.T) {
 				}
 			}
 			for _, s := range status {
-				if s == store.NodeActive {
+				if s == model.NodeActive {
 					t.Fatalf("%s: a node is still active after its tree closed", cfg.Kind)
 				}
 				if s.Leaf() {

@@ -3,12 +3,11 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
-
-	"github.com/patrdb/patrdb/store"
 )
 
 func newAdvCommand(app *App) *cobra.Command {
@@ -112,7 +111,7 @@ func advAt(r runReader, step uint64) (advOutput, error) {
 	if len(groups) == 0 && len(advs) == 0 {
 		return out, notFoundErrorf("step %d of run %q has no groups", step, r.ID())
 	}
-	byGroup := map[uint64][]store.Advantage{}
+	byGroup := map[uint64][]model.Advantage{}
 	for _, ad := range advs {
 		byGroup[ad.Group] = append(byGroup[ad.Group], ad)
 	}
@@ -127,13 +126,13 @@ func advAt(r runReader, step uint64) (advOutput, error) {
 		}
 		// The leaves' statuses come from the group's nodes: one read per
 		// group (one request through a server), not one per leaf.
-		var statusOf map[uint64]store.NodeStatus
+		var statusOf map[uint64]model.NodeStatus
 		if len(recs) > 0 {
 			nodes, err := r.GroupNodes(g)
 			if err != nil {
 				return out, err
 			}
-			statusOf = make(map[uint64]store.NodeStatus, len(nodes))
+			statusOf = make(map[uint64]model.NodeStatus, len(nodes))
 			for _, n := range nodes {
 				statusOf[n.ID] = n.Status
 			}

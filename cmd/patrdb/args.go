@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"strconv"
 	"strings"
 
@@ -64,7 +65,7 @@ func (a *App) lookupVerified(tx *store.Tx, id string, verify func(string) error)
 		return nil, a.damaged(err)
 	}
 	r, err := tx.Run(id)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, model.ErrNotFound) {
 		return nil, a.runNotFound(tx, id)
 	}
 	return r, err
@@ -81,9 +82,9 @@ func (a *App) runNotFound(tx *store.Tx, id string) error {
 }
 
 // lookupNode returns a node of run r, or a not-found error naming it.
-func lookupNode(r runReader, id uint64) (store.Node, error) {
+func lookupNode(r runReader, id uint64) (model.Node, error) {
 	n, err := r.Node(id)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, model.ErrNotFound) {
 		return n, notFoundErrorf("node %d not found in run %q", id, r.ID())
 	}
 	return n, err
@@ -122,7 +123,7 @@ func completionRemote(cmd *cobra.Command) *remoteFlags {
 	return rf
 }
 
-func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
+func isNotFound(err error) bool { return errors.Is(err, model.ErrNotFound) }
 
 // runsPresent names the runs a not-found run could have been: all of them,
 // or the first few and how many more.

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/patrdb/patrdb/batch/batchdb"
+	"github.com/patrdb/patrdb/model"
 	"io"
 	"os"
 	"strconv"
@@ -213,7 +215,7 @@ func (a *App) readBatch(ctx context.Context, rf *remoteFlags, id string, step ui
 		// Only what the batch reads is checked, not the whole run.
 		cr, err := tx.CheckedRun(id)
 		if err == nil {
-			err = batch.Check(cr, step, opts)
+			err = batchdb.Check(cr, step, opts)
 		}
 		if errors.Is(err, store.ErrCorrupt) {
 			return a.damaged(err)
@@ -221,9 +223,9 @@ func (a *App) readBatch(ctx context.Context, rf *remoteFlags, id string, step ui
 		if err != nil {
 			return err
 		}
-		return batch.ReadInto(b, r, step, opts)
+		return batchdb.ReadInto(b, r, step, opts)
 	})
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, model.ErrNotFound) {
 		var ce *codeError
 		if !errors.As(err, &ce) {
 			err = notFoundErrorf("%v", err)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/patrdb/patrdb/batch/batchdb"
 	"os"
 	"path/filepath"
 	"testing"
@@ -30,7 +31,7 @@ func TestBatchWritesTheStepsBatch(t *testing.T) {
 		}
 		want, wantBytes := packageBatch(t, path, batch.Options{Layout: batch.Layout(layout)})
 		if !bytes.Equal(got, wantBytes) || res.Bytes != int64(len(got)) || res.Rows != want.Len() || res.Rows == 0 || res.Layout != layout {
-			t.Errorf("%s: wrote %d bytes (%+v), batch.ReadDB gives %d", layout, len(got), res, len(wantBytes))
+			t.Errorf("%s: wrote %d bytes (%+v), batchdb.ReadDB gives %d", layout, len(got), res, len(wantBytes))
 		}
 		if layout == "tree" && res.TreeTokenRatio <= 1 {
 			t.Errorf("tree token ratio %v: the fixture's leaves share prefixes", res.TreeTokenRatio)
@@ -81,7 +82,7 @@ func packageBatch(t *testing.T, path string, opts batch.Options) (*batch.Batch, 
 		t.Fatal(err)
 	}
 	defer db.Close()
-	b, err := batch.ReadDB(db, "patr-4x4", 1, opts)
+	b, err := batchdb.ReadDB(db, "patr-4x4", 1, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
@@ -117,7 +118,7 @@ func countChecked(db *store.DB, out *checkOutput) {
 			if err != nil {
 				continue
 			}
-			s, err := r.Summary(store.SummaryOptions{})
+			s, err := r.Summary(model.SummaryOptions{})
 			if err != nil {
 				continue
 			}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -22,7 +23,7 @@ func TestTreeLatestChecksWhatItReads(t *testing.T) {
 	base := copyTo(t, filepath.Join(damagedDir, "base.db"), filepath.Join(dir, "base.db"))
 	const run = "patr-4x4"
 	latest, first := treeGroups(t, base, run)
-	var leaf store.Node // the last node of the group with turns
+	var leaf model.Node // the last node of the group with turns
 	for _, n := range latest.nodes {
 		if n.Turns > 0 {
 			leaf = n
@@ -97,7 +98,7 @@ func TestTreeLatestChecksWhatItReads(t *testing.T) {
 // treeGroup is a group of the fixture with its nodes.
 type treeGroup struct {
 	step  uint64
-	nodes []store.Node
+	nodes []model.Node
 }
 
 // treeGroups reads the latest group of run and the first group of step 1.

@@ -11,6 +11,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -90,7 +91,7 @@ func TestCompactCopiesEverything(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				big := store.Turn{Action: string(bytes.Repeat([]byte("a"), 3000)), ActionTokens: make([]uint32, 600)}
+				big := model.Turn{Action: string(bytes.Repeat([]byte("a"), 3000)), ActionTokens: make([]uint32, 600)}
 				for i := 0; i < 40; i++ {
 					if err := r.AppendTurns(n.ID, i, big); err != nil {
 						return err
@@ -103,7 +104,7 @@ func TestCompactCopiesEverything(t *testing.T) {
 			for i := 0; i < 40; i++ { // shrinking turns frees their old pages
 				if err := db.Update(func(tx *store.Tx) error {
 					r, _ := tx.Run("r")
-					return r.AppendTurns(1, i, store.Turn{Action: fmt.Sprint("rewrite ", i)})
+					return r.AppendTurns(1, i, model.Turn{Action: fmt.Sprint("rewrite ", i)})
 				}); err != nil {
 					t.Fatal(err)
 				}

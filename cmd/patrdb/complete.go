@@ -3,9 +3,8 @@ package main
 import (
 	"strconv"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/spf13/cobra"
-
-	"github.com/patrdb/patrdb/store"
 )
 
 // maxGroupCompletions bounds the group ids offered: the newest ones, so a
@@ -21,13 +20,13 @@ func (a *App) completeRunGroups(cmd *cobra.Command, args []string, toComplete st
 		return a.completeRuns(cmd, args, toComplete)
 	}
 	out := []string{"latest\tthe run's most recent group"}
-	var groups []store.Group
+	var groups []model.Group
 	err := a.read(completionRemote(cmd), func(src source) error {
 		r, err := src.Run(args[0])
 		if err != nil {
 			return err
 		}
-		return r.ForEachGroup(0, func(g store.Group) error {
+		return r.ForEachGroup(0, func(g model.Group) error {
 			groups = append(groups, g)
 			if len(groups) > 4*maxGroupCompletions {
 				groups = append(groups[:0], groups[len(groups)-maxGroupCompletions:]...)

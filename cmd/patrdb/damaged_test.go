@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/server"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
@@ -307,7 +308,7 @@ func TestWritersRefuseTheDamagedFixtures(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				return r.SetRunStatus(store.RunFinished)
+				return r.SetRunStatus(model.RunFinished)
 			})
 		}
 		err = setStatus("patr-4x4")

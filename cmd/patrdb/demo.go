@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/patrdb/patrdb/internal/frozenlake"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -265,7 +266,7 @@ func freeRunID(db *store.DB, prefix string) (string, error) {
 			if i > 1 {
 				id = prefix + "-" + strconv.Itoa(i)
 			}
-			if _, err := tx.Run(id); errors.Is(err, store.ErrNotFound) {
+			if _, err := tx.Run(id); errors.Is(err, model.ErrNotFound) {
 				return nil
 			} else if err != nil {
 				return err

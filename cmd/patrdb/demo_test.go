@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"github.com/patrdb/patrdb/batch/batchdb"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -181,7 +182,7 @@ func fingerprint(t *testing.T, path string) (string, map[string]int) {
 			fmt.Fprintf(&b, "ckpt %d %x\n", ck.Step, ck.Inline)
 			// The training batch a trainer reads after the step, byte for byte.
 			for _, l := range []batch.Layout{batch.Rows, batch.Tree} {
-				bt, err := batch.Read(r, s, batch.Options{Layout: l})
+				bt, err := batchdb.Read(r, s, batch.Options{Layout: l})
 				if err != nil {
 					return err
 				}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -43,12 +44,12 @@ func notFoundErrorf(format string, args ...any) error {
 	return &codeError{exitFail, &notFoundError{fmt.Sprintf(format, args...)}}
 }
 
-// notFoundError matches store.ErrNotFound, so callers can test for it with
+// notFoundError matches model.ErrNotFound, so callers can test for it with
 // errors.Is like any store error.
 type notFoundError struct{ msg string }
 
 func (e *notFoundError) Error() string        { return e.msg }
-func (e *notFoundError) Is(target error) bool { return target == store.ErrNotFound }
+func (e *notFoundError) Is(target error) bool { return target == model.ErrNotFound }
 
 // failedErrorf: the command ran but its answer is "no" (check found
 // violations). Exit 1.
@@ -64,7 +65,7 @@ func exitCode(err error) int {
 	if errors.As(err, &ce) {
 		return ce.code
 	}
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, model.ErrNotFound) {
 		return exitFail
 	}
 	return exitUsage

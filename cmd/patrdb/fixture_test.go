@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/patrdb/patrdb/grpo"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/rubricpool"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
@@ -60,9 +61,9 @@ func buildFixtureOpts(tb testing.TB, path string, opts *store.Options) {
 		}
 	}
 	tok := uint32(1000)
-	turn := func(action, obs string, reward float64, done bool) store.Turn {
+	turn := func(action, obs string, reward float64, done bool) model.Turn {
 		tok += 10
-		return store.Turn{
+		return model.Turn{
 			Action: action, ActionTokens: []uint32{tok, tok + 1}, ActionLogprobs: []float32{-0.25, -0.5},
 			Observation: obs, ObservationTokens: []uint32{tok + 5, tok + 6, tok + 7}, Reward: reward, Done: done,
 		}
@@ -83,13 +84,13 @@ func buildFixtureOpts(tb testing.TB, path string, opts *store.Options) {
 		must(err)
 		return n.ID
 	}
-	route := func(r *store.RunTx, id uint64, interval int, action, rule string, score, ref float64, children int) {
+	route := func(r *store.RunTx, id uint64, interval int, action model.Action, rule string, score, ref float64, children int) {
 		tb.Helper()
-		must(r.Route(id, store.Decision{Interval: interval, Action: action, Score: score, Reference: ref, Delta: 0.5, Rule: rule, Children: children}))
+		must(r.Route(id, model.Decision{Interval: interval, Action: action, Score: score, Reference: ref, Delta: 0.5, Rule: rule, Children: children}))
 	}
-	finish := func(r *store.RunTx, id uint64, status store.NodeStatus, reward float64) {
+	finish := func(r *store.RunTx, id uint64, status model.NodeStatus, reward float64) {
 		tb.Helper()
-		if status != store.NodePruned {
+		if status != model.NodePruned {
 			must(r.SetNodeStatus(id, status))
 		}
 		must(r.SetReward(id, reward))
@@ -103,7 +104,7 @@ func buildFixtureOpts(tb testing.TB, path string, opts *store.Options) {
 		totals := grpo.Shape(outcome, rubric, lambda)
 		after := grpo.Advantages(totals, 1e-6)
 		for i, leaf := range leaves {
-			must(r.PutAdvantage(store.Advantage{
+			must(r.PutAdvantage(model.Advantage{
 				Step: step, Group: group, Leaf: leaf, Outcome: outcome[i], RubricScore: rubric[i], Lambda: lambda,
 				Total: totals[i], Mean: after.Mean, Std: after.Std, Advantage: after.Adv[i], Rubrics: []uint64{4},
 				ZeroVariance: before.ZeroVariance, ZeroVarianceAfter: after.ZeroVariance,
@@ -120,7 +121,7 @@ func buildFixtureOpts(tb testing.TB, path string, opts *store.Options) {
 	}))
 
 	// Step 1, group 1, interval 0.
-	var g1, g2 store.Group
+	var g1, g2 model.Group
 	var n1, n2, n3, n4, n5, n6, n7 uint64
 	update(func(r *store.RunTx) error {
 		var err error
@@ -130,31 +131,31 @@ func buildFixtureOpts(tb testing.TB, path string, opts *store.Options) {
 		must(r.AppendTurns(n1, 0, turn("right", "SFFF\nFHFH\nFFFH\nHFFG\nat 1", 0, false), turn("down", "at 5 (H next)", 0, false)))
 		must(r.AppendTurns(n2, 0, turn("down", "at 4", 0, false), turn("down", "at 8", 0, false)))
 		must(r.AppendTurns(n3, 0, turn("left", "at 0 (wall)", 0, false), turn("left", "at 0 (wall)", 0, false)))
-		must(r.Score(n1, store.Score{Interval: 0, Turn: 2, Value: 0.8}))
-		must(r.Score(n2, store.Score{Interval: 0, Turn: 2, Value: 0.6}))
-		must(r.Score(n3, store.Score{Interval: 0, Turn: 2, Value: 0.1}))
-		route(r, n1, 0, store.ActionExpand, "top", 0.8, 0.8, 2)
-		route(r, n2, 0, store.ActionSurvive, "survive", 0.6, 0.8, 0)
-		route(r, n3, 0, store.ActionPrune, "max", 0.1, 0.8, 0)
+		must(r.Score(n1, model.Score{Interval: 0, Turn: 2, Value: 0.8}))
+		must(r.Score(n2, model.Score{Interval: 0, Turn: 2, Value: 0.6}))
+		must(r.Score(n3, model.Score{Interval: 0, Turn: 2, Value: 0.1}))
+		route(r, n1, 0, model.ActionExpand, "top", 0.8, 0.8, 2)
+		route(r, n2, 0, model.ActionSurvive, "survive", 0.6, 0.8, 0)
+		route(r, n3, 0, model.ActionPrune, "max", 0.1, 0.8, 0)
 		n4, n5 = node(r, 1, g1.ID, n1, 2, 0), node(r, 1, g1.ID, n1, 2, 1)
 		return r.SetGroupInterval(1, g1.ID, 1)
 	})
 	// Interval 1.
 	update(func(r *store.RunTx) error {
 		must(r.AppendTurns(n2, 2, turn("right", "at 9", 0, false), turn("right", "at 10\nnext to G", 1, true)))
-		finish(r, n2, store.NodeCompleted, 1)
-		finish(r, n3, store.NodePruned, 0)
+		finish(r, n2, model.NodeCompleted, 1)
+		finish(r, n3, model.NodePruned, 0)
 		must(r.AppendTurns(n4, 0, turn("down", "at 9", 0, false), turn("right", "at 10", 0, false)))
-		must(r.Score(n4, store.Score{Interval: 1, Turn: 4, Value: 0.7}))
-		route(r, n4, 1, store.ActionSurvive, "survive", 0.7, 0.7, 0)
+		must(r.Score(n4, model.Score{Interval: 1, Turn: 4, Value: 0.7}))
+		route(r, n4, 1, model.ActionSurvive, "survive", 0.7, 0.7, 0)
 		must(r.AppendTurns(n5, 0, turn("right", "at 7 (H)", 0, true)))
-		finish(r, n5, store.NodeCompleted, 0)
+		finish(r, n5, model.NodeCompleted, 0)
 		return r.SetGroupInterval(1, g1.ID, 2)
 	})
 	// Interval 2: the last branch ends; advantages close the group.
 	update(func(r *store.RunTx) error {
 		must(r.AppendTurns(n4, 2, turn("down", "at 14", 0, false), turn("right", "at 15 (G)", 1, true)))
-		finish(r, n4, store.NodeCompleted, 1)
+		finish(r, n4, model.NodeCompleted, 1)
 		must(r.SetGroupInterval(1, g1.ID, 3))
 		closeGroup(r, 1, g1.ID, []uint64{n2, n3, n4, n5}, []float64{1, 0, 1, 0}, []float64{0.25, -0.5, 0.5, -0.25})
 		return nil
@@ -168,15 +169,15 @@ func buildFixtureOpts(tb testing.TB, path string, opts *store.Options) {
 		n6, n7 = node(r, 1, g2.ID, 0, 0, 0), node(r, 1, g2.ID, 0, 0, 1)
 		must(r.AppendTurns(n6, 0, turn("right", "at 1", 0, false), turn("right", "at 2", 0, false)))
 		must(r.AppendTurns(n7, 0, turn("up", "at 0 (wall)", 0, false), turn("up", "at 0 (wall)", 0, false)))
-		must(r.Score(n6, store.Score{Interval: 0, Turn: 2, Value: 0.4}))
-		must(r.Score(n7, store.Score{Interval: 0, Turn: 2, Value: 0.3}))
-		route(r, n6, 0, store.ActionSurvive, "survive", 0.4, 0.4, 0)
-		route(r, n7, 0, store.ActionSurvive, "survive", 0.3, 0.4, 0)
+		must(r.Score(n6, model.Score{Interval: 0, Turn: 2, Value: 0.4}))
+		must(r.Score(n7, model.Score{Interval: 0, Turn: 2, Value: 0.3}))
+		route(r, n6, 0, model.ActionSurvive, "survive", 0.4, 0.4, 0)
+		route(r, n7, 0, model.ActionSurvive, "survive", 0.3, 0.4, 0)
 		must(r.SetGroupInterval(1, g2.ID, 1))
 		must(r.AppendTurns(n6, 2, turn("down", "at 6", 0, false), turn("down", "at 10", 0, false), turn("left", "at 9 (H)", 0, true)))
-		finish(r, n6, store.NodeCompleted, 0)
+		finish(r, n6, model.NodeCompleted, 0)
 		must(r.AppendTurns(n7, 2, turn("up", "at 0 (wall)", 0, false)))
-		finish(r, n7, store.NodeTruncated, 0)
+		finish(r, n7, model.NodeTruncated, 0)
 		must(r.SetGroupInterval(1, g2.ID, 2))
 		return nil
 	})
@@ -185,7 +186,7 @@ func buildFixtureOpts(tb testing.TB, path string, opts *store.Options) {
 	update(func(r *store.RunTx) error {
 		var corr rubricpool.Corr
 		corr.AddAll([]float64{0.75, 0.25, 1, 0, 0.5, 0.5}, []float64{1, 0, 1, 0, 0, 1})
-		put := func(rb store.Rubric) uint64 {
+		put := func(rb model.Rubric) uint64 {
 			tb.Helper()
 			rb.CreatedStep = 1
 			if rb.Usage.Activations == 0 {
@@ -195,32 +196,32 @@ func buildFixtureOpts(tb testing.TB, path string, opts *store.Options) {
 			must(err)
 			return got.ID
 		}
-		origin := store.RubricOrigin{Step: 1, Group: g1.ID, Anchors: []uint64{n4, n5, n3}}
-		put(store.Rubric{Pool: store.PoolCandidate, Text: "Moves away from holes before moving toward the goal.", Origin: origin, Support: 1, Variance: 0.08, Rho: 0.61})
-		d2 := put(store.Rubric{Pool: store.PoolCandidate, Text: "Avoids stepping next to a hole.", Origin: origin, Support: 2, Variance: 0.06, Rho: 0.45})
-		d3 := put(store.Rubric{Pool: store.PoolCandidate, Text: "Keeps its distance from holes on the way to G.",
-			Origin: store.RubricOrigin{Step: 1, Group: g1.ID, Anchors: []uint64{n2, n5, n4}}, Support: 1, Variance: 0.05, Rho: 0.33})
-		pub := put(store.Rubric{Pool: store.PoolPublic, Text: "Stays clear of holes while approaching the goal.",
+		origin := model.RubricOrigin{Step: 1, Group: g1.ID, Anchors: []uint64{n4, n5, n3}}
+		put(model.Rubric{Pool: model.PoolCandidate, Text: "Moves away from holes before moving toward the goal.", Origin: origin, Support: 1, Variance: 0.08, Rho: 0.61})
+		d2 := put(model.Rubric{Pool: model.PoolCandidate, Text: "Avoids stepping next to a hole.", Origin: origin, Support: 2, Variance: 0.06, Rho: 0.45})
+		d3 := put(model.Rubric{Pool: model.PoolCandidate, Text: "Keeps its distance from holes on the way to G.",
+			Origin: model.RubricOrigin{Step: 1, Group: g1.ID, Anchors: []uint64{n2, n5, n4}}, Support: 1, Variance: 0.05, Rho: 0.33})
+		pub := put(model.Rubric{Pool: model.PoolPublic, Text: "Stays clear of holes while approaching the goal.",
 			Feature: "hole_distance", Parents: []uint64{d2, d3}, Support: 3, Variance: 0.06, Rho: 0.45,
-			Usage: store.RubricUsage{Activations: 2, LastActivation: 1, PairsJudged: 6, LastVariance: 0.0625, GroupsUnlocked: 1,
+			Usage: model.RubricUsage{Activations: 2, LastActivation: 1, PairsJudged: 6, LastVariance: 0.0625, GroupsUnlocked: 1,
 				N: corr.N, SumX: corr.SumX, SumY: corr.SumY, SumXY: corr.SumXY, SumXX: corr.SumXX, SumYY: corr.SumYY}})
 		for _, d := range []uint64{d2, d3} {
-			_, err := r.MoveRubric(d, store.RubricMove{To: store.PoolMerged, Step: 1, MergedInto: pub})
+			_, err := r.MoveRubric(d, store.RubricMove{To: model.PoolMerged, Step: 1, MergedInto: pub})
 			must(err)
 		}
-		old := put(store.Rubric{Pool: store.PoolPublic, Text: "Prefers the shortest path.", Support: 1, Variance: 0.02, Rho: 0.21,
-			Usage: store.RubricUsage{Activations: 6, LastActivation: 1, PairsJudged: 12, LowVarStreak: 6, LastVariance: 0.001, N: 2, SumX: 1, SumY: 1, SumXY: 0.5, SumXX: 0.5, SumYY: 0.5}})
-		_, err := r.MoveRubric(old, store.RubricMove{To: store.PoolRetired, Step: 1, Reason: "low-variance streak 6 > 5"})
+		old := put(model.Rubric{Pool: model.PoolPublic, Text: "Prefers the shortest path.", Support: 1, Variance: 0.02, Rho: 0.21,
+			Usage: model.RubricUsage{Activations: 6, LastActivation: 1, PairsJudged: 12, LowVarStreak: 6, LastVariance: 0.001, N: 2, SumX: 1, SumY: 1, SumXY: 0.5, SumXX: 0.5, SumYY: 0.5}})
+		_, err := r.MoveRubric(old, store.RubricMove{To: model.PoolRetired, Step: 1, Reason: "low-variance streak 6 > 5"})
 		must(err)
-		put(store.Rubric{Pool: store.PoolCandidate, Text: "Does not walk into a wall repeatedly.",
-			Origin: store.RubricOrigin{Step: 1, Group: g1.ID, Anchors: []uint64{n2, n3, n5}}, Support: 1, Variance: 0.04, Rho: 0.52})
+		put(model.Rubric{Pool: model.PoolCandidate, Text: "Does not walk into a wall repeatedly.",
+			Origin: model.RubricOrigin{Step: 1, Group: g1.ID, Anchors: []uint64{n2, n3, n5}}, Support: 1, Variance: 0.04, Rho: 0.52})
 		return nil
 	})
 
 	// Close group 2 with rubric 4's scores, then checkpoint step 1.
 	update(func(r *store.RunTx) error {
 		closeGroup(r, 1, g2.ID, []uint64{n6, n7}, []float64{0, 0}, []float64{0.5, -0.5})
-		return r.PutCheckpoint(store.Checkpoint{Step: 1, Inline: []byte("policy-table:16x4:float32:....rng"), Meta: map[string]string{"policy": "tabular-softmax"}})
+		return r.PutCheckpoint(model.Checkpoint{Step: 1, Inline: []byte("policy-table:16x4:float32:....rng"), Meta: map[string]string{"policy": "tabular-softmax"}})
 	})
 
 	// Step 2, group 3: interrupted after its first interval.
@@ -231,12 +232,12 @@ func buildFixtureOpts(tb testing.TB, path string, opts *store.Options) {
 		for _, id := range []uint64{n8, n9, n10} {
 			must(r.AppendTurns(id, 0, turn("down", "at 4", 0, false), turn("right", fmt.Sprintf("at 5 (node %d)", id), 0, false)))
 		}
-		must(r.Score(n8, store.Score{Interval: 0, Turn: 2, Value: 0.5}))
-		must(r.Score(n9, store.Score{Interval: 0, Turn: 2, Value: 0.9}))
-		must(r.Score(n10, store.Score{Interval: 0, Turn: 2, Value: 0.45}))
-		route(r, n9, 0, store.ActionExpand, "top", 0.9, 0.9, 2)
-		route(r, n8, 0, store.ActionSurvive, "survive", 0.5, 0.9, 0)
-		route(r, n10, 0, store.ActionSurvive, "survive", 0.45, 0.9, 0)
+		must(r.Score(n8, model.Score{Interval: 0, Turn: 2, Value: 0.5}))
+		must(r.Score(n9, model.Score{Interval: 0, Turn: 2, Value: 0.9}))
+		must(r.Score(n10, model.Score{Interval: 0, Turn: 2, Value: 0.45}))
+		route(r, n9, 0, model.ActionExpand, "top", 0.9, 0.9, 2)
+		route(r, n8, 0, model.ActionSurvive, "survive", 0.5, 0.9, 0)
+		route(r, n10, 0, model.ActionSurvive, "survive", 0.45, 0.9, 0)
 		n11 := node(r, 2, g3.ID, n9, 2, 0)
 		node(r, 2, g3.ID, n9, 2, 1)
 		must(r.AppendTurns(n11, 0, turn("down", "at 9", 0, false)))
@@ -253,15 +254,15 @@ func buildFixtureOpts(tb testing.TB, path string, opts *store.Options) {
 		b := node(r, 1, g.ID, 0, 0, 1)
 		must(r.AppendTurns(a, 0, turn("down", "at 4", 0, false), turn("down", "at 8", 1, true)))
 		must(r.AppendTurns(b, 0, turn("right", "at 5 (H)", 0, true)))
-		finish(r, a, store.NodeCompleted, 1)
-		finish(r, b, store.NodeCompleted, 0)
+		finish(r, a, model.NodeCompleted, 1)
+		finish(r, b, model.NodeCompleted, 0)
 		res := grpo.Advantages([]float64{1, 0}, 1e-6)
 		for i, leaf := range []uint64{a, b} {
-			must(r.PutAdvantage(store.Advantage{Step: 1, Group: g.ID, Leaf: leaf, Outcome: float64(1 - i), Total: float64(1 - i),
+			must(r.PutAdvantage(model.Advantage{Step: 1, Group: g.ID, Leaf: leaf, Outcome: float64(1 - i), Total: float64(1 - i),
 				Mean: res.Mean, Std: res.Std, Advantage: res.Adv[i]}))
 		}
 		must(r.CloseGroup(1, g.ID))
-		return r.SetRunStatus(store.RunFailed)
+		return r.SetRunStatus(model.RunFailed)
 	}))
 	must(db.Close())
 }

@@ -4,9 +4,8 @@ import (
 	"bufio"
 	"fmt"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/spf13/cobra"
-
-	"github.com/patrdb/patrdb/store"
 )
 
 func newFrontierCommand(app *App) *cobra.Command {
@@ -27,7 +26,7 @@ continues from — with their step, group, depth, turns and last process score.`
 // the API hold them.
 type frontierOutput struct {
 	Run   string       `json:"run"`
-	Nodes []store.Node `json:"nodes"`
+	Nodes []model.Node `json:"nodes"`
 }
 
 func (a *App) frontier(rf *remoteFlags, runArg string) error {
@@ -73,8 +72,8 @@ func (a *App) frontier(rf *remoteFlags, runArg string) error {
 }
 
 // lastScore is the score of the latest interval a node was scored at.
-func lastScore(n store.Node) (store.Score, bool) {
-	var best store.Score
+func lastScore(n model.Node) (model.Score, bool) {
+	var best model.Score
 	found := false
 	for _, s := range n.Scores {
 		if !found || s.Interval >= best.Interval {

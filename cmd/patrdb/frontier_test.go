@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/model"
 )
 
 // frontierGoldens are the golden cases of frontier; remote_test.go runs them
@@ -31,7 +31,7 @@ func TestFrontierIsTheActiveNodes(t *testing.T) {
 	var walk func([]treeNode)
 	walk = func(ns []treeNode) {
 		for _, n := range ns {
-			if n.Status == store.NodeActive {
+			if n.Status == model.NodeActive {
 				active[n.ID] = true
 			}
 			walk(n.Children)

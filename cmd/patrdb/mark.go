@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/patrdb/patrdb/api"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -35,8 +36,8 @@ While a server holds the file, the status is set through it.`,
 // markOutput is `mark --json`.
 type markOutput struct {
 	Run      string          `json:"run"`
-	Status   store.RunStatus `json:"status"`
-	Was      store.RunStatus `json:"was"`
+	Status   model.RunStatus `json:"status"`
+	Was      model.RunStatus `json:"was"`
 	LastStep uint64          `json:"last_step"`
 }
 
@@ -45,9 +46,9 @@ func (a *App) mark(ctx context.Context, runArg, status string, rf *remoteFlags) 
 	if err != nil {
 		return err
 	}
-	s := store.RunStatus(status)
+	s := model.RunStatus(status)
 	switch s {
-	case store.RunFinished, store.RunFailed, store.RunRunning:
+	case model.RunFinished, model.RunFailed, model.RunRunning:
 	default:
 		return usageErrorf("status %q: want finished, failed or running", status)
 	}

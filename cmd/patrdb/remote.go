@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"net/http"
 	"net/url"
 	"time"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/patrdb/patrdb/client"
 	"github.com/patrdb/patrdb/server"
-	"github.com/patrdb/patrdb/store"
 )
 
 // Read commands can answer from a live run's server instead of the file:
@@ -26,7 +26,7 @@ import (
 //	err := a.readRun(rf, id, func(r runReader) error { ... })
 //
 // The server answers with the store's own records (api.RunSummary,
-// store.Group, store.Node, store.PathTurn, ...), so a command gathers and
+// model.Group, model.Node, model.PathTurn, ...), so a command gathers and
 // renders both paths with the same code.
 
 // remoteHelp ends the long help of every command that can read through a
@@ -120,7 +120,7 @@ func (a *App) remoteError(c *client.Client, err error) error {
 		}
 		return &codeError{exitUsage, fmt.Errorf("server %s: %s", c.Base, ae.Message)}
 	}
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, model.ErrNotFound) {
 		return notFoundErrorf("%v", err)
 	}
 	return &codeError{exitUsage, fmt.Errorf("server %s: %v", c.Base, err)}

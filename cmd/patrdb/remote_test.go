@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -16,10 +17,10 @@ import (
 
 	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/client"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/server"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
-	"github.com/patrdb/patrdb/tree"
 )
 
 // owner is a process's worth of "the trainer that owns the file": the store
@@ -304,7 +305,7 @@ func TestRemoteMatchesFileOnWrittenRuns(t *testing.T) {
 		Meta: map[string]string{"who": "test <&>"}}); err != nil {
 		t.Fatal(err)
 	}
-	os, err := c.OpenStep(ctx, "api", api.OpenStepRequest{Step: 1, Tasks: []tree.Task{{ID: "t1", Prompt: "reach the goal"}}})
+	os, err := c.OpenStep(ctx, "api", api.OpenStepRequest{Step: 1, Tasks: []rollout.Task{{ID: "t1", Prompt: "reach the goal"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,11 +315,11 @@ func TestRemoteMatchesFileOnWrittenRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	scores := []float64{0.9, 0.8, 0.1}
-	var subs []tree.Submission
+	var subs []rollout.Submission
 	for i, l := range ls {
-		turns := []store.Turn{{Action: "right", ActionTokens: []uint32{1, 2}, ActionLogprobs: []float32{-0.1, -0.7}, Observation: "at 1"},
+		turns := []model.Turn{{Action: "right", ActionTokens: []uint32{1, 2}, ActionLogprobs: []float32{-0.1, -0.7}, Observation: "at 1"},
 			{Action: "down", Observation: "at 5", Reward: float64(i) / 4}}
-		subs = append(subs, tree.Submission{Lease: l.ID, Worker: l.Worker, Node: l.Node, Turns: turns, Score: &scores[i]})
+		subs = append(subs, rollout.Submission{Lease: l.ID, Worker: l.Worker, Node: l.Node, Turns: turns, Score: &scores[i]})
 	}
 	rr, err := c.Submit(ctx, "api", api.SubmitRequest{Submissions: subs})
 	if err != nil {
@@ -332,8 +333,8 @@ func TestRemoteMatchesFileOnWrittenRuns(t *testing.T) {
 		if l.Node != og.Roots[1] {
 			continue
 		}
-		if _, err := c.Submit(ctx, "api", api.SubmitRequest{Submissions: []tree.Submission{{Lease: l.ID, Worker: l.Worker, Node: l.Node, From: l.From,
-			Turns: []store.Turn{{Action: "stop", Observation: "at goal", Done: true}}, Reward: &one}}}); err != nil {
+		if _, err := c.Submit(ctx, "api", api.SubmitRequest{Submissions: []rollout.Submission{{Lease: l.ID, Worker: l.Worker, Node: l.Node, From: l.From,
+			Turns: []model.Turn{{Action: "stop", Observation: "at goal", Done: true}}, Reward: &one}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -369,7 +370,7 @@ func TestRemoteMatchesFileOnWrittenRuns(t *testing.T) {
 	}
 	// The logs did hold what this test is about.
 	replayed := cli(t, "--db", path, "replay", "demo").ok(t).stdout + cli(t, "--db", path, "replay", "api").ok(t).stdout
-	for _, kind := range []string{"rubric.judge", "rubric.activate", string(store.EvReply)} {
+	for _, kind := range []string{"rubric.judge", "rubric.activate", string(model.EvReply)} {
 		if !strings.Contains(replayed, kind) {
 			t.Errorf("no %s event was replayed", kind)
 		}

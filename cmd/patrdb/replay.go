@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/patrdb/patrdb/api"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/server"
 	"github.com/patrdb/patrdb/store"
@@ -259,14 +260,14 @@ func stateSummary(st *replay.State) replayStateJSON {
 		s.RubricsByPool[string(rb.Pool)]++
 	}
 	for _, g := range st.GroupList() {
-		if g.Status != store.GroupOpen {
+		if g.Status != model.GroupOpen {
 			continue
 		}
 		s.OpenGroups++
 		o := openTreeJSON{Group: g.ID, Step: g.Step, Interval: g.Interval}
 		for _, n := range st.GroupNodes(g.ID) {
 			o.Nodes++
-			if n.Status == store.NodeActive {
+			if n.Status == model.NodeActive {
 				o.Active++
 			}
 		}
@@ -318,24 +319,24 @@ func idList(ids []uint64) string {
 // eventSummary is one event in words; view is eventView(e).
 func eventSummary(e logEvent, view api.EventJSON) string {
 	switch rec := e.Record.(type) {
-	case *store.Run:
-		if e.Kind == store.EvRunCreate {
+	case *model.Run:
+		if e.Kind == model.EvRunCreate {
 			return "run created"
 		}
 		return fmt.Sprintf("run %s, last completed step %d", rec.Status, rec.LastStep)
-	case *store.Group:
+	case *model.Group:
 		switch e.Kind {
-		case store.EvGroupOpen:
+		case model.EvGroupOpen:
 			return fmt.Sprintf("group opened: task %s", truncate(rec.Task, 40))
-		case store.EvGroupClose:
+		case model.EvGroupClose:
 			return fmt.Sprintf("group closed with %s", plural(len(rec.Roots), "root", "roots"))
 		}
 		return fmt.Sprintf("%s committed", plural(rec.Interval, "interval", "intervals"))
-	case *store.Node:
+	case *model.Node:
 		return nodeSummary(e.Kind, rec)
-	case *store.TurnsPayload:
+	case *model.TurnsPayload:
 		return fmt.Sprintf("%s written (%d own)", turnRange(rec.From, rec.Count), rec.Turns)
-	case *store.Advantage:
+	case *model.Advantage:
 		zv := ""
 		if rec.ZeroVariance {
 			zv = ", zero variance"
@@ -344,15 +345,15 @@ func eventSummary(e logEvent, view api.EventJSON) string {
 			}
 		}
 		return fmt.Sprintf("advantage %s of leaf %d (outcome %s, total %s)%s", fmtSigned(rec.Advantage), rec.Leaf, fmtNum(rec.Outcome), fmtNum(rec.Total), zv)
-	case *store.Rubric:
+	case *model.Rubric:
 		switch e.Kind {
-		case store.EvRubricPut:
+		case model.EvRubricPut:
 			return fmt.Sprintf("rubric added to %s: %s", rec.Pool, truncate(rec.Text, 40))
-		case store.EvRubricMove:
+		case model.EvRubricMove:
 			switch rec.Pool {
-			case store.PoolMerged:
+			case model.PoolMerged:
 				return fmt.Sprintf("rubric merged into %d", rec.MergedInto)
-			case store.PoolRetired:
+			case model.PoolRetired:
 				return fmt.Sprintf("rubric retired at step %d: %s", rec.RetireStep, rec.RetireReason)
 			}
 			return "rubric moved to " + string(rec.Pool)
@@ -360,7 +361,7 @@ func eventSummary(e logEvent, view api.EventJSON) string {
 		return fmt.Sprintf("rubric updated: %d activations, support %d", rec.Usage.Activations, rec.Support)
 	case *store.Reply:
 		return fmt.Sprintf("server reply %d to %s", rec.Status, rec.Op)
-	case *store.Checkpoint:
+	case *model.Checkpoint:
 		if rec.URI != "" {
 			return fmt.Sprintf("checkpoint of step %d: %s", rec.Step, rec.URI)
 		}
@@ -377,18 +378,18 @@ func eventSummary(e logEvent, view api.EventJSON) string {
 	return truncate(string(payload), 72)
 }
 
-func nodeSummary(kind store.EventKind, n *store.Node) string {
+func nodeSummary(kind model.EventKind, n *model.Node) string {
 	switch kind {
-	case store.EvNodeAdd:
+	case model.EvNodeAdd:
 		if n.Parent == 0 {
 			return fmt.Sprintf("root branch #%d", n.Ordinal)
 		}
 		return fmt.Sprintf("child #%d of %d, forks after its turn %d (path turn %d)", n.Ordinal, n.Parent, n.Fork, n.Base)
-	case store.EvNodeScore:
+	case model.EvNodeScore:
 		if s, ok := lastScore(*n); ok {
 			return fmt.Sprintf("i%d score %s at path turn %d", s.Interval, fmtScore(s.Value), s.Turn)
 		}
-	case store.EvNodeRoute:
+	case model.EvNodeRoute:
 		if len(n.Decisions) > 0 {
 			d := n.Decisions[0]
 			for _, x := range n.Decisions {
@@ -398,9 +399,9 @@ func nodeSummary(kind store.EventKind, n *store.Node) string {
 			}
 			return fmt.Sprintf("i%d %s", d.Interval, decisionText(d))
 		}
-	case store.EvNodeReward:
+	case model.EvNodeReward:
 		return "reward " + fmtNum(n.Reward)
-	case store.EvNodeEnvState:
+	case model.EvNodeEnvState:
 		return fmt.Sprintf("env state (%d bytes)", len(n.EnvState))
 	}
 	return "status " + string(n.Status)
@@ -439,7 +440,7 @@ func (a *App) replayWhatIf(rf *remoteFlags, runArg string, f *replayFlags) error
 	var rep *replay.WhatIfReport
 	err = a.readRun(rf, id, func(r runReader) error {
 		rep, err = r.whatIf(opts)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, model.ErrNotFound) {
 			return notFoundErrorf("no group matches --step %s --group %s in run %q", orAny(f.step), orAny(f.group), id)
 		}
 		return replayError(err)

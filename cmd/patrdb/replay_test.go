@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
-	"github.com/patrdb/patrdb/store"
 )
 
 // replayGoldens are the golden cases of replay; remote_test.go runs them
@@ -83,7 +83,7 @@ func equalUint64s(a, b []uint64) bool {
 	return true
 }
 
-func byStatusNames(m map[store.NodeStatus]int) map[string]int {
+func byStatusNames(m map[model.NodeStatus]int) map[string]int {
 	out := make(map[string]int, len(m))
 	for k, v := range m {
 		out[string(k)] = v

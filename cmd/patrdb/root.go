@@ -22,7 +22,7 @@
 //     exit code (errors.go): usageErrorf → 2 for a bad argument or flag value;
 //     notFoundErrorf → 1 for a run, group, node or rubric that does not
 //     exist; failedErrorf → 1 for a failed check; store errors map by their
-//     sentinel (store.ErrNotFound → 1, everything else → 2).
+//     sentinel (model.ErrNotFound → 1, everything else → 2).
 //   - A command that reads runs registers --server with addRemoteFlags, ends
 //     its long help with remoteHelp, and reads through app.read or
 //     app.readRun (source.go): they hand it a source / runReader backed by

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -260,7 +261,7 @@ func TestErrorLine(t *testing.T) {
 		want string
 	}{
 		{errors.New("plain"), "patrdb: plain"},
-		{fmt.Errorf("%w: run %q", store.ErrNotFound, "x"), `patrdb: not found: run "x"`},
+		{fmt.Errorf("%w: run %q", model.ErrNotFound, "x"), `patrdb: not found: run "x"`},
 		{errors.Join(errors.New("a"), errors.New("b")), "patrdb: a; b"},
 		{usageErrorf("bad\r\nthing\n"), "patrdb: bad; thing"},
 	} {
@@ -275,7 +276,7 @@ func TestErrorLine(t *testing.T) {
 		{usageErrorf("x"), 2},
 		{notFoundErrorf("x"), 1},
 		{failedErrorf("x"), 1},
-		{fmt.Errorf("%w: run", store.ErrNotFound), 1},
+		{fmt.Errorf("%w: run", model.ErrNotFound), 1},
 		{&commandError{notFoundErrorf("x")}, 1},
 		{store.ErrTimeout, 2},
 		{store.ErrNotPatrdb, 2},
@@ -287,8 +288,8 @@ func TestErrorLine(t *testing.T) {
 			t.Errorf("exitCode(%v) = %d, want %d", c.err, got, c.code)
 		}
 	}
-	if !errors.Is(notFoundErrorf("x"), store.ErrNotFound) {
-		t.Error("notFoundErrorf does not match store.ErrNotFound")
+	if !errors.Is(notFoundErrorf("x"), model.ErrNotFound) {
+		t.Error("notFoundErrorf does not match model.ErrNotFound")
 	}
 }
 

@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/rubricpool"
-	"github.com/patrdb/patrdb/store"
 )
 
 func newRubricsCommand(app *App) *cobra.Command {
@@ -63,9 +63,9 @@ func (a *App) rubrics(rf *remoteFlags, runArg, poolArg, lineageArg string) error
 	if err != nil {
 		return err
 	}
-	var pool store.RubricPool
+	var pool model.RubricPool
 	if poolArg != "all" {
-		pool = store.RubricPool(poolArg)
+		pool = model.RubricPool(poolArg)
 		if !pool.Valid() {
 			return usageErrorf("--pool %q: want candidate, public, retired, merged or all", poolArg)
 		}
@@ -149,7 +149,7 @@ func writeRubricTable(w io.Writer, o rubricsOutput) {
 	}
 	t := newTable(w)
 	fmt.Fprintln(t, "ID\tPOOL\tSUPPORT\tACTIVATIONS\tCORR\tSTREAK\tLAST ACTIVE\tUNLOCKED\tRETIRED\tTEXT")
-	counts := map[store.RubricPool]int{}
+	counts := map[model.RubricPool]int{}
 	for _, r := range o.Rubrics {
 		counts[r.Pool]++
 		fmt.Fprintf(t, "%d\t%s\t%d\t%d\t%s\t%d\t%s\t%d\t%s\t%s\n", r.ID, r.Pool, r.Support, r.Usage.Activations,

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"io"
 	"strings"
 
@@ -37,7 +38,7 @@ type runsOutput struct {
 // damaged where its summary reads, its id and why (the API's run list
 // says it the same way).
 type runRow struct {
-	store.RunSummary
+	model.RunSummary
 	Damaged string `json:"damaged,omitempty"`
 }
 
@@ -56,14 +57,14 @@ func (a *App) runs(rf *remoteFlags, withBytes bool) error {
 		}
 		for _, id := range ids {
 			r, err := src.summaryRun(id, withBytes)
-			var s store.RunSummary
+			var s model.RunSummary
 			if err == nil {
-				s, err = r.Summary(store.SummaryOptions{Buckets: withBytes})
+				s, err = r.Summary(model.SummaryOptions{Buckets: withBytes})
 			}
 			if errors.Is(err, store.ErrCorrupt) {
 				err = a.damaged(err)
 				damaged = append(damaged, err)
-				out.Runs = append(out.Runs, runRow{RunSummary: store.RunSummary{Run: id}, Damaged: errorText(err)})
+				out.Runs = append(out.Runs, runRow{RunSummary: model.RunSummary{Run: id}, Damaged: errorText(err)})
 				continue
 			}
 			if err != nil {

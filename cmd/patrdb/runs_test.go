@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 	bolt "go.etcd.io/bbolt"
@@ -57,7 +58,7 @@ func TestRunsCountsMatchStore(t *testing.T) {
 			}
 			w.groups = len(groups)
 			for _, g := range groups {
-				if g.Status == store.GroupOpen {
+				if g.Status == model.GroupOpen {
 					w.open++
 				}
 				nodes, err := r.GroupNodes(g)
@@ -71,9 +72,9 @@ func TestRunsCountsMatchStore(t *testing.T) {
 						w.leaves++
 					}
 					switch n.Status {
-					case store.NodeActive:
+					case model.NodeActive:
 						w.frontier++
-					case store.NodeFailed:
+					case model.NodeFailed:
 						w.failed++
 					}
 				}
@@ -97,7 +98,7 @@ func TestRunsCountsMatchStore(t *testing.T) {
 	}
 	for i, w := range want {
 		g := got.Runs[i]
-		have := row{g.Run, g.LastStep, g.Groups, g.OpenGroups, g.Nodes, g.Turns, g.Leaves, g.Frontier, g.ByStatus[store.NodeFailed], g.Bytes}
+		have := row{g.Run, g.LastStep, g.Groups, g.OpenGroups, g.Nodes, g.Turns, g.Leaves, g.Frontier, g.ByStatus[model.NodeFailed], g.Bytes}
 		if have != w || g.Walked {
 			t.Errorf("run %d: got %+v (walked %v), want %+v", i, have, g.Walked, w)
 		}

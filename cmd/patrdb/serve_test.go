@@ -20,8 +20,8 @@ import (
 
 	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/client"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/server"
-	"github.com/patrdb/patrdb/store"
 )
 
 // serveArgsEnv makes the test binary, re-executed as a child, run the CLI
@@ -278,7 +278,7 @@ func TestServeReadOnly(t *testing.T) {
 	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
 		t.Fatal("read-only serve changed the file")
 	}
-	_ = store.ErrNotFound
+	_ = model.ErrNotFound
 }
 
 // serve --access-log FILE appends one line per request; the index and

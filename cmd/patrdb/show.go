@@ -6,13 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"io"
 	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
-
-	"github.com/patrdb/patrdb/store"
 )
 
 func newShowCommand(app *App) *cobra.Command {
@@ -36,15 +35,15 @@ occupy, which reads every page of the run.` + remoteHelp,
 
 // Orders in which statuses and pools are listed, stable for --json readers.
 var (
-	nodeStatuses = []store.NodeStatus{store.NodeActive, store.NodeExpanded, store.NodeCompleted, store.NodePruned, store.NodeTruncated, store.NodeFailed}
-	rubricPools  = []store.RubricPool{store.PoolCandidate, store.PoolPublic, store.PoolRetired, store.PoolMerged}
+	nodeStatuses = []model.NodeStatus{model.NodeActive, model.NodeExpanded, model.NodeCompleted, model.NodePruned, model.NodeTruncated, model.NodeFailed}
+	rubricPools  = []model.RubricPool{model.PoolCandidate, model.PoolPublic, model.PoolRetired, model.PoolMerged}
 )
 
 // showOutput is `show --json`: the store's summary of the run (with the
 // steps below instead of its own) and the run's record, rubrics and
 // checkpoint.
 type showOutput struct {
-	store.RunSummary
+	model.RunSummary
 	CreatedAt     string            `json:"created_at"`
 	UpdatedAt     string            `json:"updated_at"`
 	Meta          map[string]string `json:"meta"`
@@ -66,7 +65,7 @@ type checkpointJSON struct {
 // stepRow is one step of a run: the store's figures and whether the step
 // has a checkpoint.
 type stepRow struct {
-	store.StepSummary
+	model.StepSummary
 	Checkpoint bool `json:"checkpoint"`
 }
 
@@ -100,7 +99,7 @@ func showRun(r runReader, withBytes bool) (showOutput, error) {
 	if err != nil {
 		return showOutput{}, err
 	}
-	s, err := r.Summary(store.SummaryOptions{Steps: true, Buckets: withBytes})
+	s, err := r.Summary(model.SummaryOptions{Steps: true, Buckets: withBytes})
 	if err != nil {
 		return showOutput{}, err
 	}
@@ -130,7 +129,7 @@ func showRun(r runReader, withBytes bool) (showOutput, error) {
 		if out.Checkpoint.Meta == nil {
 			out.Checkpoint.Meta = map[string]string{}
 		}
-	case !errors.Is(err, store.ErrNotFound):
+	case !errors.Is(err, model.ErrNotFound):
 		return out, err
 	}
 	for _, st := range s.Steps {
@@ -139,7 +138,7 @@ func showRun(r runReader, withBytes bool) (showOutput, error) {
 		switch {
 		case err == nil:
 			row.Checkpoint = ck.Step == st.Step
-		case !errors.Is(err, store.ErrNotFound):
+		case !errors.Is(err, model.ErrNotFound):
 			return out, err
 		}
 		out.Steps = append(out.Steps, row)
@@ -235,7 +234,7 @@ func stepProgress(o showOutput) string {
 	for _, row := range o.Steps {
 		if row.Step > o.LastStep {
 			state := "in progress"
-			if o.Status != store.RunRunning {
+			if o.Status != model.RunRunning {
 				state = "not completed"
 			}
 			s += fmt.Sprintf("; step %d %s: %d of %d groups closed, %d active nodes",

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/model"
 )
 
 // showGoldens are the golden cases of show; remote_test.go runs them
@@ -34,7 +34,7 @@ func TestShowProgress(t *testing.T) {
 	for _, c := range out.ByStatus {
 		total += c
 	}
-	if total != out.Nodes || out.ByStatus[store.NodeActive] != out.Frontier || out.Frontier != 4 {
+	if total != out.Nodes || out.ByStatus[model.NodeActive] != out.Frontier || out.Frontier != 4 {
 		t.Errorf("nodes %d by status %v, frontier %d", out.Nodes, out.ByStatus, out.Frontier)
 	}
 	if out.Buckets != nil || out.Bytes != 0 {

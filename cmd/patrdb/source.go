@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/patrdb/patrdb/model"
 
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
@@ -22,7 +23,7 @@ import (
 //
 // A runReader's methods have the store's names and meanings (*store.RunTx
 // provides most of them); lookups of what does not exist match
-// store.ErrNotFound either way.
+// model.ErrNotFound either way.
 
 // source is a set of runs: the file or a server.
 type source interface {
@@ -42,23 +43,23 @@ type source interface {
 // runReader is what the read commands need of one run.
 type runReader interface {
 	ID() string
-	Info() (store.Run, error)
+	Info() (model.Run, error)
 	LastSeq() (uint64, error)
-	Summary(o store.SummaryOptions) (store.RunSummary, error)
-	ForEachGroup(step uint64, fn func(store.Group) error) error
-	Groups(step uint64) ([]store.Group, error)
-	Group(id uint64) (store.Group, error)
-	LatestGroup() (store.Group, error)
-	GroupNodes(g store.Group) ([]store.Node, error)
-	Node(id uint64) (store.Node, error)
-	Path(id uint64) ([]store.Segment, error)
-	Trajectory(id uint64) ([]store.PathTurn, error)
-	FrontierNodes() ([]store.Node, error)
-	Rubrics(pool store.RubricPool) ([]store.Rubric, error)
-	Rubric(id uint64) (store.Rubric, error)
-	Advantages(step, group uint64) ([]store.Advantage, error)
-	LastAdvantage() (store.Advantage, error)
-	Checkpoint(step uint64) (store.Checkpoint, error)
+	Summary(o model.SummaryOptions) (model.RunSummary, error)
+	ForEachGroup(step uint64, fn func(model.Group) error) error
+	Groups(step uint64) ([]model.Group, error)
+	Group(id uint64) (model.Group, error)
+	LatestGroup() (model.Group, error)
+	GroupNodes(g model.Group) ([]model.Node, error)
+	Node(id uint64) (model.Node, error)
+	Path(id uint64) ([]model.Segment, error)
+	Trajectory(id uint64) ([]model.PathTurn, error)
+	FrontierNodes() ([]model.Node, error)
+	Rubrics(pool model.RubricPool) ([]model.Rubric, error)
+	Rubric(id uint64) (model.Rubric, error)
+	Advantages(step, group uint64) ([]model.Advantage, error)
+	LastAdvantage() (model.Advantage, error)
+	Checkpoint(step uint64) (model.Checkpoint, error)
 
 	// events calls fn for every event with from <= Seq <= to (both
 	// within 1..LastSeq), in order, each decoded by its kind.
@@ -135,7 +136,7 @@ func (s *fileSource) Run(id string) (runReader, error) {
 		return nil, s.app.damaged(err)
 	}
 	c, err := s.tx.CheckedRun(id)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, model.ErrNotFound) {
 		return nil, s.app.runNotFound(s.tx, id)
 	}
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"github.com/patrdb/patrdb/model"
 
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
@@ -30,70 +31,70 @@ func (r checkedRun) sound() (fileRun, error) {
 }
 
 func (r checkedRun) ID() string               { return r.c.ID() }
-func (r checkedRun) Info() (store.Run, error) { return damagedOr(r.app, r.c.Info) }
+func (r checkedRun) Info() (model.Run, error) { return damagedOr(r.app, r.c.Info) }
 func (r checkedRun) LastSeq() (uint64, error) { return damagedOr(r.app, r.c.LastSeq) }
 
-func (r checkedRun) LatestGroup() (store.Group, error) { return damagedOr(r.app, r.c.LatestGroup) }
+func (r checkedRun) LatestGroup() (model.Group, error) { return damagedOr(r.app, r.c.LatestGroup) }
 
-func (r checkedRun) Group(id uint64) (store.Group, error) {
-	return damagedOr(r.app, func() (store.Group, error) { return r.c.Group(id) })
+func (r checkedRun) Group(id uint64) (model.Group, error) {
+	return damagedOr(r.app, func() (model.Group, error) { return r.c.Group(id) })
 }
 
-func (r checkedRun) Groups(step uint64) ([]store.Group, error) {
+func (r checkedRun) Groups(step uint64) ([]model.Group, error) {
 	if step == 0 {
-		return soundThen(r, func(f fileRun) ([]store.Group, error) { return f.Groups(0) })
+		return soundThen(r, func(f fileRun) ([]model.Group, error) { return f.Groups(0) })
 	}
-	return damagedOr(r.app, func() ([]store.Group, error) { return r.c.Groups(step) })
+	return damagedOr(r.app, func() ([]model.Group, error) { return r.c.Groups(step) })
 }
 
-func (r checkedRun) GroupNodes(g store.Group) ([]store.Node, error) {
-	return damagedOr(r.app, func() ([]store.Node, error) { return r.c.GroupNodes(g) })
+func (r checkedRun) GroupNodes(g model.Group) ([]model.Node, error) {
+	return damagedOr(r.app, func() ([]model.Node, error) { return r.c.GroupNodes(g) })
 }
 
-func (r checkedRun) Advantages(step, group uint64) ([]store.Advantage, error) {
+func (r checkedRun) Advantages(step, group uint64) ([]model.Advantage, error) {
 	if step == 0 {
-		return soundThen(r, func(f fileRun) ([]store.Advantage, error) { return f.Advantages(0, group) })
+		return soundThen(r, func(f fileRun) ([]model.Advantage, error) { return f.Advantages(0, group) })
 	}
-	return damagedOr(r.app, func() ([]store.Advantage, error) { return r.c.Advantages(step, group) })
+	return damagedOr(r.app, func() ([]model.Advantage, error) { return r.c.Advantages(step, group) })
 }
 
-func (r checkedRun) LastAdvantage() (store.Advantage, error) {
+func (r checkedRun) LastAdvantage() (model.Advantage, error) {
 	return damagedOr(r.app, r.c.LastAdvantage)
 }
 
-func (r checkedRun) Node(id uint64) (store.Node, error) {
-	return damagedOr(r.app, func() (store.Node, error) { return r.c.Node(id) })
+func (r checkedRun) Node(id uint64) (model.Node, error) {
+	return damagedOr(r.app, func() (model.Node, error) { return r.c.Node(id) })
 }
 
-func (r checkedRun) Path(id uint64) ([]store.Segment, error) {
-	return damagedOr(r.app, func() ([]store.Segment, error) { return r.c.Path(id) })
+func (r checkedRun) Path(id uint64) ([]model.Segment, error) {
+	return damagedOr(r.app, func() ([]model.Segment, error) { return r.c.Path(id) })
 }
 
-func (r checkedRun) Trajectory(id uint64) ([]store.PathTurn, error) {
-	return damagedOr(r.app, func() ([]store.PathTurn, error) { return r.c.Trajectory(id) })
+func (r checkedRun) Trajectory(id uint64) ([]model.PathTurn, error) {
+	return damagedOr(r.app, func() ([]model.PathTurn, error) { return r.c.Trajectory(id) })
 }
 
-func (r checkedRun) FrontierNodes() ([]store.Node, error) { return damagedOr(r.app, r.c.FrontierNodes) }
+func (r checkedRun) FrontierNodes() ([]model.Node, error) { return damagedOr(r.app, r.c.FrontierNodes) }
 
-func (r checkedRun) Summary(o store.SummaryOptions) (store.RunSummary, error) {
-	return soundThen(r, func(f fileRun) (store.RunSummary, error) { return f.Summary(o) })
+func (r checkedRun) Summary(o model.SummaryOptions) (model.RunSummary, error) {
+	return soundThen(r, func(f fileRun) (model.RunSummary, error) { return f.Summary(o) })
 }
 
-func (r checkedRun) ForEachGroup(step uint64, fn func(store.Group) error) error {
+func (r checkedRun) ForEachGroup(step uint64, fn func(model.Group) error) error {
 	_, err := soundThen(r, func(f fileRun) (struct{}, error) { return struct{}{}, f.ForEachGroup(step, fn) })
 	return err
 }
 
-func (r checkedRun) Rubrics(pool store.RubricPool) ([]store.Rubric, error) {
-	return damagedOr(r.app, func() ([]store.Rubric, error) { return r.c.Rubrics(pool) })
+func (r checkedRun) Rubrics(pool model.RubricPool) ([]model.Rubric, error) {
+	return damagedOr(r.app, func() ([]model.Rubric, error) { return r.c.Rubrics(pool) })
 }
 
-func (r checkedRun) Rubric(id uint64) (store.Rubric, error) {
-	return damagedOr(r.app, func() (store.Rubric, error) { return r.c.Rubric(id) })
+func (r checkedRun) Rubric(id uint64) (model.Rubric, error) {
+	return damagedOr(r.app, func() (model.Rubric, error) { return r.c.Rubric(id) })
 }
 
-func (r checkedRun) Checkpoint(step uint64) (store.Checkpoint, error) {
-	return damagedOr(r.app, func() (store.Checkpoint, error) { return r.c.Checkpoint(step) })
+func (r checkedRun) Checkpoint(step uint64) (model.Checkpoint, error) {
+	return damagedOr(r.app, func() (model.Checkpoint, error) { return r.c.Checkpoint(step) })
 }
 
 func (r checkedRun) events(from, to uint64, fn func(logEvent) error) error {

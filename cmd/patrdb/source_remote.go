@@ -11,6 +11,7 @@ import (
 
 	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/client"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 )
@@ -77,26 +78,26 @@ type remoteRun struct {
 }
 
 func (r *remoteRun) ID() string                                { return r.id }
-func (r *remoteRun) Info() (store.Run, error)                  { return r.sum.Run.Record(), nil }
+func (r *remoteRun) Info() (model.Run, error)                  { return r.sum.Run.Record(), nil }
 func (r *remoteRun) LastSeq() (uint64, error)                  { return r.sum.Events, nil }
-func (r *remoteRun) Groups(step uint64) ([]store.Group, error) { return r.cl.Groups(r.ctx, r.id, step) }
+func (r *remoteRun) Groups(step uint64) ([]model.Group, error) { return r.cl.Groups(r.ctx, r.id, step) }
 
 // LatestGroup is the last of the run's groups: the API lists them in key
 // order, step|group.
-func (r *remoteRun) LatestGroup() (store.Group, error) {
+func (r *remoteRun) LatestGroup() (model.Group, error) {
 	all, err := r.Groups(0)
 	if err != nil {
-		return store.Group{}, err
+		return model.Group{}, err
 	}
 	if len(all) == 0 {
-		return store.Group{}, fmt.Errorf("groups of run %q: %w", r.id, store.ErrNotFound)
+		return model.Group{}, fmt.Errorf("groups of run %q: %w", r.id, model.ErrNotFound)
 	}
 	return all[len(all)-1], nil
 }
 
-func (r *remoteRun) FrontierNodes() ([]store.Node, error) { return r.cl.Frontier(r.ctx, r.id, 0) }
+func (r *remoteRun) FrontierNodes() ([]model.Node, error) { return r.cl.Frontier(r.ctx, r.id, 0) }
 
-func (r *remoteRun) ForEachGroup(step uint64, fn func(store.Group) error) error {
+func (r *remoteRun) ForEachGroup(step uint64, fn func(model.Group) error) error {
 	gs, err := r.Groups(step)
 	if err != nil {
 		return err
@@ -120,19 +121,19 @@ func (r *remoteRun) tree(id uint64) (api.GroupTree, error) {
 	return t, err
 }
 
-func (r *remoteRun) Group(id uint64) (store.Group, error) {
+func (r *remoteRun) Group(id uint64) (model.Group, error) {
 	t, err := r.tree(id)
 	return t.Group, err
 }
 
 // GroupNodes are the group's nodes in the store's order (the server sends
 // rt.GroupNodes).
-func (r *remoteRun) GroupNodes(g store.Group) ([]store.Node, error) {
+func (r *remoteRun) GroupNodes(g model.Group) ([]model.Node, error) {
 	t, err := r.tree(g.ID)
 	return t.Nodes, err
 }
 
-func (r *remoteRun) Node(id uint64) (store.Node, error) {
+func (r *remoteRun) Node(id uint64) (model.Node, error) {
 	if t, ok := r.trajs[id]; ok {
 		return t.Node, nil
 	}
@@ -151,63 +152,63 @@ func (r *remoteRun) trajectory(id uint64) (api.Trajectory, error) {
 	return t, err
 }
 
-func (r *remoteRun) Path(id uint64) ([]store.Segment, error) {
+func (r *remoteRun) Path(id uint64) ([]model.Segment, error) {
 	t, err := r.trajectory(id)
 	return t.Segments, err
 }
 
-func (r *remoteRun) Trajectory(id uint64) ([]store.PathTurn, error) {
+func (r *remoteRun) Trajectory(id uint64) ([]model.PathTurn, error) {
 	t, err := r.trajectory(id)
 	return t.Turns, err
 }
 
-func (r *remoteRun) Rubrics(pool store.RubricPool) ([]store.Rubric, error) {
+func (r *remoteRun) Rubrics(pool model.RubricPool) ([]model.Rubric, error) {
 	return r.cl.Rubrics(r.ctx, r.id, pool)
 }
 
 // Rubric has no endpoint of its own: it is one of the run's rubrics.
-func (r *remoteRun) Rubric(id uint64) (store.Rubric, error) {
+func (r *remoteRun) Rubric(id uint64) (model.Rubric, error) {
 	all, err := r.Rubrics("")
 	if err != nil {
-		return store.Rubric{}, err
+		return model.Rubric{}, err
 	}
 	for _, rb := range all {
 		if rb.ID == id {
 			return rb, nil
 		}
 	}
-	return store.Rubric{}, fmt.Errorf("%w: rubric %d of run %q", store.ErrNotFound, id, r.id)
+	return model.Rubric{}, fmt.Errorf("%w: rubric %d of run %q", model.ErrNotFound, id, r.id)
 }
 
-func (r *remoteRun) Advantages(step, group uint64) ([]store.Advantage, error) {
+func (r *remoteRun) Advantages(step, group uint64) ([]model.Advantage, error) {
 	return r.cl.Advantages(r.ctx, r.id, step, group)
 }
 
 // LastAdvantage is the last of the run's advantage records (the API has
 // no narrower query).
-func (r *remoteRun) LastAdvantage() (store.Advantage, error) {
+func (r *remoteRun) LastAdvantage() (model.Advantage, error) {
 	all, err := r.Advantages(0, 0)
 	if err != nil {
-		return store.Advantage{}, err
+		return model.Advantage{}, err
 	}
 	if len(all) == 0 {
-		return store.Advantage{}, fmt.Errorf("%w: advantages of run %q", store.ErrNotFound, r.id)
+		return model.Advantage{}, fmt.Errorf("%w: advantages of run %q", model.ErrNotFound, r.id)
 	}
 	return all[len(all)-1], nil
 }
 
-func (r *remoteRun) Checkpoint(step uint64) (store.Checkpoint, error) {
+func (r *remoteRun) Checkpoint(step uint64) (model.Checkpoint, error) {
 	return r.cl.Checkpoint(r.ctx, r.id, step)
 }
 
 // Summary is the summary the run was looked up with, or, when o asks for
 // more than the totals, the server's answer to that.
-func (r *remoteRun) Summary(o store.SummaryOptions) (store.RunSummary, error) {
+func (r *remoteRun) Summary(o model.SummaryOptions) (model.RunSummary, error) {
 	s := r.sum
-	if o != (store.SummaryOptions{}) {
+	if o != (model.SummaryOptions{}) {
 		var err error
 		if s, err = r.cl.RunWith(r.ctx, r.id, o); err != nil {
-			return store.RunSummary{}, err
+			return model.RunSummary{}, err
 		}
 	}
 	// The API's run field is the run's record, which hides the summary's
@@ -231,7 +232,7 @@ const eventPageSize = 1000
 type remoteEvent struct {
 	Seq     uint64          `json:"seq"`
 	Time    int64           `json:"created_at"`
-	Kind    store.EventKind `json:"kind"`
+	Kind    model.EventKind `json:"kind"`
 	Step    uint64          `json:"step"`
 	Group   uint64          `json:"group"`
 	Node    uint64          `json:"node"`
@@ -314,7 +315,7 @@ func (r *remoteRun) getJSON(path string, out any) error {
 // of the stored one: the record for the store's kinds; for other kinds the
 // payload stays as the server decoded it.
 func decodeRemoteEvent(re remoteEvent) (logEvent, error) {
-	e := logEvent{Event: replay.Event{Event: store.Event{Seq: re.Seq, Time: re.Time, Kind: re.Kind,
+	e := logEvent{Event: replay.Event{Event: model.Event{Seq: re.Seq, Time: re.Time, Kind: re.Kind,
 		Step: re.Step, Group: re.Group, Node: re.Node, Rubric: re.Rubric}}}
 	if len(re.Payload) > 0 && string(re.Payload) != "null" {
 		e.sent = re.Payload
@@ -335,7 +336,7 @@ func decodeRemoteEvent(re remoteEvent) (logEvent, error) {
 	if json.Unmarshal(re.Payload, &undecodable) == nil && undecodable.Undecodable != "" {
 		return bad(fmt.Errorf("%s", undecodable.Undecodable))
 	}
-	if _, ok := rec.(*store.Run); ok { // sent with its config as a JSON value
+	if _, ok := rec.(*model.Run); ok { // sent with its config as a JSON value
 		var rj api.RunJSON
 		if err := json.Unmarshal(re.Payload, &rj); err != nil {
 			return bad(err)

@@ -10,10 +10,10 @@ import (
 
 	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/client"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/server"
-	"github.com/patrdb/patrdb/store"
-	"github.com/patrdb/patrdb/tree"
 )
 
 // statsGoldens are the golden cases of stats; remote_test.go runs them
@@ -86,16 +86,16 @@ func TestLeavesAndMeanRewardAreOneFigure(t *testing.T) {
 		if err != nil || len(ls) != 3 {
 			t.Fatalf("lease step %d: %d leases, %v", step, len(ls), err)
 		}
-		var subs []tree.Submission
+		var subs []rollout.Submission
 		for i, r := range rewards {
-			subs = append(subs, tree.Submission{Lease: ls[i].ID, Worker: "w", Node: ls[i].Node, Reward: &r,
-				Turns: []store.Turn{{Action: "a", Observation: "o", Done: true}}})
+			subs = append(subs, rollout.Submission{Lease: ls[i].ID, Worker: "w", Node: ls[i].Node, Reward: &r,
+				Turns: []model.Turn{{Action: "a", Observation: "o", Done: true}}})
 		}
 		if _, err := c.Submit(ctx, "r", api.SubmitRequest{Submissions: subs}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	og, err := c.OpenStep(ctx, "r", api.OpenStepRequest{Step: 1, Tasks: []tree.Task{{ID: "t1"}}})
+	og, err := c.OpenStep(ctx, "r", api.OpenStepRequest{Step: 1, Tasks: []rollout.Task{{ID: "t1"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestLeavesAndMeanRewardAreOneFigure(t *testing.T) {
 	if _, err := c.CloseGroup(ctx, "r", og.Groups[0].ID, api.CloseGroupRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.OpenStep(ctx, "r", api.OpenStepRequest{Step: 2, Tasks: []tree.Task{{ID: "t2"}}}); err != nil {
+	if _, err := c.OpenStep(ctx, "r", api.OpenStepRequest{Step: 2, Tasks: []rollout.Task{{ID: "t2"}}}); err != nil {
 		t.Fatal(err)
 	}
 	end(2, []float64{1, 0.25}) // the third branch stays active: the group stays open
@@ -125,7 +125,7 @@ func TestLeavesAndMeanRewardAreOneFigure(t *testing.T) {
 	}
 	total := figure{runs[0].Leaves, runs[0].MeanReward}
 	same("the definition", total, figure{5, mean(2.75 / 5)})
-	withSteps, err := c.RunWith(ctx, "r", store.SummaryOptions{Steps: true})
+	withSteps, err := c.RunWith(ctx, "r", model.SummaryOptions{Steps: true})
 	if err != nil || len(withSteps.Steps) != 2 {
 		t.Fatalf("GET /runs/r with steps: %+v %v", withSteps, err)
 	}

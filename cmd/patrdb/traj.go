@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/patrdb/patrdb/api"
-	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/model"
 )
 
 func newTrajCommand(app *App) *cobra.Command {
@@ -126,7 +126,7 @@ func turnRange(from, count int) string {
 }
 
 // writeTurn prints the turn at path position pos.
-func writeTurn(w io.Writer, pos int, t store.PathTurn) {
+func writeTurn(w io.Writer, pos int, t model.PathTurn) {
 	head := fmt.Sprintf("turn %d · node %d #%d · reward %s · action %s", pos, t.Node, t.Index, fmtNum(t.Reward),
 		plural(len(t.ActionTokens), "token", "tokens"))
 	if len(t.ActionLogprobs) > 0 {

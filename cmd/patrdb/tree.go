@@ -8,9 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/spf13/cobra"
-
-	"github.com/patrdb/patrdb/store"
 )
 
 func newTreeCommand(app *App) *cobra.Command {
@@ -53,26 +52,26 @@ type treeOutput struct {
 // groupTree is one group as the store holds it, its leaves' advantage
 // records, and its nodes nested under their parents.
 type groupTree struct {
-	Group      store.Group       `json:"group"`
-	Advantages []store.Advantage `json:"advantages"` // one per leaf once the group is closed; empty before
+	Group      model.Group       `json:"group"`
+	Advantages []model.Advantage `json:"advantages"` // one per leaf once the group is closed; empty before
 	Tree       []treeNode        `json:"tree"`       // the root branches, in Group.Roots order
 
 	nodes, leaves int
-	adv           map[uint64]store.Advantage // by leaf
+	adv           map[uint64]model.Advantage // by leaf
 }
 
 // treeNode is a node with its children, ordered by ordinal.
 type treeNode struct {
-	store.Node
+	model.Node
 	Children []treeNode `json:"children"`
 
-	adv *store.Advantage // the leaf's advantage record, once the group is closed
+	adv *model.Advantage // the leaf's advantage record, once the group is closed
 }
 
 // survived is whether routing kept the node ("survive") at least once.
 func (n treeNode) survived() bool {
 	for _, d := range n.Decisions {
-		if d.Action == store.ActionSurvive {
+		if d.Action == model.ActionSurvive {
 			return true
 		}
 	}
@@ -157,7 +156,7 @@ func parseGroupSpec(s string) (groupSpec, error) {
 }
 
 // resolve finds the groups a spec names, or a not-found error naming it.
-func (sp groupSpec) resolve(r runReader) ([]store.Group, error) {
+func (sp groupSpec) resolve(r runReader) ([]model.Group, error) {
 	switch {
 	case sp.latest:
 		g, err := r.LatestGroup()
@@ -167,7 +166,7 @@ func (sp groupSpec) resolve(r runReader) ([]store.Group, error) {
 		if err != nil {
 			return nil, err
 		}
-		return []store.Group{g}, nil
+		return []model.Group{g}, nil
 	case sp.step != 0:
 		gs, err := r.Groups(sp.step)
 		if err != nil {
@@ -185,13 +184,13 @@ func (sp groupSpec) resolve(r runReader) ([]store.Group, error) {
 		}
 		return nil, err
 	}
-	return []store.Group{g}, nil
+	return []model.Group{g}, nil
 }
 
 // buildGroupTree reads a group's nodes and advantages into the nested form
 // every output format renders from.
-func buildGroupTree(r runReader, g store.Group) (groupTree, error) {
-	gt := groupTree{Group: g, Tree: []treeNode{}, adv: map[uint64]store.Advantage{}}
+func buildGroupTree(r runReader, g model.Group) (groupTree, error) {
+	gt := groupTree{Group: g, Tree: []treeNode{}, adv: map[uint64]model.Advantage{}}
 	nodes, err := r.GroupNodes(g)
 	if err != nil {
 		return gt, err
@@ -204,7 +203,7 @@ func buildGroupTree(r runReader, g store.Group) (groupTree, error) {
 	for _, ad := range advs {
 		gt.adv[ad.Leaf] = ad
 	}
-	kids := map[uint64][]store.Node{}
+	kids := map[uint64][]model.Node{}
 	for _, n := range nodes {
 		kids[n.Parent] = append(kids[n.Parent], n)
 		if n.Status.Leaf() {
@@ -212,8 +211,8 @@ func buildGroupTree(r runReader, g store.Group) (groupTree, error) {
 		}
 	}
 	gt.nodes = len(nodes)
-	var build func(n store.Node) treeNode
-	build = func(n store.Node) treeNode {
+	var build func(n model.Node) treeNode
+	build = func(n model.Node) treeNode {
 		t := treeNode{Node: n, Children: []treeNode{}}
 		if ad, ok := gt.adv[n.ID]; ok {
 			t.adv = &ad
@@ -230,7 +229,7 @@ func buildGroupTree(r runReader, g store.Group) (groupTree, error) {
 		}
 		return t
 	}
-	roots := map[uint64]store.Node{}
+	roots := map[uint64]model.Node{}
 	for _, n := range kids[0] {
 		roots[n.ID] = n
 	}
@@ -245,7 +244,7 @@ func buildGroupTree(r runReader, g store.Group) (groupTree, error) {
 // statusLabel is the status a person reads: a completed node that was
 // routed "survive" on the way is survived→completed.
 func statusLabel(n treeNode) string {
-	if n.Status == store.NodeCompleted && n.survived() {
+	if n.Status == model.NodeCompleted && n.survived() {
 		return "survived→completed"
 	}
 	return string(n.Status)
@@ -253,16 +252,16 @@ func statusLabel(n treeNode) string {
 
 // statusColor is the ANSI colour of a status in text output.
 func statusColor(status string) string {
-	switch store.NodeStatus(status) {
-	case store.NodeActive:
+	switch model.NodeStatus(status) {
+	case model.NodeActive:
 		return ansiYellow
-	case store.NodeExpanded:
+	case model.NodeExpanded:
 		return ansiBlue
-	case store.NodeCompleted:
+	case model.NodeCompleted:
 		return ansiGreen
-	case store.NodePruned, store.NodeFailed:
+	case model.NodePruned, model.NodeFailed:
 		return ansiRed
-	case store.NodeTruncated:
+	case model.NodeTruncated:
 		return ansiMagenta
 	}
 	return ""
@@ -323,7 +322,7 @@ func (a *App) nodeLine(n treeNode) string {
 	}
 	if n.Error != "" {
 		label := "error: "
-		if n.Status != store.NodeFailed {
+		if n.Status != model.NodeFailed {
 			label = "last error: "
 		}
 		parts = append(parts, label+n.Error)
@@ -336,7 +335,7 @@ func (a *App) nodeLine(n treeNode) string {
 func intervalNotes(n treeNode) []string {
 	type iv struct {
 		score    *float64
-		decision *store.Decision
+		decision *model.Decision
 	}
 	byInterval := map[int]*iv{}
 	var order []int
@@ -371,14 +370,14 @@ func intervalNotes(n treeNode) []string {
 	return out
 }
 
-func decisionText(d store.Decision) string {
+func decisionText(d model.Decision) string {
 	switch d.Action {
-	case store.ActionExpand:
+	case model.ActionExpand:
 		if d.Children > 0 {
 			return fmt.Sprintf("expand×%d", d.Children)
 		}
 		return "expand"
-	case store.ActionPrune:
+	case model.ActionPrune:
 		switch d.Rule {
 		case "max", "median":
 			return fmt.Sprintf("prune: %s < %s %s − %s", fmtScore(d.Score), d.Rule, fmtScore(d.Reference), fmtScore(d.Delta))
@@ -386,29 +385,29 @@ func decisionText(d store.Decision) string {
 			return "prune"
 		}
 		return "prune (" + d.Rule + ")"
-	case store.ActionSurvive:
-		if d.Rule != "" && d.Rule != store.ActionSurvive {
+	case model.ActionSurvive:
+		if d.Rule != "" && d.Rule != string(model.ActionSurvive) {
 			return "survive (" + d.Rule + ")"
 		}
 		return "survive"
 	}
-	return d.Action
+	return string(d.Action)
 }
 
 // dotFill is the Graphviz fill colour of a status.
 func dotFill(status string) string {
-	switch store.NodeStatus(status) {
-	case store.NodeActive:
+	switch model.NodeStatus(status) {
+	case model.NodeActive:
 		return "#fff3b0"
-	case store.NodeExpanded:
+	case model.NodeExpanded:
 		return "#c6dbef"
-	case store.NodeCompleted:
+	case model.NodeCompleted:
 		return "#c7e9c0"
-	case store.NodePruned:
+	case model.NodePruned:
 		return "#fcbba1"
-	case store.NodeTruncated:
+	case model.NodeTruncated:
 		return "#dadaeb"
-	case store.NodeFailed:
+	case model.NodeFailed:
 		return "#fb6a4a"
 	}
 	return "#ffffff"

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,6 +14,7 @@ import (
 	"github.com/patrdb/patrdb/internal/vocab"
 	"github.com/patrdb/patrdb/lake"
 	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/rubricpool"
 	"github.com/patrdb/patrdb/server"
 	"github.com/patrdb/patrdb/store"
@@ -29,47 +31,47 @@ const schemaPath = "../../docs/json-schema.json"
 var vocabDefs = []vocab.Def{
 	// Records, as the store holds them and every interface shows them.
 	vocab.DefOf("Run", api.RunJSON{}),
-	vocab.DefOf("Group", store.Group{}),
-	vocab.DefOf("Node", store.Node{}),
-	vocab.DefOf("Score", store.Score{}),
-	vocab.DefOf("Decision", store.Decision{}),
-	vocab.DefOf("Turn", store.Turn{}),
-	vocab.DefOf("PathTurn", store.PathTurn{}),
-	vocab.DefOf("Segment", store.Segment{}),
-	vocab.DefOf("Advantage", store.Advantage{}),
-	vocab.DefOf("Rubric", store.Rubric{}),
-	vocab.DefOf("RubricOrigin", store.RubricOrigin{}),
-	vocab.DefOf("RubricUsage", store.RubricUsage{}),
-	vocab.DefOf("Checkpoint", store.Checkpoint{}),
-	vocab.DefOf("Scalars", store.Scalars{}),
+	vocab.DefOf("Group", model.Group{}),
+	vocab.DefOf("Node", model.Node{}),
+	vocab.DefOf("Score", model.Score{}),
+	vocab.DefOf("Decision", model.Decision{}),
+	vocab.DefOf("Turn", model.Turn{}),
+	vocab.DefOf("PathTurn", model.PathTurn{}),
+	vocab.DefOf("Segment", model.Segment{}),
+	vocab.DefOf("Advantage", model.Advantage{}),
+	vocab.DefOf("Rubric", model.Rubric{}),
+	vocab.DefOf("RubricOrigin", model.RubricOrigin{}),
+	vocab.DefOf("RubricUsage", model.RubricUsage{}),
+	vocab.DefOf("Checkpoint", model.Checkpoint{}),
+	vocab.DefOf("Scalars", model.Scalars{}),
 	vocab.DefOf("Event", api.EventJSON{}),
-	vocab.DefOf("BucketSize", store.BucketSize{}),
-	vocab.DefOf("TurnsPayload", store.TurnsPayload{}),
+	vocab.DefOf("BucketSize", model.BucketSize{}),
+	vocab.DefOf("TurnsPayload", model.TurnsPayload{}),
 	// HTTP API replies.
 	vocab.DefOf("Health", api.Health{}),
 	vocab.DefOf("RunSummary", api.RunSummary{}),
-	vocab.DefOf("StepMetrics", api.StepMetrics{}),
+	vocab.DefOf("StepMetrics", model.StepMetrics{}),
 	vocab.DefOf("GroupTree", api.GroupTree{}),
 	vocab.DefOf("NodeInfo", api.NodeInfo{}),
 	vocab.DefOf("Trajectory", api.Trajectory{}),
 	vocab.DefOf("EventPage", api.EventPage{}),
 	vocab.DefOf("RunStats", api.RunStats{}),
 	vocab.DefOf("Stats", api.Stats{}),
-	vocab.DefOf("Task", tree.Task{}),
-	vocab.DefOf("TurnKey", tree.TurnKey{}),
+	vocab.DefOf("Task", rollout.Task{}),
+	vocab.DefOf("TurnKey", rollout.TurnKey{}),
 	vocab.DefOf("Lease", api.LeaseGrant{}),
 	vocab.DefOf("LeaseResponse", api.LeaseResponse{}),
-	vocab.DefOf("Submission", tree.Submission{}),
-	vocab.DefOf("SubmitResult", tree.SubmitResult{}),
-	vocab.DefOf("RoutedDecision", tree.RoutedDecision{}),
-	vocab.DefOf("Routing", tree.Routing{}),
-	vocab.DefOf("Submitted", tree.Submitted{}),
-	vocab.DefOf("LeaseState", tree.LeaseState{}),
+	vocab.DefOf("Submission", rollout.Submission{}),
+	vocab.DefOf("SubmitResult", rollout.SubmitResult{}),
+	vocab.DefOf("RoutedDecision", rollout.RoutedDecision{}),
+	vocab.DefOf("Routing", rollout.Routing{}),
+	vocab.DefOf("Submitted", rollout.Submitted{}),
+	vocab.DefOf("LeaseState", rollout.LeaseState{}),
 	vocab.DefOf("LeasesResult", api.LeasesResponse{}),
 	vocab.DefOf("PendingWork", api.PendingItem{}),
 	vocab.DefOf("PendingResult", api.PendingResponse{}),
 	vocab.DefOf("OpenStepResult", api.OpenStepResponse{}),
-	vocab.DefOf("StepStatus", tree.StepStatus{}),
+	vocab.DefOf("StepStatus", rollout.StepStatus{}),
 	vocab.DefOf("CloseGroupResult", api.CloseGroupResponse{}),
 	vocab.DefOf("CreateRunResult", api.CreateRunResponse{}),
 	vocab.DefOf("CheckpointResult", api.CheckpointResponse{}),
@@ -93,9 +95,9 @@ var vocabDefs = []vocab.Def{
 	vocab.DefOf("SubmitRequest", api.SubmitRequest{}),
 	vocab.DefOf("LeasesRequest", api.LeasesRequest{}),
 	vocab.DefOf("PublishRequest", api.PublishRequest{}),
-	vocab.DefOf("RewardSubmission", tree.RewardSubmission{}),
+	vocab.DefOf("RewardSubmission", rollout.RewardSubmission{}),
 	vocab.DefOf("RewardsRequest", api.RewardsRequest{}),
-	vocab.DefOf("ScoreSubmission", tree.ScoreSubmission{}),
+	vocab.DefOf("ScoreSubmission", rollout.ScoreSubmission{}),
 	vocab.DefOf("ScoresRequest", api.ScoresRequest{}),
 	vocab.DefOf("AbandonRequest", api.AbandonRequest{}),
 	vocab.DefOf("CloseGroupRequest", api.CloseGroupRequest{}),

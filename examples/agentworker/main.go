@@ -33,6 +33,7 @@ import (
 	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/client"
 	"github.com/patrdb/patrdb/internal/llmfake"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/server"
 	"github.com/patrdb/patrdb/store"
@@ -135,7 +136,7 @@ func trainStep(ctx context.Context, c *client.Client, run string, step uint64, n
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		v := &client.Verifier{Client: c, Run: run, Reward: func(ctx context.Context, _ rollout.Task, path []store.Turn) (float64, error) {
+		v := &client.Verifier{Client: c, Run: run, Reward: func(ctx context.Context, _ rollout.Task, path []model.Turn) (float64, error) {
 			select {
 			case <-time.After(verifyAfter):
 			case <-ctx.Done():

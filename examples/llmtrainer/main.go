@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/patrdb/patrdb/internal/llmfake"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/runconfig"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/tree"
@@ -58,7 +59,7 @@ func run(args []string, out io.Writer) error {
 	last := uint64(0)
 	err = db.Update(func(tx *store.Tx) error {
 		r, err := tx.Run(*runID)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, model.ErrNotFound) {
 			_, err = tx.CreateRun(*runID, runconfig.Config{Tree: cfg}.JSON(), map[string]string{"model": "fake-0.5b", "trainer": "llmtrainer"})
 			return err
 		}
@@ -70,8 +71,8 @@ func run(args []string, out io.Writer) error {
 			return err
 		}
 		last = info.LastStep
-		if info.Status != store.RunRunning && last < uint64(*steps) {
-			return r.SetRunStatus(store.RunRunning) // trained further than it was marked finished
+		if info.Status != model.RunRunning && last < uint64(*steps) {
+			return r.SetRunStatus(model.RunRunning) // trained further than it was marked finished
 		}
 		return nil
 	})
@@ -121,11 +122,11 @@ func run(args []string, out io.Writer) error {
 			if err != nil {
 				return err
 			}
-			if err := r.PutCheckpoint(store.Checkpoint{Step: step, URI: fmt.Sprintf("file:///ckpt/%s/%d", *runID, step)}); err != nil {
+			if err := r.PutCheckpoint(model.Checkpoint{Step: step, URI: fmt.Sprintf("file:///ckpt/%s/%d", *runID, step)}); err != nil {
 				return err
 			}
 			if step == uint64(*steps) {
-				return r.SetRunStatus(store.RunFinished) // every step is in: the lake exports the last one too
+				return r.SetRunStatus(model.RunFinished) // every step is in: the lake exports the last one too
 			}
 			return nil
 		})

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/patrdb/patrdb/store"
-	"github.com/patrdb/patrdb/tree"
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 )
 
 // The adapters below make FrozenLake a tree.Env, its tabular policy a
@@ -17,7 +17,7 @@ import (
 // uninterrupted one would have.
 
 // positionAfter returns the position after the last turn of history.
-func positionAfter(m Map, history []store.Turn) (int, error) {
+func positionAfter(m Map, history []model.Turn) (int, error) {
 	if len(history) == 0 {
 		return m.StartPos(), nil
 	}
@@ -29,7 +29,7 @@ func positionAfter(m Map, history []store.Turn) (int, error) {
 }
 
 // Positions lists the visited positions of a trajectory, start included.
-func Positions(m Map, history []store.Turn) []int {
+func Positions(m Map, history []model.Turn) []int {
 	out := make([]int, 0, len(history)+1)
 	out = append(out, m.StartPos())
 	for _, t := range history {
@@ -41,7 +41,7 @@ func Positions(m Map, history []store.Turn) []int {
 }
 
 // Actions lists the actions of a trajectory.
-func Actions(history []store.Turn) []Action {
+func Actions(history []model.Turn) []Action {
 	out := make([]Action, 0, len(history))
 	for _, t := range history {
 		if len(t.ActionTokens) == 1 {
@@ -62,8 +62,8 @@ type TreePolicy struct {
 }
 
 // ActBatch implements tree.BatchPolicy: one move per request.
-func (p *TreePolicy) ActBatch(ctx context.Context, reqs []tree.ActRequest) ([]tree.Move, error) {
-	out := make([]tree.Move, len(reqs))
+func (p *TreePolicy) ActBatch(ctx context.Context, reqs []rollout.ActRequest) ([]rollout.Move, error) {
+	out := make([]rollout.Move, len(reqs))
 	for i, r := range reqs {
 		m, err := p.Act(ctx, r.Key, r.Task, r.History)
 		if err != nil {
@@ -75,14 +75,14 @@ func (p *TreePolicy) ActBatch(ctx context.Context, reqs []tree.ActRequest) ([]tr
 }
 
 // Act implements tree.Policy.
-func (p *TreePolicy) Act(_ context.Context, key tree.TurnKey, _ tree.Task, history []store.Turn) (tree.Move, error) {
+func (p *TreePolicy) Act(_ context.Context, key rollout.TurnKey, _ rollout.Task, history []model.Turn) (rollout.Move, error) {
 	pos, err := positionAfter(p.Map, history)
 	if err != nil {
-		return tree.Move{}, err
+		return rollout.Move{}, err
 	}
 	u := Uniform(key.Seed, KeyAction, key.Step, key.Node, uint64(key.Index))
 	a, logp := p.Policy.Sample(pos, u)
-	return tree.Move{Text: a.String(), Tokens: []uint32{uint32(a)}, Logprobs: []float32{float32(logp)}, PolicyVersion: p.Version}, nil
+	return rollout.Move{Text: a.String(), Tokens: []uint32{uint32(a)}, Logprobs: []float32{float32(logp)}, PolicyVersion: p.Version}, nil
 }
 
 // TreeEnv runs FrozenLake episodes.
@@ -106,13 +106,13 @@ type episode struct {
 }
 
 // Reset implements tree.Env.
-func (e *TreeEnv) Reset(context.Context, tree.Task) (tree.Episode, error) {
+func (e *TreeEnv) Reset(context.Context, rollout.Task) (rollout.Episode, error) {
 	return &episode{env: e, state: e.Map.Start()}, nil
 }
 
 // Restore implements tree.Env from the recorded turns: the position is in
 // the last observation, the step count is the path length.
-func (e *TreeEnv) Restore(_ context.Context, _ tree.Task, history []store.Turn, _ []byte) (tree.Episode, error) {
+func (e *TreeEnv) Restore(_ context.Context, _ rollout.Task, history []model.Turn, _ []byte) (rollout.Episode, error) {
 	pos, err := positionAfter(e.Map, history)
 	if err != nil {
 		return nil, err
@@ -125,14 +125,14 @@ func (e *TreeEnv) Restore(_ context.Context, _ tree.Task, history []store.Turn, 
 }
 
 // Step implements tree.Episode.
-func (ep *episode) Step(_ context.Context, key tree.TurnKey, mv tree.Move) (tree.Observation, error) {
+func (ep *episode) Step(_ context.Context, key rollout.TurnKey, mv rollout.Move) (rollout.Observation, error) {
 	a, err := ParseAction(mv.Text)
 	if err != nil {
-		return tree.Observation{}, err
+		return rollout.Observation{}, err
 	}
 	if !ep.env.Budget.take() {
 		ep.state.Done, ep.state.Truncated = true, true
-		return tree.Observation{Text: cutObservation, Done: true}, nil
+		return rollout.Observation{Text: cutObservation, Done: true}, nil
 	}
 	u := Uniform(key.Seed, KeySlip, key.Step, key.Node, uint64(key.Index))
 	ep.state = ep.env.Map.Step(ep.state, a, ep.env.Slippery, u)
@@ -140,7 +140,7 @@ func (ep *episode) Step(_ context.Context, key tree.TurnKey, mv tree.Move) (tree
 	if g := ep.env.Discount; reward > 0 && g > 0 && g < 1 {
 		reward *= math.Pow(g, float64(ep.state.Steps-1))
 	}
-	return tree.Observation{
+	return rollout.Observation{
 		Text:   ep.env.Map.Observation(ep.state),
 		Tokens: []uint32{uint32(ep.state.Pos)},
 		Reward: reward,
@@ -155,6 +155,6 @@ func (ep *episode) State() []byte { return nil }
 type TreeScorer struct{ Map Map }
 
 // Score implements tree.Scorer.
-func (s *TreeScorer) Score(_ context.Context, _ tree.Task, history []store.Turn) (float64, error) {
+func (s *TreeScorer) Score(_ context.Context, _ rollout.Task, history []model.Turn) (float64, error) {
 	return s.Map.ProgressScore(Positions(s.Map, history)), nil
 }

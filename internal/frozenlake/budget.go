@@ -3,6 +3,7 @@ package frozenlake
 import (
 	"sync"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -21,7 +22,7 @@ const cutObservation = "not played: env-step budget spent"
 
 // Played reports whether the environment played t: a played turn carries
 // the position it led to; a turn the budget cut carries none.
-func Played(t store.Turn) bool { return len(t.ObservationTokens) == 1 }
+func Played(t model.Turn) bool { return len(t.ObservationTokens) == 1 }
 
 // Budget is the env steps a run may still play, shared by every episode of
 // it. A nil *Budget is unlimited.
@@ -56,8 +57,8 @@ func (b *Budget) set(n int) {
 
 // cutLeaf reports whether the budget ended n: its last turn was refused.
 // Only a completed branch without reward can end in a refused turn.
-func cutLeaf(r *store.RunTx, n store.Node) (bool, error) {
-	if n.Turns == 0 || n.Status != store.NodeCompleted || n.Reward != 0 {
+func cutLeaf(r *store.RunTx, n model.Node) (bool, error) {
+	if n.Turns == 0 || n.Status != model.NodeCompleted || n.Reward != 0 {
 		return false, nil
 	}
 	last, err := r.Turn(n.ID, n.Turns-1)

@@ -5,21 +5,22 @@ import (
 	"math"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
-	"github.com/patrdb/patrdb/tree"
 )
 
 // walk plays actions on a fresh TreeEnv episode and returns the observations.
-func walk(t *testing.T, env *TreeEnv, actions ...Action) []tree.Observation {
+func walk(t *testing.T, env *TreeEnv, actions ...Action) []rollout.Observation {
 	t.Helper()
-	ep, err := env.Reset(context.Background(), tree.Task{})
+	ep, err := env.Reset(context.Background(), rollout.Task{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []tree.Observation
+	var out []rollout.Observation
 	for i, a := range actions {
-		obs, err := ep.Step(context.Background(), tree.TurnKey{Index: i}, tree.Move{Text: a.String()})
+		obs, err := ep.Step(context.Background(), rollout.TurnKey{Index: i}, rollout.Move{Text: a.String()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +64,7 @@ func TestBudgetRefusesMovesBeyondIt(t *testing.T) {
 		t.Fatalf("moves within the budget: %+v", obs[:2])
 	}
 	cut := obs[2]
-	if !cut.Done || cut.Reward != 0 || Played(store.Turn{ObservationTokens: cut.Tokens}) {
+	if !cut.Done || cut.Reward != 0 || Played(model.Turn{ObservationTokens: cut.Tokens}) {
 		t.Fatalf("move beyond the budget = %+v, want a refused, finished, unpaid turn", cut)
 	}
 	// Another episode of the same run finds the budget spent too.
@@ -107,7 +108,7 @@ func TestBudgetIsExact(t *testing.T) {
 			if sum != budget {
 				t.Errorf("%s: RunFigures count %d env steps, want %d", mode, sum, budget)
 			}
-			return r.ForEachGroup(0, func(g store.Group) error {
+			return r.ForEachGroup(0, func(g model.Group) error {
 				nodes, err := r.GroupNodes(g)
 				for _, n := range nodes {
 					stored += n.Turns

@@ -5,8 +5,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/runconfig"
-	"github.com/patrdb/patrdb/store"
 )
 
 // TestTrainConfigIsARunConfig: what the demo records is read back by the
@@ -23,7 +23,7 @@ func TestTrainConfigIsARunConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, hasTree, err := runconfig.Of(store.Run{ID: "demo", Config: raw})
+		got, hasTree, err := runconfig.Of(model.Run{ID: "demo", Config: raw})
 		if err != nil || !hasTree || !reflect.DeepEqual(got, cfg.Config) {
 			t.Errorf("rubrics %t: read back %+v (tree %t, %v), want %+v", rubrics, got, hasTree, err, cfg.Config)
 		}

@@ -3,6 +3,7 @@ package frozenlake
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"math"
 	"sort"
 
@@ -39,7 +40,7 @@ func (c *Curve) Label() string {
 
 // ErrNotDemoRun: the run's config is not a demo trainer's, so it has no
 // policy checkpoints to evaluate.
-var ErrNotDemoRun = fmt.Errorf("%w: not a FrozenLake demo run", store.ErrInvalid)
+var ErrNotDemoRun = fmt.Errorf("%w: not a FrozenLake demo run", model.ErrInvalid)
 
 // LoadCurve reads a demo run's learning curve from the store: per completed
 // step the env steps (RunFigures) and the success of that step's

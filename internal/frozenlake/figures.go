@@ -3,6 +3,7 @@ package frozenlake
 import (
 	"sort"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 )
@@ -41,7 +42,7 @@ func (f *StepFigures) add(o StepFigures) {
 
 // groupFigures reads one group's figures, and returns its advantage records
 // unless the budget cut it (nil then: nothing to train on).
-func groupFigures(r *store.RunTx, g store.Group) (StepFigures, []store.Advantage, error) {
+func groupFigures(r *store.RunTx, g model.Group) (StepFigures, []model.Advantage, error) {
 	f := StepFigures{Step: g.Step, Groups: 1}
 	nodes, err := r.GroupNodes(g)
 	if err != nil {
@@ -87,7 +88,7 @@ func groupFigures(r *store.RunTx, g store.Group) (StepFigures, []store.Advantage
 // step order; an open step counts what it committed.
 func RunFigures(r *store.RunTx) ([]StepFigures, error) {
 	by := map[uint64]*StepFigures{}
-	err := r.ForEachGroup(0, func(g store.Group) error {
+	err := r.ForEachGroup(0, func(g model.Group) error {
 		f, _, err := groupFigures(r, g)
 		if err != nil {
 			return err

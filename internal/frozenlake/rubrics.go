@@ -3,6 +3,7 @@ package frozenlake
 import (
 	"context"
 	"fmt"
+	"github.com/patrdb/patrdb/model"
 	"sort"
 
 	"github.com/patrdb/patrdb/rubricpool"
@@ -51,8 +52,8 @@ func featureByKey(key string) (rubricFeature, bool) {
 	return rubricFeature{}, false
 }
 
-func turnsOf(path []store.PathTurn) []store.Turn {
-	out := make([]store.Turn, len(path))
+func turnsOf(path []model.PathTurn) []model.Turn {
+	out := make([]model.Turn, len(path))
 	for i := range path {
 		out[i] = path[i].Turn
 	}
@@ -77,14 +78,14 @@ func (f rubricFeature) better(a, b Features) bool {
 type FeatureInducer struct{ Map Map }
 
 // Induce implements rubricpool.Inducer.
-func (in FeatureInducer) Induce(_ context.Context, x rubricpool.InduceInput) ([]rubricpool.Draft, error) {
+func (in FeatureInducer) Induce(_ context.Context, x rubricpool.InduceInput) ([]model.Draft, error) {
 	best := in.Map.trajFeatures(x.Best)
-	var out []rubricpool.Draft
+	var out []model.Draft
 	for _, neg := range []rubricpool.Trajectory{x.Worst, x.Hard} {
 		nf := in.Map.trajFeatures(neg)
 		for _, f := range rubricFeatures {
 			if f.better(best, nf) {
-				out = append(out, rubricpool.Draft{Feature: f.key, Text: fmt.Sprintf(
+				out = append(out, model.Draft{Feature: f.key, Text: fmt.Sprintf(
 					"%s (node %d scored %g on %s where node %d scored %g)", f.canonical, x.Best.Node, f.value(best), f.key, neg.Node, f.value(nf))})
 			}
 		}
@@ -97,18 +98,18 @@ func (in FeatureInducer) Induce(_ context.Context, x rubricpool.InduceInput) ([]
 type FeatureConsolidator struct{}
 
 // Consolidate implements rubricpool.Consolidator.
-func (FeatureConsolidator) Consolidate(_ context.Context, drafts []store.Rubric, _ []store.Rubric) ([]rubricpool.Consolidated, error) {
+func (FeatureConsolidator) Consolidate(_ context.Context, drafts []model.Rubric, _ []model.Rubric) ([]model.Consolidated, error) {
 	byFeature := map[string][]uint64{}
 	for _, d := range drafts {
 		if _, ok := featureByKey(d.Feature); ok {
 			byFeature[d.Feature] = append(byFeature[d.Feature], d.ID)
 		}
 	}
-	var out []rubricpool.Consolidated
+	var out []model.Consolidated
 	for _, f := range rubricFeatures {
 		if ids := byFeature[f.key]; len(ids) > 0 {
 			sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-			out = append(out, rubricpool.Consolidated{Text: f.canonical, Feature: f.key, Absorbs: ids})
+			out = append(out, model.Consolidated{Text: f.canonical, Feature: f.key, Absorbs: ids})
 		}
 	}
 	return out, nil
@@ -118,7 +119,7 @@ func (FeatureConsolidator) Consolidate(_ context.Context, drafts []store.Rubric,
 type FeatureJudge struct{ Map Map }
 
 // Judge implements rubricpool.Judge.
-func (j FeatureJudge) Judge(_ context.Context, r store.Rubric, a, b rubricpool.Trajectory) (rubricpool.Outcome, error) {
+func (j FeatureJudge) Judge(_ context.Context, r model.Rubric, a, b rubricpool.Trajectory) (rubricpool.Outcome, error) {
 	f, ok := featureByKey(r.Feature)
 	if !ok {
 		return 0, fmt.Errorf("frozenlake: rubric %d has unknown feature %q", r.ID, r.Feature)
@@ -158,7 +159,7 @@ func (s *rubricShaper) BeginStep(ctx context.Context, step uint64) error {
 	return err
 }
 
-func (s *rubricShaper) Prepare(ctx context.Context, step uint64, g store.Group, leaves []tree.Leaf) (*tree.Shaping, error) {
+func (s *rubricShaper) Prepare(ctx context.Context, step uint64, g model.Group, leaves []tree.Leaf) (*tree.Shaping, error) {
 	trajs := make([]rubricpool.Trajectory, len(leaves))
 	for i, l := range leaves {
 		trajs[i] = rubricpool.Trajectory{Node: l.Node.ID, Reward: l.Reward, Turns: l.Turns,

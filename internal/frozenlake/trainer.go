@@ -8,6 +8,8 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/rubricpool"
 	"github.com/patrdb/patrdb/runconfig"
 	"github.com/patrdb/patrdb/store"
@@ -61,16 +63,16 @@ func DefaultTrainConfig(mode string) TrainConfig {
 func (c *TrainConfig) Validate() error {
 	switch {
 	case c.Mode != "patr" && c.Mode != "grpo":
-		return fmt.Errorf("%w: mode %q, want patr or grpo", store.ErrInvalid, c.Mode)
+		return fmt.Errorf("%w: mode %q, want patr or grpo", model.ErrInvalid, c.Mode)
 	case c.Steps < 1 || c.Batch < 1:
-		return fmt.Errorf("%w: steps %d and batch %d must be at least 1", store.ErrInvalid, c.Steps, c.Batch)
+		return fmt.Errorf("%w: steps %d and batch %d must be at least 1", model.ErrInvalid, c.Steps, c.Batch)
 	case c.Epochs < 1 || !(c.LR > 0) || c.ClipEps < 0:
-		return fmt.Errorf("%w: epochs %d, lr %v, clip %v", store.ErrInvalid, c.Epochs, c.LR, c.ClipEps)
+		return fmt.Errorf("%w: epochs %d, lr %v, clip %v", model.ErrInvalid, c.Epochs, c.LR, c.ClipEps)
 	case !store.ValidRunID(c.Run):
-		return fmt.Errorf("%w: run id %q: want %s", store.ErrInvalid, c.Run, store.RunIDRule)
+		return fmt.Errorf("%w: run id %q: want %s", model.ErrInvalid, c.Run, store.RunIDRule)
 	}
 	if _, err := MapByName(c.Map); err != nil {
-		return fmt.Errorf("%w: %v", store.ErrInvalid, err)
+		return fmt.Errorf("%w: %v", model.ErrInvalid, err)
 	}
 	return c.Config.Validate()
 }
@@ -216,7 +218,7 @@ func (t *Trainer) Train(ctx context.Context, resume bool) (*Report, error) {
 		if err != nil {
 			return err
 		}
-		return r.SetRunStatus(store.RunFinished)
+		return r.SetRunStatus(model.RunFinished)
 	}); err != nil {
 		return nil, err
 	}
@@ -230,7 +232,7 @@ func (t *Trainer) create() error {
 	}
 	return t.db.Update(func(tx *store.Tx) error {
 		_, err := tx.CreateRun(t.cfg.Run, cfgJSON, map[string]string{"trainer": "frozenlake-demo"})
-		if errors.Is(err, store.ErrExists) {
+		if errors.Is(err, model.ErrExists) {
 			return fmt.Errorf("%w: %q", ErrRunExists, t.cfg.Run)
 		}
 		return err
@@ -253,7 +255,7 @@ func (t *Trainer) loadForResume() (uint64, error) {
 			return err
 		}
 		if err := json.Unmarshal(info.Config, &stored); err != nil {
-			return fmt.Errorf("%w: run %q config: %v", store.ErrInvalid, t.cfg.Run, err)
+			return fmt.Errorf("%w: run %q config: %v", model.ErrInvalid, t.cfg.Run, err)
 		}
 		if stored.Config, _, err = runconfig.Of(info); err != nil {
 			return err
@@ -324,7 +326,7 @@ func (t *Trainer) initEngine() error {
 // stored advantages, and commits the new policy as the step's checkpoint in
 // the transaction that marks the step complete.
 func (t *Trainer) step(ctx context.Context, step uint64) (*StepReport, error) {
-	var groups []store.Group
+	var groups []model.Group
 	if err := t.db.View(func(tx *store.Tx) error {
 		r, err := tx.Run(t.cfg.Run)
 		if err != nil {
@@ -337,16 +339,16 @@ func (t *Trainer) step(ctx context.Context, step uint64) (*StepReport, error) {
 	}
 	open := false
 	for _, g := range groups {
-		open = open || g.Status == store.GroupOpen
+		open = open || g.Status == model.GroupOpen
 	}
 	t.treeP.Version = step // the policy after step-1 updates
 	var res *tree.StepResult
 	var err error
 	switch {
 	case len(groups) == 0:
-		tasks := make([]tree.Task, t.cfg.Batch)
+		tasks := make([]rollout.Task, t.cfg.Batch)
 		for i := range tasks {
-			tasks[i] = tree.Task{ID: "frozenlake-" + t.cfg.Map + "-" + strconv.Itoa(i), Prompt: "reach G from S without falling into H"}
+			tasks[i] = rollout.Task{ID: "frozenlake-" + t.cfg.Map + "-" + strconv.Itoa(i), Prompt: "reach G from S without falling into H"}
 		}
 		if res, err = t.engine.Rollout(ctx, step, tasks); err != nil {
 			return nil, err
@@ -375,7 +377,7 @@ func (t *Trainer) step(ctx context.Context, step uint64) (*StepReport, error) {
 		if err != nil {
 			return err
 		}
-		return r.PutCheckpoint(store.Checkpoint{Step: step, Inline: state, Meta: map[string]string{
+		return r.PutCheckpoint(model.Checkpoint{Step: step, Inline: state, Meta: map[string]string{
 			"success":   strconv.FormatFloat(sr.Success, 'f', 4, 64),
 			"env_steps": strconv.Itoa(sr.EnvSteps),
 		}})
@@ -469,7 +471,7 @@ func (t *Trainer) finish(rep *Report) (*Report, error) {
 			rep.ZeroVariance += f.ZeroVariance
 			rep.Unlocked += f.Unlocked
 		}
-		if err := r.ForEachGroup(0, func(g store.Group) error {
+		if err := r.ForEachGroup(0, func(g model.Group) error {
 			nodes, err := r.GroupNodes(g)
 			for _, n := range nodes {
 				rep.Nodes++
@@ -487,9 +489,9 @@ func (t *Trainer) finish(rep *Report) (*Report, error) {
 		}
 		for _, rb := range rubrics {
 			switch rb.Pool {
-			case store.PoolPublic:
+			case model.PoolPublic:
 				rep.PublicRubrics++
-			case store.PoolRetired:
+			case model.PoolRetired:
 				rep.RetiredRubrics++
 			}
 		}

@@ -16,8 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/patrdb/patrdb/store"
-	"github.com/patrdb/patrdb/tree"
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 )
 
 // mix hashes its arguments with splitmix64 rounds.
@@ -33,7 +33,7 @@ func mix(vs ...uint64) uint64 {
 	return h
 }
 
-func keyHash(k tree.TurnKey, salt uint64) uint64 {
+func keyHash(k rollout.TurnKey, salt uint64) uint64 {
 	return mix(uint64(k.Seed), k.Step, k.Branch, uint64(k.Path), uint64(k.Attempt), salt)
 }
 
@@ -51,7 +51,7 @@ var verbs = []string{"open", "grep", "edit", "run_tests", "read", "submit"}
 
 // ActBatch returns one move per request: a tool call as text, its token
 // ids, and one logprob per token.
-func (p *Policy) ActBatch(ctx context.Context, reqs []tree.ActRequest) ([]tree.Move, error) {
+func (p *Policy) ActBatch(ctx context.Context, reqs []rollout.ActRequest) ([]rollout.Move, error) {
 	p.calls.Add(1)
 	if p.Latency > 0 {
 		t := time.NewTimer(p.Latency)
@@ -62,7 +62,7 @@ func (p *Policy) ActBatch(ctx context.Context, reqs []tree.ActRequest) ([]tree.M
 		case <-t.C:
 		}
 	}
-	out := make([]tree.Move, len(reqs))
+	out := make([]rollout.Move, len(reqs))
 	for i, r := range reqs {
 		h := keyHash(r.Key, 1)
 		n := 200 + int(h%401)
@@ -75,7 +75,7 @@ func (p *Policy) ActBatch(ctx context.Context, reqs []tree.ActRequest) ([]tree.M
 		}
 		verb := verbs[h>>20%uint64(len(verbs))]
 		text := fmt.Sprintf("<tool>%s</tool> %s", verb, strings.Repeat("x", n*3))
-		out[i] = tree.Move{Text: text, Tokens: toks, Logprobs: lps, PolicyVersion: p.Version}
+		out[i] = rollout.Move{Text: text, Tokens: toks, Logprobs: lps, PolicyVersion: p.Version}
 	}
 	return out, nil
 }
@@ -90,11 +90,11 @@ type Env struct {
 	SlowChance  float64
 	SlowLatency time.Duration
 	// OnStep, when set, sees every step's key and the time its tool took.
-	OnStep func(key tree.TurnKey, took time.Duration)
+	OnStep func(key rollout.TurnKey, took time.Duration)
 }
 
 // ToolTime is how long the tool call of the turn at key takes.
-func (e *Env) ToolTime(key tree.TurnKey) time.Duration {
+func (e *Env) ToolTime(key rollout.TurnKey) time.Duration {
 	if e.SlowChance > 0 && float64(keyHash(key, 5)%1_000_000) < e.SlowChance*1_000_000 {
 		return e.SlowLatency
 	}
@@ -103,12 +103,12 @@ func (e *Env) ToolTime(key tree.TurnKey) time.Duration {
 
 type episode struct {
 	env   *Env
-	task  tree.Task
+	task  rollout.Task
 	steps int
 	tests int
 }
 
-func lengthOf(task tree.Task) int {
+func lengthOf(task rollout.Task) int {
 	var h uint64
 	for _, c := range task.ID {
 		h = mix(h, uint64(c))
@@ -117,13 +117,13 @@ func lengthOf(task tree.Task) int {
 }
 
 // Reset starts an episode.
-func (e *Env) Reset(_ context.Context, task tree.Task) (tree.Episode, error) {
+func (e *Env) Reset(_ context.Context, task rollout.Task) (rollout.Episode, error) {
 	return &episode{env: e, task: task}, nil
 }
 
 // Restore rebuilds an episode from its history (the state, when given, is
 // the same two counters).
-func (e *Env) Restore(_ context.Context, task tree.Task, hist []store.Turn, state []byte) (tree.Episode, error) {
+func (e *Env) Restore(_ context.Context, task rollout.Task, hist []model.Turn, state []byte) (rollout.Episode, error) {
 	ep := &episode{env: e, task: task, steps: len(hist)}
 	if len(state) == 16 {
 		ep.steps = int(binary.LittleEndian.Uint64(state))
@@ -142,13 +142,13 @@ func (e *Env) Restore(_ context.Context, task tree.Task, hist []store.Turn, stat
 }
 
 // Step runs the tool call and answers with 1–4 KB of output.
-func (ep *episode) Step(ctx context.Context, key tree.TurnKey, mv tree.Move) (tree.Observation, error) {
+func (ep *episode) Step(ctx context.Context, key rollout.TurnKey, mv rollout.Move) (rollout.Observation, error) {
 	if d := ep.env.ToolTime(key); d > 0 {
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return tree.Observation{}, ctx.Err()
+			return rollout.Observation{}, ctx.Err()
 		case <-t.C:
 		}
 		if ep.env.OnStep != nil {
@@ -166,7 +166,7 @@ func (ep *episode) Step(ctx context.Context, key tree.TurnKey, mv tree.Move) (tr
 	for j := range toks {
 		toks[j] = uint32(mix(h, uint64(j)) % 151_643)
 	}
-	obs := tree.Observation{Text: text, Tokens: toks}
+	obs := rollout.Observation{Text: text, Tokens: toks}
 	if ep.steps >= lengthOf(ep.task) {
 		obs.Done = true
 		if mix(h, 3)%100 < uint64(20+60*ep.tests/ep.steps) {
@@ -186,7 +186,7 @@ func (ep *episode) State() []byte {
 type Scorer struct{}
 
 // Score is in [0,1].
-func (Scorer) Score(_ context.Context, task tree.Task, hist []store.Turn) (float64, error) {
+func (Scorer) Score(_ context.Context, task rollout.Task, hist []model.Turn) (float64, error) {
 	if len(hist) == 0 {
 		return 0, nil
 	}
@@ -201,15 +201,15 @@ func (Scorer) Score(_ context.Context, task tree.Task, hist []store.Turn) (float
 }
 
 // Tasks returns n SWE-style tasks with prompt token ids.
-func Tasks(n int) []tree.Task {
-	out := make([]tree.Task, n)
+func Tasks(n int) []rollout.Task {
+	out := make([]rollout.Task, n)
 	for i := range out {
 		prompt := fmt.Sprintf("Fix issue #%d: the test suite fails on edge case %d.", 1000+i, i)
 		toks := make([]uint32, 300)
 		for j := range toks {
 			toks[j] = uint32(mix(uint64(i), uint64(j)) % 151_643)
 		}
-		out[i] = tree.Task{ID: fmt.Sprintf("swe-%04d", i), Prompt: prompt, PromptTokens: toks}
+		out[i] = rollout.Task{ID: fmt.Sprintf("swe-%04d", i), Prompt: prompt, PromptTokens: toks}
 	}
 	return out
 }

@@ -1,6 +1,7 @@
-package batch_test
+package batchdb_test
 
 import (
+	"github.com/patrdb/patrdb/batch/batchdb"
 	"path/filepath"
 	"testing"
 
@@ -23,7 +24,7 @@ func BenchmarkReadRows(b *testing.B) {
 			if err != nil {
 				return err
 			}
-			return batch.ReadInto(&dst, r, 1, batch.Options{})
+			return batchdb.ReadInto(&dst, r, 1, batch.Options{})
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -58,7 +59,7 @@ func benchStore(b *testing.B) (*store.DB, *batch.Batch) {
 	opts.NoSync = true
 	db := storetest.OpenPath(b, filepath.Join(b.TempDir(), "b.db"), opts)
 	buildLLM(b, db, "llm", llmSpec{steps: 1, groups: 33, roots: 4, depth: 3, maxTurns: 5, tokens: 500, seed: 3})
-	rows, err := batch.ReadDB(db, "llm", 1, batch.Options{})
+	rows, err := batchdb.ReadDB(db, "llm", 1, batch.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

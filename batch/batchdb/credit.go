@@ -1,14 +1,16 @@
-package batch
+package batchdb
 
-import "github.com/patrdb/patrdb/store"
+import "github.com/patrdb/patrdb/batch"
+
+import "github.com/patrdb/patrdb/model"
 
 // credit is the credit rule and the normalisation applied to the rows of
 // one batch: who trains each segment's action tokens, with which
 // advantage and weight, and what the tree layout carries per segment.
 // The formulas are the package documentation's ("The loss").
 type credit struct {
-	rule   Credit
-	norm   Norm
+	rule   batch.Credit
+	norm   batch.Norm
 	rowAdv []float64 // A_r: the leaf's advantage, 0 for a failed row
 	rowW   []float64 // w_r
 	mean   []float32 // per segment: the mean A_r over the rows that contain it
@@ -26,12 +28,12 @@ type segCredit struct {
 // trains reports whether row ri trains the action tokens of segment si
 // (which it contains).
 func (rd *reader) trains(ri, si int) bool {
-	return rd.cr.rule == Repeat || rd.segs[si].owner == ri
+	return rd.cr.rule == batch.Repeat || rd.segs[si].owner == ri
 }
 
 // advOf is the advantage row ri trains segment si's action tokens with.
 func (rd *reader) advOf(ri, si int) float32 {
-	if rd.cr.rule == Mean {
+	if rd.cr.rule == batch.Mean {
 		return rd.cr.mean[si]
 	}
 	return float32(rd.cr.rowAdv[ri])
@@ -52,11 +54,11 @@ func (rd *reader) rowSegments(ri int) []int {
 // rows that train it in row order.
 func (rd *reader) credit() {
 	c := &rd.cr
-	c.rule, c.norm = rd.opts.credit(), rd.opts.norm()
+	c.rule, c.norm = rd.opts.Credit, rd.opts.Norm
 	nr, ns := len(rd.rows), len(rd.segs)
 	c.rowAdv = make([]float64, nr)
 	for i, rw := range rd.rows {
-		if rw.leaf.Status != store.NodeFailed {
+		if rw.leaf.Status != model.NodeFailed {
 			c.rowAdv[i] = rw.adv
 		}
 	}
@@ -85,9 +87,9 @@ func (rd *reader) credit() {
 	}
 	c.rowW = make([]float64, nr)
 	for ri, n := range trained {
-		c.rowW[ri] = weight(c.norm, c.tokens, c.rows, n)
+		c.rowW[ri] = batch.RowWeight(c.norm, c.tokens, c.rows, n)
 	}
-	if rd.opts.layout() != Tree {
+	if rd.opts.Layout != batch.Tree {
 		return
 	}
 	pos, neg, w := make([]float64, ns), make([]float64, ns), make([]float64, ns)
@@ -96,7 +98,7 @@ func (rd *reader) credit() {
 			if !rd.trains(ri, si) {
 				continue
 			}
-			p, n := split(rd.advOf(ri, si))
+			p, n := batch.SplitAdvantage(rd.advOf(ri, si))
 			pos[si] += c.rowW[ri] * p
 			neg[si] += c.rowW[ri] * n
 			w[si] += c.rowW[ri]
@@ -105,42 +107,9 @@ func (rd *reader) credit() {
 	c.tree = make([]segCredit, ns)
 	for si, s := range rd.segs {
 		adv := c.mean[si]
-		if c.rule == Owner {
+		if c.rule == batch.Owner {
 			adv = float32(c.rowAdv[s.owner])
 		}
 		c.tree[si] = segCredit{adv: adv, pos: float32(pos[si]), neg: float32(neg[si]), weight: float32(w[si])}
 	}
-}
-
-// weight is w_r, the factor of every token loss of a row that trains n of
-// the batch's tokens (tokens in all rows, rows training any): 1/tokens
-// for token-mean, 1/(rows·n) for seq-mean-token-mean, 0 when there is
-// nothing to divide.
-func weight(norm Norm, tokens, rows, n int64) float64 {
-	switch {
-	case n == 0:
-		return 0
-	case norm == SeqMeanTokenMean:
-		return 1 / (float64(rows) * float64(n))
-	}
-	return 1 / float64(tokens)
-}
-
-// split is A⁺ = max(a, 0) and A⁻ = max(−a, 0) of an advantage (never a
-// negative zero).
-func split(a float32) (pos, neg float64) {
-	switch {
-	case a > 0:
-		return float64(a), 0
-	case a < 0:
-		return 0, -float64(a)
-	}
-	return 0, 0
-}
-
-// coefs are the coefficients of one row's token trained with advantage a
-// at weight w.
-func coefs(w float64, a float32) (pos, neg float32) {
-	p, n := split(a)
-	return float32(w * p), float32(w * n)
 }

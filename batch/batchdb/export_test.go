@@ -1,4 +1,4 @@
-package batch
+package batchdb
 
 // SetParallelMin lowers the size at which writing goes parallel, so tests
 // cover the parallel path on small batches; the returned func restores it.

@@ -1,11 +1,11 @@
-package batch
+package batchdb
 
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/patrdb/patrdb/batch"
+	"github.com/patrdb/patrdb/model"
 	"math"
-
-	"github.com/patrdb/patrdb/store"
 )
 
 // Every value goes into a tensor of a fixed width; one that does not fit
@@ -14,7 +14,7 @@ import (
 // may hold them.
 
 func outOfRange(format string, args ...any) error {
-	return fmt.Errorf("%w (%w): %s", ErrOutOfRange, store.ErrInvalid, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w (%w): %s", batch.ErrOutOfRange, model.ErrInvalid, fmt.Sprintf(format, args...))
 }
 
 // idsFit reports whether every little-endian uint32 token id in b is

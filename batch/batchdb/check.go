@@ -1,8 +1,10 @@
-package batch
+package batchdb
 
 import (
+	"github.com/patrdb/patrdb/batch"
 	"slices"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -15,11 +17,11 @@ import (
 // checked the whole run (store.CheckedRun.Sound, as the server does once
 // per run) need not. It returns what ReadInto would for a step without
 // groups or a chosen group not in the step.
-func Check(cr *store.CheckedRun, step uint64, opts Options) error {
+func Check(cr *store.CheckedRun, step uint64, opts batch.Options) error {
 	if err := opts.Validate(); err != nil {
 		return err
 	}
-	var groups []store.Group
+	var groups []model.Group
 	if opts.Groups == nil {
 		all, err := cr.Groups(step)
 		if err != nil {

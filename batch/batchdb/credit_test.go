@@ -1,4 +1,4 @@
-package batch_test
+package batchdb_test
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/patrdb/patrdb/batch/batchdb"
+	"github.com/patrdb/patrdb/model"
 	"hash/crc32"
 	"math"
 	"math/rand/v2"
@@ -111,12 +113,12 @@ func TestTreeLossEqualsRowsLoss(t *testing.T) {
 				opts := base
 				opts.Credit, opts.Norm = c.Credit, c.Norm
 				name := fmt.Sprintf("step %d %+v", step, opts)
-				rows, err := batch.ReadDB(db, "llm", step, opts)
+				rows, err := batchdb.ReadDB(db, "llm", step, opts)
 				if err != nil {
 					t.Fatal(err)
 				}
 				opts.Layout = batch.Tree
-				tree, err := batch.ReadDB(db, "llm", step, opts)
+				tree, err := batchdb.ReadDB(db, "llm", step, opts)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -182,14 +184,14 @@ func TestRepeatCountsASharedTokenOncePerLeaf(t *testing.T) {
 	db := storetest.Open(t)
 	buildLLM(t, db, "llm", llm)
 	read := func(c batch.Credit) *batch.Batch {
-		b, err := batch.ReadDB(db, "llm", 1, batch.Options{Credit: c, Layout: batch.Tree})
+		b, err := batchdb.ReadDB(db, "llm", 1, batch.Options{Credit: c, Layout: batch.Tree})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return b
 	}
 	repeat, mean := read(batch.Repeat), read(batch.Mean)
-	rows, err := batch.ReadDB(db, "llm", 1, batch.Options{})
+	rows, err := batchdb.ReadDB(db, "llm", 1, batch.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +259,7 @@ func TestOwnerIsFormat1(t *testing.T) {
 		}
 		opts := optionSets[oi]
 		opts.Layout, opts.Credit = layout, batch.Owner
-		b, err := batch.ReadDB(db, "llm", step, opts)
+		b, err := batchdb.ReadDB(db, "llm", step, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -305,24 +307,24 @@ func TestOutOfRange(t *testing.T) {
 				return err
 			}
 			leaf = n.ID
-			must(r.AppendTurns(n.ID, 0, store.Turn{Action: "a", ActionTokens: []uint32{0x7fffabcd, 5}, PolicyVersion: v}))
+			must(r.AppendTurns(n.ID, 0, model.Turn{Action: "a", ActionTokens: []uint32{0x7fffabcd, 5}, PolicyVersion: v}))
 			must(r.SetReward(n.ID, 1))
-			must(r.SetNodeStatus(n.ID, store.NodeCompleted))
-			must(r.PutAdvantage(store.Advantage{Step: 1, Group: g.ID, Leaf: n.ID}))
+			must(r.SetNodeStatus(n.ID, model.NodeCompleted))
+			must(r.PutAdvantage(model.Advantage{Step: 1, Group: g.ID, Leaf: n.ID}))
 		}
 		return r.CloseGroup(1, g.ID)
 	}))
-	_, err := batch.ReadDB(db, "r", 1, batch.Options{})
-	if !errors.Is(err, batch.ErrOutOfRange) || !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), fmt.Sprintf("policy version %d on the path of node %d", uint64(math.MaxInt64+1), leaf)) {
+	_, err := batchdb.ReadDB(db, "r", 1, batch.Options{})
+	if !errors.Is(err, batch.ErrOutOfRange) || !errors.Is(err, model.ErrInvalid) || !strings.Contains(err.Error(), fmt.Sprintf("policy version %d on the path of node %d", uint64(math.MaxInt64+1), leaf)) {
 		t.Errorf("version above int64: %v", err)
 	}
 	// The window leaves the wide version out: the batch reads.
-	if _, err := batch.ReadDB(db, "r", 1, batch.Options{MaxPolicyVersion: 5}); err != nil {
+	if _, err := batchdb.ReadDB(db, "r", 1, batch.Options{MaxPolicyVersion: 5}); err != nil {
 		t.Errorf("window without the wide version: %v", err)
 	}
 	setWideID(t, db, "turns", 0x7fffabcd)
 	for _, layout := range []batch.Layout{batch.Rows, batch.Tree} {
-		b, err := batch.ReadDB(db, "r", 1, batch.Options{Layout: layout, MaxPolicyVersion: 5})
+		b, err := batchdb.ReadDB(db, "r", 1, batch.Options{Layout: layout, MaxPolicyVersion: 5})
 		if !errors.Is(err, batch.ErrOutOfRange) || b != nil || !strings.Contains(err.Error(), "action token 0 of turn 0 of node") ||
 			!strings.Contains(err.Error(), fmt.Sprint(uint32(0xffffabcd))) {
 			t.Errorf("%s: id of 2^31 and more: %v", layout, err)
@@ -330,7 +332,7 @@ func TestOutOfRange(t *testing.T) {
 	}
 	setWideID(t, db, "turns", 0xffffabcd) // restored, so the closing check passes
 	setWideID(t, db, "groups", 0x7fffabce)
-	if _, err := batch.ReadDB(db, "r", 1, batch.Options{MaxPolicyVersion: 5}); !errors.Is(err, batch.ErrOutOfRange) ||
+	if _, err := batchdb.ReadDB(db, "r", 1, batch.Options{MaxPolicyVersion: 5}); !errors.Is(err, batch.ErrOutOfRange) ||
 		!strings.Contains(err.Error(), fmt.Sprintf("prompt token 1 of group 1 is %d", uint32(0xffffabce))) {
 		t.Errorf("prompt id of 2^31 and more: %v", err)
 	}

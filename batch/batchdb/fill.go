@@ -1,6 +1,7 @@
-package batch
+package batchdb
 
 import (
+	"github.com/patrdb/patrdb/batch"
 	"runtime"
 	"sort"
 	"sync"
@@ -11,7 +12,7 @@ import (
 // fill sizes the token arrays once, clears the sparse ones (mask,
 // logprobs, advantages, coefficients, turn rewards) when they are reused,
 // and writes the rows (or segments) on up to GOMAXPROCS goroutines.
-func (rd *reader) fill(b *Batch) {
+func (rd *reader) fill(b *batch.Batch) {
 	nr := len(rd.rows)
 	b.RowLeaf, b.RowGroup = make([]int64, nr), make([]int64, nr)
 	b.RowStatus, b.RowReward, b.RowAdvantage = make([]uint8, nr), make([]float64, nr), make([]float64, nr)
@@ -19,7 +20,7 @@ func (rd *reader) fill(b *Batch) {
 	for i, rw := range rd.rows {
 		g := rd.groups[rw.group]
 		b.RowLeaf[i], b.RowGroup[i] = int64(rw.leaf.ID), int64(g.ID)
-		b.RowStatus[i], b.RowReward[i] = statusCodes[rw.leaf.Status], rw.leaf.Reward
+		b.RowStatus[i], b.RowReward[i] = batch.StatusCode(rw.leaf.Status), rw.leaf.Reward
 		b.RowAdvantage[i] = rd.cr.rowAdv[i]
 		b.RowPolicyMin[i], b.RowPolicyMax[i] = int64(rw.vmin), int64(rw.vmax)
 		b.RowPromptLen[i] = int64(len(g.PromptTokens))
@@ -39,7 +40,7 @@ func (rd *reader) fill(b *Batch) {
 		iota[i] = int32(i)
 	}
 	n := b.TokensPacked
-	if b.Layout == Rows {
+	if b.Layout == batch.Rows {
 		n = b.TokensMaterialised
 	}
 	// Arrays grow makes anew are already 0; reused ones are cleared as
@@ -62,7 +63,7 @@ func (rd *reader) fill(b *Batch) {
 		})
 	}
 	var t tally
-	if b.Layout == Rows {
+	if b.Layout == batch.Rows {
 		b.RowOffsets = make([]int64, nr+1)
 		for ri, t := range rd.tokens {
 			b.RowOffsets[ri+1] = b.RowOffsets[ri] + t
@@ -110,7 +111,7 @@ type tally struct{ missing, dropped int64 }
 // train, all but a turn's last token), so one clear and then only the
 // trained tokens and turn ends written is cheaper than a clear per run of
 // untrained ones.
-func clearTokens(b *Batch, lo, hi int) {
+func clearTokens(b *batch.Batch, lo, hi int) {
 	clear(b.LossMask[lo:hi])
 	clear(b.OldLogprobs[lo:hi])
 	clear(b.Advantages[lo:hi])
@@ -165,7 +166,7 @@ func inParallel(offsets []int64, fn func(lo, hi int) tally) tally {
 // them: into row ri of the rows layout, or into the tree (ri = -1). The
 // sparse arrays are already 0: only trained tokens and turn ends touch
 // them; the others are written whole.
-func (rd *reader) write(b *Batch, si, off, ri int, t *tally) int {
+func (rd *reader) write(b *batch.Batch, si, off, ri int, t *tally) int {
 	s := rd.segs[si]
 	if s.node == 0 {
 		for i, id := range rd.groups[s.group].PromptTokens {
@@ -183,7 +184,7 @@ func (rd *reader) write(b *Batch, si, off, ri int, t *tally) int {
 	} else if trained = rd.trains(ri, si); trained {
 		w := rd.cr.rowW[ri]
 		c.adv = rd.advOf(ri, si)
-		c.pos, c.neg = coefs(w, c.adv)
+		c.pos, c.neg = batch.Coefs(w, c.adv)
 		c.weight = float32(w)
 	}
 	once := ri < 0 || s.owner == ri // this is where the tallies count the segment

@@ -1,4 +1,4 @@
-package batch_test
+package batchdb_test
 
 import (
 	"math/rand/v2"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/patrdb/patrdb/batch"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -27,9 +28,9 @@ func buildLLM(tb testing.TB, db *store.DB, run string, spec llmSpec) {
 		}
 		return out
 	}
-	turn := func() store.Turn {
+	turn := func() model.Turn {
 		na := spec.tokens/4 + rng.IntN(spec.tokens/2)
-		t := store.Turn{Action: "act", ActionTokens: ids(na), Observation: "obs",
+		t := model.Turn{Action: "act", ActionTokens: ids(na), Observation: "obs",
 			ObservationTokens: ids(spec.tokens/2 + rng.IntN(spec.tokens)), PolicyVersion: uint64(1 + rng.IntN(5))}
 		if rng.IntN(6) != 0 {
 			t.ActionLogprobs = make([]float32, na)
@@ -71,7 +72,7 @@ func buildLLM(tb testing.TB, db *store.DB, run string, spec llmSpec) {
 					if err != nil {
 						return err
 					}
-					turns := make([]store.Turn, rng.IntN(spec.maxTurns+1))
+					turns := make([]model.Turn, rng.IntN(spec.maxTurns+1))
 					for i := range turns {
 						turns[i] = turn()
 					}
@@ -79,7 +80,7 @@ func buildLLM(tb testing.TB, db *store.DB, run string, spec llmSpec) {
 						return err
 					}
 					if depth < spec.depth && rng.IntN(10) < 6 {
-						if err := r.SetNodeStatus(n.ID, store.NodeExpanded); err != nil {
+						if err := r.SetNodeStatus(n.ID, model.NodeExpanded); err != nil {
 							return err
 						}
 						for c := range 2 + rng.IntN(2) {
@@ -96,7 +97,7 @@ func buildLLM(tb testing.TB, db *store.DB, run string, spec llmSpec) {
 					if rng.IntN(8) == 0 {
 						return r.FailNode(n.ID, "policy timed out")
 					}
-					status := []store.NodeStatus{store.NodeCompleted, store.NodeCompleted, store.NodePruned, store.NodeTruncated}[rng.IntN(4)]
+					status := []model.NodeStatus{model.NodeCompleted, model.NodeCompleted, model.NodePruned, model.NodeTruncated}[rng.IntN(4)]
 					if err := r.SetReward(n.ID, float64(rng.IntN(2))); err != nil {
 						return err
 					}
@@ -112,7 +113,7 @@ func buildLLM(tb testing.TB, db *store.DB, run string, spec llmSpec) {
 					return nil // the last group stays open
 				}
 				for _, l := range leaves {
-					if err := r.PutAdvantage(store.Advantage{Step: g.Step, Group: g.ID, Leaf: l, Outcome: 1, Total: 1, Std: 1, Advantage: rng.NormFloat64()}); err != nil {
+					if err := r.PutAdvantage(model.Advantage{Step: g.Step, Group: g.ID, Leaf: l, Outcome: 1, Total: 1, Std: 1, Advantage: rng.NormFloat64()}); err != nil {
 						return err
 					}
 				}
@@ -143,20 +144,20 @@ func reference(tb testing.TB, r *store.RunTx, step uint64, opts batch.Options) *
 	groups, err := r.Groups(step)
 	must(err)
 	if opts.Groups != nil {
-		groups = slices.DeleteFunc(groups, func(g store.Group) bool { return !slices.Contains(opts.Groups, g.ID) })
+		groups = slices.DeleteFunc(groups, func(g model.Group) bool { return !slices.Contains(opts.Groups, g.ID) })
 	}
 	out := &batch.Batch{Run: r.ID(), Step: step, Layout: batch.Rows, Credit: credit, Norm: norm, RowOffsets: []int64{0}}
-	status := map[store.NodeStatus]uint8{store.NodeCompleted: 0, store.NodePruned: 1, store.NodeTruncated: 2, store.NodeFailed: 3}
+	status := map[model.NodeStatus]uint8{model.NodeCompleted: 0, model.NodePruned: 1, model.NodeTruncated: 2, model.NodeFailed: 3}
 	type key struct {
 		group uint64
 		node  uint64
 		index int
 	}
 	type leafRow struct {
-		n          store.Node
-		g          store.Group
+		n          model.Node
+		g          model.Group
 		adv        float64
-		traj       []store.PathTurn
+		traj       []model.PathTurn
 		vmin, vmax uint64
 	}
 	var rows []leafRow
@@ -164,19 +165,19 @@ func reference(tb testing.TB, r *store.RunTx, step uint64, opts batch.Options) *
 	sharers := map[key][]int{} // every row that contains it
 	packed := map[key]int{}
 	for _, g := range groups {
-		if g.Status != store.GroupClosed {
+		if g.Status != model.GroupClosed {
 			out.OpenGroups = append(out.OpenGroups, g.ID)
 			continue
 		}
 		out.Groups = append(out.Groups, g.ID)
 		nodes, err := r.GroupNodes(g)
 		must(err)
-		slices.SortFunc(nodes, func(a, b store.Node) int { return int(a.ID) - int(b.ID) })
+		slices.SortFunc(nodes, func(a, b model.Node) int { return int(a.ID) - int(b.ID) })
 		advs, err := r.Advantages(step, g.ID)
 		must(err)
 		for _, n := range nodes {
-			want := map[store.NodeStatus]bool{store.NodeCompleted: true, store.NodePruned: !opts.ExcludePruned,
-				store.NodeTruncated: !opts.ExcludeTruncated, store.NodeFailed: opts.IncludeFailed}[n.Status]
+			want := map[model.NodeStatus]bool{model.NodeCompleted: true, model.NodePruned: !opts.ExcludePruned,
+				model.NodeTruncated: !opts.ExcludeTruncated, model.NodeFailed: opts.IncludeFailed}[n.Status]
 			if !want {
 				continue
 			}
@@ -196,7 +197,7 @@ func reference(tb testing.TB, r *store.RunTx, step uint64, opts batch.Options) *
 			}
 			adv := 0.0
 			for _, a := range advs {
-				if a.Leaf == n.ID && n.Status != store.NodeFailed {
+				if a.Leaf == n.ID && n.Status != model.NodeFailed {
 					adv = a.Advantage
 				}
 			}

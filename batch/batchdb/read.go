@@ -1,8 +1,10 @@
-package batch
+package batchdb
 
 import (
 	"cmp"
 	"fmt"
+	"github.com/patrdb/patrdb/batch"
+	"github.com/patrdb/patrdb/model"
 	"math"
 	"slices"
 
@@ -10,8 +12,8 @@ import (
 )
 
 // ReadDB reads the batch of a step of a run in one read transaction.
-func ReadDB(db *store.DB, run string, step uint64, opts Options) (*Batch, error) {
-	b := new(Batch)
+func ReadDB(db *store.DB, run string, step uint64, opts batch.Options) (*batch.Batch, error) {
+	b := new(batch.Batch)
 	err := db.View(func(tx *store.Tx) error {
 		r, err := tx.Run(run)
 		if err != nil {
@@ -32,12 +34,12 @@ func ReadDB(db *store.DB, run string, step uint64, opts Options) (*Batch, error)
 // recorded run costs what the step costs.
 type Reads interface {
 	ID() string
-	Groups(step uint64) ([]store.Group, error)
-	GroupAt(step, id uint64) (store.Group, error)
-	Advantages(step, group uint64) ([]store.Advantage, error)
-	GroupNodes(g store.Group) ([]store.Node, error)
-	Path(id uint64) ([]store.Segment, error)
-	ViewTurns(segs []store.Segment) ([]store.TurnView, error)
+	Groups(step uint64) ([]model.Group, error)
+	GroupAt(step, id uint64) (model.Group, error)
+	Advantages(step, group uint64) ([]model.Advantage, error)
+	GroupNodes(g model.Group) ([]model.Node, error)
+	Path(id uint64) ([]model.Segment, error)
+	ViewTurns(segs []model.Segment) ([]store.TurnView, error)
 }
 
 var (
@@ -46,8 +48,8 @@ var (
 )
 
 // Read reads the batch of a step inside the caller's transaction.
-func Read(r Reads, step uint64, opts Options) (*Batch, error) {
-	b := new(Batch)
+func Read(r Reads, step uint64, opts batch.Options) (*batch.Batch, error) {
+	b := new(batch.Batch)
 	if err := ReadInto(b, r, step, opts); err != nil {
 		return nil, err
 	}
@@ -59,11 +61,12 @@ func Read(r Reads, step uint64, opts Options) (*Batch, error) {
 // once. dst's previous contents are overwritten.
 //
 // A step without groups, or a chosen group not in the step, is
-// store.ErrNotFound; damage is store.ErrCorrupt.
-func ReadInto(dst *Batch, r Reads, step uint64, opts Options) error {
+// model.ErrNotFound; damage is store.ErrCorrupt.
+func ReadInto(dst *batch.Batch, r Reads, step uint64, opts batch.Options) error {
 	if err := opts.Validate(); err != nil {
 		return err
 	}
+	opts = opts.WithDefaults()
 	rd := reader{r: r, opts: opts, need: map[uint64]int{}, turnAt: map[uint64]int{}, segAt: map[segKey]int{}}
 	if err := rd.collect(step); err != nil {
 		return err
@@ -79,7 +82,7 @@ func ReadInto(dst *Batch, r Reads, step uint64, opts Options) error {
 		return err
 	}
 	rd.credit()
-	*dst = Batch{Run: r.ID(), Step: step, Layout: opts.layout(), Credit: rd.cr.rule, Norm: rd.cr.norm,
+	*dst = batch.Batch{Run: r.ID(), Step: step, Layout: opts.Layout, Credit: rd.cr.rule, Norm: rd.cr.norm,
 		Groups: dst.Groups[:0], OpenGroups: dst.OpenGroups[:0],
 		InputIDs: dst.InputIDs, LossMask: dst.LossMask, OldLogprobs: dst.OldLogprobs, Advantages: dst.Advantages, Positions: dst.Positions,
 		CoefPos: dst.CoefPos, CoefNeg: dst.CoefNeg, LossWeight: dst.LossWeight,
@@ -96,7 +99,7 @@ func ReadInto(dst *Batch, r Reads, step uint64, opts Options) error {
 // leaf is what a row needs of its node record.
 type leaf struct {
 	ID     uint64
-	Status store.NodeStatus
+	Status model.NodeStatus
 	Reward float64
 }
 
@@ -104,7 +107,7 @@ type row struct {
 	leaf       leaf
 	group      int // index in reader.groups
 	adv        float64
-	path       []store.Segment
+	path       []model.Segment
 	vmin, vmax uint64
 }
 
@@ -128,8 +131,8 @@ type segKey struct {
 
 type reader struct {
 	r      Reads
-	opts   Options
-	groups []store.Group
+	opts   batch.Options
+	groups []model.Group
 	open   []uint64
 	rows   []row
 	need   map[uint64]int   // turns of each node some row's path needs
@@ -145,14 +148,14 @@ type reader struct {
 }
 
 func (rd *reader) collect(step uint64) error {
-	var groups []store.Group
+	var groups []model.Group
 	if rd.opts.Groups == nil {
 		var err error
 		if groups, err = rd.r.Groups(step); err != nil {
 			return err
 		}
 		if len(groups) == 0 {
-			return fmt.Errorf("%w: step %d of run %q has no groups", store.ErrNotFound, step, rd.r.ID())
+			return fmt.Errorf("%w: step %d of run %q has no groups", model.ErrNotFound, step, rd.r.ID())
 		}
 	} else {
 		ids := slices.Clone(rd.opts.Groups)
@@ -181,7 +184,7 @@ func (rd *reader) collect(step uint64) error {
 		}
 	}
 	for _, g := range groups {
-		if g.Status != store.GroupClosed {
+		if g.Status != model.GroupClosed {
 			rd.open = append(rd.open, g.ID)
 			continue
 		}
@@ -198,7 +201,7 @@ func (rd *reader) collect(step uint64) error {
 }
 
 // addGroup adds the rows of one closed group, in leaf id order.
-func (rd *reader) addGroup(g store.Group, advOf map[uint64]float64) error {
+func (rd *reader) addGroup(g model.Group, advOf map[uint64]float64) error {
 	if i, ok := firstWide(g.PromptTokens); ok {
 		return outOfRange("prompt token %d of group %d is %d", i, g.ID, g.PromptTokens[i])
 	}
@@ -210,7 +213,7 @@ func (rd *reader) addGroup(g store.Group, advOf map[uint64]float64) error {
 	}
 	first := len(rd.rows)
 	for _, n := range nodes {
-		if !rd.opts.includes(n.Status) {
+		if !rd.opts.Includes(n.Status) {
 			continue
 		}
 		path, err := rd.r.Path(n.ID)
@@ -230,11 +233,11 @@ func (rd *reader) addGroup(g store.Group, advOf map[uint64]float64) error {
 // (turns are numbered as they are appended, a node's after its parent's,
 // so the cursor walks mostly forward).
 func (rd *reader) view() error {
-	segs := make([]store.Segment, 0, len(rd.need))
+	segs := make([]model.Segment, 0, len(rd.need))
 	for id, n := range rd.need {
-		segs = append(segs, store.Segment{Node: id, Count: n})
+		segs = append(segs, model.Segment{Node: id, Count: n})
 	}
-	slices.SortFunc(segs, func(a, b store.Segment) int { return cmp.Compare(a.Node, b.Node) })
+	slices.SortFunc(segs, func(a, b model.Segment) int { return cmp.Compare(a.Node, b.Node) })
 	views, err := rd.r.ViewTurns(segs)
 	if err != nil {
 		return err

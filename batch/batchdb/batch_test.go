@@ -1,10 +1,11 @@
-package batch_test
+package batchdb_test
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/patrdb/patrdb/batch/batchdb"
 	"io"
 	"maps"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/patrdb/patrdb/batch"
 	"github.com/patrdb/patrdb/batch/safetensors"
 	"github.com/patrdb/patrdb/internal/frozenlake"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -94,13 +96,13 @@ func checkStep(t *testing.T, db *store.DB, run string, step uint64) {
 					return nil // not a group of this step
 				}
 			}
-			rows, err := batch.Read(r, step, opts)
+			rows, err := batchdb.Read(r, step, opts)
 			if err != nil {
 				return err
 			}
 			sameBatch(t, name+" rows vs trajectories", rows, reference(t, r, step, opts))
 			opts.Layout = batch.Tree
-			tree, err := batch.Read(r, step, opts)
+			tree, err := batchdb.Read(r, step, opts)
 			if err != nil {
 				return err
 			}
@@ -123,17 +125,17 @@ func TestLLMShapedRowsAndTree(t *testing.T) {
 		checkStep(t, db, "llm", step)
 	}
 	// The same, with every batch written by several goroutines.
-	restore := batch.SetParallelMin(1)
+	restore := batchdb.SetParallelMin(1)
 	checkStep(t, db, "llm", 1)
 	restore()
-	b, err := batch.ReadDB(db, "llm", 1, batch.Options{})
+	b, err := batchdb.ReadDB(db, "llm", 1, batch.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b.Len() < 10 || b.TreeTokenRatio() <= 1.2 || b.ActionTokensWithoutLogprobs == 0 {
 		t.Errorf("fixture too tame to prove anything: %d rows, tree ratio %.2f, %d tokens without logprobs", b.Len(), b.TreeTokenRatio(), b.ActionTokensWithoutLogprobs)
 	}
-	last, err := batch.ReadDB(db, "llm", uint64(llm.steps), batch.Options{})
+	last, err := batchdb.ReadDB(db, "llm", uint64(llm.steps), batch.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +165,7 @@ func TestFileRoundTrip(t *testing.T) {
 	db := storetest.Open(t)
 	buildLLM(t, db, "llm", llm)
 	for _, layout := range []batch.Layout{batch.Rows, batch.Tree} {
-		b, err := batch.ReadDB(db, "llm", 1, batch.Options{Layout: layout})
+		b, err := batchdb.ReadDB(db, "llm", 1, batch.Options{Layout: layout})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,11 +218,11 @@ func TestReadIntoReuse(t *testing.T) {
 	for _, opts := range []batch.Options{{}, {ExcludePruned: true}, {Groups: []uint64{2}}, {}} {
 		err := db.View(func(tx *store.Tx) error {
 			r, _ := tx.Run("llm")
-			fresh, err := batch.Read(r, 1, opts)
+			fresh, err := batchdb.Read(r, 1, opts)
 			if err != nil {
 				return err
 			}
-			if err := batch.ReadInto(&reused, r, 1, opts); err != nil {
+			if err := batchdb.ReadInto(&reused, r, 1, opts); err != nil {
 				return err
 			}
 			sameBatch(t, fmt.Sprintf("%+v", opts), &reused, fresh)
@@ -235,17 +237,17 @@ func TestReadIntoReuse(t *testing.T) {
 func TestErrors(t *testing.T) {
 	db := storetest.Open(t)
 	buildLLM(t, db, "llm", llm)
-	if _, err := batch.ReadDB(db, "llm", 9, batch.Options{}); !errors.Is(err, store.ErrNotFound) {
+	if _, err := batchdb.ReadDB(db, "llm", 9, batch.Options{}); !errors.Is(err, model.ErrNotFound) {
 		t.Errorf("step without groups: %v", err)
 	}
-	if _, err := batch.ReadDB(db, "llm", 1, batch.Options{Groups: []uint64{99}}); !errors.Is(err, store.ErrNotFound) {
+	if _, err := batchdb.ReadDB(db, "llm", 1, batch.Options{Groups: []uint64{99}}); !errors.Is(err, model.ErrNotFound) {
 		t.Errorf("group not in step: %v", err)
 	}
-	if _, err := batch.ReadDB(db, "nope", 1, batch.Options{}); !errors.Is(err, store.ErrNotFound) {
+	if _, err := batchdb.ReadDB(db, "nope", 1, batch.Options{}); !errors.Is(err, model.ErrNotFound) {
 		t.Errorf("missing run: %v", err)
 	}
 	for _, o := range []batch.Options{{Layout: "packed"}, {MinPolicyVersion: 5, MaxPolicyVersion: 4}, {Credit: "sum"}, {Norm: "seq-mean"}} {
-		if _, err := batch.ReadDB(db, "llm", 1, o); !errors.Is(err, batch.ErrInvalidOptions) || !errors.Is(err, store.ErrInvalid) {
+		if _, err := batchdb.ReadDB(db, "llm", 1, o); !errors.Is(err, batch.ErrInvalidOptions) || !errors.Is(err, model.ErrInvalid) {
 			t.Errorf("%+v: %v", o, err)
 		}
 	}
@@ -263,7 +265,7 @@ func TestErrors(t *testing.T) {
 		}
 	}
 	flip()
-	if b, err := batch.ReadDB(db, "llm", 1, batch.Options{IncludeFailed: true}); !errors.Is(err, store.ErrCorrupt) || b != nil {
+	if b, err := batchdb.ReadDB(db, "llm", 1, batch.Options{IncludeFailed: true}); !errors.Is(err, store.ErrCorrupt) || b != nil {
 		t.Errorf("damaged turn: %v", err)
 	}
 	flip() // restored, so the closing check passes

@@ -1,4 +1,4 @@
-package store
+package model
 
 import (
 	"bytes"
@@ -13,13 +13,34 @@ import (
 // number per token. Readers take either; package api writes the packed
 // form when it is asked for.
 
+// unpackJSON decodes a JSON string holding base64 (ok), and leaves
+// anything else (an array, null) to the caller.
+func unpackJSON(b []byte) (packed []byte, ok bool, err error) {
+	if len(b) == 0 || b[0] != '"' {
+		return nil, false, nil
+	}
+	text := b[1 : len(b)-1] // base64 needs no escapes; a writer that used some is unquoted
+	if bytes.IndexByte(text, '\\') >= 0 {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return nil, true, err
+		}
+		text = []byte(s)
+	}
+	packed, err = base64.StdEncoding.AppendDecode(make([]byte, 0, base64.StdEncoding.DecodedLen(len(text))), text)
+	if err != nil {
+		return nil, true, fmt.Errorf("packed words are not base64: %v", err)
+	}
+	return packed, true, nil
+}
+
 // UnmarshalJSON reads an array of ids or a packed string.
 func (t *TokenIDs) UnmarshalJSON(b []byte) error {
 	if packed, ok, err := unpackJSON(b); ok || err != nil {
 		if err != nil {
 			return fmt.Errorf("token ids: %w", err)
 		}
-		ids, whole := unpackU32(packed)
+		ids, whole := Words(packed)
 		if !whole {
 			return fmt.Errorf("token ids: %d packed bytes is not a multiple of 4", len(packed))
 		}
@@ -44,7 +65,7 @@ func (l *Logprobs) UnmarshalJSON(b []byte) error {
 		if err != nil {
 			return fmt.Errorf("logprobs: %w", err)
 		}
-		lp, whole := unpackF32(packed)
+		lp, whole := Floats(packed)
 		if !whole {
 			return fmt.Errorf("logprobs: %d packed bytes is not a multiple of 4", len(packed))
 		}
@@ -59,31 +80,10 @@ func (l *Logprobs) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// unpackJSON decodes a JSON string holding base64 (ok), and leaves
-// anything else (an array, null) to the caller.
-func unpackJSON(b []byte) (packed []byte, ok bool, err error) {
-	if len(b) == 0 || b[0] != '"' {
-		return nil, false, nil
-	}
-	text := b[1 : len(b)-1] // base64 needs no escapes; a writer that used some is unquoted
-	if bytes.IndexByte(text, '\\') >= 0 {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return nil, true, err
-		}
-		text = []byte(s)
-	}
-	packed, err = base64.StdEncoding.AppendDecode(make([]byte, 0, base64.StdEncoding.DecodedLen(len(text))), text)
-	if err != nil {
-		return nil, true, fmt.Errorf("packed words are not base64: %v", err)
-	}
-	return packed, true, nil
-}
-
 // PackWords is xs as little-endian 4-byte words: the packed wire form of
 // token ids (base64 in JSON).
-func PackWords(xs []uint32) []byte { return packU32(make([]byte, 0, 4*len(xs)), xs) }
+func PackWords(xs []uint32) []byte { return AppendWords(make([]byte, 0, 4*len(xs)), xs) }
 
 // PackFloats is xs as little-endian 4-byte words: the packed wire form of
 // logprobs.
-func PackFloats(xs []float32) []byte { return packF32(make([]byte, 0, 4*len(xs)), xs) }
+func PackFloats(xs []float32) []byte { return AppendFloats(make([]byte, 0, 4*len(xs)), xs) }

@@ -1,0 +1,11 @@
+// Package batchdb reads a step's training batch (package batch) straight
+// from the store, in one read transaction: Read and ReadInto inside the
+// caller's transaction (a *store.RunTx), ReadDB opening its own, and Check
+// for a file the process did not write.
+//
+// It computes every figure the batch carries — rows, segments, credit,
+// coefficients — with the rules package batch documents; a batch read here
+// and one decoded from its file are equal. Every value must fit its
+// tensor: a token id of 2^31 or more, a row longer than int32 positions or
+// a policy version beyond int64 refuses the batch with batch.ErrOutOfRange.
+package batchdb
