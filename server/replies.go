@@ -64,6 +64,7 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, run string, req a
 		return err
 	}
 	j := &job{run: run, key: key, op: r.Pattern, fp: fp, fn: op, done: make(chan struct{}), lead: make(chan struct{}, 1)}
+	j.arrival, _ = r.Context().Value(arrivalKey{}).(*arrival)
 	if sr, ok := req.(*api.SubmitRequest); ok {
 		// A reply stored by a server before submitFingerprint holds the
 		// whole-request fingerprint: a retry across the upgrade still
