@@ -111,22 +111,7 @@ func median(ds []time.Duration) time.Duration {
 //
 //	go test ./server -run '^$' -bench SubmitFingerprint -count 5
 func BenchmarkSubmitFingerprint(b *testing.B) {
-	req := &api.SubmitRequest{}
-	for s := range 8 {
-		sub := rollout.Submission{Lease: fmt.Sprint("lease-", s), Worker: "w", Node: uint64(s + 1)}
-		for range 5 {
-			t := model.Turn{Action: strings.Repeat("act ", 400), Observation: strings.Repeat("observe ", 256)}
-			for i := range 400 {
-				t.ActionTokens = append(t.ActionTokens, uint32(i*7919))
-				t.ActionLogprobs = append(t.ActionLogprobs, -float32(i)/397)
-			}
-			for i := range 500 {
-				t.ObservationTokens = append(t.ObservationTokens, uint32(i*104729))
-			}
-			sub.Turns = append(sub.Turns, t)
-		}
-		req.Submissions = append(req.Submissions, sub)
-	}
+	req := llmSubmit()
 	path := "/api/v1/runs/r/submit"
 	b.Run("whole-request-json", func(b *testing.B) {
 		for b.Loop() {
@@ -142,4 +127,27 @@ func BenchmarkSubmitFingerprint(b *testing.B) {
 			}
 		}
 	})
+}
+
+// llmSubmit is one submit of 40 LLM-shaped turns: 8 branches of 5 turns,
+// each 400 action tokens with logprobs and a 2 KB observation with 500
+// tokens.
+func llmSubmit() *api.SubmitRequest {
+	req := &api.SubmitRequest{Keyed: api.Keyed{ClientKey: "k"}}
+	for s := range 8 {
+		sub := rollout.Submission{Lease: fmt.Sprint("lease-", s), Worker: "w", Node: uint64(s + 1)}
+		for range 5 {
+			t := model.Turn{Action: strings.Repeat("act ", 400), Observation: strings.Repeat("observe ", 256)}
+			for i := range 400 {
+				t.ActionTokens = append(t.ActionTokens, uint32(i*7919))
+				t.ActionLogprobs = append(t.ActionLogprobs, -float32(i)/397)
+			}
+			for i := range 500 {
+				t.ObservationTokens = append(t.ObservationTokens, uint32(i*104729))
+			}
+			sub.Turns = append(sub.Turns, t)
+		}
+		req.Submissions = append(req.Submissions, sub)
+	}
+	return req
 }
