@@ -152,8 +152,6 @@ func jsonError(err error) error {
 		return badRequest("field %s: want %s, got JSON %s", te.Field, te.Type, te.Value)
 	case errors.Is(err, io.EOF):
 		return badRequest("empty body: want a JSON object")
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return badRequest("truncated JSON")
 	}
 	// Unknown fields and the rest come back as plain errors from the
 	// decoder ("json: unknown field \"x\"").
