@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
+
 	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/rollout"
@@ -192,7 +194,10 @@ func (c *Client) send(ctx context.Context, method, path string, in any, out any)
 			*raw = data
 			return nil
 		}
-		if err := json.Unmarshal(data, out); err != nil {
+		// json v2 decodes in one pass where encoding/json scans the body
+		// whole first: a lease of LLM-turn histories decodes several times
+		// faster. Names match as encoding/json matched them.
+		if err := jsonv2.Unmarshal(data, out, jsonv2.MatchCaseInsensitiveNames(true)); err != nil {
 			return fmt.Errorf("patrdb client: decoding %s %s: %w", method, path, err)
 		}
 		return nil

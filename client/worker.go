@@ -41,7 +41,8 @@ type Worker struct {
 	// Workers bounds env steps, restores and scorer calls in flight (0:
 	// Max); MaxBatch the requests of one policy call (0: no cap; a larger
 	// batch is split into concurrent calls); Linger how long a policy batch
-	// waits for more branches (0: rollout.DefaultLinger).
+	// waits for more branches, and a submit for more branches to finish
+	// (0: rollout.DefaultLinger).
 	Workers  int
 	MaxBatch int
 	Linger   time.Duration
@@ -270,18 +271,52 @@ func (ws *workSession) run(step uint64) error {
 		case <-ws.ctx.Done():
 			return ws.ctx.Err()
 		}
-		for more := true; more; {
-			select {
-			case r := <-ws.reports:
-				got = append(got, r)
-			default:
-				more = false
-			}
-		}
+		got = ws.linger(got)
 		if err := ws.submit(got); err != nil {
 			return err
 		}
 	}
+}
+
+// linger adds to got the reports that arrive within the linger while
+// branches it holds are still out: branches that finish together (their
+// actions came from one policy call) go in one submit, which the server
+// commits with one fsync, not one each.
+func (ws *workSession) linger(got []report) []report {
+	out := len(ws.held)
+	for _, r := range got {
+		if r.turn == nil {
+			out--
+		}
+	}
+	d := ws.w.Linger
+	if d == 0 {
+		d = rollout.DefaultLinger
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for out > 0 {
+		select {
+		case r := <-ws.reports:
+			got = append(got, r)
+			if r.turn == nil {
+				out--
+			}
+		case <-t.C:
+			out = 0
+		case <-ws.ctx.Done():
+			out = 0
+		}
+	}
+	for more := true; more; {
+		select {
+		case r := <-ws.reports:
+			got = append(got, r)
+		default:
+			more = false
+		}
+	}
+	return got
 }
 
 // begin starts sampling the granted branches.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/patrdb/patrdb/store"
 )
@@ -165,4 +166,88 @@ func TestPanicInABatch(t *testing.T) {
 		t.Fatalf("%d groups", len(groups.Groups))
 	}
 	openStep(e, "r1", 2)
+}
+
+// patrdb_write_batch_requests counts each commit and the requests whose
+// writes it committed: a failed job and a replay are not among them, and
+// a batch that only replays commits nothing.
+func TestBatchRequestsPerCommit(t *testing.T) {
+	e := newEnv(t, Options{})
+	createRun(e, "r1", testTree)
+	s := e.srv.Config.Handler.(*server)
+	counts := func() (requests, commits float64) {
+		_, _, body := e.call(http.MethodGet, "/metrics", nil)
+		requests, _ = metricValue(t, string(body), "patrdb_write_batch_requests_sum")
+		commits, _ = metricValue(t, string(body), "patrdb_write_batch_requests_count")
+		return requests, commits
+	}
+	r0, c0 := counts()
+	if r0 != 1 || c0 != 1 { // the run's creation
+		t.Fatalf("after one write: %v requests in %v commits", r0, c0)
+	}
+	ok := func(tx *store.Tx) (int, any, error) {
+		r, _ := tx.Run("r1")
+		_, err := r.OpenGroup(store.GroupSpec{Step: 1})
+		return 201, "ok", err
+	}
+	fail := func(*store.Tx) (int, any, error) { return 0, nil, conflict("refused") }
+	mk := func(key string, fn writeOp) *job {
+		return &job{run: "r1", key: key, op: "POST test", fp: []byte(key), fn: fn, done: make(chan struct{}), lead: make(chan struct{}, 1)}
+	}
+	s.runBatch([]*job{mk("a", ok), mk("b", fail), mk("c", ok), mk("d", ok)})
+	s.runBatch([]*job{mk("a", ok), mk("c", ok)})              // replays only
+	s.runBatch([]*job{mk("e", ok), mk("a", ok), mk("f", ok)}) // two writes and a replay
+	if r, c := counts(); r-r0 != 5 || c-c0 != 2 {
+		t.Fatalf("%v requests in %v commits, want 5 in 2", r-r0, c-c0)
+	}
+}
+
+// A leader holds its batch open for the writes announced to be on their
+// way, and no longer than it takes them to queue or give up.
+func TestBatchWaitsForAnnouncedWrites(t *testing.T) {
+	e := newEnv(t, Options{})
+	createRun(e, "r1", testTree)
+	s := e.srv.Config.Handler.(*server)
+	s.batch.delay = time.Hour // only the announced writes end the wait
+	ok := func(tx *store.Tx) (int, any, error) {
+		r, _ := tx.Run("r1")
+		_, err := r.OpenGroup(store.GroupSpec{Step: 1})
+		return 201, "ok", err
+	}
+	mk := func(key string) *job {
+		return &job{run: "r1", key: key, op: "POST test", fp: []byte(key), fn: ok, done: make(chan struct{}), lead: make(chan struct{}, 1)}
+	}
+	commits := func() float64 {
+		_, _, body := e.call(http.MethodGet, "/metrics", nil)
+		v, _ := metricValue(t, string(body), "patrdb_write_batch_requests_count")
+		return v
+	}
+	wait := func(j *job) {
+		t.Helper()
+		select {
+		case <-j.done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the leader is still waiting")
+		}
+	}
+	c0 := commits()
+	a, b := s.batch.announce(), s.batch.announce()
+	j1, j2 := mk("one"), mk("two")
+	go s.submit(j1) // leads, and waits for a and b
+	for queued := false; !queued; {
+		s.batch.mu.Lock()
+		queued = s.batch.leading
+		s.batch.mu.Unlock()
+	}
+	j2.arrival = a
+	go s.submit(j2)
+	s.batch.land(b) // b's request failed before it queued
+	wait(j1)
+	wait(j2)
+	if j1.err != nil || j2.err != nil {
+		t.Fatal(j1.err, j2.err)
+	}
+	if got := commits() - c0; got != 1 {
+		t.Fatalf("two writes, the second announced, in %v commits, want 1", got)
+	}
 }

@@ -52,7 +52,7 @@ func NewHandler(db *store.DB, opts Options) (http.Handler, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	s := &server{db: db, opts: opts.withDefaults()}
+	s := &server{db: db, opts: opts.withDefaults(), batch: newBatcher()}
 	if s.opts.Token != "" {
 		s.token = sha256.Sum256([]byte(s.opts.Token))
 	}
@@ -126,9 +126,9 @@ func (s *server) routes() {
 	s.handle("POST "+p+"/runs/{run}/leases/renew", s.renewLeases)     // a heartbeat, writes nothing
 	s.handle("POST "+p+"/runs/{run}/leases/release", s.releaseLeases) // writes nothing
 	s.handle("POST "+p+"/runs/{run}/version", s.publishVersion)
-	s.handle("POST "+p+"/runs/{run}/rewards", s.submitRewards)
-	s.handle("POST "+p+"/runs/{run}/scores", s.submitScores)
-	s.handle("POST "+p+"/runs/{run}/submit", s.submitWork)
+	s.handle("POST "+p+"/runs/{run}/rewards", s.announced(s.submitRewards))
+	s.handle("POST "+p+"/runs/{run}/scores", s.announced(s.submitScores))
+	s.handle("POST "+p+"/runs/{run}/submit", s.announced(s.submitWork))
 	s.handle("POST "+p+"/runs/{run}/groups/{group}/close", s.closeGroup)
 	s.handle("POST "+p+"/runs/{run}/steps/{step}/abandon", s.abandonStep)
 	s.handle("POST "+p+"/runs/{run}/rubrics/activate", s.activate)

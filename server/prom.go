@@ -18,6 +18,7 @@ type promMetrics struct {
 	reg      *prometheus.Registry
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	batch    prometheus.Histogram
 	handler  http.Handler
 }
 
@@ -32,7 +33,12 @@ func newPromMetrics(db *store.DB) *promMetrics {
 		Help:    "Time to answer an HTTP request, by route.",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 	}, []string{"route"})
-	m.reg.MustRegister(m.requests, m.latency, storeCollector{db},
+	m.batch = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "patrdb_write_batch_requests",
+		Help:    "Write requests committed together in one transaction (one fsync), per commit: its count is the commits, its sum the requests they committed.",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
+	})
+	m.reg.MustRegister(m.requests, m.latency, m.batch, storeCollector{db},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return m

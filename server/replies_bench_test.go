@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patrdb/patrdb/api"
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -98,4 +101,53 @@ func median(ds []time.Duration) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// BenchmarkSubmitFingerprint: the fingerprint of one submit of 40
+// LLM-shaped turns (400 action tokens with logprobs, a 2 KB observation
+// with 500 tokens), re-encoded whole as JSON (fingerprint, what every
+// submit paid before) and with its turns written in binary
+// (submitFingerprint).
+//
+//	go test ./server -run '^$' -bench SubmitFingerprint -count 5
+func BenchmarkSubmitFingerprint(b *testing.B) {
+	req := llmSubmit()
+	path := "/api/v1/runs/r/submit"
+	b.Run("whole-request-json", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := fingerprint(submitPattern, path, req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("turns-in-binary", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := submitFingerprint(submitPattern, path, req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// llmSubmit is one submit of 40 LLM-shaped turns: 8 branches of 5 turns,
+// each 400 action tokens with logprobs and a 2 KB observation with 500
+// tokens.
+func llmSubmit() *api.SubmitRequest {
+	req := &api.SubmitRequest{Keyed: api.Keyed{ClientKey: "k"}}
+	for s := range 8 {
+		sub := rollout.Submission{Lease: fmt.Sprint("lease-", s), Worker: "w", Node: uint64(s + 1)}
+		for range 5 {
+			t := model.Turn{Action: strings.Repeat("act ", 400), Observation: strings.Repeat("observe ", 256)}
+			for i := range 400 {
+				t.ActionTokens = append(t.ActionTokens, uint32(i*7919))
+				t.ActionLogprobs = append(t.ActionLogprobs, -float32(i)/397)
+			}
+			for i := range 500 {
+				t.ObservationTokens = append(t.ObservationTokens, uint32(i*104729))
+			}
+			sub.Turns = append(sub.Turns, t)
+		}
+		req.Submissions = append(req.Submissions, sub)
+	}
+	return req
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,4 +118,53 @@ type policyFunc func(context.Context, []rollout.ActRequest) ([]rollout.Move, err
 
 func (f policyFunc) ActBatch(ctx context.Context, reqs []rollout.ActRequest) ([]rollout.Move, error) {
 	return f(ctx, reqs)
+}
+
+// staggeredEnv is the fake agent whose n-th episode takes n×delay a step,
+// so branches leased together finish apart.
+type staggeredEnv struct {
+	fakeEnv
+	delay time.Duration
+	mu    sync.Mutex
+	n     int
+}
+
+type staggeredEpisode struct {
+	fakeEpisode
+	delay time.Duration
+}
+
+func (e *staggeredEnv) Reset(context.Context, rollout.Task) (rollout.Episode, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ep := staggeredEpisode{delay: time.Duration(e.n) * e.delay}
+	e.n++
+	return ep, nil
+}
+
+func (ep staggeredEpisode) Step(ctx context.Context, k rollout.TurnKey, m rollout.Move) (rollout.Observation, error) {
+	time.Sleep(ep.delay)
+	return ep.fakeEpisode.Step(ctx, k, m)
+}
+
+// A worker's branches that finish within its linger go in one submit (one
+// commit on the server); past it, each goes on its own.
+func TestWorkerSubmitLingers(t *testing.T) {
+	for _, c := range []struct {
+		linger  time.Duration
+		submits int
+	}{{time.Minute, 1}, {time.Millisecond, 3}} {
+		e := newEnv(t, Options{})
+		createRun(e, "r1", `{"b0":3,"k":2,"m":2,"top_expand":1,"delta":0.1,"max_turns":2}`)
+		openStep(e, "r1", 1)
+		w := fakeWorker(e, "r1", "w", 8)
+		w.Env, w.Linger = &staggeredEnv{delay: 40 * time.Millisecond}, c.linger
+		st, err := w.Work(bg, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Leases != 3 || st.Turns != 6 || st.Submits != c.submits {
+			t.Errorf("linger %v: %+v, want 3 branches' 6 turns in %d submits", c.linger, st, c.submits)
+		}
+	}
 }

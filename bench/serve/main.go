@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -26,6 +27,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/patrdb/patrdb/api"
@@ -39,13 +41,16 @@ import (
 
 // Result is one worker count's figures.
 type Result struct {
-	Workers          int     `json:"workers"`
-	ServeTurnsPerS   float64 `json:"serve_turns_per_s"`
-	InprocTurnsPerS  float64 `json:"inproc_turns_per_s"`
-	Ratio            float64 `json:"ratio"`
-	Turns            int     `json:"turns"`
-	Reps             int     `json:"reps"`
-	ServeSubmits     int     `json:"serve_submits"`
+	Workers         int     `json:"workers"`
+	ServeTurnsPerS  float64 `json:"serve_turns_per_s"`
+	InprocTurnsPerS float64 `json:"inproc_turns_per_s"`
+	Ratio           float64 `json:"ratio"`
+	Turns           int     `json:"turns"`
+	Reps            int     `json:"reps"`
+	ServeSubmits    int     `json:"serve_submits"`
+	// SubmitsPerCommit is the median of the write requests the server
+	// committed per transaction (patrdb_write_batch_requests).
+	SubmitsPerCommit float64 `json:"submits_per_commit"`
 	ServeLeaseBytes  int64   `json:"serve_lease_bytes,omitempty"`
 	ServeSubmitBytes int64   `json:"serve_submit_bytes,omitempty"`
 }
@@ -93,9 +98,9 @@ func main() {
 		fmt.Println(string(b))
 		return
 	}
-	fmt.Printf("| workers | over HTTP | in-process | ratio | turns | submits |\n|---|---|---|---|---|---|\n")
+	fmt.Printf("| workers | over HTTP | in-process | ratio | turns | submits | submits per commit |\n|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
-		fmt.Printf("| %d | %.0f turns/s | %.0f turns/s | %.2f× | %d | %d |\n", r.Workers, r.ServeTurnsPerS, r.InprocTurnsPerS, r.Ratio, r.Turns, r.ServeSubmits)
+		fmt.Printf("| %d | %.0f turns/s | %.0f turns/s | %.2f× | %d | %d | %.2f |\n", r.Workers, r.ServeTurnsPerS, r.InprocTurnsPerS, r.Ratio, r.Turns, r.ServeSubmits, r.SubmitsPerCommit)
 	}
 }
 
@@ -122,7 +127,7 @@ func newStore(path, run string) (*store.DB, error) {
 
 func measure(dir string, workers, tasks, reps int) (Result, error) {
 	res := Result{Workers: workers, Reps: reps}
-	var serve, inproc, ratios []float64
+	var serve, inproc, ratios, perCommit []float64
 	for i := range reps {
 		// In-process: the engine, its branches sampled workers wide.
 		db, err := newStore(filepath.Join(dir, fmt.Sprintf("in-%d-%d.db", workers, i)), "r")
@@ -149,39 +154,58 @@ func measure(dir string, workers, tasks, reps int) (Result, error) {
 		if err != nil {
 			return res, err
 		}
-		turns, submits, took, err := overHTTP(db, workers, tasks)
+		hr, err := overHTTP(db, workers, tasks)
 		db.Close()
 		if err != nil {
 			return res, err
 		}
-		if turns != sr.EnvSteps {
-			return res, fmt.Errorf("the workers stored %d turns, the engine %d: not the same work", turns, sr.EnvSteps)
+		if hr.turns != sr.EnvSteps {
+			return res, fmt.Errorf("the workers stored %d turns, the engine %d: not the same work", hr.turns, sr.EnvSteps)
 		}
-		out := float64(turns) / took.Seconds()
+		out := float64(hr.turns) / hr.took.Seconds()
 		serve, inproc, ratios = append(serve, out), append(inproc, in), append(ratios, out/in)
-		res.Turns, res.ServeSubmits = turns, submits
+		perCommit = append(perCommit, hr.perCommit)
+		res.Turns, res.ServeSubmits = hr.turns, hr.submits
+		res.ServeLeaseBytes, res.ServeSubmitBytes = hr.wire.leases.Load(), hr.wire.submits.Load()
 	}
 	res.ServeTurnsPerS, res.InprocTurnsPerS, res.Ratio = median(serve), median(inproc), median(ratios)
+	res.SubmitsPerCommit = median(perCommit)
 	return res, nil
 }
 
-func overHTTP(db *store.DB, workers, tasks int) (turns, submits int, took time.Duration, err error) {
+// httpRun is what one run over HTTP did.
+type httpRun struct {
+	turns, submits int
+	took           time.Duration
+	perCommit      float64 // submits the server's write batching committed per transaction
+	wire           *wireBytes
+}
+
+// overHTTP grows the step through a server, workers client.Workers wide.
+// The engine's Rollout also closes the step's groups, inside its time; the
+// workers here leave that to a driver (a small share either way).
+func overHTTP(db *store.DB, workers, tasks int) (run httpRun, err error) {
 	h, err := server.NewHandler(db, server.Options{})
 	if err != nil {
-		return 0, 0, 0, err
+		return run, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, 0, 0, err
+		return run, err
 	}
-	srv := &http.Server{Handler: h}
+	run.wire = new(wireBytes)
+	srv := &http.Server{Handler: run.wire.count(h)}
 	go srv.Serve(ln)
 	defer srv.Close()
 	url := "http://" + ln.Addr().String()
 	ctx := context.Background()
 	c := client.New(url)
 	if _, err := c.OpenStep(ctx, "r", api.OpenStepRequest{Keyed: api.Keyed{ClientKey: "open"}, Step: 1, Tasks: llmfake.Tasks(tasks)}); err != nil {
-		return 0, 0, 0, err
+		return run, err
+	}
+	reqs0, commits0, err := batchCounts(url)
+	if err != nil {
+		return run, err
 	}
 	type out struct {
 		st  client.WorkStats
@@ -202,17 +226,81 @@ func overHTTP(db *store.DB, workers, tasks int) (turns, submits int, took time.D
 		if o.err != nil && err == nil {
 			err = o.err
 		}
-		turns += o.st.Turns
-		submits += o.st.Submits
+		run.turns += o.st.Turns
+		run.submits += o.st.Submits
 	}
-	took = time.Since(start)
+	run.took = time.Since(start)
 	if err != nil {
-		return 0, 0, 0, err
+		return run, err
 	}
-	// The step's groups close in-process in the engine's measurement too:
-	// close them here, outside the timed part of neither (the engine's
-	// closes are inside its Rollout; they are a small share).
-	return turns, submits, took, nil
+	reqs, commits, err := batchCounts(url)
+	if err != nil {
+		return run, err
+	}
+	if commits > commits0 {
+		run.perCommit = (reqs - reqs0) / (commits - commits0)
+	}
+	return run, nil
+}
+
+// wireBytes counts the bytes of lease answers and submit bodies.
+type wireBytes struct{ leases, submits atomic.Int64 }
+
+func (wb *wireBytes) count(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/submit"):
+			wb.submits.Add(r.ContentLength)
+		case strings.HasSuffix(r.URL.Path, "/leases"):
+			w = &countingWriter{ResponseWriter: w, n: &wb.leases}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+type countingWriter struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	c.n.Add(int64(len(b)))
+	return c.ResponseWriter.Write(b)
+}
+
+// batchCounts reads the server's write-batch histogram: the requests
+// committed and the commits so far.
+func batchCounts(url string) (requests, commits float64, err error) {
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, 0, err
+	}
+	found := 0
+	for _, line := range strings.Split(string(body), "\n") {
+		name, v, ok := strings.Cut(line, " ")
+		var dst *float64
+		switch name {
+		case "patrdb_write_batch_requests_sum":
+			dst = &requests
+		case "patrdb_write_batch_requests_count":
+			dst = &commits
+		}
+		if ok && dst != nil {
+			if *dst, err = strconv.ParseFloat(v, 64); err != nil {
+				return 0, 0, fmt.Errorf("/metrics: %q: %v", line, err)
+			}
+			found++
+		}
+	}
+	if found != 2 {
+		return 0, 0, fmt.Errorf("/metrics has no patrdb_write_batch_requests")
+	}
+	return requests, commits, nil
 }
 
 func median(xs []float64) float64 {
