@@ -41,7 +41,10 @@ type OpenStepResponse struct {
 // (node and path length): a grant whose branch is one of them, or a child
 // forked from one, carries only the turns past what the worker has
 // (LeaseGrant.HistoryOf and HistoryFrom say which), so a worker does not
-// receive a path again and again as its branch advances.
+// receive a path again and again as its branch advances; and a request
+// with a max is offered the branches and children of those paths first
+// (tree.LeaseRequest.Prefer), so a routed child goes on with the worker
+// that grew its parent.
 type LeaseRequest struct {
 	Worker        string     `json:"worker"`
 	Max           int        `json:"max"`

@@ -64,8 +64,10 @@ func (s *server) lease(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("have lists %d paths, want at most %d", len(req.Have), api.MaxHave)
 	}
 	have := make(map[uint64]int, len(req.Have))
+	prefer := make([]uint64, 0, len(req.Have))
 	for _, h := range req.Have {
 		have[h.Node] = h.PathLen
+		prefer = append(prefer, h.Node)
 	}
 	if err := s.expireOverdue(c); err != nil {
 		return err
@@ -73,7 +75,7 @@ func (s *server) lease(w http.ResponseWriter, r *http.Request) error {
 	run := c.Run()
 	out := api.LeaseResponse{Leases: []api.LeaseGrant{}}
 	lr := tree.LeaseRequest{Worker: req.Worker, Max: req.Max, Step: req.Step, TTL: time.Duration(req.TTLMs) * time.Millisecond,
-		PolicyVersion: req.PolicyVersion}
+		PolicyVersion: req.PolicyVersion, Prefer: prefer}
 	_, err = c.Lease(lr, func(tx *store.Tx, leases []rollout.Lease) error {
 		rt, err := tx.Run(run)
 		if err != nil {

@@ -32,7 +32,18 @@ type LeaseRequest struct {
 	// a worker more than the run's MaxStaleness behind its current version
 	// is refused (ErrStale).
 	PolicyVersion uint64
+	// Prefer names nodes whose paths the worker holds, oldest first. A
+	// request for Max branches offers their branches and children before
+	// any other (the newest MaxPrefer of them), so a worker goes on with
+	// the paths it has and its grants carry only the turns past them,
+	// instead of a child's whole path going to a worker that never saw its
+	// parent. Without Max (the engine's wave) the order is unchanged.
+	Prefer []uint64
 }
+
+// MaxPrefer bounds how many of LeaseRequest.Prefer a grant looks at: each
+// costs a node read and its children's index, paid on every request.
+const MaxPrefer = 64
 
 // current reports whether l is still the lease of its branch as the store
 // stands: the branch is active, in the same attempt, and its group in the
@@ -226,6 +237,9 @@ func (gs *grantScan) some() ([]rollout.Lease, error) {
 	if c.idle.snapshot == gs.tx.Snapshot() && gs.now.Before(c.idle.until) && c.idle.step == gs.req.Step {
 		return nil, nil
 	}
+	if err := gs.preferred(); err != nil {
+		return nil, err
+	}
 	until := gs.now.Add(MaxLeaseTTL)
 	start, last := c.cursor, uint64(0)
 	visit := func(id uint64) (bool, error) {
@@ -268,12 +282,45 @@ func (gs *grantScan) some() ([]rollout.Lease, error) {
 	if werr != nil {
 		return nil, werr
 	}
-	if len(gs.out) == 0 {
+	switch {
+	case len(gs.out) == 0:
 		c.idle = idleRound{snapshot: gs.tx.Snapshot(), until: until, step: gs.req.Step}
-	} else {
+	case last != 0: // the round granted; preferred grants leave it where it was
 		c.cursor = last + 1
 	}
 	return gs.out, nil
+}
+
+// preferred grants, before the round, the free branches among the newest
+// MaxPrefer nodes of req.Prefer and their children.
+func (gs *grantScan) preferred() error {
+	prefer := gs.req.Prefer
+	prefer = prefer[max(0, len(prefer)-MaxPrefer):]
+	tryID := func(id uint64) error {
+		n, err := gs.r.Node(id)
+		if errors.Is(err, model.ErrNotFound) {
+			return nil // dropped, or a node of another run's numbering
+		}
+		if err != nil || n.Status != model.NodeActive {
+			return err
+		}
+		return gs.try(&n)
+	}
+	for i := len(prefer) - 1; i >= 0 && len(gs.out) < gs.req.Max; i-- {
+		if err := tryID(prefer[i]); err != nil {
+			return err
+		}
+		kids, err := gs.r.Children(prefer[i])
+		if err != nil && !errors.Is(err, model.ErrNotFound) {
+			return err
+		}
+		for _, k := range kids {
+			if err := tryID(k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // idleRound remembers a full round of the frontier that found nothing to

@@ -3,6 +3,7 @@ package tree_test
 import (
 	"errors"
 	"regexp"
+	"slices"
 	"testing"
 	"time"
 
@@ -154,5 +155,48 @@ func TestLeaseRequestBounds(t *testing.T) {
 	}
 	if got := lease(t, c, tree.LeaseRequest{Worker: "w"}); len(got) != 2 {
 		t.Fatalf("a valid request after the refused ones: %+v", got)
+	}
+}
+
+// TestLeasePrefersTheWorkersPaths: a worker that names the paths it holds
+// is offered their children before any other branch, so a routed child
+// goes on with the worker that grew its parent; without Prefer the
+// round starts where the last one stopped.
+func TestLeasePrefersTheWorkersPaths(t *testing.T) {
+	db := storetest.Open(t)
+	cfg := tree.DefaultConfig()
+	cfg.B0, cfg.K, cfg.TopExpand, cfg.MaxTurns = 2, 1, 1, 9
+	c := coordinator(t, db, "r", cfg, nil)
+	groups := openStep(t, c, 1, tasks(3))
+	ls := lease(t, c, tree.LeaseRequest{Worker: "w"})
+	if len(ls) != 6 {
+		t.Fatalf("leases %+v", ls)
+	}
+	for i, l := range ls { // the first root of each group scores higher: it is expanded
+		if _, err := submit(c, rollout.Submission{Lease: l.ID, Worker: "w", Node: l.Node, Turns: turnsN("t", 1), Score: ptr(float64(1 - i%2))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := groups[2].Roots[0] // the last group's expanded root: its children come last in node order
+	var kids []uint64
+	if err := db.View(func(tx *store.Tx) error {
+		r, err := tx.Run("r")
+		if err == nil {
+			kids, err = r.Children(last)
+		}
+		return err
+	}); err != nil || len(kids) != cfg.M {
+		t.Fatalf("children of %d: %v %v", last, kids, err)
+	}
+	got := lease(t, c, tree.LeaseRequest{Worker: "holder", Max: cfg.M, Prefer: []uint64{groups[0].Roots[1], last}})
+	var nodes []uint64
+	for _, l := range got {
+		nodes = append(nodes, l.Node)
+	}
+	if !slices.Equal(nodes, kids) {
+		t.Fatalf("a worker holding node %d's path was granted %v, want its children %v", last, nodes, kids)
+	}
+	if other := lease(t, c, tree.LeaseRequest{Worker: "other", Max: 1}); len(other) != 1 || slices.Contains(kids, other[0].Node) || other[0].Node > kids[0] {
+		t.Fatalf("without Prefer: %+v, want the first free branch in node order", other)
 	}
 }
