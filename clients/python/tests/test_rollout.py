@@ -362,6 +362,50 @@ class ConcurrencyTest(ServedTest):
         self.assertEqual(peak_calls, 1)
 
 
+class SubmitLingerTest(ServedTest):
+    """Branches finishing close together go in one submit under the linger."""
+
+    def submits(self, run, linger):
+        self.client.create_run(run, tree={"b0": 3, "k": 1, "max_turns": 1, "no_scoring": True},
+                               client_key="create-" + run)
+        self.client.open_step(run, 1, [Task("t")], client_key="open")
+        order = {}
+        lock = threading.Lock()
+
+        class Slow:  # the n-th branch to step finishes 40 ms after the one before
+            def __init__(self):
+                self.n = 0
+
+            def reset(self, task):
+                return self
+
+            def restore(self, task, history, state):
+                return self
+
+            def step(self, key, move):
+                with lock:
+                    i = order.setdefault(key.node, len(order))
+                time.sleep(0.04 * i)
+                return Observation("o", reward=float(i), done=True)
+
+            def state(self):
+                return None
+
+        sent = []
+        w = RolloutWorker(self.client, run, act, Slow(), name="w", max_branches=3, poll=0.01, linger=linger,
+                          on_submit=lambda subs, out: sent.append(len(subs)))
+        w.run(1, deadline=time.monotonic() + 60)
+        self.assertEqual(sum(sent), 3)
+        return sent
+
+    def test_a_long_linger_sends_branches_finishing_together_in_one_submit(self):
+        self.assertEqual(self.submits("long", 0.5), [3])
+
+    def test_a_short_linger_sends_each_branch_when_it_finishes(self):
+        # [1, 1, 1] unless a submit outlasts the 40 ms between branches.
+        self.assertGreater(len(self.submits("short", 0.001)), 1)
+
+
 class EachTurnTest(ServedTest):
     def test_each_turn_is_durable_before_the_interval_ends(self):
         self.client.create_run("et", tree={"b0": 1, "k": 3, "max_turns": 3, "no_scoring": True}, client_key="create-et")
