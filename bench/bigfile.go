@@ -228,7 +228,7 @@ func timeLatest(path string, reps int, mode latestMode, cold bool) ([]float64, e
 					r, err = tx.Run(benchRun)
 				}
 			case latestWalkAll:
-				if err = tx.VerifyFile(); err == nil {
+				if _, err = tx.Check(&store.CheckOptions{Parts: store.CheckPages}); err == nil {
 					r, err = tx.Run(benchRun)
 				}
 			default:

@@ -204,18 +204,13 @@ type plan struct {
 // write decides what the lake lacks and writes it into stage.
 func (p *plan) write(ctx context.Context, tx *store.Tx, id string, l *Lake, stage string, opts ExportOptions) error {
 	if opts.Verify {
-		if err := tx.VerifyRun(id); err != nil {
+		if _, err := tx.Check(&store.CheckOptions{Run: id}); err != nil {
 			return err
 		}
 	}
 	r, err := tx.Run(id)
 	if err != nil {
 		return err
-	}
-	if opts.Verify {
-		if err := r.Verify(); err != nil {
-			return err
-		}
 	}
 	info, err := r.Info()
 	if err != nil {
