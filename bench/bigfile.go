@@ -189,7 +189,7 @@ func (m latestMode) String() string {
 	case latestChecked:
 		return " with checked reads (each checks the pages and records it touches)"
 	case latestWalkAll:
-		return " after walking every page of the file once at open (Tx.VerifyFile)"
+		return " after walking every page of the file once at open (Check of CheckPages)"
 	}
 	return ", the file trusted"
 }

@@ -19,8 +19,8 @@ type ExportOptions struct {
 	// Replace replaces whatever the lake holds under the name, all of it,
 	// instead of refusing another run's data (ErrConflict).
 	Replace bool
-	// Verify checks the whole run before it is read (Tx.VerifyRun, then
-	// RunTx.Verify), for a file this process did not write: a damaged run
+	// Verify checks the whole run before it is read (store's Check with
+	// CheckOptions.Run: its pages, then its records), for a file this process did not write: a damaged run
 	// is refused whole rather than exported in part.
 	Verify bool
 	// OnProgress, when not nil, is called with the files published so far

@@ -15,7 +15,7 @@ import (
 // pages: a branch page that points at itself sends a cursor into an
 // endless loop or Bucket.Stats into a stack overflow, which kills the
 // process. So before a request touches a run, the run is checked once
-// (store.RunTx.Verify: its pages walked with bounds, then every record
+// (store.Tx.Check of the run: its pages walked with bounds, then every record
 // against its links and its event log); a damaged run answers 500
 // "damaged" from then on and the others are served. After a run checked
 // clean, the server trusts it: what changes it from then on are writes of
