@@ -55,7 +55,7 @@ func (db *DB) Check(o *CheckOptions) (vs []Violation, err error) {
 	err = db.View(func(tx *Tx) error {
 		if whole {
 			vs = tx.runCheck(true, *o)
-			return violationsErr(vs)
+			return violationsError(vs)
 		}
 		vs, err = tx.Check(o)
 		return err
@@ -89,28 +89,20 @@ func (tx *Tx) Check(o *CheckOptions) ([]Violation, error) {
 	case o.Run != "":
 		vs, err := tx.checkRun(o.Run, *o)
 		if err == nil {
-			err = violationsErr(vs)
+			err = violationsError(vs)
 		}
 		return vs, err
 	case tx.Writable() || tx.db.opts.ReadOnly:
 	case !tx.db.writeMu.TryLock():
 		vs := tx.runCheck(false, *o)
-		return vs, violationsErr(vs)
+		return vs, violationsError(vs)
 	default:
 		defer tx.db.writeMu.Unlock()
 		vs := tx.runCheck(tx.snapshot == tx.db.cache.latest(), *o)
-		return vs, violationsErr(vs)
+		return vs, violationsError(vs)
 	}
 	vs := tx.runCheck(true, *o)
-	return vs, violationsErr(vs)
-}
-
-// violationsErr is violationsError, nil for none.
-func violationsErr(vs []Violation) error {
-	if len(vs) == 0 {
-		return nil
-	}
-	return violationsError(vs)
+	return vs, violationsError(vs)
 }
 
 // walkViolations is a page walk's answer as Check's: a damaged page is a

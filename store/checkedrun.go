@@ -514,7 +514,7 @@ func (cr *checkedRun) Sound() (*RunTx, error) {
 		cr.whole = true
 		vs, err := cr.r.tx.checkRun(cr.r.id, CheckOptions{})
 		if err == nil {
-			err = violationsErr(vs)
+			err = violationsError(vs)
 		}
 		cr.sound = err
 	}
@@ -555,8 +555,11 @@ func prefixEnd(p []byte) []byte {
 func hasPrefix(k, p []byte) bool { return len(k) >= len(p) && string(k[:len(p)]) == string(p) }
 
 // violationsError is the first of vs as one error, with how many more
-// there are.
+// there are; nil for none.
 func violationsError(vs []Violation) error {
+	if len(vs) == 0 {
+		return nil
+	}
 	v := vs[0]
 	reason := v.Detail
 	if v.Key != nil {
