@@ -19,8 +19,8 @@ type ExportOptions struct {
 	// Replace replaces whatever the lake holds under the name, all of it,
 	// instead of refusing another run's data (ErrConflict).
 	Replace bool
-	// Verify checks the whole run before it is read (Tx.VerifyRun, then
-	// RunTx.Verify), for a file this process did not write: a damaged run
+	// Verify checks the whole run before it is read (store's Check with
+	// CheckOptions.Run: its pages, then its records), for a file this process did not write: a damaged run
 	// is refused whole rather than exported in part.
 	Verify bool
 	// OnProgress, when not nil, is called with the files published so far
@@ -204,18 +204,13 @@ type plan struct {
 // write decides what the lake lacks and writes it into stage.
 func (p *plan) write(ctx context.Context, tx *store.Tx, id string, l *Lake, stage string, opts ExportOptions) error {
 	if opts.Verify {
-		if err := tx.VerifyRun(id); err != nil {
+		if _, err := tx.Check(&store.CheckOptions{Run: id}); err != nil {
 			return err
 		}
 	}
 	r, err := tx.Run(id)
 	if err != nil {
 		return err
-	}
-	if opts.Verify {
-		if err := r.Verify(); err != nil {
-			return err
-		}
 	}
 	info, err := r.Info()
 	if err != nil {

@@ -540,7 +540,7 @@ func TestFollowerKeepsTheFileBounded(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	vs, err := db.Check()
+	vs, err := db.Check(nil)
 	if err != nil || len(vs) > 0 {
 		t.Fatalf("check: %v %v", err, vs)
 	}

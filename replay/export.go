@@ -98,7 +98,7 @@ func Export(ctx context.Context, r *store.RunTx, opts ExportOptions) (*ExportRes
 	}
 	// A damaged run is refused whole rather than exported in part: every
 	// record must be intact and agree with the run's links and event log.
-	if err := r.Verify(); err != nil {
+	if _, err := r.Tx().Check(&store.CheckOptions{Run: r.ID()}); err != nil {
 		return nil, err
 	}
 	target := filepath.Clean(opts.Out)

@@ -492,7 +492,7 @@ func TestConsolidationLineage(t *testing.T) {
 		len(pl.Outputs) != 2 || !pl.Outputs[0].Duplicate || pl.Outputs[0].Into != 1 || pl.Outputs[1].Duplicate || pl.Outputs[1].Into != 6 {
 		t.Errorf("consolidate payload %+v", pl)
 	}
-	if vs, err := db.Check(); err != nil || len(vs) != 0 {
+	if vs, err := db.Check(nil); err != nil || len(vs) != 0 {
 		t.Errorf("check: %v %v", vs, err)
 	}
 	// The new public rubric waits for the next step.

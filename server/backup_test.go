@@ -47,7 +47,7 @@ func TestBackupSendsAConsistentCopy(t *testing.T) {
 	if err := cp.View(func(tx *store.Tx) error { _, err := tx.Run("r"); return err }); err != nil {
 		t.Errorf("the copy: %v", err)
 	}
-	if vs, err := cp.Check(); err != nil || len(vs) > 0 {
+	if vs, err := cp.Check(nil); err != nil || len(vs) > 0 {
 		t.Errorf("check of the copy: %v %v", err, vs)
 	}
 }

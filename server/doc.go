@@ -114,7 +114,7 @@
 //
 // A damaged file never ends the process (sound.go): the first request that
 // touches a run walks its pages with bounds and checks its records
-// (store.RunTx.Verify); a damaged run answers 500 "damaged", naming where,
+// (store.Tx.Check of the run); a damaged run answers 500 "damaged", naming where,
 // from then on, and the other runs are served. The check runs apart from
 // the requests: those that arrive while it runs wait for it rather than
 // run their own (a restarted server's rollout workers all ask at once),
@@ -123,10 +123,11 @@
 // timeout), which package client and the Python client wait out. The endpoints
 // of one group, one node or one trajectory, a step's training batch, a
 // run's summary, the list of runs and the viewer's run page check only
-// what they read until the run has checked clean (store.Tx.CheckReads, store.Tx.VerifySummary, and
-// store.Tx.VerifyParts for the step figures, which read the event log and
-// the advantage records whole), and answer "damaged" only for damage in
-// what they read.
+// what they read until the run has checked clean (store.Tx.CheckReads, or
+// store.Tx.Check of the parts they read, store.CheckOptions.Parts: the
+// summary's, and for the step figures the event log and the advantage
+// records, which they read whole), and answer "damaged" only for damage
+// in what they read.
 // Without a token only loopback Host headers are answered (DNS rebinding);
 // a non-loopback listener needs a bearer token (CheckBind), compared in
 // constant time. NewHTTPServer sets read, write and idle timeouts.

@@ -22,7 +22,7 @@ func (s *server) stepMetrics(w http.ResponseWriter, r *http.Request) error {
 	out := struct {
 		Steps []model.StepMetrics `json:"steps"`
 	}{Steps: []model.StepMetrics{}}
-	err := s.viewParts(r, []store.RunPart{store.PartEvents, store.PartAdvantages}, func(rt *store.RunTx) error {
+	err := s.viewParts(r, store.CheckEvents|store.CheckAdvantages, func(rt *store.RunTx) error {
 		var err error
 		out.Steps, err = s.steps.of(rt.ID()).Figures(rt)
 		return err

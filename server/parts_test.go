@@ -82,19 +82,19 @@ func partsFile(t *testing.T, steps, pageSize int) (path string, last model.Group
 	return path, last
 }
 
-// countWalks makes e's server record the parts each VerifyParts walks.
-func countWalks(e *testEnv) func() [][]store.RunPart {
+// countWalks makes e's server record the parts each walk of pages covers.
+func countWalks(e *testEnv) func() []store.CheckParts {
 	var (
 		mu    sync.Mutex
-		walks [][]store.RunPart
+		walks []store.CheckParts
 	)
-	e.srv.Config.Handler.(*server).soundness.verifyParts = func(tx *store.Tx, id string, parts ...store.RunPart) error {
+	e.srv.Config.Handler.(*server).soundness.walk = func(tx *store.Tx, id string, parts store.CheckParts) error {
 		mu.Lock()
-		walks = append(walks, slices.Clone(parts))
+		walks = append(walks, parts)
 		mu.Unlock()
-		return tx.VerifyParts(id, parts...)
+		return walkParts(tx, id, parts)
 	}
-	return func() [][]store.RunPart {
+	return func() []store.CheckParts {
 		mu.Lock()
 		defer mu.Unlock()
 		return slices.Clone(walks)
@@ -159,9 +159,9 @@ func TestViewerPartsAreWalkedOnce(t *testing.T) {
 		e.get("/api/v1/runs/r/steps", &figures)
 		e.get("/api/v1/runs/r/rubrics/page", &struct{}{})
 	}
-	want := [][]store.RunPart{{}, {store.PartEvents, store.PartAdvantages}}
-	if got := walks(); !slices.EqualFunc(got, want, slices.Equal) {
-		t.Errorf("walks: %q, want %q", got, want)
+	want := []store.CheckParts{store.CheckSummary, store.CheckEvents | store.CheckAdvantages}
+	if got := walks(); !slices.Equal(got, want) {
+		t.Errorf("walks: %#x, want %#x", got, want)
 	}
 	if len(figures.Steps) != 2 || figures.Steps[1].Leaves != 2 || figures.Steps[1].Success != 0.5 {
 		t.Errorf("figures: %+v, want two steps of two leaves, one won", figures.Steps)

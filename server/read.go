@@ -140,7 +140,8 @@ func summaryOptions(r *http.Request) (model.SummaryOptions, error) {
 }
 
 // summarize is run id's summary. Until the run has checked whole, it
-// checks only what a summary without bytes reads (store's VerifySummary,
+// checks only what a summary without bytes reads (store's Check of
+// CheckSummary and CheckLastEvent,
 // as `patrdb runs` and `show` do): the run record, its counters, its group
 // index. On a run of a million nodes that is milliseconds, where the
 // whole-run check is some 11 s, and the runs list is what the viewer and
@@ -155,7 +156,7 @@ func (s *server) summarize(tx *store.Tx, id string, o model.SummaryOptions) (api
 	case o.Buckets:
 		err = s.sound(id)
 	case !c.trusted(id):
-		if err = tx.VerifySummary(id); errors.Is(err, store.ErrCorrupt) {
+		if err = walkParts(tx, id, store.CheckSummary|store.CheckLastEvent); errors.Is(err, store.ErrCorrupt) {
 			err = damagedError(id, err)
 		}
 	}

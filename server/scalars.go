@@ -43,7 +43,7 @@ func (s *server) getScalars(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := api.ScalarsPage{Names: []string{}, Steps: []model.Scalars{}}
-	err = s.viewParts(r, nil, func(rt *store.RunTx) error {
+	err = s.viewParts(r, 0, func(rt *store.RunTx) error {
 		names := map[string]bool{}
 		return rt.ForEachScalars(from, func(sc model.Scalars) error {
 			for n := range sc.Values {

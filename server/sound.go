@@ -15,7 +15,7 @@ import (
 // pages: a branch page that points at itself sends a cursor into an
 // endless loop or Bucket.Stats into a stack overflow, which kills the
 // process. So before a request touches a run, the run is checked once
-// (store.RunTx.Verify: its pages walked with bounds, then every record
+// (store.Tx.Check of the run: its pages walked with bounds, then every record
 // against its links and its event log); a damaged run answers 500
 // "damaged" from then on and the others are served. After a run checked
 // clean, the server trusts it: what changes it from then on are writes of
@@ -42,8 +42,8 @@ type soundness struct {
 	// parts holds, by run, the parts of it whose pages walked clean
 	// (viewParts); "" stands for the summary's own. Like a run that checked
 	// clean, they stay sound: only this process writes the file.
-	parts       map[string]map[store.RunPart]bool
-	verifyParts func(tx *store.Tx, id string, parts ...store.RunPart) error // nil: tx.VerifyParts; tests count the walks
+	parts map[string]store.CheckParts
+	walk  func(tx *store.Tx, id string, parts store.CheckParts) error // nil: walkParts; tests count the walks
 }
 
 // trusted reports whether run id checked clean in this process.
@@ -175,19 +175,20 @@ func damagedError(id string, err error) error {
 // verifyRun checks the runs bucket's pages and, for a run id, the run.
 func verifyRun(tx *store.Tx, id string) (exists bool, err error) {
 	if id == "" {
-		return true, tx.VerifyRuns()
+		return true, walkParts(tx, "", store.CheckRunList)
 	}
-	if err := tx.VerifyRun(id); err != nil {
-		return true, err
-	}
-	r, err := tx.Run(id)
+	_, err = tx.Check(&store.CheckOptions{Run: id})
 	if errors.Is(err, model.ErrNotFound) {
 		return false, nil
 	}
-	if err != nil {
-		return true, err
-	}
-	return true, r.Verify()
+	return true, err
+}
+
+// walkParts walks the pages of parts (of run id, for a run's), as one
+// error.
+func walkParts(tx *store.Tx, id string, parts store.CheckParts) error {
+	_, err := tx.Check(&store.CheckOptions{Run: id, Parts: parts})
+	return err
 }
 
 // soundRequest checks what a request is about to touch: the runs bucket
@@ -241,24 +242,24 @@ func (s *server) viewChecked(r *http.Request, fn func(*store.RunTx) error) error
 // small records beside it (env-steps, the rubrics page) and, for parts
 // given, those parts whole (the step figures read the event log and the
 // advantage records): a run this server does not trust yet is read once
-// store's VerifyParts has walked the pages of just those, so the viewer's
+// store's Check has walked the pages of just those (CheckOptions.Parts), so the viewer's
 // run page opens in the time they take, not in the whole-run check's. The
 // parts that walked clean are remembered, and a viewer polling a live run
 // does not walk them again. Damage in what it reads answers "damaged";
 // as for viewChecked, damage elsewhere in the run does not.
-func (s *server) viewParts(r *http.Request, parts []store.RunPart, fn func(*store.RunTx) error) error {
+func (s *server) viewParts(r *http.Request, parts store.CheckParts, fn func(*store.RunTx) error) error {
 	id := r.PathValue("run")
 	if s.soundness.trusted(id) || !store.ValidRunID(id) {
 		return s.viewRun(r, fn)
 	}
 	return s.db.View(func(tx *store.Tx) error {
-		walk := s.soundness.unwalked(id, parts)
-		if walk != nil {
-			verify := s.soundness.verifyParts
+		walk := s.soundness.unwalked(id, store.CheckSummary|parts)
+		if walk != 0 {
+			verify := s.soundness.walk
 			if verify == nil {
-				verify = (*store.Tx).VerifyParts
+				verify = walkParts
 			}
-			if err := verify(tx, id, walk...); err != nil {
+			if err := verify(tx, id, walk); err != nil {
 				if errors.Is(err, store.ErrCorrupt) {
 					return damagedError(id, err)
 				}
@@ -269,7 +270,7 @@ func (s *server) viewParts(r *http.Request, parts []store.RunPart, fn func(*stor
 		if err != nil {
 			return err
 		}
-		if walk != nil {
+		if walk != 0 {
 			s.soundness.walked(id, walk)
 		}
 		if err = fn(rt); errors.Is(err, store.ErrCorrupt) {
@@ -280,36 +281,25 @@ func (s *server) viewParts(r *http.Request, parts []store.RunPart, fn func(*stor
 }
 
 // unwalked is the parts of run id, of those given, whose pages have not
-// walked clean yet; nil when none is left, the summary's included.
-func (c *soundness) unwalked(id string, parts []store.RunPart) []store.RunPart {
+// walked clean yet (0: none is left). CheckSummary's pages come with
+// every other part's, so they are walked once.
+func (c *soundness) unwalked(id string, parts store.CheckParts) store.CheckParts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	done := c.parts[id]
-	var out []store.RunPart
-	for _, p := range parts {
-		if !done[p] {
-			out = append(out, p)
-		}
+	left := parts &^ c.parts[id]
+	if left != 0 && left != store.CheckSummary {
+		left &^= store.CheckSummary
 	}
-	if out == nil && !done[""] {
-		out = []store.RunPart{}
-	}
-	return out
+	return left
 }
 
 // walked remembers that the pages of parts of run id, and its summary's,
 // walked clean.
-func (c *soundness) walked(id string, parts []store.RunPart) {
+func (c *soundness) walked(id string, parts store.CheckParts) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.parts == nil {
-		c.parts = map[string]map[store.RunPart]bool{}
+		c.parts = map[string]store.CheckParts{}
 	}
-	if c.parts[id] == nil {
-		c.parts[id] = map[store.RunPart]bool{}
-	}
-	c.parts[id][""] = true
-	for _, p := range parts {
-		c.parts[id][p] = true
-	}
+	c.parts[id] |= parts | store.CheckSummary
 }

@@ -37,7 +37,7 @@ type EnvSteps struct {
 
 func (s *server) envSteps(w http.ResponseWriter, r *http.Request) error {
 	var out EnvSteps
-	err := s.viewParts(r, nil, func(rt *store.RunTx) error {
+	err := s.viewParts(r, 0, func(rt *store.RunTx) error {
 		var err error
 		out.Steps, err = replay.EnvSteps(rt)
 		return err
@@ -110,7 +110,7 @@ func (s *server) viewRubrics(w http.ResponseWriter, r *http.Request) error {
 	}
 	q.Offset, q.Limit = int(off), int(lim)
 	var out *replay.RubricPage
-	err = s.viewParts(r, nil, func(rt *store.RunTx) error {
+	err = s.viewParts(r, 0, func(rt *store.RunTx) error {
 		out, err = replay.Rubrics(rt, q)
 		return err
 	})

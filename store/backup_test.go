@@ -64,7 +64,7 @@ func TestBackupIsAConsistentCopyWhileWriting(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cp.Close()
-	if vs, err := cp.Check(); err != nil || len(vs) > 0 {
+	if vs, err := cp.Check(nil); err != nil || len(vs) > 0 {
 		t.Fatalf("check of the backup: %v %v", err, vs)
 	}
 	if got := dumpRun(t, cp, "r"); !reflect.DeepEqual(got, want) {

@@ -30,52 +30,89 @@ func (v Violation) String() string {
 // maxViolations bounds the report on a badly damaged file.
 const maxViolations = 1000
 
-// Check verifies the whole file: both meta pages, bbolt's page structure
-// (walked with bounds first, internal/pagewalk), every value's CRC and decoding,
-// and the data model's invariants (parents exist and precede their
-// children, fork points in range, depth and base consistent, the children
-// index equals the parent pointers, the frontier equals the active nodes,
-// turns are contiguous, events are numbered 1..n, advantages refer to
-// leaves of their group, rubric pools are valid, id sequences cover every
-// id, every record equals what the event log last wrote for it). The error
-// is for failures to read at all; a damaged file yields violations, never a
-// panic or a hang.
+// Check checks what o says (nil: everything, see CheckOptions) and
+// returns what it found: no violations and a nil error, or the
+// violations and a *CorruptError naming the first and how many more there
+// are (errors.Is(err, ErrCorrupt)); any other error stopped it reading at
+// all. A damaged file yields violations, never a panic or a hang. Its
+// memory stays bounded whatever the file's size: records are read one at
+// a time, and what the check remembers across them is a bit per id.
 //
-// Writers wait while it runs: bbolt's free-page accounting reads the live
-// freelist, which must describe the snapshot being checked, and the meta
-// pages must not be rewritten while they are compared. So do not call it
-// inside an Update function; use Tx.Check there.
-func (db *DB) Check() (vs []Violation, err error) { return db.CheckWith(CheckOptions{}) }
-
-// CheckWith is Check with options (progress reporting). Its memory stays
-// bounded whatever the file's size: records are read one at a time, and
-// what the check remembers across them is a bit per id.
-func (db *DB) CheckWith(o CheckOptions) (vs []Violation, err error) {
-	db.writeMu.Lock()
-	defer db.writeMu.Unlock()
+// Checking the whole file, writers wait while it runs: bbolt's free-page
+// accounting reads the live freelist, which must describe the snapshot
+// being checked, and the meta pages must not be rewritten while they are
+// compared. So do not call it inside an Update function; use Tx.Check
+// there.
+func (db *DB) Check(o *CheckOptions) (vs []Violation, err error) {
+	if o == nil {
+		o = &CheckOptions{}
+	}
+	whole := o.Run == "" && o.Parts == 0
+	if whole {
+		db.writeMu.Lock()
+		defer db.writeMu.Unlock()
+	}
 	err = db.View(func(tx *Tx) error {
-		vs = tx.runCheck(true, o)
-		return nil
+		if whole {
+			vs = tx.runCheck(true, *o)
+			return violationsError(vs)
+		}
+		vs, err = tx.Check(o)
+		return err
 	})
 	return vs, err
 }
 
-// Check runs the integrity check inside an existing transaction. In a
-// read-only transaction of a writable DB, the free-page accounting and the
-// meta-page comparison need the snapshot to be the latest commit and no
-// write in progress; otherwise they are skipped (DB.Check waits instead).
-func (tx *Tx) Check() []Violation { return tx.CheckWith(CheckOptions{}) }
+// Check is DB.Check inside an existing transaction. In a read-only
+// transaction of a writable DB, the free-page accounting and the
+// meta-page comparison of a whole-file check need the snapshot to be the
+// latest commit and no write in progress; otherwise they are skipped
+// (DB.Check waits instead). In checked mode (CheckReads) the check of
+// one run is the one its checked reads share: done once per transaction.
+func (tx *Tx) Check(o *CheckOptions) ([]Violation, error) {
+	if o == nil {
+		o = &CheckOptions{}
+	}
+	if err := tx.check(false); err != nil {
+		return nil, err
+	}
+	switch {
+	case o.Parts != 0:
+		return walkViolations(tx.walkParts(o.Run, o.Parts))
+	case o.Run != "" && tx.checkReads && o.Progress == nil:
+		// The check its checked reads share, once per transaction.
+		r, err := tx.checkedHandle(o.Run)
+		if err == nil {
+			_, err = r.chk.Sound()
+		}
+		return walkViolations(err)
+	case o.Run != "":
+		vs, err := tx.checkRun(o.Run, *o)
+		if err == nil {
+			err = violationsError(vs)
+		}
+		return vs, err
+	case tx.Writable() || tx.db.opts.ReadOnly:
+	case !tx.db.writeMu.TryLock():
+		vs := tx.runCheck(false, *o)
+		return vs, violationsError(vs)
+	default:
+		defer tx.db.writeMu.Unlock()
+		vs := tx.runCheck(tx.snapshot == tx.db.cache.latest(), *o)
+		return vs, violationsError(vs)
+	}
+	vs := tx.runCheck(true, *o)
+	return vs, violationsError(vs)
+}
 
-// CheckWith is Tx.Check with options (progress reporting).
-func (tx *Tx) CheckWith(o CheckOptions) []Violation {
-	if tx.Writable() || tx.db.opts.ReadOnly {
-		return tx.runCheck(true, o)
+// walkViolations is a page walk's answer as Check's: a damaged page is a
+// violation too, of kind structure; other errors stopped the walk.
+func walkViolations(err error) ([]Violation, error) {
+	var ce *CorruptError
+	if errors.As(err, &ce) {
+		return []Violation{{Bucket: ce.Bucket, Key: ce.Key, Kind: "structure", Detail: ce.Reason}}, err
 	}
-	if !tx.db.writeMu.TryLock() {
-		return tx.runCheck(false, o)
-	}
-	defer tx.db.writeMu.Unlock()
-	return tx.runCheck(tx.snapshot == tx.db.cache.latest(), o)
+	return nil, err
 }
 
 // runCheck runs the checks; quiet says no commit has happened since the

@@ -12,7 +12,7 @@ import (
 // pages its lookups follow (internal/pagewalk Paths: the root-to-leaf
 // paths of those keys, not the buckets), and it checks every record it
 // returns against what it links to, with the same per-record checks as
-// CheckRun (checkrecords.go): a group against its roots; a node against
+// the check of a whole run (checkrecords.go): a group against its roots; a node against
 // its group, its parent, the children index, the frontier and its stored
 // turns (each decoded, so its CRC is checked); an advantage against its
 // leaf. A damaged page or record on the way is a *CorruptError and
@@ -506,13 +506,17 @@ func (cr *checkedRun) Checkpoint(step uint64) (model.Checkpoint, error) {
 	return checked(cr, func() { cr.checkSmall(bCkpt, cr.c.checkpoints) }, func() (model.Checkpoint, error) { return cr.r.Checkpoint(step) })
 }
 
-// Sound checks the whole run once (RunTx.Verify) and then hands out the
+// Sound checks the whole run once (Check with CheckOptions.Run) and then hands out the
 // run's plain handle, for reads that have no narrow check (the event log,
 // replay, stats, exports).
 func (cr *checkedRun) Sound() (*RunTx, error) {
 	if !cr.whole {
 		cr.whole = true
-		cr.sound = cr.r.Verify()
+		vs, err := cr.r.tx.checkRun(cr.r.id, CheckOptions{})
+		if err == nil {
+			err = violationsError(vs)
+		}
+		cr.sound = err
 	}
 	if cr.sound != nil {
 		return nil, cr.sound
@@ -520,12 +524,13 @@ func (cr *checkedRun) Sound() (*RunTx, error) {
 	return cr.r, nil
 }
 
-// summaryWalk walks once the pages a summary reads (Tx.VerifySummary):
-// the run's counters, group index, rubrics and checkpoints.
+// summaryWalk walks once the pages a summary reads (CheckSummary and
+// CheckLastEvent): the run's counters, group index, rubrics, checkpoints
+// and the path to its last event.
 func (cr *checkedRun) summaryWalk() error {
 	if !cr.walked {
 		cr.walked = true
-		cr.summary = cr.r.tx.VerifySummary(cr.r.id)
+		cr.summary = cr.r.tx.walkParts(cr.r.id, CheckSummary|CheckLastEvent)
 	}
 	return cr.summary
 }
@@ -550,8 +555,11 @@ func prefixEnd(p []byte) []byte {
 func hasPrefix(k, p []byte) bool { return len(k) >= len(p) && string(k[:len(p)]) == string(p) }
 
 // violationsError is the first of vs as one error, with how many more
-// there are.
+// there are; nil for none.
 func violationsError(vs []Violation) error {
+	if len(vs) == 0 {
+		return nil
+	}
 	v := vs[0]
 	reason := v.Detail
 	if v.Key != nil {

@@ -211,14 +211,14 @@ func verifyRun(t *testing.T, path string) error {
 	db := openReadOnly(t, path)
 	defer db.Close()
 	return db.View(func(tx *store.Tx) error {
-		if err := tx.VerifyRun("r"); err != nil {
+		if err := walk(tx, "r", store.CheckPages); err != nil {
 			return err
 		}
 		r, err := tx.Run("r")
 		if err != nil {
 			return err
 		}
-		return r.Verify()
+		return verify(r)
 	})
 }
 

@@ -11,13 +11,63 @@ type CheckProgress struct {
 	Total int64
 }
 
-// CheckOptions tune a check. The zero value checks with no reporting.
+// CheckOptions say what Check covers and who hears how it goes. Nil or
+// the zero value checks everything: the meta pages, every page walked with
+// bounds, bbolt's page accounting, every record's CRC and decoding, and
+// every invariant of every run.
 type CheckOptions struct {
+	// Run, when set, limits the check to that run: its pages, then every
+	// record of it against its links and its event log (not the meta
+	// pages, the free pages or other runs). ErrNotFound when it does not
+	// exist, unless Parts is set.
+	Run string
+	// Parts, when set, makes the check a walk of pages only, with bounds
+	// and without reading a record: once it returns nil, cursors over
+	// those pages terminate, and a damaged record among them is an
+	// ErrCorrupt as it is decoded (each has a CRC). It costs time in
+	// proportion to the parts, which is what a reader of a file nobody
+	// has checked wants before it reads a few buckets of a big run. What
+	// a walk cannot see is a record that disagrees with the records it
+	// links to; the check without Parts sees that.
+	Parts CheckParts
 	// Progress, when set, is called as the check goes: at the start of
 	// each part and every few thousand records. It runs on the checking
 	// goroutine, inside the read transaction, so it should return quickly.
 	Progress func(CheckProgress)
 }
+
+// CheckParts name what a walk of pages only covers (CheckOptions.Parts).
+type CheckParts uint8
+
+// The parts of the file a page walk covers. Those of a run need
+// CheckOptions.Run; each of them walks the pages listing the runs too.
+const (
+	// CheckMetas: the two meta pages, on a read-only DB (on a writable
+	// one this process's commits rewrite them, so they can be read torn
+	// while one is written). bbolt reads the older one when the newer is
+	// damaged: what a reader sees may be older than what was acknowledged.
+	CheckMetas CheckParts = 1 << iota
+	// CheckRunList: the pages a reader follows to list the runs (the
+	// root, meta and runs buckets' own pages, not the runs' headers).
+	CheckRunList
+	// CheckPages: every page of Run's buckets (cursors and Bucket.Stats
+	// over the run terminate), or, without Run, of every b-tree of the
+	// snapshot, as a copy of the whole file (Compact) reads them.
+	CheckPages
+	// CheckSummary: the pages a run's summary and the small records
+	// beside it read (the run record, its counters and group index,
+	// rubrics, checkpoints, scalars). A run without counters is
+	// summarised from its records, so then it is CheckPages.
+	CheckSummary
+	// CheckLastEvent: the path to Run's last event, which must agree with
+	// the events sequence (a summary's event count), and CheckSummary's.
+	CheckLastEvent
+	// CheckEvents: the pages of Run's event log, and CheckSummary's.
+	CheckEvents
+	// CheckAdvantages: the pages of Run's advantage records, and
+	// CheckSummary's.
+	CheckAdvantages
+)
 
 // progressEvery is how many records pass between two Progress calls.
 const progressEvery = 1 << 14

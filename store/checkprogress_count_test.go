@@ -25,7 +25,7 @@ func TestCheckProgressCountsUp(t *testing.T) {
 		return r.AppendTurns(n.ID, 0, ts...)
 	})
 	var reports []store.CheckProgress
-	vs, err := db.CheckWith(store.CheckOptions{Progress: func(p store.CheckProgress) {
+	vs, err := db.Check(&store.CheckOptions{Progress: func(p store.CheckProgress) {
 		if p.Phase == "turns" {
 			reports = append(reports, p)
 		}

@@ -39,7 +39,7 @@ func TestCheckProgressCountsEachRecordOnce(t *testing.T) {
 		return nil
 	})
 	reports := map[string][]store.CheckProgress{}
-	vs, err := db.CheckWith(store.CheckOptions{Progress: func(p store.CheckProgress) {
+	vs, err := db.Check(&store.CheckOptions{Progress: func(p store.CheckProgress) {
 		if p.Done > 0 {
 			reports[p.Phase] = append(reports[p.Phase], p)
 		}

@@ -14,7 +14,7 @@ func TestCheckProgress(t *testing.T) {
 	db := storetest.Open(t)
 	buildFixture(t, db)
 	var seen []store.CheckProgress
-	vs, err := db.CheckWith(store.CheckOptions{Progress: func(p store.CheckProgress) { seen = append(seen, p) }})
+	vs, err := db.Check(&store.CheckOptions{Progress: func(p store.CheckProgress) { seen = append(seen, p) }})
 	if err != nil || len(vs) != 0 {
 		t.Fatalf("check: %v %v", vs, err)
 	}

@@ -10,7 +10,7 @@ package store
 // reads cost time in proportion to what is read, not to the run; see
 // doc.go). A read that has no narrow check (the event log, a whole
 // step's groups, summaries with bucket sizes, ...) checks the whole run
-// once first (RunTx.Verify). Damage on the way is a
+// once first (Check with CheckOptions.Run). Damage on the way is a
 // *CorruptError and nothing is returned; damage elsewhere in the run does
 // not stop a read that does not touch it. RunIDs checks the meta pages
 // and the list of runs first.
@@ -26,7 +26,7 @@ func (tx *Tx) CheckReads() error {
 		return invalidf("checked reads are for read transactions")
 	}
 	// A damaged meta page makes bbolt read the one before: an older file.
-	if err := tx.VerifyMetas(); err != nil {
+	if err := tx.verifyMetas(); err != nil {
 		return err
 	}
 	tx.checkReads = true

@@ -14,83 +14,63 @@ import (
 // cursor into an endless loop and Bucket.Stats into unbounded recursion (a
 // fatal stack overflow that recover cannot catch). A reader that cannot
 // trust the file (a command-line tool, a server opening a file it did not
-// write) calls VerifyRun before it reads a run, or CheckRun to also know
-// that every record it will read is intact and consistent.
+// write) reads in checked mode (CheckReads), or walks the pages it will
+// read first (Check with CheckOptions.Parts), or checks the whole run
+// (Check with CheckOptions.Run) to also know that every record it will
+// read is intact and consistent.
 
-// VerifyRuns walks, with bounds and without bbolt, the pages a reader
-// follows to list the runs: the root, meta and runs buckets' own pages,
-// not the runs' headers (a damaged one is that run's damage, which
-// VerifyRun and VerifySummary report). It returns nil or a *CorruptError
-// naming the first damaged bucket and page (a page reached twice, outside
-// the file, of the wrong type, ...).
-func (tx *Tx) VerifyRuns() error {
-	return tx.verifyPages(func(p string) pagewalk.Reach {
-		if p == "meta" || p == string(bucketRuns) {
-			return pagewalk.Whole
-		}
-		return pagewalk.Skip // listing the runs opens none of them
-	})
-}
-
-// VerifyRun is VerifyRuns plus every page of run id's buckets: once it
-// returns nil, cursors and Bucket.Stats over the run terminate. A run that
-// does not exist verifies as nil (the lookup that follows says so).
-func (tx *Tx) VerifyRun(id string) error {
-	prefix := string(bucketRuns) + "/" + id
-	return tx.verifyPages(func(p string) pagewalk.Reach {
-		if p == "meta" || p == string(bucketRuns) || p == prefix || strings.HasPrefix(p, prefix+"/") {
-			return pagewalk.Whole
-		}
-		return pagewalk.Skip
-	})
-}
-
-// VerifySummary walks, with bounds, the pages a run's summary and the
-// small records beside it read (the run record, its counters and group
-// index, rubrics and checkpoints), so that RunTx.Summary, Rubrics and
-// Checkpoint terminate on a file nobody has checked, and the path to the
-// run's last event, which must agree with the events sequence: the
-// summary's event count is that sequence. A run without counters is
-// summarised by reading its records, so then it is VerifyRun. It costs
-// time in proportion to those small buckets, not to the run.
-func (tx *Tx) VerifySummary(id string) error {
-	if err := tx.VerifyParts(id); err != nil {
-		return err
+// walkParts walks the pages parts name, of run id for those of a run,
+// with bounds and without bbolt; nil or a *CorruptError naming the first
+// damaged bucket and page (a page reached twice, outside the file, of the
+// wrong type, ...). A run that does not exist walks as nil: the lookup
+// that follows says so.
+func (tx *Tx) walkParts(id string, parts CheckParts) error {
+	const ofRun = CheckSummary | CheckLastEvent | CheckEvents | CheckAdvantages
+	if parts >= CheckAdvantages<<1 {
+		return invalidf("check: unknown parts %#x", uint8(parts))
 	}
-	return tx.lastEventAgrees(id)
+	if id == "" && parts&ofRun != 0 {
+		return invalidf("check: the parts of a run need CheckOptions.Run")
+	}
+	if parts&CheckMetas != 0 {
+		if err := tx.verifyMetas(); err != nil {
+			return err
+		}
+	}
+	prefix := string(bucketRuns) + "/" + id
+	switch {
+	case parts&CheckPages != 0 && id == "":
+		return tx.verifyPages(nil)
+	case parts&CheckPages != 0:
+		return tx.verifyPages(func(p string) pagewalk.Reach {
+			if p == "meta" || p == string(bucketRuns) || p == prefix || strings.HasPrefix(p, prefix+"/") {
+				return pagewalk.Whole
+			}
+			return pagewalk.Skip
+		})
+	case parts&ofRun != 0:
+		return tx.verifySummary(id, parts)
+	case parts&CheckRunList != 0:
+		return tx.verifyPages(func(p string) pagewalk.Reach {
+			if p == "meta" || p == string(bucketRuns) {
+				return pagewalk.Whole
+			}
+			return pagewalk.Skip // listing the runs opens none of them
+		})
+	}
+	return nil
 }
 
-// A RunPart is a part of a run that a reader reads whole, for VerifyParts.
-type RunPart string
-
-// The parts of a run VerifyParts walks on request.
-const (
-	PartEvents     RunPart = bEvents // the event log: RunTx.Events
-	PartAdvantages RunPart = bAdv    // the advantage records: RunTx.Advantages
-)
-
-// VerifyParts walks the pages VerifySummary walks (but for the path to the
-// last event) plus the pages of parts, for a reader of a file nobody has
-// checked that reads the run's counters, rubrics and checkpoints, and
-// those parts of run id whole (the step figures read the event log and
-// the advantage records): once it returns nil, reading them through RunTx
-// terminates, and a damaged record among them is an ErrCorrupt as it is
-// decoded (each has a CRC). The nodes and turns, most of a run, are not
-// walked, so it costs time in proportion to the parts; what it cannot see,
-// as VerifySummary, is a record that disagrees with the ones it links to
-// (CheckRun sees that).
-func (tx *Tx) VerifyParts(id string, parts ...RunPart) error {
+// verifySummary walks the pages CheckSummary names, plus those of the
+// other parts of a run asked for.
+func (tx *Tx) verifySummary(id string, parts CheckParts) error {
 	prefix := string(bucketRuns) + "/" + id
 	walk := map[string]bool{prefix: true}
 	for _, name := range []string{bCounts, bGroupIDs, bRubrics, bCkpt, bScalars} {
 		walk[prefix+"/"+name] = true
 	}
-	for _, part := range parts {
-		if part != PartEvents && part != PartAdvantages {
-			return invalidf("verify: no run part %q (want %q or %q)", part, PartEvents, PartAdvantages)
-		}
-		walk[prefix+"/"+string(part)] = true
-	}
+	walk[prefix+"/"+bEvents] = parts&CheckEvents != 0
+	walk[prefix+"/"+bAdv] = parts&CheckAdvantages != 0
 	err := tx.verifyPages(func(p string) pagewalk.Reach {
 		switch {
 		case p == "meta" || p == string(bucketRuns) || walk[p]:
@@ -109,9 +89,14 @@ func (tx *Tx) VerifyParts(id string, parts ...RunPart) error {
 	}
 	run := runs.Bucket([]byte(id))
 	if run != nil && (run.Bucket([]byte(bCounts)) == nil || run.Bucket([]byte(bGroupIDs)) == nil) {
-		return tx.VerifyRun(id)
+		if err := tx.walkParts(id, CheckPages); err != nil {
+			return err
+		}
 	}
-	return nil
+	if parts&CheckLastEvent == 0 {
+		return nil
+	}
+	return tx.lastEventAgrees(id)
 }
 
 // lastEventAgrees walks, with bounds, the pages a cursor follows to run
@@ -143,12 +128,8 @@ func (tx *Tx) lastEventAgrees(id string) error {
 	return r.checkSequence(bEvents)
 }
 
-// VerifyMetas reports a damaged meta page on a read-only DB as a
-// *CorruptError. bbolt then reads the other one, the commit before the
-// last: what a reader sees may be older than what was acknowledged. On a
-// writable DB it returns nil: this process's commits rewrite the meta
-// pages, so they can be read torn while one is written.
-func (tx *Tx) VerifyMetas() error {
+// verifyMetas is the walk of CheckMetas.
+func (tx *Tx) verifyMetas() error {
 	if err := tx.check(false); err != nil || !tx.db.opts.ReadOnly {
 		return err
 	}
@@ -164,10 +145,6 @@ func (tx *Tx) VerifyMetas() error {
 	}
 	return nil
 }
-
-// VerifyFile walks every page of the snapshot's b-trees, as a copy of the
-// whole file (Compact) reads them.
-func (tx *Tx) VerifyFile() error { return tx.verifyPages(nil) }
 
 func (tx *Tx) verifyPages(scope pagewalk.Scope) error {
 	if err := tx.check(false); err != nil {
@@ -200,15 +177,13 @@ func walkError(w *pagewalk.Walker) error {
 	return &CorruptError{Bucket: bucket, Reason: reason}
 }
 
-// CheckRun is Check limited to one run: its pages (VerifyRun), then every
-// value's CRC and decoding and every invariant of the run, including that
-// each record equals what the event log last wrote for it. It does not
-// look at the meta pages, bbolt's free-page accounting or other runs. A
-// reader that prints a run only when CheckRun returns nothing never prints
-// partial or damaged data. ErrNotFound when the run does not exist.
-func (tx *Tx) CheckRun(id string) ([]Violation, error) {
-	c := &checker{tx: tx}
-	if err := tx.VerifyRun(id); err != nil {
+// checkRun is Check of run id: its pages, then every value's CRC and
+// decoding and every invariant of the run, including that each record
+// equals what the event log last wrote for it. ErrNotFound when the run
+// does not exist.
+func (tx *Tx) checkRun(id string, o CheckOptions) ([]Violation, error) {
+	c := &checker{tx: tx, opts: o}
+	if err := tx.walkParts(id, CheckPages); err != nil {
 		if ce, ok := err.(*CorruptError); ok {
 			c.add(Violation{Bucket: ce.Bucket, Kind: "structure", Detail: ce.Reason})
 		} else {
@@ -230,19 +205,6 @@ func (tx *Tx) CheckRun(id string) ([]Violation, error) {
 	return c.vs, nil
 }
 
-// Verify is CheckRun of this run as one error: nil, or a *CorruptError
-// naming the first violation and how many more there are. A writer that
-// copies a run out of the store (an export) calls it first, so that it
-// never writes a partial copy of a damaged run. The run's handle exists,
-// so the pages leading to it were sound; on a file nobody has checked,
-// call Tx.VerifyRun before Tx.Run.
-func (r *RunTx) Verify() error {
-	if r.chk != nil {
-		return r.whole()
-	}
-	vs, err := r.tx.CheckRun(r.id)
-	if err != nil || len(vs) == 0 {
-		return err
-	}
-	return violationsError(vs)
-}
+// Tx is the transaction r belongs to, for what is asked of the file
+// rather than of the run (Check with CheckOptions.Run: r.ID(), say).
+func (r *RunTx) Tx() *Tx { return r.tx }

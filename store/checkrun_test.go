@@ -48,7 +48,7 @@ func TestVerifyRunFindsALoopInOneRun(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if err := r.Verify(); err != nil {
+		if err := verify(r); err != nil {
 			t.Errorf("Verify of a sound run: %v", err)
 		}
 		return nil
@@ -86,31 +86,31 @@ func TestVerifyRunFindsALoopInOneRun(t *testing.T) {
 	}
 	defer ro.Close()
 	view(t, ro, func(tx *store.Tx) error {
-		if err := tx.VerifyRuns(); err != nil {
+		if err := walk(tx, "", store.CheckRunList); err != nil {
 			t.Errorf("VerifyRuns: %v (the runs bucket is sound)", err)
 		}
-		if err := tx.VerifyMetas(); err != nil {
+		if err := walk(tx, "", store.CheckMetas); err != nil {
 			t.Errorf("VerifyMetas: %v", err)
 		}
-		err := tx.VerifyRun("a")
+		err := walk(tx, "a", store.CheckPages)
 		var ce *store.CorruptError
 		if !errors.As(err, &ce) || ce.Bucket != "runs/a/nodes" || !strings.Contains(ce.Reason, "is referenced twice") {
 			t.Errorf("VerifyRun(a) = %v", err)
 		}
-		if vs, err := tx.CheckRun("a"); err != nil || len(vs) != 1 || vs[0].Kind != "structure" || vs[0].Bucket != "runs/a/nodes" {
-			t.Errorf("CheckRun(a) = %v, %v", vs, err)
+		if vs, err := tx.Check(&store.CheckOptions{Run: "a"}); !errors.Is(err, store.ErrCorrupt) || len(vs) != 1 || vs[0].Kind != "structure" || vs[0].Bucket != "runs/a/nodes" {
+			t.Errorf("Check of run a = %v, %v", vs, err)
 		}
-		if err := tx.VerifyFile(); !errors.Is(err, store.ErrCorrupt) {
+		if err := walk(tx, "", store.CheckPages); !errors.Is(err, store.ErrCorrupt) {
 			t.Errorf("VerifyFile = %v", err)
 		}
-		if err := tx.VerifyRun("b"); err != nil {
+		if err := walk(tx, "b", store.CheckPages); err != nil {
 			t.Errorf("VerifyRun(b) = %v", err)
 		}
-		if vs, err := tx.CheckRun("b"); err != nil || len(vs) != 0 {
-			t.Errorf("CheckRun(b) = %v, %v", vs, err)
+		if vs, err := tx.Check(&store.CheckOptions{Run: "b"}); err != nil || len(vs) != 0 {
+			t.Errorf("Check of run b = %v, %v", vs, err)
 		}
-		if _, err := tx.CheckRun("nope"); !errors.Is(err, model.ErrNotFound) {
-			t.Errorf("CheckRun(nope) = %v", err)
+		if _, err := tx.Check(&store.CheckOptions{Run: "nope"}); !errors.Is(err, model.ErrNotFound) {
+			t.Errorf("Check of run nope = %v", err)
 		}
 		return nil
 	})
@@ -144,7 +144,7 @@ func TestVerifyMetas(t *testing.T) {
 	}
 	defer ro.Close()
 	view(t, ro, func(tx *store.Tx) error {
-		if err := tx.VerifyMetas(); !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), "meta page 1") {
+		if err := walk(tx, "", store.CheckMetas); !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), "meta page 1") {
 			t.Errorf("VerifyMetas = %v", err)
 		}
 		return nil

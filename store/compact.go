@@ -36,7 +36,7 @@ const DefaultCompactTxMax = 64 << 20
 // filled full, src's page size) into a new file at dst, then checks that the
 // copy opens as a patrdb file holding the same runs. dst must not exist
 // (ErrExists); src is only read. src's pages are verified first
-// (Tx.VerifyFile), since copying follows every page without bounds checks;
+// (Check with CheckOptions.Parts CheckPages), since copying follows every page without bounds checks;
 // a damaged src is ErrCorrupt and dst is not created. On any error a
 // partly written dst is removed.
 func Compact(src *DB, dst string, opts *CompactOptions) (err error) {
@@ -58,7 +58,7 @@ func Compact(src *DB, dst string, opts *CompactOptions) (err error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	if err := src.View(func(tx *Tx) error { return tx.VerifyFile() }); err != nil {
+	if err := src.View(func(tx *Tx) error { return tx.walkParts("", CheckPages) }); err != nil {
 		return err
 	}
 	// O_EXCL: a file that appeared at dst since the check is never written.

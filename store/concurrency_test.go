@@ -105,9 +105,9 @@ func testConcurrentReaders(t *testing.T, cacheNodes int) {
 			var vs []store.Violation
 			var err error
 			if n%2 == 0 {
-				vs, err = db.Check()
+				vs, err = db.Check(nil)
 			} else {
-				err = db.View(func(tx *store.Tx) error { vs = tx.Check(); return nil })
+				err = db.View(func(tx *store.Tx) error { vs, _ = tx.Check(nil); return nil })
 			}
 			if err != nil {
 				report(err)

@@ -87,7 +87,7 @@ func TestFormat3UpgradesOnFirstWrite(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if vs, err := db.Check(); err != nil || len(vs) > 0 {
+	if vs, err := db.Check(nil); err != nil || len(vs) > 0 {
 		t.Fatalf("check after the upgrade: %v %v", vs, err)
 	}
 	if err := db.Close(); err != nil {

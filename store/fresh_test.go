@@ -44,17 +44,17 @@ func TestAFileCutShortInItsFirstOpenReadsEmpty(t *testing.T) {
 		if _, err := checkedRun(tx, "r"); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("checked Run: %v, want ErrNotFound", err)
 		}
-		for name, verify := range map[string]func(string) error{"VerifySummary": tx.VerifySummary, "VerifyRun": tx.VerifyRun} {
-			if err := verify("r"); err != nil {
+		for name, parts := range map[string]store.CheckParts{"summary": store.CheckSummary | store.CheckLastEvent, "pages": store.CheckPages} {
+			if err := walk(tx, "r", parts); err != nil {
 				t.Errorf("%s: %v", name, err)
 			}
 		}
-		if err := tx.VerifyRuns(); err != nil {
+		if err := walk(tx, "", store.CheckRunList); err != nil {
 			t.Errorf("VerifyRuns: %v", err)
 		}
 		return nil
 	})
-	if vs, err := db.Check(); err != nil || len(vs) != 0 {
+	if vs, err := db.Check(nil); err != nil || len(vs) != 0 {
 		t.Errorf("Check: %v, %v", vs, err)
 	}
 	if err := db.Close(); err != nil {

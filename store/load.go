@@ -336,7 +336,7 @@ func ownTurnSeq(rs model.TurnRanges, index int) (uint64, bool) {
 
 // Finish builds the children index, the frontier, the counters and group
 // index and the id sequences from the loaded records, then checks the run
-// (Tx.CheckRun): any violation deletes it and is returned as ErrCorrupt
+// (Check with CheckOptions.Run): any violation deletes it and is returned as ErrCorrupt
 // naming the first one.
 func (l *RunLoader) Finish() error {
 	if l.err != nil {
@@ -359,10 +359,7 @@ func (l *RunLoader) Finish() error {
 	}
 	if err == nil {
 		err = l.db.View(func(tx *Tx) error {
-			vs, err := tx.CheckRun(l.id)
-			if err == nil && len(vs) > 0 {
-				err = violationsError(vs)
-			}
+			_, err := tx.Check(&CheckOptions{Run: l.id})
 			return err
 		})
 	}

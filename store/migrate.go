@@ -305,8 +305,8 @@ func verifyMigration(ctx context.Context, from, to *DB, ids []string) error {
 			return err
 		}
 	}
-	vs, err := to.Check()
-	if err != nil {
+	vs, err := to.Check(nil)
+	if err != nil && !errors.Is(err, ErrCorrupt) {
 		return err
 	}
 	if len(vs) > 0 {

@@ -764,7 +764,7 @@ func (m *modelMachine) Compact(t *rapid.T) {
 
 func (m *modelMachine) Check(t *rapid.T) {
 	m.counts["checks"]++
-	vs, err := m.db.Check()
+	vs, err := m.db.Check(nil)
 	if err != nil {
 		t.Fatalf("check: %v", err)
 	}

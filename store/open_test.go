@@ -277,7 +277,7 @@ func TestReadOnly(t *testing.T) {
 	if len(d.Nodes) != 6 || len(d.Events) == 0 {
 		t.Errorf("read-only dump: %d nodes %d events", len(d.Nodes), len(d.Events))
 	}
-	if vs, err := db.Check(); err != nil || len(vs) != 0 {
+	if vs, err := db.Check(nil); err != nil || len(vs) != 0 {
 		t.Errorf("Check on read-only: %v %v", vs, err)
 	}
 	if err := db.Close(); err != nil {
@@ -385,7 +385,7 @@ func TestMaxSize(t *testing.T) {
 			t.Errorf("node %d has %d turns, want 20", n.ID, n.Turns)
 		}
 	}
-	if vs, err := db.Check(); err != nil || len(vs) != 0 {
+	if vs, err := db.Check(nil); err != nil || len(vs) != 0 {
 		t.Errorf("Check after ErrFull: %v %v", vs, err)
 	}
 	if err := db.Close(); err != nil {

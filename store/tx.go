@@ -188,8 +188,8 @@ func (tx *Tx) handle(id string) (*RunTx, error) {
 // a bucket header it opens on trust: one that says root 0 with no inline
 // page after it makes bbolt index past the value, a panic here, which
 // becomes the run's ErrCorrupt instead of the caller's crash. (A reader
-// of a file nobody checked walks the headers first: VerifySummary,
-// VerifyRun, or a transaction in checked mode.)
+// of a file nobody checked walks the headers first: Check with
+// CheckOptions.Parts, or a transaction in checked mode.)
 func (tx *Tx) open(id string) (r *RunTx, err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -228,10 +228,7 @@ func (tx *Tx) RunIDs() ([]string, error) {
 		return nil, err
 	}
 	if tx.checkReads {
-		if err := tx.VerifyMetas(); err != nil {
-			return nil, err
-		}
-		if err := tx.VerifyRuns(); err != nil {
+		if err := tx.walkParts("", CheckMetas|CheckRunList); err != nil {
 			return nil, err
 		}
 	}

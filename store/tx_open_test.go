@@ -51,19 +51,19 @@ func TestADamagedHeaderIsThatRunsDamage(t *testing.T) {
 			db := openReadOnly(t, dpath)
 			defer db.Close()
 			view(t, db, func(tx *store.Tx) error {
-				if err := tx.VerifyRuns(); err != nil {
+				if err := walk(tx, "", store.CheckRunList); err != nil {
 					t.Errorf("VerifyRuns: %v, want nil: listing the runs opens none", err)
 				}
 				if ids, err := tx.RunIDs(); err != nil || strings.Join(ids, ",") != "r,r1" {
 					t.Errorf("RunIDs: %v, %v", ids, err)
 				}
-				for name, verify := range map[string]func(string) error{"VerifySummary": tx.VerifySummary, "VerifyRun": tx.VerifyRun} {
-					err := verify("r1")
+				for name, parts := range map[string]store.CheckParts{"summary": store.CheckSummary | store.CheckLastEvent, "pages": store.CheckPages} {
+					err := walk(tx, "r1", parts)
 					var ce *store.CorruptError
 					if !errors.As(err, &ce) || ce.Bucket != bucket || !strings.Contains(ce.Reason, "inline bucket page is damaged") {
 						t.Errorf("%s(r1): %v, want a CorruptError in %s", name, err, bucket)
 					}
-					if err := verify("r"); err != nil {
+					if err := walk(tx, "r", parts); err != nil {
 						t.Errorf("%s(r): %v", name, err)
 					}
 				}

@@ -66,7 +66,7 @@ func TestGroupChangesWithinTransaction(t *testing.T) {
 				t.Errorf("%s inside the transaction: %+v, want %+v", name, got, want)
 			}
 		}
-		if vs := tx.Check(); len(vs) > 0 {
+		if vs, _ := tx.Check(nil); len(vs) > 0 {
 			t.Errorf("Check inside the transaction: %v", vs)
 		}
 		// Changed again after Check wrote it: the commit writes it again.

@@ -77,7 +77,7 @@ func TestValueChunksHandedOnIntact(t *testing.T) {
 		}
 		return nil
 	})
-	if vs, err := db.Check(); err != nil || len(vs) > 0 {
+	if vs, err := db.Check(nil); err != nil || len(vs) > 0 {
 		t.Fatalf("check: %v %v", vs, err)
 	}
 }

@@ -39,47 +39,60 @@ func loopBack(b []byte, off int) {
 	binary.NativeEndian.PutUint64(b[off+16+16*last+8:], uint64(off/checkedPageSize))
 }
 
-func verifyParts(t *testing.T, path string, parts ...store.RunPart) error {
+// verifyParts walks the pages of run r's summary and of parts.
+func verifyParts(t *testing.T, path string, parts store.CheckParts) error {
 	t.Helper()
 	db := openReadOnly(t, path)
 	defer db.Close()
-	return db.View(func(tx *store.Tx) error { return tx.VerifyParts("r", parts...) })
+	return db.View(func(tx *store.Tx) error { return walk(tx, "r", store.CheckSummary|parts) })
 }
 
-// VerifyParts walks the pages of the parts it is given, beside the
+// walk is Check of parts alone, as one error.
+func walk(tx *store.Tx, run string, parts store.CheckParts) error {
+	_, err := tx.Check(&store.CheckOptions{Run: run, Parts: parts})
+	return err
+}
+
+// verify is Check of r's whole run, as one error.
+func verify(r *store.RunTx) error {
+	_, err := r.Tx().Check(&store.CheckOptions{Run: r.ID()})
+	return err
+}
+
+// A walk of parts covers the pages of the parts it is given, beside the
 // summary's, and no others: a looping page in the event log or the
 // advantage records fails the walk of that part, naming its bucket, and
 // not the walk of the summary or of the other part; a looping page in the
 // turns, which no part reads, fails only the whole-run check.
-func TestVerifyPartsWalksThePartsItIsGiven(t *testing.T) {
+func TestCheckPartsWalksThePartsItIsGiven(t *testing.T) {
 	f := buildCheckedFile(t, 12)
-	all := []store.RunPart{store.PartEvents, store.PartAdvantages}
-	if err := verifyParts(t, f.path, all...); err != nil {
+	all := []store.CheckParts{store.CheckEvents, store.CheckAdvantages}
+	if err := verifyParts(t, f.path, store.CheckEvents|store.CheckAdvantages); err != nil {
 		t.Fatalf("sound file: %v", err)
 	}
 	for _, c := range []struct {
 		bucket string
-		part   store.RunPart // the part that reads it; "" for none
+		part   store.CheckParts // the part that reads it; 0 for none
 	}{
-		{"events", store.PartEvents},
-		{"adv", store.PartAdvantages},
-		{"turns", ""},
+		{"events", store.CheckEvents},
+		{"adv", store.CheckAdvantages},
+		{"turns", 0},
 	} {
 		t.Run(c.bucket, func(t *testing.T) {
 			root := bucketRoot(t, f.path, c.bucket)
 			path := damagedCopy(t, f.path, func(b []byte) { loopBack(b, root) })
-			if err := verifyParts(t, path); err != nil {
+			if err := verifyParts(t, path, 0); err != nil {
 				t.Errorf("summary's pages: %v, want nil", err)
 			}
 			for _, p := range all {
 				err := verifyParts(t, path, p)
 				switch {
 				case p != c.part && err != nil:
-					t.Errorf("part %s: %v, want nil", p, err)
+					t.Errorf("part %#x: %v, want nil", p, err)
 				case p == c.part && !errors.Is(err, store.ErrCorrupt):
-					t.Errorf("part %s: %v, want ErrCorrupt", p, err)
+					t.Errorf("part %#x: %v, want ErrCorrupt", p, err)
 				case p == c.part && !strings.Contains(err.Error(), "runs/r/"+c.bucket):
-					t.Errorf("part %s: %q does not name runs/r/%s", p, err, c.bucket)
+					t.Errorf("part %#x: %q does not name runs/r/%s", p, err, c.bucket)
 				}
 			}
 			if err := verifyRun(t, path); !errors.Is(err, store.ErrCorrupt) {
@@ -89,13 +102,13 @@ func TestVerifyPartsWalksThePartsItIsGiven(t *testing.T) {
 	}
 }
 
-// Once VerifyParts has walked the event log's pages, a damaged event in
+// Once a walk of parts has covered the event log's pages, a damaged event in
 // it is an ErrCorrupt from Events, naming the bucket, not a short log.
 func TestVerifiedPartsStillCheckEachRecord(t *testing.T) {
 	f := buildCheckedFile(t, 4)
 	at := storetest.ValueAt(t, f.path, "r", "events", u64(3))
 	path := damagedCopy(t, f.path, func(b []byte) { b[at+8] ^= 0x20 })
-	if err := verifyParts(t, path, store.PartEvents); err != nil {
+	if err := verifyParts(t, path, store.CheckEvents); err != nil {
 		t.Fatalf("the pages are sound: %v", err)
 	}
 	db := openReadOnly(t, path)
@@ -113,10 +126,15 @@ func TestVerifiedPartsStillCheckEachRecord(t *testing.T) {
 	}
 }
 
-func TestVerifyPartsRefusesAnUnknownPart(t *testing.T) {
+func TestCheckPartsRefusesUnknownOrRunlessParts(t *testing.T) {
 	f := buildCheckedFile(t, 1)
-	if err := verifyParts(t, f.path, "turns"); !errors.Is(err, model.ErrInvalid) {
-		t.Fatalf("part turns: %v, want ErrInvalid", err)
+	if err := verifyParts(t, f.path, 1<<7); !errors.Is(err, model.ErrInvalid) {
+		t.Errorf("part 1<<7: %v, want ErrInvalid", err)
+	}
+	db := openReadOnly(t, f.path)
+	defer db.Close()
+	if err := db.View(func(tx *store.Tx) error { return walk(tx, "", store.CheckEvents) }); !errors.Is(err, model.ErrInvalid) {
+		t.Errorf("events without a run: %v, want ErrInvalid", err)
 	}
 }
 

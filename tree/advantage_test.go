@@ -239,7 +239,7 @@ func TestShaperApplyFails(t *testing.T) {
 			t.Errorf("event %+v survived the failed close", ev)
 		}
 	}
-	if vs, err := db.Check(); err != nil || len(vs) != 0 {
+	if vs, err := db.Check(nil); err != nil || len(vs) != 0 {
 		t.Fatalf("check after the failed Apply: %v %v", vs, err)
 	}
 	if _, err := mustEngine(t, db, "r", opts(&fakeShaper{lambda: 0.1})).Resume(context.Background(), 1); err != nil {

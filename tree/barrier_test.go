@@ -42,7 +42,7 @@ func TestBarrierGroupGrowsTheSameTrees(t *testing.T) {
 			}
 		}
 	}
-	if vs, err := db.Check(); err != nil || len(vs) > 0 {
+	if vs, err := db.Check(nil); err != nil || len(vs) > 0 {
 		t.Fatalf("check: %v %v", vs, err)
 	}
 }

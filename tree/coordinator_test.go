@@ -170,7 +170,7 @@ func TestSubmitRefusals(t *testing.T) {
 		t.Fatalf("routing %+v", sub.Routed)
 	}
 	refuse2("a lease whose interval is over", rollout.ErrBranchEnded, rollout.Submission{Lease: ls2[0].ID, Worker: ls2[0].Worker, Node: b.Node, From: 3, Turns: turnsN("b", 1)})
-	if vs, err := db.Check(); err != nil || len(vs) > 0 {
+	if vs, err := db.Check(nil); err != nil || len(vs) > 0 {
 		t.Fatalf("check: %v %v", vs, err)
 	}
 }
@@ -229,7 +229,7 @@ func TestOpenStepIdempotent(t *testing.T) {
 	if !errors.Is(err, rollout.ErrConflict) {
 		t.Errorf("opening a completed step: %v, want ErrConflict", err)
 	}
-	if vs, err := db.Check(); err != nil || len(vs) > 0 {
+	if vs, err := db.Check(nil); err != nil || len(vs) > 0 {
 		t.Fatalf("check: %v %v", vs, err)
 	}
 }
@@ -328,7 +328,7 @@ func TestFailureIsolation(t *testing.T) {
 			t.Errorf("group %d is %s", g.ID, g.Status)
 		}
 	}
-	if vs, err := db.Check(); err != nil || len(vs) > 0 {
+	if vs, err := db.Check(nil); err != nil || len(vs) > 0 {
 		t.Fatalf("check: %v %v", vs, err)
 	}
 }
@@ -630,7 +630,7 @@ func TestConcurrentWorkers(t *testing.T) {
 	if got := canonical(t, db, "workers"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("workers grew other trees than the engine:\n got  %s\n want %s", strings.Join(got, "\n      "), strings.Join(want, "\n      "))
 	}
-	if vs, err := db.Check(); err != nil || len(vs) > 0 {
+	if vs, err := db.Check(nil); err != nil || len(vs) > 0 {
 		t.Fatalf("check: %v %v", vs, err)
 	}
 }

@@ -155,7 +155,7 @@ func TestDeferredRewardsEqualInline(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("deferred rewards grew other trees or advantages:\n got  %s\n want %s", strings.Join(got, "\n      "), strings.Join(want, "\n      "))
 	}
-	if vs, err := db.Check(); err != nil || len(vs) > 0 {
+	if vs, err := db.Check(nil); err != nil || len(vs) > 0 {
 		t.Fatalf("check: %v %v", vs, err)
 	}
 }
@@ -240,7 +240,7 @@ func TestPendingTTLFailsNeverZero(t *testing.T) {
 	if n.Status != model.NodeFailed || n.HasReward || !strings.Contains(n.Error, "reward timed out") {
 		t.Fatalf("the leaf whose reward never came: %+v", n)
 	}
-	if vs, err := db.Check(); err != nil || len(vs) > 0 {
+	if vs, err := db.Check(nil); err != nil || len(vs) > 0 {
 		t.Fatalf("check: %v %v", vs, err)
 	}
 }

@@ -274,7 +274,7 @@ func TestResumeClosesGroups(t *testing.T) {
 				t.Errorf("%s: advantage %+v written for open group %d", run, a, g.ID)
 			}
 		}
-		if vs, err := db.Check(); err != nil || len(vs) != 0 {
+		if vs, err := db.Check(nil); err != nil || len(vs) != 0 {
 			t.Fatalf("%s: check after the failed close: %v %v", run, vs, err)
 		}
 		sh := &fakeShaper{lambda: 0.5}

@@ -16,6 +16,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io/fs"
@@ -131,8 +132,8 @@ func run(steps int, keep uint64, tasks, ref, every int, dir string, sync bool) e
 	if err != nil {
 		return err
 	}
-	vs, err := db.Check()
-	if err != nil {
+	vs, err := db.Check(nil) // a damaged file is reported by count below
+	if err != nil && !errors.Is(err, store.ErrCorrupt) {
 		return err
 	}
 	var info model.Run

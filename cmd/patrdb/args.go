@@ -46,22 +46,19 @@ func parseRunID(s string) (string, error) {
 }
 
 // lookupRun returns the run's handle, or a not-found error naming the run
-// and the file. It checks the meta pages (a damaged one means an older
-// commit is read) and walks the run's pages first (a damaged page would
-// send bbolt into a loop), so it is safe on any file; a command that prints
-// the run's records reads through app.readRun (checkedRun), or checks the
-// run with RunTx.Verify first.
-func (a *App) lookupRun(tx *store.Tx, id string) (*store.RunTx, error) {
-	return a.lookupVerified(tx, id, tx.VerifyRun)
-}
-
-// lookupVerified is lookupRun with the page check verify (tx.VerifyRun or
-// a narrower one) in place of VerifyRun.
-func (a *App) lookupVerified(tx *store.Tx, id string, verify func(string) error) (*store.RunTx, error) {
-	if err := tx.VerifyMetas(); err != nil {
+// and the file, for a command that reads the whole run or writes it. It
+// checks the meta pages (a damaged one means an older commit is read) and
+// walks the pages of parts of the run first (a damaged page would send
+// bbolt into a loop): every page (store.CheckPages) for a command that
+// reads all of the run, the summary's (store.CheckSummary) for one that
+// only finds it. A command that prints the run's records reads through
+// app.readRun (checked mode), or checks the whole run first (store's
+// Check with CheckOptions.Run).
+func (a *App) lookupRun(tx *store.Tx, id string, parts store.CheckParts) (*store.RunTx, error) {
+	if _, err := tx.Check(&store.CheckOptions{Parts: store.CheckMetas}); err != nil {
 		return nil, a.damaged(err)
 	}
-	if err := verify(id); err != nil {
+	if _, err := tx.Check(&store.CheckOptions{Run: id, Parts: parts}); err != nil {
 		return nil, a.damaged(err)
 	}
 	r, err := tx.Run(id)
@@ -74,7 +71,7 @@ func (a *App) lookupVerified(tx *store.Tx, id string, verify func(string) error)
 // runNotFound is the error for a run the file does not hold, naming the
 // runs it does.
 func (a *App) runNotFound(tx *store.Tx, id string) error {
-	if err := tx.VerifyRuns(); err != nil {
+	if _, err := tx.Check(&store.CheckOptions{Parts: store.CheckRunList}); err != nil {
 		return a.damaged(err)
 	}
 	ids, _ := tx.RunIDs()

@@ -56,9 +56,9 @@ func (a *App) check() error {
 	}
 	defer db.Close()
 	report, clearLine := a.checkProgress()
-	vs, err := db.CheckWith(store.CheckOptions{Progress: report})
+	vs, err := db.Check(&store.CheckOptions{Progress: report})
 	clearLine()
-	if err != nil {
+	if err != nil && !errors.Is(err, store.ErrCorrupt) {
 		return err
 	}
 	out := checkOutput{OK: len(vs) == 0, Violations: []violationRow{}}
@@ -102,7 +102,7 @@ func countChecked(db *store.DB, out *checkOutput) {
 	defer func() { _ = recover() }()
 	_ = db.View(func(tx *store.Tx) error {
 		// Only sound pages are counted: bbolt's Stats recurses over them.
-		if tx.VerifyRuns() != nil {
+		if _, err := tx.Check(&store.CheckOptions{Parts: store.CheckRunList}); err != nil {
 			return nil
 		}
 		ids, err := tx.RunIDs()
@@ -111,7 +111,7 @@ func countChecked(db *store.DB, out *checkOutput) {
 		}
 		out.Runs = len(ids)
 		for _, id := range ids {
-			if tx.VerifyRun(id) != nil {
+			if _, err := tx.Check(&store.CheckOptions{Run: id, Parts: store.CheckPages}); err != nil {
 				continue
 			}
 			r, err := tx.Run(id)

@@ -125,7 +125,7 @@ func fingerprint(t *testing.T, path string) (string, map[string]int) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if vs, err := db.Check(); err != nil || len(vs) != 0 {
+	if vs, err := db.Check(nil); err != nil || len(vs) != 0 {
 		t.Fatalf("check: %v %v", err, vs)
 	}
 	var b strings.Builder

@@ -133,7 +133,7 @@ func (a *App) export(ctx context.Context, runArg string, f *exportFlags) (err er
 	opts.OnProgress = a.pauseAtFirst(ctx, "export", opts.OnProgress)
 	var res *replay.ExportResult
 	err = db.View(func(tx *store.Tx) error {
-		r, err := a.lookupRun(tx, id)
+		r, err := a.lookupRun(tx, id, store.CheckPages)
 		if err != nil {
 			return err
 		}

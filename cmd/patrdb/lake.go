@@ -73,7 +73,8 @@ func (a *App) exportLake(ctx context.Context, id string, f *exportFlags) error {
 		opts.OnProgress, finishBar = progressBar(a.stderr, "export "+id)
 	}
 	opts.OnProgress = a.pauseAtFirst(ctx, "export", opts.OnProgress)
-	if err := db.View(func(tx *store.Tx) error { _, err := a.lookupRun(tx, id); return err }); err != nil {
+	// Only found here: the export checks the whole run itself.
+	if err := db.View(func(tx *store.Tx) error { _, err := a.lookupRun(tx, id, store.CheckSummary); return err }); err != nil {
 		return err
 	}
 	made := ""

@@ -77,7 +77,8 @@ func (a *App) mark(ctx context.Context, runArg, status string, rf *remoteFlags) 
 		}
 		defer db.Close()
 		err = db.Update(func(tx *store.Tx) error {
-			r, err := a.lookupRun(tx, id)
+			// It reads the run record and appends an event.
+			r, err := a.lookupRun(tx, id, store.CheckSummary|store.CheckLastEvent)
 			if err != nil {
 				return err
 			}

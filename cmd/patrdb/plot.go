@@ -129,7 +129,7 @@ func (a *App) plot(args []string, f *plotFlags) error {
 	var curves []*frozenlake.Curve
 	err = db.View(func(tx *store.Tx) error {
 		for _, id := range ids {
-			r, err := a.lookupRun(tx, id)
+			r, err := a.lookupRun(tx, id, store.CheckPages) // the curve reads every group
 			if err != nil {
 				return err
 			}

@@ -72,7 +72,7 @@ func (a *App) retain(ctx context.Context, runArg string, f *retainFlags) error {
 		return err
 	}
 	defer db.Close()
-	if err := db.View(func(tx *store.Tx) error { _, err := a.lookupRun(tx, id); return err }); err != nil {
+	if err := db.View(func(tx *store.Tx) error { _, err := a.lookupRun(tx, id, store.CheckSummary); return err }); err != nil {
 		return err
 	}
 	res, err := lk.Retain(ctx, db, id, lake.RetainOptions{KeepSteps: f.keep, As: f.as})

@@ -35,7 +35,7 @@
 //     what the API does not serve (check, export, compact) opens the file
 //     with app.openRead(), or app.openWrite() when it writes; `defer
 //     db.Close()`; find the run with app.lookupRun, never tx.Run (it
-//     walks the run's pages with bounds first: bbolt loops or overflows
+//     walks with bounds the pages of the run it reads first: bbolt loops or overflows
 //     its stack on a page that points back; the file source hands out
 //     runs from a transaction in checked mode (store.Tx.CheckReads), whose
 //     reads of a group, node or trajectory check the pages and records

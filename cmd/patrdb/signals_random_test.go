@@ -44,7 +44,7 @@ func writeCases(t *testing.T) []writeCase {
 				return err.Error()
 			}
 			defer sdb.Close()
-			if vs, err := sdb.Check(); err != nil || len(vs) > 0 {
+			if vs, err := sdb.Check(nil); err != nil || len(vs) > 0 {
 				return fmt.Sprintf("check: %v %v", vs, err)
 			}
 			var ids []string

@@ -30,7 +30,7 @@ func TestTrainerRunsAndResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if vs, err := db.Check(); err != nil || len(vs) > 0 {
+	if vs, err := db.Check(nil); err != nil || len(vs) > 0 {
 		t.Fatalf("check: %v %v", vs, err)
 	}
 	err = db.View(func(tx *store.Tx) error {
