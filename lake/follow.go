@@ -221,16 +221,12 @@ func (f *Follower) follow(ctx context.Context, id string, seq uint64) error {
 			f.opts.OnRetain(rr)
 		}
 	}
+	// What this pass exported is the log up to seq. A drop wrote an event
+	// past it, and a writer may have written more since: the next look
+	// sees the log moved and exports again (the drop's event once its step
+	// is checkpointed). Reading the log's end here instead would take
+	// events written meanwhile as exported — a run that ended then never
+	// reached the lake.
 	r.failed, r.lastSeq = false, seq
-	if f.opts.KeepSteps > 0 {
-		// The drop wrote an event: the next look sees it, and exports it
-		// once its step is checkpointed.
-		_ = f.db.View(func(tx *store.Tx) error {
-			if rt, err := tx.Run(id); err == nil {
-				r.lastSeq = rt.LastSeq()
-			}
-			return nil
-		})
-	}
 	return nil
 }

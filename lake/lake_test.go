@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -580,6 +581,57 @@ func TestFollowerKeepsTheFileBounded(t *testing.T) {
 	if a, b := fingerprint(t, ref, "demo"), fingerprint(t, back, "demo"); a != b {
 		t.Errorf("restored from the lake of a kept file:\n%s", firstDiff(a, b))
 	}
+}
+
+// A write landing between a follower's export and its drop is exported
+// by a later look, never taken as exported: the follower had read the
+// log's end after the drop, so a run that ended meanwhile kept its last
+// events out of the lake for good.
+func TestFollowerExportsWhatLandsDuringADrop(t *testing.T) {
+	db := storetest.Open(t)
+	if err := train(context.Background(), t, db, trainConfig("demo", 4, 2), false); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	lk := openLake(t, filepath.Join(t.TempDir(), "lake"))
+	f, err := lk.Follow(db, lake.FollowOptions{Interval: time.Hour, KeepSteps: 1, OnExport: func(*lake.ExportResult) {
+		once.Do(func() { // a trainer's metrics of the last step, written while the follower works
+			if err := db.Update(func(tx *store.Tx) error {
+				r, err := tx.Run("demo")
+				if err != nil {
+					return err
+				}
+				return r.PutScalars(4, map[string]float64{"loss": 0.5})
+			}); err != nil {
+				t.Error(err)
+			}
+		})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var last uint64
+	_ = db.View(func(tx *store.Tx) error { r, _ := tx.Run("demo"); last = r.LastSeq(); return nil })
+	m, err := lk.Manifest(context.Background(), "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end := max(m.Seq, tailSeq(m)); end != last {
+		t.Fatalf("the lake's log ends at event %d, the file's at %d", end, last)
+	}
+}
+
+func tailSeq(m *lake.Manifest) uint64 {
+	if m.Tail == nil {
+		return 0
+	}
+	return m.Tail.Seq
 }
 
 // An export cut short after it published some files, before its manifest

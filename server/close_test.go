@@ -16,7 +16,11 @@ import (
 func TestCloseFilterRecordsGroupsWithoutGradient(t *testing.T) {
 	e := newEnv(t, Options{})
 	createRun(e, "flat", `{"b0":2,"k":1,"m":2,"top_expand":1,"max_turns":1}`)
-	for step, filter := range map[uint64]bool{1: true, 2: false} {
+	for _, c := range []struct {
+		step   uint64
+		filter bool
+	}{{1, true}, {2, false}} {
+		step, filter := c.step, c.filter
 		g := openStep(e, "flat", step)
 		ls := leaseAll(e, "flat", step)
 		submitOK(e, "flat", fmt.Sprintf("flat-%d", step),
