@@ -1,0 +1,155 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/patrdb/patrdb/api"
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
+)
+
+// A lease carries the branch's path less what the worker says it holds:
+// nothing of a path it holds whole; only the turns past the fork when it
+// holds the parent's path up to the fork — also when that is all it holds;
+// the whole path (history_of 0, history_from 0, so a client rebuilds from
+// nothing) when it holds no part, or the parent's path short of the fork.
+func TestLeaseHistoryPastWhatTheWorkerHolds(t *testing.T) {
+	e := newEnv(t, Options{})
+	createRun(e, "r1", `{"b0":2,"k":2,"m":2,"top_expand":1,"delta":0.3,"max_turns":6}`)
+	openStep(e, "r1", 1)
+	roots := leaseAll(e, "r1", 1)
+	var subs []rollout.Submission
+	var best, kept uint64
+	for n, l := range roots {
+		score := 0.8
+		if best == 0 {
+			best, score = n, 0.9
+		} else {
+			kept = n
+		}
+		subs = append(subs, sub(l, ptr(score), turn(fmt.Sprint("a", n), 0), turn(fmt.Sprint("b", n), 0)))
+	}
+	submitOK(e, "r1", "s", subs...)
+
+	lease := func(have ...api.HeldPath) map[uint64]api.LeaseGrant {
+		t.Helper()
+		var lr api.LeaseResponse
+		e.post("/api/v1/runs/r1/leases", api.LeaseRequest{Worker: "w", Step: 1, Have: have}, http.StatusOK, &lr)
+		out := map[uint64]api.LeaseGrant{}
+		var ids []string
+		for _, l := range lr.Leases {
+			out[l.Node] = l
+			ids = append(ids, l.ID)
+		}
+		if len(out) != 3 || out[kept].Node != kept {
+			t.Fatalf("leases %+v: want the kept root and the best root's two children", lr.Leases)
+		}
+		e.post("/api/v1/runs/r1/leases/release", api.LeasesRequest{Worker: "w", Leases: ids}, http.StatusOK, nil)
+		return out
+	}
+	whole := func(what string, g api.LeaseGrant) {
+		t.Helper()
+		if len(g.History) != 2 || g.HistoryOf != 0 || g.HistoryFrom != 0 {
+			t.Errorf("%s: node %d: %d turns, history of %d from %d; want its whole path of 2 from nothing",
+				what, g.Node, len(g.History), g.HistoryOf, g.HistoryFrom)
+		}
+	}
+
+	for n, g := range lease() {
+		whole("nothing held", g)
+		_ = n
+	}
+	for n, g := range lease(api.HeldPath{Node: best, PathLen: 2}) {
+		if n == kept {
+			whole("the parent held", g)
+		} else if len(g.History) != 0 || g.HistoryOf != best || g.HistoryFrom != 2 {
+			t.Errorf("the parent held: child %d: %d turns, history of %d from %d; want none, of %d from 2",
+				n, len(g.History), g.HistoryOf, g.HistoryFrom, best)
+		}
+	}
+	for _, g := range lease(api.HeldPath{Node: best, PathLen: 1}) {
+		whole("the parent held short of the fork", g)
+	}
+	for n, g := range lease(api.HeldPath{Node: kept, PathLen: 2}) {
+		if n == kept && (len(g.History) != 0 || g.HistoryOf != kept || g.HistoryFrom != 2) {
+			t.Errorf("its own path held: %d turns, history of %d from %d; want none, of %d from 2", len(g.History), g.HistoryOf, g.HistoryFrom, kept)
+		}
+		if n != kept {
+			whole("another path held", g)
+		}
+	}
+	var lr api.LeaseResponse
+	e.post("/api/v1/runs/r1/leases", api.LeaseRequest{Worker: "w", Step: 1, History: ptr(false)}, http.StatusOK, &lr)
+	for _, g := range lr.Leases {
+		if len(g.History) != 0 || g.HistoryOf != 0 {
+			t.Errorf("history false: node %d sent %d turns", g.Node, len(g.History))
+		}
+	}
+}
+
+// A read-only server hands out no lease: 403 read_only, nothing written.
+func TestReadOnlyServerHandsOutNoLeases(t *testing.T) {
+	rw := newEnv(t, Options{})
+	createRun(rw, "r1", testTree)
+	openStep(rw, "r1", 1)
+	e := newEnvDB(t, rw.db, Options{ReadOnly: true})
+	before := e.fileSum()
+	st, h, body := e.call(http.MethodPost, "/api/v1/runs/r1/leases", api.LeaseRequest{Worker: "w", Step: 1})
+	if st != http.StatusForbidden || !containsCode(body, "read_only") || e.fileSum() != before {
+		t.Fatalf("lease on a read-only server: %d %s", st, body)
+	}
+	assertErrorBody(t, h, body)
+}
+
+// Publishing a version answers the run as it now is.
+func TestPublishAnswersTheRun(t *testing.T) {
+	e := newEnv(t, Options{})
+	createRun(e, "r1", testTree)
+	var out api.CreateRunResponse
+	e.post("/api/v1/runs/r1/version", api.PublishRequest{Keyed: api.Keyed{ClientKey: "v"}, Version: 3}, http.StatusOK, &out)
+	if out.Run.ID != "r1" || out.Run.PolicyVersion != 3 {
+		t.Errorf("publish answered %+v, want run r1 at version 3", out.Run.Run)
+	}
+}
+
+// Abandoning a step answers its groups, now closed (without advantages).
+func TestAbandonAnswersTheGroups(t *testing.T) {
+	e := newEnv(t, Options{})
+	createRun(e, "r1", testTree)
+	g := openStep(e, "r1", 1)
+	var out api.OpenStepResponse
+	e.post("/api/v1/runs/r1/steps/1/abandon", api.AbandonRequest{Keyed: api.Keyed{ClientKey: "a"}, Reason: "test"}, http.StatusOK, &out)
+	if out.Step != 1 || len(out.Groups) != 1 || out.Groups[0].ID != g.ID || out.Groups[0].Status != model.GroupClosed {
+		t.Errorf("abandon answered %+v, want group %d closed", out, g.ID)
+	}
+}
+
+// The step endpoints name what is wrong with the path: a run that does
+// not exist is 404, a step that is no number 400.
+func TestStepEndpointsRefuseTheirPath(t *testing.T) {
+	e := newEnv(t, Options{})
+	createRun(e, "r1", testTree)
+	for _, c := range []struct {
+		method, path, body string
+		status             int
+	}{
+		{"GET", "/api/v1/runs/nope/steps/1/status", "", 404},
+		{"GET", "/api/v1/runs/r1/steps/x/status", "", 400},
+		{"GET", "/api/v1/runs/nope/steps/1/pending", "", 404},
+		{"GET", "/api/v1/runs/r1/steps/x/pending", "", 400},
+		{"POST", "/api/v1/runs/nope/steps/1/abandon", `{"client_key":"k"}`, 404},
+		{"POST", "/api/v1/runs/r1/steps/x/abandon", `{"client_key":"k"}`, 400},
+		{"POST", "/api/v1/runs/nope/leases", `{"worker":"w"}`, 404},
+		{"POST", "/api/v1/runs/nope/version", `{"client_key":"k","version":2}`, 404},
+	} {
+		var body any
+		if c.body != "" {
+			body = c.body
+		}
+		if st, _, data := e.call(c.method, c.path, body); st != c.status {
+			t.Errorf("%s %s: %d %s, want %d", c.method, c.path, st, data, c.status)
+		}
+	}
+}
