@@ -1,9 +1,11 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/model"
@@ -150,6 +152,80 @@ func TestStepEndpointsRefuseTheirPath(t *testing.T) {
 		}
 		if st, _, data := e.call(c.method, c.path, body); st != c.status {
 			t.Errorf("%s %s: %d %s, want %d", c.method, c.path, st, data, c.status)
+		}
+	}
+}
+
+// The pending listing names the work a step waits for from outside its
+// workers — a remote score per branch at its interval's end, the outcome
+// reward of a branch that ended with it deferred — with each branch's
+// path when asked (history=1), and without it otherwise.
+func TestPendingListsTheAwaitedWork(t *testing.T) {
+	e := newEnv(t, Options{})
+	createRun(e, "r1", `{"b0":2,"k":2,"m":2,"top_expand":1,"delta":0.3,"max_turns":6,"remote_scores":true}`)
+	openStep(e, "r1", 1)
+	ls := leaseAll(e, "r1", 1)
+	var subs []rollout.Submission
+	var ended, scored uint64
+	for n, l := range ls {
+		if ended == 0 {
+			ended = n
+			s := sub(l, nil, done(turn("a", 0)))
+			s.RewardPending = true
+			subs = append(subs, s)
+			continue
+		}
+		scored = n
+		subs = append(subs, sub(l, nil, turn("b", 0), turn("c", 0)))
+	}
+	submitOK(e, "r1", "s", subs...)
+	for _, q := range []string{"", "?history=0", "?history=1"} {
+		var p api.PendingResponse
+		e.get("/api/v1/runs/r1/steps/1/pending"+q, &p)
+		if p.Step != 1 || len(p.Rewards) != 1 || len(p.Scores) != 1 || p.Rewards[0].Node != ended || p.Scores[0].Node != scored {
+			t.Fatalf("pending%s: %+v; want node %d's reward and node %d's score", q, p, ended, scored)
+		}
+		want := [2]int{}
+		if q == "?history=1" {
+			want = [2]int{1, 2}
+		}
+		if got := [2]int{len(p.Rewards[0].History), len(p.Scores[0].History)}; got != want {
+			t.Errorf("pending%s: paths of %v turns, want %v", q, got, want)
+		}
+		if q == "?history=1" && (p.Rewards[0].History[0].Action != "a" || p.Scores[0].History[1].Action != "c") {
+			t.Errorf("pending%s: the paths are not the branches': %+v", q, p)
+		}
+	}
+}
+
+// Work that waits past the run's pending timeout is failed by the next
+// request that polls the step (status, pending, leases) — on a server
+// that may write; a read-only one reports it still waiting.
+func TestOverdueWorkIsFailedByThePoll(t *testing.T) {
+	for _, path := range []string{"/steps/1/status", "/steps/1/pending", "/leases"} {
+		e := newEnv(t, Options{})
+		createRun(e, "r1", `{"b0":1,"k":2,"m":2,"top_expand":1,"delta":0.3,"max_turns":6,"pending_ttl_ms":1}`)
+		openStep(e, "r1", 1)
+		for _, l := range leaseAll(e, "r1", 1) {
+			s := sub(l, nil, done(turn("a", 0)))
+			s.RewardPending = true
+			submitOK(e, "r1", "s", s)
+		}
+		time.Sleep(20 * time.Millisecond)
+		ro := newEnvDB(t, e.db, Options{ReadOnly: true})
+		var st rollout.StepStatus
+		ro.get("/api/v1/runs/r1/steps/1/status", &st)
+		if st.AwaitingRewards != 1 {
+			t.Fatalf("a read-only server's status: %+v, want the reward still awaited", st)
+		}
+		if path == "/leases" {
+			e.post("/api/v1/runs/r1/leases", api.LeaseRequest{Worker: "w", Step: 1}, http.StatusOK, nil)
+		} else {
+			e.get("/api/v1/runs/r1"+path, &json.RawMessage{})
+		}
+		ro.get("/api/v1/runs/r1/steps/1/status", &st)
+		if st.AwaitingRewards != 0 {
+			t.Errorf("after GET %s: %+v, want the overdue reward failed", path, st)
 		}
 	}
 }
