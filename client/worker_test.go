@@ -32,12 +32,15 @@ func peek(r *http.Request) []byte {
 // A worker grows a step until no branch is active, every turn it counts
 // is in the file, and it never holds more branches than its Max: each
 // lease request asks for its free slots only (0 would mean every branch
-// available). With EachTurn every turn is its own submit.
+// available). With EachTurn every turn is its own submit. The paths it
+// says it holds (so the server sends only what is new) are bounded at
+// 4 Max, the oldest forgotten first.
 func TestWorkerGrowsAStep(t *testing.T) {
 	for _, eachTurn := range []bool{false, true} {
 		t.Run(fmt.Sprint("EachTurn=", eachTurn), func(t *testing.T) {
 			var mu sync.Mutex
 			var asked []int
+			mostHeld := 0
 			s := serve(t, func(h http.Handler) http.Handler {
 				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/leases") {
@@ -45,6 +48,7 @@ func TestWorkerGrowsAStep(t *testing.T) {
 						_ = json.Unmarshal(peek(r), &lr)
 						mu.Lock()
 						asked = append(asked, lr.Max)
+						mostHeld = max(mostHeld, len(lr.Have))
 						mu.Unlock()
 					}
 					h.ServeHTTP(w, r)
@@ -54,8 +58,11 @@ func TestWorkerGrowsAStep(t *testing.T) {
 			s.openStep("r", 1, 3)
 			w := s.worker("r", "w", 2)
 			w.EachTurn = eachTurn
-			most := 0 // turns in one submission
+			most, submits := 0, 0 // turns in one submission, submits acknowledged
 			w.OnSubmit = func(req api.SubmitRequest, _ rollout.Submitted) {
+				mu.Lock()
+				defer mu.Unlock()
+				submits++
 				for _, sub := range req.Submissions {
 					most = max(most, len(sub.Turns))
 				}
@@ -77,11 +84,14 @@ func TestWorkerGrowsAStep(t *testing.T) {
 			if want := map[bool]int{true: 1, false: 2}[eachTurn]; most != want {
 				t.Errorf("a submission carried up to %d turns, want %d (K 2)", most, want)
 			}
-			if st.Lost != 0 || st.Submits == 0 || st.Leases < 9 || st.PolicyCalls == 0 {
-				t.Errorf("stats %+v: want 9 roots or more leased, submits, policy calls, nothing lost", st)
+			if st.Lost != 0 || st.Submits != submits || st.Leases < 9 || st.PolicyCalls == 0 {
+				t.Errorf("stats %+v: want 9 roots or more leased, the %d submits acknowledged, policy calls, nothing lost", st, submits)
 			}
 			mu.Lock()
 			defer mu.Unlock()
+			if mostHeld == 0 || mostHeld > 4*2 {
+				t.Errorf("lease requests listed up to %d held paths, want some and at most 8 (4 Max)", mostHeld)
+			}
 			for _, n := range asked {
 				if n < 1 || n > 2 {
 					t.Fatalf("lease requests asked for %v branches, want 1 or 2 each (Max 2)", asked)

@@ -1,0 +1,81 @@
+package client_test
+
+import (
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/patrdb/patrdb/client"
+	"github.com/patrdb/patrdb/store"
+)
+
+// Backup writes the server's whole file: the copy opens as a store
+// holding what the server held, and Backup says how many bytes it wrote.
+// It carries the client's token like every request.
+func TestBackupIsTheFile(t *testing.T) {
+	s := serve(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Authorization") != "Bearer s3cret" {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	s.c.Token = "s3cret"
+	s.createRun("r", workerTree)
+	s.openStep("r", 1, 2)
+	path := filepath.Join(t.TempDir(), "copy.patrdb")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.c.Backup(bg, f)
+	if cerr := f.Close(); err != nil || cerr != nil {
+		t.Fatal(err, cerr)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() != n || n == 0 {
+		t.Fatalf("Backup said %d bytes; the copy: %v, %v", n, fi, err)
+	}
+	db, err := store.Open(path, &store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.View(func(tx *store.Tx) error {
+		r, err := tx.Run("r")
+		if err != nil {
+			return err
+		}
+		gs, err := r.Groups(1)
+		if err == nil && len(gs) != 2 {
+			t.Errorf("the copy holds %d groups of step 1, want 2", len(gs))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A refused backup is the server's error, not an empty copy.
+func TestBackupRefused(t *testing.T) {
+	s := serve(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/backup") {
+				http.Error(w, "backups are off", http.StatusForbidden)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	var buf strings.Builder
+	n, err := s.c.Backup(bg, &buf)
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusForbidden || !strings.Contains(ae.Message, "backups are off") || n != 0 || buf.Len() != 0 {
+		t.Fatalf("a refused backup: %d bytes, %v", n, err)
+	}
+}
