@@ -3,6 +3,7 @@ package client_test
 import (
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,5 +78,21 @@ func TestBackupRefused(t *testing.T) {
 	var ae *client.APIError
 	if !errors.As(err, &ae) || ae.Status != http.StatusForbidden || !strings.Contains(ae.Message, "backups are off") || n != 0 || buf.Len() != 0 {
 		t.Fatalf("a refused backup: %d bytes, %v", n, err)
+	}
+}
+
+// A server gone before the copy starts is an error, with nothing written.
+func TestBackupOfAServerGone(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"api_version":"1.2"}`))
+	}))
+	c := client.New(srv.URL)
+	if _, err := c.APIVersion(bg); err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	var buf strings.Builder
+	if n, err := c.Backup(bg, &buf); err == nil || n != 0 || buf.Len() != 0 {
+		t.Fatalf("a backup from a server gone: %d bytes, %v", n, err)
 	}
 }
