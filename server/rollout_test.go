@@ -128,11 +128,13 @@ func TestAbandonAnswersTheGroups(t *testing.T) {
 	}
 }
 
-// The step endpoints name what is wrong with the path: a run that does
-// not exist is 404, a step that is no number 400.
-func TestStepEndpointsRefuseTheirPath(t *testing.T) {
+// The rollout endpoints name what is wrong with a request: a run that
+// does not exist is 404, a step that is no number 400, and so is a list
+// of scores with nothing in it; none writes anything.
+func TestRolloutEndpointsRefuseBadRequests(t *testing.T) {
 	e := newEnv(t, Options{})
 	createRun(e, "r1", testTree)
+	before := e.fileSum()
 	for _, c := range []struct {
 		method, path, body string
 		status             int
@@ -145,6 +147,7 @@ func TestStepEndpointsRefuseTheirPath(t *testing.T) {
 		{"POST", "/api/v1/runs/r1/steps/x/abandon", `{"client_key":"k"}`, 400},
 		{"POST", "/api/v1/runs/nope/leases", `{"worker":"w"}`, 404},
 		{"POST", "/api/v1/runs/nope/version", `{"client_key":"k","version":2}`, 404},
+		{"POST", "/api/v1/runs/r1/scores", `{"client_key":"k","scores":[]}`, 400},
 	} {
 		var body any
 		if c.body != "" {
@@ -153,6 +156,9 @@ func TestStepEndpointsRefuseTheirPath(t *testing.T) {
 		if st, _, data := e.call(c.method, c.path, body); st != c.status {
 			t.Errorf("%s %s: %d %s, want %d", c.method, c.path, st, data, c.status)
 		}
+	}
+	if e.fileSum() != before {
+		t.Error("a refused request changed the file")
 	}
 }
 
