@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/client"
 	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/rollout"
@@ -116,3 +117,40 @@ func TestVerifierNeedsAFunction(t *testing.T) {
 		t.Fatal("a Verifier without Reward or Score served")
 	}
 }
+
+// A batch of rewards refused because one was delivered first elsewhere is
+// sorted out one by one: that one is dropped, every other delivered.
+func TestVerifierDropsWhatAnotherDeliveredFirst(t *testing.T) {
+	s := serve(t, nil)
+	s.createRun("r", workerTree)
+	s.openStep("r", 1, 1)
+	w := s.worker("r", "w", 4)
+	w.DeferRewards = true
+	ctx, cancel := context.WithTimeout(bg, time.Minute)
+	defer cancel()
+	if _, err := w.Work(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.c.Pending(bg, "r", 1, false)
+	if err != nil || len(p.Rewards) < 2 {
+		t.Fatalf("pending %+v, %v: want two rewards or more", p, err)
+	}
+	var once sync.Once
+	v := &client.Verifier{Client: s.c, Run: "r", Poll: 5 * time.Millisecond,
+		Reward: func(ctx context.Context, task rollout.Task, path []model.Turn) (float64, error) {
+			once.Do(func() { // another verifier delivers the first one asked for
+				_, err := s.c.SubmitRewards(ctx, "r", api.RewardsRequest{Rewards: []rollout.RewardSubmission{{Node: p.Rewards[0].Node, Reward: ptr(0.5)}}})
+				if err != nil {
+					t.Error(err)
+				}
+			})
+			return verifiedReward(ctx, task, path)
+		}}
+	st, err := v.Serve(ctx, 1)
+	if err != nil || st.Dropped != 1 || st.Rewards != len(p.Rewards)-1 {
+		t.Fatalf("Serve: %+v, %v; want 1 dropped and %d delivered", st, err, len(p.Rewards)-1)
+	}
+	s.closeDone("r", 1)
+}
+
+func ptr[T any](v T) *T { return &v }
