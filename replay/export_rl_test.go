@@ -21,9 +21,16 @@ func TestExportRL(t *testing.T) {
 	spec := mediumSpec("rl")
 	buildOneTx(t, db, spec)
 	out := filepath.Join(t.TempDir(), "lake")
-	res, err := export(t, db, "rl", replay.ExportOptions{Out: out, Format: replay.RL})
+	var done, units int64
+	progress := func(d, tot int64) { done, units = d, tot }
+	res, err := export(t, db, "rl", replay.ExportOptions{Out: out, Format: replay.RL, OnProgress: progress})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Progress counts the groups only: the RL rows carry no rubrics or
+	// events, so the bar ends full.
+	if units == 0 || done != units {
+		t.Errorf("progress ended at %d of %d", done, units)
 	}
 	pq := readRunFiles[replay.RLRow](t, out, "rl", "rl.parquet")
 	if len(pq) != spec.steps || res.Rows["rl.jsonl"] == 0 || res.Rows["rl.jsonl"] != res.Rows["rl.parquet"] {
