@@ -2,6 +2,7 @@ package tree_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -146,5 +147,27 @@ func TestRolloutInformativeResumes(t *testing.T) {
 		More: func(int) ([]rollout.Task, error) { return nil, fmt.Errorf("no more needed") }})
 	if err != nil || len(res.Informative) != 1 || len(res.Filtered) != 1 {
 		t.Fatalf("resumed: %+v %v", res, err)
+	}
+	// Driven again with a first task that is not the one the step holds,
+	// it is refused, naming what differs, and nothing is opened.
+	openStep(t, c, 2, append(first, rollout.Task{ID: "vary-b", Prompt: "p"}))
+	for field, task := range map[string]rollout.Task{
+		"prompt": {ID: "flat-a", Prompt: "q"}, "gold": {ID: "flat-a", Prompt: "p", Gold: "g"},
+	} {
+		_, err := e.RolloutInformative(context.Background(), 2, []rollout.Task{task}, tree.Sampling{Want: 1,
+			More: func(int) ([]rollout.Task, error) { return nil, fmt.Errorf("no more needed") }})
+		if !errors.Is(err, rollout.ErrStepExists) || !strings.Contains(err.Error(), "differs in its "+field) {
+			t.Errorf("resumed with another %s: %v, want ErrStepExists naming it", field, err)
+		}
+	}
+	if err := db.View(func(tx *store.Tx) error {
+		r, _ := tx.Run("r")
+		gs, err := r.Groups(2)
+		if err == nil && len(gs) != 2 {
+			t.Errorf("step 2 holds %d groups after the refusals, want its 2", len(gs))
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
