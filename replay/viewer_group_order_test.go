@@ -1,6 +1,7 @@
 package replay_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/patrdb/patrdb/replay"
@@ -13,7 +14,8 @@ import (
 func TestViewGroupListsSiblingsByOrdinal(t *testing.T) {
 	db := storetest.Open(t)
 	var gid uint64
-	byOrdinal := make([]uint64, 3)
+	byOrdinal := make([]uint64, 3) // the roots
+	kids := make([]uint64, 3)      // the first root's children
 	err := db.Update(func(tx *store.Tx) error {
 		r, err := tx.CreateRun("o", nil, nil)
 		if err != nil {
@@ -30,6 +32,13 @@ func TestViewGroupListsSiblingsByOrdinal(t *testing.T) {
 				return err
 			}
 			byOrdinal[ord] = n.ID
+		}
+		for _, ord := range []int{1, 2, 0} {
+			n, err := r.AddNode(store.NodeSpec{Step: 1, Group: gid, Parent: byOrdinal[0], Ordinal: ord})
+			if err != nil {
+				return err
+			}
+			kids[ord] = n.ID
 		}
 		return nil
 	})
@@ -49,8 +58,10 @@ func TestViewGroupListsSiblingsByOrdinal(t *testing.T) {
 		for _, n := range v.Nodes {
 			got = append(got, n.ID)
 		}
-		if len(got) != 3 || got[0] != byOrdinal[0] || got[1] != byOrdinal[1] || got[2] != byOrdinal[2] {
-			t.Errorf("listed %v, want %v (by ordinal)", got, byOrdinal)
+		// Depth first: each root, then its children.
+		want := []uint64{byOrdinal[0], kids[0], kids[1], kids[2], byOrdinal[1], byOrdinal[2]}
+		if !slices.Equal(got, want) {
+			t.Errorf("listed %v, want %v (by ordinal)", got, want)
 		}
 		return nil
 	})
