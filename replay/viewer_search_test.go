@@ -2,6 +2,7 @@ package replay_test
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -104,8 +105,9 @@ func TestSearchMatchesEveryTrajectory(t *testing.T) {
 		if err != nil || len(res.Hits) != 3 || !res.More || res.Hits[0].Step < res.Hits[2].Step {
 			t.Errorf("limit 3: %d hits, more %v, %v", len(res.Hits), res.More, err)
 		}
-		lo, hi := 1.0, 0.0
-		for _, q := range []replay.NodeQuery{{Statuses: []model.NodeStatus{"lost"}}, {MinReward: &lo, MaxReward: &hi}} {
+		lo, hi, nan, inf := 1.0, 0.0, math.NaN(), math.Inf(1)
+		for _, q := range []replay.NodeQuery{{Statuses: []model.NodeStatus{"lost"}}, {MinReward: &lo, MaxReward: &hi},
+			{MinReward: &nan}, {MaxScore: &inf}, {MinAdvantage: &nan}} {
 			if _, err := replay.Search(r, q); !errors.Is(err, replay.ErrViewQuery) {
 				t.Errorf("query %+v: %v, want ErrViewQuery", q, err)
 			}
