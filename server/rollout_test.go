@@ -16,7 +16,8 @@ import (
 // nothing of a path it holds whole; only the turns past the fork when it
 // holds the parent's path up to the fork — also when that is all it holds;
 // the whole path (history_of 0, history_from 0, so a client rebuilds from
-// nothing) when it holds no part, or the parent's path short of the fork.
+// nothing) when it holds no part, the parent's path short of the fork, or
+// its own path at another length. Up to api.MaxHave held paths are taken.
 func TestLeaseHistoryPastWhatTheWorkerHolds(t *testing.T) {
 	e := newEnv(t, Options{})
 	createRun(e, "r1", `{"b0":2,"k":2,"m":2,"top_expand":1,"delta":0.3,"max_turns":6}`)
@@ -74,12 +75,28 @@ func TestLeaseHistoryPastWhatTheWorkerHolds(t *testing.T) {
 	for _, g := range lease(api.HeldPath{Node: best, PathLen: 1}) {
 		whole("the parent held short of the fork", g)
 	}
+	for n, g := range lease(api.HeldPath{Node: kept, PathLen: 1}) {
+		if n == kept {
+			whole("its own path held shorter than it is", g)
+		}
+	}
 	for n, g := range lease(api.HeldPath{Node: kept, PathLen: 2}) {
 		if n == kept && (len(g.History) != 0 || g.HistoryOf != kept || g.HistoryFrom != 2) {
 			t.Errorf("its own path held: %d turns, history of %d from %d; want none, of %d from 2", len(g.History), g.HistoryOf, g.HistoryFrom, kept)
 		}
 		if n != kept {
 			whole("another path held", g)
+		}
+	}
+	// As many held paths as the bound allows are taken.
+	many := make([]api.HeldPath, api.MaxHave)
+	for i := range many {
+		many[i] = api.HeldPath{Node: uint64(1000 + i), PathLen: 1}
+	}
+	many[0] = api.HeldPath{Node: kept, PathLen: 2}
+	for n, g := range lease(many...) {
+		if n == kept && (len(g.History) != 0 || g.HistoryOf != kept) {
+			t.Errorf("with %d held paths: %d turns, history of %d", api.MaxHave, len(g.History), g.HistoryOf)
 		}
 	}
 	var lr api.LeaseResponse
