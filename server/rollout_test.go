@@ -165,6 +165,11 @@ func TestRolloutEndpointsRefuseBadRequests(t *testing.T) {
 		{"POST", "/api/v1/runs/nope/leases", `{"worker":"w"}`, 404},
 		{"POST", "/api/v1/runs/nope/version", `{"client_key":"k","version":2}`, 404},
 		{"POST", "/api/v1/runs/r1/scores", `{"client_key":"k","scores":[]}`, 400},
+		{"POST", "/api/v1/runs/nope/steps", `{"client_key":"k","step":1,"tasks":[{"id":"t","prompt":"p"}]}`, 404},
+		{"POST", "/api/v1/runs/nope/submit", `{"client_key":"k","submissions":[{"lease":"x","worker":"w","node":1}]}`, 404},
+		{"POST", "/api/v1/runs/nope/rewards", `{"client_key":"k","rewards":[{"node":1,"reward":1}]}`, 404},
+		{"POST", "/api/v1/runs/nope/scores", `{"client_key":"k","scores":[{"node":1,"interval":0,"score":0.5}]}`, 404},
+		{"POST", "/api/v1/runs/nope/leases/renew", `{"worker":"w","leases":["x"]}`, 404},
 	} {
 		var body any
 		if c.body != "" {
