@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/patrdb/patrdb/client"
@@ -95,4 +96,40 @@ func TestBackupOfAServerGone(t *testing.T) {
 	if n, err := c.Backup(bg, &buf); err == nil || n != 0 || buf.Len() != 0 {
 		t.Fatalf("a backup from a server gone: %d bytes, %v", n, err)
 	}
+}
+
+// Backup checks the server's API version like every call, and goes
+// through the client's own transport.
+func TestBackupChecksTheServerAndUsesTheTransport(t *testing.T) {
+	for _, version := range []string{"2.0", "1.2"} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/backup") {
+				w.Write([]byte("file bytes"))
+				return
+			}
+			w.Write([]byte(`{"api_version":"` + version + `"}`))
+		}))
+		c := client.New(srv.URL)
+		rt := &countingTransport{inner: c.HTTP.Transport}
+		c.HTTP.Transport = rt
+		var buf strings.Builder
+		n, err := c.Backup(bg, &buf)
+		srv.Close()
+		switch {
+		case version == "2.0" && (err == nil || buf.Len() != 0):
+			t.Errorf("a backup from a server of another major version: %d bytes, %v", n, err)
+		case version == "1.2" && (err != nil || buf.String() != "file bytes" || rt.n.Load() != 2):
+			t.Errorf("a backup: %q, %v, %d requests through the client's transport (want the index and the copy)", buf.String(), err, rt.n.Load())
+		}
+	}
+}
+
+type countingTransport struct {
+	inner http.RoundTripper
+	n     atomic.Int32
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.inner.RoundTrip(r)
 }

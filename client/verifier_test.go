@@ -59,11 +59,17 @@ func TestVerifiersDeliverRewardsAndScores(t *testing.T) {
 		mu.Unlock()
 		return pathScore(path), nil
 	}
+	reward := func(ctx context.Context, task rollout.Task, path []model.Turn) (float64, error) {
+		if len(path) == 0 {
+			t.Errorf("a reward asked of an empty path")
+		}
+		return verifiedReward(ctx, task, path)
+	}
 	stats := make([]client.VerifyStats, 2)
 	errs := make([]error, 3)
 	var wg sync.WaitGroup
 	for i := range 2 {
-		v := &client.Verifier{Client: s.c, Run: "r", Reward: verifiedReward, Score: score, Workers: 2, Poll: 5 * time.Millisecond}
+		v := &client.Verifier{Client: s.c, Run: "r", Reward: reward, Score: score, Workers: 2, Poll: 5 * time.Millisecond}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -132,8 +138,12 @@ func TestVerifierDropsWhatAnotherDeliveredFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, err := s.c.Pending(bg, "r", 1, false)
-	if err != nil || len(p.Rewards) < 2 {
-		t.Fatalf("pending %+v, %v: want two rewards or more", p, err)
+	if err != nil || len(p.Rewards) < 2 || p.Rewards[0].History != nil {
+		t.Fatalf("pending %+v, %v: want two rewards or more, without their paths", p, err)
+	}
+	withPaths, err := s.c.Pending(bg, "r", 1, true)
+	if err != nil || len(withPaths.Rewards) != len(p.Rewards) || len(withPaths.Rewards[0].History) == 0 {
+		t.Fatalf("pending with paths: %+v, %v", withPaths, err)
 	}
 	var once sync.Once
 	v := &client.Verifier{Client: s.c, Run: "r", Poll: 5 * time.Millisecond,

@@ -342,3 +342,17 @@ func TestWorkerRetriesASubmitUnderItsKey(t *testing.T) {
 	}
 	s.closeDone("r", 1)
 }
+
+// A Worker with Max 0 holds up to 16 branches, not none.
+func TestWorkerDefaultMax(t *testing.T) {
+	s := serve(t, nil)
+	s.createRun("r", workerTree)
+	s.openStep("r", 1, 1)
+	ctx, cancel := context.WithTimeout(bg, 20*time.Second)
+	defer cancel()
+	st, err := s.worker("r", "w", 0).Work(ctx, 1)
+	if err != nil || st.Leases < 3 {
+		t.Fatalf("Work with Max 0: %+v, %v", st, err)
+	}
+	s.closeDone("r", 1)
+}
