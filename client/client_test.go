@@ -319,3 +319,15 @@ func TestCallsReachTheirEndpoints(t *testing.T) {
 		t.Errorf("SetRunStatus: %+v, %v", run, err)
 	}
 }
+
+// An error answer that is not the API's JSON (a proxy's page, say) is
+// still an APIError, its message the body's text.
+func TestPlainErrorBody(t *testing.T) {
+	s := (&scripted{}).answer(http.StatusBadGateway, " upstream went away\n")
+	c := s.serve(t)
+	var ae *client.APIError
+	_, err := c.OpenStep(context.Background(), "r", api.OpenStepRequest{Step: 1})
+	if !errors.As(err, &ae) || ae.Status != http.StatusBadGateway || ae.Message != "upstream went away" {
+		t.Fatalf("a plain error body: %v", err)
+	}
+}
