@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,5 +159,175 @@ func TestAPIErrorSentinels(t *testing.T) {
 				t.Errorf("%d %s: matches %v", tc.status, tc.code, target)
 			}
 		}
+	}
+}
+
+// A request whose connection failed before an answer is sent again (the
+// server may never have seen it; if it did, the client key makes the
+// retry harmless).
+func TestRetriesATransportFailure(t *testing.T) {
+	var posts atomic.Int32
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/{$}", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"api_version":"1.2"}`)) })
+	mux.HandleFunc("POST /", func(w http.ResponseWriter, r *http.Request) {
+		if posts.Add(1) == 1 {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close() // the connection drops: no answer at all
+			}
+			return
+		}
+		w.Write([]byte(`{"scalars":{"step":3,"values":{"loss":1}}}`))
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	c := client.New(srv.URL)
+	c.Backoff, c.Retries = time.Millisecond, 3
+	got, err := c.LogScalars(context.Background(), "r", api.ScalarsRequest{Step: 3, Values: map[string]float64{"loss": 1}})
+	if err != nil || got.Step != 3 || posts.Load() != 2 {
+		t.Fatalf("after a dropped connection: %+v, %v, %d sends; want the answer to the second", got, err, posts.Load())
+	}
+}
+
+// The client asks for packed turns only from a server whose API version
+// has them (api.PackedSince): an older server of the same major version
+// would refuse the parameter.
+func TestPackedTurnsOnlyFromServersThatHaveThem(t *testing.T) {
+	for version, want := range map[string]bool{"1.0": false, "1.4": false, "1.5": true, "1.10": true} {
+		var query atomic.Value
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /api/v1/{$}", func(w http.ResponseWriter, r *http.Request) {
+			w.Write([]byte(`{"api_version":"` + version + `"}`))
+		})
+		mux.HandleFunc("GET /api/v1/runs/r/nodes/1/trajectory", func(w http.ResponseWriter, r *http.Request) {
+			query.Store(r.URL.RawQuery)
+			w.Write([]byte(`{"node":{"id":1},"turns":[]}`))
+		})
+		srv := httptest.NewServer(mux)
+		c := client.New(srv.URL)
+		_, err := c.Trajectory(context.Background(), "r", 1)
+		srv.Close()
+		q, _ := query.Load().(string)
+		if err != nil || strings.Contains(q, "tokens=") != want {
+			t.Errorf("server at %s: trajectory asked with %q (%v); want packed turns asked for: %v", version, q, err, want)
+		}
+	}
+}
+
+// The client's calls reach the endpoints they name, with their
+// parameters: each read of a grown, closed step agrees with the others,
+// and each write is visible to the reads after it.
+func TestCallsReachTheirEndpoints(t *testing.T) {
+	s := serve(t, nil)
+	s.createRun("r", workerTree)
+	s.createRun("other", workerTree)
+	s.openStep("r", 1, 2)
+	ctx, cancel := context.WithTimeout(bg, time.Minute)
+	defer cancel()
+	if _, err := s.worker("r", "w", 4).Work(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	s.closeDone("r", 1)
+	groups, err := s.c.Groups(bg, "r", 1)
+	if err != nil || len(groups) != 2 {
+		t.Fatalf("groups %+v, %v", groups, err)
+	}
+	g := groups[1]
+
+	// Summaries: the per-step rows and bucket sizes only when asked.
+	for _, o := range []model.SummaryOptions{{}, {Steps: true}, {Buckets: true}} {
+		one, err := s.c.RunWith(bg, "r", o)
+		if err != nil || one.Run.ID != "r" || (len(one.Steps) > 0) != o.Steps || (len(one.Buckets) > 0) != o.Buckets {
+			t.Errorf("RunWith %+v: %d step rows, %d buckets, %v", o, len(one.Steps), len(one.Buckets), err)
+		}
+		all, err := s.c.RunsWith(bg, o)
+		if err != nil || len(all) != 2 {
+			t.Fatalf("RunsWith %+v: %d runs, %v", o, len(all), err)
+		}
+		for _, r := range all {
+			if r.Run.ID == "r" && ((len(r.Steps) > 0) != o.Steps || (len(r.Buckets) > 0) != o.Buckets) {
+				t.Errorf("RunsWith %+v: run r with %d step rows, %d buckets", o, len(r.Steps), len(r.Buckets))
+			}
+		}
+	}
+	if steps, err := s.c.Steps(bg, "r"); err != nil || len(steps) != 1 || steps[0].Step != 1 {
+		t.Errorf("Steps: %+v, %v", steps, err)
+	}
+
+	// A node and its children; the frontier of a finished step is empty.
+	tr, err := s.c.Tree(bg, "r", g.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := tr.Nodes[0]
+	ni, err := s.c.Node(bg, "r", root.ID)
+	if err != nil || ni.Node.ID != root.ID || ni.Node.Group != g.ID {
+		t.Errorf("Node %d: %+v, %v", root.ID, ni.Node, err)
+	}
+	if fr, err := s.c.Frontier(bg, "r", 1); err != nil || len(fr) != 0 {
+		t.Errorf("the frontier of a finished step: %d nodes, %v", len(fr), err)
+	}
+
+	// Advantages of the step, and of one group only.
+	all, err := s.c.Advantages(bg, "r", 1, 0)
+	if err != nil || len(all) == 0 {
+		t.Fatalf("advantages: %d, %v", len(all), err)
+	}
+	one, err := s.c.Advantages(bg, "r", 1, g.ID)
+	if err != nil || len(one) == 0 || len(one) >= len(all) {
+		t.Errorf("advantages of group %d: %d of the step's %d, %v", g.ID, len(one), len(all), err)
+	}
+	for _, a := range one {
+		if a.Group != g.ID {
+			t.Errorf("advantages of group %d hold one of group %d", g.ID, a.Group)
+		}
+	}
+
+	// Events page by page.
+	first, err := s.c.Events(bg, "r", 1, 2)
+	if err != nil || len(first.Events) != 2 || first.Events[0].Seq != 1 || first.Next != 3 {
+		t.Fatalf("events from 1, 2 a page: %d events, next %d, %v", len(first.Events), first.Next, err)
+	}
+	if next, err := s.c.Events(bg, "r", first.Next, 2); err != nil || len(next.Events) == 0 || next.Events[0].Seq != 3 {
+		t.Errorf("the next page: %+v, %v", next, err)
+	}
+
+	// A checkpoint written is the one read, by its step and as the latest.
+	if _, err := s.c.PutCheckpoint(bg, "r", api.CheckpointRequest{Step: 1, URI: "s3://w/1"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []uint64{0, 1} {
+		if cp, err := s.c.Checkpoint(bg, "r", step); err != nil || cp.Step != 1 || cp.URI != "s3://w/1" {
+			t.Errorf("checkpoint (step %d): %+v, %v", step, cp, err)
+		}
+	}
+
+	// Stats of one run and of every run.
+	if st, err := s.c.Stats(bg, "r"); err != nil || len(st.Runs) != 1 || st.Runs[0].Run != "r" || st.Runs[0].Leaves == 0 {
+		t.Errorf("stats of r: %+v, %v", st, err)
+	}
+	if st, err := s.c.Stats(bg, ""); err != nil || len(st.Runs) != 2 {
+		t.Errorf("stats of every run: %d runs, %v", len(st.Runs), err)
+	}
+
+	// A step opened and abandoned; the run marked finished.
+	s.openStep("r", 2, 1)
+	if out, err := s.c.AbandonStep(bg, "r", 2, api.AbandonRequest{Reason: "test"}); err != nil || out.Step != 2 || len(out.Groups) != 1 {
+		t.Errorf("AbandonStep: %+v, %v", out, err)
+	}
+	if run, err := s.c.SetRunStatus(bg, "r", api.RunStatusRequest{Status: model.RunFinished}); err != nil || run.Status != model.RunFinished {
+		t.Errorf("SetRunStatus: %+v, %v", run, err)
+	}
+}
+
+// An error answer that is not the API's JSON (a proxy's page, say) is
+// still an APIError, its message the body's text.
+func TestPlainErrorBody(t *testing.T) {
+	s := (&scripted{}).answer(http.StatusBadGateway, " upstream went away\n")
+	c := s.serve(t)
+	var ae *client.APIError
+	_, err := c.OpenStep(context.Background(), "r", api.OpenStepRequest{Step: 1})
+	if !errors.As(err, &ae) || ae.Status != http.StatusBadGateway || ae.Message != "upstream went away" {
+		t.Fatalf("a plain error body: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/patrdb/patrdb/batch/batchdb"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/patrdb/patrdb/batch"
 	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
 
@@ -21,9 +23,16 @@ func TestExportRL(t *testing.T) {
 	spec := mediumSpec("rl")
 	buildOneTx(t, db, spec)
 	out := filepath.Join(t.TempDir(), "lake")
-	res, err := export(t, db, "rl", replay.ExportOptions{Out: out, Format: replay.RL})
+	var done, units int64
+	progress := func(d, tot int64) { done, units = d, tot }
+	res, err := export(t, db, "rl", replay.ExportOptions{Out: out, Format: replay.RL, OnProgress: progress})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Progress counts the groups only: the RL rows carry no rubrics or
+	// events, so the bar ends full.
+	if units == 0 || done != units {
+		t.Errorf("progress ended at %d of %d", done, units)
 	}
 	pq := readRunFiles[replay.RLRow](t, out, "rl", "rl.parquet")
 	if len(pq) != spec.steps || res.Rows["rl.jsonl"] == 0 || res.Rows["rl.jsonl"] != res.Rows["rl.parquet"] {
@@ -74,4 +83,42 @@ func TestExportRL(t *testing.T) {
 func readRunFiles[T any](t *testing.T, out, run, name string) map[string][]T {
 	t.Helper()
 	return readSteps[T](t, filepath.Join(out, "run="+run, "step=*", name))
+}
+
+// A step whose closed groups give no row (every branch failed) has no RL
+// files: an empty table is not written.
+func TestExportRLSkipsAStepWithoutRows(t *testing.T) {
+	db := storetest.Open(t)
+	err := db.Update(func(tx *store.Tx) error {
+		r, err := tx.CreateRun("none", nil, nil)
+		if err != nil {
+			return err
+		}
+		g, err := r.OpenGroup(store.GroupSpec{Step: 1, Task: "t", Prompt: "p"})
+		if err != nil {
+			return err
+		}
+		n, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID})
+		if err != nil {
+			return err
+		}
+		if err := r.FailNode(n.ID, "env crashed"); err != nil {
+			return err
+		}
+		return r.CloseGroup(1, g.ID)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "lake")
+	res, err := export(t, db, "none", replay.ExportOptions{Out: out, Format: replay.RL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Files) != 0 || res.Rows["rl.jsonl"] != 0 {
+		t.Errorf("a step without rows exported %+v", res)
+	}
+	if _, err := os.Stat(filepath.Join(out, "run=none", "step=1")); !os.IsNotExist(err) {
+		t.Errorf("a step without rows has a folder: %v", err)
+	}
 }

@@ -2,7 +2,9 @@ package replay_test
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/patrdb/patrdb/model"
@@ -105,6 +107,16 @@ func TestIterateTyped(t *testing.T) {
 			if !errors.Is(err, c.err) || (c.err == nil && n != c.n) {
 				t.Errorf("Iterate(%d, %d): %d events, %v; want %d, %v", c.from, c.to, n, err, c.n, c.err)
 			}
+		}
+		// A from past the end says where the run ends, so the caller
+		// knows what to ask for instead.
+		err = replay.Iterate(r, last+2, 0, func(replay.Event) error { return nil })
+		if want := fmt.Sprintf("ends at event %d", last); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Iterate past the end: %v, want it to say the run %s", err, want)
+		}
+		// An event without a payload shows as none, not as an error.
+		if g, err := (replay.Event{}).Generic(); g != nil || err != nil {
+			t.Errorf("the generic payload of an empty one: %v, %v", g, err)
 		}
 		// fn's error stops the walk and comes back as is.
 		stop := errors.New("enough")

@@ -1,6 +1,7 @@
 package replay_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/patrdb/patrdb/model"
@@ -63,6 +64,56 @@ func TestRubricsListPoolsInOrder(t *testing.T) {
 		for i := range want {
 			if got[i] != want[i] {
 				t.Fatalf("listed %v, want %v", got, want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Within a pool, a figure sorts the rubrics highest first, ties by id.
+func TestRubricsSortHighestFirst(t *testing.T) {
+	db := storetest.Open(t)
+	var ids []uint64
+	err := db.Update(func(tx *store.Tx) error {
+		r, err := tx.CreateRun("rb", nil, nil)
+		if err != nil {
+			return err
+		}
+		for i, rho := range []float64{0.1, 0.9, 0.5, 0.9} {
+			rb, err := r.PutRubric(model.Rubric{Pool: model.PoolPublic, Text: "rubric", CreatedStep: 1, Rho: rho, Support: 4 - i})
+			if err != nil {
+				return err
+			}
+			ids = append(ids, rb.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.View(func(tx *store.Tx) error {
+		r, err := tx.Run("rb")
+		if err != nil {
+			return err
+		}
+		for sort, want := range map[string][]uint64{
+			"rho":     {ids[1], ids[3], ids[2], ids[0]},
+			"support": {ids[0], ids[1], ids[2], ids[3]},
+			"id":      {ids[0], ids[1], ids[2], ids[3]},
+		} {
+			page, err := replay.Rubrics(r, replay.RubricQuery{Sort: sort})
+			if err != nil {
+				return err
+			}
+			var got []uint64
+			for _, rb := range page.Rubrics {
+				got = append(got, rb.ID)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("sorted by %s: %v, want %v", sort, got, want)
 			}
 		}
 		return nil

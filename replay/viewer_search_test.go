@@ -2,13 +2,16 @@ package replay_test
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
 )
 
 // The search finds exactly the nodes a walk of every trajectory finds:
@@ -23,6 +26,7 @@ func TestSearchMatchesEveryTrajectory(t *testing.T) {
 		}
 		type node struct {
 			n    model.Node
+			task string
 			text string
 		}
 		var all []node
@@ -38,7 +42,7 @@ func TestSearchMatchesEveryTrajectory(t *testing.T) {
 				for _, t := range path {
 					b.WriteString(t.Action + "\n" + t.Observation + "\n")
 				}
-				all = append(all, node{n, strings.ToLower(b.String())})
+				all = append(all, node{n, g.Task, strings.ToLower(b.String())})
 			}
 			return err
 		})
@@ -76,9 +80,16 @@ func TestSearchMatchesEveryTrajectory(t *testing.T) {
 					want = append(want, x.n.ID)
 				}
 			}
+			task := map[uint64]string{}
+			for _, x := range all {
+				task[x.n.ID] = x.task
+			}
 			var got []uint64
 			for _, h := range res.Hits {
 				got = append(got, h.Node)
+				if h.Task != task[h.Node] || (q.Text == "" && h.MatchTurn != -2) {
+					t.Errorf("hit %d: task %q, match turn %d; want %q and -2 without text", h.Node, h.Task, h.MatchTurn, task[h.Node])
+				}
 				if q.Text != "" && !strings.Contains(strings.ToLower(h.MatchSnippet), strings.ToLower(q.Text)) {
 					t.Errorf("hit %d: snippet %q lacks %q", h.Node, h.MatchSnippet, q.Text)
 				}
@@ -94,8 +105,9 @@ func TestSearchMatchesEveryTrajectory(t *testing.T) {
 		if err != nil || len(res.Hits) != 3 || !res.More || res.Hits[0].Step < res.Hits[2].Step {
 			t.Errorf("limit 3: %d hits, more %v, %v", len(res.Hits), res.More, err)
 		}
-		lo, hi := 1.0, 0.0
-		for _, q := range []replay.NodeQuery{{Statuses: []model.NodeStatus{"lost"}}, {MinReward: &lo, MaxReward: &hi}} {
+		lo, hi, nan, inf := 1.0, 0.0, math.NaN(), math.Inf(1)
+		for _, q := range []replay.NodeQuery{{Statuses: []model.NodeStatus{"lost"}}, {MinReward: &lo, MaxReward: &hi},
+			{MinReward: &nan}, {MaxScore: &inf}, {MinAdvantage: &nan}} {
 			if _, err := replay.Search(r, q); !errors.Is(err, replay.ErrViewQuery) {
 				t.Errorf("query %+v: %v, want ErrViewQuery", q, err)
 			}
@@ -177,6 +189,77 @@ func TestViewBranchesPartAtTheFork(t *testing.T) {
 			if _, err := replay.ViewBranches(r, ids); !errors.Is(err, replay.ErrViewQuery) {
 				t.Errorf("branches %v: %v, want ErrViewQuery", ids, err)
 			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A policy-version query keeps the nodes whose version range holds the
+// version, both ends included; a text match's snippet is cut at
+// character boundaries, so text in any script comes back as valid UTF-8.
+func TestSearchVersionsAndSnippets(t *testing.T) {
+	db := storetest.Open(t)
+	long := strings.Repeat("é", 100) + " needle " + strings.Repeat("語", 100)
+	var ids []uint64
+	err := db.Update(func(tx *store.Tx) error {
+		r, err := tx.CreateRun("v", nil, nil)
+		if err != nil {
+			return err
+		}
+		g, err := r.OpenGroup(store.GroupSpec{Step: 1, Task: "t", Prompt: "p"})
+		if err != nil {
+			return err
+		}
+		for i, versions := range [][]uint64{{2, 4}, {4, 5}, {5, 6}, {1, 3}} {
+			n, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID, Ordinal: i})
+			if err != nil {
+				return err
+			}
+			ids = append(ids, n.ID)
+			for j, v := range versions {
+				if err := r.AppendTurns(n.ID, j, model.Turn{Action: "a", Observation: long, PolicyVersion: v}); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.View(func(tx *store.Tx) error {
+		r, err := tx.Run("v")
+		if err != nil {
+			return err
+		}
+		for version, want := range map[uint64][]uint64{4: {ids[0], ids[1]}, 3: {ids[0], ids[3]}, 6: {ids[2]}, 7: nil} {
+			res, err := replay.Search(r, replay.NodeQuery{PolicyVersion: version})
+			if err != nil {
+				return err
+			}
+			var got []uint64
+			for _, h := range res.Hits {
+				got = append(got, h.Node)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				t.Errorf("policy version %d: nodes %v, want %v", version, got, want)
+			}
+		}
+		res, err := replay.Search(r, replay.NodeQuery{Text: "NEEDLE"})
+		if err != nil {
+			return err
+		}
+		for _, h := range res.Hits {
+			if !utf8.ValidString(h.MatchSnippet) || !strings.Contains(h.MatchSnippet, "needle") {
+				t.Errorf("node %d: snippet %q", h.Node, h.MatchSnippet)
+			}
+		}
+		if len(res.Hits) != len(ids) {
+			t.Errorf("text search: %d hits, want %d", len(res.Hits), len(ids))
 		}
 		return nil
 	})

@@ -7,8 +7,10 @@
 #
 #   scripts/mutate.sh          the files held to the score, every mutant
 #                              (MUTATE_SAMPLE > 0: that many per file)
-#   scripts/mutate.sh core     every file of store, tree, rubricpool, replay
-#                              and grpo, MUTATE_SAMPLE (default 8) per file
+#   scripts/mutate.sh core     every file of store, tree, rubricpool, replay,
+#                              grpo, batch, batch/batchdb and client, and the
+#                              server's rollout handlers (server/rollout.go),
+#                              MUTATE_SAMPLE (default 8) per file
 #
 # MUTATE_WORKERS mutants are tested at once; a sample is spread evenly
 # over each file. Extra arguments go to the tool (go run ./tools/mutate -h
@@ -36,7 +38,7 @@ focus)
 	;;
 core)
 	"$bin" -workers "$workers" -max-per-file "${MUTATE_SAMPLE:-8}" -budget "$budget" "$@" \
-		store tree rubricpool replay grpo
+		store tree rubricpool replay grpo batch batch/batchdb client server/rollout.go
 	;;
 *)
 	echo "usage: scripts/mutate.sh [focus|core] [tool flags]" >&2

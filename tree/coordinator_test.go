@@ -244,12 +244,50 @@ func TestConfigBounds(t *testing.T) {
 		"TopExpand": func(c *tree.Config) { c.TopExpand = tree.MaxWidth + 1 },
 		"MaxActive": func(c *tree.Config) { c.MaxActive = tree.MaxWidth + 1 },
 		"MaxTurns":  func(c *tree.Config) { c.MaxTurns = tree.MaxTurnCap + 1 },
+		// Each factor within its bound, their product past MaxChildren.
+		"TopExpand ×":  func(c *tree.Config) { c.M, c.TopExpand = tree.MaxM, tree.MaxChildren/tree.MaxM+1 },
+		"MaxStaleness": func(c *tree.Config) { c.MaxStaleness = -2 },
+		"OnPublish":    func(c *tree.Config) { c.OnPublish = "restart" },
+		"PendingTTLMs": func(c *tree.Config) { c.PendingTTLMs = 0 },
+		"RemoteScores": func(c *tree.Config) { c.RemoteScores, c.NoScoring = true, true },
 	} {
 		cfg := tree.DefaultConfig()
 		mut(&cfg)
 		err := cfg.Validate()
-		if !errors.Is(err, tree.ErrInvalidConfig) || !strings.Contains(err.Error(), name+" =") {
+		if !errors.Is(err, tree.ErrInvalidConfig) || !strings.Contains(err.Error(), name+" ") {
 			t.Errorf("%s past its bound: %v", name, err)
+		}
+	}
+	// At the bound of the product, and with every field bad at once: all
+	// of them are named.
+	cfg := tree.DefaultConfig()
+	cfg.M, cfg.TopExpand = tree.MaxM, tree.MaxChildren/tree.MaxM
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("TopExpand × M = MaxChildren: %v", err)
+	}
+	cfg.OnPublish, cfg.PendingTTLMs = "restart", 0
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "OnPublish") || !strings.Contains(err.Error(), "PendingTTLMs") {
+		t.Errorf("two fields bad: %v, want both named", err)
+	}
+}
+
+// Coordinator options past their bounds are refused; the bounds
+// themselves are accepted.
+func TestCoordinatorOptionsBounds(t *testing.T) {
+	db := storetest.Open(t)
+	cfg := tree.DefaultConfig()
+	newRun(t, db, "r", cfg)
+	for _, o := range []tree.CoordinatorOptions{
+		{LeaseTTL: -time.Second}, {LeaseTTL: tree.MaxLeaseTTL + time.Millisecond},
+		{MaxAttempts: -1}, {MaxAttempts: tree.MaxMaxAttempts + 1},
+	} {
+		if _, err := tree.NewCoordinator(db, "r", &cfg, &o); !errors.Is(err, tree.ErrInvalidConfig) {
+			t.Errorf("%+v: %v, want ErrInvalidConfig", o, err)
+		}
+	}
+	for _, o := range []tree.CoordinatorOptions{{LeaseTTL: tree.MaxLeaseTTL}, {MaxAttempts: tree.MaxMaxAttempts}, {MaxAttempts: 1}} {
+		if _, err := tree.NewCoordinator(db, "r", &cfg, &o); err != nil {
+			t.Errorf("%+v: %v", o, err)
 		}
 	}
 }

@@ -245,6 +245,39 @@ func TestPendingTTLFailsNeverZero(t *testing.T) {
 	}
 }
 
+// TestDeferredRewardCompletesTheGroup: the reward that the last leaf of a
+// group awaited is recorded on it, and its submission lists the group
+// done, so the driver closes it without polling the step.
+func TestDeferredRewardCompletesTheGroup(t *testing.T) {
+	db := storetest.Open(t)
+	cfg := tree.DefaultConfig()
+	cfg.B0, cfg.K, cfg.MaxTurns = 2, 2, 4
+	c := coordinator(t, db, "r", cfg, nil)
+	openStep(t, c, 1, tasks(1))
+	ls := lease(t, c, tree.LeaseRequest{Worker: "w"})
+	done := []model.Turn{{Action: "x", Observation: "end", Reward: 1, Done: true}}
+	if _, err := submit(c,
+		rollout.Submission{Lease: ls[0].ID, Worker: "w", Node: ls[0].Node, Turns: done, RewardPending: true},
+		rollout.Submission{Lease: ls[1].ID, Worker: "w", Node: ls[1].Node, Turns: done, Reward: ptr(0.5)}); err != nil {
+		t.Fatal(err)
+	}
+	var sub *rollout.Submitted
+	if err := db.Update(func(tx *store.Tx) (err error) {
+		sub, err = c.SubmitRewards(tx, []rollout.RewardSubmission{{Node: ls[0].Node, Reward: ptr(0.25)}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(sub.Results) != 1 || sub.Results[0].Node != ls[0].Node || len(sub.Done) != 1 || sub.Done[0] != ls[0].Group {
+		t.Fatalf("the awaited reward: %+v, want its group %d done", sub, ls[0].Group)
+	}
+	var n model.Node
+	_ = db.View(func(tx *store.Tx) error { r, _ := tx.Run("r"); n, _ = r.Node(ls[0].Node); return nil })
+	if !n.HasReward || n.Reward != 0.25 {
+		t.Fatalf("the leaf after its reward: %+v", n)
+	}
+}
+
 // TestDeferredRefusals: what is not pending is refused, and nothing is
 // written.
 func TestDeferredRefusals(t *testing.T) {

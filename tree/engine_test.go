@@ -772,3 +772,50 @@ func TestRolloutExisting(t *testing.T) {
 		t.Errorf("Rollout with no tasks = %+v, %v; want an empty result", res, err)
 	}
 }
+
+// An engine given no Eps computes advantages with grpo.DefaultEps, the
+// epsilon every other path of the library uses — not with 0.
+func TestEngineDefaultEps(t *testing.T) {
+	db := storetest.Open(t)
+	cfg := tree.DefaultConfig()
+	cfg.B0, cfg.K, cfg.MaxTurns = 4, 2, 6
+	newRun(t, db, "r", cfg)
+	if _, err := mustEngine(t, db, "r", hashOpts(cfg, tree.CommitInterval, false, nil)).Rollout(context.Background(), 1, tasks(3)); err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	err := db.View(func(tx *store.Tx) error {
+		r, err := tx.Run("r")
+		if err != nil {
+			return err
+		}
+		gs, err := r.Groups(1)
+		if err != nil {
+			return err
+		}
+		for _, g := range gs {
+			advs, err := r.Advantages(1, g.ID)
+			if err != nil {
+				return err
+			}
+			rewards := make([]float64, len(advs))
+			for i, a := range advs {
+				rewards[i] = a.Outcome
+			}
+			want := grpo.Advantages(rewards, grpo.DefaultEps)
+			if want.ZeroVariance {
+				continue
+			}
+			for i, a := range advs {
+				if math.Abs(a.Advantage-want.Adv[i]) > 1e-12*math.Max(1, math.Abs(want.Adv[i])) {
+					t.Errorf("group %d leaf %d: advantage %v, want %v (eps %v)", g.ID, a.Leaf, a.Advantage, want.Adv[i], grpo.DefaultEps)
+				}
+			}
+			checked++
+		}
+		return nil
+	})
+	if err != nil || checked == 0 {
+		t.Fatalf("%d groups with varying rewards checked: %v", checked, err)
+	}
+}

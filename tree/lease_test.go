@@ -63,6 +63,30 @@ func TestLeaseIsBoundToItsWorker(t *testing.T) {
 	}
 }
 
+// TestLeaseGraceIsATenthOfTheTTL: an expired lease is handed on after a
+// grace of a tenth of its TTL, at most LeaseGrace — a 1 s lease 100 ms
+// after it expired, not 5 s; an hour's lease LeaseGrace after, not six
+// minutes.
+func TestLeaseGraceIsATenthOfTheTTL(t *testing.T) {
+	for _, c := range []struct {
+		ttl, grace time.Duration
+	}{
+		{time.Second, 100 * time.Millisecond},
+		{time.Hour, tree.LeaseGrace},
+	} {
+		_, co, clk := leaseEnv(t)
+		held := lease(t, co, tree.LeaseRequest{Worker: "slow", Max: 1, TTL: c.ttl})
+		clk.add(c.ttl + c.grace - time.Millisecond)
+		if got := lease(t, co, tree.LeaseRequest{Worker: "other"}); len(got) != 1 || got[0].Node == held[0].Node {
+			t.Fatalf("TTL %v: within the grace, another worker leased %+v; want only the other branch", c.ttl, got)
+		}
+		clk.add(2 * time.Millisecond)
+		if got := lease(t, co, tree.LeaseRequest{Worker: "other"}); len(got) != 1 || got[0].Node != held[0].Node {
+			t.Fatalf("TTL %v: past the grace, another worker leased %+v; want node %d", c.ttl, got, held[0].Node)
+		}
+	}
+}
+
 // TestHeartbeatsOutliveATool: a lease renewed every 0.4 TTL stays its
 // holder's through a tool call of three TTLs, and the interval then
 // commits; a lease nobody renews is handed on after its TTL and grace.

@@ -2,6 +2,7 @@ package tree_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -47,7 +48,8 @@ func (constPolicy) Act(context.Context, rollout.TurnKey, rollout.Task, []model.T
 // TestRolloutInformative: a step that wants three informative groups
 // opens further tasks, in order, until the third closes with outcome
 // variance — exactly the tasks up to it — records each filtered group, and
-// stops at MaxTasks when the tasks run short of it; either barrier.
+// stops at MaxTasks when the tasks run short of it, never asking for
+// more than MaxTasks leaves room for; either barrier.
 func TestRolloutInformative(t *testing.T) {
 	seq := []string{"flat-0", "flat-1", "vary-0", "flat-2", "vary-1", "flat-3", "vary-2", "vary-3", "vary-4"}
 	task := func(id string) rollout.Task { return rollout.Task{ID: id, Prompt: "p " + id} }
@@ -61,6 +63,8 @@ func TestRolloutInformative(t *testing.T) {
 		{"group barrier", tree.BarrierGroup, 0, 7, []string{"vary-0", "vary-1", "vary-2"}},
 		{"step barrier", tree.BarrierStep, 0, 7, []string{"vary-0", "vary-1", "vary-2"}},
 		{"capped", tree.BarrierGroup, 5, 5, []string{"vary-0", "vary-1"}},
+		// Two groups short of the want with room for one: one more task.
+		{"capped below the shortfall", tree.BarrierStep, 4, 4, []string{"vary-0"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			db := storetest.Open(t)
@@ -70,6 +74,9 @@ func TestRolloutInformative(t *testing.T) {
 			e := mustEngine(t, db, "r", tree.Options{Config: cfg, Policy: constPolicy{}, Env: flatEnv{}, Barrier: c.barrier})
 			next := 3
 			more := func(n int) ([]rollout.Task, error) {
+				if c.maxTasks > 0 && n > c.maxTasks-next {
+					t.Errorf("More(%d) asked with %d tasks opened of MaxTasks %d", n, next, c.maxTasks)
+				}
 				var out []rollout.Task
 				for ; n > 0 && next < len(seq); n, next = n-1, next+1 {
 					out = append(out, task(seq[next]))
@@ -140,5 +147,27 @@ func TestRolloutInformativeResumes(t *testing.T) {
 		More: func(int) ([]rollout.Task, error) { return nil, fmt.Errorf("no more needed") }})
 	if err != nil || len(res.Informative) != 1 || len(res.Filtered) != 1 {
 		t.Fatalf("resumed: %+v %v", res, err)
+	}
+	// Driven again with a first task that is not the one the step holds,
+	// it is refused, naming what differs, and nothing is opened.
+	openStep(t, c, 2, append(first, rollout.Task{ID: "vary-b", Prompt: "p"}))
+	for field, task := range map[string]rollout.Task{
+		"prompt": {ID: "flat-a", Prompt: "q"}, "gold": {ID: "flat-a", Prompt: "p", Gold: "g"},
+	} {
+		_, err := e.RolloutInformative(context.Background(), 2, []rollout.Task{task}, tree.Sampling{Want: 1,
+			More: func(int) ([]rollout.Task, error) { return nil, fmt.Errorf("no more needed") }})
+		if !errors.Is(err, rollout.ErrStepExists) || !strings.Contains(err.Error(), "differs in its "+field) {
+			t.Errorf("resumed with another %s: %v, want ErrStepExists naming it", field, err)
+		}
+	}
+	if err := db.View(func(tx *store.Tx) error {
+		r, _ := tx.Run("r")
+		gs, err := r.Groups(2)
+		if err == nil && len(gs) != 2 {
+			t.Errorf("step 2 holds %d groups after the refusals, want its 2", len(gs))
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

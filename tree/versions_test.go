@@ -86,6 +86,11 @@ func TestOnPublish(t *testing.T) {
 				t.Fatal(err)
 			}
 			publish(t, c, 2)
+			// The heartbeat says at once whether the lease stands, and why not.
+			st := c.Renew("w", []string{l.ID})[0]
+			if voided := !st.Held && strings.Contains(st.Reason, "version 2 was published"); voided != (policy == tree.OnPublishAbort) {
+				t.Fatalf("%s: the heartbeat after version 2: %+v", policy, st)
+			}
 			again := lease(t, c, tree.LeaseRequest{Worker: "w2", PolicyVersion: 2})
 			renewed := c.Renew("w", []string{l.ID})[0].Held
 			late := rollout.Submission{Lease: l.ID, Worker: "w", Node: l.Node, From: 2, Turns: versioned("old", 2, 1), Score: ptr(0.5)}

@@ -1,0 +1,175 @@
+package batchdb_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/patrdb/patrdb/batch"
+	"github.com/patrdb/patrdb/batch/batchdb"
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
+)
+
+// Check reads what a batch of the step reads, so damage on the batch's
+// way — a group record, an advantage record, a node of a group read — is a
+// *store.CorruptError before a row is built, while damage elsewhere in the
+// run (another step, a group not chosen) does not stop the batch. Bad
+// options and a chosen group not in the step are refused as ReadInto
+// refuses them.
+func TestCheck(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src.patrdb")
+	db := storetest.OpenPath(t, filepath.Join(dir, "built.patrdb"), storetest.Options())
+	buildLLM(t, db, "llm", llmSpec{steps: 3, groups: 2, roots: 2, depth: 2, maxTurns: 3, tokens: 8, seed: 7})
+	var g1, g2 []model.Group // step 1's groups, step 2's
+	var nodes [][2][]byte    // the inner nodes of g1[0] below its roots: key, value
+	var adv []byte           // an advantage record of g2[1]
+	err := db.View(func(tx *store.Tx) error {
+		r, err := tx.Run("llm")
+		if err != nil {
+			return err
+		}
+		if g1, err = r.Groups(1); err != nil {
+			return err
+		}
+		if g2, err = r.Groups(2); err != nil {
+			return err
+		}
+		b := storetest.BoltTx(tx).Bucket([]byte("runs")).Bucket([]byte("llm"))
+		ns, err := r.GroupNodes(g1[0])
+		if err != nil {
+			return err
+		}
+		for _, n := range ns {
+			if n.Parent == 0 || (n.Status != model.NodeExpanded && n.Status != model.NodeFailed) {
+				continue // roots are read with the group record, leaves with their advantages
+			}
+			k := binary.BigEndian.AppendUint64(nil, n.ID)
+			nodes = append(nodes, [2][]byte{k, bytes.Clone(b.Bucket([]byte("nodes")).Get(k))})
+		}
+		prefix := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, 2), g2[1].ID)
+		k, _ := b.Bucket([]byte("adv")).Cursor().Seek(prefix)
+		if !bytes.HasPrefix(k, prefix) {
+			t.Fatalf("no advantage record of group %d", g2[1].ID)
+		}
+		adv = bytes.Clone(k)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Compacted, so that no older version of a record lingers in a free
+	// page and each record's bytes occur in the file once.
+	if err := store.Compact(db, src, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// An inner node whose record occurs once in the file (two nodes may
+	// be stored alike).
+	raw, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var node []byte
+	for _, kv := range nodes {
+		if bytes.Count(raw, kv[1]) == 1 {
+			node = kv[0]
+			break
+		}
+	}
+	if node == nil {
+		t.Fatal("no node of the group is stored once in the file")
+	}
+	groupKey := func(g model.Group) []byte {
+		return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, g.Step), g.ID)
+	}
+
+	ids := func(gs ...model.Group) []uint64 {
+		var out []uint64
+		for _, g := range gs {
+			out = append(out, g.ID)
+		}
+		return out
+	}
+	type check struct {
+		step uint64
+		opts batch.Options
+		want error // nil, a *store.CorruptError (corrupt), or a sentinel
+	}
+	corrupt := &store.CorruptError{}
+	for _, c := range []struct {
+		name   string
+		bucket string
+		key    []byte
+		checks []check
+	}{
+		{"an inner node of step 1's first group", "nodes", node, []check{
+			{1, batch.Options{}, corrupt},
+			{1, batch.Options{Groups: ids(g1[1], g1[0], g1[1])}, corrupt},
+			{1, batch.Options{Groups: ids(g1[1])}, nil},
+			{2, batch.Options{}, nil},
+		}},
+		{"step 1's second group record", "groups", groupKey(g1[1]), []check{
+			{1, batch.Options{}, corrupt},
+			{1, batch.Options{Groups: ids(g1[1])}, corrupt},
+			{2, batch.Options{}, nil},
+		}},
+		{"an advantage record of step 2's second group", "adv", adv, []check{
+			{2, batch.Options{}, corrupt},
+			{2, batch.Options{Groups: ids(g2[1])}, corrupt},
+			{2, batch.Options{Groups: ids(g2[0])}, nil},
+			{1, batch.Options{}, nil},
+		}},
+		{"nothing", "", nil, []check{
+			{1, batch.Options{}, nil},
+			{2, batch.Options{Groups: ids(g2[1], g2[0])}, nil},
+			{1, batch.Options{Layout: "packed"}, batch.ErrInvalidOptions},
+			{1, batch.Options{Groups: ids(g2[0])}, model.ErrNotFound},
+		}},
+	} {
+		path := src
+		if c.bucket != "" {
+			raw, err := os.ReadFile(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw[storetest.ValueAt(t, src, "llm", c.bucket, c.key)+6] ^= 0x10
+			path = filepath.Join(t.TempDir(), "damaged.patrdb")
+			if err := os.WriteFile(path, raw, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		o := storetest.Options()
+		o.ReadOnly = true
+		ddb, err := store.Open(path, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ck := range c.checks {
+			err := ddb.View(func(tx *store.Tx) error {
+				cr, err := tx.CheckedRun("llm")
+				if err != nil {
+					return err
+				}
+				return batchdb.Check(cr, ck.step, ck.opts)
+			})
+			var ce *store.CorruptError
+			switch {
+			case ck.want == corrupt && !errors.As(err, &ce):
+				t.Errorf("%s damaged: step %d %+v: %v, want a CorruptError", c.name, ck.step, ck.opts, err)
+			case ck.want == nil && err != nil:
+				t.Errorf("%s damaged: step %d %+v: %v, want the batch's way clear", c.name, ck.step, ck.opts, err)
+			case ck.want != nil && ck.want != corrupt && !errors.Is(err, ck.want):
+				t.Errorf("%s damaged: step %d %+v: %v, want %v", c.name, ck.step, ck.opts, err, ck.want)
+			}
+		}
+		ddb.Close()
+	}
+}
