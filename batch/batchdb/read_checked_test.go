@@ -15,13 +15,13 @@ import (
 	"github.com/patrdb/patrdb/store/storetest"
 )
 
-// Check reads what a batch of the step reads, so damage on the batch's
+// A checked read (Tx.CheckReads) of a batch checks what it reads, so damage on the batch's
 // way — a group record, an advantage record, a node of a group read — is a
 // *store.CorruptError before a row is built, while damage elsewhere in the
 // run (another step, a group not chosen) does not stop the batch. Bad
 // options and a chosen group not in the step are refused as ReadInto
 // refuses them.
-func TestCheck(t *testing.T) {
+func TestCheckedReadOfABatch(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src.patrdb")
 	db := storetest.OpenPath(t, filepath.Join(dir, "built.patrdb"), storetest.Options())
@@ -154,11 +154,15 @@ func TestCheck(t *testing.T) {
 		}
 		for _, ck := range c.checks {
 			err := ddb.View(func(tx *store.Tx) error {
-				cr, err := tx.CheckedRun("llm")
+				if err := tx.CheckReads(); err != nil {
+					return err
+				}
+				r, err := tx.Run("llm")
 				if err != nil {
 					return err
 				}
-				return batchdb.Check(cr, ck.step, ck.opts)
+				_, err = batchdb.Read(r, ck.step, ck.opts)
+				return err
 			})
 			var ce *store.CorruptError
 			switch {
