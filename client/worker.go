@@ -224,9 +224,7 @@ func (ws *workSession) run(step uint64) error {
 		if err := ws.ctx.Err(); err != nil {
 			return err
 		}
-		free := ws.max - len(ws.held)
-		leased := 0
-		if free > 0 {
+		if free := ws.max - len(ws.held); free > 0 {
 			grants, err := w.Client.Lease(ws.ctx, w.Run, api.LeaseRequest{Worker: w.Name, Max: free, Step: step,
 				TTLMs: w.TTL.Milliseconds(), PolicyVersion: w.PolicyVersion, Have: ws.paths.have()})
 			switch {
@@ -241,7 +239,6 @@ func (ws *workSession) run(step uint64) error {
 			}
 			wait = ws.poll
 			ws.begin(grants)
-			leased = len(grants)
 		}
 		if len(ws.held) == 0 {
 			s, err := w.Client.StepStatus(ws.ctx, w.Run, step)
@@ -256,10 +253,11 @@ func (ws *workSession) run(step uint64) error {
 			}
 			continue
 		}
-		// Wait for news; with room for more branches and none leased just
-		// now, only for a poll, then ask again.
+		// Wait for news; with room for more branches, only for a poll, then
+		// ask again: a branch another worker gives back (or whose lease ran
+		// out) is taken while the held ones run long tool calls.
 		var timeout <-chan time.Time
-		if len(ws.held) < ws.max && leased == 0 {
+		if len(ws.held) < ws.max {
 			timeout = time.After(ws.poll)
 		}
 		var got []report

@@ -356,3 +356,48 @@ func TestWorkerDefaultMax(t *testing.T) {
 	}
 	s.closeDone("r", 1)
 }
+
+// A worker with room for more branches keeps asking for them while the
+// ones it holds run their tools: a branch another worker gives back is
+// taken within a poll, not when the worker's own long tool call ends.
+func TestWorkerWithRoomTakesABranchGivenBack(t *testing.T) {
+	s := serve(t, nil)
+	s.createRun("r", `{"b0":2,"k":1,"max_turns":1,"no_scoring":true}`)
+	s.openStep("r", 1, 1)
+	other, err := s.c.Lease(bg, "r", api.LeaseRequest{Worker: "other", Max: 1, Step: 1})
+	if err != nil || len(other) != 1 {
+		t.Fatalf("other's lease: %v %v", other, err)
+	}
+	env := newBlockingEnv(20 * time.Second) // the first branch the worker steps: a long tool call
+	w := s.worker("r", "w", 2)
+	w.Env = env
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { _, err := w.Work(ctx, 1); done <- err }()
+	select {
+	case <-env.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the worker never stepped its branch")
+	}
+	if _, err := s.c.ReleaseLeases(bg, "r", api.LeasesRequest{Worker: "other", Leases: []string{other[0].ID}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if n := s.nodes("r", 1)[other[0].Node]; n.Turns > 0 {
+			break // the given-back branch was taken and grown while the first still waits
+		}
+		select {
+		case <-env.stopped:
+			t.Fatal("the given-back branch waited for the worker's own tool call to end")
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the given-back branch was not taken within 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	<-done
+}

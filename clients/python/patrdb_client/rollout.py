@@ -187,7 +187,6 @@ class _Session:
             self.left()
             cap = w.max_branches
             room = cap == 0 or len(self.held) < cap
-            leased = 0
             if room:
                 try:
                     grants = w.client.lease(w.run_id, w.name, cap - len(self.held) if cap else 0, self.step, w.ttl_ms,
@@ -201,7 +200,6 @@ class _Session:
                     continue
                 wait = w.poll
                 self.begin(grants)
-                leased = len(grants)
             if not self.held:
                 try:
                     if w.client.step_status(w.run_id, self.step).active == 0 and (
@@ -212,9 +210,10 @@ class _Session:
                         raise
                 self.sleep(w.poll)  # every free branch is held by another worker, or awaits a remote score
                 continue
-            # Wait for news; with room for more branches and none leased just
-            # now, only for a poll, then ask again.
-            timeout = w.poll if room and leased == 0 else None
+            # Wait for news; with room for more branches, only for a poll, then
+            # ask again: a branch another worker gives back (or whose lease ran
+            # out) is taken while the held ones run long tool calls.
+            timeout = w.poll if room else None
             left = self.left()
             if left is not None:
                 timeout = left if timeout is None else min(timeout, left)

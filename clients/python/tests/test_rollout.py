@@ -406,6 +406,49 @@ class SubmitLingerTest(ServedTest):
         self.assertGreater(len(self.submits("short", 0.001)), 1)
 
 
+class RoomTest(ServedTest):
+    def test_a_worker_with_room_takes_a_branch_given_back_during_its_tool_call(self):
+        self.client.create_run("room", tree={"b0": 2, "k": 1, "max_turns": 1, "no_scoring": True},
+                               client_key="create-room")
+        self.client.open_step("room", 1, [Task("t")], client_key="open")
+        other = self.client.lease("room", "other", 1, 1)
+        self.assertEqual(len(other), 1)
+        entered, release = threading.Event(), threading.Event()
+        stepped = []
+
+        class Env:
+            def reset(self, task):
+                return self
+
+            def restore(self, task, history, state):
+                return self
+
+            def step(self, key, move):
+                stepped.append(key.node)
+                if len(stepped) == 1:  # the worker's own branch: a long tool call
+                    entered.set()
+                    release.wait(20)
+                return Observation("o", reward=1.0, done=True)
+
+            def state(self):
+                return None
+
+        w = RolloutWorker(self.client, "room", act, Env(), name="w", max_branches=2, poll=0.01)
+        t = threading.Thread(target=w.run, args=(1,), kwargs={"deadline": time.monotonic() + 60})
+        t.start()
+        try:
+            self.assertTrue(entered.wait(30))
+            self.client.release_leases("room", "other", [other[0].id])
+            deadline = time.monotonic() + 10
+            while other[0].node not in stepped and time.monotonic() < deadline:
+                time.sleep(0.02)
+            # Taken while the worker's own branch still waits on its tool.
+            self.assertIn(other[0].node, stepped)
+        finally:
+            release.set()
+            t.join(60)
+
+
 class EachTurnTest(ServedTest):
     def test_each_turn_is_durable_before_the_interval_ends(self):
         self.client.create_run("et", tree={"b0": 1, "k": 3, "max_turns": 3, "no_scoring": True}, client_key="create-et")
