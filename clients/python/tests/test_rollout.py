@@ -168,7 +168,10 @@ class HeartbeatTest(ServedTest):
         # The control: the TTL really is shorter than the tool call.
         w, node, stolen, _ = self.long_tool(heartbeat=False)
         self.assertEqual([l.node for l in stolen], [node])
-        self.assertEqual(w.stats.lost, 1)
+        # Lost at least once: a worker with room asks for branches every poll,
+        # so it may lease its own branch again after the lease ran out, and
+        # lose that lease too before the thief takes the branch for good.
+        self.assertGreaterEqual(w.stats.lost, 1)
         self.assertEqual(w.stats.turns, 0)
         self.assertEqual(self.client.node("hb", node).node.turns, 0)
 
