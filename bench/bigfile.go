@@ -57,10 +57,8 @@ func bigfileMain(args []string, root string, log io.Writer) error {
 		return nil
 	}
 	exe := filepath.Join(*out, "patrdb")
-	build := exec.Command("go", "build", "-o", exe, "./cmd/patrdb")
-	build.Dir, build.Stdout, build.Stderr = root, log, log
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("building patrdb: %w", err)
+	if err := buildPatrdb(root, exe, log); err != nil {
+		return err
 	}
 	big, small := infos[len(infos)-1], infos[0]
 	w := bufio.NewWriter(os.Stdout)
@@ -97,7 +95,7 @@ func bigfileMain(args []string, root string, log io.Writer) error {
 		return err
 	}
 	if canDropCache {
-		for _, args := range [][]string{{"runs"}, {"show", benchRun}} {
+		for _, args := range summaryCommands {
 			fmt.Fprintf(log, "timing patrdb %s cold...\n", strings.Join(args, " "))
 			c, err := timeCLICold(exe, small.Path, big.Path, *reps, args...)
 			if err != nil {
@@ -181,6 +179,20 @@ func timeCLI(exe, path string, reps int, args ...string) (wall, cpu []float64, e
 	}
 	return wall, cpu, err
 }
+
+// buildPatrdb builds the patrdb command of the module at root into exe.
+func buildPatrdb(root, exe string, log io.Writer) error {
+	build := exec.Command("go", "build", "-o", exe, "./cmd/patrdb")
+	build.Dir, build.Stdout, build.Stderr = root, log, log
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("building patrdb: %w", err)
+	}
+	return nil
+}
+
+// summaryCommands are the commands whose cold time on a big file must
+// stay near the small file's: they read a run's summary.
+var summaryCommands = [][]string{{"runs"}, {"show", benchRun}}
 
 // coldCLI is one command timed cold on the anchor and the big file.
 type coldCLI struct {

@@ -560,9 +560,10 @@ func (cr *checkedRun) Summary(o model.SummaryOptions) (model.RunSummary, error) 
 	})
 }
 
-// summaryWalk walks once the pages a summary reads (CheckSummary and
-// CheckLastEvent): the run's counters, group index, rubrics, checkpoints
-// and the path to its last event.
+// summaryWalk checks once the pages CheckSummary and CheckLastEvent name
+// (the run's counters, rubrics, checkpoints and the path to its last
+// event; every page of a run without counters), for the summary of a run
+// without counters.
 func (cr *checkedRun) summaryWalk() error {
 	if !cr.walked {
 		cr.walked = true
