@@ -18,6 +18,7 @@ import (
 
 	"github.com/patrdb/patrdb/internal/frozenlake"
 	"github.com/patrdb/patrdb/lake"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
