@@ -536,7 +536,9 @@ func (r *RunTx) storedTotals(total *counts, openStep *uint64, reach func(lo, hi 
 		return true, &CorruptError{Bucket: path, Key: cloneBytes(k), Reason: "key is not a step"}
 	}
 	var hi []byte // nil: to the end
-	for last, w := keyU64(k, 0), uint64(4); ; w *= 4 {
+	// w saturates: a damaged key may lie near 2^64, and a window that
+	// wrapped to 0 would never reach step 1.
+	for last, w := keyU64(k, 0), uint64(4); ; w = min(w, math.MaxUint64/4) * 4 {
 		lo := uint64(1)
 		if last > w {
 			lo = last - w + 1

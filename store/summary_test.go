@@ -16,13 +16,7 @@ import (
 func stepsFile(t *testing.T, steps int, open ...uint64) string {
 	t.Helper()
 	path := tempPath(t, "steps.db")
-	o := syncOptions()
-	o.NoSync = true
-	o.PageSize = checkedPageSize
-	db, err := store.Open(path, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openForTest(t, path)
 	keep := map[uint64]bool{}
 	for _, s := range open {
 		keep[s] = true
@@ -49,6 +43,19 @@ func stepsFile(t *testing.T, steps int, open ...uint64) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// openForTest opens a new file at path on 1 KiB pages, without fsync.
+func openForTest(t *testing.T, path string) *store.DB {
+	t.Helper()
+	o := syncOptions()
+	o.NoSync = true
+	o.PageSize = checkedPageSize
+	db, err := store.Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
 }
 
 // summaryOf is run r's summary, read plain or in checked mode, with the
@@ -153,4 +160,44 @@ func TestCheckedSummaryReportsDamagedCounters(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Steps far apart end the search too: an open group at step 1 under a
+// closed one at the last step there can be is found, and so it is under a
+// counter whose key lies past every step (a damaged file): the windows of
+// the search do not wrap around.
+func TestSummaryOpenStepAcrossAHugeGap(t *testing.T) {
+	const lastStep = 1<<53 - 1
+	path := tempPath(t, "gap.db")
+	db := openForTest(t, path)
+	update(t, db, func(tx *store.Tx) error {
+		r, err := tx.CreateRun("r", nil, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := r.OpenGroup(store.GroupSpec{Step: 1, Task: "open"}); err != nil {
+			return err
+		}
+		g, err := r.OpenGroup(store.GroupSpec{Step: lastStep, Task: "closed"})
+		if err != nil {
+			return err
+		}
+		return r.CloseGroup(g.Step, g.ID)
+	})
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	read := func(what string) {
+		for _, checkReads := range []bool{false, true} {
+			if s, _ := summaryOf(t, path, checkReads, model.SummaryOptions{}); s.OpenStep != 1 {
+				t.Errorf("%s, checked reads %v: open step %d, want 1", what, checkReads, s.OpenStep)
+			}
+		}
+	}
+	read("steps 1 and 2^53-1")
+	rawUpdate(t, path, func(tx *bolt.Tx) error {
+		c := tx.Bucket([]byte("runs")).Bucket([]byte("r")).Bucket([]byte("counts"))
+		return c.Put(u64(1<<64-2), append([]byte(nil), c.Get(u64(lastStep))...))
+	})
+	read("a counter at step 2^64-2")
 }
