@@ -33,6 +33,7 @@ func bigfileMain(args []string, root string, log io.Writer) error {
 	checkReps := fs.Int("check-reps", 3, "repetitions of check")
 	treeCLI := fs.Bool("tree-cli", true, "also time the tree command end to end")
 	buildOnly := fs.Bool("build-only", false, "build the stores and stop")
+	summaries := fs.Bool("summaries", false, "time only runs and show (warm, and cold on both sizes), then stop")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -56,10 +57,8 @@ func bigfileMain(args []string, root string, log io.Writer) error {
 		return nil
 	}
 	exe := filepath.Join(*out, "patrdb")
-	build := exec.Command("go", "build", "-o", exe, "./cmd/patrdb")
-	build.Dir, build.Stdout, build.Stderr = root, log, log
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("building patrdb: %w", err)
+	if err := buildPatrdb(root, exe, log); err != nil {
+		return err
 	}
 	big, small := infos[len(infos)-1], infos[0]
 	w := bufio.NewWriter(os.Stdout)
@@ -94,6 +93,19 @@ func bigfileMain(args []string, root string, log io.Writer) error {
 	}
 	if err := cli(false, "≤ 50 ms", "show", benchRun); err != nil {
 		return err
+	}
+	if canDropCache {
+		for _, args := range summaryCommands {
+			fmt.Fprintf(log, "timing patrdb %s cold...\n", strings.Join(args, " "))
+			c, err := timeCLICold(exe, small.Path, big.Path, *reps, args...)
+			if err != nil {
+				return err
+			}
+			c.row(w, strings.Join(args, " "), fmtCount(big.Nodes), fmtCount(small.Nodes))
+		}
+	}
+	if *summaries {
+		return nil
 	}
 	for _, m := range []latestMode{latestPlain, latestChecked, latestWalkAll} {
 		for _, cold := range []bool{false, true} {
@@ -166,6 +178,66 @@ func timeCLI(exe, path string, reps int, args ...string) (wall, cpu []float64, e
 		cpu = cpu[1:] // the warm-up's
 	}
 	return wall, cpu, err
+}
+
+// buildPatrdb builds the patrdb command of the module at root into exe.
+func buildPatrdb(root, exe string, log io.Writer) error {
+	build := exec.Command("go", "build", "-o", exe, "./cmd/patrdb")
+	build.Dir, build.Stdout, build.Stderr = root, log, log
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("building patrdb: %w", err)
+	}
+	return nil
+}
+
+// summaryCommands are the commands whose cold time on a big file must
+// stay near the small file's: they read a run's summary.
+var summaryCommands = [][]string{{"runs"}, {"show", benchRun}}
+
+// coldCLI is one command timed cold on the anchor and the big file.
+type coldCLI struct {
+	small, big, ratios []float64 // seconds; big ÷ small of each repetition
+	smallKB, bigKB     []float64 // read from the device (the child's rusage)
+}
+
+// timeCLICold runs patrdb --db path args... on the small and the big file
+// alternating, reps times each, the file evicted from the page cache
+// before each run.
+func timeCLICold(exe, small, big string, reps int, args ...string) (coldCLI, error) {
+	var c coldCLI
+	run := func(path string) (sec, kb float64, err error) {
+		if err := dropCache(path); err != nil {
+			return 0, 0, err
+		}
+		cmd := exec.Command(exe, append([]string{"--db", path}, args...)...)
+		t0 := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return 0, 0, fmt.Errorf("patrdb %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		sec = time.Since(t0).Seconds()
+		return sec, inblockKB(cmd.ProcessState), nil
+	}
+	for range reps {
+		s, skb, err := run(small)
+		if err != nil {
+			return c, err
+		}
+		b, bkb, err := run(big)
+		if err != nil {
+			return c, err
+		}
+		c.small, c.big, c.ratios = append(c.small, s), append(c.big, b), append(c.ratios, b/s)
+		c.smallKB, c.bigKB = append(c.smallKB, skb), append(c.bigKB, bkb)
+	}
+	return c, nil
+}
+
+// row prints c as a row of the bigfile table: the big file's time, its
+// ratio to the anchor's and what each read from the device.
+func (c coldCLI) row(w io.Writer, name, bigN, smallN string) {
+	fmt.Fprintf(w, "| `patrdb %s`, cold (file evicted before each), %s ÷ %s nodes | %.1f× (%s vs %s; read %.0f vs %.0f KB) | %.1f×–%.1f× | %d | ≤ 10× |\n",
+		name, bigN, smallN, median(c.ratios), fmtSec(median(c.big)), fmtSec(median(c.small)), median(c.bigKB), median(c.smallKB),
+		slices.Min(c.ratios), slices.Max(c.ratios), len(c.ratios))
 }
 
 // latestReader is what `tree RUN latest` reads of a run.

@@ -36,6 +36,7 @@ type config struct {
 	ColdIters   int           // cold iterations (file dropped from the page cache) per repetition
 	Budget      time.Duration // time per micro-measurement loop
 	Out         string        // work directory: stores of this run, cached resume stores, profiles
+	Root        string        // the module's root, where the patrdb command is built from
 	Results     string        // RESULTS.md to rewrite; "" leaves it alone
 	RSS         bool          // measure peak RSS in child processes
 	Profile     bool          // CPU-profile the patrdb hot paths after the repetitions
@@ -54,7 +55,7 @@ func defaultConfig(root string) config {
 		Reps: 5, Trees: 64, Batches: 1, Seed: 1,
 		ResumeSizes: []int{10_000, 100_000, 1_000_000}, ReplayNodes: 100_000,
 		ResumeIters: 30, ColdIters: 3, Budget: 300 * time.Millisecond,
-		Out: filepath.Join(root, "bench", "out"), Results: filepath.Join(root, "bench", "RESULTS.md"),
+		Out: filepath.Join(root, "bench", "out"), Root: root, Results: filepath.Join(root, "bench", "RESULTS.md"),
 		RSS: true, Profile: true, Log: os.Stderr,
 		MatrixSizes: slices.Clone(matrixSizeFlags), MatrixCommits: slices.Clone(matrixCommitNames),
 	}

@@ -192,6 +192,20 @@ func (res *results) figures() []figure {
 		anchor:   fmt.Sprintf("%d nodes: %s", res.resume[first].Nodes, spread(rs(first), fmtDur)),
 		ratios:   ratio(rs(last), rs(first)), target: target{"<=", 1.2},
 	})
+	for _, args := range summaryCommands {
+		name := strings.Join(args, " ")
+		if res.reps[0].SummaryCold == nil {
+			break
+		}
+		small := res.series(func(r repResult) float64 { return r.SummaryCold[name].small[0] * 1e9 })
+		big := res.series(func(r repResult) float64 { return r.SummaryCold[name].big[0] * 1e9 })
+		figs = append(figs, figure{
+			name:     fmt.Sprintf("`patrdb %s`, cold (a fresh process, file evicted before each), %s vs %s nodes", name, sizeLabel(res.resume[last].Target), sizeLabel(res.resume[first].Target)),
+			measured: fmt.Sprintf("%d nodes: %s", res.resume[last].Nodes, spread(big, fmtDur)),
+			anchor:   fmt.Sprintf("%d nodes: %s", res.resume[first].Nodes, spread(small, fmtDur)),
+			ratios:   ratio(big, small), target: target{"<=", 10},
+		})
+	}
 	warm := res.series(func(r repResult) float64 { return r.Traj.WarmNs })
 	cp := res.series(func(r repResult) float64 { return r.Traj.CopyNs })
 	tr := res.reps[0].Traj
@@ -441,6 +455,9 @@ const method = `## What is measured
   group's record, Close.
 - **Trajectory**: RunTx.Trajectory of the append run's longest leaf; anchor: bytes.Clone of as many bytes as its
   turns occupy in the file. Cold: the file evicted from the page cache (posix_fadvise DONTNEED) and reopened.
+- **Summaries cold**: ` + "`patrdb runs` and `patrdb show bench`" + ` (the command built from this tree), a fresh process
+  on the largest and the smallest resume store in turn, the file evicted from the page cache before each; timed
+  from exec to exit (the process floor, some 7 ms, is in both).
 - **Replay**: RunTx.Events over a resume store's whole log; anchors: a bare bbolt cursor walk of the events
   bucket, and a walk that also checks each value's CRC32C and copies it.
 - **Peak RSS**: the runner re-executes itself per contender; the child does one append run and reports its VmHWM.

@@ -14,6 +14,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -61,6 +62,9 @@ type repResult struct {
 	Resume []resumeResult // parallel to cfg.ResumeSizes
 	Replay replayResult
 	RSS    map[string]int64 // peak RSS in bytes, by contender (and cHarness)
+	// SummaryCold is each of summaryCommands (by its words) run cold on
+	// the smallest and the largest resume store.
+	SummaryCold map[string]coldCLI
 }
 
 func sweBatches(seed uint64, trees, n int) ([]workload.Batch, error) {
@@ -132,6 +136,13 @@ func run(cfg config) (*results, error) {
 	if err != nil && cfg.RSS {
 		return nil, fmt.Errorf("peak RSS needs the runner's executable: %w", err)
 	}
+	var patrdbExe string // for the cold summaries; "" skips them
+	if canDropCache && !cfg.Smoke {
+		patrdbExe = filepath.Join(cfg.Out, "patrdb")
+		if err := buildPatrdb(cfg.Root, patrdbExe, log); err != nil {
+			return nil, err
+		}
+	}
 	for rep := range cfg.Reps {
 		t0 := time.Now()
 		runtime.GC()
@@ -194,6 +205,16 @@ func run(cfg config) (*results, error) {
 		for i, info := range res.resume {
 			if rr.Resume[i].Frontier != info.Frontier {
 				return nil, fmt.Errorf("resume %d: loaded %d frontier nodes, the store has %d", info.Target, rr.Resume[i].Frontier, info.Frontier)
+			}
+		}
+		if patrdbExe != "" {
+			rr.SummaryCold = map[string]coldCLI{}
+			for _, args := range summaryCommands {
+				c, err := timeCLICold(patrdbExe, res.resume[0].Path, res.resume[len(res.resume)-1].Path, 1, args...)
+				if err != nil {
+					return nil, err
+				}
+				rr.SummaryCold[strings.Join(args, " ")] = c
 			}
 		}
 		if rr.Replay, err = measureReplay(res.replay.Path); err != nil {

@@ -127,3 +127,12 @@ func processCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// inblockKB is what a finished child read from block devices, in KB.
+func inblockKB(ps *os.ProcessState) float64 {
+	ru, ok := ps.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return 0
+	}
+	return float64(ru.Inblock) * 512 / 1024
+}

@@ -141,10 +141,9 @@ func summaryOptions(r *http.Request) (model.SummaryOptions, error) {
 
 // summarize is run id's summary. Until the run has checked whole, it
 // checks only what a summary without bytes reads (store's Check of
-// CheckSummary and CheckLastEvent,
-// as `patrdb runs` and `show` do): the run record, its counters, its group
-// index. On a run of a million nodes that is milliseconds, where the
-// whole-run check is some 11 s, and the runs list is what the viewer and
+// CheckSummary and CheckLastEvent): the run record, its counters and the
+// small records beside them. On a run of a million nodes that is
+// milliseconds, where the whole-run check is some 11 s, and the runs list is what the viewer and
 // a trainer's monitor ask first. As on the endpoints of one group, the
 // answer is "damaged" only for damage in what it reads, whatever another
 // endpoint found elsewhere in the run. The bytes per bucket walk every

@@ -524,9 +524,46 @@ func (cr *checkedRun) Sound() (*RunTx, error) {
 	return cr.r, nil
 }
 
-// summaryWalk walks once the pages a summary reads (CheckSummary and
-// CheckLastEvent): the run's counters, group index, rubrics, checkpoints
-// and the path to its last event.
+// Summary is RunTx.Summary, checked: the path to the run's last event
+// (its sequence is the summary's event count) and the per-step counters
+// the summary reads (the totals and the newest steps back to one with an
+// open group, or every step with SummaryOptions.Steps), each page walked
+// with bounds and each record decoded. The run record was checked when the
+// run was opened. A run without counters, whose figures come from its
+// records, is walked whole first (summaryWalk), as is any run for the
+// bucket sizes, which read every page.
+func (cr *checkedRun) Summary(o model.SummaryOptions) (model.RunSummary, error) {
+	_, counted := cr.buckets[bCounts]
+	_, indexed := cr.buckets[bGroupIDs]
+	switch {
+	case o.Buckets:
+		p, err := cr.Sound()
+		if err != nil {
+			return model.RunSummary{}, err
+		}
+		return p.summary(o, nil)
+	case !counted || !indexed:
+		if err := cr.summaryWalk(); err != nil {
+			return model.RunSummary{}, err
+		}
+		return cr.r.summary(o, nil)
+	}
+	return checked(cr, func() {
+		if cr.paths.Last(cr.buckets[bEvents]) && o.Steps {
+			cr.reach(bCounts, nil, nil)
+		}
+	}, func() (model.RunSummary, error) {
+		if err := cr.r.checkSequence(bEvents); err != nil {
+			return model.RunSummary{}, err
+		}
+		return cr.r.summary(o, func(lo, hi []byte) bool { return cr.reach(bCounts, lo, hi) })
+	})
+}
+
+// summaryWalk checks once the pages CheckSummary and CheckLastEvent name
+// (the run's counters, rubrics, checkpoints and the path to its last
+// event; every page of a run without counters), for the summary of a run
+// without counters.
 func (cr *checkedRun) summaryWalk() error {
 	if !cr.walked {
 		cr.walked = true

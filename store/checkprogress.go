@@ -55,9 +55,11 @@ const (
 	// snapshot, as a copy of the whole file (Compact) reads them.
 	CheckPages
 	// CheckSummary: the pages a run's summary and the small records
-	// beside it read (the run record, its counters and group index,
-	// rubrics, checkpoints, scalars). A run without counters is
-	// summarised from its records, so then it is CheckPages.
+	// beside it read (the run record, every one of its counters,
+	// rubrics, checkpoints, scalars, each sub-bucket's header), checked
+	// path by path: a cold file is read where they lie, not whole. A
+	// run without counters is summarised from its records, so then it
+	// is CheckPages.
 	CheckSummary
 	// CheckLastEvent: the path to Run's last event, which must agree with
 	// the events sequence (a summary's event count), and CheckSummary's.

@@ -61,34 +61,71 @@ func (tx *Tx) walkParts(id string, parts CheckParts) error {
 	return nil
 }
 
-// verifySummary walks the pages CheckSummary names, plus those of the
-// other parts of a run asked for.
+// summaryBuckets are the run's sub-buckets whose every page CheckSummary
+// walks: the counters (a summary's figures, one record per step) and the
+// small records shown beside them. The group index is not among them: a
+// summary reads none of it.
+var summaryBuckets = [...]string{bCounts, bRubrics, bCkpt, bScalars}
+
+// verifySummary checks the pages CheckSummary names, plus those of the
+// other parts of a run asked for. The summary's are checked path by path
+// (internal/pagewalk Paths): the path to the run, the run bucket's own
+// pages, each sub-bucket's header and the pages of summaryBuckets. A walk
+// of the file's b-tree from its root would visit every page of the run to
+// find them, and read all of a cold file.
 func (tx *Tx) verifySummary(id string, parts CheckParts) error {
-	prefix := string(bucketRuns) + "/" + id
-	walk := map[string]bool{prefix: true}
-	for _, name := range []string{bCounts, bGroupIDs, bRubrics, bCkpt, bScalars} {
-		walk[prefix+"/"+name] = true
-	}
-	walk[prefix+"/"+bEvents] = parts&CheckEvents != 0
-	walk[prefix+"/"+bAdv] = parts&CheckAdvantages != 0
-	err := tx.verifyPages(func(p string) pagewalk.Reach {
-		switch {
-		case p == "meta" || p == string(bucketRuns) || walk[p]:
-			return pagewalk.Whole
-		case strings.HasPrefix(p, prefix+"/"):
-			return pagewalk.Header // the run's handle opens every sub-bucket
-		}
-		return pagewalk.Skip
-	})
-	if err != nil {
+	p := pagewalk.NewPaths(tx.db.path, tx.btx.DB().Info().PageSize, uint64(tx.btx.Cursor().Bucket().Root()))
+	if err := p.Open(); err != nil {
 		return err
+	}
+	counted := false
+	if meta, ok := p.Sub(p.Root(), string(bucketMeta)); ok {
+		p.All(meta)
+	}
+	if runs, ok := p.Sub(p.Root(), string(bucketRuns)); ok {
+		if run, ok := p.Sub(runs, id); ok && p.All(run) {
+			subs := map[string]pagewalk.Bucket{}
+			for _, name := range append(append(subBuckets[:], laterBuckets[:]...), bScalars) {
+				if b, ok := p.Sub(run, name); ok {
+					subs[name] = b
+				}
+			}
+			for _, name := range summaryBuckets {
+				if b, ok := subs[name]; ok {
+					p.All(b)
+				}
+			}
+			_, hasCounts := subs[bCounts]
+			_, hasIDs := subs[bGroupIDs]
+			counted = hasCounts && hasIDs
+		}
+	}
+	p.Close()
+	if err := walkError(&p.Walker); err != nil {
+		return err
+	}
+	prefix := string(bucketRuns) + "/" + id
+	walk := map[string]bool{prefix + "/" + bEvents: parts&CheckEvents != 0, prefix + "/" + bAdv: parts&CheckAdvantages != 0}
+	if parts&(CheckEvents|CheckAdvantages) != 0 {
+		err := tx.verifyPages(func(p string) pagewalk.Reach {
+			switch {
+			case walk[p]:
+				return pagewalk.Whole
+			case p == string(bucketRuns) || p == prefix:
+				return pagewalk.Whole // the way down to them
+			}
+			return pagewalk.Skip // checked above, or not read
+		})
+		if err != nil {
+			return err
+		}
 	}
 	runs, err := tx.runsBucket()
 	if runs == nil {
 		return err
 	}
-	run := runs.Bucket([]byte(id))
-	if run != nil && (run.Bucket([]byte(bCounts)) == nil || run.Bucket([]byte(bGroupIDs)) == nil) {
+	if runs.Bucket([]byte(id)) != nil && !counted {
+		// A run without counters is summarised from its records.
 		if err := tx.walkParts(id, CheckPages); err != nil {
 			return err
 		}

@@ -494,3 +494,73 @@ func (c *counts) String() string {
 	return fmt.Sprintf("%d groups (%d open), %d nodes (%s), %d turns, %d materialised, %d rewarded (sum %g), %d zero-variance groups",
 		c.Groups, c.OpenGroups, c.nodes(), by.String(), c.Turns, c.Materialised, c.Rewarded, c.RewardSum, c.ZeroVariance)
 }
+
+// storedTotals reads the run's totals into total and the latest step with
+// an open group into openStep, or returns ok false when the run has no
+// counters. The step is looked for from the newest back, in windows of
+// steps that grow fourfold, stopping at the first window with an open
+// group: a run's open groups are those of its last steps, so a few records
+// are read whatever the run's length. reach, when set, checks the pages a
+// cursor reads through [lo, hi) first (see summary).
+func (r *RunTx) storedTotals(total *counts, openStep *uint64, reach func(lo, hi []byte) bool) (ok bool, err error) {
+	if err := r.flushCounts(); err != nil { // this transaction's own changes
+		return true, err
+	}
+	b := r.b.Bucket([]byte(bCounts))
+	if b == nil || r.b.Bucket([]byte(bGroupIDs)) == nil {
+		return false, nil
+	}
+	if reach == nil {
+		reach = func(lo, hi []byte) bool { return true }
+	}
+	path := r.bpath(bCounts)
+	k0 := u64key(0)
+	if !reach(k0, pointEnd(k0)) {
+		return true, nil // the caller reports the damaged page
+	}
+	if raw := b.Get(k0); raw != nil {
+		if err := decodeValue(path, k0, raw, total); err != nil {
+			return true, err
+		}
+	}
+	if total.OpenGroups <= 0 {
+		return true, nil
+	}
+	end := u64key(math.MaxUint64) // a seek past every step reads the pages Last does
+	if !reach(end, nil) {
+		return true, nil
+	}
+	cur := b.Cursor()
+	k, _ := cur.Last()
+	if len(k) != 8 {
+		return true, &CorruptError{Bucket: path, Key: cloneBytes(k), Reason: "key is not a step"}
+	}
+	var hi []byte // nil: to the end
+	// w saturates: a damaged key may lie near 2^64, and a window that
+	// wrapped to 0 would never reach step 1.
+	for last, w := keyU64(k, 0), uint64(4); ; w = min(w, math.MaxUint64/4) * 4 {
+		lo := uint64(1)
+		if last > w {
+			lo = last - w + 1
+		}
+		if !reach(u64key(lo), hi) {
+			return true, nil
+		}
+		for k, v := cur.Seek(u64key(lo)); k != nil && (hi == nil || string(k) < string(hi)); k, v = cur.Next() {
+			if len(k) != 8 {
+				return true, &CorruptError{Bucket: path, Key: cloneBytes(k), Reason: "key is not a step"}
+			}
+			var c counts
+			if err := decodeValue(path, k, v, &c); err != nil {
+				return true, err
+			}
+			if c.OpenGroups > 0 {
+				*openStep = keyU64(k, 0)
+			}
+		}
+		if *openStep != 0 || lo == 1 {
+			return true, nil
+		}
+		hi, last = u64key(lo), lo-1
+	}
+}

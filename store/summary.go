@@ -7,21 +7,21 @@ import (
 )
 
 // Summary returns the run's figures. With counters it reads a few small
-// records; a run without them is walked (RunSummary.Walked).
+// records: the run's totals and, from the newest step back, the per-step
+// counters until a step with an open group (all of them with
+// SummaryOptions.Steps); a run without them is walked
+// (RunSummary.Walked).
 func (r *RunTx) Summary(o model.SummaryOptions) (model.RunSummary, error) {
 	if r.chk != nil {
-		var err error
-		p := r.chk.r
-		if o.Buckets {
-			p, err = r.chk.Sound() // the bucket sizes walk every page of the run
-		} else {
-			err = r.chk.summaryWalk()
-		}
-		if err != nil {
-			return model.RunSummary{}, err
-		}
-		return p.Summary(o)
+		return r.chk.Summary(o)
 	}
+	return r.summary(o, nil)
+}
+
+// summary is Summary; reach, when set, checks the pages a cursor reads
+// through the per-step counters in [lo, hi) before it reads them (hi nil:
+// to the end), and reports whether they are sound.
+func (r *RunTx) summary(o model.SummaryOptions, reach func(lo, hi []byte) bool) (model.RunSummary, error) {
 	info, err := r.Info()
 	if err != nil {
 		return model.RunSummary{}, err
@@ -43,7 +43,12 @@ func (r *RunTx) Summary(o model.SummaryOptions) (model.RunSummary, error) {
 		}
 		return nil
 	}
-	ok, err := r.storedCounts(take)
+	var ok bool
+	if o.Steps {
+		ok, err = r.storedCounts(take)
+	} else {
+		ok, err = r.storedTotals(&total, &s.OpenStep, reach)
+	}
 	if err != nil {
 		return s, err
 	}
