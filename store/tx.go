@@ -382,6 +382,8 @@ type RunTx struct {
 	// droppedNodes are the nodes DropSteps deleted, for the node cache to
 	// forget at the commit.
 	droppedNodes []uint64
+	// walkQueue is walkGroupNodes' queue, kept for the next walk.
+	walkQueue []uint64
 	// chk checks what the handle reads: set on the handles of a
 	// transaction in checked mode (checkreads.go), nil on the others.
 	chk *checkedRun

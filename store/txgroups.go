@@ -60,14 +60,21 @@ func (r *RunTx) readGroup(step, id uint64) (model.Group, error) {
 	return g, err
 }
 
-// setGroup makes g (which the caller hands over and no longer changes) the
-// transaction's copy of its group, to be written at flush; val is its
-// encoding when the caller made one.
+// setGroup makes g the transaction's copy of its group, to be written at
+// flush; val is its encoding when the caller made one. The copy is
+// overwritten in place, so what groupRef returned for the group reads g
+// from now on; g may share its slices and map with the version it
+// replaces, which is why nothing changes a group's slices or map in place.
 func (r *RunTx) setGroup(g *model.Group, val []byte) {
+	k := groupKey{g.Step, g.ID}
+	if tg, ok := r.groups[k]; ok {
+		tg.g, tg.val, tg.dirty = *g, val, true
+		return
+	}
 	if r.groups == nil {
 		r.groups = map[groupKey]*txGroup{}
 	}
-	r.groups[groupKey{g.Step, g.ID}] = &txGroup{g: *g, val: val, dirty: true}
+	r.groups[k] = &txGroup{g: *g, val: val, dirty: true}
 }
 
 // groupsBucket is the groups bucket with this transaction's changes
