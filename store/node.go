@@ -134,11 +134,13 @@ func (r *RunTx) addNode(spec NodeSpec) (model.Node, error) {
 // kind is logged with the record as its payload.
 func (r *RunTx) putNode(d *dirtyNode, prev *model.Node, kind model.EventKind) error {
 	n := d.n
-	if err := r.tally(nodeDelta(prev, n)); err != nil {
-		return err
+	if prev == nil || !sameCounted(prev, n) {
+		if err := r.tally(nodeDelta(prev, n)); err != nil {
+			return err
+		}
 	}
 	if wasActive := prev != nil && prev.Status == model.NodeActive; wasActive != (n.Status == model.NodeActive) {
-		r.queueFrontier(n.ID, wasActive)
+		r.queueFrontier(d)
 	}
 	if !d.listed {
 		d.listed = true
@@ -173,6 +175,10 @@ type dirtyNode struct {
 	n       *model.Node
 	written bool
 	listed  bool // in the run's dirty set (putNode)
+	// inFrontier: the frontier bucket holds n's key, as the file was
+	// before the transaction or as putFrontier left it; frontierQueued:
+	// n is in the run's frontier queue (queueFrontier).
+	inFrontier, frontierQueued bool
 	// rec is n's record (its msgpack payload) as the event of its last
 	// change holds it, in that event's value; nil when that change wrote
 	// no event.
@@ -475,7 +481,7 @@ func (r *RunTx) editable(p *model.Node, d *dirtyNode) *dirtyNode {
 	if d != nil && d.n == p {
 		return d
 	}
-	d = &dirtyNode{r: r, node: editNode(p)}
+	d = &dirtyNode{r: r, node: editNode(p), inFrontier: p.Status == model.NodeActive}
 	d.n = &d.node
 	return d
 }

@@ -27,9 +27,15 @@ type groupKey struct{ step, id uint64 }
 
 // groupRef returns the group, shared and read-only: the transaction's copy
 // in a write transaction (decoded the first time), else freshly decoded.
+// The group of the previous call is kept aside (lastGroup): a step's
+// calls come group by group, and most find it without hashing the key.
 func (r *RunTx) groupRef(step, id uint64) (*model.Group, error) {
+	if tg := r.lastGroup; tg != nil && tg.g.ID == id && tg.g.Step == step {
+		return &tg.g, nil
+	}
 	k := groupKey{step, id}
 	if tg, ok := r.groups[k]; ok {
+		r.lastGroup = tg
 		return &tg.g, nil
 	}
 	g, err := r.readGroup(step, id)
@@ -41,6 +47,7 @@ func (r *RunTx) groupRef(step, id uint64) (*model.Group, error) {
 	}
 	tg := &txGroup{g: g}
 	r.groups[k] = tg
+	r.lastGroup = tg
 	return &tg.g, nil
 }
 
