@@ -122,6 +122,12 @@ func (r *RunTx) addNode(spec NodeSpec) (model.Node, error) {
 	if err := r.putNode(d, nil, model.EvNodeAdd); err != nil {
 		return model.Node{}, err
 	}
+	if n.ID-r.firstNew == uint64(len(r.fresh)) { // ids come from the sequence one after another
+		if r.fresh == nil {
+			r.fresh = make([]*dirtyNode, 0, r.tx.db.sizes.dirty) // as many as the last transaction changed
+		}
+		r.fresh = append(r.fresh, d)
+	}
 	return cloneNode(n), nil // n itself is the transaction's until the commit, then the cache's
 }
 
@@ -265,17 +271,28 @@ func (r *RunTx) Node(id uint64) (model.Node, error) {
 // its next change makes in place (editable): do not keep it across a
 // change to the same node.
 func (r *RunTx) nodeRef(id uint64) (*model.Node, error) {
-	if d, ok := r.dirty[id]; ok {
+	if d := r.dirtyEntry(id); d != nil {
 		return d.n, nil
 	}
 	return r.storedNode(id)
+}
+
+// dirtyEntry is node id's entry in the transaction's dirty set, nil when
+// it has none. A node the transaction added is found by its place among
+// them (fresh), without hashing: a step's calls are mostly about the
+// nodes it adds.
+func (r *RunTx) dirtyEntry(id uint64) *dirtyNode {
+	if i := id - r.firstNew; r.firstNew != 0 && id >= r.firstNew && i < uint64(len(r.fresh)) {
+		return r.fresh[i]
+	}
+	return r.dirty[id]
 }
 
 // nodeRefDirty is nodeRef with the node's entry in the transaction's
 // dirty set (nil when it has none), for a caller about to change it
 // (editable): one lookup in the set, not two.
 func (r *RunTx) nodeRefDirty(id uint64) (*model.Node, *dirtyNode, error) {
-	if d, ok := r.dirty[id]; ok {
+	if d := r.dirtyEntry(id); d != nil {
 		return d.n, d, nil
 	}
 	n, err := r.storedNode(id)

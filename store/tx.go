@@ -382,6 +382,9 @@ type RunTx struct {
 	// firstNew is the first node id this write transaction gave out (0:
 	// none yet): a node from there on has only the children in kids.
 	firstNew uint64
+	// fresh are the dirty-set entries of the nodes this transaction
+	// added, by id - firstNew (dirtyEntry).
+	fresh []*dirtyNode
 	// sequencesOK: a write transaction found the run's id sequences in
 	// step with its records (sequences.go).
 	sequencesOK bool
