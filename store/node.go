@@ -185,6 +185,12 @@ type dirtyNode struct {
 	// before the transaction or as putFrontier left it; frontierQueued:
 	// n is in the run's frontier queue (queueFrontier).
 	inFrontier, frontierQueued bool
+	// ownsRanges: n.TurnRanges was made by this transaction, shared with
+	// no other version of the node, and is extended in place (putTurns);
+	// ranges holds it while it fits, so that a node's first turns in a
+	// transaction allocate nothing for it.
+	ownsRanges bool
+	ranges     [4]model.TurnRange
 	// rec is n's record (its msgpack payload) as the event of its last
 	// change holds it, in that event's value; nil when that change wrote
 	// no event.

@@ -186,7 +186,11 @@ func (r *RunTx) putTurns(p *model.Node, d *dirtyNode, from int, src EncodedTurns
 			q.put(r.tx, k, src.vals[i])
 			i++
 		}
-		n.TurnRanges = n.TurnRanges.Extend(seq, fresh)
+		if !d.ownsRanges { // a copy: other versions of the node may share the ranges
+			n.TurnRanges = append(d.ranges[:0:len(d.ranges)], n.TurnRanges...)
+			d.ownsRanges = true
+		}
+		n.TurnRanges = extendOwned(n.TurnRanges, seq, fresh)
 		n.Turns = from + count
 	}
 	n.MinVersion, n.MaxVersion = versionSpan(n.MinVersion, n.MaxVersion, src.lo)
@@ -302,4 +306,16 @@ func (r *RunTx) walkTurns(id uint64, count int, fn func(i int, path string, k, v
 		}
 	}
 	return nil
+}
+
+// extendOwned is TurnRanges.Extend in place, for ranges only this
+// transaction's version of the node holds (dirtyNode.ownsRanges): a node
+// given its turns one call at a time extends its last range each call,
+// and copying the ranges for each took an allocation a turn.
+func extendOwned(rs model.TurnRanges, seq uint64, count int) model.TurnRanges {
+	if n := len(rs); n > 0 && rs[n-1].Seq+uint64(rs[n-1].Count) == seq {
+		rs[n-1].Count += count
+		return rs
+	}
+	return append(rs, model.TurnRange{Seq: seq, Count: count})
 }
