@@ -196,6 +196,9 @@ func (r *RunTx) advDelta(a *model.Advantage) (delta, error) {
 	}
 	was, now := first.exists && first.zeroVariance, a.ZeroVariance
 	if first.exists && first.leaf < a.Leaf {
+		if ok {
+			return d, nil // a later leaf of a group already known: nothing changes
+		}
 		now = was
 	} else {
 		first = advFirst{exists: true, zeroVariance: a.ZeroVariance, leaf: a.Leaf}
