@@ -57,6 +57,8 @@ type Coordinator struct {
 	// restarted coordinator starts the wait again from the first time it
 	// sees the branch.
 	pending map[uint64]time.Time
+	// statusMemo is the last status read of each polled step (status.go).
+	statusMemo statusMemo
 }
 
 // CoordinatorOptions tune a Coordinator. The zero value means the defaults.

@@ -1,6 +1,9 @@
 package tree
 
-import "github.com/patrdb/patrdb/store"
+import (
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/store"
+)
 
 // Leased counts the branches of step (0: every step) that a worker holds
 // right now: under a lease that has not expired and is still current as
@@ -21,6 +24,7 @@ func (c *Coordinator) Leased(tx *store.Tx, step uint64) (int, error) {
 		return 0, err
 	}
 	count := 0
+	groups := map[uint64]model.Group{}
 	for i := range live {
 		if live[i].snapshot > tx.Snapshot() {
 			// Granted on a newer state than tx sees (its branch may not
@@ -33,9 +37,12 @@ func (c *Coordinator) Leased(tx *store.Tx, step uint64) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		g, err := r.GroupAt(n.Step, n.Group)
-		if err != nil {
-			return 0, err
+		g, ok := groups[n.Group] // leases share groups: each is read once
+		if !ok {
+			if g, err = r.GroupAt(n.Step, n.Group); err != nil {
+				return 0, err
+			}
+			groups[n.Group] = g
 		}
 		if live[i].current(&n, &g) {
 			count++

@@ -1,7 +1,10 @@
 // Package batchdb reads a step's training batch (package batch) straight
 // from the store, in one read transaction: Read and ReadInto inside the
-// caller's transaction (a *store.RunTx), ReadDB opening its own, and Check
-// for a file the process did not write.
+// caller's transaction (a *store.RunTx), ReadDB opening its own. In a
+// transaction in checked mode (store.Tx.CheckReads), for a file the
+// process did not write, the batch checks exactly the pages and records it
+// reads: damage on its way is a *store.CorruptError, damage elsewhere in
+// the run does not stop it.
 //
 // It computes every figure the batch carries — rows, segments, credit,
 // coefficients — with the rules package batch documents; a batch read here

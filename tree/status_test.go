@@ -1,0 +1,70 @@
+package tree_test
+
+import (
+	"testing"
+
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/rollout"
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
+	"github.com/patrdb/patrdb/tree"
+)
+
+// Status is remembered per snapshot for the pollers of a step, so it must
+// follow every commit, see a write transaction's own uncommitted writes,
+// and count the leases anew each time; a caller changing the Done it got
+// changes nothing for the next.
+func TestStatusFollowsEveryCommit(t *testing.T) {
+	db := storetest.Open(t)
+	cfg := tree.DefaultConfig()
+	cfg.B0, cfg.K, cfg.MaxTurns, cfg.NoScoring = 2, 1, 1, true
+	c := coordinator(t, db, "r", cfg, nil)
+	g := openStep(t, c, 1, tasks(1))[0]
+	view := func() rollout.StepStatus {
+		t.Helper()
+		var st rollout.StepStatus
+		if err := db.View(func(tx *store.Tx) (err error) { st, err = c.Status(tx, 1); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	if st := view(); st.Active != 2 || st.Leased != 0 || len(st.Done) != 0 {
+		t.Fatalf("fresh step: %+v", st)
+	}
+	ls := lease(t, c, tree.LeaseRequest{Worker: "w", Max: 1, Step: 1})
+	if st := view(); st.Leased != 1 || st.Active != 2 { // no commit: only the leases moved
+		t.Fatalf("one branch leased: %+v", st)
+	}
+	if _, err := submit(c, rollout.Submission{Lease: ls[0].ID, Worker: "w", Node: ls[0].Node, Turns: turnsN("a", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if st := view(); st.Active != 1 || st.Leased != 0 {
+		t.Fatalf("one branch ended: %+v", st)
+	}
+	// A write transaction sees its own write before it commits.
+	err := db.Update(func(tx *store.Tx) error {
+		r, err := tx.Run("r")
+		if err != nil {
+			return err
+		}
+		if err := r.SetNodeStatus(g.Roots[1], model.NodeFailed); err != nil {
+			return err
+		}
+		st, err := c.Status(tx, 1)
+		if err == nil && (st.Active != 0 || len(st.Done) != 1) {
+			t.Errorf("inside the write: %+v", st)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := view()
+	if st.Active != 0 || len(st.Done) != 1 || st.Done[0] != g.ID {
+		t.Fatalf("every branch ended: %+v", st)
+	}
+	st.Done[0] = 99
+	if again := view(); again.Done[0] != g.ID {
+		t.Fatalf("a caller's change to Done reached the next status: %+v", again)
+	}
+}
