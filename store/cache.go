@@ -131,6 +131,7 @@ func (c *nodeCache) endCommit(txid uint64, ok bool) {
 						c.lru.Remove(nodeKey{run, id})
 						continue
 					}
+					d.r, d.rec = nil, nil // the cache keeps d with d.n (dirtyNode.node), not the transaction
 					c.lru.Add(nodeKey{run, id}, cacheEntry{since: txid, node: d.n})
 				}
 			}

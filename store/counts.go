@@ -137,14 +137,22 @@ func nodeDelta(old, n *model.Node) delta {
 	if old != nil {
 		// Unchanged contributions are skipped, not subtracted and added:
 		// the reward sum is a float and must not drift.
-		if old.Status == n.Status && old.Turns == n.Turns && old.Base == n.Base &&
-			old.HasReward == n.HasReward && old.Reward == n.Reward {
+		if sameCounted(old, n) {
 			return d
 		}
 		d.c.node(old, -1)
 	}
 	d.c.node(n, 1)
 	return d
+}
+
+// sameCounted reports whether a node's versions old and n count the same
+// (counts.node): then their delta is zero. Most changes of a node — a
+// score, a decision, turns of a node not yet a leaf... — are, and putNode
+// skips tally for them.
+func sameCounted(old, n *model.Node) bool {
+	return old.Status == n.Status && old.Turns == n.Turns && old.Base == n.Base &&
+		old.HasReward == n.HasReward && old.Reward == n.Reward
 }
 
 // groupDelta is the change from a group in status was ("" for a new group)
@@ -188,6 +196,9 @@ func (r *RunTx) advDelta(a *model.Advantage) (delta, error) {
 	}
 	was, now := first.exists && first.zeroVariance, a.ZeroVariance
 	if first.exists && first.leaf < a.Leaf {
+		if ok {
+			return d, nil // a later leaf of a group already known: nothing changes
+		}
 		now = was
 	} else {
 		first = advFirst{exists: true, zeroVariance: a.ZeroVariance, leaf: a.Leaf}

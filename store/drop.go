@@ -267,6 +267,7 @@ func (r *RunTx) dropGroups(from, through uint64, res *DropResult) error {
 			return err
 		}
 		delete(r.groups, groupKey{g.Step, g.ID})
+		r.lastGroup = nil
 		delete(r.advFirst, groupKey{g.Step, g.ID})
 		res.Groups++
 	}

@@ -34,11 +34,16 @@ func (r *RunTx) appendEventPayload(e model.Event, payload []byte) error {
 // payload of most events, is encoded once per event, not once and then
 // copied. It returns that value, which ends with the payload.
 func (r *RunTx) putEvent(e *model.Event, size int, fill func([]byte) []byte) ([]byte, error) {
-	b, err := r.appendBucket(bEvents)
-	if err != nil {
-		return nil, err
+	q := r.events
+	if q == nil {
+		b, err := r.appendBucket(bEvents)
+		if err != nil {
+			return nil, err
+		}
+		q = r.queue(bEvents, b)
+		r.events = q
 	}
-	seq, err := b.NextSequence()
+	seq, err := q.b.NextSequence()
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +56,7 @@ func (r *RunTx) putEvent(e *model.Event, size int, fill func([]byte) []byte) ([]
 		val = appendBinOf(val, fill)
 	}
 	val = r.tx.vals.finish(frame(val))
-	r.queue(bEvents, b).put(r.tx, r.tx.vals.finish(binary.BigEndian.AppendUint64(r.tx.vals.start(8), seq)), val)
+	q.put(r.tx, r.tx.vals.finish(binary.BigEndian.AppendUint64(r.tx.vals.start(8), seq)), val)
 	return val, nil
 }
 

@@ -217,10 +217,11 @@ func (r *RunTx) SetGroupInterval(step, id uint64, interval int) error {
 	if err := r.tx.check(true); err != nil {
 		return err
 	}
-	g, err := r.GroupAt(step, id)
+	ref, err := r.groupRef(step, id)
 	if err != nil {
 		return r.tx.fail(err)
 	}
+	g := *ref // a new version, sharing the slices and map it does not change (setGroup)
 	if g.Status != model.GroupOpen {
 		return r.tx.fail(invalidf("group %d is %s", id, g.Status))
 	}
@@ -237,10 +238,11 @@ func (r *RunTx) CloseGroup(step, id uint64) error {
 	if err := r.tx.check(true); err != nil {
 		return err
 	}
-	g, err := r.GroupAt(step, id)
+	ref, err := r.groupRef(step, id)
 	if err != nil {
 		return r.tx.fail(err)
 	}
+	g := *ref // a new version, sharing the slices and map it does not change (setGroup)
 	if g.Status != model.GroupOpen {
 		return r.tx.fail(invalidf("group %d is already %s", id, g.Status))
 	}
@@ -272,25 +274,34 @@ func (r *RunTx) GroupNodes(g model.Group) ([]model.Node, error) {
 
 // walkGroupNodes calls fn with every node of g (shared and read-only, see
 // nodeRef), roots first, then breadth-first.
+// Its queue is the handle's, reused: CloseGroup walks a group per call.
 func (r *RunTx) walkGroupNodes(g model.Group, fn func(*model.Node) error) error {
-	queue := append([]uint64(nil), g.Roots...)
-	for len(queue) > 0 {
-		id := queue[0]
-		queue = queue[1:]
+	queue := append(r.walkQueue[:0], g.Roots...)
+	r.walkQueue = nil // a walk inside fn takes its own
+	queue, err := r.walkQueued(queue, fn)
+	r.walkQueue = queue[:0]
+	return err
+}
+
+// walkQueued is walkGroupNodes from the nodes in queue on, appending
+// their children to it; it returns the queue as it grew.
+func (r *RunTx) walkQueued(queue []uint64, fn func(*model.Node) error) ([]uint64, error) {
+	for i := 0; i < len(queue); i++ {
+		id := queue[i]
 		n, err := r.nodeRef(id)
 		if err != nil {
-			return err
+			return queue, err
 		}
 		if err := fn(n); err != nil {
-			return err
+			return queue, err
 		}
 		kids, err := r.children(id)
 		if err != nil {
-			return err
+			return queue, err
 		}
 		queue = append(queue, kids...)
 	}
-	return nil
+	return queue, nil
 }
 
 type stopErr struct{}

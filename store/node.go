@@ -46,8 +46,10 @@ func (r *RunTx) addNode(spec NodeSpec) (model.Node, error) {
 	if err := validText(nil, "worker", spec.Worker); err != nil {
 		return model.Node{}, err
 	}
-	n := model.Node{Step: g.Step, Group: g.ID, Parent: spec.Parent, Fork: spec.Fork, Ordinal: spec.Ordinal,
-		Status: model.NodeActive, EnvState: cloneBytes(spec.EnvState), Worker: spec.Worker, Attempt: spec.Attempt}
+	d := &dirtyNode{r: r, node: model.Node{Step: g.Step, Group: g.ID, Parent: spec.Parent, Fork: spec.Fork, Ordinal: spec.Ordinal,
+		Status: model.NodeActive, EnvState: cloneBytes(spec.EnvState), Worker: spec.Worker, Attempt: spec.Attempt}}
+	n := &d.node
+	d.n = n
 	var siblings []uint64
 	if spec.Parent == 0 {
 		if spec.Fork != 0 {
@@ -94,8 +96,10 @@ func (r *RunTx) addNode(spec NodeSpec) (model.Node, error) {
 		return model.Node{}, err
 	}
 	if spec.Parent == 0 {
-		ng := cloneGroup(g)
-		ng.Roots = append(ng.Roots, n.ID)
+		// A new version of the group, sharing what does not change:
+		// no group's slices or map are changed in place (setGroup).
+		ng := *g
+		ng.Roots = append(slices.Clip(g.Roots), n.ID)
 		if err := r.putGroup(&ng, ng.Status, ""); err != nil {
 			return model.Node{}, err
 		}
@@ -107,33 +111,48 @@ func (r *RunTx) addNode(spec NodeSpec) (model.Node, error) {
 		if err := children.Put(r.tx.putKey(spec.Parent, n.ID), []byte{}); err != nil {
 			return model.Node{}, err
 		}
-		r.kids[spec.Parent] = append(slices.Clip(siblings), n.ID)
+		// The transaction owns its kids lists (Children hands out
+		// copies), and a list only grows: appending in place leaves
+		// every shorter view of it as it was.
+		if len(siblings) == cap(siblings) {
+			siblings = slices.Grow(siblings, max(len(siblings), 4)) // once for a parent's first few children
+		}
+		r.kids[spec.Parent] = append(siblings, n.ID)
 	}
-	if err := r.putNode(nil, nil, &n, model.EvNodeAdd); err != nil {
+	if err := r.putNode(d, nil, model.EvNodeAdd); err != nil {
 		return model.Node{}, err
 	}
-	return cloneNode(&n), nil // n itself is the transaction's until the commit, then the cache's
+	if n.ID-r.firstNew == uint64(len(r.fresh)) { // ids come from the sequence one after another
+		if r.fresh == nil {
+			r.fresh = make([]*dirtyNode, 0, r.tx.db.sizes.dirty) // as many as the last transaction changed
+		}
+		r.fresh = append(r.fresh, d)
+	}
+	return cloneNode(n), nil // n itself is the transaction's until the commit, then the cache's
 }
 
 // putNode is the one way a node record changes: prev is the node before
-// the mutation (nil for a new node), n after it, made by this transaction
-// (changed later only through editable), and d n's entry in the
-// transaction's dirty set as editable found it (nil: not there yet). n
-// joins that set, whose records are written once each, just before commit
-// (Tx.flush, through writeNode); the frontier is kept equal to the active
-// nodes, and kind is logged with the record as its payload.
-func (r *RunTx) putNode(d *dirtyNode, prev, n *model.Node, kind model.EventKind) error {
-	if err := r.tally(nodeDelta(prev, n)); err != nil {
-		return err
+// the mutation (nil for a new node), d.n after it, made by this
+// transaction (addNode, or editable: changed later only through
+// editable). d joins the transaction's dirty set if it is not there yet;
+// the set's records are written once each, just before commit (Tx.flush,
+// through writeNode); the frontier is kept equal to the active nodes, and
+// kind is logged with the record as its payload.
+func (r *RunTx) putNode(d *dirtyNode, prev *model.Node, kind model.EventKind) error {
+	n := d.n
+	if prev == nil || !sameCounted(prev, n) {
+		if err := r.tally(nodeDelta(prev, n)); err != nil {
+			return err
+		}
 	}
 	if wasActive := prev != nil && prev.Status == model.NodeActive; wasActive != (n.Status == model.NodeActive) {
-		r.queueFrontier(n.ID, wasActive)
+		r.queueFrontier(d)
 	}
-	if d == nil {
-		d = &dirtyNode{r: r}
+	if !d.listed {
+		d.listed = true
 		r.dirty[n.ID] = d
 	}
-	d.n, d.written, d.rec = n, false, nil
+	d.written, d.rec = false, nil
 	if kind == "" {
 		return nil
 	}
@@ -161,10 +180,27 @@ type dirtyNode struct {
 	r       *RunTx
 	n       *model.Node
 	written bool
+	listed  bool // in the run's dirty set (putNode)
+	// inFrontier: the frontier bucket holds n's key, as the file was
+	// before the transaction or as putFrontier left it; frontierQueued:
+	// n is in the run's frontier queue (queueFrontier).
+	inFrontier, frontierQueued bool
+	// ownsRanges: n.TurnRanges was made by this transaction, shared with
+	// no other version of the node, and is extended in place (putTurns);
+	// ranges holds it while it fits, so that a node's first turns in a
+	// transaction allocate nothing for it.
+	ownsRanges bool
+	ranges     [4]model.TurnRange
 	// rec is n's record (its msgpack payload) as the event of its last
 	// change holds it, in that event's value; nil when that change wrote
 	// no event.
 	rec []byte
+	// node is n when the transaction made it (addNode, editable): the
+	// entry and the node are one allocation, a step makes hundreds. Once
+	// committed, n lives on in the node cache, and with it this entry:
+	// endCommit drops r and rec, so that it keeps nothing of the
+	// transaction alive.
+	node model.Node
 }
 
 // flush puts the queued turns and events and makes the queued frontier
@@ -241,9 +277,37 @@ func (r *RunTx) Node(id uint64) (model.Node, error) {
 // its next change makes in place (editable): do not keep it across a
 // change to the same node.
 func (r *RunTx) nodeRef(id uint64) (*model.Node, error) {
-	if d, ok := r.dirty[id]; ok {
+	if d := r.dirtyEntry(id); d != nil {
 		return d.n, nil
 	}
+	return r.storedNode(id)
+}
+
+// dirtyEntry is node id's entry in the transaction's dirty set, nil when
+// it has none. A node the transaction added is found by its place among
+// them (fresh), without hashing: a step's calls are mostly about the
+// nodes it adds.
+func (r *RunTx) dirtyEntry(id uint64) *dirtyNode {
+	if i := id - r.firstNew; r.firstNew != 0 && id >= r.firstNew && i < uint64(len(r.fresh)) {
+		return r.fresh[i]
+	}
+	return r.dirty[id]
+}
+
+// nodeRefDirty is nodeRef with the node's entry in the transaction's
+// dirty set (nil when it has none), for a caller about to change it
+// (editable): one lookup in the set, not two.
+func (r *RunTx) nodeRefDirty(id uint64) (*model.Node, *dirtyNode, error) {
+	if d := r.dirtyEntry(id); d != nil {
+		return d.n, d, nil
+	}
+	n, err := r.storedNode(id)
+	return n, nil, err
+}
+
+// storedNode is nodeRef of a node the transaction has not changed: the
+// cache's, or decoded and offered to it.
+func (r *RunTx) storedNode(id uint64) (*model.Node, error) {
 	k := nodeKey{r.id, id}
 	if n, ok := r.tx.db.cache.get(k, r.tx.snapshot); ok {
 		return n, nil
@@ -415,32 +479,34 @@ func (r *RunTx) mutateNode(id uint64, kind model.EventKind, fn func(*model.Node)
 	if err := r.tx.check(true); err != nil {
 		return err
 	}
-	p, err := r.nodeRef(id)
+	p, d, err := r.nodeRefDirty(id)
 	if err != nil {
 		return r.tx.fail(err)
 	}
 	old := *p
-	n, d := r.editable(p)
-	if err := fn(n); err != nil {
-		*n = old // the transaction will not commit; its reads still see the node as it was
+	d = r.editable(p, d)
+	if err := fn(d.n); err != nil {
+		*d.n = old // the transaction will not commit; its reads still see the node as it was
 		return r.tx.fail(err)
 	}
-	return r.tx.fail(r.putNode(d, &old, n, kind))
+	return r.tx.fail(r.putNode(d, &old, kind))
 }
 
-// editable returns node p to change and hand to putNode, with its entry
-// in the transaction's dirty set: the transaction's own version when it
-// changed the node before (putNode made it, nothing outside the
-// transaction holds it, so it is changed in place: a node changes several
-// times an interval), else a copy of the stored one (Node.edit), which the
-// cache may share with other transactions, and no entry. The caller keeps
-// a copy of *p first: putNode needs the node as it was.
-func (r *RunTx) editable(p *model.Node) (*model.Node, *dirtyNode) {
-	if d := r.dirty[p.ID]; d != nil && d.n == p {
-		return p, d
+// editable returns the dirty-set entry whose node (n) is p to change and
+// hand to putNode: d, p's entry as nodeRefDirty found it, when the
+// transaction changed the node before (putNode made it, nothing outside
+// the transaction holds it, so it is changed in place: a node changes
+// several times an interval), else a new entry, not in the set yet,
+// holding a copy of the stored node (editNode), which the cache may share
+// with other transactions. The caller keeps a copy of *p first: putNode
+// needs the node as it was.
+func (r *RunTx) editable(p *model.Node, d *dirtyNode) *dirtyNode {
+	if d != nil && d.n == p {
+		return d
 	}
-	c := editNode(p)
-	return &c, nil
+	d = &dirtyNode{r: r, node: editNode(p), inFrontier: p.Status == model.NodeActive}
+	d.n = &d.node
+	return d
 }
 
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

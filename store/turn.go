@@ -29,7 +29,7 @@ func (r *RunTx) AppendTurns(id uint64, from int, turns ...model.Turn) error {
 	if len(turns) == 0 {
 		return nil
 	}
-	p, err := r.turnTarget(id, from)
+	p, d, err := r.turnTarget(id, from)
 	if err != nil {
 		return r.tx.fail(err)
 	}
@@ -41,7 +41,7 @@ func (r *RunTx) AppendTurns(id uint64, from int, turns ...model.Turn) error {
 	if err != nil {
 		return r.tx.fail(fmt.Errorf("turn %d of node %d: %w", from+i, id, err))
 	}
-	return r.putTurns(p, from, enc)
+	return r.putTurns(p, d, from, enc)
 }
 
 // EncodedTurns are turns validated and framed for the file by EncodeTurns,
@@ -117,27 +117,28 @@ func (r *RunTx) AppendEncodedTurns(id uint64, from int, turns EncodedTurns) erro
 	if len(turns.vals) == 0 {
 		return nil
 	}
-	p, err := r.turnTarget(id, from)
+	p, d, err := r.turnTarget(id, from)
 	if err != nil {
 		return r.tx.fail(err)
 	}
-	return r.putTurns(p, from, turns)
+	return r.putTurns(p, d, from, turns)
 }
 
 // turnTarget returns the node turns at index from may be written to: an
-// active one, with no gap after its last turn.
-func (r *RunTx) turnTarget(id uint64, from int) (*model.Node, error) {
-	p, err := r.nodeRef(id)
+// active one, with no gap after its last turn; and its entry in the
+// transaction's dirty set (nodeRefDirty).
+func (r *RunTx) turnTarget(id uint64, from int) (*model.Node, *dirtyNode, error) {
+	p, d, err := r.nodeRefDirty(id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if p.Status != model.NodeActive {
-		return nil, invalidf("node %d is %s; turns go to active nodes", id, p.Status)
+		return nil, nil, invalidf("node %d is %s; turns go to active nodes", id, p.Status)
 	}
 	if from < 0 || from > p.Turns {
-		return nil, invalidf("turn index %d leaves a gap after node %d's %d turns", from, id, p.Turns)
+		return nil, nil, invalidf("turn index %d leaves a gap after node %d's %d turns", from, id, p.Turns)
 	}
-	return p, nil
+	return p, d, nil
 }
 
 // putTurns writes src's turns at indexes from, from+1, ... under node p,
@@ -146,7 +147,7 @@ func (r *RunTx) turnTarget(id uint64, from int) (*model.Node, error) {
 // the run's turn sequence, so they land at the end of the bucket. The
 // values must stay unmodified until the transaction ends: bbolt keeps them
 // (queued first: txqueue.go).
-func (r *RunTx) putTurns(p *model.Node, from int, src EncodedTurns) error {
+func (r *RunTx) putTurns(p *model.Node, d *dirtyNode, from int, src EncodedTurns) error {
 	b, err := r.appendBucket(bTurns)
 	if err != nil {
 		return r.tx.fail(err)
@@ -166,7 +167,8 @@ func (r *RunTx) putTurns(p *model.Node, from int, src EncodedTurns) error {
 		}
 	}
 	old := *p
-	n, d := r.editable(p)
+	d = r.editable(p, d)
+	n := d.n
 	var seq uint64
 	if fresh := count - over; fresh > 0 {
 		seq = b.Sequence() + 1
@@ -184,12 +186,16 @@ func (r *RunTx) putTurns(p *model.Node, from int, src EncodedTurns) error {
 			q.put(r.tx, k, src.vals[i])
 			i++
 		}
-		n.TurnRanges = n.TurnRanges.Extend(seq, fresh)
+		if !d.ownsRanges { // a copy: other versions of the node may share the ranges
+			n.TurnRanges = append(d.ranges[:0:len(d.ranges)], n.TurnRanges...)
+			d.ownsRanges = true
+		}
+		n.TurnRanges = extendOwned(n.TurnRanges, seq, fresh)
 		n.Turns = from + count
 	}
 	n.MinVersion, n.MaxVersion = versionSpan(n.MinVersion, n.MaxVersion, src.lo)
 	n.MaxVersion = max(n.MaxVersion, src.hi)
-	if err := r.putNode(d, &old, n, ""); err != nil {
+	if err := r.putNode(d, &old, ""); err != nil {
 		return r.tx.fail(err)
 	}
 	tp := model.TurnsPayload{From: from, Count: count, Turns: n.Turns, MinVersion: n.MinVersion, MaxVersion: n.MaxVersion, Seq: seq, Oldest: src.lo}
@@ -300,4 +306,16 @@ func (r *RunTx) walkTurns(id uint64, count int, fn func(i int, path string, k, v
 		}
 	}
 	return nil
+}
+
+// extendOwned is TurnRanges.Extend in place, for ranges only this
+// transaction's version of the node holds (dirtyNode.ownsRanges): a node
+// given its turns one call at a time extends its last range each call,
+// and copying the ranges for each took an allocation a turn.
+func extendOwned(rs model.TurnRanges, seq uint64, count int) model.TurnRanges {
+	if n := len(rs); n > 0 && rs[n-1].Seq+uint64(rs[n-1].Count) == seq {
+		rs[n-1].Count += count
+		return rs
+	}
+	return append(rs, model.TurnRange{Seq: seq, Count: count})
 }

@@ -14,17 +14,18 @@ import (
 // that received it. Records it returns are copies and stay valid after it
 // ends.
 type Tx struct {
-	db       *DB
-	btx      *bolt.Tx
-	snapshot uint64 // the committed txid this transaction reads
-	err      error  // first failed write: the transaction will not commit
-	runs     map[string]*RunTx
-	done     bool
-	written  int64      // bytes of keys and values put through put: sizes the file's growth (growStep)
-	keyBuf   [24]byte   // putKey's
-	start    time.Time  // eventTime's reading of the wall clock
-	turnVals [][]byte   // AppendTurns' scratch: one call's turn values
-	vals     valueArena // the values it puts (txvalues.go)
+	db        *DB
+	btx       *bolt.Tx
+	snapshot  uint64 // the committed txid this transaction reads
+	err       error  // first failed write: the transaction will not commit
+	runs      map[string]*RunTx
+	done      bool
+	written   int64      // bytes of keys and values put through put: sizes the file's growth (growStep)
+	keyBuf    [24]byte   // putKey's
+	start     time.Time  // eventTime's reading of the wall clock
+	startNano int64      // start in Unix nanoseconds (0: not read yet)
+	turnVals  [][]byte   // AppendTurns' scratch: one call's turn values
+	vals      valueArena // the values it puts (txvalues.go)
 	// checkReads: the transaction reads a file nobody has checked
 	// (CheckReads); checked are its run handles, which check what they
 	// read, by id.
@@ -58,11 +59,12 @@ func (tx *Tx) eventTime() int64 {
 	if tx.db.opts.Clock != nil {
 		return tx.db.opts.Clock().UnixNano()
 	}
-	if tx.start.IsZero() {
+	if tx.startNano == 0 {
 		tx.start = time.Now()
-		return tx.start.UnixNano()
+		tx.startNano = tx.start.UnixNano()
+		return tx.startNano
 	}
-	return tx.start.UnixNano() + int64(time.Since(tx.start))
+	return tx.startNano + int64(time.Since(tx.start))
 }
 
 // Writable reports whether the transaction may write.
@@ -355,18 +357,22 @@ type RunTx struct {
 	counts *runCounts
 	// groups are the groups a write transaction read or changed
 	// (txgroups.go).
-	groups map[groupKey]*txGroup
+	groups    map[groupKey]*txGroup
+	lastGroup *txGroup // groupRef's last, one of groups
 	// queues are the turns and events a write transaction has yet to put
 	// (txqueue.go).
 	queues []*queued
+	// events is the events bucket's queue (putEvent's, found once).
+	events *queued
 	// dirty are the run's nodes a write transaction changed (putNode),
 	// by id: looked up on every node read and change, so keyed by the id
 	// alone rather than by run and id.
 	dirty map[uint64]*dirtyNode
-	// frontier are the frontier entries a write transaction changed, put
-	// at flush (txqueue.go).
-	frontier     map[uint64]frontierChange
-	frontierSize int // the most entries frontier held (txSizes)
+	// frontier are the nodes whose frontier key a write transaction may
+	// have changed, put at flush (txqueue.go); frontierTodo is
+	// putFrontier's scratch.
+	frontier     []*dirtyNode
+	frontierTodo []frontierPut
 	// advFirst are the groups' first advantage records as the
 	// transaction leaves them (counts.go).
 	advFirst map[groupKey]advFirst
@@ -376,12 +382,17 @@ type RunTx struct {
 	// firstNew is the first node id this write transaction gave out (0:
 	// none yet): a node from there on has only the children in kids.
 	firstNew uint64
+	// fresh are the dirty-set entries of the nodes this transaction
+	// added, by id - firstNew (dirtyEntry).
+	fresh []*dirtyNode
 	// sequencesOK: a write transaction found the run's id sequences in
 	// step with its records (sequences.go).
 	sequencesOK bool
 	// droppedNodes are the nodes DropSteps deleted, for the node cache to
 	// forget at the commit.
 	droppedNodes []uint64
+	// walkQueue is walkGroupNodes' queue, kept for the next walk.
+	walkQueue []uint64
 	// chk checks what the handle reads: set on the handles of a
 	// transaction in checked mode (checkreads.go), nil on the others.
 	chk *checkedRun
@@ -400,7 +411,6 @@ func (tx *Tx) bind(id string, b *bolt.Bucket) *RunTx {
 		s := tx.db.sizes
 		r.dirty = make(map[uint64]*dirtyNode, s.dirty)
 		r.kids = make(map[uint64][]uint64, s.kids)
-		r.frontier = make(map[uint64]frontierChange, s.frontier)
 	}
 	tx.runs[id] = r
 	return r
@@ -410,7 +420,7 @@ func (tx *Tx) bind(id string, b *bolt.Bucket) *RunTx {
 // A trainer's transactions are alike — a round, or a step, at a time — so
 // the next one makes its maps that size up front instead of growing them
 // from empty, which took 3% of the API's CPU on ~1 KB steps.
-type txSizes struct{ dirty, kids, frontier int }
+type txSizes struct{ dirty, kids int }
 
 // handOnSizes leaves the transaction's sizes for the next (Update calls it
 // as the transaction ends, under writeMu).
@@ -419,7 +429,6 @@ func (tx *Tx) handOnSizes() {
 	for _, r := range tx.runs {
 		s.dirty = max(s.dirty, len(r.dirty))
 		s.kids = max(s.kids, len(r.kids))
-		s.frontier = max(s.frontier, r.frontierSize)
 	}
 	tx.db.sizes = s
 }

@@ -27,9 +27,15 @@ type groupKey struct{ step, id uint64 }
 
 // groupRef returns the group, shared and read-only: the transaction's copy
 // in a write transaction (decoded the first time), else freshly decoded.
+// The group of the previous call is kept aside (lastGroup): a step's
+// calls come group by group, and most find it without hashing the key.
 func (r *RunTx) groupRef(step, id uint64) (*model.Group, error) {
+	if tg := r.lastGroup; tg != nil && tg.g.ID == id && tg.g.Step == step {
+		return &tg.g, nil
+	}
 	k := groupKey{step, id}
 	if tg, ok := r.groups[k]; ok {
+		r.lastGroup = tg
 		return &tg.g, nil
 	}
 	g, err := r.readGroup(step, id)
@@ -41,6 +47,7 @@ func (r *RunTx) groupRef(step, id uint64) (*model.Group, error) {
 	}
 	tg := &txGroup{g: g}
 	r.groups[k] = tg
+	r.lastGroup = tg
 	return &tg.g, nil
 }
 
@@ -60,14 +67,21 @@ func (r *RunTx) readGroup(step, id uint64) (model.Group, error) {
 	return g, err
 }
 
-// setGroup makes g (which the caller hands over and no longer changes) the
-// transaction's copy of its group, to be written at flush; val is its
-// encoding when the caller made one.
+// setGroup makes g the transaction's copy of its group, to be written at
+// flush; val is its encoding when the caller made one. The copy is
+// overwritten in place, so what groupRef returned for the group reads g
+// from now on; g may share its slices and map with the version it
+// replaces, which is why nothing changes a group's slices or map in place.
 func (r *RunTx) setGroup(g *model.Group, val []byte) {
+	k := groupKey{g.Step, g.ID}
+	if tg, ok := r.groups[k]; ok {
+		tg.g, tg.val, tg.dirty = *g, val, true
+		return
+	}
 	if r.groups == nil {
 		r.groups = map[groupKey]*txGroup{}
 	}
-	r.groups[groupKey{g.Step, g.ID}] = &txGroup{g: *g, val: val, dirty: true}
+	r.groups[k] = &txGroup{g: *g, val: val, dirty: true}
 }
 
 // groupsBucket is the groups bucket with this transaction's changes

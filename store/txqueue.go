@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"slices"
 
+	"github.com/patrdb/patrdb/model"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -99,21 +101,24 @@ func (r *RunTx) putQueued(name string) error {
 // nodes when a step commits at once — would put its frontier key and
 // delete it again, two b-tree walks for nothing. So the frontier's changes
 // wait in the transaction too, and only those that change the file are
-// made, in key order: at flush, or when the frontier is read.
+// made, in key order: at flush, or when the frontier is read. What the
+// file holds is kept on the node's dirty-set entry (dirtyNode.inFrontier),
+// so a change is a flag and an append, not a map's lookup and store.
 
-// frontierChange is whether the file held a node's frontier key before
-// the transaction, and whether it holds it after.
-type frontierChange struct{ was, now bool }
-
-// queueFrontier records that node id's frontier key goes (wasActive) or
-// comes.
-func (r *RunTx) queueFrontier(id uint64, wasActive bool) {
-	c, ok := r.frontier[id]
-	if !ok {
-		c.was = wasActive
+// queueFrontier records that d's node went into or out of the active
+// status, and so maybe into or out of the frontier.
+func (r *RunTx) queueFrontier(d *dirtyNode) {
+	if !d.frontierQueued {
+		d.frontierQueued = true
+		r.frontier = append(r.frontier, d)
 	}
-	c.now = !wasActive
-	r.frontier[id] = c
+}
+
+// frontierPut is a change putFrontier makes: node id's key is put, or
+// deleted.
+type frontierPut struct {
+	id  uint64
+	put bool
 }
 
 // putFrontier makes the frontier's queued changes.
@@ -125,26 +130,29 @@ func (r *RunTx) putFrontier() error {
 	if b == nil {
 		return r.missing(bFrontier)
 	}
-	ids := make([]uint64, 0, len(r.frontier))
-	for id, c := range r.frontier {
-		if c.was != c.now {
-			ids = append(ids, id)
+	todo := r.frontierTodo[:0]
+	for _, d := range r.frontier {
+		d.frontierQueued = false
+		if now := d.n.Status == model.NodeActive; now != d.inFrontier {
+			d.inFrontier = now
+			todo = append(todo, frontierPut{d.n.ID, now})
 		}
 	}
-	slices.Sort(ids)
-	r.frontierSize = max(r.frontierSize, len(r.frontier))
-	for _, id := range ids {
+	clear(r.frontier)
+	r.frontier = r.frontier[:0]
+	slices.SortFunc(todo, func(a, b frontierPut) int { return cmp.Compare(a.id, b.id) })
+	r.frontierTodo = todo
+	for _, c := range todo {
 		var err error
-		if r.frontier[id].now {
-			err = r.tx.put(b, r.tx.putKey1(id), []byte{})
+		if c.put {
+			err = r.tx.put(b, r.tx.putKey1(c.id), []byte{})
 		} else {
-			err = b.Delete(r.tx.putKey1(id))
+			err = b.Delete(r.tx.putKey1(c.id))
 		}
 		if err != nil {
 			return err
 		}
 	}
-	clear(r.frontier)
 	return nil
 }
 
