@@ -371,7 +371,11 @@ func TestDropStepsReusesPages(t *testing.T) {
 		}
 	}
 	mustCheck(t, db)
-	if _, used := sizes(); used > used20*12/10 {
+	// Without reuse the file would hold 60 steps' pages against 20's (about
+	// 3×); with it, what is in use stays near step 20's. The bound leaves
+	// room for the order bbolt's freelist hands pages back in, which moved
+	// the figure between 1.1× and 1.2× from run to run.
+	if _, used := sizes(); used > used20*3/2 {
 		t.Errorf("at step 60 the file has %d bytes in use, at step 20 %d: the dropped pages were not reused", used, used20)
 	}
 }
