@@ -453,3 +453,28 @@ func TestSubmitPacksTurnsForServersThatHaveThem(t *testing.T) {
 		}
 	}
 }
+
+// A reply cut short (the connection closed before the body its
+// Content-Length announced) is retried like a dropped connection, never
+// decoded in part.
+func TestReplyCutShortIsRetried(t *testing.T) {
+	var posts atomic.Int32
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/{$}", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"api_version":"1.2"}`)) })
+	mux.HandleFunc("POST /", func(w http.ResponseWriter, r *http.Request) {
+		if posts.Add(1) == 1 {
+			w.Header().Set("Content-Length", "100")
+			w.Write([]byte(`{"step":4,`))
+			return
+		}
+		w.Write([]byte(`{"step":4,"groups":[]}`))
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c := client.New(srv.URL)
+	c.Backoff, c.Retries = time.Millisecond, 1
+	out, err := c.OpenStep(bg, "r", api.OpenStepRequest{Step: 4})
+	if err != nil || out.Step != 4 || posts.Load() != 2 {
+		t.Fatalf("after a reply cut short: %+v, %v, %d sends; want the second answer", out, err, posts.Load())
+	}
+}
