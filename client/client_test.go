@@ -478,3 +478,14 @@ func TestReplyCutShortIsRetried(t *testing.T) {
 		t.Fatalf("after a reply cut short: %+v, %v, %d sends; want the second answer", out, err, posts.Load())
 	}
 }
+
+// A base URL that does not parse is every call's error, not a panic.
+func TestABadBaseURLIsAnError(t *testing.T) {
+	c := client.New("http://[::1")
+	if _, err := c.APIVersion(bg); err == nil {
+		t.Error("APIVersion at a base URL that does not parse: no error")
+	}
+	if _, err := c.OpenStep(bg, "r", api.OpenStepRequest{Step: 1}); err == nil {
+		t.Error("OpenStep at a base URL that does not parse: no error")
+	}
+}
