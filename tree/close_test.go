@@ -1,12 +1,18 @@
 package tree_test
 
 import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"path/filepath"
 	"testing"
 
 	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 	"github.com/patrdb/patrdb/tree"
+	bolt "go.etcd.io/bbolt"
 )
 
 // Abandoning a step whose groups partly closed already — the usual case:
@@ -42,5 +48,50 @@ func TestAbandonLeavesClosedGroupsAlone(t *testing.T) {
 		if n.Status != model.NodeFailed || n.Error != want {
 			t.Errorf("node %d of group %d: %s %q, want failed %q", n.ID, n.Group, n.Status, n.Error, want)
 		}
+	}
+}
+
+// Abandoning a step one of whose group records is damaged is ErrCorrupt,
+// with nothing written: never the groups that could be read abandoned
+// and the rest left open.
+func TestAbandonOfADamagedStepWritesNothing(t *testing.T) {
+	opts := storetest.Options()
+	opts.CacheNodes = store.NoCache
+	db, err := store.Open(filepath.Join(t.TempDir(), "patr.db"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c := coordinator(t, db, "r", tree.DefaultConfig(), nil)
+	groups := openStep(t, c, 1, tasks(2))
+	key := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, 1), groups[1].ID)
+	if err := storetest.Bolt(db).Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("runs")).Bucket([]byte("r")).Bucket([]byte("groups"))
+		v := bytes.Clone(b.Get(key))
+		if v == nil {
+			return fmt.Errorf("no group record under %x", key)
+		}
+		v[len(v)-1] ^= 0xff
+		return b.Put(key, v)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *store.Tx) error { return c.Abandon(tx, 1, "stuck") })
+	if !errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("abandoning a step with a damaged group record: %v, want ErrCorrupt", err)
+	}
+	if err := db.View(func(tx *store.Tx) error {
+		r, err := tx.Run("r")
+		if err != nil {
+			return err
+		}
+		for _, id := range groups[0].Roots {
+			if n, err := r.Node(id); err != nil || n.Status != model.NodeActive {
+				t.Errorf("root %d of the readable group after a refused abandon: %s, %v", id, n.Status, err)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
