@@ -55,28 +55,11 @@ func TestAbandonLeavesClosedGroupsAlone(t *testing.T) {
 // with nothing written: never the groups that could be read abandoned
 // and the rest left open.
 func TestAbandonOfADamagedStepWritesNothing(t *testing.T) {
-	opts := storetest.Options()
-	opts.CacheNodes = store.NoCache
-	db, err := store.Open(filepath.Join(t.TempDir(), "patr.db"), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openUnchecked(t)
 	c := coordinator(t, db, "r", tree.DefaultConfig(), nil)
 	groups := openStep(t, c, 1, tasks(2))
-	key := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, 1), groups[1].ID)
-	if err := storetest.Bolt(db).Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte("runs")).Bucket([]byte("r")).Bucket([]byte("groups"))
-		v := bytes.Clone(b.Get(key))
-		if v == nil {
-			return fmt.Errorf("no group record under %x", key)
-		}
-		v[len(v)-1] ^= 0xff
-		return b.Put(key, v)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(tx *store.Tx) error { return c.Abandon(tx, 1, "stuck") })
+	damageGroup(t, db, "r", 1, groups[1].ID)
+	err := db.Update(func(tx *store.Tx) error { return c.Abandon(tx, 1, "stuck") })
 	if !errors.Is(err, store.ErrCorrupt) {
 		t.Fatalf("abandoning a step with a damaged group record: %v, want ErrCorrupt", err)
 	}
@@ -91,6 +74,38 @@ func TestAbandonOfADamagedStepWritesNothing(t *testing.T) {
 			}
 		}
 		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// openUnchecked opens a store for a test that damages it: no node cache
+// (a read comes from the file) and no check at cleanup.
+func openUnchecked(t *testing.T) *store.DB {
+	t.Helper()
+	opts := storetest.Options()
+	opts.CacheNodes = store.NoCache
+	db, err := store.Open(filepath.Join(t.TempDir(), "patr.db"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// damageGroup flips the last byte of group id's record, so reading it
+// fails its checksum.
+func damageGroup(t *testing.T, db *store.DB, run string, step, id uint64) {
+	t.Helper()
+	key := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, step), id)
+	if err := storetest.Bolt(db).Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("runs")).Bucket([]byte(run)).Bucket([]byte("groups"))
+		v := bytes.Clone(b.Get(key))
+		if v == nil {
+			return fmt.Errorf("no group record under %x", key)
+		}
+		v[len(v)-1] ^= 0xff
+		return b.Put(key, v)
 	}); err != nil {
 		t.Fatal(err)
 	}
