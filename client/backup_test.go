@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -132,4 +133,60 @@ type countingTransport struct {
 func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.n.Add(1)
 	return c.inner.RoundTrip(r)
+}
+
+// A copy shorter than the length the server announced is an error naming
+// both, with the bytes that did arrive counted: never a short file
+// reported whole. (The transport trims the body, as a proxy that cut the
+// copy short and still framed it would.)
+func TestBackupShorterThanAnnouncedIsAnError(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/backup") {
+			w.Write([]byte("file bytes"))
+			return
+		}
+		w.Write([]byte(`{"api_version":"1.2"}`))
+	}))
+	defer srv.Close()
+	c := client.New(srv.URL)
+	c.HTTP.Transport = announceTransport{inner: c.HTTP.Transport, length: "20"}
+	var buf strings.Builder
+	n, err := c.Backup(bg, &buf)
+	if err == nil || n != 10 || !strings.Contains(err.Error(), "10 of 20 bytes") {
+		t.Fatalf("a copy of 10 bytes announced as 20: %d bytes, %v", n, err)
+	}
+}
+
+// announceTransport rewrites the Content-Length header of backup answers.
+type announceTransport struct {
+	inner  http.RoundTripper
+	length string
+}
+
+func (a announceTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := a.inner.RoundTrip(r)
+	if err == nil && strings.HasSuffix(r.URL.Path, "/backup") {
+		resp.Header.Set("Content-Length", a.length)
+	}
+	return resp, err
+}
+
+// A refusal's body is read up to 64 KiB, whatever the server sends: a
+// broken or hostile server cannot make the client hold its whole answer.
+func TestBackupRefusalIsReadUpTo64KiB(t *testing.T) {
+	s := serve(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/backup") {
+				w.WriteHeader(http.StatusForbidden)
+				w.Write([]byte(strings.Repeat("x", 200<<10)))
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	_, err := s.c.Backup(bg, io.Discard)
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusForbidden || len(ae.Message) != 64<<10 {
+		t.Fatalf("a refusal of 200 KiB: %v (message of %d bytes, want 64 KiB)", err, len(ae.Message))
+	}
 }

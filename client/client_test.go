@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -329,5 +330,160 @@ func TestPlainErrorBody(t *testing.T) {
 	_, err := c.OpenStep(context.Background(), "r", api.OpenStepRequest{Step: 1})
 	if !errors.As(err, &ae) || ae.Status != http.StatusBadGateway || ae.Message != "upstream went away" {
 		t.Fatalf("a plain error body: %v", err)
+	}
+}
+
+// checkingServer answers the index, then POSTs: the first with 503
+// "checking" (with retryAfter as its Retry-After header, none when empty),
+// every later one with then's status. It returns the client and the times
+// of the POSTs.
+func checkingServer(t *testing.T, retryAfter string, then int) (*client.Client, func() []time.Time) {
+	var (
+		mu    sync.Mutex
+		times []time.Time
+	)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/{$}", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"api_version":"1.2"}`)) })
+	mux.HandleFunc("POST /", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		times = append(times, time.Now())
+		first := len(times) == 1
+		mu.Unlock()
+		if first {
+			if retryAfter != "" {
+				w.Header().Set("Retry-After", retryAfter)
+			}
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte(`{"error":"run \"r\" is being checked","code":"checking"}`))
+			return
+		}
+		w.WriteHeader(then)
+		w.Write([]byte(`{"step":4,"groups":[]}`))
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	c := client.New(srv.URL)
+	c.Backoff = time.Millisecond
+	return c, func() []time.Time { mu.Lock(); defer mu.Unlock(); return slices.Clone(times) }
+}
+
+// A check's pause never outlasts CheckWait: a server asking for 30 s
+// while 200 ms of CheckWait are left is asked again after those 200 ms,
+// and its "checking" is the answer.
+func TestCheckWaitCapsRetryAfter(t *testing.T) {
+	c, _ := checkingServer(t, "30", http.StatusServiceUnavailable)
+	c.CheckWait = 200 * time.Millisecond
+	ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+	defer cancel()
+	var ae *client.APIError
+	if _, err := c.OpenStep(ctx, "r", api.OpenStepRequest{Step: 4}); !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable {
+		t.Fatalf("a check asking for 30 s under a CheckWait of 200 ms: %v; want the server's 503 well before 10 s", err)
+	}
+}
+
+// A "checking" answer without a Retry-After is asked
+// again after 2 s.
+func TestCheckingWithoutRetryAfterWaitsTwoSeconds(t *testing.T) {
+	c, times := checkingServer(t, "", http.StatusOK)
+	if out, err := c.OpenStep(bg, "r", api.OpenStepRequest{Step: 4}); err != nil || out.Step != 4 {
+		t.Fatalf("after a check without Retry-After: %+v, %v", out, err)
+	}
+	ts := times()
+	if len(ts) != 2 || ts[1].Sub(ts[0]) < 1900*time.Millisecond || ts[1].Sub(ts[0]) > 10*time.Second {
+		t.Errorf("%d sends, %v apart; want two, 2 s apart", len(ts), ts[len(ts)-1].Sub(ts[0]))
+	}
+}
+
+// After a check's pause, a 5xx is retried after the client's Backoff,
+// not after the check's pause again: three retries of a 1 ms backoff
+// follow the 1 s pause at once.
+func TestRetriesAfterACheckUseTheBackoff(t *testing.T) {
+	c, times := checkingServer(t, "1", http.StatusInternalServerError)
+	c.Retries = 3
+	var ae *client.APIError
+	if _, err := c.OpenStep(bg, "r", api.OpenStepRequest{Step: 4}); !errors.As(err, &ae) || ae.Status != http.StatusInternalServerError {
+		t.Fatalf("a 500 after the check: %v", err)
+	}
+	ts := times()
+	if len(ts) != 5 {
+		t.Fatalf("%d sends, want the checked one, the first try and 3 retries", len(ts))
+	}
+	if d := ts[4].Sub(ts[1]); d > 900*time.Millisecond {
+		t.Errorf("three retries of a 1 ms backoff took %v: the check's 1 s pause was waited again", d)
+	}
+}
+
+// Submit sends its turns' token arrays packed to a server whose API
+// version reads them (api.PackedSince) and as JSON arrays to an older one,
+// with a client key either way.
+func TestSubmitPacksTurnsForServersThatHaveThem(t *testing.T) {
+	for version, packed := range map[string]bool{"1.4": false, "1.5": true} {
+		var body atomic.Value
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /api/v1/{$}", func(w http.ResponseWriter, r *http.Request) {
+			w.Write([]byte(`{"api_version":"` + version + `"}`))
+		})
+		mux.HandleFunc("POST /api/v1/runs/r/submit", func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			body.Store(string(b))
+			w.Write([]byte(`{}`))
+		})
+		srv := httptest.NewServer(mux)
+		c := client.New(srv.URL)
+		_, err := c.Submit(bg, "r", api.SubmitRequest{Submissions: []rollout.Submission{{Lease: "l", Worker: "w", Node: 1,
+			Turns: []model.Turn{{Action: "a", ActionTokens: model.TokenIDs{1, 2, 3}}}}}})
+		srv.Close()
+		b, _ := body.Load().(string)
+		var sent struct {
+			ClientKey   string `json:"client_key"`
+			Submissions []struct {
+				Turns []struct {
+					ActionTokens json.RawMessage `json:"action_tokens"`
+				} `json:"turns"`
+			} `json:"submissions"`
+		}
+		if err != nil || json.Unmarshal([]byte(b), &sent) != nil || len(sent.Submissions) != 1 || len(sent.Submissions[0].Turns) != 1 {
+			t.Fatalf("server at %s: sent %s, %v", version, b, err)
+		}
+		tokens := string(sent.Submissions[0].Turns[0].ActionTokens)
+		if strings.HasPrefix(tokens, `"`) != packed || !packed && tokens != "[1,2,3]" || len(sent.ClientKey) < 16 {
+			t.Errorf("server at %s: action_tokens sent as %s, client key %q; want packed: %v, and a random key", version, tokens, sent.ClientKey, packed)
+		}
+	}
+}
+
+// A reply cut short (the connection closed before the body its
+// Content-Length announced) is retried like a dropped connection, never
+// decoded in part.
+func TestReplyCutShortIsRetried(t *testing.T) {
+	var posts atomic.Int32
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/{$}", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"api_version":"1.2"}`)) })
+	mux.HandleFunc("POST /", func(w http.ResponseWriter, r *http.Request) {
+		if posts.Add(1) == 1 {
+			w.Header().Set("Content-Length", "100")
+			w.Write([]byte(`{"step":4,`))
+			return
+		}
+		w.Write([]byte(`{"step":4,"groups":[]}`))
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c := client.New(srv.URL)
+	c.Backoff, c.Retries = time.Millisecond, 1
+	out, err := c.OpenStep(bg, "r", api.OpenStepRequest{Step: 4})
+	if err != nil || out.Step != 4 || posts.Load() != 2 {
+		t.Fatalf("after a reply cut short: %+v, %v, %d sends; want the second answer", out, err, posts.Load())
+	}
+}
+
+// A base URL that does not parse is every call's error, not a panic.
+func TestABadBaseURLIsAnError(t *testing.T) {
+	c := client.New("http://[::1")
+	if _, err := c.APIVersion(bg); err == nil {
+		t.Error("APIVersion at a base URL that does not parse: no error")
+	}
+	if _, err := c.OpenStep(bg, "r", api.OpenStepRequest{Step: 1}); err == nil {
+		t.Error("OpenStep at a base URL that does not parse: no error")
 	}
 }

@@ -164,3 +164,40 @@ func TestVerifierDropsWhatAnotherDeliveredFirst(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A score outside [0,1] is never delivered as a score: it is the branch's
+// scorer error, so the branch fails as on any scorer failure, naming the
+// score.
+func TestVerifierRefusesAScoreOutsideTheUnitInterval(t *testing.T) {
+	s := serve(t, nil)
+	s.createRun("r", `{"b0":1,"k":2,"m":2,"top_expand":1,"delta":0.3,"max_turns":6,"remote_scores":true}`)
+	s.openStep("r", 1, 1)
+	w := s.worker("r", "w", 4)
+	w.Scorer = nil
+	ctx, cancel := context.WithTimeout(bg, time.Minute)
+	defer cancel()
+	v := &client.Verifier{Client: s.c, Run: "r", Poll: 5 * time.Millisecond,
+		Score: func(context.Context, rollout.Task, []model.Turn) (float64, error) { return 1.5, nil }}
+	var wg sync.WaitGroup
+	var werr, verr error
+	var st client.VerifyStats
+	wg.Add(2)
+	go func() { defer wg.Done(); _, werr = w.Work(ctx, 1) }()
+	go func() { defer wg.Done(); st, verr = v.Serve(ctx, 1) }()
+	wg.Wait()
+	if werr != nil || verr != nil {
+		t.Fatalf("worker: %v; verifier: %v", werr, verr)
+	}
+	failed := 0
+	for id, n := range s.nodes("r", 1) {
+		if n.Status == model.NodeFailed {
+			failed++
+			if !strings.Contains(n.Error, "score 1.5 is outside [0,1]") {
+				t.Errorf("node %d failed with %q; want the score named", id, n.Error)
+			}
+		}
+	}
+	if failed == 0 || st.Scores == 0 {
+		t.Errorf("%d nodes failed, %+v delivered; want the branch failed by the scores delivered as errors", failed, st)
+	}
+}

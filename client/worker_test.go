@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -400,4 +401,34 @@ func TestWorkerWithRoomTakesABranchGivenBack(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// A Worker with nothing to lease asks again every Poll, 50 ms by default:
+// it waits for work without hammering the server.
+func TestWorkerDefaultPoll(t *testing.T) {
+	var leases atomic.Int32
+	s := serve(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/leases") {
+				leases.Add(1)
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	s.createRun("r", `{"b0":1,"k":1,"max_turns":1,"no_scoring":true}`)
+	s.openStep("r", 1, 1)
+	if other, err := s.c.Lease(bg, "r", api.LeaseRequest{Worker: "other", Max: 1, Step: 1}); err != nil || len(other) != 1 {
+		t.Fatalf("other's lease: %v %v", other, err)
+	}
+	leases.Store(0)
+	w := s.worker("r", "w", 1)
+	w.Poll = 0
+	ctx, cancel := context.WithTimeout(bg, 500*time.Millisecond)
+	defer cancel()
+	if _, err := w.Work(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Work on a step with nothing to lease: %v, want it waiting until ctx ends", err)
+	}
+	if n := leases.Load(); n < 2 || n > 25 {
+		t.Errorf("%d lease requests in 500 ms, want about 10 (one a 50 ms poll)", n)
+	}
 }

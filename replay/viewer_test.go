@@ -142,6 +142,18 @@ func TestViewGroup(t *testing.T) {
 			for _, c := range v.Summary.DepthCounts {
 				sumDepth += c
 			}
+			// The tree's size in turns: the turns stored (each node's own)
+			// and the longest path (a node's whole path, root first).
+			stored, longest, maxDepth := 0, 0, 0
+			for _, n := range nodes {
+				stored += n.Turns
+				longest = max(longest, n.PathLen())
+				maxDepth = max(maxDepth, n.Depth)
+			}
+			if v.Summary.TurnsStored != stored || v.Summary.MaxPath != longest || v.Summary.MaxDepth != maxDepth {
+				t.Fatalf("group %d: turns stored %d, max path %d, max depth %d; want %d, %d, %d",
+					g.ID, v.Summary.TurnsStored, v.Summary.MaxPath, v.Summary.MaxDepth, stored, longest, maxDepth)
+			}
 			if leaves != v.Summary.Leaves || withAdv != len(advs) || v.Summary.AdvantageRange.Count != len(advs) || sumDepth != len(nodes) {
 				t.Fatalf("group %d: %d leaves (summary %d), %d advantages (records %d), depth counts %v", g.ID, leaves, v.Summary.Leaves, withAdv, len(advs), v.Summary.DepthCounts)
 			}

@@ -1,15 +1,21 @@
 package server
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/rollout"
+	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
+	bolt "go.etcd.io/bbolt"
 )
 
 // A lease carries the branch's path less what the worker says it holds:
@@ -256,4 +262,164 @@ func TestOverdueWorkIsFailedByThePoll(t *testing.T) {
 			t.Errorf("after GET %s: %+v, want the overdue reward failed", path, st)
 		}
 	}
+}
+
+// liveDamageEnv is a server over a file with no node cache (a node read comes
+// from the file), for tests that damage records after the server's check
+// of the run has passed; the file is left damaged, so it is not checked at
+// cleanup.
+func liveDamageEnv(t *testing.T) *testEnv {
+	t.Helper()
+	opts := storetest.Options()
+	opts.CacheNodes = store.NoCache
+	db, err := store.Open(filepath.Join(t.TempDir(), "patr.db"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeWithin(t, "the store", func() { _ = db.Close() }) })
+	return newEnvDB(t, db, Options{})
+}
+
+// damage flips the last byte of every value in run's sub-bucket name whose
+// key is node's id ("nodes") or ends with it ("turns": seq|node), so reading
+// it fails its checksum.
+func damage(t *testing.T, db *store.DB, run, name string, node uint64) {
+	t.Helper()
+	id := binary.BigEndian.AppendUint64(nil, node)
+	n := 0
+	err := storetest.Bolt(db).Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("runs")).Bucket([]byte(run)).Bucket([]byte(name))
+		var keys [][]byte
+		_ = b.ForEach(func(k, _ []byte) error {
+			if bytes.Equal(k, id) || len(k) == 16 && bytes.Equal(k[8:], id) {
+				keys = append(keys, bytes.Clone(k))
+			}
+			return nil
+		})
+		for _, k := range keys {
+			v := bytes.Clone(b.Get(k))
+			v[len(v)-1] ^= 0xff
+			if err := b.Put(k, v); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil || n == 0 {
+		t.Fatalf("damage runs/%s/%s of node %d: %d records, %v", run, name, node, n, err)
+	}
+}
+
+// wantDamaged asserts a request answered 500 "damaged": a record the
+// answer needs could not be read, so no partial answer is given.
+func wantDamaged(t *testing.T, what string, status int, body []byte) {
+	t.Helper()
+	var eb api.ErrorBody
+	_ = json.Unmarshal(body, &eb)
+	if status != http.StatusInternalServerError || eb.Code != "damaged" {
+		t.Errorf("%s: %d %s; want 500 damaged", what, status, body)
+	}
+}
+
+// A record damaged after the server checked the run — under a running
+// server — fails the rollout reads that need it with 500 "damaged"; none
+// answers 200 with what it could read. The pending listing's paths, the
+// status and pending reads of a damaged branch, and a lease's history.
+func TestRolloutReadsOfDamagedRecordsFail(t *testing.T) {
+	pendingRun := func(t *testing.T) (e *testEnv, ended, scored uint64) {
+		e = liveDamageEnv(t)
+		createRun(e, "r1", `{"b0":2,"k":2,"m":2,"top_expand":1,"delta":0.3,"max_turns":6,"remote_scores":true}`)
+		openStep(e, "r1", 1)
+		var subs []rollout.Submission
+		for n, l := range leaseAll(e, "r1", 1) {
+			if ended == 0 {
+				ended = n
+				s := sub(l, nil, done(turn("a", 0)))
+				s.RewardPending = true
+				subs = append(subs, s)
+				continue
+			}
+			scored = n
+			subs = append(subs, sub(l, nil, turn("b", 0), turn("c", 0)))
+		}
+		submitOK(e, "r1", "s", subs...)
+		var p api.PendingResponse
+		e.get("/api/v1/runs/r1/steps/1/pending?history=1", &p)
+		return e, ended, scored
+	}
+	for _, which := range []string{"scored", "ended"} {
+		t.Run("pending paths, "+which, func(t *testing.T) {
+			e, ended, scored := pendingRun(t)
+			node := map[string]uint64{"scored": scored, "ended": ended}[which]
+			damage(t, e.db, "r1", "turns", node)
+			status, _, body := e.call("GET", "/api/v1/runs/r1/steps/1/pending?history=1", nil)
+			wantDamaged(t, "pending?history=1 with the "+which+" branch's turns damaged", status, body)
+			var p api.PendingResponse
+			e.get("/api/v1/runs/r1/steps/1/pending", &p)
+			if len(p.Scores) != 1 || len(p.Rewards) != 1 {
+				t.Errorf("pending without paths reads no turns: %+v", p)
+			}
+		})
+	}
+	t.Run("status and pending, a node", func(t *testing.T) {
+		e, _, scored := pendingRun(t)
+		damage(t, e.db, "r1", "nodes", scored)
+		for _, path := range []string{"/steps/1/status", "/steps/1/pending"} {
+			status, _, body := e.call("GET", "/api/v1/runs/r1"+path, nil)
+			wantDamaged(t, path+" with a node damaged", status, body)
+		}
+	})
+	t.Run("lease history", func(t *testing.T) {
+		e := liveDamageEnv(t)
+		createRun(e, "r1", `{"b0":2,"k":2,"m":2,"top_expand":1,"delta":0.3,"max_turns":6}`)
+		openStep(e, "r1", 1)
+		var subs []rollout.Submission
+		var best uint64
+		for n, l := range leaseAll(e, "r1", 1) {
+			score := 0.5
+			if best == 0 {
+				best, score = n, 0.9
+			}
+			subs = append(subs, sub(l, ptr(score), turn("a", 0), turn("b", 0)))
+		}
+		submitOK(e, "r1", "s", subs...)
+		damage(t, e.db, "r1", "turns", best)
+		// The best branch's children continue its path: their history
+		// reads its turns; a worker holding that path reads none.
+		var lr api.LeaseResponse
+		e.post("/api/v1/runs/r1/leases", api.LeaseRequest{Worker: "w", Step: 1, Have: []api.HeldPath{{Node: best, PathLen: 2}}}, http.StatusOK, &lr)
+		var ids []string
+		for _, l := range lr.Leases {
+			ids = append(ids, l.ID)
+		}
+		if len(ids) == 0 {
+			t.Fatalf("holding the damaged path: no lease: %+v", lr)
+		}
+		e.post("/api/v1/runs/r1/leases/release", api.LeasesRequest{Worker: "w", Leases: ids}, http.StatusOK, nil)
+		status, _, body := e.call("POST", "/api/v1/runs/r1/leases", api.LeaseRequest{Worker: "w", Step: 1})
+		wantDamaged(t, "a lease whose history has a damaged turn", status, body)
+	})
+	t.Run("overdue sweep", func(t *testing.T) {
+		for _, path := range []string{"/steps/1/status", "/steps/1/pending", "/leases"} {
+			e := liveDamageEnv(t)
+			createRun(e, "r1", `{"b0":1,"k":2,"m":2,"top_expand":1,"delta":0.3,"max_turns":6,"pending_ttl_ms":1}`)
+			openStep(e, "r1", 1)
+			var n uint64
+			for id, l := range leaseAll(e, "r1", 1) {
+				s := sub(l, nil, done(turn("a", 0)))
+				s.RewardPending = true
+				submitOK(e, "r1", "s", s)
+				n = id
+			}
+			time.Sleep(20 * time.Millisecond)
+			damage(t, e.db, "r1", "nodes", n)
+			method, body := "GET", any(nil)
+			if path == "/leases" {
+				method, body = "POST", api.LeaseRequest{Worker: "w", Step: 1}
+			}
+			status, _, out := e.call(method, "/api/v1/runs/r1"+path, body)
+			wantDamaged(t, path+" sweeping a damaged overdue branch", status, out)
+		}
+	})
 }

@@ -42,6 +42,10 @@ func TestBranchKeyHashesOrdinalsRootDown(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		great, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID, Parent: grand.ID, Ordinal: 3})
+		if err != nil {
+			return err
+		}
 		want := func(ords ...uint64) uint64 {
 			h := fnv.New64a()
 			for _, x := range append([]uint64{g.ID}, ords...) {
@@ -52,7 +56,7 @@ func TestBranchKeyHashesOrdinalsRootDown(t *testing.T) {
 		for _, c := range []struct {
 			n    model.Node
 			want uint64
-		}{{root, want(1)}, {child, want(1, 0)}, {grand, want(1, 0, 2)}} {
+		}{{root, want(1)}, {child, want(1, 0)}, {grand, want(1, 0, 2)}, {great, want(1, 0, 2, 3)}} {
 			got, err := branchKeyOf(r, c.n)
 			if err != nil {
 				return err

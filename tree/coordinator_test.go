@@ -672,3 +672,20 @@ func TestConcurrentWorkers(t *testing.T) {
 		t.Fatalf("check: %v %v", vs, err)
 	}
 }
+
+// A task the store refuses (a prompt that is not UTF-8) fails OpenStep
+// with ErrInvalid and opens nothing: not a group without its branches.
+func TestOpenStepRefusesATaskTheStoreRefuses(t *testing.T) {
+	db := storetest.Open(t)
+	c := coordinator(t, db, "r", tree.DefaultConfig(), nil)
+	err := db.Update(func(tx *store.Tx) error {
+		_, err := c.OpenStep(tx, 1, []rollout.Task{{ID: "a", Prompt: "\xff"}})
+		return err
+	})
+	if !errors.Is(err, model.ErrInvalid) || !strings.Contains(err.Error(), "prompt") {
+		t.Fatalf("a task with a prompt that is not UTF-8: %v, want ErrInvalid naming the prompt", err)
+	}
+	if got := dumpRun(t, db, "r"); len(got.Groups) != 0 || len(got.Nodes) != 0 {
+		t.Errorf("a refused open wrote %d groups, %d nodes", len(got.Groups), len(got.Nodes))
+	}
+}

@@ -350,3 +350,27 @@ func TestDeferredRefusals(t *testing.T) {
 		t.Fatalf("pending %+v: want node %d's score", p, b.Node)
 	}
 }
+
+// A pending listing over a damaged group record is ErrCorrupt, never the
+// work of the groups before it alone.
+func TestPendingOfADamagedStepFails(t *testing.T) {
+	db := openUnchecked(t)
+	cfg := tree.DefaultConfig()
+	cfg.B0, cfg.K, cfg.MaxTurns = 1, 2, 4
+	c := coordinator(t, db, "r", cfg, nil)
+	groups := openStep(t, c, 1, tasks(2))
+	for _, l := range lease(t, c, tree.LeaseRequest{Worker: "w"}) {
+		s := rollout.Submission{Lease: l.ID, Worker: "w", Node: l.Node, RewardPending: true,
+			Turns: []model.Turn{{Action: "x", Observation: "end", Done: true}}}
+		if _, err := submit(c, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	damageGroup(t, db, "r", 1, groups[1].ID)
+	for _, step := range []uint64{1, 0} {
+		err := db.View(func(tx *store.Tx) error { _, err := c.Pending(tx, step); return err })
+		if !errors.Is(err, store.ErrCorrupt) {
+			t.Errorf("pending of step %d with a damaged group record: %v, want ErrCorrupt", step, err)
+		}
+	}
+}

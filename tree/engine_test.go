@@ -725,6 +725,9 @@ func TestNewValidates(t *testing.T) {
 		"no Policy":      with(func(o *tree.Options) { o.Policy = nil }),
 		"no Env":         with(func(o *tree.Options) { o.Env = nil }),
 		"GRPO no Policy": with(func(o *tree.Options) { o.Config.NoScoring = true; o.Scorer = nil; o.Policy = nil }),
+		"Barrier":        with(func(o *tree.Options) { o.Barrier = tree.BarrierStep + 1 }),
+		"Linger<0":       with(func(o *tree.Options) { o.Linger = -1 }),
+		"Poll<0":         with(func(o *tree.Options) { o.Poll = -1 }),
 	}
 	for name, o := range bad {
 		if e, err := tree.New(db, "r", o); !errors.Is(err, tree.ErrInvalidConfig) || e != nil {

@@ -224,3 +224,64 @@ func TestLeasePrefersTheWorkersPaths(t *testing.T) {
 		t.Fatalf("without Prefer: %+v, want the first free branch in node order", other)
 	}
 }
+
+// TestLeasePreferLooksAtTheNewestPaths: of a worker's held paths a grant
+// looks at the newest tree.MaxPrefer (the end of Prefer); ids it does not
+// know (dropped, or another run's) are passed over, not an error; a
+// preferred branch of another step than the one asked is not granted.
+func TestLeasePreferLooksAtTheNewestPaths(t *testing.T) {
+	db := storetest.Open(t)
+	cfg := tree.DefaultConfig()
+	cfg.B0, cfg.K, cfg.TopExpand, cfg.MaxTurns = 2, 1, 1, 9
+	c := coordinator(t, db, "r", cfg, nil)
+	groups := openStep(t, c, 1, tasks(3))
+	for i, l := range lease(t, c, tree.LeaseRequest{Worker: "w"}) {
+		if _, err := submit(c, rollout.Submission{Lease: l.ID, Worker: "w", Node: l.Node, Turns: turnsN("t", 1), Score: ptr(float64(1 - i%2))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := groups[2].Roots[0]
+	var kids []uint64
+	if err := db.View(func(tx *store.Tx) error {
+		r, err := tx.Run("r")
+		if err == nil {
+			kids, err = r.Children(last)
+		}
+		return err
+	}); err != nil || len(kids) != cfg.M {
+		t.Fatalf("children of %d: %v %v", last, kids, err)
+	}
+	granted := func(req tree.LeaseRequest) []uint64 {
+		t.Helper()
+		ls := lease(t, c, req)
+		var ids []string
+		var nodes []uint64
+		for _, l := range ls {
+			ids = append(ids, l.ID)
+			nodes = append(nodes, l.Node)
+		}
+		c.Release(req.Worker, ids)
+		return nodes
+	}
+	unknown := uint64(1 << 40)
+	if got := granted(tree.LeaseRequest{Worker: "h", Max: cfg.M, Prefer: []uint64{last, unknown}}); !slices.Equal(got, kids) {
+		t.Errorf("an unknown id after the held path: granted %v, want the children %v", got, kids)
+	}
+	old := []uint64{last}
+	for i := range tree.MaxPrefer {
+		old = append(old, unknown+uint64(i))
+	}
+	if got := granted(tree.LeaseRequest{Worker: "h", Max: 1, Prefer: old}); len(got) != 1 || slices.Contains(kids, got[0]) {
+		t.Errorf("a held path older than the newest %d: granted %v, want the first free branch in node order, not a child of it", tree.MaxPrefer, got)
+	}
+	if got := granted(tree.LeaseRequest{Worker: "h", Max: 1, Prefer: old[1:]}); len(got) != 1 || slices.Contains(kids, got[0]) {
+		t.Errorf("only unknown ids: granted %v", got)
+	}
+	if got := granted(tree.LeaseRequest{Worker: "h", Max: 1, Prefer: old[:tree.MaxPrefer]}); !slices.Equal(got, kids[:1]) {
+		t.Errorf("the held path among the newest %d: granted %v, want its first child %d", tree.MaxPrefer, got, kids[0])
+	}
+	step2 := openStep(t, c, 2, tasks(1))
+	if got := granted(tree.LeaseRequest{Worker: "h", Max: 1, Step: 2, Prefer: []uint64{last}}); len(got) != 1 || got[0] != step2[0].Roots[0] {
+		t.Errorf("step 2 asked, a step-1 path held: granted %v, want step 2's first root %d", got, step2[0].Roots[0])
+	}
+}
