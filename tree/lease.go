@@ -62,7 +62,8 @@ func (l *held) current(n *model.Node, g *model.Group) bool {
 // earlier grant saw (a snapshot that lost that race is retaken), so a lease
 // never describes a state its branch has already left. then, when not nil,
 // runs in that same snapshot with the grants (to read the leased branches'
-// histories, say) after the table is released.
+// histories, say) after the table is released; if it fails, the grants are
+// released and its error returned.
 //
 // A request without a worker, with a negative Max or a TTL beyond
 // MaxLeaseTTL is model.ErrInvalid; a worker whose PolicyVersion is too
@@ -79,15 +80,27 @@ func (c *Coordinator) Lease(req LeaseRequest, then func(tx *store.Tx, leases []r
 	}
 	for {
 		var out []rollout.Lease
+		thenFailed := false
 		err := c.db.View(func(tx *store.Tx) error {
 			var err error
 			if out, err = c.grant(tx, req); err != nil || then == nil {
 				return err
 			}
-			return then(tx, out)
+			err = then(tx, out)
+			thenFailed = err != nil
+			return err
 		})
 		if errors.Is(err, errStaleSnapshot) {
 			continue
+		}
+		if thenFailed {
+			// The grants never reach their worker: hand the branches back
+			// now rather than leave them held until the TTL runs out.
+			ids := make([]string, len(out))
+			for i, l := range out {
+				ids[i] = l.ID
+			}
+			c.Release(req.Worker, ids)
 		}
 		if err != nil {
 			return nil, err

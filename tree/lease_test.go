@@ -285,3 +285,18 @@ func TestLeasePreferLooksAtTheNewestPaths(t *testing.T) {
 		t.Errorf("step 2 asked, a step-1 path held: granted %v, want step 2's first root %d", got, step2[0].Roots[0])
 	}
 }
+
+// TestALeaseThatFailsToReachItsWorkerIsReleased: when reading what a grant
+// carries fails (a damaged history, say), the worker never learns of its
+// leases, so the branches are handed back at once instead of staying held
+// for the TTL.
+func TestALeaseThatFailsToReachItsWorkerIsReleased(t *testing.T) {
+	_, c, _ := leaseEnv(t)
+	boom := errors.New("history unreadable")
+	if _, err := c.Lease(tree.LeaseRequest{Worker: "w", Step: 1}, func(*store.Tx, []rollout.Lease) error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("lease with a failing callback: %v", err)
+	}
+	if ls := lease(t, c, tree.LeaseRequest{Worker: "other", Step: 1}); len(ls) != 2 {
+		t.Fatalf("after a failed grant another worker got %d branches, want both", len(ls))
+	}
+}
