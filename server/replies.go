@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/patrdb/patrdb/api"
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/rollout"
 	"github.com/patrdb/patrdb/store"
 )
@@ -126,19 +127,10 @@ func submitFingerprint(pattern, path string, req *api.SubmitRequest) ([]byte, er
 		for i := range s.Turns {
 			t := &s.Turns[i]
 			buf = appendBytes(buf[:0], t.Action)
-			buf = binary.AppendUvarint(buf, uint64(len(t.ActionTokens)))
-			for _, v := range t.ActionTokens {
-				buf = binary.LittleEndian.AppendUint32(buf, v)
-			}
-			buf = binary.AppendUvarint(buf, uint64(len(t.ActionLogprobs)))
-			for _, v := range t.ActionLogprobs {
-				buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
-			}
+			buf = model.AppendWords(binary.AppendUvarint(buf, uint64(len(t.ActionTokens))), t.ActionTokens)
+			buf = model.AppendFloats(binary.AppendUvarint(buf, uint64(len(t.ActionLogprobs))), t.ActionLogprobs)
 			buf = appendBytes(buf, t.Observation)
-			buf = binary.AppendUvarint(buf, uint64(len(t.ObservationTokens)))
-			for _, v := range t.ObservationTokens {
-				buf = binary.LittleEndian.AppendUint32(buf, v)
-			}
+			buf = model.AppendWords(binary.AppendUvarint(buf, uint64(len(t.ObservationTokens))), t.ObservationTokens)
 			buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(t.Reward))
 			buf = binary.AppendUvarint(buf, t.PolicyVersion)
 			if t.Done {
