@@ -187,6 +187,13 @@ func (o *Output) remove() {
 		o.state = aborted
 	}
 	if o.lock == nil {
+		// Removed before — by a stop signal, while the command could still
+		// write into the folder (its copy stops when it sees the context
+		// end). Its owner's Abort, once the writing is over, removes what
+		// came after; the sweep would leave a folder without its lock.
+		if o.state == aborted {
+			_ = os.RemoveAll(o.dir)
+		}
 		return
 	}
 	_ = removeTemp(o.dir)
