@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/patrdb/patrdb/rollout"
 )
@@ -22,6 +23,10 @@ var (
 	// closed group, a node that is not active, a stale interval, a client
 	// key reused for a different request). The server answers 409.
 	ErrConflict = errors.New("server: conflict")
+
+	// ErrFrame: a frame body (FrameType) that does not parse; it is an
+	// ErrBadRequest too.
+	ErrFrame = fmt.Errorf("%w: frame", ErrBadRequest)
 )
 
 // ConflictCodes are the codes of the rollout protocol's refusals in a 409's

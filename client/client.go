@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -111,7 +112,10 @@ func (c *Client) do(ctx context.Context, method, path string, in any, out any) e
 // send is one request, retried as the package doc says.
 func (c *Client) send(ctx context.Context, method, path string, in any, out any) error {
 	var body []byte
-	if in != nil {
+	contentType := "application/json"
+	if e, ok := in.(encoded); ok {
+		body, contentType = e.body, e.contentType
+	} else if in != nil {
 		if k, ok := in.(api.KeyedRequest); ok && *k.Key() == "" {
 			*k.Key() = NewKey()
 		}
@@ -120,6 +124,7 @@ func (c *Client) send(ctx context.Context, method, path string, in any, out any)
 			return err
 		}
 	}
+	framed, _ := out.(framedReply)
 	hc := c.HTTP
 	if hc == nil {
 		hc = &http.Client{Timeout: 60 * time.Second}
@@ -146,7 +151,12 @@ func (c *Client) send(ctx context.Context, method, path string, in any, out any)
 			return err
 		}
 		if in != nil {
-			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Content-Type", contentType)
+		}
+		if framed != nil {
+			// JSON still answers errors, and every answer of a server
+			// older than api.FrameSince.
+			req.Header.Set("Accept", api.FrameType+", application/json;q=0.9")
 		}
 		if c.Token != "" {
 			req.Header.Set("Authorization", "Bearer "+c.Token)
@@ -194,15 +204,28 @@ func (c *Client) send(ctx context.Context, method, path string, in any, out any)
 			*raw = data
 			return nil
 		}
-		// json v2 decodes in one pass where encoding/json scans the body
-		// whole first: a lease of LLM-turn histories decodes several times
-		// faster. Names match as encoding/json matched them.
-		if err := jsonv2.Unmarshal(data, out, jsonv2.MatchCaseInsensitiveNames(true)); err != nil {
+		if framed != nil {
+			if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == api.FrameType {
+				if err := framed.readFrame(data); err != nil {
+					return fmt.Errorf("patrdb client: decoding %s %s: %w", method, path, err)
+				}
+				return nil
+			}
+			out = framed.jsonTarget()
+		}
+		if err := unmarshalReply(data, out); err != nil {
 			return fmt.Errorf("patrdb client: decoding %s %s: %w", method, path, err)
 		}
 		return nil
 	}
 	return last
+}
+
+// unmarshalReply decodes a JSON answer. json v2 decodes in one pass where
+// encoding/json scans the body whole first: a lease of LLM-turn histories
+// decodes several times faster. Names match as encoding/json matched them.
+func unmarshalReply(data []byte, out any) error {
+	return jsonv2.Unmarshal(data, out, jsonv2.MatchCaseInsensitiveNames(true))
 }
 
 func (c *Client) checkWait() time.Duration {
@@ -387,32 +410,66 @@ func (c *Client) OpenStep(ctx context.Context, run string, req api.OpenStepReque
 	return out, c.do(ctx, http.MethodPost, runPath(run, "steps"), &req, &out)
 }
 
-// Lease is POST /api/v1/runs/{run}/leases. The histories come packed when
-// the server speaks it (api.PackedSince).
+// Lease is POST /api/v1/runs/{run}/leases. The answer comes as a frame
+// (api.FrameType) from a server that writes them, its histories packed
+// from one of api.PackedSince on.
 func (c *Client) Lease(ctx context.Context, run string, req api.LeaseRequest) ([]api.LeaseGrant, error) {
 	var out api.LeaseResponse
-	return out.Leases, c.do(ctx, http.MethodPost, runPath(run, "leases")+c.tokensQuery(ctx, "?"), &req, &out)
+	return out.Leases, c.do(ctx, http.MethodPost, runPath(run, "leases")+c.tokensQuery(ctx, "?"), &req, leaseReply{&out})
 }
 
-// Submit is POST /api/v1/runs/{run}/submit. Its turns travel packed when
-// the server speaks it.
+// Submit is POST /api/v1/runs/{run}/submit. It goes as a frame
+// (api.FrameType) to a server that reads them, with its token arrays
+// packed to one of api.PackedSince on.
 func (c *Client) Submit(ctx context.Context, run string, req api.SubmitRequest) (rollout.Submitted, error) {
 	var out rollout.Submitted
 	if req.ClientKey == "" { // before packing: the packed body hides the key
 		req.ClientKey = NewKey()
 	}
 	var body any = &req
-	if c.packed(ctx) {
+	switch {
+	case c.speaks(ctx, api.FrameSince):
+		b, err := api.SubmitFrame(req)
+		if err != nil {
+			return out, err
+		}
+		body = encoded{contentType: api.FrameType, body: b}
+	case c.packed(ctx):
 		body = api.Packed(req)
 	}
 	return out, c.do(ctx, http.MethodPost, runPath(run, "submit"), body, &out)
 }
 
+// encoded is a request body written ahead, with its media type.
+type encoded struct {
+	contentType string
+	body        []byte
+}
+
+// framedReply is an answer asked for as a frame (Accept: api.FrameType)
+// and read from what the server sent: the frame, or JSON into jsonTarget.
+type framedReply interface {
+	readFrame(body []byte) error
+	jsonTarget() any
+}
+
+type leaseReply struct{ out *api.LeaseResponse }
+
+func (l leaseReply) readFrame(body []byte) (err error) {
+	*l.out, err = api.ReadLeaseFrame(body, unmarshalReply)
+	return err
+}
+
+func (l leaseReply) jsonTarget() any { return l.out }
+
 // packed reports whether the server reads and writes packed token arrays
 // (API version api.PackedSince or later).
-func (c *Client) packed(ctx context.Context) bool {
+func (c *Client) packed(ctx context.Context) bool { return c.speaks(ctx, api.PackedSince) }
+
+// speaks reports whether the server's API version is version or later.
+func (c *Client) speaks(ctx context.Context, version string) bool {
 	v, err := c.APIVersion(ctx)
-	return err == nil && v != "" && versionAtLeast(v, api.PackedSince)
+	return err == nil && v != "" && versionAtLeast(v, version)
 }
 
 // tokensQuery is the query that asks for packed turns (after sep), or "".

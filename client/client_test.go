@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -414,26 +415,36 @@ func TestRetriesAfterACheckUseTheBackoff(t *testing.T) {
 }
 
 // Submit sends its turns' token arrays packed to a server whose API
-// version reads them (api.PackedSince) and as JSON arrays to an older one,
-// with a client key either way.
+// version reads them (api.PackedSince), as JSON arrays to an older one,
+// and as a frame to one that reads frames (api.FrameSince), with a client
+// key every way.
 func TestSubmitPacksTurnsForServersThatHaveThem(t *testing.T) {
-	for version, packed := range map[string]bool{"1.4": false, "1.5": true} {
-		var body atomic.Value
+	for version, wire := range map[string]string{"1.4": "arrays", "1.5": "packed", "1.6": "packed", "1.7": "frame"} {
+		var body, ct atomic.Value
 		mux := http.NewServeMux()
 		mux.HandleFunc("GET /api/v1/{$}", func(w http.ResponseWriter, r *http.Request) {
 			w.Write([]byte(`{"api_version":"` + version + `"}`))
 		})
 		mux.HandleFunc("POST /api/v1/runs/r/submit", func(w http.ResponseWriter, r *http.Request) {
 			b, _ := io.ReadAll(r.Body)
-			body.Store(string(b))
+			body.Store(b)
+			ct.Store(r.Header.Get("Content-Type"))
 			w.Write([]byte(`{}`))
 		})
 		srv := httptest.NewServer(mux)
 		c := client.New(srv.URL)
-		_, err := c.Submit(bg, "r", api.SubmitRequest{Submissions: []rollout.Submission{{Lease: "l", Worker: "w", Node: 1,
-			Turns: []model.Turn{{Action: "a", ActionTokens: model.TokenIDs{1, 2, 3}}}}}})
+		turns := []model.Turn{{Action: "a", ActionTokens: model.TokenIDs{1, 2, 3}, ActionLogprobs: model.Logprobs{-0.5, -1, -2}, Observation: "o"}}
+		_, err := c.Submit(bg, "r", api.SubmitRequest{Submissions: []rollout.Submission{{Lease: "l", Worker: "w", Node: 1, Turns: turns}}})
 		srv.Close()
-		b, _ := body.Load().(string)
+		b, _ := body.Load().([]byte)
+		if wire == "frame" {
+			req, ferr := api.ReadSubmitFrame(b, json.Unmarshal)
+			if err != nil || ferr != nil || ct.Load() != api.FrameType || len(req.Submissions) != 1 ||
+				!reflect.DeepEqual(req.Submissions[0].Turns, turns) || len(req.ClientKey) < 16 {
+				t.Errorf("server at %s: sent %v %+v (%v, %v); want a frame of the turns and a random key", version, ct.Load(), req, err, ferr)
+			}
+			continue
+		}
 		var sent struct {
 			ClientKey   string `json:"client_key"`
 			Submissions []struct {
@@ -442,12 +453,40 @@ func TestSubmitPacksTurnsForServersThatHaveThem(t *testing.T) {
 				} `json:"turns"`
 			} `json:"submissions"`
 		}
-		if err != nil || json.Unmarshal([]byte(b), &sent) != nil || len(sent.Submissions) != 1 || len(sent.Submissions[0].Turns) != 1 {
+		if err != nil || json.Unmarshal(b, &sent) != nil || len(sent.Submissions) != 1 || len(sent.Submissions[0].Turns) != 1 {
 			t.Fatalf("server at %s: sent %s, %v", version, b, err)
 		}
 		tokens := string(sent.Submissions[0].Turns[0].ActionTokens)
-		if strings.HasPrefix(tokens, `"`) != packed || !packed && tokens != "[1,2,3]" || len(sent.ClientKey) < 16 {
-			t.Errorf("server at %s: action_tokens sent as %s, client key %q; want packed: %v, and a random key", version, tokens, sent.ClientKey, packed)
+		if packed := wire == "packed"; strings.HasPrefix(tokens, `"`) != packed || !packed && tokens != "[1,2,3]" || len(sent.ClientKey) < 16 {
+			t.Errorf("server at %s: action_tokens sent as %s, client key %q; want %s, and a random key", version, tokens, sent.ClientKey, wire)
+		}
+	}
+}
+
+// Lease asks every server for a frame and reads what comes back: a frame
+// from a server that writes them (api.FrameSince), JSON from an older one.
+func TestLeaseReadsFramesAndJSON(t *testing.T) {
+	turns := []model.Turn{{Action: "a", ActionTokens: model.TokenIDs{1, 2, 3}, ActionLogprobs: model.Logprobs{-0.5, -1, -2}, Observation: "o"}}
+	grants := api.LeaseResponse{Leases: []api.LeaseGrant{{Lease: rollout.Lease{ID: "l", Node: 1, PathLen: 1}, History: turns}}}
+	for _, framed := range []bool{false, true} {
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /api/v1/{$}", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"api_version":"1.7"}`)) })
+		mux.HandleFunc("POST /api/v1/runs/r/leases", func(w http.ResponseWriter, r *http.Request) {
+			if framed && strings.Contains(r.Header.Get("Accept"), api.FrameType) {
+				b, _ := api.LeaseFrame(grants)
+				w.Header().Set("Content-Type", api.FrameType)
+				w.Write(b)
+				return
+			}
+			b, _ := json.Marshal(api.Packed(grants))
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(b)
+		})
+		srv := httptest.NewServer(mux)
+		got, err := client.New(srv.URL).Lease(bg, "r", api.LeaseRequest{Worker: "w"})
+		srv.Close()
+		if err != nil || !reflect.DeepEqual(got, grants.Leases) {
+			t.Errorf("answered as a frame: %v: lease read as %+v, %v; want %+v", framed, got, err, grants.Leases)
 		}
 	}
 }

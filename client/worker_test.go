@@ -297,10 +297,7 @@ func TestWorkerRetriesASubmitUnderItsKey(t *testing.T) {
 				h.ServeHTTP(w, r)
 				return
 			}
-			var k struct {
-				ClientKey string `json:"client_key"`
-			}
-			_ = json.Unmarshal(peek(r), &k)
+			k, _ := api.ReadSubmitFrame(peek(r), json.Unmarshal) // the worker's client sends frames
 			mu.Lock()
 			keys = append(keys, k.ClientKey)
 			at = append(at, time.Now())

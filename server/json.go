@@ -24,6 +24,9 @@ import (
 func decodeBody(w http.ResponseWriter, r *http.Request, max int64, v any) error {
 	ct := r.Header.Get("Content-Type")
 	mt, _, err := mime.ParseMediaType(ct)
+	if sr, ok := v.(*api.SubmitRequest); ok && err == nil && mt == api.FrameType {
+		return decodeFrame(w, r, max, sr)
+	}
 	if err != nil || mt != "application/json" {
 		// Requiring JSON also forces a CORS preflight on any cross-site
 		// request a browser might send to a loopback server, which this
@@ -35,6 +38,12 @@ func decodeBody(w http.ResponseWriter, r *http.Request, max int64, v any) error 
 	if err != nil {
 		return jsonError(err)
 	}
+	return unmarshalStrict(body, v)
+}
+
+// unmarshalStrict decodes one JSON object into v, as decodeBody's rules
+// say.
+func unmarshalStrict(body []byte, v any) error {
 	// encoding/json turns invalid UTF-8 and unpaired surrogate escapes into
 	// U+FFFD without a word; stored text must be what the client sent.
 	if err := textError(body); err != nil {
@@ -48,6 +57,22 @@ func decodeBody(w http.ResponseWriter, r *http.Request, max int64, v any) error 
 		return jsonError(err)
 	}
 	return nil
+}
+
+// decodeFrame reads a submit sent as a frame (api.FrameType): its JSON
+// part under the JSON body's rules, its turns' text and tokens straight
+// from the bytes after it.
+func decodeFrame(w http.ResponseWriter, r *http.Request, max int64, req *api.SubmitRequest) error {
+	body, err := readBody(w, r, max)
+	if err != nil {
+		return jsonError(err)
+	}
+	*req, err = api.ReadSubmitFrame(body, unmarshalStrict)
+	var ae *apiError
+	if err != nil && !errors.As(err, &ae) {
+		return withStatus(http.StatusBadRequest, "bad_request", err) // api.ErrFrame
+	}
+	return err
 }
 
 // readBody reads r's body, up to max bytes, into one buffer of the size
@@ -172,8 +197,12 @@ func marshal(v any) ([]byte, error) {
 }
 
 func writeRaw(w http.ResponseWriter, status int, body []byte) {
+	writeBody(w, status, "application/json", body)
+}
+
+func writeBody(w http.ResponseWriter, status int, contentType string, body []byte) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
+	h.Set("Content-Type", contentType)
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)

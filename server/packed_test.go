@@ -17,14 +17,7 @@ import (
 // packed when asked, and decode to the same turns; malformed packed
 // arrays are a 400 and write nothing.
 func TestPackedTokens(t *testing.T) {
-	e := newEnv(t, Options{})
-	createRun(e, "r1", `{"b0":2,"k":2,"m":2,"top_expand":1,"delta":0.3,"max_turns":4}`)
-	openStep(e, "r1", 1)
-	ls := leaseAll(e, "r1", 1)
-	var nodes []uint64
-	for n := range ls {
-		nodes = append(nodes, n)
-	}
+	e, ls, nodes := twoLeasedRoots(t)
 	turns := []model.Turn{
 		{Action: "a", ActionTokens: model.TokenIDs{0, 1, 1<<31 - 1}, ActionLogprobs: model.Logprobs{0, -0.5, -1e-30},
 			Observation: "o", ObservationTokens: model.TokenIDs{7, 65536}, PolicyVersion: 3},
@@ -64,4 +57,18 @@ func TestPackedTokens(t *testing.T) {
 	if e.fileSum() != before {
 		t.Error("a refused packed submit changed the file")
 	}
+}
+
+// twoLeasedRoots is a run of two roots per group (a 2-turn interval, K 2)
+// whose first step's roots are leased, by node.
+func twoLeasedRoots(t *testing.T) (*testEnv, map[uint64]api.LeaseGrant, []uint64) {
+	e := newEnv(t, Options{})
+	createRun(e, "r1", `{"b0":2,"k":2,"m":2,"top_expand":1,"delta":0.3,"max_turns":4}`)
+	openStep(e, "r1", 1)
+	ls := leaseAll(e, "r1", 1)
+	var nodes []uint64
+	for n := range ls {
+		nodes = append(nodes, n)
+	}
+	return e, ls, nodes
 }

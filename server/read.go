@@ -2,8 +2,10 @@ package server
 
 import (
 	"errors"
+	"mime"
 	"net/http"
 	"os"
+	"strings"
 
 	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/model"
@@ -25,6 +27,14 @@ func (s *server) ok(w http.ResponseWriter, v any) error {
 // okTurns answers v, whose turns are written packed when the request asks
 // (tokens=packed; api.Packed).
 func (s *server) okTurns(w http.ResponseWriter, r *http.Request, v any) error {
+	if lr, ok := v.(api.LeaseResponse); ok && acceptsFrame(r) {
+		b, err := api.LeaseFrame(lr)
+		if err != nil {
+			return err
+		}
+		writeBody(w, http.StatusOK, api.FrameType, b)
+		return nil
+	}
 	switch r.URL.Query().Get("tokens") {
 	case "":
 		return s.ok(w, v)
@@ -32,6 +42,19 @@ func (s *server) okTurns(w http.ResponseWriter, r *http.Request, v any) error {
 		return s.ok(w, api.Packed(v))
 	}
 	return badRequest("tokens=%q: want %q (or none, for arrays of numbers)", r.URL.Query().Get("tokens"), api.TokensPacked)
+}
+
+// acceptsFrame reports whether the request's Accept header lists the
+// frame's media type (api.FrameType).
+func acceptsFrame(r *http.Request) bool {
+	for _, a := range r.Header.Values("Accept") {
+		for part := range strings.SplitSeq(a, ",") {
+			if mt, _, err := mime.ParseMediaType(strings.TrimSpace(part)); err == nil && mt == api.FrameType {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // lookupRun returns the run named in the path, or a 404 naming it.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import http.client
 import json
 import math
@@ -13,6 +14,7 @@ import urllib.parse
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .batch import Batch
+from .frame import FRAME_TYPE, read_lease_frame, submit_frame
 from .types import (ActiveRubrics, ConsolidateNeed, InduceNeed, JudgeNeed, ShapeResult, Advantage, Checkpoint,
                     CheckpointResult, CloseGroupResult, Event, EventPage, Group, GroupTree, Health, Lease, LeaseState,
                     Node, NodeInfo, OpenStepResult, PendingResult, RewardSubmission, Rubric, Run, RunSummary, Scalars,
@@ -29,6 +31,7 @@ __version__ = "0.2.0"
 MIN_API_VERSION = (1, 1)
 PACKED_SINCE = (1, 5)  # the API version that reads and writes packed token arrays
 FILTER_SINCE = (1, 6)  # the API version that records filtered groups on close
+FRAME_SINCE = (1, 7)  # the API version that reads submits and writes leases as frames (frame.py)
 
 
 class PatrdbError(Exception):
@@ -258,6 +261,13 @@ class Client:
     def fetch(self, method: str, path: str, data: Optional[bytes] = None, query: Optional[Dict[str, Any]] = None,
               content_type: str = "application/json", _checked: bool = False) -> Tuple[int, bytes]:
         """Sends one request (retrying per the class rules) and returns (status, body bytes)."""
+        status, raw, _ = self._exchange(method, path, data, query, content_type, _checked)
+        return status, raw
+
+    def _exchange(self, method: str, path: str, data: Optional[bytes] = None, query: Optional[Dict[str, Any]] = None,
+                  content_type: str = "application/json", _checked: bool = False,
+                  accept: str = "") -> Tuple[int, bytes, str]:
+        """``fetch``, asking for ``accept`` when given; also returns the answer's Content-Type."""
         if self._api_version is None and not _checked and path != "/api/v1/health":
             with self._version_lock:
                 if self._api_version is None:
@@ -270,6 +280,8 @@ class Client:
         headers = {"User-Agent": "patrdb-client/" + __version__, "Accept-Encoding": "identity"}
         if data is not None and content_type:
             headers["Content-Type"] = content_type
+        if accept:
+            headers["Accept"] = accept
         if self.token:
             headers["Authorization"] = "Bearer " + self.token
         last: Optional[Exception] = None
@@ -298,7 +310,7 @@ class Client:
                 attempt += 1
                 continue
             if status < 400:
-                return status, raw
+                return status, raw, resp.getheader("Content-Type") or ""
             try:
                 eb = json.loads(raw)
                 if not isinstance(eb, dict):
@@ -496,7 +508,19 @@ class Client:
             body["policy_version"] = int(policy_version)
         if have:
             body["have"] = [{"node": int(n), "path_len": int(k)} for n, k in have]
-        return [from_json(Lease, x) for x in self.request("POST", self._run(run, "leases"), body, query=self._tokens())[1]["leases"]]
+        # A server of API 1.7 on answers a frame (no base64, no escaped text);
+        # an older one JSON, packed from 1.5 on.
+        accept = FRAME_TYPE + ", application/json;q=0.9" if self._speaks(FRAME_SINCE) else ""
+        status, raw, ctype = self._exchange("POST", self._run(run, "leases"), json.dumps(body).encode(),
+                                            self._tokens(), accept=accept)
+        if ctype.split(";")[0].strip() == FRAME_TYPE:
+            try:
+                out = read_lease_frame(raw)
+            except (ValueError, UnicodeDecodeError) as e:
+                raise BadResponse(status, "bad_frame", f"the lease frame does not parse: {e}") from None
+        else:
+            out = _json_answer(status, raw)
+        return [from_json(Lease, x) for x in out["leases"]]
 
     def renew_leases(self, run: str, worker: str, leases: Sequence[str]) -> List[LeaseState]:
         """A heartbeat: each lease ``worker`` still holds lasts its TTL from now
@@ -557,16 +581,31 @@ class Client:
                client_key: Optional[str] = None) -> Submitted:
         """Submits leased work in one transaction: turns, scores, outcome rewards,
         failures. One refused submission refuses all (nothing is written); the
-        server routes every group whose interval the submit completed."""
+        server routes every group whose interval the submit completed. To a
+        server of API 1.7 on it goes as a frame, its turns' text and tokens
+        as raw bytes; to an older one as JSON, its token arrays packed from
+        1.5 on."""
+        framed = self._speaks(FRAME_SINCE)
         packed = self.packed()
-        subs = [s.to_json(packed) if isinstance(s, Submission) else dict(s) for s in submissions]
+        subs = []
+        for s in submissions:
+            if not isinstance(s, Submission):
+                subs.append(dict(s))
+            elif framed and s.turns:  # the turns stay records: the frame reads their members
+                subs.append({**dataclasses.replace(s, turns=[]).to_json(), "turns": s.turns})
+            else:
+                subs.append(s.to_json(packed))
         for s in subs:
             for i, t in enumerate(s.get("turns", ())):
-                _check_finite(t.get("reward", 0.0), f"node {s.get('node')} turn {i} reward")
+                reward = t.get("reward", 0.0) if isinstance(t, Mapping) else t.reward
+                _check_finite(reward, f"node {s.get('node')} turn {i} reward")
             for k in ("score", "reward"):
                 if s.get(k) is not None:
                     _check_finite(s[k], f"node {s.get('node')} {k}")
-        return from_json(Submitted, self._post(self._run(run, "submit"), {"submissions": subs}, client_key))
+        if not framed:
+            return from_json(Submitted, self._post(self._run(run, "submit"), {"submissions": subs}, client_key))
+        body = {"client_key": client_key or new_client_key(), "submissions": subs}
+        return from_json(Submitted, self.raw("POST", self._run(run, "submit"), submit_frame(body), content_type=FRAME_TYPE)[1])
 
     def abandon_step(self, run: str, step: int, reason: str, client_key: Optional[str] = None) -> OpenStepResult:
         """Gives up the step's open groups, on record (active branches fail with the

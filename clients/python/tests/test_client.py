@@ -674,6 +674,59 @@ if __name__ == "__main__":
     unittest.main()
 
 
+class FrameTest(ServedTest):
+    """Against a server of API 1.7 on, submits go and leases come as frames
+    (frame.py); a client that takes the server for an older one speaks JSON.
+    Both store and read the same turns."""
+
+    def test_frames_and_json_carry_the_same_turns(self):
+        old = Client(self.server.url, retries=5, backoff=0.1)
+        old._api_version = "1.6"  # JSON, packed
+        self.assertGreaterEqual(tuple(int(x) for x in self.client.check_version().split(".")), (1, 7))
+        self.client.open_step("r1", 1, [Task("t")], client_key="open")
+        ls = self.client.lease("r1", "w", step=1)
+        self.assertEqual(len(ls), 3)
+        turns = [Turn("a ✓ \"q\"\n", "o\u00e9", action_tokens=[0, 1, 2 ** 31 - 1], action_logprobs=[0.0, -0.5, -1.25],
+                      observation_tokens=[7, 65536], reward=0.25, policy_version=3),
+                 Turn("b", "", done=False)]
+        sent = [self.client, old, self.client]
+        for l, c in zip(ls, sent):
+            c.submit("r1", [Submission(l.id, l.node, worker="w", turns=turns, score=0.5)])
+        for l in ls:
+            got = [t.turn() for t in self.client.trajectory("r1", l.node).turns]
+            self.assertEqual(got, turns)
+        # A mapping turn with packed arrays goes in a frame too.
+        g = self.client.open_step("r1", 2, [Task("t")], client_key="open-2").groups[0]
+        [l2, *_] = self.client.lease("r1", "w", step=2)
+        self.client.submit("r1", [{"lease": l2.id, "node": l2.node, "worker": "w",
+                                   "turns": [{"action": "x", "observation": "y", "action_tokens": "AQAAAA=="}]}])
+        self.assertEqual(self.client.trajectory("r1", l2.node).turns[0].action_tokens, [1])
+        self.assertTrue(g.roots)
+        # The group of step 1 routed: both encodings lease the same paths.
+        framed = self.client.lease("r1", "w", step=1)
+        self.assertTrue(framed)
+        self.assertTrue(all(x.history == turns for x in framed))
+        self.client.release_leases("r1", "w", [x.id for x in framed])
+        plain = old.lease("r1", "w", step=1)
+        self.assertEqual([(x.node, x.history) for x in plain], [(x.node, x.history) for x in framed])
+
+    def test_a_lease_frame_that_does_not_parse(self):
+        from patrdb_client.frame import read_lease_frame
+        head = json.dumps({"leases": [{"id": "l", "history": [{"reward": 0, "done": False}]}]}).encode()
+
+        def frame(*members):
+            return len(head).to_bytes(4, "little") + head + b"".join(len(b).to_bytes(4, "little") + b for b in members)
+
+        good = frame(b"a", b"\x01\x00\x00\x00", b"", "é".encode(), b"")
+        self.assertEqual(read_lease_frame(good)["leases"][0]["history"][0], {
+            "reward": 0, "done": False, "action": "a", "action_tokens": [1], "action_logprobs": [],
+            "observation": "é", "observation_tokens": []})
+        for bad in (good[:3], good[:-1], good + b"\x00", frame(b"a", b"\x01\x00\x00", b"", b"", b""),
+                    frame(b"\xff", b"", b"", b"", b"")):
+            with self.assertRaises(ValueError):
+                read_lease_frame(bad)
+
+
 class PackedTokensTest(unittest.TestCase):
     """Token arrays travel packed (base64 of little-endian words) against a
     server of API 1.5 on, and read back as the same numbers."""
