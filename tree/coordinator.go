@@ -59,6 +59,10 @@ type Coordinator struct {
 	pending map[uint64]time.Time
 	// statusMemo is the last status read of each polled step (status.go).
 	statusMemo statusMemo
+	// leaseGen counts the changes to the lease table (grants, drops,
+	// renewals), leased the last count Leased made (leased.go).
+	leaseGen uint64
+	leased   leasedMemo
 }
 
 // CoordinatorOptions tune a Coordinator. The zero value means the defaults.

@@ -150,6 +150,7 @@ func (c *Coordinator) noteVersion(v uint64) {
 // so a round that found nothing to grant is forgotten too.
 func (c *Coordinator) drop(l *held) {
 	c.idle = idleRound{}
+	c.leaseGen++
 	if c.leases[l.Node] == l {
 		delete(c.leases, l.Node)
 	}
@@ -398,6 +399,7 @@ func (gs *grantScan) try(n *model.Node) error {
 		ttl: ttl, snapshot: gs.tx.Snapshot(),
 	}
 	c.leases[n.ID], c.byID[l.ID] = l, l
+	c.leaseGen++
 	gs.out = append(gs.out, l.Lease)
 	return nil
 }
@@ -437,6 +439,7 @@ func (c *Coordinator) extend(h *held) {
 	defer c.mu.Unlock()
 	if c.byID[h.ID] == h {
 		h.ExpiresAt = c.opts.Now().Add(h.ttl).UnixNano()
+		c.leaseGen++
 	}
 }
 
@@ -449,6 +452,7 @@ func (c *Coordinator) extend(h *held) {
 func (c *Coordinator) Renew(worker string, ids []string) []rollout.LeaseState {
 	return c.each(worker, ids, func(h *held, now time.Time) rollout.LeaseState {
 		h.ExpiresAt = now.Add(h.ttl).UnixNano()
+		c.leaseGen++
 		return rollout.LeaseState{ID: h.ID, Held: true, ExpiresAt: h.ExpiresAt}
 	})
 }

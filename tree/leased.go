@@ -1,6 +1,8 @@
 package tree
 
 import (
+	"time"
+
 	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
@@ -9,13 +11,26 @@ import (
 // right now: under a lease that has not expired and is still current as
 // the store stands in tx. A driver waiting for a step reads it beside the
 // store's counts to tell "workers are busy" from "nobody is working".
+//
+// Idle workers poll the status, and so this count, many times between two
+// changes of the store or the lease table: a read transaction gets the
+// last count while its snapshot, the table and the step are the same and
+// none of the leases it counted has run out since.
 func (c *Coordinator) Leased(tx *store.Tx, step uint64) (int, error) {
 	now := c.opts.Now()
 	c.mu.Lock()
+	if m := c.leased; m.ok && !tx.Writable() && m.snapshot == tx.Snapshot() && m.step == step && m.gen == c.leaseGen && now.Before(m.until) {
+		c.mu.Unlock()
+		return m.count, nil
+	}
+	gen, until := c.leaseGen, now.Add(MaxLeaseTTL)
 	live := make([]held, 0, len(c.leases))
 	for _, l := range c.leases {
 		if (step == 0 || l.Step == step) && now.Before(l.expires()) {
 			live = append(live, *l)
+			if e := l.expires(); e.Before(until) {
+				until = e
+			}
 		}
 	}
 	c.mu.Unlock()
@@ -48,5 +63,21 @@ func (c *Coordinator) Leased(tx *store.Tx, step uint64) (int, error) {
 			count++
 		}
 	}
+	if !tx.Writable() {
+		c.mu.Lock()
+		if c.leaseGen == gen {
+			c.leased = leasedMemo{ok: true, snapshot: tx.Snapshot(), step: step, gen: gen, until: until, count: count}
+		}
+		c.mu.Unlock()
+	}
 	return count, nil
+}
+
+// leasedMemo is a count Leased made: of step's leases in snapshot, with
+// the lease table at gen, good until the first lease it counted runs out.
+type leasedMemo struct {
+	ok                  bool
+	snapshot, step, gen uint64
+	until               time.Time
+	count               int
 }
