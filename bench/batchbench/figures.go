@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/patrdb/patrdb/batch"
+	"github.com/patrdb/patrdb/internal/cputime"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -132,20 +133,20 @@ func goFigures(c config, db *store.DB, rows *batch.Batch) ([]*figure, error) {
 	}
 	per := make([][]float64, len(sides))    // wall time per side, per repetition
 	perCPU := make([][]float64, len(sides)) // process CPU time, the same way
-	_, haveCPU := cpuTime()
+	_, haveCPU := cputime.Process()
 	for rep := 0; rep < c.reps; rep++ {
 		times, cpus := make([][]float64, len(sides)), make([][]float64, len(sides))
 		for it := 0; it < c.iters; it++ {
 			for k := range sides {
 				s := (k + it + rep) % len(sides) // rotate the order
 				runtime.GC()
-				c0, _ := cpuTime()
+				c0, _ := cputime.Process()
 				t0 := time.Now()
 				if err := sides[s](); err != nil {
 					return nil, err
 				}
 				times[s] = append(times[s], time.Since(t0).Seconds())
-				c1, _ := cpuTime()
+				c1, _ := cputime.Process()
 				cpus[s] = append(cpus[s], c1-c0)
 			}
 		}

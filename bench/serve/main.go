@@ -32,6 +32,7 @@ import (
 
 	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/client"
+	"github.com/patrdb/patrdb/internal/cputime"
 	"github.com/patrdb/patrdb/internal/llmfake"
 	"github.com/patrdb/patrdb/runconfig"
 	"github.com/patrdb/patrdb/server"
@@ -53,6 +54,11 @@ type Result struct {
 	SubmitsPerCommit float64 `json:"submits_per_commit"`
 	ServeLeaseBytes  int64   `json:"serve_lease_bytes,omitempty"`
 	ServeSubmitBytes int64   `json:"serve_submit_bytes,omitempty"`
+	// ServeCPU and InprocCPU are the medians of the process's CPU time
+	// (user + system, both cores) while each contender ran: on a machine
+	// shared with other work they move less than the wall times.
+	ServeCPU  float64 `json:"serve_cpu_s,omitempty"`
+	InprocCPU float64 `json:"inproc_cpu_s,omitempty"`
 }
 
 func main() {
@@ -127,7 +133,7 @@ func newStore(path, run string) (*store.DB, error) {
 
 func measure(dir string, workers, tasks, reps int) (Result, error) {
 	res := Result{Workers: workers, Reps: reps}
-	var serve, inproc, ratios, perCommit []float64
+	var serve, inproc, ratios, perCommit, serveCPU, inprocCPU []float64
 	for i := range reps {
 		// In-process: the engine, its branches sampled workers wide.
 		db, err := newStore(filepath.Join(dir, fmt.Sprintf("in-%d-%d.db", workers, i)), "r")
@@ -140,9 +146,11 @@ func measure(dir string, workers, tasks, reps int) (Result, error) {
 			db.Close()
 			return res, err
 		}
+		c0, _ := cputime.Process()
 		start := time.Now()
 		sr, err := e.Rollout(context.Background(), 1, llmfake.Tasks(tasks))
 		took := time.Since(start)
+		c1, _ := cputime.Process()
 		db.Close()
 		if err != nil {
 			return res, err
@@ -154,7 +162,9 @@ func measure(dir string, workers, tasks, reps int) (Result, error) {
 		if err != nil {
 			return res, err
 		}
+		c2, _ := cputime.Process()
 		hr, err := overHTTP(db, workers, tasks)
+		c3, _ := cputime.Process()
 		db.Close()
 		if err != nil {
 			return res, err
@@ -165,11 +175,13 @@ func measure(dir string, workers, tasks, reps int) (Result, error) {
 		out := float64(hr.turns) / hr.took.Seconds()
 		serve, inproc, ratios = append(serve, out), append(inproc, in), append(ratios, out/in)
 		perCommit = append(perCommit, hr.perCommit)
+		inprocCPU, serveCPU = append(inprocCPU, c1-c0), append(serveCPU, c3-c2)
 		res.Turns, res.ServeSubmits = hr.turns, hr.submits
 		res.ServeLeaseBytes, res.ServeSubmitBytes = hr.wire.leases.Load(), hr.wire.submits.Load()
 	}
 	res.ServeTurnsPerS, res.InprocTurnsPerS, res.Ratio = median(serve), median(inproc), median(ratios)
 	res.SubmitsPerCommit = median(perCommit)
+	res.ServeCPU, res.InprocCPU = median(serveCPU), median(inprocCPU)
 	return res, nil
 }
 
