@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/rollout"
@@ -17,13 +18,19 @@ import (
 // each turn's five bulk members left empty, followed by those members as
 // raw bytes (docs/json.md):
 //
-//	u32 n          little-endian length of the JSON part
+//	u32 n          little-endian length of the JSON part, a multiple of 4
 //	n bytes        the JSON object, its turns without action, action_tokens,
-//	               action_logprobs, observation and observation_tokens
+//	               action_logprobs, observation and observation_tokens,
+//	               padded with spaces
 //	per turn       in document order (submissions[i].turns[j], or
 //	               leases[i].history[j]): each of those five members as a
 //	               u32 byte length and the bytes — the texts in UTF-8, the
-//	               arrays as little-endian 4-byte words, as packed
+//	               arrays as little-endian 4-byte words, as packed — then
+//	               zero bytes up to a multiple of 4
+//
+// Every length and array starts 4-byte aligned in the frame, so a reader
+// on a little-endian host takes the arrays (and texts) as views of the
+// body it read, without a copy.
 //
 // A request sends one with Content-Type FrameType (submits); a lease
 // request asks for one with Accept: FrameType. FrameSince is the API
@@ -63,7 +70,8 @@ func LeaseFrame(resp LeaseResponse) ([]byte, error) {
 }
 
 // ReadSubmitFrame reads a submit frame; unmarshal reads its JSON part (the
-// caller's strictness).
+// caller's strictness). The turns' texts and arrays share body's memory
+// (model.WordsView): body must not change while they are in use.
 func ReadSubmitFrame(body []byte, unmarshal func([]byte, any) error) (SubmitRequest, error) {
 	var req SubmitRequest
 	err := readFrame(body, unmarshal, &req, func(fill func([]model.Turn, string, int) error) error {
@@ -77,7 +85,8 @@ func ReadSubmitFrame(body []byte, unmarshal func([]byte, any) error) (SubmitRequ
 	return req, err
 }
 
-// ReadLeaseFrame reads a lease answer's frame.
+// ReadLeaseFrame reads a lease answer's frame, its turns sharing body's
+// memory as ReadSubmitFrame's do.
 func ReadLeaseFrame(body []byte, unmarshal func([]byte, any) error) (LeaseResponse, error) {
 	var resp LeaseResponse
 	err := readFrame(body, unmarshal, &resp, func(fill func([]model.Turn, string, int) error) error {
@@ -125,28 +134,39 @@ func encodeFrame(head any, lists [][]model.Turn) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	size := 4 + len(js)
+	n := aligned(len(js))
+	size := 4 + n
 	for _, ts := range lists {
 		for i := range ts {
 			t := &ts[i]
-			size += 20 + len(t.Action) + len(t.Observation) + 4*(len(t.ActionTokens)+len(t.ActionLogprobs)+len(t.ObservationTokens))
+			size += 32 + len(t.Action) + len(t.Observation) + 4*(len(t.ActionTokens)+len(t.ActionLogprobs)+len(t.ObservationTokens))
 		}
 	}
 	b := make([]byte, 0, size)
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(js)))
+	b = binary.LittleEndian.AppendUint32(b, uint32(n))
 	b = append(b, js...)
+	for len(b) < 4+n {
+		b = append(b, ' ')
+	}
+	text := func(b []byte, s string) []byte {
+		b = append(binary.LittleEndian.AppendUint32(b, uint32(len(s))), s...)
+		return append(b, make([]byte, aligned(len(s))-len(s))...)
+	}
 	for _, ts := range lists {
 		for i := range ts {
 			t := &ts[i]
-			b = append(binary.LittleEndian.AppendUint32(b, uint32(len(t.Action))), t.Action...)
+			b = text(b, t.Action)
 			b = model.AppendWords(binary.LittleEndian.AppendUint32(b, uint32(4*len(t.ActionTokens))), t.ActionTokens)
 			b = model.AppendFloats(binary.LittleEndian.AppendUint32(b, uint32(4*len(t.ActionLogprobs))), t.ActionLogprobs)
-			b = append(binary.LittleEndian.AppendUint32(b, uint32(len(t.Observation))), t.Observation...)
+			b = text(b, t.Observation)
 			b = model.AppendWords(binary.LittleEndian.AppendUint32(b, uint32(4*len(t.ObservationTokens))), t.ObservationTokens)
 		}
 	}
 	return b, nil
 }
+
+// aligned is n rounded up to a multiple of 4.
+func aligned(n int) int { return (n + 3) &^ 3 }
 
 func splitFrame(body []byte) (head, bulk []byte, err error) {
 	if len(body) < 4 {
@@ -155,6 +175,9 @@ func splitFrame(body []byte) (head, bulk []byte, err error) {
 	n := binary.LittleEndian.Uint32(body)
 	if uint64(n) > uint64(len(body)-4) {
 		return nil, nil, fmt.Errorf("%w: its JSON part is %d bytes, the frame holds %d after the length", ErrFrame, n, len(body)-4)
+	}
+	if n%4 != 0 {
+		return nil, nil, fmt.Errorf("%w: its JSON part is %d bytes, not a multiple of 4 (pad it with spaces)", ErrFrame, n)
 	}
 	return body[4 : 4+n], body[4+n:], nil
 }
@@ -189,10 +212,10 @@ func (fr *frameReader) fill(ts []model.Turn, format string, n int) error {
 				return fmt.Errorf("%w: %s[%d].%s is %d bytes, not a whole number of 4-byte words", ErrFrame, where(), i, bulkMembers[k], len(b[k]))
 			}
 		}
-		t.Action, t.Observation = string(b[0]), string(b[3])
-		t.ActionTokens, _ = model.Words(b[1])
-		t.ActionLogprobs, _ = model.Floats(b[2])
-		t.ObservationTokens, _ = model.Words(b[4])
+		t.Action, t.Observation = view(b[0]), view(b[3])
+		t.ActionTokens, _ = model.WordsView(b[1])
+		t.ActionLogprobs, _ = model.FloatsView(b[2])
+		t.ObservationTokens, _ = model.WordsView(b[4])
 	}
 	return nil
 }
@@ -200,17 +223,31 @@ func (fr *frameReader) fill(ts []model.Turn, format string, n int) error {
 // bulkMembers are a turn's members in a frame's bulk part, in order.
 var bulkMembers = [5]string{"action", "action_tokens", "action_logprobs", "observation", "observation_tokens"}
 
-// next is the next length-prefixed member.
+// view is b as a string sharing its memory.
+func view(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// next is the next length-prefixed member, past its padding.
 func (fr *frameReader) next() ([]byte, error) {
 	if len(fr.bulk) < 4 {
 		return nil, fmt.Errorf("is missing: the frame ends at byte %d", fr.at+len(fr.bulk))
 	}
-	n := binary.LittleEndian.Uint32(fr.bulk)
-	if uint64(n) > uint64(len(fr.bulk)-4) {
-		return nil, fmt.Errorf("at byte %d is %d bytes long, the frame holds %d after its length", fr.at, n, len(fr.bulk)-4)
+	n := uint64(binary.LittleEndian.Uint32(fr.bulk))
+	padded := (n + 3) &^ 3
+	if padded > uint64(len(fr.bulk)-4) {
+		return nil, fmt.Errorf("at byte %d is %d bytes long with its padding, the frame holds %d after its length", fr.at, padded, len(fr.bulk)-4)
 	}
 	b := fr.bulk[4 : 4+n]
-	fr.bulk, fr.at = fr.bulk[4+n:], fr.at+4+int(n)
+	for _, p := range fr.bulk[4+n : 4+padded] {
+		if p != 0 {
+			return nil, fmt.Errorf("at byte %d is padded with other bytes than zeros", fr.at)
+		}
+	}
+	fr.bulk, fr.at = fr.bulk[4+padded:], fr.at+4+int(padded)
 	return b, nil
 }
 

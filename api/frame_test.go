@@ -58,36 +58,49 @@ func TestFrameRoundTrip(t *testing.T) {
 // A frame that does not parse is an ErrFrame (and so an ErrBadRequest)
 // that says what is wrong, never a partial message.
 func TestFrameRefusals(t *testing.T) {
-	req := api.SubmitRequest{Keyed: api.Keyed{ClientKey: "k"}, Submissions: []rollout.Submission{{Lease: "l", Node: 3, Turns: frameTurns[:1]}}}
-	good, err := api.SubmitFrame(req)
-	if err != nil {
-		t.Fatal(err)
+	head := []byte(`{"client_key":"k","submissions":[{"lease":"l","node":3,"turns":[{"reward":0,"done":false}]}]}`)
+	// frame writes head padded with spaces, then each member with its
+	// length and zero padding, as SubmitFrame does.
+	frame := func(head []byte, members ...[]byte) []byte {
+		for len(head)%4 != 0 {
+			head = append(head, ' ')
+		}
+		b := append(binary.LittleEndian.AppendUint32(nil, uint32(len(head))), head...)
+		for _, m := range members {
+			b = append(binary.LittleEndian.AppendUint32(b, uint32(len(m))), m...)
+			for len(b)%4 != 0 {
+				b = append(b, 0)
+			}
+		}
+		return b
 	}
-	n := int(binary.LittleEndian.Uint32(good))
-	bulk := 4 + n // the first turn's action length
-	with := func(f func(b []byte) []byte) []byte { return f(append([]byte(nil), good...)) }
-	inJSON := req
-	inJSON.Submissions = []rollout.Submission{{Lease: "l", Node: 3, Turns: []model.Turn{{Action: "x"}}}}
-	js, _ := json.Marshal(inJSON)
+	word := []byte{1, 0, 0, 0}
+	good := frame(head, []byte("a"), word, nil, []byte("o"), nil)
+	if req, err := api.ReadSubmitFrame(good, json.Unmarshal); err != nil || req.Submissions[0].Turns[0].ActionTokens[0] != 1 {
+		t.Fatalf("the frame the refusals start from: %+v, %v", req, err)
+	}
+	unaligned := append(binary.LittleEndian.AppendUint32(nil, uint32(len(head)+1)), append(append([]byte(nil), head...), ' ')...)
+	if (len(head)+1)%4 == 0 {
+		unaligned = append(binary.LittleEndian.AppendUint32(nil, uint32(len(head)+2)), append(append([]byte(nil), head...), ' ', ' ')...)
+	}
+	inJSON := []byte(`{"client_key":"k","submissions":[{"lease":"l","node":3,"turns":[{"action":"x"}]}]}`)
+	long := append(append([]byte(nil), good[:4+aligned(len(head))]...), 0, 0, 0, 0x80)
+	padded := frame(head, []byte("a"), word, nil, []byte("o"), nil)
+	padded[4+aligned(len(head))+5] = 'x' // the first pad byte after "a"
 	for _, c := range []struct {
 		name, want string
 		body       []byte
 	}{
 		{"shorter than a length", "at least the 4", good[:3]},
-		{"JSON part longer than the frame", "JSON part is", with(func(b []byte) []byte { binary.LittleEndian.PutUint32(b, uint32(len(b))); return b })},
-		{"cut short", "submissions[0].turns[0].observation_tokens", good[:len(good)-1]},
+		{"JSON part longer than the frame", "JSON part is", append(binary.LittleEndian.AppendUint32(nil, 1000), head...)},
+		{"JSON part not a multiple of 4", "not a multiple of 4", unaligned},
+		{"cut short", "submissions[0].turns[0].observation_tokens is missing", good[:len(good)-4]},
 		{"a byte too many", "1 bytes after the last turn", append(append([]byte(nil), good...), 0)},
-		{"a member longer than the frame", "submissions[0].turns[0].action at byte", with(func(b []byte) []byte {
-			binary.LittleEndian.PutUint32(b[bulk:], 1<<31)
-			return b
-		})},
-		{"bulk in the JSON part", "carries its text or tokens in the JSON part", append(binary.LittleEndian.AppendUint32(nil, uint32(len(js))), js...)},
-		{"invalid UTF-8", "action is not valid UTF-8", with(func(b []byte) []byte { b[bulk+4] = 0xff; return b })},
-		{"tokens not whole words", "action_tokens is 11 bytes", func() []byte {
-			b := append([]byte(nil), good[:bulk+4+len(frameTurns[0].Action)]...)
-			b = binary.LittleEndian.AppendUint32(b, 11)
-			return append(b, good[bulk+4+len(frameTurns[0].Action)+4:]...)
-		}()},
+		{"a member longer than the frame", "submissions[0].turns[0].action at byte", long},
+		{"bulk in the JSON part", "carries its text or tokens in the JSON part", frame(inJSON)},
+		{"invalid UTF-8", "action is not valid UTF-8", frame(head, []byte{0xff}, nil, nil, nil, nil)},
+		{"tokens not whole words", "action_tokens is 3 bytes", frame(head, nil, []byte{1, 2, 3}, nil, nil, nil)},
+		{"padding not zeros", "padded with other bytes than zeros", padded},
 	} {
 		_, err := api.ReadSubmitFrame(c.body, json.Unmarshal)
 		if !errors.Is(err, api.ErrFrame) || !errors.Is(err, api.ErrBadRequest) || !strings.Contains(err.Error(), c.want) {
@@ -95,3 +108,5 @@ func TestFrameRefusals(t *testing.T) {
 		}
 	}
 }
+
+func aligned(n int) int { return (n + 3) &^ 3 }

@@ -51,6 +51,31 @@ func Words(b []byte) ([]uint32, bool) {
 	return out, true
 }
 
+// WordsView is Words sharing b's memory when the host is little-endian and
+// b 4-byte aligned (a copy otherwise): b must not change while the words
+// are in use.
+func WordsView(b []byte) ([]uint32, bool) {
+	if len(b)%4 != 0 {
+		return nil, false
+	}
+	if len(b) == 0 {
+		return nil, true
+	}
+	if littleEndianHost && uintptr(unsafe.Pointer(&b[0]))%4 == 0 {
+		return unsafe.Slice((*uint32)(unsafe.Pointer(&b[0])), len(b)/4), true
+	}
+	return Words(b)
+}
+
+// FloatsView is Floats sharing b's memory as WordsView does.
+func FloatsView(b []byte) ([]float32, bool) {
+	u, ok := WordsView(b)
+	if !ok || u == nil {
+		return nil, ok
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&u[0])), len(u)), true
+}
+
 // AppendFloats appends the little-endian bytes of xs to dst: the packing
 // of logprobs.
 func AppendFloats(dst []byte, xs []float32) []byte {

@@ -61,3 +61,33 @@ func TestPackBothPaths(t *testing.T) {
 		}
 	}
 }
+
+// WordsView and FloatsView read what Words and Floats read, sharing the
+// bytes' memory where the host and the alignment allow (the frame reader's
+// point) and copying elsewhere.
+func TestViews(t *testing.T) {
+	defer func(h bool) { littleEndianHost = h }(littleEndianHost)
+	buf := make([]byte, 20) // 8-byte aligned: buf[4:] is aligned, buf[1:] not
+	copy(buf[4:], AppendWords(nil, []uint32{7, 0x01020304}))
+	for _, host := range []bool{true, false} {
+		littleEndianHost = host
+		for _, at := range []int{4, 1} {
+			b := buf[at : at+8]
+			want, _ := Words(b)
+			got, ok := WordsView(b)
+			f, fok := FloatsView(b)
+			if !ok || !fok || !slices.Equal(got, want) || len(f) != 2 || math.Float32bits(f[1]) != want[1] {
+				t.Fatalf("host little-endian %t, offset %d: %v %v, want %v", host, at, got, f, want)
+			}
+			b[0]++
+			shared := got[0] != want[0]
+			b[0]--
+			if wantShared := host && at == 4; shared != wantShared {
+				t.Errorf("host little-endian %t, offset %d: view shares the bytes: %t, want %t", host, at, shared, wantShared)
+			}
+		}
+	}
+	if _, ok := WordsView(buf[:3]); ok {
+		t.Error("3 bytes read as words")
+	}
+}

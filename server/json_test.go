@@ -93,22 +93,29 @@ func BenchmarkDecodeSubmit(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	frame, err := api.SubmitFrame(*req)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, body := range []struct {
-		name string
-		data []byte
-	}{{"packed", packed}, {"arrays", arrays}} {
+		name, ct string
+		data     []byte
+	}{{"packed", "application/json", packed}, {"arrays", "application/json", arrays}, {"frame", api.FrameType, frame}} {
 		b.Run(body.name+"/decodeBody", func(b *testing.B) {
 			b.SetBytes(int64(len(body.data)))
 			w := httptest.NewRecorder()
 			for b.Loop() {
 				r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body.data))
-				r.Header.Set("Content-Type", "application/json")
+				r.Header.Set("Content-Type", body.ct)
 				var got api.SubmitRequest
 				if err := decodeBody(w, r, 1<<30, &got); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
+		if body.ct != "application/json" {
+			continue
+		}
 		b.Run(body.name+"/encoding-json", func(b *testing.B) {
 			b.SetBytes(int64(len(body.data)))
 			for b.Loop() {

@@ -2,10 +2,12 @@
 turns' bulk (docs/json.md, the rollout wire; servers of API 1.7 on).
 
 A frame is the message's JSON object with each turn's action, action_tokens,
-action_logprobs, observation and observation_tokens left out, after its
-length as a little-endian u32; then those five members of every turn in
-document order, each a u32 byte length and the bytes (texts UTF-8, arrays
-little-endian 4-byte words). Neither end writes base64 or escapes a text.
+action_logprobs, observation and observation_tokens left out, padded with
+spaces to a multiple of 4 bytes, after its length as a little-endian u32;
+then those five members of every turn in document order, each a u32 byte
+length and the bytes (texts UTF-8, arrays little-endian 4-byte words), then
+zero bytes up to a multiple of 4. Neither end writes base64 or escapes a
+text, and every array starts 4-byte aligned.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ def _bare_turn(t: Any, bulk: List[bytes]) -> Dict[str, Any]:
             b = _words(v, kind) if v is not None and len(v) else b""
         bulk.append(_U32.pack(len(b)))
         bulk.append(b)
+        if len(b) % 4:
+            bulk.append(bytes(4 - len(b) % 4))
     out: Dict[str, Any] = {"reward": float(get("reward", 0.0) or 0.0), "done": bool(get("done", False))}
     if get("policy_version"):
         out["policy_version"] = int(get("policy_version"))
@@ -67,6 +71,7 @@ def submit_frame(body: Mapping[str, Any]) -> bytes:
             s["turns"] = [_bare_turn(t, bulk) for t in s["turns"]]
         subs.append(s)
     head = json.dumps({**body, "submissions": subs}, allow_nan=False, separators=(",", ":")).encode()
+    head += b" " * (-len(head) % 4)
     return b"".join([_U32.pack(len(head)), head] + bulk)
 
 
@@ -76,8 +81,8 @@ def read_lease_frame(raw: bytes) -> Dict[str, Any]:
     if len(raw) < 4:
         raise ValueError(f"a frame of {len(raw)} bytes")
     (n,) = _U32.unpack_from(raw, 0)
-    if n > len(raw) - 4:
-        raise ValueError(f"its JSON part is {n} bytes, the frame holds {len(raw) - 4}")
+    if n > len(raw) - 4 or n % 4:
+        raise ValueError(f"its JSON part is {n} bytes, the frame holds {len(raw) - 4} (a multiple of 4 expected)")
     head = json.loads(raw[4:4 + n])
     at = 4 + n
     for lease in head.get("leases") or ():
@@ -87,10 +92,11 @@ def read_lease_frame(raw: bytes) -> Dict[str, Any]:
                     raise ValueError(f"it ends at byte {len(raw)}, before a turn's {name}")
                 (size,) = _U32.unpack_from(raw, at)
                 at += 4
-                if at + size > len(raw):
+                padded = size + (-size % 4)
+                if at + padded > len(raw):
                     raise ValueError(f"a turn's {name} of {size} bytes runs past the frame's end")
                 b = raw[at:at + size]
-                at += size
+                at += padded
                 t[name] = b.decode("utf-8") if kind is None else _unpack(b, kind)
     if at != len(raw):
         raise ValueError(f"{len(raw) - at} bytes after the last turn")

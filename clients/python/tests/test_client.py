@@ -714,15 +714,19 @@ class FrameTest(ServedTest):
         from patrdb_client.frame import read_lease_frame
         head = json.dumps({"leases": [{"id": "l", "history": [{"reward": 0, "done": False}]}]}).encode()
 
+        head += b" " * (-len(head) % 4)
+
         def frame(*members):
-            return len(head).to_bytes(4, "little") + head + b"".join(len(b).to_bytes(4, "little") + b for b in members)
+            return len(head).to_bytes(4, "little") + head + b"".join(
+                len(b).to_bytes(4, "little") + b + bytes(-len(b) % 4) for b in members)
 
         good = frame(b"a", b"\x01\x00\x00\x00", b"", "é".encode(), b"")
         self.assertEqual(read_lease_frame(good)["leases"][0]["history"][0], {
             "reward": 0, "done": False, "action": "a", "action_tokens": [1], "action_logprobs": [],
             "observation": "é", "observation_tokens": []})
+        unaligned = (len(head) + 1).to_bytes(4, "little") + head + b" " + good[4 + len(head):]
         for bad in (good[:3], good[:-1], good + b"\x00", frame(b"a", b"\x01\x00\x00", b"", b"", b""),
-                    frame(b"\xff", b"", b"", b"", b"")):
+                    frame(b"\xff", b"", b"", b"", b""), unaligned):
             with self.assertRaises(ValueError):
                 read_lease_frame(bad)
 
