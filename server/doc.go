@@ -95,7 +95,9 @@
 // or from is not the node's stored turn count), branch_ended, too_early (a
 // score before the interval's K turns), step_exists (a step re-opened with
 // other tasks), config_mismatch (a step opened with tree fields the run did
-// not record).
+// not record). Submits and lease answers also travel as frames
+// (api.FrameType, API 1.7): the JSON without the turns' texts and token
+// arrays, which follow as raw bytes (docs/json.md); both clients use them.
 //
 // # Errors and safety
 //
