@@ -13,22 +13,40 @@ import (
 )
 
 // A writer killed during its very first open can leave bbolt's four pages
-// (16 KiB) without patrdb's meta bucket. The writer takes such a file as
-// new; a reader now does too (it had called it "not a patrdb file ... is
-// empty"): it lists no runs, finds none, checks clean, and leaves the
-// bytes as they were. A writer's open then makes it a patrdb file.
+// (16 KiB) without patrdb's meta bucket, or, killed before bbolt wrote
+// them, a file of zero bytes. The writer takes either as new; a reader
+// now does too (it had called them "not a patrdb file"): it lists no runs,
+// finds none, checks clean, leaves the bytes as they were and nothing of
+// its own behind. A writer's open then makes it a patrdb file.
 func TestAFileCutShortInItsFirstOpenReadsEmpty(t *testing.T) {
-	path := tempPath(t, "fresh.db")
-	bdb, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
+	for name, cut := range map[string]func(path string) error{
+		"bbolt's pages": func(path string) error {
+			bdb, err := bolt.Open(path, 0o600, nil)
+			if err != nil {
+				return err
+			}
+			return bdb.Close()
+		},
+		"zero bytes": func(path string) error { return os.WriteFile(path, nil, 0o600) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			tmp := t.TempDir()
+			t.Setenv("TMPDIR", tmp) // where a reader's stand-in for a zero-byte file goes
+			path := tempPath(t, "fresh.db")
+			if err := cut(path); err != nil {
+				t.Fatal(err)
+			}
+			readsEmpty(t, path)
+			if left, _ := os.ReadDir(tmp); len(left) != 0 {
+				t.Errorf("the reader left %v behind", left)
+			}
+		})
 	}
-	if err := bdb.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if fi, err := os.Stat(path); err != nil || fi.Size() != 16<<10 {
-		t.Fatalf("bbolt's new file: %v, %v", fi, err)
-	}
+}
+
+// readsEmpty holds the file at path, cut short in its first open, to
+// reading as a new, empty patrdb file.
+func readsEmpty(t *testing.T, path string) {
 	before := fileDigest(t, path)
 	db := openReadOnly(t, path)
 	view(t, db, func(tx *store.Tx) error {
