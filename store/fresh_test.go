@@ -6,8 +6,6 @@ import (
 	"os"
 	"testing"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -19,16 +17,7 @@ import (
 // finds none, checks clean, leaves the bytes as they were and nothing of
 // its own behind. A writer's open then makes it a patrdb file.
 func TestAFileCutShortInItsFirstOpenReadsEmpty(t *testing.T) {
-	for name, cut := range map[string]func(path string) error{
-		"bbolt's pages": func(path string) error {
-			bdb, err := bolt.Open(path, 0o600, nil)
-			if err != nil {
-				return err
-			}
-			return bdb.Close()
-		},
-		"zero bytes": func(path string) error { return os.WriteFile(path, nil, 0o600) },
-	} {
+	for name, cut := range storetest.FirstOpensCutShort {
 		t.Run(name, func(t *testing.T) {
 			tmp := t.TempDir()
 			t.Setenv("TMPDIR", tmp) // where a reader's stand-in for a zero-byte file goes

@@ -1,12 +1,11 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/patrdb/patrdb/store/storetest"
 )
 
 // A file whose writer was killed in its very first open (bbolt's 16 KiB,
@@ -16,16 +15,7 @@ import (
 // say it is not found (exit 1), none calls the file "not a patrdb file",
 // and the bytes are left as they were.
 func TestAFileCutShortInItsFirstOpenIsEmptyToEveryReader(t *testing.T) {
-	for name, cut := range map[string]func(path string) error{
-		"bbolt's pages": func(path string) error {
-			bdb, err := bolt.Open(path, 0o600, nil)
-			if err != nil {
-				return err
-			}
-			return bdb.Close()
-		},
-		"zero bytes": func(path string) error { return os.WriteFile(path, nil, 0o600) },
-	} {
+	for name, cut := range storetest.FirstOpensCutShort {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "fresh.db")
 			if err := cut(path); err != nil {
