@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -89,21 +88,7 @@ func TestViewsOfDamagedRecordsFail(t *testing.T) {
 		{"nodes", innerKey, []string{"trajectory", "branches", "group", "search"}},
 		{"adv", advKey, []string{"trajectory", "group"}},
 	} {
-		raw, err := os.ReadFile(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw[storetest.ValueAt(t, src, "m", c.bucket, c.key)+6] ^= 0x10
-		path := filepath.Join(t.TempDir(), "damaged.patrdb")
-		if err := os.WriteFile(path, raw, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		o := storetest.Options()
-		o.ReadOnly = true
-		ddb, err := store.Open(path, o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ddb := storetest.OpenDamaged(t, src, "m", c.bucket, c.key)
 		for _, name := range c.views {
 			err := ddb.View(func(tx *store.Tx) error {
 				r, err := tx.Run("m")
