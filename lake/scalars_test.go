@@ -20,11 +20,7 @@ func TestScalarsJoinTheLakeAndComeBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[uint64]map[string]float64{}
-	err := db.Update(func(tx *store.Tx) error {
-		r, err := tx.Run("demo")
-		if err != nil {
-			return err
-		}
+	err := db.UpdateRun("demo", func(r *store.RunTx) error {
 		for s := uint64(1); s <= 3; s++ {
 			v := map[string]float64{"loss": 1 / float64(s), "kl": float64(s) / 100}
 			if err := r.PutScalars(s, v); err != nil {
@@ -73,11 +69,7 @@ func TestScalarsJoinTheLakeAndComeBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	restored := map[uint64]map[string]float64{}
-	err = back.View(func(tx *store.Tx) error {
-		r, err := tx.Run("demo")
-		if err != nil {
-			return err
-		}
+	err = back.ViewRun("demo", func(r *store.RunTx) error {
 		return r.ForEachScalars(0, func(s model.Scalars) error { restored[s.Step] = s.Values; return nil })
 	})
 	if err != nil || !reflect.DeepEqual(restored, want) {

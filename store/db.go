@@ -352,6 +352,26 @@ func (db *DB) View(fn func(*Tx) error) error {
 	return fn(tx)
 }
 
+// ViewRun runs fn in a read-only transaction on run id (View, then
+// Tx.Run): ErrNotFound when the file holds no such run.
+func (db *DB) ViewRun(id string, fn func(*RunTx) error) error {
+	return db.View(func(tx *Tx) error { return inRun(tx, id, fn) })
+}
+
+// UpdateRun runs fn in a read-write transaction on run id (Update, then
+// Tx.Run) and commits it when fn returns nil.
+func (db *DB) UpdateRun(id string, fn func(*RunTx) error) error {
+	return db.Update(func(tx *Tx) error { return inRun(tx, id, fn) })
+}
+
+func inRun(tx *Tx, id string, fn func(*RunTx) error) error {
+	r, err := tx.Run(id)
+	if err != nil {
+		return err
+	}
+	return fn(r)
+}
+
 func mapTxError(err error) error {
 	switch {
 	case errors.Is(err, berrors.ErrMaxSizeReached):

@@ -313,11 +313,7 @@ func TestWritersRefuseTheDamagedFixtures(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		setStatus := func(run string) error {
-			return db.Update(func(tx *store.Tx) error {
-				r, err := tx.Run(run)
-				if err != nil {
-					return err
-				}
+			return db.UpdateRun(run, func(r *store.RunTx) error {
 				return r.SetRunStatus(model.RunFinished)
 			})
 		}
