@@ -435,11 +435,7 @@ func TestPoisonedTxStaysPoisoned(t *testing.T) {
 	f := buildFixture(t, db)
 	before := fileDigest(t, path)
 	mine := errors.New("caller gave up")
-	err := db.Update(func(tx *store.Tx) error {
-		r, err := tx.Run(f.Run)
-		if err != nil {
-			return err
-		}
+	err := db.UpdateRun(f.Run, func(r *store.RunTx) error {
 		if err := r.AppendTurns(f.B, 2, textTurn("ok")); err != nil {
 			return err
 		}
@@ -448,11 +444,7 @@ func TestPoisonedTxStaysPoisoned(t *testing.T) {
 	if err != mine {
 		t.Errorf("Update returned %v, want the function's own error", err)
 	}
-	err = db.Update(func(tx *store.Tx) error {
-		r, err := tx.Run(f.Run)
-		if err != nil {
-			return err
-		}
+	err = db.UpdateRun(f.Run, func(r *store.RunTx) error {
 		_ = r.AppendTurns(f.B, 5, textTurn("gap"))                    // fails
 		if err := r.AppendTurns(f.B, 2, textTurn("ok")); err != nil { // fine on its own
 			t.Errorf("corrected call: %v", err)

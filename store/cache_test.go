@@ -265,11 +265,7 @@ func TestCacheKeepsOldSnapshots(t *testing.T) {
 	})
 	done := make(chan error, 1)
 	go func() {
-		done <- db.Update(func(tx *store.Tx) error {
-			r, err := tx.Run("r")
-			if err != nil {
-				return err
-			}
+		done <- db.UpdateRun("r", func(r *store.RunTx) error {
 			for _, id := range nodes {
 				if err := r.AppendTurns(id, 2, textTurn("new")); err != nil {
 					return err

@@ -88,11 +88,7 @@ func TestCacheAfterAFailedCommit(t *testing.T) {
 	for i := range big {
 		big[i].Observation = strings.Repeat("o", 10_000)
 	}
-	err := db.Update(func(tx *store.Tx) error {
-		r, err := tx.Run("r")
-		if err != nil {
-			return err
-		}
+	err := db.UpdateRun("r", func(r *store.RunTx) error {
 		if err := r.Score(id, model.Score{Value: 1, Turn: 2}); err != nil {
 			return err
 		}

@@ -46,11 +46,8 @@ func TestCorruptErrorKeyIsACopy(t *testing.T) {
 			t.Fatal(err)
 		}
 		var errs []error
-		_ = ddb.View(func(tx *store.Tx) error {
-			r, err := tx.Run("r1")
-			if err != nil {
-				return err
-			}
+		_ = ddb.ViewRun("r1", func(r *store.RunTx) error {
+			var err error
 			_, err = r.Node(f.B)
 			errs = append(errs, err)
 			_, err = r.Checkpoint(1)

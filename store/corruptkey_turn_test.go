@@ -32,11 +32,7 @@ func TestTurnCorruptErrorKeyIsACopy(t *testing.T) {
 	}
 	defer ddb.Close()
 	var got error
-	_ = ddb.View(func(tx *store.Tx) error {
-		r, err := tx.Run("r1")
-		if err != nil {
-			return err
-		}
+	_ = ddb.ViewRun("r1", func(r *store.RunTx) error {
 		_, got = r.Turns(f.X) // read through a cursor: its key is the mapping's
 		return nil
 	})

@@ -277,11 +277,8 @@ func TestDropStepsRefuses(t *testing.T) {
 	inRun(t, db, true, "r", func(r *store.RunTx) (err error) { _, err = r.DropSteps(1); return err })
 	before := fileDigest(t, path)
 	for _, through := range []uint64{1, 4, 5} {
-		err := db.Update(func(tx *store.Tx) error {
-			r, err := tx.Run("r")
-			if err != nil {
-				return err
-			}
+		err := db.UpdateRun("r", func(r *store.RunTx) error {
+			var err error
 			_, err = r.DropSteps(through)
 			return err
 		})

@@ -59,11 +59,7 @@ func TestFormat3UpgradesOnFirstWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	refused := db.Update(func(tx *store.Tx) error {
-		r, err := tx.Run(run)
-		if err != nil {
-			return err
-		}
+	refused := db.UpdateRun(run, func(r *store.RunTx) error {
 		return r.PublishVersion(0) // versions only go forward: refused, nothing written
 	})
 	if !errors.Is(refused, model.ErrInvalid) {
@@ -78,11 +74,7 @@ func TestFormat3UpgradesOnFirstWrite(t *testing.T) {
 	if db, err = store.Open(path, syncOptions()); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Update(func(tx *store.Tx) error {
-		r, err := tx.Run(run)
-		if err != nil {
-			return err
-		}
+	if err := db.UpdateRun(run, func(r *store.RunTx) error {
 		return r.PublishVersion(5)
 	}); err != nil {
 		t.Fatal(err)

@@ -518,11 +518,7 @@ func TestInitialMmapSize(t *testing.T) {
 	bigTurn := textTurn("big")
 	bigTurn.ObservationTokens = make([]uint32, 256<<10) // 1 MiB
 	grow := func(db *store.DB, node uint64, from int) error {
-		return db.Update(func(tx *store.Tx) error {
-			r, err := tx.Run("r")
-			if err != nil {
-				return err
-			}
+		return db.UpdateRun("r", func(r *store.RunTx) error {
 			turns := make([]model.Turn, 8)
 			for i := range turns {
 				turns[i] = bigTurn

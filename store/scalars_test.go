@@ -184,11 +184,7 @@ func TestPutScalarsRefusesBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range bad {
-		err := db.Update(func(tx *store.Tx) error {
-			r, err := tx.Run("r")
-			if err != nil {
-				return err
-			}
+		err := db.UpdateRun("r", func(r *store.RunTx) error {
 			return r.PutScalars(c.step, c.values)
 		})
 		if !errors.Is(err, model.ErrInvalid) {
@@ -212,11 +208,7 @@ func TestPutScalarsRefusesBadInput(t *testing.T) {
 		}
 		inRun(t, db, true, "r", func(r *store.RunTx) error { return r.PutScalars(1, part) })
 	}
-	err = db.Update(func(tx *store.Tx) error {
-		r, err := tx.Run("r")
-		if err != nil {
-			return err
-		}
+	err = db.UpdateRun("r", func(r *store.RunTx) error {
 		return r.PutScalars(1, map[string]float64{"one-more": 1})
 	})
 	if !errors.Is(err, model.ErrInvalid) {

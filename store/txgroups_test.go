@@ -73,11 +73,7 @@ func TestGroupChangesWithinTransaction(t *testing.T) {
 		return r.SetGroupInterval(1, g.ID, 3)
 	})
 	errBoom := errors.New("boom")
-	err := db.Update(func(tx *store.Tx) error {
-		r, err := tx.Run("r")
-		if err != nil {
-			return err
-		}
+	err := db.UpdateRun("r", func(r *store.RunTx) error {
 		if _, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID, Ordinal: 9}); err != nil {
 			return err
 		}

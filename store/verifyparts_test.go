@@ -114,11 +114,7 @@ func TestVerifiedPartsStillCheckEachRecord(t *testing.T) {
 	db := openReadOnly(t, path)
 	defer db.Close()
 	n := 0
-	err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run("r")
-		if err != nil {
-			return err
-		}
+	err := db.ViewRun("r", func(r *store.RunTx) error {
 		return r.Events(1, func(model.Event) error { n++; return nil })
 	})
 	if !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), "runs/r/events") {
