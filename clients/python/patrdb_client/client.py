@@ -516,7 +516,8 @@ class Client:
 
     def publish(self, run: str, version: int, client_key: Optional[str] = None) -> Run:
         """Records ``version`` as the run's current policy version (new weights are
-        live). Versions only go forward. From then on leases and turns are judged
+        live). Versions only go forward; publishing the current one again
+        writes nothing and returns the run (a resumed trainer may). From then on leases and turns are judged
         against it (the run's max_staleness), and under on_publish "abort" every
         lease granted before it is void."""
         return from_json(Run, self._post(self._run(run, "version"), {"version": int(version)}, client_key)["run"])
