@@ -6,11 +6,12 @@ package store_test
 
 import (
 	"errors"
-	"github.com/patrdb/patrdb/model"
 	"math"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/patrdb/patrdb/model"
 
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"

@@ -4,11 +4,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/patrdb/patrdb/model"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/patrdb/patrdb/model"
 
 	bolt "go.etcd.io/bbolt"
 

@@ -3,9 +3,10 @@ package store_test
 import (
 	"errors"
 	"fmt"
-	"github.com/patrdb/patrdb/model"
 	"os"
 	"path/filepath"
+
+	"github.com/patrdb/patrdb/model"
 
 	"github.com/patrdb/patrdb/store"
 )

@@ -269,7 +269,7 @@ func testReadOnlyRefusesWrites(t *testing.T) {
 		t.Error("a read-only DB changed the file")
 	}
 	// A read-only open creates nothing, and writes nothing to an empty
-	// file (a writer's first open cut short, which reads as new: fresh_test.go).
+	// file (a writer's first open cut short, which reads as new: format_test.go).
 	missing := filepath.Join(t.TempDir(), "missing.db")
 	if _, err := store.Open(missing, &store.Options{ReadOnly: true}); !errors.Is(err, model.ErrNotFound) {
 		t.Errorf("read-only open of a missing file: %v, want ErrNotFound", err)

@@ -3,13 +3,14 @@ package store_test
 import (
 	"encoding/binary"
 	"errors"
-	"github.com/patrdb/patrdb/model"
 	"math"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/patrdb/patrdb/model"
 
 	bolt "go.etcd.io/bbolt"
 
