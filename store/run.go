@@ -92,7 +92,7 @@ func (r *RunTx) PublishVersion(v uint64) error {
 // BucketSizes walks the run's sub-buckets and reports their sizes. It reads
 // every page of the run, so it costs time proportional to the run's size.
 func (r *RunTx) BucketSizes() ([]model.BucketSize, error) {
-	if r.chk != nil {
+	if r.checking() {
 		p, err := r.chk.Sound()
 		if err != nil {
 			return nil, err
