@@ -64,8 +64,9 @@ class Conflict(PatrdbError):
     run's than its max_staleness: load newer weights), "not_pending" (a deferred
     reward or remote score for a branch that awaits none), "branch_ended",
     "too_early" (a score before the interval's K turns), "step_exists",
-    "config_mismatch", or "conflict" (a closed group, a client key reused for a
-    different request, ...)."""
+    "config_mismatch", "needs_migration" (a write to a file of an older
+    format: run ``patrdb migrate``), or "conflict" (a closed group, a client
+    key reused for a different request, ...)."""
 
 
 class ServerError(PatrdbError):
