@@ -71,6 +71,9 @@ type RunStats struct {
 	Events            uint64             `json:"events"`
 	Bytes             int64              `json:"bytes"`
 	Buckets           []model.BucketSize `json:"buckets"`
+	// Damaged, in the list of every run only, says why the run cannot be
+	// read; its figures are then zero (as in the run list).
+	Damaged string `json:"damaged,omitempty"`
 }
 
 // Stats is GET /api/v1/stats (?run=ID for one run).

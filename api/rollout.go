@@ -79,7 +79,7 @@ type LeasesResponse struct {
 }
 
 // PublishRequest is POST /api/v1/runs/{run}/version: the trainer published
-// new weights. Versions only go forward.
+// new weights. Versions only go forward; the current one again is a no-op.
 type PublishRequest struct {
 	Keyed
 	Version uint64 `json:"version"`

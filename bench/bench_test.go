@@ -308,11 +308,7 @@ func BenchmarkTrajectory(b *testing.B) {
 	}
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
-	err = db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(benchRun)
-		if err != nil {
-			return err
-		}
+	err = db.ViewRun(benchRun, func(r *store.RunTx) error {
 		for b.Loop() {
 			p, err := r.Trajectory(leaf)
 			if err != nil {
@@ -333,11 +329,7 @@ func BenchmarkReplayScan(b *testing.B) {
 	db := trajFixture(b)
 	b.ReportAllocs()
 	var events int
-	err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(benchRun)
-		if err != nil {
-			return err
-		}
+	err := db.ViewRun(benchRun, func(r *store.RunTx) error {
 		for b.Loop() {
 			events = 0
 			if err := r.Events(0, func(model.Event) error { events++; return nil }); err != nil {

@@ -103,11 +103,7 @@ type trajResult struct {
 // findLeaf returns the leaf with the longest path (lowest id among ties)
 // and the stored bytes of its turns.
 func findLeaf(db *store.DB) (leaf uint64, turns, size int, err error) {
-	err = db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(benchRun)
-		if err != nil {
-			return err
-		}
+	err = db.ViewRun(benchRun, func(r *store.RunTx) error {
 		advs, err := r.Advantages(0, 0)
 		if err != nil {
 			return err
@@ -161,11 +157,8 @@ func measureTrajectory(path string, budget time.Duration, coldIters int) (trajRe
 		src[i] = byte(i)
 	}
 	var sink byte
-	err = db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(benchRun)
-		if err != nil {
-			return err
-		}
+	err = db.ViewRun(benchRun, func(r *store.RunTx) error {
+		var err error
 		res.WarmNs, res.CopyNs, err = pairLoop(budget, func() error {
 			p, err := r.Trajectory(res.Leaf)
 			if err == nil && len(p) != res.Turns {
@@ -338,11 +331,8 @@ func measureReplay(path string) (replayResult, error) {
 	replay := func() (int, time.Duration, error) {
 		var m int
 		var el time.Duration
-		err := db.View(func(tx *store.Tx) error {
-			r, err := tx.Run(benchRun)
-			if err != nil {
-				return err
-			}
+		err := db.ViewRun(benchRun, func(r *store.RunTx) error {
+			var err error
 			var last uint64
 			t0 := time.Now()
 			err = r.Events(0, func(e model.Event) error {
@@ -407,11 +397,7 @@ func resumeOnce(path string) (int, time.Duration, error) {
 		return 0, 0, err
 	}
 	n := 0
-	err = db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(benchRun)
-		if err != nil {
-			return err
-		}
+	err = db.ViewRun(benchRun, func(r *store.RunTx) error {
 		nodes, err := r.FrontierNodes()
 		if err != nil {
 			return err

@@ -89,11 +89,8 @@ func (p *patrdbC) apply(prepared any) error {
 // commits).
 func (p *patrdbC) applyIn(prepared any, end func() error) error {
 	txn := prepared.(encodedTxn)
-	return p.db.Update(func(tx *store.Tx) error {
-		r, err := tx.Run(benchRun)
-		if err != nil {
-			return err
-		}
+	return p.db.UpdateRun(benchRun, func(r *store.RunTx) error {
+		var err error
 		for i := range txn.ops {
 			op := &txn.ops[i]
 			if txn.enc != nil && op.Kind == workload.OpTurns {

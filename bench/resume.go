@@ -107,11 +107,7 @@ func resumeStore(dir string, target int, seed uint64, trees int, log io.Writer) 
 			info.Turns += len(op.Turns)
 		}
 	}
-	err = c.db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(benchRun)
-		if err != nil {
-			return err
-		}
+	err = c.db.ViewRun(benchRun, func(r *store.RunTx) error {
 		f, err := r.Frontier()
 		info.Frontier, info.Events = len(f), r.LastSeq()
 		return err

@@ -423,11 +423,7 @@ func measurePageSizes(dir string, batches []workload.Batch) ([]pageSizeResult, e
 		if err != nil {
 			return nil, err
 		}
-		err = db.View(func(tx *store.Tx) error {
-			run, err := tx.Run(benchRun)
-			if err != nil {
-				return err
-			}
+		err = db.ViewRun(benchRun, func(run *store.RunTx) error {
 			sizes, err := run.BucketSizes()
 			for _, s := range sizes {
 				if s.Name == "turns" {
@@ -664,11 +660,8 @@ func profileAll(cfg config, batches []workload.Batch, work, replayPath string) [
 		if err != nil {
 			return err
 		}
-		return db.View(func(tx *store.Tx) error {
-			r, err := tx.Run(benchRun)
-			if err != nil {
-				return err
-			}
+		return db.ViewRun(benchRun, func(r *store.RunTx) error {
+			var err error
 			_, err = timeLoop(2*time.Second, 1, func() error { _, err := r.Trajectory(leaf); return err })
 			return err
 		})
@@ -681,11 +674,8 @@ func profileAll(cfg config, batches []workload.Batch, work, replayPath string) [
 			return err
 		}
 		defer db.Close()
-		return db.View(func(tx *store.Tx) error {
-			r, err := tx.Run(benchRun)
-			if err != nil {
-				return err
-			}
+		return db.ViewRun(benchRun, func(r *store.RunTx) error {
+			var err error
 			_, err = timeLoop(2*time.Second, 1, func() error { return r.Events(0, func(model.Event) error { return nil }) })
 			return err
 		})

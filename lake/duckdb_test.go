@@ -53,11 +53,7 @@ type storeTotals struct {
 func readTotals(t *testing.T, db *store.DB, run string) storeTotals {
 	t.Helper()
 	st := storeTotals{steps: map[uint64]bool{}}
-	err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(run)
-		if err != nil {
-			return err
-		}
+	err := db.ViewRun(run, func(r *store.RunTx) error {
 		st.events = int(r.LastSeq())
 		rbs, _ := r.Rubrics("")
 		st.rubrics = len(rbs)
@@ -102,11 +98,7 @@ func recipes(t *testing.T, blocks [][]string, cfgs ...frozenlake.TrainConfig) {
 		// The trainer's figures: a loss per step, logged once with a
 		// wrong value and again with the right one.
 		var logged int
-		err = db.Update(func(tx *store.Tx) error {
-			r, err := tx.Run(c.Run)
-			if err != nil {
-				return err
-			}
+		err = db.UpdateRun(c.Run, func(r *store.RunTx) error {
 			info, err := r.Info()
 			for s := uint64(1); err == nil && s <= info.LastStep; s++ {
 				if err = r.PutScalars(s, map[string]float64{"loss": -1, "kl": 0.5}); err == nil {

@@ -377,11 +377,8 @@ func TestTwoExportersOfOneRunAreRefused(t *testing.T) {
 func fingerprint(t testing.TB, db *store.DB, run string) string {
 	t.Helper()
 	var b strings.Builder
-	err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(run)
-		if err != nil {
-			return err
-		}
+	err := db.ViewRun(run, func(r *store.RunTx) error {
+		var err error
 		info, _ := r.Info()
 		fmt.Fprintf(&b, "run %s last %d config %s\n", info.Status, info.LastStep, info.Config)
 		err = r.ForEachGroup(0, func(g model.Group) error {
@@ -490,11 +487,7 @@ func TestRestoreResumesAsIfNeverLost(t *testing.T) {
 func stepDump(t testing.TB, db *store.DB, step uint64) string {
 	t.Helper()
 	var b strings.Builder
-	err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run("demo")
-		if err != nil {
-			return err
-		}
+	err := db.ViewRun("demo", func(r *store.RunTx) error {
 		return r.ForEachGroup(step, func(g model.Group) error {
 			fmt.Fprintf(&b, "%+v\n", g)
 			ns, err := r.GroupNodes(g)
@@ -596,11 +589,7 @@ func TestFollowerExportsWhatLandsDuringADrop(t *testing.T) {
 	lk := openLake(t, filepath.Join(t.TempDir(), "lake"))
 	f, err := lk.Follow(db, lake.FollowOptions{Interval: time.Hour, KeepSteps: 1, OnExport: func(*lake.ExportResult) {
 		once.Do(func() { // a trainer's metrics of the last step, written while the follower works
-			if err := db.Update(func(tx *store.Tx) error {
-				r, err := tx.Run("demo")
-				if err != nil {
-					return err
-				}
+			if err := db.UpdateRun("demo", func(r *store.RunTx) error {
 				return r.PutScalars(4, map[string]float64{"loss": 0.5})
 			}); err != nil {
 				t.Error(err)

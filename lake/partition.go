@@ -4,7 +4,8 @@ import "github.com/patrdb/patrdb/model"
 
 // The log's partitions. The log tables (runs, rubrics, events) put each
 // event in the partition of the step the trainer was in when it was
-// written: the highest step any event so far carried, and at least the
+// written: the highest step any event so far carried (but a trainer's
+// figures, whose step is the trainer's own label), and at least the
 // step after the last one the run record had completed. So a step's
 // checkpoint and the run record it completes are in that step's partition,
 // and every event after them in a later one: once a step is checkpointed,
@@ -21,7 +22,13 @@ type cursor struct {
 // advance returns e's partition and moves the cursor past it; run is the
 // record e carries when it is a run event, nil otherwise.
 func (c *cursor) advance(e model.Event, run *model.Run) uint64 {
-	c.MaxStep = max(c.MaxStep, e.Step)
+	if e.Kind != model.EvScalars {
+		// A trainer's figures name the step they describe in its own
+		// numbering (a global optimizer step, samples seen), which says
+		// nothing of where the rollouts are: a figure for step 1000 would
+		// hold every later event out of the lake until step 1000 settled.
+		c.MaxStep = max(c.MaxStep, e.Step)
+	}
 	step := max(c.MaxStep, c.LastStep+1)
 	if run != nil {
 		c.LastStep = max(c.LastStep, run.LastStep)

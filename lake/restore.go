@@ -121,11 +121,7 @@ func (l *Lake) Restore(ctx context.Context, db *store.DB, name string, opts Rest
 		return nil, err
 	}
 	ok = true
-	err = db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(id)
-		if err != nil {
-			return err
-		}
+	err = db.ViewRun(id, func(r *store.RunTx) error {
 		info, err := r.Info()
 		res.LastStep = info.LastStep
 		return err

@@ -55,11 +55,7 @@ func (l *Lake) Retain(ctx context.Context, db *store.DB, id string, opts RetainO
 func retain(ctx context.Context, db *store.DB, id string, m *Manifest, keep uint64) (*RetainResult, error) {
 	res := &RetainResult{Run: m.Run}
 	var steps []uint64 // the checkpointed steps to drop, in order
-	err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(id)
-		if err != nil {
-			return err
-		}
+	err := db.ViewRun(id, func(r *store.RunTx) error {
 		info, err := r.Info()
 		if err != nil {
 			return err
@@ -95,11 +91,8 @@ func retain(ctx context.Context, db *store.DB, id string, m *Manifest, keep uint
 			return res, err
 		}
 		var d store.DropResult
-		err := db.Update(func(tx *store.Tx) error {
-			r, err := tx.Run(id)
-			if err != nil {
-				return err
-			}
+		err := db.UpdateRun(id, func(r *store.RunTx) error {
+			var err error
 			d, err = r.DropSteps(s)
 			return err
 		})

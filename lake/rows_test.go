@@ -33,11 +33,8 @@ func TestJSONLCarriesTheLakesColumns(t *testing.T) {
 	if _, err := openLake(t, lakeDir).Export(ctx, db, "demo", lake.ExportOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run("demo")
-		if err != nil {
-			return err
-		}
+	if err := db.ViewRun("demo", func(r *store.RunTx) error {
+		var err error
 		_, err = replay.Export(ctx, r, replay.ExportOptions{Out: jsonDir, Format: replay.JSONL})
 		return err
 	}); err != nil {

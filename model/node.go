@@ -96,8 +96,12 @@ type Node struct {
 	HasReward bool       `json:"has_reward"`
 	Reward    float64    `json:"reward"`
 	EnvState  []byte     `json:"env_state,omitempty"` // opaque reference the Env can restore from
-	Worker    string     `json:"worker,omitempty"`
-	Attempt   int        `json:"attempt"`
+	// Worker is what the caller of store.RunTx.AddNode named in
+	// NodeSpec.Worker. The tree coordinator leaves it empty: a branch may
+	// pass through many workers, and which one holds it now is its
+	// lease's, kept in the coordinator's memory, not in the record.
+	Worker  string `json:"worker,omitempty"`
+	Attempt int    `json:"attempt"`
 	// Error is why the node last failed (its policy, env or scorer call),
 	// kept after a retry so the history shows it (format 2 on).
 	Error string `json:"error,omitempty"`

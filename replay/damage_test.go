@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -18,7 +17,10 @@ import (
 // without an error: an ancestor's node record damaged fails the
 // trajectory, branches, group and search views of what lies below it; a
 // group's advantage record damaged fails the views that show a leaf's
-// advantage.
+// advantage, the branches side by side, the run's statistics and the
+// step figures; a step's counters damaged fail the statistics and the
+// environment steps; an event damaged fails the statistics and the step
+// figures, which read the log.
 func TestViewsOfDamagedRecordsFail(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src.patrdb")
@@ -80,30 +82,21 @@ func TestViewsOfDamagedRecordsFail(t *testing.T) {
 			_, err := replay.Search(r, replay.NodeQuery{Limit: replay.MaxSearchLimit})
 			return err
 		},
+		"stats":        func(r *store.RunTx) error { _, err := replay.Stats(r); return err },
+		"env steps":    func(r *store.RunTx) error { _, err := replay.EnvSteps(r); return err },
+		"step figures": func(r *store.RunTx) error { _, err := replay.StepFigures(r); return err },
 	}
 	for _, c := range []struct {
 		bucket string
 		key    []byte
 		views  []string
 	}{
-		{"nodes", innerKey, []string{"trajectory", "branches", "group", "search"}},
-		{"adv", advKey, []string{"trajectory", "group"}},
+		{"nodes", innerKey, []string{"trajectory", "branches", "group", "search", "stats"}},
+		{"adv", advKey, []string{"trajectory", "branches", "group", "stats", "step figures"}},
+		{"counts", binary.BigEndian.AppendUint64(nil, 1), []string{"stats", "env steps"}},
+		{"events", binary.BigEndian.AppendUint64(nil, 2), []string{"stats", "step figures"}},
 	} {
-		raw, err := os.ReadFile(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw[storetest.ValueAt(t, src, "m", c.bucket, c.key)+6] ^= 0x10
-		path := filepath.Join(t.TempDir(), "damaged.patrdb")
-		if err := os.WriteFile(path, raw, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		o := storetest.Options()
-		o.ReadOnly = true
-		ddb, err := store.Open(path, o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ddb := storetest.OpenDamaged(t, src, "m", c.bucket, c.key)
 		for _, name := range c.views {
 			err := ddb.View(func(tx *store.Tx) error {
 				r, err := tx.Run("m")

@@ -90,15 +90,7 @@ func readRunFiles[T any](t *testing.T, out, run, name string) map[string][]T {
 func TestExportRLSkipsAStepWithoutRows(t *testing.T) {
 	db := storetest.Open(t)
 	err := db.Update(func(tx *store.Tx) error {
-		r, err := tx.CreateRun("none", nil, nil)
-		if err != nil {
-			return err
-		}
-		g, err := r.OpenGroup(store.GroupSpec{Step: 1, Task: "t", Prompt: "p"})
-		if err != nil {
-			return err
-		}
-		n, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID})
+		r, g, n, err := oneNode(tx, "none")
 		if err != nil {
 			return err
 		}

@@ -404,3 +404,37 @@ func TestExportCancelLeavesNothing(t *testing.T) {
 		t.Error("OnProgress was never called")
 	}
 }
+
+// An export's result says what it wrote where, whether the run's folder
+// was new or replaced one (force): the run, the format, the run's folder,
+// and each file by its path under Out (steps named in decimal) with its
+// size, which add up to the result's bytes.
+func TestExportResultDescribesTheExport(t *testing.T) {
+	db := storetest.Open(t)
+	oneLeafRun(t, db, "ten", 10)
+	lake := filepath.Join(t.TempDir(), "lake")
+	for _, force := range []bool{false, true} {
+		res, err := export(t, db, "ten", replay.ExportOptions{Out: lake, Format: replay.JSONL, Force: force})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res == nil || res.Run != "ten" || res.Format != replay.JSONL || res.Dir != filepath.Join(lake, "run=ten") {
+			t.Fatalf("force %v: result %+v, want run ten, format jsonl, dir %s", force, res, filepath.Join(lake, "run=ten"))
+		}
+		var paths []string
+		var bytes int64
+		for _, f := range res.Files {
+			paths = append(paths, f.Path)
+			fi, err := os.Stat(filepath.Join(lake, filepath.FromSlash(f.Path)))
+			if err != nil || fi.Size() != f.Bytes || f.Step != 10 || f.Rows != 1 {
+				t.Errorf("force %v: file %+v: %v", force, f, err)
+				continue
+			}
+			bytes += f.Bytes
+		}
+		sort.Strings(paths)
+		if strings.Join(paths, ",") != "run=ten/step=10/nodes.jsonl,run=ten/step=10/trajectories.jsonl" || bytes == 0 || res.Bytes != bytes {
+			t.Errorf("force %v: files %v of %d bytes, result %d bytes", force, paths, bytes, res.Bytes)
+		}
+	}
+}

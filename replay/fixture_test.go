@@ -498,3 +498,18 @@ func equalIDs(a, b []uint64) bool {
 	sort.Slice(b, func(i, j int) bool { return b[i] < b[j] })
 	return reflect.DeepEqual(a, b)
 }
+
+// oneNode creates run id with one open group at step 1 (task "t", prompt
+// "p") of one root node, for tests that build the rest by hand.
+func oneNode(tx *store.Tx, id string) (*store.RunTx, model.Group, model.Node, error) {
+	r, err := tx.CreateRun(id, nil, nil)
+	if err != nil {
+		return nil, model.Group{}, model.Node{}, err
+	}
+	g, err := r.OpenGroup(store.GroupSpec{Step: 1, Task: "t", Prompt: "p"})
+	if err != nil {
+		return nil, g, model.Node{}, err
+	}
+	n, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID})
+	return r, g, n, err
+}

@@ -89,3 +89,19 @@ func TestStaleness(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The sampled staleness averages over the turns whose writer recorded a
+// policy version: turns without one (version 0) say nothing and are not
+// counted as fresh. A single versioned turn is a mean of itself.
+func TestStalenessCountsVersionedTurnsOnly(t *testing.T) {
+	var st replay.StalenessTracker
+	st.Observe(model.Event{Seq: 1, Kind: model.EvRunVersion}, &model.Run{PolicyVersion: 3})
+	st.Observe(model.Event{Seq: 2, Kind: model.EvTurns, Step: 1, Node: 1}, &model.TurnsPayload{Count: 1, Turns: 1, MinVersion: 1, MaxVersion: 1, Oldest: 1})
+	if got := st.Of(1); got.SampledMean != 2 || got.SampledMax != 2 {
+		t.Errorf("one turn of version 1 at version 3: %+v, want mean and max 2", got)
+	}
+	st.Observe(model.Event{Seq: 3, Kind: model.EvTurns, Step: 1, Node: 2}, &model.TurnsPayload{Count: 3, Turns: 3})
+	if got := st.Of(1); got.SampledMean != 2 || got.SampledMax != 2 {
+		t.Errorf("three turns without a version added: %+v, want mean and max still 2", got)
+	}
+}

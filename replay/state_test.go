@@ -210,3 +210,43 @@ func smallRunEvents(t *testing.T, spec runSpec) []replay.Event {
 	}
 	return events
 }
+
+// An event handed to Apply undecoded whose payload does not decode is
+// ErrCorrupt, and the state stays where it was: the event is not counted
+// as a custom one and the state's place in the log does not move.
+func TestApplyRefusesAnUndecodablePayload(t *testing.T) {
+	st := replay.NewState("r")
+	bad := replay.Event{Event: model.Event{Seq: 1, Kind: model.EvNodeAdd, Group: 1, Node: 1, Payload: []byte{0xc1}}}
+	if err := st.Apply(bad); !errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("a node.add whose payload does not decode: %v, want ErrCorrupt", err)
+	}
+	if st.Seq != 0 || len(st.Custom) != 0 || len(st.Nodes) != 0 {
+		t.Errorf("the refused event moved the state: seq %d, custom %v, nodes %v", st.Seq, st.Custom, st.Nodes)
+	}
+}
+
+// GroupList orders by step, then by id within a step, whatever the ids
+// of other steps: ids come from one sequence of the run, so a step whose
+// groups were opened after a later step's holds the smaller ones.
+func TestGroupListOrdersByStepThenID(t *testing.T) {
+	st := replay.NewState("r")
+	groups := []model.Group{{Step: 2, ID: 1}, {Step: 1, ID: 4}, {Step: 2, ID: 2}, {Step: 1, ID: 3}}
+	for i, g := range groups {
+		e := replay.Event{Event: model.Event{Seq: uint64(i + 1), Kind: model.EvGroupOpen, Step: g.Step, Group: g.ID}, Record: &g}
+		if err := st.Apply(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []model.Group{{Step: 1, ID: 3}, {Step: 1, ID: 4}, {Step: 2, ID: 1}, {Step: 2, ID: 2}}
+	for range 10 { // map order differs from call to call
+		got := st.GroupList()
+		if len(got) != len(want) {
+			t.Fatalf("GroupList: %v", got)
+		}
+		for i := range want {
+			if got[i].Step != want[i].Step || got[i].ID != want[i].ID {
+				t.Fatalf("GroupList: %v, want (step, id) %v", got, want)
+			}
+		}
+	}
+}

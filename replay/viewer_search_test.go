@@ -267,3 +267,51 @@ func TestSearchVersionsAndSnippets(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Reward bounds include their ends: a node whose reward equals both the
+// minimum and the maximum asked for is found. A snippet that starts one
+// byte into a two-byte character starts at the character instead.
+func TestSearchBoundEndsAndSnippetStart(t *testing.T) {
+	db := storetest.Open(t)
+	obs := "é" + strings.Repeat("a", 59) + "Needle" // the text at byte 61: 60 bytes before it reach back to byte 1
+	var id uint64
+	err := db.Update(func(tx *store.Tx) error {
+		r, _, n, err := oneNode(tx, "b")
+		if err != nil {
+			return err
+		}
+		id = n.ID
+		if err := r.AppendTurns(n.ID, 0, model.Turn{Action: "a", Observation: obs, Done: true}); err != nil {
+			return err
+		}
+		return r.SetReward(n.ID, 0.5)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.View(func(tx *store.Tx) error {
+		r, err := tx.Run("b")
+		if err != nil {
+			return err
+		}
+		half := 0.5
+		res, err := replay.Search(r, replay.NodeQuery{MinReward: &half, MaxReward: &half})
+		if err != nil {
+			return err
+		}
+		if len(res.Hits) != 1 || res.Hits[0].Node != id {
+			t.Errorf("reward in [0.5, 0.5]: %+v, want node %d", res.Hits, id)
+		}
+		res, err = replay.Search(r, replay.NodeQuery{Text: "needle"})
+		if err != nil {
+			return err
+		}
+		if len(res.Hits) != 1 || res.Hits[0].MatchSnippet != obs {
+			t.Errorf("text search: %+v, want the snippet %q", res.Hits, obs)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -10,10 +10,15 @@ import (
 )
 
 // Branches that part after fewer shared turns than SharedContext show all
-// of them as the shared context, and each its own turns from the fork.
+// of them as the shared context, and each its own turns from the fork,
+// its path of node ids from the root and the scores along it, each with
+// the routing decision taken on it: the parent's expansion at the fork,
+// then the branch's own survive or prune.
 func TestViewBranchesOfAnEarlyFork(t *testing.T) {
 	db := storetest.Open(t)
 	var kids []uint64
+	var rootID uint64
+	routes := []model.Action{model.ActionPrune, model.ActionSurvive}
 	err := db.Update(func(tx *store.Tx) error {
 		r, err := tx.CreateRun("f", nil, nil)
 		if err != nil {
@@ -27,10 +32,14 @@ func TestViewBranchesOfAnEarlyFork(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		rootID = root.ID
 		if err := r.AppendTurns(root.ID, 0, model.Turn{Action: "shared", Observation: "o"}); err != nil {
 			return err
 		}
-		if err := r.SetNodeStatus(root.ID, model.NodeExpanded); err != nil {
+		if err := r.Score(root.ID, model.Score{Interval: 0, Turn: 1, Value: 0.5}); err != nil {
+			return err
+		}
+		if err := r.Route(root.ID, model.Decision{Interval: 0, Action: model.ActionExpand, Score: 0.5, Children: 2}); err != nil {
 			return err
 		}
 		for i, action := range []string{"left", "right"} {
@@ -39,6 +48,12 @@ func TestViewBranchesOfAnEarlyFork(t *testing.T) {
 				return err
 			}
 			if err := r.AppendTurns(n.ID, 0, model.Turn{Action: action, Observation: "o"}); err != nil {
+				return err
+			}
+			if err := r.Score(n.ID, model.Score{Interval: 1, Turn: 2, Value: float64(i)}); err != nil {
+				return err
+			}
+			if err := r.Route(n.ID, model.Decision{Interval: 1, Action: routes[i], Score: float64(i)}); err != nil {
 				return err
 			}
 			kids = append(kids, n.ID)
@@ -60,6 +75,22 @@ func TestViewBranchesOfAnEarlyFork(t *testing.T) {
 		if v.Fork != 1 || len(v.Shared) != 1 || v.Shared[0].Action != "shared" || len(v.Branches) != 2 ||
 			len(v.Branches[0].Turns) != 1 || v.Branches[0].Turns[0].Action != "left" || v.Branches[1].Turns[0].Action != "right" {
 			t.Errorf("the branches of a fork after one turn: %+v", v)
+		}
+		for i, b := range v.Branches {
+			if len(b.Path) != 2 || b.Path[0] != rootID || b.Path[1] != kids[i] {
+				t.Errorf("branch %d: path %v, want [%d %d]", i, b.Path, rootID, kids[i])
+			}
+			if len(b.Intervals) != 2 {
+				t.Errorf("branch %d: intervals %+v, want the root's and its own", i, b.Intervals)
+				continue
+			}
+			at, own := b.Intervals[0], b.Intervals[1]
+			if at.Node != rootID || at.Turn != 1 || at.Decision == nil || at.Decision.Action != model.ActionExpand || at.Decision.Children != 2 {
+				t.Errorf("branch %d: the fork's interval %+v (decision %+v), want the root's expansion", i, at, at.Decision)
+			}
+			if own.Node != kids[i] || own.Interval != 1 || own.Score != float64(i) || own.Decision == nil || own.Decision.Action != routes[i] {
+				t.Errorf("branch %d: its own interval %+v (decision %+v), want %s", i, own, own.Decision, routes[i])
+			}
 		}
 		return nil
 	})

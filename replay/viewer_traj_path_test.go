@@ -10,8 +10,9 @@ import (
 )
 
 // A trajectory's path names each node on it, root first (not the leaf
-// repeated), and a turn with a single logprob has it as its mean and its
-// minimum.
+// repeated), each with the routing decisions of its scores on the path
+// (the root's expansion at the fork); a turn with a single logprob has it
+// as its mean and its minimum.
 func TestViewTrajectoryPathAndOneLogprob(t *testing.T) {
 	db := storetest.Open(t)
 	var root, child model.Node
@@ -29,6 +30,12 @@ func TestViewTrajectoryPathAndOneLogprob(t *testing.T) {
 		}
 		one := model.Turn{Action: "a", ActionTokens: []uint32{7}, ActionLogprobs: []float32{-0.5}, Observation: "o"}
 		if err := r.AppendTurns(root.ID, 0, one); err != nil {
+			return err
+		}
+		if err := r.Score(root.ID, model.Score{Interval: 0, Turn: 1, Value: 0.5}); err != nil {
+			return err
+		}
+		if err := r.Route(root.ID, model.Decision{Interval: 0, Action: model.ActionExpand, Score: 0.5, Children: 1}); err != nil {
 			return err
 		}
 		if child, err = r.AddNode(store.NodeSpec{Step: 1, Group: g.ID, Parent: root.ID, Fork: 1}); err != nil {
@@ -49,7 +56,10 @@ func TestViewTrajectoryPathAndOneLogprob(t *testing.T) {
 			return err
 		}
 		if len(v.Path) != 2 || v.Path[0].ID != root.ID || v.Path[1].ID != child.ID || v.Path[0].Count != 1 || v.Path[1].Count != 1 {
-			t.Errorf("path %+v, want root %d then child %d, a turn each", v.Path, root.ID, child.ID)
+			t.Fatalf("path %+v, want root %d then child %d, a turn each", v.Path, root.ID, child.ID)
+		}
+		if d := v.Path[0].Decisions; len(d) != 1 || d[0].Action != model.ActionExpand || d[0].Children != 1 || len(v.Path[1].Decisions) != 0 {
+			t.Errorf("decisions on the path: root %+v, child %+v; want the root's expansion only", d, v.Path[1].Decisions)
 		}
 		if len(v.Turns) != 2 {
 			t.Fatalf("%d turns, want 2", len(v.Turns))

@@ -37,11 +37,7 @@ func BenchmarkApply(b *testing.B) {
 			}
 			for b.Loop() {
 				// Rolled back, so every iteration applies to the same state.
-				err := p.db.Update(func(tx *store.Tx) error {
-					r, err := tx.Run(testRun)
-					if err != nil {
-						return err
-					}
+				err := p.db.UpdateRun(testRun, func(r *store.RunTx) error {
 					if err := res.Apply(r); err != nil {
 						return err
 					}

@@ -222,11 +222,8 @@ func addGroup(t testing.TB, db *store.DB, step uint64, trs []tr) (model.Group, [
 	t.Helper()
 	var g model.Group
 	var out []Trajectory
-	err := db.Update(func(tx *store.Tx) error {
-		r, err := tx.Run(testRun)
-		if err != nil {
-			return err
-		}
+	err := db.UpdateRun(testRun, func(r *store.RunTx) error {
+		var err error
 		if g, err = r.OpenGroup(store.GroupSpec{Step: step, Task: "t", Gold: "gold"}); err != nil {
 			return err
 		}
@@ -264,11 +261,8 @@ func addGroup(t testing.TB, db *store.DB, step uint64, trs []tr) (model.Group, [
 func seed(t testing.TB, db *store.DB, rbs ...model.Rubric) []model.Rubric {
 	t.Helper()
 	out := make([]model.Rubric, len(rbs))
-	err := db.Update(func(tx *store.Tx) error {
-		r, err := tx.Run(testRun)
-		if err != nil {
-			return err
-		}
+	err := db.UpdateRun(testRun, func(r *store.RunTx) error {
+		var err error
 		for i, rb := range rbs {
 			if out[i], err = r.PutRubric(rb); err != nil {
 				return err
@@ -330,11 +324,8 @@ func commitGroup(tx *store.Tx, res *GroupResult, trajs []Trajectory) error {
 func allRubrics(t *testing.T, db *store.DB) []model.Rubric {
 	t.Helper()
 	var out []model.Rubric
-	if err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(testRun)
-		if err != nil {
-			return err
-		}
+	if err := db.ViewRun(testRun, func(r *store.RunTx) error {
+		var err error
 		out, err = r.Rubrics("")
 		return err
 	}); err != nil {
@@ -357,11 +348,7 @@ func rubricByID(t *testing.T, db *store.DB, id uint64) model.Rubric {
 func lastSeq(t *testing.T, db *store.DB) uint64 {
 	t.Helper()
 	var seq uint64
-	if err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(testRun)
-		if err != nil {
-			return err
-		}
+	if err := db.ViewRun(testRun, func(r *store.RunTx) error {
 		seq = r.LastSeq()
 		return nil
 	}); err != nil {
@@ -374,11 +361,7 @@ func lastSeq(t *testing.T, db *store.DB) uint64 {
 func eventsOf(t *testing.T, db *store.DB, kind model.EventKind) []model.Event {
 	t.Helper()
 	var out []model.Event
-	if err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(testRun)
-		if err != nil {
-			return err
-		}
+	if err := db.ViewRun(testRun, func(r *store.RunTx) error {
 		return r.Events(1, func(e model.Event) error {
 			if kind == "" || e.Kind == kind {
 				out = append(out, e)

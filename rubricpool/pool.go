@@ -93,11 +93,7 @@ func (p *Pool) BeginStep(ctx context.Context, step uint64) ([]uint64, error) {
 		return ids, err
 	}
 	var sel []uint64
-	err = p.db.Update(func(tx *store.Tx) error {
-		r, err := tx.Run(p.run)
-		if err != nil {
-			return err
-		}
+	err = p.db.UpdateRun(p.run, func(r *store.RunTx) error {
 		rubrics, err := r.Rubrics("")
 		if err != nil {
 			return err
@@ -241,11 +237,8 @@ func Load(r *store.RunTx) (PoolState, error) {
 // Snapshot reads the pool's current state.
 func (p *Pool) Snapshot() (PoolState, error) {
 	var s PoolState
-	err := p.db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(p.run)
-		if err != nil {
-			return err
-		}
+	err := p.db.ViewRun(p.run, func(r *store.RunTx) error {
+		var err error
 		s, err = Load(r)
 		return err
 	})

@@ -57,11 +57,7 @@ func (p *Pool) Prepare(ctx context.Context, step uint64, group model.Group, traj
 		return nil, err
 	}
 	var base []model.Rubric
-	err := p.db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(p.run)
-		if err != nil {
-			return err
-		}
+	err := p.db.ViewRun(p.run, func(r *store.RunTx) error {
 		g, err := r.GroupAt(step, group.ID)
 		if err != nil {
 			return err

@@ -178,11 +178,8 @@ func (r *runner) attempt(steps int) bool {
 // when they are all closed.
 func (r *runner) ensureGroups(step uint64) []model.Group {
 	var groups []model.Group
-	err := r.db.Update(func(tx *store.Tx) error {
-		run, err := tx.Run(testRun)
-		if err != nil {
-			return err
-		}
+	err := r.db.UpdateRun(testRun, func(run *store.RunTx) error {
+		var err error
 		if groups, err = run.Groups(step); err != nil || len(groups) > 0 {
 			return err
 		}
@@ -233,11 +230,7 @@ func (r *runner) ensureGroups(step uint64) []model.Group {
 // sorted by node id, with full trajectories, outcome = F1Outcome.
 func (r *runner) load(g model.Group) []Trajectory {
 	var out []Trajectory
-	err := r.db.View(func(tx *store.Tx) error {
-		run, err := tx.Run(testRun)
-		if err != nil {
-			return err
-		}
+	err := r.db.ViewRun(testRun, func(run *store.RunTx) error {
 		nodes, err := run.GroupNodes(g)
 		if err != nil {
 			return err
@@ -268,11 +261,8 @@ type dump struct {
 
 func (r *runner) dump() dump {
 	var d dump
-	err := r.db.View(func(tx *store.Tx) error {
-		run, err := tx.Run(testRun)
-		if err != nil {
-			return err
-		}
+	err := r.db.ViewRun(testRun, func(run *store.RunTx) error {
+		var err error
 		if d.Rubrics, err = run.Rubrics(""); err != nil {
 			return err
 		}
@@ -485,11 +475,8 @@ func TestRunningPearsonAcrossReopen(t *testing.T) {
 
 func (r *runner) groupsSoFar() []model.Group {
 	var gs []model.Group
-	if err := r.db.View(func(tx *store.Tx) error {
-		run, err := tx.Run(testRun)
-		if err != nil {
-			return err
-		}
+	if err := r.db.ViewRun(testRun, func(run *store.RunTx) error {
+		var err error
 		gs, err = run.Groups(0)
 		return err
 	}); err != nil {

@@ -110,7 +110,9 @@
 // (which also keeps browsers on other sites from posting to the API); 400
 // for text that is not valid UTF-8 or holds an unpaired \ud800-style
 // escape (Go's decoder would store U+FFFD); 507 "full" when the disk, the
-// quota or Options.MaxSize is full; 503 "locked"; 503 "checking", with
+// quota or Options.MaxSize is full; 409 "needs_migration" for a write to a
+// file of an older format (it is read as it is; patrdb migrate copies it
+// into the current one); 503 "locked"; 503 "checking", with
 // Retry-After, while a run's first check outlasts Options.CheckWait. A
 // refused request writes nothing. A handler panic is a 500 and is logged.
 //

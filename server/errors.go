@@ -86,6 +86,9 @@ func classify(err error) (int, string) {
 		return http.StatusBadRequest, "invalid"
 	case errors.Is(err, store.ErrReadOnly):
 		return http.StatusForbidden, "read_only"
+	case errors.Is(err, store.ErrNeedsMigration):
+		// The file reads as it is; only `patrdb migrate` makes it writable.
+		return http.StatusConflict, "needs_migration"
 	case errors.Is(err, store.ErrFull), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return http.StatusInsufficientStorage, "full"
 	case errors.Is(err, store.ErrCorrupt):
@@ -102,4 +105,11 @@ func classify(err error) (int, string) {
 func oneLine(s string) string {
 	s = strings.TrimSpace(s)
 	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' }), "; ")
+}
+
+// damaged reports whether err is damage the run's check or a read found:
+// what a listing marks on the run's row before it goes on to the others.
+func damaged(err error) bool {
+	_, code := classify(err)
+	return err != nil && code == "damaged"
 }

@@ -115,8 +115,7 @@ func (s *server) listRuns(w http.ResponseWriter, req *http.Request) error {
 		}
 		for _, id := range ids {
 			sum, err := s.summarize(tx, id, opts)
-			var ae *apiError
-			if errors.As(err, &ae) && ae.code == "damaged" {
+			if damaged(err) {
 				// The list goes on: the other runs are still served.
 				out.Runs = append(out.Runs, api.RunSummary{Run: api.RunJSON{Run: model.Run{ID: id}}, Damaged: oneLine(err.Error())})
 				continue
@@ -466,14 +465,13 @@ func (s *server) stats(w http.ResponseWriter, r *http.Request) error {
 			ids = []string{only}
 		}
 		for _, id := range ids {
-			if err := s.sound(id); err != nil {
-				return err
+			st, err := s.runStatsOf(tx, id)
+			if damaged(err) && only == "" {
+				// The list goes on, as the run list does: the other runs
+				// are still served.
+				out.Runs = append(out.Runs, api.RunStats{Run: id, Damaged: oneLine(err.Error())})
+				continue
 			}
-			rt, err := tx.Run(id)
-			if err != nil {
-				return err
-			}
-			st, err := runStats(rt)
 			if err != nil {
 				return err
 			}
@@ -488,6 +486,18 @@ func (s *server) stats(w http.ResponseWriter, r *http.Request) error {
 		out.FileBytes = fi.Size()
 	}
 	return s.ok(w, out)
+}
+
+// runStatsOf is run id's row of GET /api/v1/stats, once its check passed.
+func (s *server) runStatsOf(tx *store.Tx, id string) (api.RunStats, error) {
+	if err := s.sound(id); err != nil {
+		return api.RunStats{}, err
+	}
+	rt, err := tx.Run(id)
+	if err != nil {
+		return api.RunStats{}, err
+	}
+	return runStats(rt)
 }
 
 func runStats(r *store.RunTx) (api.RunStats, error) {

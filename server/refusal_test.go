@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/rollout"
+	"github.com/patrdb/patrdb/store/storetest"
 )
 
 // Each rule of the rollout protocol, broken over HTTP: the request is
@@ -154,4 +157,27 @@ func TestRefuseInvalidUTF8(t *testing.T) {
 	l := ls[g.Roots[0]]
 	body := `{"client_key":"u","submissions":[{"lease":"` + l.ID + `","worker":"` + l.Worker + `","node":` + u64(l.Node) + `,"from":0,"turns":[{"action":"a\xff","observation":"o"}]}]}`
 	refused(e, "/api/v1/runs/r1/submit", body, http.StatusBadRequest, "bad_request")
+}
+
+// A file of an older format is served as it is, and a write to it is a
+// 409 "needs_migration" that writes nothing: the client is told to run
+// patrdb migrate, not that the server failed.
+func TestRefuseWriteToOlderFormat(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "format2.db")
+	old, err := os.ReadFile("../store/testdata/format2.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvDB(t, storetest.OpenPath(t, path, nil), Options{})
+	var list struct {
+		Runs []api.RunSummary `json:"runs"`
+	}
+	e.get("/api/v1/runs", &list)
+	if len(list.Runs) == 0 || list.Runs[0].Damaged != "" {
+		t.Fatalf("the older file's runs: %+v", list.Runs)
+	}
+	refused(e, "/api/v1/runs", `{"client_key":"k","id":"new","tree":`+testTree+`}`, http.StatusConflict, "needs_migration")
 }

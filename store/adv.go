@@ -55,10 +55,10 @@ func (r *RunTx) putAdvantage(a *model.Advantage) error {
 // Advantages returns the records of a step (0: every step) and group (0:
 // every group of the step) in key order.
 func (r *RunTx) Advantages(step, group uint64) ([]model.Advantage, error) {
-	if r.chk != nil && step != 0 {
+	if r.checking() && step != 0 {
 		return r.chk.Advantages(step, group)
 	}
-	if r.chk != nil { // every step's advantages: a read of the whole run
+	if r.checking() { // every step's advantages: a read of the whole run
 		p, err := r.chk.Sound()
 		if err != nil {
 			return nil, err
@@ -91,7 +91,7 @@ func (r *RunTx) Advantages(step, group uint64) ([]model.Advantage, error) {
 // LastAdvantage returns the advantage record with the highest key, one of
 // the newest step that has any; ErrNotFound when the run has none.
 func (r *RunTx) LastAdvantage() (model.Advantage, error) {
-	if r.chk != nil {
+	if r.checking() {
 		return r.chk.LastAdvantage()
 	}
 	var a model.Advantage

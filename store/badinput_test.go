@@ -6,11 +6,12 @@ package store_test
 
 import (
 	"errors"
-	"github.com/patrdb/patrdb/model"
 	"math"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/patrdb/patrdb/model"
 
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
@@ -435,11 +436,7 @@ func TestPoisonedTxStaysPoisoned(t *testing.T) {
 	f := buildFixture(t, db)
 	before := fileDigest(t, path)
 	mine := errors.New("caller gave up")
-	err := db.Update(func(tx *store.Tx) error {
-		r, err := tx.Run(f.Run)
-		if err != nil {
-			return err
-		}
+	err := db.UpdateRun(f.Run, func(r *store.RunTx) error {
 		if err := r.AppendTurns(f.B, 2, textTurn("ok")); err != nil {
 			return err
 		}
@@ -448,11 +445,7 @@ func TestPoisonedTxStaysPoisoned(t *testing.T) {
 	if err != mine {
 		t.Errorf("Update returned %v, want the function's own error", err)
 	}
-	err = db.Update(func(tx *store.Tx) error {
-		r, err := tx.Run(f.Run)
-		if err != nil {
-			return err
-		}
+	err = db.UpdateRun(f.Run, func(r *store.RunTx) error {
 		_ = r.AppendTurns(f.B, 5, textTurn("gap"))                    // fails
 		if err := r.AppendTurns(f.B, 2, textTurn("ok")); err != nil { // fine on its own
 			t.Errorf("corrected call: %v", err)

@@ -137,11 +137,7 @@ func BenchmarkAppendTurnsInterval(b *testing.B) {
 	b.ReportAllocs()
 	interval := 0
 	for b.Loop() {
-		err := db.Update(func(tx *store.Tx) error {
-			r, err := tx.Run("bench")
-			if err != nil {
-				return err
-			}
+		err := db.UpdateRun("bench", func(r *store.RunTx) error {
 			turns := make([]model.Turn, k)
 			for j, id := range nodes {
 				for t := range turns {
@@ -213,11 +209,7 @@ func BenchmarkTrajectoryWarm(b *testing.B) {
 	}
 	read := func() int {
 		var n int
-		err := db.View(func(tx *store.Tx) error {
-			r, err := tx.Run("bench")
-			if err != nil {
-				return err
-			}
+		err := db.ViewRun("bench", func(r *store.RunTx) error {
 			traj, err := r.Trajectory(leaf)
 			n = len(traj)
 			return err

@@ -253,11 +253,7 @@ func TestCheckFindsDamage(t *testing.T) {
 				}
 			}
 			if c.api != nil {
-				err := db.View(func(tx *store.Tx) error {
-					r, err := tx.Run("r1")
-					if err != nil {
-						return err
-					}
+				err := db.ViewRun("r1", func(r *store.RunTx) error {
 					return c.api(r)
 				})
 				var ce *store.CorruptError

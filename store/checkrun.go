@@ -74,7 +74,7 @@ var summaryBuckets = [...]string{bCounts, bRubrics, bCkpt, bScalars}
 // of the file's b-tree from its root would visit every page of the run to
 // find them, and read all of a cold file.
 func (tx *Tx) verifySummary(id string, parts CheckParts) error {
-	p := pagewalk.NewPaths(tx.db.path, tx.btx.DB().Info().PageSize, uint64(tx.btx.Cursor().Bucket().Root()))
+	p := pagewalk.NewPaths(tx.btx.DB().Path(), tx.btx.DB().Info().PageSize, uint64(tx.btx.Cursor().Bucket().Root()))
 	if err := p.Open(); err != nil {
 		return err
 	}
@@ -142,7 +142,7 @@ func (tx *Tx) verifySummary(id string, parts CheckParts) error {
 // sequence (0, with thousands of events on file) is damage, not a figure.
 // nil when the run does not exist (its lookup says so).
 func (tx *Tx) lastEventAgrees(id string) error {
-	p := pagewalk.NewPaths(tx.db.path, tx.btx.DB().Info().PageSize, uint64(tx.btx.Cursor().Bucket().Root()))
+	p := pagewalk.NewPaths(tx.btx.DB().Path(), tx.btx.DB().Info().PageSize, uint64(tx.btx.Cursor().Bucket().Root()))
 	if err := p.Open(); err != nil {
 		return err
 	}
@@ -170,7 +170,7 @@ func (tx *Tx) verifyMetas() error {
 	if err := tx.check(false); err != nil || !tx.db.opts.ReadOnly {
 		return err
 	}
-	f, err := os.Open(tx.db.path)
+	f, err := os.Open(tx.btx.DB().Path())
 	if err != nil {
 		return err
 	}
@@ -192,7 +192,7 @@ func (tx *Tx) verifyPages(scope pagewalk.Scope) error {
 	// reads for every page it has not touched. The freelist is not walked
 	// (no txid matches): readers do not follow it, and a commit running
 	// alongside may replace it.
-	_, w := pagewalk.Walk(tx.db.path, tx.btx.DB().Info().PageSize, math.MaxUint64,
+	_, w := pagewalk.Walk(tx.btx.DB().Path(), tx.btx.DB().Info().PageSize, math.MaxUint64,
 		uint64(tx.btx.Cursor().Bucket().Root()), scope, false)
 	return walkError(w)
 }

@@ -82,7 +82,7 @@ func (r *RunTx) noOpenGroups(from, to uint64) error {
 // Checkpoint returns the latest checkpoint at or before step (0: the
 // latest of all), or ErrNotFound.
 func (r *RunTx) Checkpoint(step uint64) (model.Checkpoint, error) {
-	if r.chk != nil {
+	if r.checking() {
 		return r.chk.Checkpoint(step)
 	}
 	var c model.Checkpoint

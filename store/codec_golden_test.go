@@ -2,12 +2,13 @@ package store
 
 import (
 	"encoding/hex"
-	"github.com/patrdb/patrdb/model"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/patrdb/patrdb/model"
 )
 
 // Golden bytes: one fixed record of every kind, framed as the file holds

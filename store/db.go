@@ -41,6 +41,10 @@ type DB struct {
 	// empty patrdb file.
 	fresh bool
 
+	// standIn, when not "", is the empty bbolt file a reader maps in place
+	// of a zero-byte one (emptyStandIn); Close removes it.
+	standIn string
+
 	// premapped: the file was opened with an initial mapping larger than
 	// itself, so Update sets bbolt's growth step (growStep).
 	premapped bool
@@ -84,16 +88,59 @@ func Open(path string, opts *Options) (*DB, error) {
 		return nil, err
 	}
 	o := *opts.EnsureDefaults()
+	boltPath, standIn := path, ""
 	if o.ReadOnly {
 		fi, err := os.Stat(path)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %v", model.ErrNotFound, path, err)
 		}
 		if fi.Size() == 0 {
-			// bbolt would try to initialise it through a read-only descriptor.
-			return nil, fmt.Errorf("%w: %s is empty", ErrNotPatrdb, path)
+			if standIn, err = emptyStandIn(o.PageSize); err != nil {
+				return nil, err
+			}
+			boltPath = standIn
 		}
 	}
+	db, err := open(path, boltPath, o)
+	if err != nil && standIn != "" {
+		os.Remove(standIn)
+	}
+	if db != nil {
+		db.standIn = standIn
+	}
+	return db, err
+}
+
+// emptyStandIn creates the bbolt file a reader maps in place of a
+// zero-byte one, and returns its path. A zero-byte file is what a writer
+// killed between creating the file and writing bbolt's first pages leaves;
+// the next writer takes it as new, so every reader reads it as new and
+// empty too. bbolt cannot initialise a file through a read-only
+// descriptor, and a reader must not write the file, so it reads four
+// empty pages of its own: a file with no bucket, which reads as fresh.
+func emptyStandIn(pageSize int) (string, error) {
+	f, err := os.CreateTemp("", "patrdb-empty-*.db")
+	if err != nil {
+		return "", fmt.Errorf("patrdb: reading an empty file: %w", err)
+	}
+	name := f.Name()
+	err = f.Close()
+	if err == nil {
+		var b *bolt.DB
+		if b, err = bolt.Open(name, 0o600, &bolt.Options{PageSize: pageSize}); err == nil {
+			err = b.Close()
+		}
+	}
+	if err != nil {
+		os.Remove(name)
+		return "", fmt.Errorf("patrdb: reading an empty file: %w", err)
+	}
+	return name, nil
+}
+
+// open opens the patrdb file at path, whose bbolt file is boltPath (path
+// itself but for an empty file's stand-in), with o's defaults ensured.
+func open(path, boltPath string, o Options) (*DB, error) {
 	bopts := &bolt.Options{
 		Timeout:      max(o.Timeout, 0), // bbolt's 0 waits forever
 		ReadOnly:     o.ReadOnly,
@@ -110,10 +157,10 @@ func Open(path string, opts *Options) (*DB, error) {
 	if !o.ReadOnly && o.InitialMmapSize > 0 && (o.MaxSize == 0 || o.MaxSize >= o.InitialMmapSize+boltAllocSize) {
 		bopts.InitialMmapSize = int(o.InitialMmapSize)
 	}
-	if problems := pagewalk.PreOpen(path, !o.ReadOnly); len(problems) > 0 {
+	if problems := pagewalk.PreOpen(boltPath, !o.ReadOnly); len(problems) > 0 {
 		return nil, &CorruptError{Bucket: "(file)", Reason: strings.Join(problems, "; ")}
 	}
-	bdb, err := openBolt(path, o.FileMode, bopts)
+	bdb, err := openBolt(boltPath, o.FileMode, bopts)
 	if err != nil {
 		return nil, mapOpenError(path, err)
 	}
@@ -140,7 +187,7 @@ func Open(path string, opts *Options) (*DB, error) {
 			}
 			return pagewalk.Skip
 		}
-		if _, problems := pagewalk.File(path, bdb.Info().PageSize, 0, 0, onlyMeta, false); len(problems) > 0 {
+		if _, problems := pagewalk.File(boltPath, bdb.Info().PageSize, 0, 0, onlyMeta, false); len(problems) > 0 {
 			return &CorruptError{Bucket: "(file)", Reason: strings.Join(problems, "; ")}
 		}
 		if err := db.initFormat(); err != nil {
@@ -213,7 +260,11 @@ func (db *DB) Close() error {
 	if db.closed.Swap(true) {
 		return nil
 	}
-	return db.bolt.Close()
+	err := db.bolt.Close()
+	if db.standIn != "" {
+		os.Remove(db.standIn)
+	}
+	return err
 }
 
 // Update runs fn in a read-write transaction and commits it when fn returns
@@ -299,6 +350,26 @@ func (db *DB) View(fn func(*Tx) error) error {
 		_ = btx.Rollback()
 	}()
 	return fn(tx)
+}
+
+// ViewRun runs fn in a read-only transaction on run id (View, then
+// Tx.Run): ErrNotFound when the file holds no such run.
+func (db *DB) ViewRun(id string, fn func(*RunTx) error) error {
+	return db.View(func(tx *Tx) error { return inRun(tx, id, fn) })
+}
+
+// UpdateRun runs fn in a read-write transaction on run id (Update, then
+// Tx.Run) and commits it when fn returns nil.
+func (db *DB) UpdateRun(id string, fn func(*RunTx) error) error {
+	return db.Update(func(tx *Tx) error { return inRun(tx, id, fn) })
+}
+
+func inRun(tx *Tx, id string, fn func(*RunTx) error) error {
+	r, err := tx.Run(id)
+	if err != nil {
+		return err
+	}
+	return fn(r)
 }
 
 func mapTxError(err error) error {

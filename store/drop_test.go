@@ -4,11 +4,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/patrdb/patrdb/model"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/patrdb/patrdb/model"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -277,11 +278,8 @@ func TestDropStepsRefuses(t *testing.T) {
 	inRun(t, db, true, "r", func(r *store.RunTx) (err error) { _, err = r.DropSteps(1); return err })
 	before := fileDigest(t, path)
 	for _, through := range []uint64{1, 4, 5} {
-		err := db.Update(func(tx *store.Tx) error {
-			r, err := tx.Run("r")
-			if err != nil {
-				return err
-			}
+		err := db.UpdateRun("r", func(r *store.RunTx) error {
+			var err error
 			_, err = r.DropSteps(through)
 			return err
 		})

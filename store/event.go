@@ -101,7 +101,7 @@ func (r *RunTx) LastSeq() uint64 {
 // Each event's Payload is its own copy, but the payloads of successive
 // events share allocations of 16 KiB: one kept keeps its neighbours'.
 func (r *RunTx) Events(from uint64, fn func(model.Event) error) error {
-	if r.chk != nil {
+	if r.checking() {
 		p, err := r.chk.Sound()
 		if err != nil {
 			return err

@@ -1,11 +1,12 @@
 package store_test
 
 import (
-	"github.com/patrdb/patrdb/model"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/patrdb/patrdb/model"
 
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"

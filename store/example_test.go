@@ -3,9 +3,10 @@ package store_test
 import (
 	"errors"
 	"fmt"
-	"github.com/patrdb/patrdb/model"
 	"os"
 	"path/filepath"
+
+	"github.com/patrdb/patrdb/model"
 
 	"github.com/patrdb/patrdb/store"
 )
@@ -40,16 +41,11 @@ func ExampleOpen() {
 			Observation: "a.go b.go", PolicyVersion: 1})
 	})
 	fmt.Println("first write:", err)
-	err = db.Update(func(tx *store.Tx) error {
-		r, err := tx.Run("exp-1")
-		if err != nil {
-			return err
-		}
+	err = db.UpdateRun("exp-1", func(r *store.RunTx) error { // Update, then Tx.Run
 		return r.AppendTurns(node, 1, model.Turn{Action: "cat", ActionTokens: []uint32{7}, ActionLogprobs: []float32{0.5}})
 	})
 	fmt.Println("positive logprob refused:", errors.Is(err, model.ErrInvalid))
-	_ = db.View(func(tx *store.Tx) error {
-		r, _ := tx.Run("exp-1")
+	_ = db.ViewRun("exp-1", func(r *store.RunTx) error {
 		traj, _ := r.Trajectory(node)
 		fmt.Printf("%d turn stored: %s → %s\n", len(traj), traj[0].Action, traj[0].Observation)
 		return nil

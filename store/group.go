@@ -68,7 +68,7 @@ func (r *RunTx) putGroup(g *model.Group, was model.GroupStatus, kind model.Event
 
 // GroupAt returns the group with the given step and id.
 func (r *RunTx) GroupAt(step, id uint64) (model.Group, error) {
-	if r.chk != nil {
+	if r.checking() {
 		return r.chk.GroupAt(step, id)
 	}
 	g, err := r.groupRef(step, id)
@@ -81,7 +81,7 @@ func (r *RunTx) GroupAt(step, id uint64) (model.Group, error) {
 // Group finds a group by id alone, through the run's group index (a run
 // written before the index existed is scanned).
 func (r *RunTx) Group(id uint64) (model.Group, error) {
-	if r.chk != nil {
+	if r.checking() {
 		return r.chk.Group(id)
 	}
 	if ids := r.b.Bucket([]byte(bGroupIDs)); ids != nil {
@@ -112,7 +112,7 @@ func (r *RunTx) Group(id uint64) (model.Group, error) {
 // ForEachGroup calls fn for every group of step (0: every step) in key
 // order.
 func (r *RunTx) ForEachGroup(step uint64, fn func(model.Group) error) error {
-	if r.chk != nil {
+	if r.checking() {
 		p, err := r.chk.Sound()
 		if err != nil {
 			return err
@@ -150,7 +150,7 @@ func (r *RunTx) ForEachGroup(step uint64, fn func(model.Group) error) error {
 
 // LatestGroup returns the newest group: the highest id of the latest step.
 func (r *RunTx) LatestGroup() (model.Group, error) {
-	if r.chk != nil {
+	if r.checking() {
 		return r.chk.LatestGroup()
 	}
 	var g model.Group
@@ -174,7 +174,7 @@ func (r *RunTx) LatestGroup() (model.Group, error) {
 // groups of the latest step, so walking backwards stops after a few keys
 // instead of reading the whole run.
 func (r *RunTx) ForEachGroupDesc(fn func(model.Group) error) error {
-	if r.chk != nil {
+	if r.checking() {
 		p, err := r.chk.Sound()
 		if err != nil {
 			return err
@@ -203,7 +203,7 @@ func (r *RunTx) ForEachGroupDesc(fn func(model.Group) error) error {
 
 // Groups returns the groups of step (0: all).
 func (r *RunTx) Groups(step uint64) ([]model.Group, error) {
-	if r.chk != nil && step != 0 {
+	if r.checking() && step != 0 {
 		return r.chk.Groups(step)
 	}
 	var out []model.Group // in checked mode, step 0 is ForEachGroup's whole-run check
@@ -261,7 +261,7 @@ func (r *RunTx) CloseGroup(step, id uint64) error {
 
 // GroupNodes returns every node of g, roots first, then breadth-first.
 func (r *RunTx) GroupNodes(g model.Group) ([]model.Node, error) {
-	if r.chk != nil {
+	if r.checking() {
 		return r.chk.GroupNodes(g)
 	}
 	var out []model.Node

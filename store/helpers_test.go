@@ -39,17 +39,12 @@ func view(tb testing.TB, db *store.DB, fn func(*store.Tx) error) {
 // inRun runs fn on run id inside a transaction of the given kind.
 func inRun(tb testing.TB, db *store.DB, write bool, id string, fn func(*store.RunTx) error) {
 	tb.Helper()
-	do := func(tx *store.Tx) error {
-		r, err := tx.Run(id)
-		if err != nil {
-			return err
-		}
-		return fn(r)
-	}
+	do := db.ViewRun
 	if write {
-		update(tb, db, do)
-	} else {
-		view(tb, db, do)
+		do = db.UpdateRun
+	}
+	if err := do(id, fn); err != nil {
+		tb.Fatalf("in run %s: %v", id, err)
 	}
 }
 

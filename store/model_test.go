@@ -123,11 +123,7 @@ func newModelMachine(t *testing.T, rt *rapid.T) *modelMachine {
 // Running actions.
 
 func (m *modelMachine) update(fn func(r *store.RunTx) error) error {
-	return m.db.Update(func(tx *store.Tx) error {
-		r, err := tx.Run(modelRun)
-		if err != nil {
-			return err
-		}
+	return m.db.UpdateRun(modelRun, func(r *store.RunTx) error {
 		return fn(r)
 	})
 }
@@ -771,11 +767,7 @@ func (m *modelMachine) Check(t *rapid.T) {
 	for _, v := range vs {
 		t.Errorf("check: %s", v)
 	}
-	err = m.db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(modelRun)
-		if err != nil {
-			return err
-		}
+	err = m.db.ViewRun(modelRun, func(r *store.RunTx) error {
 		m.compareGroups(t, r)
 		m.compareNodes(t, r)
 		m.compareAdvantages(t, r)

@@ -261,7 +261,7 @@ func (r *RunTx) writeNode(n *model.Node, rec []byte) error {
 
 // Node returns a node's record, through the LRU when possible.
 func (r *RunTx) Node(id uint64) (model.Node, error) {
-	if r.chk != nil {
+	if r.checking() {
 		return r.chk.Node(id)
 	}
 	p, err := r.nodeRef(id)
@@ -364,7 +364,7 @@ func cloneNode(n *model.Node) model.Node {
 
 // Children returns the ids of a node's children in id order.
 func (r *RunTx) Children(id uint64) ([]uint64, error) {
-	if r.chk != nil {
+	if r.checking() {
 		return r.chk.Children(id)
 	}
 	kids, err := r.children(id)
@@ -403,7 +403,7 @@ func (r *RunTx) children(id uint64) ([]uint64, error) {
 
 // Frontier returns the ids of the run's active nodes in id order.
 func (r *RunTx) Frontier() ([]uint64, error) {
-	if r.chk != nil {
+	if r.checking() {
 		p, err := r.chk.Sound()
 		if err != nil {
 			return nil, err
@@ -430,7 +430,7 @@ func (r *RunTx) Frontier() ([]uint64, error) {
 // it reads, whatever the frontier's width (a lease grant asking for a few
 // branches of a step with thousands).
 func (r *RunTx) FrontierFrom(from uint64, fn func(id uint64) bool) error {
-	if r.chk != nil {
+	if r.checking() {
 		p, err := r.chk.Sound()
 		if err != nil {
 			return err
@@ -455,7 +455,7 @@ func (r *RunTx) FrontierFrom(from uint64, fn func(id uint64) bool) error {
 
 // FrontierNodes returns the active nodes' records.
 func (r *RunTx) FrontierNodes() ([]model.Node, error) {
-	if r.chk != nil {
+	if r.checking() {
 		return r.chk.FrontierNodes()
 	}
 	ids, err := r.Frontier()

@@ -7,10 +7,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"github.com/patrdb/patrdb/model"
 	"math"
 	"reflect"
 	"testing"
+
+	"github.com/patrdb/patrdb/model"
 
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"

@@ -80,7 +80,7 @@ func (r *RunTx) PutReply(rep Reply) (uint64, error) {
 
 // Reply returns the reply recorded under key, or ErrNotFound.
 func (r *RunTx) Reply(key string) (Reply, error) {
-	if r.chk != nil {
+	if r.checking() {
 		p, err := r.chk.Sound()
 		if err != nil {
 			return Reply{}, err

@@ -67,11 +67,8 @@ func TestPutReplyAndLookUp(t *testing.T) {
 		t.Errorf("an unknown key: %v, want ErrNotFound", err)
 	}
 	for key, want := range map[string]error{"a": model.ErrExists, "": model.ErrInvalid, strings.Repeat("k", store.MaxReplyKey+1): model.ErrInvalid} {
-		err := db.Update(func(tx *store.Tx) error {
-			r, err := tx.Run("r")
-			if err != nil {
-				return err
-			}
+		err := db.UpdateRun("r", func(r *store.RunTx) error {
+			var err error
 			_, err = r.PutReply(reply(key, 200))
 			return err
 		})

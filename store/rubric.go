@@ -146,7 +146,7 @@ func (r *RunTx) MoveRubric(id uint64, m RubricMove) (model.Rubric, error) {
 
 // Rubric returns one rubric.
 func (r *RunTx) Rubric(id uint64) (model.Rubric, error) {
-	if r.chk != nil {
+	if r.checking() {
 		return r.chk.Rubric(id)
 	}
 	var rb model.Rubric
@@ -165,7 +165,7 @@ func (r *RunTx) Rubric(id uint64) (model.Rubric, error) {
 
 // Rubrics returns the rubrics of a pool ("" for all) in id order.
 func (r *RunTx) Rubrics(pool model.RubricPool) ([]model.Rubric, error) {
-	if r.chk != nil {
+	if r.checking() {
 		return r.chk.Rubrics(pool)
 	}
 	b, err := r.bucket(bRubrics)

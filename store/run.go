@@ -65,8 +65,11 @@ func (r *RunTx) SetConfig(config []byte) error {
 
 // PublishVersion records v as the run's current policy version: the
 // weights a trainer just published to its samplers. Versions only go
-// forward: v must be greater than the current one (ErrInvalid otherwise),
-// so a late or repeated publish can never make newer turns look stale.
+// forward: an older v than the current one is ErrInvalid, so a late
+// publish can never make newer turns look stale. Publishing the current
+// version again writes nothing and succeeds: a trainer that crashed
+// after its publish and resumed from the checkpoint before it publishes
+// the same weights again.
 func (r *RunTx) PublishVersion(v uint64) error {
 	if err := r.tx.check(true); err != nil {
 		return err
@@ -74,6 +77,9 @@ func (r *RunTx) PublishVersion(v uint64) error {
 	run, err := r.Info()
 	if err != nil {
 		return r.tx.fail(err)
+	}
+	if v == run.PolicyVersion && v != 0 {
+		return nil
 	}
 	if v <= run.PolicyVersion {
 		return r.tx.fail(invalidf("policy version %d: run %q is at version %d already; versions only go forward", v, r.id, run.PolicyVersion))
@@ -86,7 +92,7 @@ func (r *RunTx) PublishVersion(v uint64) error {
 // BucketSizes walks the run's sub-buckets and reports their sizes. It reads
 // every page of the run, so it costs time proportional to the run's size.
 func (r *RunTx) BucketSizes() ([]model.BucketSize, error) {
-	if r.chk != nil {
+	if r.checking() {
 		p, err := r.chk.Sound()
 		if err != nil {
 			return nil, err

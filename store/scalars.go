@@ -128,7 +128,7 @@ func (r *RunTx) PutScalars(step uint64, values map[string]float64) error {
 
 // ScalarsAt returns the scalars of step, or ErrNotFound when it has none.
 func (r *RunTx) ScalarsAt(step uint64) (model.Scalars, error) {
-	if r.chk != nil {
+	if r.checking() {
 		p, err := r.chk.Sound()
 		if err != nil {
 			return model.Scalars{}, err
@@ -156,7 +156,7 @@ func (r *RunTx) ScalarsAt(step uint64) (model.Scalars, error) {
 // step order (none when the run never logged one). fn's error stops the
 // walk and is returned.
 func (r *RunTx) ForEachScalars(from uint64, fn func(model.Scalars) error) error {
-	if r.chk != nil {
+	if r.checking() {
 		p, err := r.chk.Sound()
 		if err != nil {
 			return err

@@ -3,13 +3,14 @@ package store_test
 import (
 	"encoding/binary"
 	"errors"
-	"github.com/patrdb/patrdb/model"
 	"math"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/patrdb/patrdb/model"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -184,11 +185,7 @@ func TestPutScalarsRefusesBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range bad {
-		err := db.Update(func(tx *store.Tx) error {
-			r, err := tx.Run("r")
-			if err != nil {
-				return err
-			}
+		err := db.UpdateRun("r", func(r *store.RunTx) error {
 			return r.PutScalars(c.step, c.values)
 		})
 		if !errors.Is(err, model.ErrInvalid) {
@@ -212,11 +209,7 @@ func TestPutScalarsRefusesBadInput(t *testing.T) {
 		}
 		inRun(t, db, true, "r", func(r *store.RunTx) error { return r.PutScalars(1, part) })
 	}
-	err = db.Update(func(tx *store.Tx) error {
-		r, err := tx.Run("r")
-		if err != nil {
-			return err
-		}
+	err = db.UpdateRun("r", func(r *store.RunTx) error {
 		return r.PutScalars(1, map[string]float64{"one-more": 1})
 	})
 	if !errors.Is(err, model.ErrInvalid) {

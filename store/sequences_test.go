@@ -68,11 +68,7 @@ func TestAWriterRefusesARunWhoseSequencesDisagree(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				err = db.Update(func(tx *store.Tx) error {
-					r, err := tx.Run("r1")
-					if err != nil {
-						return err
-					}
+				err = db.UpdateRun("r1", func(r *store.RunTx) error {
 					return write(r)
 				})
 				var ce *store.CorruptError

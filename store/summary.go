@@ -12,7 +12,7 @@ import (
 // SummaryOptions.Steps); a run without them is walked
 // (RunSummary.Walked).
 func (r *RunTx) Summary(o model.SummaryOptions) (model.RunSummary, error) {
-	if r.chk != nil {
+	if r.checking() {
 		return r.chk.Summary(o)
 	}
 	return r.summary(o, nil)

@@ -29,7 +29,7 @@ type TurnView struct {
 // GOMAXPROCS goroutines (they touch only the mapped bytes). A missing or
 // damaged turn is ErrCorrupt (the first in segment order).
 func (r *RunTx) ViewTurns(segs []model.Segment) ([]TurnView, error) {
-	if r.chk != nil {
+	if r.checking() {
 		return r.chk.ViewTurns(segs)
 	}
 	total := 0

@@ -28,20 +28,13 @@ func TestTokenIDsAboveInt32AreRefused(t *testing.T) {
 		return err
 	})
 	appendTurn := func(tu model.Turn) error {
-		return db.Update(func(tx *store.Tx) error {
-			r, err := tx.Run("r")
-			if err != nil {
-				return err
-			}
+		return db.UpdateRun("r", func(r *store.RunTx) error {
 			return r.AppendTurns(node, 0, tu)
 		})
 	}
 	openGroup := func(prompt []uint32) error {
-		return db.Update(func(tx *store.Tx) error {
-			r, err := tx.Run("r")
-			if err != nil {
-				return err
-			}
+		return db.UpdateRun("r", func(r *store.RunTx) error {
+			var err error
 			_, err = r.OpenGroup(store.GroupSpec{Step: 2, PromptTokens: prompt})
 			return err
 		})

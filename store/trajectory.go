@@ -7,7 +7,7 @@ import "github.com/patrdb/patrdb/model"
 // Ancestors come from the node LRU; turns are decoded once each and never
 // stored twice.
 func (r *RunTx) Trajectory(id uint64) ([]model.PathTurn, error) {
-	if r.chk != nil {
+	if r.checking() {
 		return r.chk.Trajectory(id)
 	}
 	segs, err := r.pathSegments(id)
@@ -33,7 +33,7 @@ func (r *RunTx) Trajectory(id uint64) ([]model.PathTurn, error) {
 // Path returns the segments of a node's trajectory, root first, without
 // reading any turn.
 func (r *RunTx) Path(id uint64) ([]model.Segment, error) {
-	if r.chk != nil {
+	if r.checking() {
 		return r.chk.Path(id)
 	}
 	segs, err := r.pathSegments(id)

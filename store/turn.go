@@ -206,7 +206,7 @@ func (r *RunTx) putTurns(p *model.Node, d *dirtyNode, from int, src EncodedTurns
 
 // Turns returns a node's own turns.
 func (r *RunTx) Turns(id uint64) ([]model.Turn, error) {
-	if r.chk != nil {
+	if r.checking() {
 		p, err := r.chk.Sound()
 		if err != nil {
 			return nil, err
@@ -224,7 +224,7 @@ func (r *RunTx) Turns(id uint64) ([]model.Turn, error) {
 
 // Turn returns one of a node's own turns.
 func (r *RunTx) Turn(id uint64, index int) (model.Turn, error) {
-	if r.chk != nil {
+	if r.checking() {
 		p, err := r.chk.Sound()
 		if err != nil {
 			return model.Turn{}, err

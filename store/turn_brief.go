@@ -15,7 +15,7 @@ type TurnBrief struct {
 // skipped, not copied: a writer deciding a prune or a leaf's reward inside
 // its transaction does not pay for hundreds of tokens a turn.
 func (r *RunTx) PathBackward(id uint64, fn func(TurnBrief) bool) error {
-	if r.chk != nil {
+	if r.checking() {
 		p, err := r.chk.Sound()
 		if err != nil {
 			return err

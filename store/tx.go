@@ -398,6 +398,15 @@ type RunTx struct {
 	chk *checkedRun
 }
 
+// checking reports whether the handle's reads must check what they read:
+// in checked mode, until the whole run has checked clean (checkedRun.Sound).
+// After that every read is the plain one, so a command that reads the
+// whole run (stats, an export) pays for the whole-run check once, not
+// again read by read.
+func (r *RunTx) checking() bool {
+	return r.chk != nil && !(r.chk.whole && r.chk.sound == nil)
+}
+
 func (tx *Tx) bind(id string, b *bolt.Bucket) *RunTx {
 	r := &RunTx{tx: tx, id: id, b: b, path: "runs/" + id}
 	for i, name := range subBuckets {

@@ -73,11 +73,7 @@ func TestGroupChangesWithinTransaction(t *testing.T) {
 		return r.SetGroupInterval(1, g.ID, 3)
 	})
 	errBoom := errors.New("boom")
-	err := db.Update(func(tx *store.Tx) error {
-		r, err := tx.Run("r")
-		if err != nil {
-			return err
-		}
+	err := db.UpdateRun("r", func(r *store.RunTx) error {
 		if _, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID, Ordinal: 9}); err != nil {
 			return err
 		}
@@ -118,4 +114,29 @@ func TestGroupChangesWithinTransaction(t *testing.T) {
 func groupEqual(a, b model.Group) bool {
 	return a.ID == b.ID && a.Step == b.Step && a.Task == b.Task && slices.Equal(a.Roots, b.Roots) &&
 		a.Status == b.Status && a.Interval == b.Interval && slices.Equal(a.PromptTokens, b.PromptTokens) && maps.Equal(a.Meta, b.Meta)
+}
+
+// A run that lost its groups bucket answers a group lookup with
+// ErrCorrupt, in a read and in a write transaction (where groups are kept
+// per transaction), rather than crashing or saying the group is absent.
+func TestGroupLookupWithoutGroupsBucket(t *testing.T) {
+	db := openWithout(t, "groups")
+	defer db.Close()
+	for _, write := range []bool{false, true} {
+		do := db.View
+		if write {
+			do = db.Update
+		}
+		err := do(func(tx *store.Tx) error {
+			r, err := tx.Run("r1")
+			if err != nil {
+				return err
+			}
+			_, err = r.GroupAt(fixtureStep, 1)
+			return err
+		})
+		if !errors.Is(err, store.ErrCorrupt) {
+			t.Errorf("write %v: GroupAt without the groups bucket: %v, want ErrCorrupt", write, err)
+		}
+	}
 }

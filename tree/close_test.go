@@ -97,12 +97,22 @@ func openUnchecked(t *testing.T) *store.DB {
 // fails its checksum.
 func damageGroup(t *testing.T, db *store.DB, run string, step, id uint64) {
 	t.Helper()
-	key := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, step), id)
+	damageRecord(t, db, run, "groups", binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, step), id))
+}
+
+// damageNode does the same to node id's record.
+func damageNode(t *testing.T, db *store.DB, run string, id uint64) {
+	t.Helper()
+	damageRecord(t, db, run, "nodes", binary.BigEndian.AppendUint64(nil, id))
+}
+
+func damageRecord(t *testing.T, db *store.DB, run, bucket string, key []byte) {
+	t.Helper()
 	if err := storetest.Bolt(db).Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte("runs")).Bucket([]byte(run)).Bucket([]byte("groups"))
+		b := tx.Bucket([]byte("runs")).Bucket([]byte(run)).Bucket([]byte(bucket))
 		v := bytes.Clone(b.Get(key))
 		if v == nil {
-			return fmt.Errorf("no group record under %x", key)
+			return fmt.Errorf("no %s record under %x", bucket, key)
 		}
 		v[len(v)-1] ^= 0xff
 		return b.Put(key, v)

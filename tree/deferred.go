@@ -44,7 +44,8 @@ func (c *Coordinator) awaitsScore(n *model.Node, g *model.Group) bool {
 }
 
 // Publish records v as the run's current policy version (store's
-// RunTx.PublishVersion: versions only go forward). From its commit on,
+// RunTx.PublishVersion: versions only go forward; the current one again
+// writes nothing). From its commit on,
 // leases and turns are judged against it: MaxStaleness, and under
 // OnPublishAbort every lease granted before it is void.
 func (c *Coordinator) Publish(tx *store.Tx, v uint64) error {

@@ -61,7 +61,8 @@
 //
 // # Versions and staleness
 //
-// A run has a current policy version (Publish; versions only go forward).
+// A run has a current policy version (Publish; versions only go forward,
+// and the current one again is a no-op).
 // Leases carry the worker's version and the run's at the grant; a worker,
 // or a submitted turn, more than Config.MaxStaleness versions behind the
 // run's current one is refused with ErrStale (-1, the default: no bound).

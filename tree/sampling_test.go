@@ -47,9 +47,10 @@ func (constPolicy) Act(context.Context, rollout.TurnKey, rollout.Task, []model.T
 
 // TestRolloutInformative: a step that wants three informative groups
 // opens further tasks, in order, until the third closes with outcome
-// variance — exactly the tasks up to it — records each filtered group, and
-// stops at MaxTasks when the tasks run short of it, never asking for
-// more than MaxTasks leaves room for; either barrier.
+// variance — exactly the tasks up to it — records each filtered group (an
+// event of the group, naming no node or rubric), and stops at MaxTasks
+// when the tasks run short of it, never asking for more than MaxTasks
+// leaves room for; either barrier.
 func TestRolloutInformative(t *testing.T) {
 	seq := []string{"flat-0", "flat-1", "vary-0", "flat-2", "vary-1", "flat-3", "vary-2", "vary-3", "vary-4"}
 	task := func(id string) rollout.Task { return rollout.Task{ID: id, Prompt: "p " + id} }
@@ -96,6 +97,9 @@ func TestRolloutInformative(t *testing.T) {
 				return r.Events(1, func(ev model.Event) error {
 					if ev.Kind == tree.EvGroupFilter {
 						filterEvents[ev.Group] = true
+						if ev.Step != 1 || ev.Node != 0 || ev.Rubric != 0 {
+							t.Errorf("filter event %+v: want the group's, at step 1, of no node or rubric", ev)
+						}
 					}
 					return nil
 				})
@@ -132,11 +136,7 @@ func TestRolloutInformative(t *testing.T) {
 // TestRolloutInformativeResumes: driven again after its tasks were
 // extended, a step continues from the tasks it holds.
 func TestRolloutInformativeResumes(t *testing.T) {
-	db := storetest.Open(t)
-	cfg := tree.DefaultConfig()
-	cfg.NoScoring, cfg.B0, cfg.K, cfg.MaxTurns = true, 2, 1, 1
-	newRun(t, db, "r", cfg)
-	e := mustEngine(t, db, "r", tree.Options{Config: cfg, Policy: constPolicy{}, Env: flatEnv{}})
+	db, e := flatEngine(t)
 	first := []rollout.Task{{ID: "flat-a", Prompt: "p"}}
 	c, err := tree.NewCoordinator(db, "r", nil, nil)
 	if err != nil {
@@ -170,4 +170,27 @@ func TestRolloutInformativeResumes(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A step whose tasks fall short and whose More fails ends with More's
+// error, not with a result.
+func TestRolloutInformativeFailsWhenMoreFails(t *testing.T) {
+	_, e := flatEngine(t)
+	gone := errors.New("dataset gone")
+	res, err := e.RolloutInformative(context.Background(), 1, []rollout.Task{{ID: "flat-a", Prompt: "p"}}, tree.Sampling{Want: 1,
+		More: func(int) ([]rollout.Task, error) { return nil, gone }})
+	if !errors.Is(err, gone) || res != nil {
+		t.Fatalf("More failed: %+v, %v; want no result and its error", res, err)
+	}
+}
+
+// flatEngine is an engine of run "r" over flatEnv: two branches a group,
+// each ending after its one turn, no scoring.
+func flatEngine(t *testing.T) (*store.DB, *tree.Engine) {
+	t.Helper()
+	db := storetest.Open(t)
+	cfg := tree.DefaultConfig()
+	cfg.NoScoring, cfg.B0, cfg.K, cfg.MaxTurns = true, 2, 1, 1
+	newRun(t, db, "r", cfg)
+	return db, mustEngine(t, db, "r", tree.Options{Config: cfg, Policy: constPolicy{}, Env: flatEnv{}})
 }

@@ -1,6 +1,7 @@
 package tree_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -116,5 +117,27 @@ func TestStatusStartsTheWaitsOfARestartedCoordinator(t *testing.T) {
 			t.Errorf("the awaited %s: since %v, due %v; want since the status at %v, due a minute later",
 				what, time.Unix(0, w.SinceAt), time.Unix(0, w.DueAt), seen)
 		}
+	}
+}
+
+// The status of a step with a damaged group record is ErrCorrupt, never
+// the status of the groups that could be read; and a read that failed is
+// not remembered: read again in the same snapshot it fails again rather
+// than answering from memory.
+func TestStatusOfADamagedStepFails(t *testing.T) {
+	db := openUnchecked(t)
+	c := coordinator(t, db, "r", tree.DefaultConfig(), nil)
+	groups := openStep(t, c, 1, tasks(2))
+	damageGroup(t, db, "r", 1, groups[1].ID)
+	err := db.View(func(tx *store.Tx) error {
+		for i := range 2 {
+			if _, err := c.Status(tx, 1); !errors.Is(err, store.ErrCorrupt) {
+				t.Errorf("status read %d of a step with a damaged group record: %v, want ErrCorrupt", i+1, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -42,8 +42,12 @@ func TestMaxStalenessRefusesStaleWork(t *testing.T) {
 	c := coordinator(t, db, "r", cfg, nil)
 	openStep(t, c, 1, tasks(1))
 	publish(t, c, 3)
-	if err := db.Update(func(tx *store.Tx) error { return c.Publish(tx, 3) }); !errors.Is(err, model.ErrInvalid) {
-		t.Fatalf("publishing the current version again: %v, want ErrInvalid", err)
+	seq := lastSeq(t, db)
+	if err := db.Update(func(tx *store.Tx) error { return c.Publish(tx, 3) }); err != nil || lastSeq(t, db) != seq {
+		t.Fatalf("publishing the current version again: %v, want a no-op (events %d → %d)", err, seq, lastSeq(t, db))
+	}
+	if err := db.Update(func(tx *store.Tx) error { return c.Publish(tx, 2) }); !errors.Is(err, model.ErrInvalid) {
+		t.Fatalf("publishing an older version: %v, want ErrInvalid", err)
 	}
 	ls, err := c.Lease(tree.LeaseRequest{Worker: "old", PolicyVersion: 1}, nil)
 	if !errors.Is(err, rollout.ErrStale) || len(ls) != 0 || !strings.Contains(err.Error(), "version 1") || !strings.Contains(err.Error(), "version 3") {

@@ -86,11 +86,7 @@ func checkStep(t *testing.T, db *store.DB, run string, step uint64) {
 	}
 	for _, opts := range all {
 		name := fmt.Sprintf("step %d %+v", step, opts)
-		err := db.View(func(tx *store.Tx) error {
-			r, err := tx.Run(run)
-			if err != nil {
-				return err
-			}
+		err := db.ViewRun(run, func(r *store.RunTx) error {
 			if opts.Groups != nil {
 				if _, err := r.GroupAt(step, opts.Groups[0]); err != nil {
 					return nil // not a group of this step

@@ -19,11 +19,7 @@ func BenchmarkReadRows(b *testing.B) {
 	var dst batch.Batch
 	b.ResetTimer()
 	for range b.N {
-		err := db.View(func(tx *store.Tx) error {
-			r, err := tx.Run("llm")
-			if err != nil {
-				return err
-			}
+		err := db.ViewRun("llm", func(r *store.RunTx) error {
 			return batchdb.ReadInto(&dst, r, 1, batch.Options{})
 		})
 		if err != nil {

@@ -56,11 +56,7 @@ func buildLLM(tb testing.TB, db *store.DB, run string, spec llmSpec) {
 	must(db.Update(func(tx *store.Tx) error { _, err := tx.CreateRun(run, nil, nil); return err }))
 	for step := 1; step <= spec.steps; step++ {
 		for gi := 0; gi < spec.groups; gi++ {
-			must(db.Update(func(tx *store.Tx) error {
-				r, err := tx.Run(run)
-				if err != nil {
-					return err
-				}
+			must(db.UpdateRun(run, func(r *store.RunTx) error {
 				g, err := r.OpenGroup(store.GroupSpec{Step: uint64(step), Task: "t", PromptTokens: ids(50 + rng.IntN(spec.tokens))})
 				if err != nil {
 					return err

@@ -14,11 +14,7 @@ import (
 // ReadDB reads the batch of a step of a run in one read transaction.
 func ReadDB(db *store.DB, run string, step uint64, opts batch.Options) (*batch.Batch, error) {
 	b := new(batch.Batch)
-	err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(run)
-		if err != nil {
-			return err
-		}
+	err := db.ViewRun(run, func(r *store.RunTx) error {
 		return ReadInto(b, r, step, opts)
 	})
 	if err != nil {

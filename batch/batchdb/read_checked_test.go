@@ -134,24 +134,7 @@ func TestCheckedReadOfABatch(t *testing.T) {
 			{1, batch.Options{Groups: ids(g2[0])}, model.ErrNotFound},
 		}},
 	} {
-		path := src
-		if c.bucket != "" {
-			raw, err := os.ReadFile(src)
-			if err != nil {
-				t.Fatal(err)
-			}
-			raw[storetest.ValueAt(t, src, "llm", c.bucket, c.key)+6] ^= 0x10
-			path = filepath.Join(t.TempDir(), "damaged.patrdb")
-			if err := os.WriteFile(path, raw, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-		o := storetest.Options()
-		o.ReadOnly = true
-		ddb, err := store.Open(path, o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ddb := storetest.OpenDamaged(t, src, "llm", c.bucket, c.key)
 		for _, ck := range c.checks {
 			err := ddb.View(func(tx *store.Tx) error {
 				if err := tx.CheckReads(); err != nil {

@@ -329,11 +329,7 @@ func tailStep(dir string, barrier tree.Barrier) (stepS, boundS float64, err erro
 	// The per-tree bound: each interval of a tree lasts as long as its
 	// slowest branch's turns in it (tool plus one policy call each).
 	var worst time.Duration
-	err = db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(name)
-		if err != nil {
-			return err
-		}
+	err = db.ViewRun(name, func(r *store.RunTx) error {
 		groups, err := r.Groups(1)
 		if err != nil {
 			return err

@@ -96,11 +96,7 @@ func goFigures(c config, db *store.DB, rows *batch.Batch) ([]*figure, error) {
 	copy(dst, src)
 	var reused batch.Batch
 	read := func(dst *batch.Batch) error {
-		return db.View(func(tx *store.Tx) error {
-			r, err := tx.Run(run0)
-			if err != nil {
-				return err
-			}
+		return db.ViewRun(run0, func(r *store.RunTx) error {
 			return batchdb.ReadInto(dst, r, 1, batch.Options{})
 		})
 	}
@@ -184,11 +180,7 @@ type handRows struct {
 // Trajectory, its tokens appended to growing arrays.
 func byHand(db *store.DB) (*handRows, error) {
 	h := &handRows{}
-	err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(run0)
-		if err != nil {
-			return err
-		}
+	err := db.ViewRun(run0, func(r *store.RunTx) error {
 		groups, err := r.Groups(1)
 		if err != nil {
 			return err

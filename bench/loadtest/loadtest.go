@@ -230,11 +230,7 @@ func inProcess(cfg Config, path string) (Phase, error) {
 	}
 	p, _, err := drive(cfg, "in-process", func(c, from int, turns []model.Turn, _ bool) (time.Duration, error) {
 		t0 := time.Now()
-		err := db.Update(func(tx *store.Tx) error {
-			r, err := tx.Run("load")
-			if err != nil {
-				return err
-			}
+		err := db.UpdateRun("load", func(r *store.RunTx) error {
 			return r.AppendTurns(nodes[c], from, turns...)
 		})
 		return time.Since(t0), err
@@ -322,11 +318,8 @@ func overHTTP(cfg Config, path string, rep *Report) error {
 // byte, and the log holds exactly one turn-write event per acknowledged
 // request (a retry that wrote again would add one).
 func audit(db *store.DB, cfg Config, nodes []uint64, written []int, requests int, rep *Report) error {
-	return db.View(func(tx *store.Tx) error {
-		r, err := tx.Run("load")
-		if err != nil {
-			return err
-		}
+	return db.ViewRun("load", func(r *store.RunTx) error {
+		var err error
 		for c, id := range nodes {
 			n, err := r.Node(id)
 			if err != nil {

@@ -102,11 +102,7 @@ func run(steps int, keep uint64, tasks, ref, every int, dir string, sync bool) e
 		if err != nil {
 			return err
 		}
-		if err := db.Update(func(tx *store.Tx) error {
-			r, err := tx.Run(id)
-			if err != nil {
-				return err
-			}
+		if err := db.UpdateRun(id, func(r *store.RunTx) error {
 			return r.PutCheckpoint(model.Checkpoint{Step: step, URI: fmt.Sprintf("file:///ckpt/%d", step)})
 		}); err != nil {
 			return err

@@ -51,11 +51,7 @@ func Apply(r *store.RunTx, op *Op) error {
 
 // ApplyTxn applies one transaction of a batch to a run in one db.Update.
 func ApplyTxn(db *store.DB, run string, txn []Op) error {
-	return db.Update(func(tx *store.Tx) error {
-		r, err := tx.Run(run)
-		if err != nil {
-			return err
-		}
+	return db.UpdateRun(run, func(r *store.RunTx) error {
 		for i := range txn {
 			if err := Apply(r, &txn[i]); err != nil {
 				return err

@@ -111,11 +111,7 @@ func treeGroups(t *testing.T, path, run string) (latest, first treeGroup) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	err = db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(run)
-		if err != nil {
-			return err
-		}
+	err = db.ViewRun(run, func(r *store.RunTx) error {
 		g, err := r.LatestGroup()
 		if err != nil {
 			return err

@@ -170,7 +170,7 @@ func TestDamagedFixtures(t *testing.T) {
 				switch {
 				case args[0] == "check" && r.code != 1:
 					t.Errorf("%v: exit %d, want 1", args, r.code)
-				case args[0] == "runs" && len(args) == 1 && (r.code != 2 || !damagedListing(r.stdout, "patr-4x4", "grpo-4x4")):
+				case (args[0] == "runs" || args[0] == "stats") && len(args) == 1 && (r.code != 2 || !damagedListing(r.stdout, "patr-4x4", "grpo-4x4")):
 					t.Errorf("%v: exit %d, want 2 with grpo-4x4 listed and patr-4x4 marked damaged:\n%s", args, r.code, r.stdout)
 				}
 				fmt.Fprintf(&log, "$ patrdb %s\nexit %d\n%s%s\n", strings.Join(args, " "), r.code, r.stdout, r.stderr)
@@ -207,9 +207,9 @@ func TestServeDamagedFixture(t *testing.T) {
 			}{
 				{"/api/v1/runs/patr-4x4", 500, "damaged"},
 				{"/api/v1/runs/patr-4x4/frontier", 500, "damaged"},
-				{"/api/v1/runs", 200, ""}, // lists the damaged run as such
-
-				{"/api/v1/stats", 500, "damaged"},
+				{"/api/v1/runs", 200, ""},  // lists the damaged run as such
+				{"/api/v1/stats", 200, ""}, // and so does the file's statistics
+				{"/api/v1/stats?run=patr-4x4", 500, "damaged"},
 				{"/api/v1/runs/grpo-4x4", 200, ""},
 				{"/api/v1/runs/grpo-4x4/groups", 200, ""},
 				{"/api/v1/runs/patr-4x4", 500, "damaged"},
@@ -244,12 +244,22 @@ func TestServeDamagedFixture(t *testing.T) {
 				list.Runs[1].Run.ID != "patr-4x4" || !strings.Contains(list.Runs[1].Damaged, "is damaged") {
 				t.Errorf("run list: %+v", list)
 			}
+			var stats struct {
+				Runs []struct{ Run, Damaged string }
+			}
+			if getJSON(t, p.url+"/api/v1/stats", "", &stats); len(stats.Runs) != 2 ||
+				stats.Runs[0].Run != "grpo-4x4" || stats.Runs[0].Damaged != "" ||
+				stats.Runs[1].Run != "patr-4x4" || !strings.Contains(stats.Runs[1].Damaged, "is damaged") {
+				t.Errorf("the file's statistics: %+v", stats)
+			}
 			// The CLI through the server: the damaged run is one line and
 			// exit 2, the other one reads.
-			r := cli(t, "--db", path, "runs", "--server", p.url)
-			r.fails(t, 2, `run "patr-4x4" is damaged`, "patrdb check")
-			if !damagedListing(r.stdout, "patr-4x4", "grpo-4x4") {
-				t.Errorf("runs through the server printed %q", r.stdout)
+			for _, list := range []string{"runs", "stats"} {
+				r := cli(t, "--db", path, list, "--server", p.url)
+				r.fails(t, 2, `run "patr-4x4" is damaged`, "patrdb check")
+				if !damagedListing(r.stdout, "patr-4x4", "grpo-4x4") {
+					t.Errorf("%s through the server printed %q", list, r.stdout)
+				}
 			}
 			cli(t, "--db", path, "show", "patr-4x4", "--server", p.url).fails(t, 2, "damaged")
 			if r := cli(t, "--db", path, "show", "grpo-4x4", "--server", p.url); r.code != 0 {
@@ -303,11 +313,7 @@ func TestWritersRefuseTheDamagedFixtures(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		setStatus := func(run string) error {
-			return db.Update(func(tx *store.Tx) error {
-				r, err := tx.Run(run)
-				if err != nil {
-					return err
-				}
+			return db.UpdateRun(run, func(r *store.RunTx) error {
 				return r.SetRunStatus(model.RunFinished)
 			})
 		}

@@ -130,11 +130,7 @@ func fingerprint(t *testing.T, path string) (string, map[string]int) {
 	}
 	var b strings.Builder
 	counts := map[string]int{}
-	err = db.View(func(tx *store.Tx) error {
-		r, err := tx.Run("demo")
-		if err != nil {
-			return err
-		}
+	err = db.ViewRun("demo", func(r *store.RunTx) error {
 		info, err := r.Info()
 		if err != nil {
 			return err

@@ -70,11 +70,7 @@ func buildFixtureOpts(tb testing.TB, path string, opts *store.Options) {
 	}
 	update := func(fn func(r *store.RunTx) error) {
 		tb.Helper()
-		must(db.Update(func(tx *store.Tx) error {
-			r, err := tx.Run("patr-4x4")
-			if err != nil {
-				return err
-			}
+		must(db.UpdateRun("patr-4x4", func(r *store.RunTx) error {
 			return fn(r)
 		}))
 	}

@@ -42,44 +42,27 @@ type runRow struct {
 	Damaged string `json:"damaged,omitempty"`
 }
 
-// runs lists every run. A damaged run is that run's problem: it is listed
-// as damaged and the others are summarised as usual, and the command then
-// fails (exit 2) naming it, so exit 0 means every row is whole.
+// runs lists every run, a damaged one marked as such (listRuns).
 func (a *App) runs(rf *remoteFlags, withBytes bool) error {
-	out := runsOutput{Runs: []runRow{}}
+	var out runsOutput
+	var listed error
 	where := a.dbPath
-	var damaged []error
 	err := a.read(rf, func(src source) error {
 		where = src.where()
 		ids, err := src.RunIDs()
 		if err != nil {
 			return err
 		}
-		for _, id := range ids {
-			r, err := src.Run(id)
-			var s model.RunSummary
-			if err == nil {
-				s, err = r.Summary(model.SummaryOptions{Buckets: withBytes})
-			}
-			if errors.Is(err, store.ErrCorrupt) {
-				err = a.damaged(err)
-				damaged = append(damaged, err)
-				out.Runs = append(out.Runs, runRow{RunSummary: model.RunSummary{Run: id}, Damaged: errorText(err)})
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			out.Runs = append(out.Runs, runRow{RunSummary: s})
-		}
-		return nil
+		out.Runs, listed, err = listRuns(a, src, ids,
+			func(r runReader) (runRow, error) {
+				s, err := r.Summary(model.SummaryOptions{Buckets: withBytes})
+				return runRow{RunSummary: s}, err
+			},
+			func(id, why string) runRow { return runRow{RunSummary: model.RunSummary{Run: id}, Damaged: why} })
+		return err
 	})
 	if err != nil {
 		return err
-	}
-	err = errors.Join(damaged...)
-	if len(damaged) > 1 {
-		err = a.damagedRuns(len(damaged), len(out.Runs), where)
 	}
 	if a.json {
 		if err := a.printJSON(out); err != nil {
@@ -88,7 +71,37 @@ func (a *App) runs(rf *remoteFlags, withBytes bool) error {
 	} else if err := a.printRuns(out, where, withBytes); err != nil {
 		return err
 	}
-	return err
+	return listed
+}
+
+// listRuns reads a row for each of ids with read. A damaged run is that
+// run's problem: its row is mark's, naming why, and the others are read
+// as usual; listed then names the damage (exit 2), so exit 0 means every
+// row is whole. err is any other failure, which ends the list.
+func listRuns[T any](a *App, src source, ids []string, read func(runReader) (T, error), mark func(id, why string) T) (rows []T, listed, err error) {
+	rows = make([]T, 0, len(ids))
+	var damaged []error
+	for _, id := range ids {
+		r, err := src.Run(id)
+		var row T
+		if err == nil {
+			row, err = read(r)
+		}
+		if errors.Is(err, store.ErrCorrupt) {
+			err = a.damaged(err)
+			damaged = append(damaged, err)
+			rows = append(rows, mark(id, errorText(err)))
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		rows = append(rows, row)
+	}
+	if len(damaged) > 1 {
+		return rows, a.damagedRuns(len(damaged), len(rows), src.where()), nil
+	}
+	return rows, errors.Join(damaged...), nil
 }
 
 // damagedRuns is the one line for several damaged runs (each is named in

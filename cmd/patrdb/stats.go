@@ -44,7 +44,14 @@ of the run's buckets occupies.` + remoteHelp,
 
 // statsOutput is `stats --json`: every run, or the one asked for.
 type statsOutput struct {
-	Runs []*replay.RunStats `json:"runs"`
+	Runs []statsRow `json:"runs"`
+}
+
+// statsRow is one run of `stats --json`: its statistics, or, for a run
+// damaged where they read, its id and why (as `runs` and the API say it).
+type statsRow struct {
+	replay.RunStats
+	Damaged string `json:"damaged,omitempty"`
 }
 
 func (a *App) stats(rf *remoteFlags, runArg string) error {
@@ -55,39 +62,53 @@ func (a *App) stats(rf *remoteFlags, runArg string) error {
 			return err
 		}
 	}
-	out := statsOutput{Runs: []*replay.RunStats{}}
+	var out statsOutput
+	var listed error
 	err := a.read(rf, func(src source) error {
-		ids := []string{id}
-		if id == "" {
-			var err error
-			if ids, err = src.RunIDs(); err != nil {
-				return err
-			}
-		}
-		for _, rid := range ids {
-			r, err := src.Run(rid)
-			if err != nil {
-				return err
-			}
+		read := func(r runReader) (statsRow, error) {
 			rs, err := r.stats()
 			if err != nil {
+				return statsRow{}, err
+			}
+			return statsRow{RunStats: *rs}, nil
+		}
+		if id != "" {
+			r, err := src.Run(id)
+			if err != nil {
 				return err
 			}
-			out.Runs = append(out.Runs, rs)
+			row, err := read(r)
+			out.Runs = []statsRow{row}
+			return err
 		}
-		return nil
+		ids, err := src.RunIDs()
+		if err != nil {
+			return err
+		}
+		out.Runs, listed, err = listRuns(a, src, ids, read,
+			func(id, why string) statsRow { return statsRow{RunStats: replay.RunStats{Run: id}, Damaged: why} })
+		return err
 	})
 	if err != nil {
 		return err
 	}
+	if err := a.printStats(out, id == ""); err != nil {
+		return err
+	}
+	return listed
+}
+
+// printStats prints `stats`: its JSON, the table of every run, or the one
+// run asked for.
+func (a *App) printStats(out statsOutput, every bool) error {
 	if a.json {
 		return a.printJSON(out)
 	}
 	w := bufio.NewWriter(a.stdout)
-	if id == "" {
+	if every {
 		writeStatsTable(w, out.Runs)
 	} else {
-		writeRunStats(w, out.Runs[0])
+		writeRunStats(w, &out.Runs[0].RunStats)
 	}
 	return w.Flush()
 }
@@ -114,7 +135,7 @@ func meanOrDash(l replay.LeafStats) string {
 	return fmtNum(l.MeanReward)
 }
 
-func writeStatsTable(w io.Writer, runs []*replay.RunStats) {
+func writeStatsTable(w io.Writer, runs []statsRow) {
 	if len(runs) == 0 {
 		fmt.Fprintln(w, "no runs")
 		return
@@ -122,6 +143,10 @@ func writeStatsTable(w io.Writer, runs []*replay.RunStats) {
 	t := newTable(w)
 	fmt.Fprintln(t, "RUN\tSTEPS\tGROUPS\tNODES\tLEAVES\tTURNS STORED\tMATERIALISED\tSHARING\tZERO-VAR BEFORE→AFTER\tEVENTS\tBYTES")
 	for _, r := range runs {
+		if r.Damaged != "" {
+			fmt.Fprintf(t, "%s\tdamaged\t-\t-\t-\t-\t-\t-\t-\t-\t-\n", r.Run)
+			continue
+		}
 		s := r.Total
 		fmt.Fprintf(t, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d→%d\t%d\t%s\n", r.Run, len(r.Steps), s.Groups, s.Nodes, s.Leaves,
 			s.TurnsStored, s.TurnsMaterialised, sharing(s), s.ZeroVarBefore, s.ZeroVarAfter, r.Events, fmtBytes(r.Bytes))

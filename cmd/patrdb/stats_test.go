@@ -53,7 +53,7 @@ func TestStatsAgreeWithOtherCommands(t *testing.T) {
 	var p *replay.RunStats
 	for _, r := range st.Runs {
 		if r.Run == "patr-4x4" {
-			p = r
+			p = &r.RunStats
 		}
 	}
 	if p == nil || len(p.Steps) != 2 || p.Steps[0].TurnsMaterialised != 23 || p.Steps[0].Leaves != 6 || p.Steps[0].ZeroVarBefore != 1 || p.Steps[0].UnlockedGroups != 1 {

@@ -33,11 +33,7 @@ func TestAgentLoop(t *testing.T) {
 	if vs, err := db.Check(nil); err != nil || len(vs) > 0 {
 		t.Fatalf("check: %v %v", vs, err)
 	}
-	err = db.View(func(tx *store.Tx) error {
-		r, err := tx.Run("agent-1")
-		if err != nil {
-			return err
-		}
+	err = db.ViewRun("agent-1", func(r *store.RunTx) error {
 		info, err := r.Info()
 		if err != nil || info.LastStep != 2 || info.PolicyVersion != 3 {
 			t.Fatalf("run %+v %v", info, err)

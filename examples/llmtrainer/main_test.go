@@ -33,11 +33,7 @@ func TestTrainerRunsAndResumes(t *testing.T) {
 	if vs, err := db.Check(nil); err != nil || len(vs) > 0 {
 		t.Fatalf("check: %v %v", vs, err)
 	}
-	err = db.View(func(tx *store.Tx) error {
-		r, err := tx.Run("llm-1")
-		if err != nil {
-			return err
-		}
+	err = db.ViewRun("llm-1", func(r *store.RunTx) error {
 		info, _ := r.Info()
 		if info.LastStep != 2 {
 			t.Errorf("last step %d, want 2", info.LastStep)

@@ -92,11 +92,7 @@ func TestBudgetIsExact(t *testing.T) {
 			t.Errorf("%s: last step %+v, want the budget reached by a cut", mode, last)
 		}
 		stored, cutTurns := 0, 0
-		err := db.View(func(tx *store.Tx) error {
-			r, err := tx.Run("demo")
-			if err != nil {
-				return err
-			}
+		err := db.ViewRun("demo", func(r *store.RunTx) error {
 			figs, err := RunFigures(r)
 			if err != nil {
 				return err

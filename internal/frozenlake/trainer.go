@@ -213,11 +213,7 @@ func (t *Trainer) Train(ctx context.Context, resume bool) (*Report, error) {
 		fmt.Fprintf(t.out, "%s step %3d  leaves %4d  success %.3f  mean reward %.3f  zero-var groups %2d  env steps %d%s\n",
 			t.cfg.Mode, sr.Step, sr.Leaves, sr.Success, sr.MeanReward, sr.ZeroVariance, total, cut)
 	}
-	if err := t.db.Update(func(tx *store.Tx) error {
-		r, err := tx.Run(t.cfg.Run)
-		if err != nil {
-			return err
-		}
+	if err := t.db.UpdateRun(t.cfg.Run, func(r *store.RunTx) error {
 		return r.SetRunStatus(model.RunFinished)
 	}); err != nil {
 		return nil, err
@@ -245,11 +241,7 @@ func (t *Trainer) loadForResume() (uint64, error) {
 	var stored TrainConfig
 	var last uint64
 	var inline []byte
-	err := t.db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(t.cfg.Run)
-		if err != nil {
-			return err
-		}
+	err := t.db.ViewRun(t.cfg.Run, func(r *store.RunTx) error {
 		info, err := r.Info()
 		if err != nil {
 			return err
@@ -327,11 +319,8 @@ func (t *Trainer) initEngine() error {
 // the transaction that marks the step complete.
 func (t *Trainer) step(ctx context.Context, step uint64) (*StepReport, error) {
 	var groups []model.Group
-	if err := t.db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(t.cfg.Run)
-		if err != nil {
-			return err
-		}
+	if err := t.db.ViewRun(t.cfg.Run, func(r *store.RunTx) error {
+		var err error
 		groups, err = r.Groups(step)
 		return err
 	}); err != nil {
@@ -372,11 +361,7 @@ func (t *Trainer) step(ctx context.Context, step uint64) (*StepReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = t.db.Update(func(tx *store.Tx) error {
-		r, err := tx.Run(t.cfg.Run)
-		if err != nil {
-			return err
-		}
+	err = t.db.UpdateRun(t.cfg.Run, func(r *store.RunTx) error {
 		return r.PutCheckpoint(model.Checkpoint{Step: step, Inline: state, Meta: map[string]string{
 			"success":   strconv.FormatFloat(sr.Success, 'f', 4, 64),
 			"env_steps": strconv.Itoa(sr.EnvSteps),
@@ -391,11 +376,7 @@ func (t *Trainer) step(ctx context.Context, step uint64) (*StepReport, error) {
 func (t *Trainer) collect(step uint64) ([]Sample, *StepReport, error) {
 	var samples []Sample
 	var f StepFigures
-	err := t.db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(t.cfg.Run)
-		if err != nil {
-			return err
-		}
+	err := t.db.ViewRun(t.cfg.Run, func(r *store.RunTx) error {
 		groups, err := r.Groups(step)
 		if err != nil {
 			return err
@@ -437,11 +418,8 @@ func (t *Trainer) collect(step uint64) ([]Sample, *StepReport, error) {
 // figures is RunFigures of the trainer's run.
 func (t *Trainer) figures() ([]StepFigures, error) {
 	var figs []StepFigures
-	err := t.db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(t.cfg.Run)
-		if err != nil {
-			return err
-		}
+	err := t.db.ViewRun(t.cfg.Run, func(r *store.RunTx) error {
+		var err error
 		figs, err = RunFigures(r)
 		return err
 	})
@@ -452,11 +430,7 @@ func (t *Trainer) figures() ([]StepFigures, error) {
 func (t *Trainer) finish(rep *Report) (*Report, error) {
 	rep.FinalSuccess = t.policy.Evaluate(t.m, t.cfg.Slippery, t.cfg.EvalEpisodes, t.cfg.Seed+1_000_003)
 	rep.SampledSuccess = t.policy.EvaluateSampled(t.m, t.cfg.Slippery, t.cfg.EvalEpisodes, t.cfg.Seed+1_000_003)
-	err := t.db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(t.cfg.Run)
-		if err != nil {
-			return err
-		}
+	err := t.db.ViewRun(t.cfg.Run, func(r *store.RunTx) error {
 		info, err := r.Info()
 		if err != nil {
 			return err

@@ -22,11 +22,7 @@ func TestTrainPaTRLearnsNonSlippery(t *testing.T) {
 	if last.Success <= rep.History[0].Success {
 		t.Errorf("leaf success did not improve: first %.3f last %.3f", rep.History[0].Success, last.Success)
 	}
-	err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run("demo")
-		if err != nil {
-			return err
-		}
+	err := db.ViewRun("demo", func(r *store.RunTx) error {
 		f, err := r.Frontier()
 		if len(f) != 0 {
 			t.Errorf("frontier after training = %v, want empty", f)

@@ -3,9 +3,12 @@ package storetest
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/patrdb/patrdb/store"
 )
 
 // ValueAt is where the stored value of key in sub-bucket name of run lies
@@ -33,4 +36,31 @@ func ValueAt(tb testing.TB, path, run, name string, key []byte) int {
 		tb.Fatalf("runs/%s/%s key %x: value not in the file once", run, name, key)
 	}
 	return bytes.Index(raw, val)
+}
+
+// OpenDamaged opens, read-only, a copy of the closed file at src in which
+// one bit of the value of key in run's sub-bucket name is flipped (past
+// its codec header, so the record fails its checksum), or an undamaged
+// copy when name is "". It is closed when the test ends.
+func OpenDamaged(tb testing.TB, src, run, name string, key []byte) *store.DB {
+	tb.Helper()
+	raw, err := os.ReadFile(src)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if name != "" {
+		raw[ValueAt(tb, src, run, name, key)+6] ^= 0x10
+	}
+	path := filepath.Join(tb.TempDir(), "damaged.patrdb")
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	o := Options()
+	o.ReadOnly = true
+	db, err := store.Open(path, o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db
 }

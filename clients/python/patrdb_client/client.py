@@ -67,8 +67,9 @@ class Conflict(PatrdbError):
     run's than its max_staleness: load newer weights), "not_pending" (a deferred
     reward or remote score for a branch that awaits none), "branch_ended",
     "too_early" (a score before the interval's K turns), "step_exists",
-    "config_mismatch", or "conflict" (a closed group, a client key reused for a
-    different request, ...)."""
+    "config_mismatch", "needs_migration" (a write to a file of an older
+    format: run ``patrdb migrate``), or "conflict" (a closed group, a client
+    key reused for a different request, ...)."""
 
 
 class ServerError(PatrdbError):
@@ -540,7 +541,8 @@ class Client:
 
     def publish(self, run: str, version: int, client_key: Optional[str] = None) -> Run:
         """Records ``version`` as the run's current policy version (new weights are
-        live). Versions only go forward. From then on leases and turns are judged
+        live). Versions only go forward; publishing the current one again
+        writes nothing and returns the run (a resumed trainer may). From then on leases and turns are judged
         against it (the run's max_staleness), and under on_publish "abort" every
         lease granted before it is void."""
         return from_json(Run, self._post(self._run(run, "version"), {"version": int(version)}, client_key)["run"])

@@ -410,6 +410,7 @@ class RunStats:
     events: int = 0
     bytes: int = 0
     buckets: List[BucketSize] = field(default_factory=list)
+    damaged: str = ""
 
 
 @dataclass

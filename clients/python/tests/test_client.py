@@ -442,6 +442,12 @@ class LeaseTest(ServedTest):
         with self.assertRaises(BadRequest):  # versions only go forward
             self.client.publish("r1", 1)
         self.assertEqual(self.last_seq(), seq)
+        # The current version again (a trainer resumed from the checkpoint
+        # before its publish) succeeds and publishes nothing (only the
+        # reply kept for its client key is written).
+        self.assertEqual(self.client.publish("r1", 2).policy_version, 2)
+        self.assertNotIn("run.version", [e.kind for e in self.client.events("r1", seq + 1).events])
+        seq = self.last_seq()
         g = self.client.open_step("r1", 1, [Task("t")], client_key="open").groups[0]
         self.assertEqual(self.client.step_status("r1", 1).policy_version, 2)
         leases = self.client.lease("r1", "w", step=1, policy_version=2)

@@ -22,11 +22,7 @@ func TestAppendEventRefusesUnencodablePayload(t *testing.T) {
 		return err
 	})
 	before := dumpRun(t, db, "r").LastSeq
-	err := db.Update(func(tx *store.Tx) error {
-		r, err := tx.Run("r")
-		if err != nil {
-			return err
-		}
+	err := db.UpdateRun("r", func(r *store.RunTx) error {
 		seq, err := r.AppendEvent("note", 1, 0, 0, 0, make(chan int))
 		if seq != 0 || !errors.Is(err, model.ErrInvalid) {
 			t.Errorf("AppendEvent with a channel payload: %d, %v; want 0, ErrInvalid", seq, err)
@@ -72,11 +68,7 @@ func TestEventPayloadsOutliveTheTransaction(t *testing.T) {
 		return err
 	})
 	var events []model.Event
-	if err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run("r")
-		if err != nil {
-			return err
-		}
+	if err := db.ViewRun("r", func(r *store.RunTx) error {
 		return r.Events(0, func(e model.Event) error { events = append(events, e); return nil })
 	}); err != nil {
 		t.Fatal(err)
@@ -161,11 +153,7 @@ func TestEventsStopAtADamagedEvent(t *testing.T) {
 	}
 	defer db.Close()
 	var seen []uint64
-	err = db.View(func(tx *store.Tx) error {
-		r, err := tx.Run("r")
-		if err != nil {
-			return err
-		}
+	err = db.ViewRun("r", func(r *store.RunTx) error {
 		return r.Events(0, func(e model.Event) error { seen = append(seen, e.Seq); return nil })
 	})
 	var ce *store.CorruptError

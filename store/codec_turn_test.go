@@ -1,8 +1,5 @@
 package store
 
-// decodeTurn names the field where a damaged turn stops decoding, so a
-// report points at the byte that is wrong.
-
 import (
 	"errors"
 	"strings"
@@ -10,6 +7,9 @@ import (
 
 	"github.com/patrdb/patrdb/model"
 )
+
+// decodeTurn names the field where a damaged turn stops decoding, so a
+// report points at the byte that is wrong.
 
 func TestDecodeTurnReasons(t *testing.T) {
 	// fields of a sound turn, in order; a case replaces one of them.

@@ -1,10 +1,5 @@
 package store_test
 
-// One damage per invariant Check enforces, each asserting the exact set of
-// violations it yields. Where the log can agree with the damage (a writer
-// bug writes the record and its event alike) the damage is made in both, so
-// only the invariant itself can catch it.
-
 import (
 	"bytes"
 	"encoding/binary"
@@ -21,6 +16,36 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 	bolt "go.etcd.io/bbolt"
 )
+
+// A write transaction's Check sees the transaction's own writes, including
+// node records still buffered for the commit: a node that just gained turns
+// is consistent with them, not reported as stale.
+func TestTxCheckSeesPendingNodeWrites(t *testing.T) {
+	db := storetest.Open(t)
+	update(t, db, func(tx *store.Tx) error {
+		r, n, err := runWithRoot(tx)
+		if err != nil {
+			return err
+		}
+		if err := r.AppendTurns(n.ID, 0, textTurns("p", 3)...); err != nil {
+			return err
+		}
+		if vs, _ := tx.Check(nil); len(vs) != 0 {
+			t.Errorf("Check inside the write that appended turns: %v, want no violations", vs)
+		}
+		return nil
+	})
+	var vs []store.Violation
+	view(t, db, func(tx *store.Tx) error { vs, _ = tx.Check(nil); return nil })
+	if len(vs) != 0 {
+		t.Errorf("Check after the commit: %v, want no violations", vs)
+	}
+}
+
+// One damage per invariant Check enforces, each asserting the exact set of
+// violations it yields. Where the log can agree with the damage (a writer
+// bug writes the record and its event alike) the damage is made in both, so
+// only the invariant itself can catch it.
 
 // wantV is one expected violation: Bucket is relative to runs/r1/ ("" for
 // the run bucket itself), Detail a substring.
@@ -590,7 +615,7 @@ func TestCheckMeta(t *testing.T) {
 			rawUpdate(t, path, func(tx *bolt.Tx) error { c.damage(t, tx); return nil })
 			fdb, err := store.Open(path, storetest.Options())
 			if err != nil {
-				return // refused at Open, which open_test.go covers
+				return // refused at Open, which db_test.go covers
 			}
 			if diff := sameViolations("", checkClosed(t, fdb), c.want); diff != "" {
 				t.Error("DB.Check:\n" + diff)

@@ -1,9 +1,5 @@
 package store_test
 
-// A CorruptError outlives the transaction that found the damage: its key
-// is a copy, not bytes of the file's read-only mapping (which it would be
-// for a bucket too big to be stored inline).
-
 import (
 	"bytes"
 	"errors"
@@ -15,6 +11,10 @@ import (
 	"github.com/patrdb/patrdb/store/storetest"
 	bolt "go.etcd.io/bbolt"
 )
+
+// A CorruptError outlives the transaction that found the damage: its key
+// is a copy, not bytes of the file's read-only mapping (which it would be
+// for a bucket too big to be stored inline).
 
 func TestCorruptErrorKeyIsACopy(t *testing.T) {
 	good := goodFile(t)
@@ -46,11 +46,8 @@ func TestCorruptErrorKeyIsACopy(t *testing.T) {
 			t.Fatal(err)
 		}
 		var errs []error
-		_ = ddb.View(func(tx *store.Tx) error {
-			r, err := tx.Run("r1")
-			if err != nil {
-				return err
-			}
+		_ = ddb.ViewRun("r1", func(r *store.RunTx) error {
+			var err error
 			_, err = r.Node(f.B)
 			errs = append(errs, err)
 			_, err = r.Checkpoint(1)
@@ -69,5 +66,40 @@ func TestCorruptErrorKeyIsACopy(t *testing.T) {
 			}
 		}
 		ddb.Close()
+	}
+}
+
+// A damaged turn's CorruptError, like a record's, carries a copy of the
+// key: the caller may keep and modify it after the transaction is gone.
+func TestTurnCorruptErrorKeyIsACopy(t *testing.T) {
+	good := goodFile(t)
+	db := storetest.OpenPath(t, good, syncOptions())
+	f := readFixture(t, db)
+	key := turnKeyOf(t, db, "r1", f.X, 0)
+	db.Close()
+	path := filepath.Join(t.TempDir(), "d.db")
+	copyFile(t, good, path)
+	rawUpdate(t, path, func(tx *bolt.Tx) error {
+		mustPut(t, runBucket(tx, "r1", "turns"), key, frame([]byte{0x98, 0xa1, 'x', 0xc6, 0, 0, 0, 3, 1, 2, 3}))
+		inflate(t, tx)
+		return nil
+	})
+	ddb, err := store.Open(path, storetest.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ddb.Close()
+	var got error
+	_ = ddb.ViewRun("r1", func(r *store.RunTx) error {
+		_, got = r.Turns(f.X) // read through a cursor: its key is the mapping's
+		return nil
+	})
+	var ce *store.CorruptError
+	if !errors.As(got, &ce) || string(ce.Key) != string(key) {
+		t.Fatalf("damaged turn: %v, want a *CorruptError with its key", got)
+	}
+	for i := range ce.Key { // faults if the key is the mapping's
+		ce.Key[i] ^= 0xff
+		ce.Key[i] ^= 0xff
 	}
 }

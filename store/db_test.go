@@ -1,8 +1,5 @@
 package store_test
 
-// Opening files: format versions, files that are not ours, the lock held by
-// another process, read-only use, the size cap and the options.
-
 import (
 	"bufio"
 	"crypto/rand"
@@ -25,6 +22,102 @@ import (
 	"github.com/patrdb/patrdb/store/storetest"
 	bolt "go.etcd.io/bbolt"
 )
+
+// ViewRun and UpdateRun are View and Update bound to one run: a run the
+// file does not hold is ErrNotFound before fn runs, UpdateRun commits
+// what fn wrote when it returns nil and nothing when it fails, and
+// ViewRun cannot write.
+func TestViewRunAndUpdateRun(t *testing.T) {
+	db := storetest.Open(t)
+	update(t, db, func(tx *store.Tx) error { _, err := tx.CreateRun("r", nil, nil); return err })
+	ran := false
+	for name, do := range map[string]func(string, func(*store.RunTx) error) error{"ViewRun": db.ViewRun, "UpdateRun": db.UpdateRun} {
+		if err := do("nope", func(*store.RunTx) error { ran = true; return nil }); !errors.Is(err, model.ErrNotFound) || ran {
+			t.Errorf("%s of a missing run: %v (fn ran: %t), want ErrNotFound", name, err, ran)
+		}
+	}
+	failed := errors.New("fn failed")
+	if err := db.UpdateRun("r", func(r *store.RunTx) error {
+		if err := r.SetRunStatus(model.RunFailed); err != nil {
+			return err
+		}
+		return failed
+	}); err != failed {
+		t.Fatalf("UpdateRun whose fn fails: %v", err)
+	}
+	status := func() model.RunStatus {
+		var st model.RunStatus
+		if err := db.ViewRun("r", func(r *store.RunTx) error {
+			info, err := r.Info()
+			st = info.Status
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	if st := status(); st != model.RunRunning {
+		t.Fatalf("after a failed UpdateRun the run is %q, want it unchanged (running)", st)
+	}
+	if err := db.UpdateRun("r", func(r *store.RunTx) error { return r.SetRunStatus(model.RunFinished) }); err != nil {
+		t.Fatal(err)
+	}
+	if st := status(); st != model.RunFinished {
+		t.Fatalf("after UpdateRun the run is %q, want finished", st)
+	}
+	if err := db.ViewRun("r", func(r *store.RunTx) error { return r.SetRunStatus(model.RunFailed) }); err == nil {
+		t.Fatal("ViewRun wrote")
+	}
+}
+
+// Each time a commit grows the file, bbolt truncates and fsyncs it before
+// writing the pages: a second flush in that commit. So a young file that
+// takes commits of a few MiB grows ahead of them, by at least four times
+// the commit: the three commits after one that grew the file never grow
+// it again, and the file stays within a few commits of its data.
+func TestFileGrowsAheadOfItsCommits(t *testing.T) {
+	path := tempPath(t, "grow.db")
+	db := storetest.OpenPath(t, path, storetest.Options())
+	turn := textTurn("t")
+	turn.ObservationTokens = make([]uint32, 2500) // 10 KB
+	var node uint64
+	update(t, db, func(tx *store.Tx) error {
+		_, n, err := runWithRoot(tx)
+		node = n.ID
+		return err
+	})
+	size := func() int64 {
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Size()
+	}
+	const commits, perCommit = 10, 200 // ~2 MB a commit
+	prev, grew := size(), make([]bool, commits)
+	for i := range commits {
+		inRun(t, db, true, "r", func(r *store.RunTx) error {
+			turns := make([]model.Turn, perCommit)
+			for j := range turns {
+				turns[j] = turn
+			}
+			return r.AppendTurns(node, i*perCommit, turns...)
+		})
+		now := size()
+		grew[i], prev = now != prev, now
+		for j := max(i-3, 0); j < i; j++ {
+			if grew[i] && grew[j] {
+				t.Errorf("commits %d and %d of %d turns of 10 KB both grew the file (to %d bytes)", j+1, i+1, perCommit, now)
+			}
+		}
+	}
+	if data := int64(commits * perCommit * 10_000); prev > 3*data {
+		t.Errorf("%d bytes of turns in a %d-byte file", data, prev)
+	}
+}
+
+// Opening files: format versions, files that are not ours, the lock held by
+// another process, read-only use, the size cap and the options.
 
 // goodFile writes the fixture into a new file, closes it and returns its
 // path. The file is checked when the test ends.
@@ -518,11 +611,7 @@ func TestInitialMmapSize(t *testing.T) {
 	bigTurn := textTurn("big")
 	bigTurn.ObservationTokens = make([]uint32, 256<<10) // 1 MiB
 	grow := func(db *store.DB, node uint64, from int) error {
-		return db.Update(func(tx *store.Tx) error {
-			r, err := tx.Run("r")
-			if err != nil {
-				return err
-			}
+		return db.UpdateRun("r", func(r *store.RunTx) error {
 			turns := make([]model.Turn, 8)
 			for i := range turns {
 				turns[i] = bigTurn
