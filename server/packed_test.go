@@ -72,3 +72,19 @@ func twoLeasedRoots(t *testing.T) (*testEnv, map[uint64]api.LeaseGrant, []uint64
 	}
 	return e, ls, nodes
 }
+
+// A lease request whose tokens= the answer cannot be written in is a 400
+// before any branch is granted: the branches go to the next request at
+// once, not after the refused answer's TTL.
+func TestABadTokensQueryLeasesNothing(t *testing.T) {
+	e := newEnv(t, Options{})
+	createRun(e, "r1", testTree)
+	g := openStep(e, "r1", 1)
+	st, _, body := e.call(http.MethodPost, "/api/v1/runs/r1/leases?tokens=base64", api.LeaseRequest{Worker: "a", Step: 1})
+	if st != http.StatusBadRequest {
+		t.Fatalf("tokens=base64 on a lease: %d %s", st, body)
+	}
+	if got := leaseAll(e, "r1", 1); len(got) != len(g.Roots) {
+		t.Fatalf("after the refused lease request %d of %d roots could be leased", len(got), len(g.Roots))
+	}
+}

@@ -35,13 +35,26 @@ func (s *server) okTurns(w http.ResponseWriter, r *http.Request, v any) error {
 		writeBody(w, http.StatusOK, api.FrameType, b)
 		return nil
 	}
-	switch r.URL.Query().Get("tokens") {
-	case "":
-		return s.ok(w, v)
-	case api.TokensPacked:
+	packed, err := packedTokens(r)
+	if err != nil {
+		return err
+	}
+	if packed {
 		return s.ok(w, api.Packed(v))
 	}
-	return badRequest("tokens=%q: want %q (or none, for arrays of numbers)", r.URL.Query().Get("tokens"), api.TokensPacked)
+	return s.ok(w, v)
+}
+
+// packedTokens reads the request's tokens= query: packed, or arrays of
+// numbers (none), or a 400.
+func packedTokens(r *http.Request) (bool, error) {
+	switch r.URL.Query().Get("tokens") {
+	case "":
+		return false, nil
+	case api.TokensPacked:
+		return true, nil
+	}
+	return false, badRequest("tokens=%q: want %q (or none, for arrays of numbers)", r.URL.Query().Get("tokens"), api.TokensPacked)
 }
 
 // acceptsFrame reports whether the request's Accept header lists the

@@ -63,6 +63,11 @@ func (s *server) lease(w http.ResponseWriter, r *http.Request) error {
 	if len(req.Have) > api.MaxHave {
 		return badRequest("have lists %d paths, want at most %d", len(req.Have), api.MaxHave)
 	}
+	// Before the grant: a lease granted to an answer that is then refused
+	// stays held, its branches idle, until its TTL runs out.
+	if _, err := packedTokens(r); err != nil {
+		return err
+	}
 	have := make(map[uint64]int, len(req.Have))
 	prefer := make([]uint64, 0, len(req.Have))
 	for _, h := range req.Have {
