@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/patrdb/patrdb/replay"
@@ -46,17 +47,17 @@ func TestRLExportStopsAtAFailedWrite(t *testing.T) {
 	flatRun(t, db, "w", flatGroup{1, 1, 0}, flatGroup{1, 1400, 64}, flatGroup{1, 1, 0}, flatGroup{1, 1, 0})
 	base := t.TempDir()
 	var last, total int64
-	full := false
+	full := -1
 	_, err := export(t, db, "w", replay.ExportOptions{Out: filepath.Join(base, "lake"), Format: replay.RL, OnProgress: func(done, tot int64) {
 		last, total = done, tot
-		if !full {
+		if full < 0 {
 			full = redirect(t, base, "step=1/rl.parquet", "/dev/full")
 		}
 	}})
-	if !full {
+	if full < 0 {
 		t.Fatal("no open rl.parquet after the first group")
 	}
-	if err == nil || last != 1 || total != 4 {
+	if !errors.Is(err, syscall.ENOSPC) || last != 1 || total != 4 {
 		t.Errorf("export onto a full disk: %v, progress %d of %d, want an error at 1 of 4", err, last, total)
 	}
 	if ents, _ := os.ReadDir(base); len(ents) != 0 {

@@ -408,7 +408,9 @@ func TestExportCancelLeavesNothing(t *testing.T) {
 // An export's result says what it wrote where, whether the run's folder
 // was new or replaced one (force): the run, the format, the run's folder,
 // and each file by its path under Out (steps named in decimal) with its
-// size, which add up to the result's bytes.
+// size, which add up to the result's bytes. The folder it built (Out when
+// new, the run's when replaced) is readable by all, not private as a
+// temporary folder is made.
 func TestExportResultDescribesTheExport(t *testing.T) {
 	db := storetest.Open(t)
 	oneLeafRun(t, db, "ten", 10)
@@ -420,6 +422,17 @@ func TestExportResultDescribesTheExport(t *testing.T) {
 		}
 		if res == nil || res.Run != "ten" || res.Format != replay.JSONL || res.Dir != filepath.Join(lake, "run=ten") {
 			t.Fatalf("force %v: result %+v, want run ten, format jsonl, dir %s", force, res, filepath.Join(lake, "run=ten"))
+		}
+		built := lake
+		if force {
+			built = res.Dir
+		}
+		fi, err := os.Stat(built)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o755 {
+			t.Errorf("force %v: %s has mode %v, want rwxr-xr-x", force, built, fi.Mode())
 		}
 		var paths []string
 		var bytes int64

@@ -3,6 +3,7 @@
 package replay_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -36,9 +37,10 @@ func openUnder(t *testing.T, dir string) map[int]string {
 }
 
 // redirect makes the export's open file whose path ends in suffix write
-// into dev (/dev/null: writes succeed, sync fails; /dev/full: writes fail)
-// from now on, as a failing disk would, and reports whether it found it.
-func redirect(t *testing.T, dir, suffix, dev string) bool {
+// into dev (/dev/null: writes succeed, sync fails; /dev/full: writes fail
+// with ENOSPC) from now on, as a failing disk would, and returns its
+// descriptor (-1: no such file is open).
+func redirect(t *testing.T, dir, suffix, dev string) int {
 	t.Helper()
 	for fd, target := range openUnder(t, dir) {
 		if !strings.HasSuffix(target, suffix) {
@@ -52,37 +54,50 @@ func redirect(t *testing.T, dir, suffix, dev string) bool {
 		if err := syscall.Dup3(int(d.Fd()), fd, syscall.O_CLOEXEC); err != nil {
 			t.Fatal(err)
 		}
-		return true
+		return fd
 	}
-	return false
+	return -1
 }
 
-// A step's Parquet file that cannot be made durable (its sync fails) fails
-// the export, whether the next step's file or the export's end closes it,
-// and leaves nothing behind: never a finished export missing a file.
-func TestExportFailsWhenAParquetFileCannotBeSynced(t *testing.T) {
+// A step's file on a disk that fails under the export — its writes refused
+// (full), or its sync (the file cannot be made durable) — fails the export
+// with the disk's error, whichever table the file holds and whether the
+// next step's file or the export's end closes it. Nothing is left behind:
+// no folder, and no file open (the failing one included).
+func TestExportOntoAFailingDiskFails(t *testing.T) {
 	db := storetest.Open(t)
 	flatRun(t, db, "s", flatGroup{1, 2, 0}, flatGroup{1, 2, 0}, flatGroup{2, 2, 0})
-	for _, failStep := range []string{"step=1", "step=2"} {
+	for _, c := range []struct {
+		file, dev string
+		want      error
+	}{
+		{"step=1/rl.parquet", "/dev/null", syscall.EINVAL},
+		{"step=2/rl.parquet", "/dev/null", syscall.EINVAL},
+		{"step=1/rl.parquet", "/dev/full", syscall.ENOSPC},
+		{"step=1/rl.jsonl", "/dev/full", syscall.ENOSPC},
+	} {
 		base := t.TempDir()
 		out := filepath.Join(base, "lake")
-		found := false
+		fd := -1
 		_, err := export(t, db, "s", replay.ExportOptions{Out: out, Format: replay.RL, OnProgress: func(done, total int64) {
-			if !found {
-				found = redirect(t, base, failStep+"/rl.parquet", "/dev/null")
+			if fd < 0 {
+				fd = redirect(t, base, c.file, c.dev)
 			}
 		}})
-		if !found {
-			t.Fatalf("%s: no open rl.parquet of that step after a group", failStep)
+		if fd < 0 {
+			t.Fatalf("%s: not open after any group", c.file)
 		}
-		if err == nil {
-			t.Errorf("%s's rl.parquet could not be synced, and the export succeeded", failStep)
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s onto %s: %v, want %v", c.file, c.dev, err, c.want)
 		}
 		if ents, _ := os.ReadDir(base); len(ents) != 0 {
-			t.Errorf("%s: the failed export left %v", failStep, dirNames(ents))
+			t.Errorf("%s onto %s: the failed export left %v", c.file, c.dev, dirNames(ents))
 		}
 		if left := openUnder(t, base); len(left) != 0 {
-			t.Errorf("%s: the failed export left files open: %v", failStep, left)
+			t.Errorf("%s onto %s: the failed export left files open: %v", c.file, c.dev, left)
+		}
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", strconv.Itoa(fd))); err == nil && target == c.dev {
+			t.Errorf("%s onto %s: the failed export left the file open", c.file, c.dev)
 		}
 	}
 }
