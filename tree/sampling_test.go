@@ -184,6 +184,42 @@ func TestRolloutInformativeFailsWhenMoreFails(t *testing.T) {
 	}
 }
 
+// Dynamic sampling refuses, opening nothing, a want below 1, no More
+// function, a negative MaxTasks (ErrInvalidConfig) and step 0.
+func TestRolloutInformativeRefusesBadSampling(t *testing.T) {
+	db, e := flatEngine(t)
+	more := func(int) ([]rollout.Task, error) { return nil, nil }
+	ts := []rollout.Task{{ID: "flat-a", Prompt: "p"}}
+	for name, c := range map[string]struct {
+		step uint64
+		s    tree.Sampling
+		want error
+	}{
+		"want 0":      {1, tree.Sampling{Want: 0, More: more}, tree.ErrInvalidConfig},
+		"no More":     {1, tree.Sampling{Want: 1}, tree.ErrInvalidConfig},
+		"MaxTasks -1": {1, tree.Sampling{Want: 1, More: more, MaxTasks: -1}, tree.ErrInvalidConfig},
+		"step 0":      {0, tree.Sampling{Want: 1, More: more}, model.ErrInvalid},
+	} {
+		res, err := e.RolloutInformative(context.Background(), c.step, ts, c.s)
+		if !errors.Is(err, c.want) || res != nil {
+			t.Errorf("%s: %+v, %v; want %v", name, res, err, c.want)
+		}
+	}
+	if err := db.View(func(tx *store.Tx) error {
+		r, err := tx.Run("r")
+		if err != nil {
+			return err
+		}
+		gs, err := r.Groups(0)
+		if len(gs) != 0 {
+			t.Errorf("refused samplings opened %d groups", len(gs))
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // flatEngine is an engine of run "r" over flatEnv: two branches a group,
 // each ending after its one turn, no scoring.
 func flatEngine(t *testing.T) (*store.DB, *tree.Engine) {

@@ -34,3 +34,56 @@ func TestSubmitRefusesAFailureTheStoreRefuses(t *testing.T) {
 		}
 	}
 }
+
+// A submission's result counts the node's turns after it (its earlier
+// ones and the new), and turns encoded ahead must be the submission's
+// own: encoded turns of another count are refused with ErrInvalid, and
+// nothing is written.
+func TestSubmitResultsAndEncodedTurns(t *testing.T) {
+	db := storetest.Open(t)
+	cfg := tree.DefaultConfig()
+	cfg.NoScoring, cfg.K, cfg.MaxTurns = true, 8, 8
+	c := coordinator(t, db, "r", cfg, nil)
+	openStep(t, c, 1, tasks(1))
+	l := lease(t, c, tree.LeaseRequest{Worker: "w", Max: 1})[0]
+	for from, n := range []int{2, 3} {
+		from *= 2
+		sub, err := submit(c, rollout.Submission{Lease: l.ID, Worker: "w", Node: l.Node, From: from, Turns: turnsN("t", n)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sub.Results[0].Turns; got != from+n {
+			t.Errorf("%d turns from %d: result says %d turns, want %d", n, from, got, from+n)
+		}
+	}
+	enc, err := tree.EncodeSubmissions([]rollout.Submission{{Turns: turnsN("u", 2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := dumpRun(t, db, "r")
+	err = db.Update(func(tx *store.Tx) error {
+		_, err := c.SubmitEncoded(tx, []rollout.Submission{{Lease: l.ID, Worker: "w", Node: l.Node, From: 5, Turns: turnsN("u", 1)}}, enc)
+		return err
+	})
+	if !errors.Is(err, model.ErrInvalid) {
+		t.Errorf("two encoded turns for a submission of one: %v, want ErrInvalid", err)
+	}
+	if d := diffDump(dumpRun(t, db, "r"), before); d != "" {
+		t.Errorf("the refused submission wrote: %s", d)
+	}
+}
+
+// Submit in a transaction of a file without the coordinator's run is
+// ErrNotFound, not a panic.
+func TestSubmitInAnotherFileIsNotFound(t *testing.T) {
+	db := storetest.Open(t)
+	c := coordinator(t, db, "r", tree.DefaultConfig(), nil)
+	other := storetest.Open(t)
+	err := other.Update(func(tx *store.Tx) error {
+		_, err := c.Submit(tx, []rollout.Submission{{Node: 1, Worker: "w"}})
+		return err
+	})
+	if !errors.Is(err, model.ErrNotFound) {
+		t.Errorf("submit in a file without run r: %v, want ErrNotFound", err)
+	}
+}
