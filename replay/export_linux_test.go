@@ -3,6 +3,7 @@
 package replay_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -98,6 +99,30 @@ func TestExportOntoAFailingDiskFails(t *testing.T) {
 		}
 		if target, err := os.Readlink(filepath.Join("/proc/self/fd", strconv.Itoa(fd))); err == nil && target == c.dev {
 			t.Errorf("%s onto %s: the failed export left the file open", c.file, c.dev)
+		}
+	}
+}
+
+// An export that fails while a step's files are open (here cancelled)
+// closes them, in either format: a long-lived process that exports does
+// not leak a descriptor per failed export.
+func TestExportFailingMidStepClosesItsFiles(t *testing.T) {
+	db := storetest.Open(t)
+	flatRun(t, db, "c", flatGroup{1, 1, 0}, flatGroup{1, 1, 0})
+	for _, format := range []replay.Format{replay.JSONL, replay.RL} {
+		base := t.TempDir()
+		ctx, cancel := context.WithCancel(context.Background())
+		open := 0
+		_, err := exportCtx(ctx, db, "c", replay.ExportOptions{Out: filepath.Join(base, "lake"), Format: format, OnProgress: func(done, total int64) {
+			open = len(openUnder(t, base))
+			cancel()
+		}})
+		cancel()
+		if !errors.Is(err, context.Canceled) || open != 2 {
+			t.Fatalf("%s export cancelled with %d files open: %v", format, open, err)
+		}
+		if left := openUnder(t, base); len(left) != 0 {
+			t.Errorf("the cancelled %s export left files open: %v", format, left)
 		}
 	}
 }

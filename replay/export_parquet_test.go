@@ -99,17 +99,21 @@ func flatRun(t *testing.T, db *store.DB, id string, groups ...flatGroup) {
 	}
 }
 
-// The export writes only files it created: a step's file (of either
-// table) that something else put into the export's temporary folder first
-// fails the export (leaving nothing behind) rather than being written
-// through.
+// The export writes only files it created: a step's file (of any table,
+// in either format) that something else put into the export's temporary
+// folder first fails the export (leaving nothing behind) rather than being
+// written through.
 func TestExportRefusesAFileItDidNotCreate(t *testing.T) {
 	db := storetest.Open(t)
 	flatRun(t, db, "x", flatGroup{1, 1, 0}, flatGroup{2, 1, 0})
-	for _, name := range []string{"rl.parquet", "rl.jsonl"} {
+	for _, c := range []struct {
+		format replay.Format
+		name   string
+	}{{replay.RL, "rl.parquet"}, {replay.RL, "rl.jsonl"}, {replay.JSONL, "nodes.jsonl"}, {replay.JSONL, "trajectories.jsonl"}} {
+		name := c.name
 		base := t.TempDir()
 		planted := false
-		_, err := export(t, db, "x", replay.ExportOptions{Out: filepath.Join(base, "lake"), Format: replay.RL, OnProgress: func(done, total int64) {
+		_, err := export(t, db, "x", replay.ExportOptions{Out: filepath.Join(base, "lake"), Format: c.format, OnProgress: func(done, total int64) {
 			if planted {
 				return
 			}

@@ -3,7 +3,6 @@
 package replay_test
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -13,28 +12,6 @@ import (
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store/storetest"
 )
-
-// An rl export that fails while a step's files are open (here cancelled)
-// closes them: a long-lived process that exports does not leak a
-// descriptor per failed export.
-func TestRLExportFailingMidStepClosesItsFiles(t *testing.T) {
-	db := storetest.Open(t)
-	flatRun(t, db, "c", flatGroup{1, 1, 0}, flatGroup{1, 1, 0})
-	base := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	open := 0
-	_, err := exportCtx(ctx, db, "c", replay.ExportOptions{Out: filepath.Join(base, "lake"), Format: replay.RL, OnProgress: func(done, total int64) {
-		open = len(openUnder(t, base))
-		cancel()
-	}})
-	if !errors.Is(err, context.Canceled) || open != 2 {
-		t.Fatalf("export cancelled with %d files open: %v", open, err)
-	}
-	if left := openUnder(t, base); len(left) != 0 {
-		t.Errorf("the cancelled export left files open: %v", left)
-	}
-}
 
 // An rl export whose Parquet file stops taking writes (a full disk) fails
 // at the group whose rows it could not write: it does not go on reading

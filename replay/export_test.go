@@ -416,9 +416,14 @@ func TestExportResultDescribesTheExport(t *testing.T) {
 	oneLeafRun(t, db, "ten", 10)
 	lake := filepath.Join(t.TempDir(), "lake")
 	for _, force := range []bool{false, true} {
-		res, err := export(t, db, "ten", replay.ExportOptions{Out: lake, Format: replay.JSONL, Force: force})
+		var done, total int64
+		res, err := export(t, db, "ten", replay.ExportOptions{Out: lake, Format: replay.JSONL, Force: force,
+			OnProgress: func(d, tot int64) { done, total = d, tot }})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if done != 1 || total != 1 {
+			t.Errorf("force %v: progress ended at %d of %d, want 1 of 1 (the one group: JSONL holds no log)", force, done, total)
 		}
 		if res == nil || res.Run != "ten" || res.Format != replay.JSONL || res.Dir != filepath.Join(lake, "run=ten") {
 			t.Fatalf("force %v: result %+v, want run ten, format jsonl, dir %s", force, res, filepath.Join(lake, "run=ten"))
@@ -449,5 +454,23 @@ func TestExportResultDescribesTheExport(t *testing.T) {
 		if strings.Join(paths, ",") != "run=ten/step=10/nodes.jsonl,run=ten/step=10/trajectories.jsonl" || bytes == 0 || res.Bytes != bytes {
 			t.Errorf("force %v: files %v of %d bytes, result %d bytes", force, paths, bytes, res.Bytes)
 		}
+	}
+}
+
+// A run with nothing to export still gets its folder, empty, where the
+// result says it is.
+func TestExportOfAnEmptyRun(t *testing.T) {
+	db := storetest.Open(t)
+	if err := db.Update(func(tx *store.Tx) error { _, err := tx.CreateRun("empty", nil, nil); return err }); err != nil {
+		t.Fatal(err)
+	}
+	lake := filepath.Join(t.TempDir(), "lake")
+	res, err := export(t, db, "empty", replay.ExportOptions{Out: lake, Format: replay.JSONL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(res.Dir)
+	if err != nil || len(ents) != 0 || res.Dir != filepath.Join(lake, "run=empty") || len(res.Files) != 0 {
+		t.Errorf("empty run: result %+v, its folder holds %v (%v); want an empty run=empty", res, dirNames(ents), err)
 	}
 }

@@ -324,7 +324,8 @@ func TestSearchBoundEndsAndSnippetStart(t *testing.T) {
 	}
 }
 
-// A search's limit is at most MaxSearchLimit, however many are asked for.
+// A search's limit is at most MaxSearchLimit, however many are asked for,
+// and a limit of 1 is one hit.
 func TestSearchLimitIsCapped(t *testing.T) {
 	db := storetest.Open(t)
 	flatRun(t, db, "big", flatGroup{1, replay.MaxSearchLimit + 1, 0})
@@ -339,6 +340,48 @@ func TestSearchLimitIsCapped(t *testing.T) {
 		}
 		if len(res.Hits) != replay.MaxSearchLimit || !res.More {
 			t.Errorf("limit %d over %d nodes: %d hits, more %v; want %d and more", 2*replay.MaxSearchLimit, replay.MaxSearchLimit+1, len(res.Hits), res.More, replay.MaxSearchLimit)
+		}
+		// A limit of 1 is one hit; text in the prompt is found there.
+		res, err = replay.Search(r, replay.NodeQuery{Text: "P", Limit: 1})
+		if err != nil {
+			return err
+		}
+		if len(res.Hits) != 1 || !res.More || res.Hits[0].MatchTurn != -1 || res.Hits[0].MatchWhere != "prompt" || res.Hits[0].MatchSnippet != "p" {
+			t.Errorf("limit 1, text of the prompt: %d hits (first %+v), more %v; want one hit in the prompt", len(res.Hits), res.Hits[:min(1, len(res.Hits))], res.More)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A snippet that would end one byte into a two-byte character ends after
+// the character instead.
+func TestSearchSnippetEndsAtACharacter(t *testing.T) {
+	db := storetest.Open(t)
+	obs := "needle" + strings.Repeat("a", 59) + "é" + "zzz" // 60 bytes after the text end inside é
+	err := db.Update(func(tx *store.Tx) error {
+		r, _, n, err := oneNode(tx, "e")
+		if err != nil {
+			return err
+		}
+		return r.AppendTurns(n.ID, 0, model.Turn{Action: "a", Observation: obs})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.View(func(tx *store.Tx) error {
+		r, err := tx.Run("e")
+		if err != nil {
+			return err
+		}
+		res, err := replay.Search(r, replay.NodeQuery{Text: "needle"})
+		if err != nil {
+			return err
+		}
+		if want := "needle" + strings.Repeat("a", 59) + "é…"; len(res.Hits) != 1 || res.Hits[0].MatchSnippet != want {
+			t.Errorf("snippet: %+v, want %q", res.Hits, want)
 		}
 		return nil
 	})

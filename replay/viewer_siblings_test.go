@@ -1,6 +1,7 @@
 package replay_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/patrdb/patrdb/model"
@@ -101,7 +102,8 @@ func TestViewBranchesOfAnEarlyFork(t *testing.T) {
 
 // Branches that part after more shared turns than SharedContext show the
 // last SharedContext of them; a node set beside its own descendant parts
-// from it where the node's path ends, its own branch empty past the fork.
+// from it where the node's path ends, its own branch empty past the fork;
+// a node the run does not have is ErrNotFound.
 func TestViewBranchesOfALateForkAndOfAnAncestor(t *testing.T) {
 	db := storetest.Open(t)
 	var root model.Node
@@ -143,6 +145,9 @@ func TestViewBranchesOfALateForkAndOfAnAncestor(t *testing.T) {
 		}
 		if v.Fork != 3 || v.ForkNode != root.ID || len(v.Shared) != replay.SharedContext || v.Shared[0].Action != "s1" || v.Shared[1].Action != "s2" {
 			t.Errorf("siblings parting after 3 shared turns: fork %d at node %d, shared %+v; want 3 at %d, s1 and s2", v.Fork, v.ForkNode, v.Shared, root.ID)
+		}
+		if _, err := replay.ViewBranches(r, []uint64{kids[0], 1 << 40}); !errors.Is(err, model.ErrNotFound) {
+			t.Errorf("a node the run does not have beside a branch: %v, want ErrNotFound", err)
 		}
 		v, err = replay.ViewBranches(r, []uint64{root.ID, kids[0]})
 		if err != nil {
