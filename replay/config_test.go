@@ -22,3 +22,15 @@ func TestOverridesEmpty(t *testing.T) {
 		}
 	}
 }
+
+// ParseWhatIf reads keys in any case and ignores the spaces around keys
+// and values, as a user types them on a command line.
+func TestParseWhatIfKeysIgnoreCaseAndSpaces(t *testing.T) {
+	o, err := replay.ParseWhatIf("DELTA = 0.3, Rule= median ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Delta == nil || *o.Delta != 0.3 || o.Rule == nil || *o.Rule != tree.PruneMedian {
+		t.Errorf("DELTA = 0.3, Rule= median: %+v", o)
+	}
+}

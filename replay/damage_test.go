@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -20,7 +21,8 @@ import (
 // advantage, the branches side by side, the run's statistics and the
 // step figures; a step's counters damaged fail the statistics and the
 // environment steps; an event damaged fails the statistics and the step
-// figures, which read the log.
+// figures, which read the log; a leaf's turn damaged fails its trajectory
+// and the branches beside it.
 func TestViewsOfDamagedRecordsFail(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src.patrdb")
@@ -71,6 +73,23 @@ func TestViewsOfDamagedRecordsFail(t *testing.T) {
 	if err != nil || inner == 0 {
 		t.Fatalf("no inner node with two leaves: %v", err)
 	}
+	// The first leaf's first own turn: turns are keyed by where they are
+	// stored (the node's first turn range) and the node.
+	var turnKey []byte
+	if err := db.View(func(tx *store.Tx) error {
+		r, err := tx.Run("m")
+		if err != nil {
+			return err
+		}
+		n, err := r.Node(leaves[0])
+		if err != nil || len(n.TurnRanges) == 0 {
+			return fmt.Errorf("leaf %d: %d turn ranges, %v", leaves[0], len(n.TurnRanges), err)
+		}
+		turnKey = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, n.TurnRanges[0].Seq), n.ID)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if err := store.Compact(db, src, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +114,7 @@ func TestViewsOfDamagedRecordsFail(t *testing.T) {
 		{"adv", advKey, []string{"trajectory", "branches", "group", "stats", "step figures"}},
 		{"counts", binary.BigEndian.AppendUint64(nil, 1), []string{"stats", "env steps"}},
 		{"events", binary.BigEndian.AppendUint64(nil, 2), []string{"stats", "step figures"}},
+		{"turns", turnKey, []string{"trajectory", "branches"}},
 	} {
 		ddb := storetest.OpenDamaged(t, src, "m", c.bucket, c.key)
 		for _, name := range c.views {

@@ -99,35 +99,42 @@ func flatRun(t *testing.T, db *store.DB, id string, groups ...flatGroup) {
 	}
 }
 
-// The export writes only files it created: a step's file that something
-// else put into the export's temporary folder first fails the export
-// (leaving nothing behind) rather than being written through.
+// The export writes only files it created: a step's file (of any table,
+// in either format) that something else put into the export's temporary
+// folder first fails the export (leaving nothing behind) rather than being
+// written through.
 func TestExportRefusesAFileItDidNotCreate(t *testing.T) {
 	db := storetest.Open(t)
 	flatRun(t, db, "x", flatGroup{1, 1, 0}, flatGroup{2, 1, 0})
-	base := t.TempDir()
-	planted := false
-	_, err := export(t, db, "x", replay.ExportOptions{Out: filepath.Join(base, "lake"), Format: replay.RL, OnProgress: func(done, total int64) {
-		if planted {
-			return
+	for _, c := range []struct {
+		format replay.Format
+		name   string
+	}{{replay.RL, "rl.parquet"}, {replay.RL, "rl.jsonl"}, {replay.JSONL, "nodes.jsonl"}, {replay.JSONL, "trajectories.jsonl"}} {
+		name := c.name
+		base := t.TempDir()
+		planted := false
+		_, err := export(t, db, "x", replay.ExportOptions{Out: filepath.Join(base, "lake"), Format: c.format, OnProgress: func(done, total int64) {
+			if planted {
+				return
+			}
+			runs, _ := filepath.Glob(filepath.Join(base, ".lake.tmp-*", "run=x"))
+			if len(runs) != 1 {
+				t.Fatalf("the export's temporary run folder: %v", runs)
+			}
+			step2 := filepath.Join(runs[0], "step=2")
+			if err := os.Mkdir(step2, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(step2, name), []byte("not ours"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			planted = true
+		}})
+		if !errors.Is(err, fs.ErrExist) {
+			t.Errorf("a step's %s planted in the export's folder: %v, want fs.ErrExist", name, err)
 		}
-		runs, _ := filepath.Glob(filepath.Join(base, ".lake.tmp-*", "run=x"))
-		if len(runs) != 1 {
-			t.Fatalf("the export's temporary run folder: %v", runs)
+		if ents, _ := os.ReadDir(base); len(ents) != 0 {
+			t.Errorf("%s planted: the failed export left %v", name, dirNames(ents))
 		}
-		step2 := filepath.Join(runs[0], "step=2")
-		if err := os.Mkdir(step2, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(step2, "rl.parquet"), []byte("not ours"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		planted = true
-	}})
-	if !errors.Is(err, fs.ErrExist) {
-		t.Errorf("a step file planted in the export's folder: %v, want fs.ErrExist", err)
-	}
-	if ents, _ := os.ReadDir(base); len(ents) != 0 {
-		t.Errorf("the failed export left %v", dirNames(ents))
 	}
 }

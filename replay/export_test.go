@@ -408,18 +408,36 @@ func TestExportCancelLeavesNothing(t *testing.T) {
 // An export's result says what it wrote where, whether the run's folder
 // was new or replaced one (force): the run, the format, the run's folder,
 // and each file by its path under Out (steps named in decimal) with its
-// size, which add up to the result's bytes.
+// size, which add up to the result's bytes. The folder it built (Out when
+// new, the run's when replaced) is readable by all, not private as a
+// temporary folder is made.
 func TestExportResultDescribesTheExport(t *testing.T) {
 	db := storetest.Open(t)
 	oneLeafRun(t, db, "ten", 10)
 	lake := filepath.Join(t.TempDir(), "lake")
 	for _, force := range []bool{false, true} {
-		res, err := export(t, db, "ten", replay.ExportOptions{Out: lake, Format: replay.JSONL, Force: force})
+		var done, total int64
+		res, err := export(t, db, "ten", replay.ExportOptions{Out: lake, Format: replay.JSONL, Force: force,
+			OnProgress: func(d, tot int64) { done, total = d, tot }})
 		if err != nil {
 			t.Fatal(err)
 		}
+		if done != 1 || total != 1 {
+			t.Errorf("force %v: progress ended at %d of %d, want 1 of 1 (the one group: JSONL holds no log)", force, done, total)
+		}
 		if res == nil || res.Run != "ten" || res.Format != replay.JSONL || res.Dir != filepath.Join(lake, "run=ten") {
 			t.Fatalf("force %v: result %+v, want run ten, format jsonl, dir %s", force, res, filepath.Join(lake, "run=ten"))
+		}
+		built := lake
+		if force {
+			built = res.Dir
+		}
+		fi, err := os.Stat(built)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o755 {
+			t.Errorf("force %v: %s has mode %v, want rwxr-xr-x", force, built, fi.Mode())
 		}
 		var paths []string
 		var bytes int64
@@ -436,5 +454,23 @@ func TestExportResultDescribesTheExport(t *testing.T) {
 		if strings.Join(paths, ",") != "run=ten/step=10/nodes.jsonl,run=ten/step=10/trajectories.jsonl" || bytes == 0 || res.Bytes != bytes {
 			t.Errorf("force %v: files %v of %d bytes, result %d bytes", force, paths, bytes, res.Bytes)
 		}
+	}
+}
+
+// A run with nothing to export still gets its folder, empty, where the
+// result says it is.
+func TestExportOfAnEmptyRun(t *testing.T) {
+	db := storetest.Open(t)
+	if err := db.Update(func(tx *store.Tx) error { _, err := tx.CreateRun("empty", nil, nil); return err }); err != nil {
+		t.Fatal(err)
+	}
+	lake := filepath.Join(t.TempDir(), "lake")
+	res, err := export(t, db, "empty", replay.ExportOptions{Out: lake, Format: replay.JSONL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(res.Dir)
+	if err != nil || len(ents) != 0 || res.Dir != filepath.Join(lake, "run=empty") || len(res.Files) != 0 {
+		t.Errorf("empty run: result %+v, its folder holds %v (%v); want an empty run=empty", res, dirNames(ents), err)
 	}
 }

@@ -3,6 +3,7 @@ package replay_test
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -129,5 +130,43 @@ func TestIterateTyped(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// An event of a store kind whose payload is not that kind's record (here
+// written through AppendEvent, which takes any kind) stops the walk with
+// ErrCorrupt at that event: fn never sees it, nor anything after it.
+func TestIterateStopsAtAnUndecodableEvent(t *testing.T) {
+	dir := t.TempDir()
+	db, err := store.Open(filepath.Join(dir, "r.patrdb"), storetest.Options()) // no check at close: the log is wrong on purpose
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var bad uint64
+	err = db.Update(func(tx *store.Tx) error {
+		r, _, _, err := oneNode(tx, "r")
+		if err != nil {
+			return err
+		}
+		if bad, err = r.AppendEvent(model.EvNodeAdd, 1, 1, 1, 0, "not a node"); err != nil {
+			return err
+		}
+		_, err = r.AppendEvent("custom", 1, 0, 0, 0, nil)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []uint64
+	err = db.View(func(tx *store.Tx) error {
+		r, err := tx.Run("r")
+		if err != nil {
+			return err
+		}
+		return replay.Iterate(r, 0, 0, func(e replay.Event) error { seen = append(seen, e.Seq); return nil })
+	})
+	if !errors.Is(err, store.ErrCorrupt) || len(seen) != int(bad)-1 {
+		t.Errorf("walk over event %d that does not decode: %v, saw %v; want ErrCorrupt after events 1 to %d", bad, err, seen, bad-1)
 	}
 }

@@ -250,3 +250,29 @@ func TestGroupListOrdersByStepThenID(t *testing.T) {
 		}
 	}
 }
+
+// A node.add of a node already added, or under a parent no event created,
+// is a broken log (ErrLog), and changes nothing.
+func TestApplyRefusesAMisplacedNodeAdd(t *testing.T) {
+	st := replay.NewState("r")
+	apply := func(seq uint64, kind model.EventKind, rec any) error {
+		return st.Apply(replay.Event{Event: model.Event{Seq: seq, Kind: kind, Group: 1}, Record: rec})
+	}
+	if err := apply(1, model.EvGroupOpen, &model.Group{ID: 1, Step: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := apply(2, model.EvNodeAdd, &model.Node{ID: 1, Group: 1, Step: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for name, n := range map[string]*model.Node{
+		"added twice":    {ID: 1, Group: 1, Step: 1, Ordinal: 1},
+		"unknown parent": {ID: 2, Group: 1, Step: 1, Parent: 9},
+	} {
+		if err := apply(3, model.EvNodeAdd, n); !errors.Is(err, replay.ErrLog) {
+			t.Errorf("node.add %s: %v, want ErrLog", name, err)
+		}
+	}
+	if g := st.Groups[1]; st.Seq != 2 || len(st.Nodes) != 1 || st.Nodes[1].Ordinal != 0 || len(g.Roots) != 1 {
+		t.Errorf("refused node.adds changed the state: seq %d, nodes %v, roots %v", st.Seq, st.Nodes, g.Roots)
+	}
+}

@@ -96,8 +96,8 @@ func TestSearchMatchesEveryTrajectory(t *testing.T) {
 			}
 			slices.Sort(got)
 			slices.Sort(want)
-			if len(want) == 0 || len(want) == len(all) || !slices.Equal(got, want) || res.More {
-				t.Errorf("query %+v: %d hits %v, a walk finds %d %v (of %d nodes)", q, len(got), got, len(want), want, len(all))
+			if len(want) == 0 || len(want) == len(all) || !slices.Equal(got, want) || res.More || res.Scanned != len(all) {
+				t.Errorf("query %+v: %d hits %v, a walk finds %d %v (of %d nodes, %d scanned)", q, len(got), got, len(want), want, len(all), res.Scanned)
 			}
 		}
 		// The limit stops the search and says so; bad queries are refused.
@@ -270,21 +270,29 @@ func TestSearchVersionsAndSnippets(t *testing.T) {
 
 // Reward bounds include their ends: a node whose reward equals both the
 // minimum and the maximum asked for is found. A snippet that starts one
-// byte into a two-byte character starts at the character instead.
+// byte into a two-byte character starts at the character instead. Text in
+// the run's first node (id 1) is found in its child's inherited prefix.
 func TestSearchBoundEndsAndSnippetStart(t *testing.T) {
 	db := storetest.Open(t)
 	obs := "é" + strings.Repeat("a", 59) + "Needle" // the text at byte 61: 60 bytes before it reach back to byte 1
 	var id uint64
+	var child model.Node
 	err := db.Update(func(tx *store.Tx) error {
 		r, _, n, err := oneNode(tx, "b")
 		if err != nil {
 			return err
 		}
 		id = n.ID
-		if err := r.AppendTurns(n.ID, 0, model.Turn{Action: "a", Observation: obs, Done: true}); err != nil {
+		if err := r.AppendTurns(n.ID, 0, model.Turn{Action: "a", Observation: obs}); err != nil {
 			return err
 		}
-		return r.SetReward(n.ID, 0.5)
+		if err := r.SetReward(n.ID, 0.5); err != nil {
+			return err
+		}
+		if child, err = r.AddNode(store.NodeSpec{Step: 1, Group: n.Group, Parent: n.ID, Fork: 1}); err != nil {
+			return err
+		}
+		return r.AppendTurns(child.ID, 0, model.Turn{Action: "b", Observation: "o", Done: true})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -306,8 +314,74 @@ func TestSearchBoundEndsAndSnippetStart(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if len(res.Hits) != 1 || res.Hits[0].MatchSnippet != obs {
-			t.Errorf("text search: %+v, want the snippet %q", res.Hits, obs)
+		if len(res.Hits) != 2 || res.Hits[0].MatchSnippet != obs || res.Hits[1].Node != child.ID || res.Hits[1].MatchTurn != 0 || res.Hits[1].MatchSnippet != obs {
+			t.Errorf("text search: %+v, want nodes %d and %d, the text at turn 0, snippet %q", res.Hits, id, child.ID, obs)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A search's limit is at most MaxSearchLimit, however many are asked for,
+// and a limit of 1 is one hit.
+func TestSearchLimitIsCapped(t *testing.T) {
+	db := storetest.Open(t)
+	flatRun(t, db, "big", flatGroup{1, replay.MaxSearchLimit + 1, 0})
+	err := db.View(func(tx *store.Tx) error {
+		r, err := tx.Run("big")
+		if err != nil {
+			return err
+		}
+		res, err := replay.Search(r, replay.NodeQuery{Limit: 2 * replay.MaxSearchLimit})
+		if err != nil {
+			return err
+		}
+		if len(res.Hits) != replay.MaxSearchLimit || !res.More {
+			t.Errorf("limit %d over %d nodes: %d hits, more %v; want %d and more", 2*replay.MaxSearchLimit, replay.MaxSearchLimit+1, len(res.Hits), res.More, replay.MaxSearchLimit)
+		}
+		// A limit of 1 is one hit; text in the prompt is found there.
+		res, err = replay.Search(r, replay.NodeQuery{Text: "P", Limit: 1})
+		if err != nil {
+			return err
+		}
+		if len(res.Hits) != 1 || !res.More || res.Hits[0].MatchTurn != -1 || res.Hits[0].MatchWhere != "prompt" || res.Hits[0].MatchSnippet != "p" {
+			t.Errorf("limit 1, text of the prompt: %d hits (first %+v), more %v; want one hit in the prompt", len(res.Hits), res.Hits[:min(1, len(res.Hits))], res.More)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A snippet that would end one byte into a two-byte character ends after
+// the character instead.
+func TestSearchSnippetEndsAtACharacter(t *testing.T) {
+	db := storetest.Open(t)
+	obs := "needle" + strings.Repeat("a", 59) + "é" + "zzz" // 60 bytes after the text end inside é
+	err := db.Update(func(tx *store.Tx) error {
+		r, _, n, err := oneNode(tx, "e")
+		if err != nil {
+			return err
+		}
+		return r.AppendTurns(n.ID, 0, model.Turn{Action: "a", Observation: obs})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.View(func(tx *store.Tx) error {
+		r, err := tx.Run("e")
+		if err != nil {
+			return err
+		}
+		res, err := replay.Search(r, replay.NodeQuery{Text: "needle"})
+		if err != nil {
+			return err
+		}
+		if want := "needle" + strings.Repeat("a", 59) + "é…"; len(res.Hits) != 1 || res.Hits[0].MatchSnippet != want {
+			t.Errorf("snippet: %+v, want %q", res.Hits, want)
 		}
 		return nil
 	})

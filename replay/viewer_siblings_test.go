@@ -1,6 +1,7 @@
 package replay_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/patrdb/patrdb/model"
@@ -91,6 +92,69 @@ func TestViewBranchesOfAnEarlyFork(t *testing.T) {
 			if own.Node != kids[i] || own.Interval != 1 || own.Score != float64(i) || own.Decision == nil || own.Decision.Action != routes[i] {
 				t.Errorf("branch %d: its own interval %+v (decision %+v), want %s", i, own, own.Decision, routes[i])
 			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Branches that part after more shared turns than SharedContext show the
+// last SharedContext of them; a node set beside its own descendant parts
+// from it where the node's path ends, its own branch empty past the fork;
+// a node the run does not have is ErrNotFound.
+func TestViewBranchesOfALateForkAndOfAnAncestor(t *testing.T) {
+	db := storetest.Open(t)
+	var root model.Node
+	var kids []uint64
+	err := db.Update(func(tx *store.Tx) error {
+		r, _, n, err := oneNode(tx, "late")
+		if err != nil {
+			return err
+		}
+		root = n
+		for i, a := range []string{"s0", "s1", "s2"} {
+			if err := r.AppendTurns(root.ID, i, model.Turn{Action: a, Observation: "o"}); err != nil {
+				return err
+			}
+		}
+		for i, a := range []string{"left", "right"} {
+			k, err := r.AddNode(store.NodeSpec{Step: 1, Group: root.Group, Parent: root.ID, Fork: 3, Ordinal: i})
+			if err != nil {
+				return err
+			}
+			if err := r.AppendTurns(k.ID, 0, model.Turn{Action: a, Observation: "o"}); err != nil {
+				return err
+			}
+			kids = append(kids, k.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.View(func(tx *store.Tx) error {
+		r, err := tx.Run("late")
+		if err != nil {
+			return err
+		}
+		v, err := replay.ViewBranches(r, kids)
+		if err != nil {
+			return err
+		}
+		if v.Fork != 3 || v.ForkNode != root.ID || len(v.Shared) != replay.SharedContext || v.Shared[0].Action != "s1" || v.Shared[1].Action != "s2" {
+			t.Errorf("siblings parting after 3 shared turns: fork %d at node %d, shared %+v; want 3 at %d, s1 and s2", v.Fork, v.ForkNode, v.Shared, root.ID)
+		}
+		if _, err := replay.ViewBranches(r, []uint64{kids[0], 1 << 40}); !errors.Is(err, model.ErrNotFound) {
+			t.Errorf("a node the run does not have beside a branch: %v, want ErrNotFound", err)
+		}
+		v, err = replay.ViewBranches(r, []uint64{root.ID, kids[0]})
+		if err != nil {
+			return err
+		}
+		if v.Fork != 3 || len(v.Branches) != 2 || len(v.Branches[0].Turns) != 0 || len(v.Branches[1].Turns) != 1 || v.Branches[1].Turns[0].Action != "left" {
+			t.Errorf("a node beside its child: %+v, want the fork at 3, the node with no turns past it, the child with its one", v)
 		}
 		return nil
 	})

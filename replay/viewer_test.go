@@ -1,6 +1,7 @@
 package replay_test
 
 import (
+	"encoding/json"
 	"errors"
 	"math"
 	"reflect"
@@ -101,6 +102,9 @@ func TestViewGroup(t *testing.T) {
 	db := viewerRun(t)
 	err := db.View(func(tx *store.Tx) error {
 		r, _ := tx.Run("m")
+		if _, err := replay.ViewGroup(r, 1<<40); !errors.Is(err, model.ErrNotFound) {
+			t.Errorf("a group the run does not have: %v, want ErrNotFound", err)
+		}
 		return r.ForEachGroup(0, func(g model.Group) error {
 			v, err := replay.ViewGroup(r, g.ID)
 			if err != nil {
@@ -272,6 +276,23 @@ func TestRubricPages(t *testing.T) {
 		}
 		if p.Total == 0 || p.Pools[model.PoolMerged] == 0 {
 			t.Fatalf("filtered page %+v", p)
+		}
+		// No limit is a page of 50; a page past the hits, or of none, is an
+		// empty list (JSON []), not null.
+		if p, err = replay.Rubrics(r, replay.RubricQuery{}); err != nil {
+			return err
+		}
+		if p.Limit != 50 {
+			t.Errorf("default page: limit %d, want 50", p.Limit)
+		}
+		for _, q := range []replay.RubricQuery{{Text: "no rubric says this"}, {Offset: inPlay}} {
+			p, err := replay.Rubrics(r, q)
+			if err != nil {
+				return err
+			}
+			if b, _ := json.Marshal(p.Rubrics); string(b) != "[]" {
+				t.Errorf("query %+v: rubrics %s, want []", q, b)
+			}
 		}
 		for _, q := range []replay.RubricQuery{{Limit: replay.MaxRubricPage + 1}, {Offset: -1}, {Pools: []model.RubricPool{"all"}}, {Sort: "text"}} {
 			if _, err := replay.Rubrics(r, q); !errors.Is(err, replay.ErrViewQuery) {

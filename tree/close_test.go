@@ -106,10 +106,15 @@ func damageNode(t *testing.T, db *store.DB, run string, id uint64) {
 	damageRecord(t, db, run, "nodes", binary.BigEndian.AppendUint64(nil, id))
 }
 
+// damageRecord flips the last byte of the record under key in the run's
+// bucket (the run's own bucket when bucket is "").
 func damageRecord(t *testing.T, db *store.DB, run, bucket string, key []byte) {
 	t.Helper()
 	if err := storetest.Bolt(db).Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte("runs")).Bucket([]byte(run)).Bucket([]byte(bucket))
+		b := tx.Bucket([]byte("runs")).Bucket([]byte(run))
+		if bucket != "" {
+			b = b.Bucket([]byte(bucket))
+		}
 		v := bytes.Clone(b.Get(key))
 		if v == nil {
 			return fmt.Errorf("no %s record under %x", bucket, key)

@@ -3,8 +3,10 @@ package tree_test
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/patrdb/patrdb/store"
+	"github.com/patrdb/patrdb/store/storetest"
 	"github.com/patrdb/patrdb/tree"
 )
 
@@ -31,5 +33,33 @@ func TestLeasedOverADamagedRecordFails(t *testing.T) {
 				t.Errorf("leased of step %d with the leased branch's %s record damaged: %v, want ErrCorrupt", step, what, err)
 			}
 		}
+	}
+}
+
+// Leased counts the live leases of the step asked for (of every step for
+// 0): not another step's, and not one whose TTL ran out.
+func TestLeasedCountsTheStepsLiveLeases(t *testing.T) {
+	db := storetest.Open(t)
+	clk := &clock{t: time.Unix(1_000_000, 0)}
+	c := coordinator(t, db, "r", tree.DefaultConfig(), &tree.CoordinatorOptions{LeaseTTL: time.Minute, Now: clk.now})
+	openStep(t, c, 1, tasks(1))
+	openStep(t, c, 2, tasks(1))
+	if ls := lease(t, c, tree.LeaseRequest{Worker: "w", Max: 1, Step: 1}); len(ls) != 1 {
+		t.Fatalf("%d leases, want 1", len(ls))
+	}
+	leased := func(step uint64) int {
+		t.Helper()
+		var n int
+		if err := db.View(func(tx *store.Tx) (err error) { n, err = c.Leased(tx, step); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if l1, l2, all := leased(1), leased(2), leased(0); l1 != 1 || l2 != 0 || all != 1 {
+		t.Errorf("one lease of step 1: leased %d, %d and %d of steps 1, 2 and all; want 1, 0, 1", l1, l2, all)
+	}
+	clk.add(time.Minute + time.Second)
+	if l1 := leased(1); l1 != 0 {
+		t.Errorf("the lease's TTL over: step 1 leased %d, want 0", l1)
 	}
 }

@@ -184,6 +184,86 @@ func TestRolloutInformativeFailsWhenMoreFails(t *testing.T) {
 	}
 }
 
+// Dynamic sampling refuses, opening nothing, a want below 1, no More
+// function, a negative MaxTasks (ErrInvalidConfig) and step 0.
+func TestRolloutInformativeRefusesBadSampling(t *testing.T) {
+	db, e := flatEngine(t)
+	more := func(int) ([]rollout.Task, error) { return nil, nil }
+	ts := []rollout.Task{{ID: "flat-a", Prompt: "p"}}
+	for name, c := range map[string]struct {
+		step uint64
+		s    tree.Sampling
+		want error
+	}{
+		"want 0":      {1, tree.Sampling{Want: 0, More: more}, tree.ErrInvalidConfig},
+		"no More":     {1, tree.Sampling{Want: 1}, tree.ErrInvalidConfig},
+		"MaxTasks -1": {1, tree.Sampling{Want: 1, More: more, MaxTasks: -1}, tree.ErrInvalidConfig},
+		"step 0":      {0, tree.Sampling{Want: 1, More: more}, model.ErrInvalid},
+	} {
+		res, err := e.RolloutInformative(context.Background(), c.step, ts, c.s)
+		if !errors.Is(err, c.want) || res != nil {
+			t.Errorf("%s: %+v, %v; want %v", name, res, err, c.want)
+		}
+	}
+	if err := db.View(func(tx *store.Tx) error {
+		r, err := tx.Run("r")
+		if err != nil {
+			return err
+		}
+		gs, err := r.Groups(0)
+		if len(gs) != 0 {
+			t.Errorf("refused samplings opened %d groups", len(gs))
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A group all of whose branches failed closes with no advantage and, as a
+// group with no gradient, gets its filter event; the step's informative
+// groups over a damaged group record are ErrCorrupt.
+func TestCloseSampledOfAGroupWithoutLeaves(t *testing.T) {
+	db := openUnchecked(t)
+	c := coordinator(t, db, "r", tree.DefaultConfig(), &tree.CoordinatorOptions{MaxAttempts: 1})
+	g := openStep(t, c, 1, tasks(2))
+	for _, l := range lease(t, c, tree.LeaseRequest{Worker: "w", Step: 1, Max: 100}) {
+		if l.Group != g[0].ID {
+			continue
+		}
+		if _, err := submit(c, rollout.Submission{Lease: l.ID, Worker: "w", Node: l.Node, Error: "env crashed"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var gr tree.GroupResult
+	if err := db.Update(func(tx *store.Tx) (err error) { gr, err = c.CloseSampled(tx, 1, g[0].ID, nil, 0); return err }); err != nil {
+		t.Fatal(err)
+	}
+	filtered := 0
+	if err := db.View(func(tx *store.Tx) error {
+		r, err := tx.Run("r")
+		if err != nil {
+			return err
+		}
+		return r.Events(1, func(ev model.Event) error {
+			if ev.Kind == tree.EvGroupFilter && ev.Group == g[0].ID {
+				filtered++
+			}
+			return nil
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(gr.Advantages) != 0 || filtered != 1 {
+		t.Errorf("a group of failed branches: %d advantages, %d filter events; want 0 and 1", len(gr.Advantages), filtered)
+	}
+	damageGroup(t, db, "r", 1, g[1].ID)
+	err := db.View(func(tx *store.Tx) error { _, _, err := c.Informative(tx, 1); return err })
+	if !errors.Is(err, store.ErrCorrupt) {
+		t.Errorf("informative groups over a damaged group record: %v, want ErrCorrupt", err)
+	}
+}
+
 // flatEngine is an engine of run "r" over flatEnv: two branches a group,
 // each ending after its one turn, no scoring.
 func flatEngine(t *testing.T) (*store.DB, *tree.Engine) {

@@ -87,3 +87,32 @@ func lastSeq(t *testing.T, db *store.DB) (seq uint64) {
 	}
 	return seq
 }
+
+// A λ of 0 is a shaping without weight: the group closes with its rubric
+// scores recorded and its totals the outcome rewards.
+func TestCloseTakesAZeroLambda(t *testing.T) {
+	db := storetest.Open(t)
+	cfg := tree.DefaultConfig()
+	cfg.B0, cfg.K, cfg.MaxTurns = 2, 1, 1
+	c := coordinator(t, db, "r", cfg, nil)
+	g := openStep(t, c, 1, tasks(1))[0]
+	for i, l := range lease(t, c, tree.LeaseRequest{Worker: "w"}) {
+		done := []model.Turn{{Action: "x", Observation: "end", Done: true}}
+		if _, err := submit(c, rollout.Submission{Lease: l.ID, Worker: "w", Node: l.Node, Turns: done, Reward: ptr(float64(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var gr tree.GroupResult
+	err := db.Update(func(tx *store.Tx) (err error) {
+		gr, err = c.Close(tx, 1, g.ID, &tree.Shaping{Scores: []float64{0.5, -0.5}, Lambda: 0}, 0)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("close with lambda 0: %v", err)
+	}
+	for _, a := range gr.Advantages {
+		if a.Lambda != 0 || a.Total != a.Outcome || (a.RubricScore != 0.5 && a.RubricScore != -0.5) {
+			t.Errorf("leaf %d: %+v, want its rubric score recorded and its total its outcome", a.Leaf, a)
+		}
+	}
+}

@@ -120,24 +120,30 @@ func TestStatusStartsTheWaitsOfARestartedCoordinator(t *testing.T) {
 	}
 }
 
-// The status of a step with a damaged group record is ErrCorrupt, never
-// the status of the groups that could be read; and a read that failed is
-// not remembered: read again in the same snapshot it fails again rather
-// than answering from memory.
+// The status of a step with a damaged group record (or run record) is
+// ErrCorrupt, never the status of what could be read; and a read that
+// failed is not remembered: read again in the same snapshot it fails
+// again rather than answering from memory.
 func TestStatusOfADamagedStepFails(t *testing.T) {
-	db := openUnchecked(t)
-	c := coordinator(t, db, "r", tree.DefaultConfig(), nil)
-	groups := openStep(t, c, 1, tasks(2))
-	damageGroup(t, db, "r", 1, groups[1].ID)
-	err := db.View(func(tx *store.Tx) error {
-		for i := range 2 {
-			if _, err := c.Status(tx, 1); !errors.Is(err, store.ErrCorrupt) {
-				t.Errorf("status read %d of a step with a damaged group record: %v, want ErrCorrupt", i+1, err)
-			}
+	for _, what := range []string{"group", "run"} {
+		db := openUnchecked(t)
+		c := coordinator(t, db, "r", tree.DefaultConfig(), nil)
+		groups := openStep(t, c, 1, tasks(2))
+		if what == "group" {
+			damageGroup(t, db, "r", 1, groups[1].ID)
+		} else {
+			damageRecord(t, db, "r", "", []byte("run"))
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+		err := db.View(func(tx *store.Tx) error {
+			for i := range 2 {
+				if _, err := c.Status(tx, 1); !errors.Is(err, store.ErrCorrupt) {
+					t.Errorf("status read %d of a step with a damaged %s record: %v, want ErrCorrupt", i+1, what, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
