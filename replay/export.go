@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 
 	"github.com/patrdb/patrdb/model"
@@ -268,10 +267,7 @@ type exporter struct {
 // begin opens a table's file for a step, and the sink closes the previous
 // one of that table.
 type sink interface {
-	wantsLog() bool // rubrics and events are exported too
 	group(step uint64, g model.Group, nodes []model.Node, turns map[uint64][]model.Turn, advs []model.Advantage) error
-	rubrics(step uint64, rbs []model.Rubric) error
-	event(step uint64, e model.Event) error
 	close() ([]ExportFile, error) // flush and close every open file
 	abort()                       // close files after an error
 }
@@ -282,10 +278,6 @@ func newExporter(ctx context.Context, r *store.RunTx, opts ExportOptions, dir st
 	if err := r.ForEachGroup(0, func(model.Group) error { groups++; return nil }); err != nil {
 		return nil, err
 	}
-	rbs, err := r.Rubrics("")
-	if err != nil {
-		return nil, err
-	}
 	switch opts.Format {
 	case JSONL:
 		ex.sink = newJSONLSink(dir, r.ID())
@@ -293,9 +285,6 @@ func newExporter(ctx context.Context, r *store.RunTx, opts ExportOptions, dir st
 		ex.sink = newRLSink(dir, r)
 	}
 	ex.total = int64(groups)
-	if ex.sink.wantsLog() {
-		ex.total += int64(len(rbs)) + int64(r.LastSeq())
-	}
 	return ex, nil
 }
 
@@ -330,54 +319,6 @@ func (ex *exporter) run() (err error) {
 	if err != nil {
 		return err
 	}
-	if !ex.sink.wantsLog() {
-		return ex.finish()
-	}
-
-	// Rubrics are few; partition them by the step that created them.
-	rbs, err := r.Rubrics("")
-	if err != nil {
-		return err
-	}
-	byStep := map[uint64][]model.Rubric{}
-	var steps []uint64
-	for _, rb := range rbs {
-		if _, ok := byStep[rb.CreatedStep]; !ok {
-			steps = append(steps, rb.CreatedStep)
-		}
-		byStep[rb.CreatedStep] = append(byStep[rb.CreatedStep], rb)
-	}
-	sort.Slice(steps, func(i, j int) bool { return steps[i] < steps[j] })
-	for _, s := range steps {
-		if err := ex.sink.rubrics(s, byStep[s]); err != nil {
-			return err
-		}
-		ex.progress(int64(len(byStep[s])))
-	}
-
-	// Events go to the step the trainer was in when they were written:
-	// the highest step any event so far carried (rubric and run events
-	// carry older steps of their own). That keeps the partition monotone in
-	// the sequence number, so one file per table is open at a time.
-	var step uint64
-	var n int64
-	err = r.Events(1, func(e model.Event) error {
-		step = max(step, e.Step)
-		if err := ex.sink.event(step, e); err != nil {
-			return err
-		}
-		if n++; n%64 == 0 {
-			if err := ex.ctx.Err(); err != nil {
-				return err
-			}
-			ex.progress(64)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	ex.progress(n % 64)
 	return ex.finish()
 }
 

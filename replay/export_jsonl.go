@@ -163,8 +163,6 @@ func newJSONLSink(dir, run string) *jsonlSink {
 	return &jsonlSink{dir: dir, run: run, traj: jsonlTable{name: "trajectories"}, nodes: jsonlTable{name: "nodes"}}
 }
 
-func (s *jsonlSink) wantsLog() bool { return false }
-
 func (s *jsonlSink) group(step uint64, g model.Group, nodes []model.Node, turns map[uint64][]model.Turn, advs []model.Advantage) error {
 	if err := s.nodes.at(s.dir, step, &s.files); err != nil {
 		return err
@@ -208,9 +206,6 @@ func (s *jsonlSink) group(step uint64, g model.Group, nodes []model.Node, turns 
 	}
 	return nil
 }
-
-func (s *jsonlSink) rubrics(uint64, []model.Rubric) error { return nil }
-func (s *jsonlSink) event(uint64, model.Event) error      { return nil }
 
 func (s *jsonlSink) close() ([]ExportFile, error) {
 	err := s.nodes.close(&s.files)

@@ -1,12 +1,12 @@
 package replay
 
 import (
-	"github.com/patrdb/patrdb/batch/batchdb"
 	"path"
 	"strconv"
 	"strings"
 
 	"github.com/patrdb/patrdb/batch"
+	"github.com/patrdb/patrdb/batch/batchdb"
 	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )
@@ -60,8 +60,6 @@ func newRLSink(dir string, r *store.RunTx) *rlSink {
 	return &rlSink{dir: dir, r: r, js: jsonlTable{name: "rl"}, pq: pqTable[RLRow]{name: "rl", rgRows: 1 << 10}}
 }
 
-func (s *rlSink) wantsLog() bool { return false }
-
 func (s *rlSink) group(step uint64, g model.Group, _ []model.Node, _ map[uint64][]model.Turn, _ []model.Advantage) error {
 	b, err := batchdb.Read(s.r, step, batch.Options{Groups: []uint64{g.ID}})
 	if err != nil || b.Len() == 0 {
@@ -93,9 +91,6 @@ func (s *rlSink) group(step uint64, g model.Group, _ []model.Node, _ map[uint64]
 	}
 	return nil
 }
-
-func (s *rlSink) rubrics(uint64, []model.Rubric) error { return nil }
-func (s *rlSink) event(uint64, model.Event) error      { return nil }
 
 // close names each file's table by its format ("rl.jsonl", "rl.parquet"),
 // so the export's row counts per table are each the number of rows.
