@@ -133,8 +133,8 @@ func TestIterateTyped(t *testing.T) {
 	}
 }
 
-// An event of a store kind whose payload is not that kind's record (here
-// written through AppendEvent, which takes any kind) stops the walk with
+// An event of a store kind whose payload is not that kind's record (a log
+// the store would not write: storetest.AppendRawEvent) stops the walk with
 // ErrCorrupt at that event: fn never sees it, nor anything after it.
 func TestIterateStopsAtAnUndecodableEvent(t *testing.T) {
 	dir := t.TempDir()
@@ -149,7 +149,7 @@ func TestIterateStopsAtAnUndecodableEvent(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if bad, err = r.AppendEvent(model.EvNodeAdd, 1, 1, 1, 0, "not a node"); err != nil {
+		if bad, err = storetest.AppendRawEvent(r, model.EvNodeAdd, 1, 1, 1, 0, "not a node"); err != nil {
 			return err
 		}
 		_, err = r.AppendEvent("custom", 1, 0, 0, 0, nil)

@@ -316,6 +316,12 @@ func badInputs() []badInput {
 		_, err := r.AppendEvent("x", 0, 0, 0, 0, make(chan int))
 		return err
 	})
+	for _, kind := range store.EventKinds() {
+		add("event of the store's own kind "+string(kind), model.ErrInvalid, func(_ *store.Tx, r *store.RunTx, f fixture) error {
+			_, err := r.AppendEvent(kind, 1, f.G1.ID, f.A, 0, map[string]any{"forged": true})
+			return err
+		})
+	}
 	return cases
 }
 

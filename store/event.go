@@ -62,7 +62,10 @@ func (r *RunTx) putEvent(e *model.Event, size int, fill func([]byte) []byte) ([]
 
 // AppendEvent records an event of a kind defined above the store (rubric
 // judgements, admission figures, ...). Payload is any msgpack value the
-// caller decodes itself. Returns the sequence number.
+// caller decodes itself. Returns the sequence number. The store's own
+// kinds (EventKinds) are refused with ErrInvalid: the store writes each
+// with the record it holds, and one written with another payload would be
+// a log that no longer replays.
 func (r *RunTx) AppendEvent(kind model.EventKind, step, group, node, rubric uint64, payload any) (uint64, error) {
 	if err := r.tx.check(true); err != nil {
 		return 0, err
@@ -70,6 +73,15 @@ func (r *RunTx) AppendEvent(kind model.EventKind, step, group, node, rubric uint
 	if kind == "" {
 		return 0, r.tx.fail(invalidf("event kind is empty"))
 	}
+	if recordOf(kind) != recNone {
+		return 0, r.tx.fail(invalidf("event kind %q is the store's own: the store writes it with its record", kind))
+	}
+	return r.appendAnyEvent(kind, step, group, node, rubric, payload)
+}
+
+// appendAnyEvent is AppendEvent without the kind rule: for tests, through
+// storetest.AppendRawEvent, that need a log the store would not write.
+func (r *RunTx) appendAnyEvent(kind model.EventKind, step, group, node, rubric uint64, payload any) (uint64, error) {
 	var val []byte
 	if payload != nil {
 		p, err := msgpack.Marshal(payload)

@@ -3,6 +3,7 @@ package store
 import (
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store/internal/rawbolt"
 )
 
@@ -11,4 +12,7 @@ import (
 func init() {
 	rawbolt.DB = func(db any) *bolt.DB { return db.(*DB).bolt }
 	rawbolt.Tx = func(tx any) *bolt.Tx { return tx.(*Tx).btx }
+	rawbolt.AppendEvent = func(r any, kind string, step, group, node, rubric uint64, payload any) (uint64, error) {
+		return r.(*RunTx).appendAnyEvent(model.EventKind(kind), step, group, node, rubric, payload)
+	}
 }

@@ -92,7 +92,7 @@ func TestReplyIndexBuiltFromAnOlderLog(t *testing.T) {
 		}
 		for i := range 5 {
 			rep := reply(fmt.Sprintf("k%d", i), 200+i)
-			if _, err := r.AppendEvent(model.EvReply, 0, 0, 0, 0, &rep); err != nil { // as the server wrote them
+			if _, err := storetest.AppendRawEvent(r, model.EvReply, 0, 0, 0, 0, &rep); err != nil { // as an older server wrote them, through AppendEvent
 				return err
 			}
 			if _, err := r.AppendEvent("other.kind", 1, 0, 0, 0, nil); err != nil {
