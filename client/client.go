@@ -376,7 +376,9 @@ func (c *Client) Checkpoint(ctx context.Context, run string, step uint64) (model
 	return out.Checkpoint, c.do(ctx, http.MethodGet, runPath(run, "checkpoint")+"?step="+u64(step), nil, &out)
 }
 
-// Stats is GET /api/v1/stats ("" for every run).
+// Stats is GET /api/v1/stats ("" for every run). A damaged run is listed
+// with its Damaged reason and zero figures, beside the others; asked for
+// alone, it is an *APIError with code "damaged".
 func (c *Client) Stats(ctx context.Context, run string) (api.Stats, error) {
 	var out api.Stats
 	q := ""

@@ -404,6 +404,9 @@ class Client:
         return from_json(Checkpoint, self._get(self._run(run, "checkpoint"), step=step)["checkpoint"])
 
     def stats(self, run: Optional[str] = None) -> Stats:
+        """The file's size and each run's figures from its counters, or ``run``'s
+        alone. A damaged run is listed with ``damaged`` (why) and zero figures,
+        beside the others; asked for alone, it is a ServerError ("damaged")."""
         return from_json(Stats, self._get("/api/v1/stats", run=run))
 
     def batch(self, run: str, step: int, layout: str = "rows", groups: Optional[Sequence[int]] = None,
