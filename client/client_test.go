@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/patrdb/patrdb/model"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/patrdb/patrdb/model"
 
 	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/client"
@@ -459,6 +461,33 @@ func TestSubmitPacksTurnsForServersThatHaveThem(t *testing.T) {
 		tokens := string(sent.Submissions[0].Turns[0].ActionTokens)
 		if packed := wire == "packed"; strings.HasPrefix(tokens, `"`) != packed || !packed && tokens != "[1,2,3]" || len(sent.ClientKey) < 16 {
 			t.Errorf("server at %s: action_tokens sent as %s, client key %q; want %s, and a random key", version, tokens, sent.ClientKey, wire)
+		}
+	}
+}
+
+// A submission that cannot be written (a NaN reward: JSON has no NaN) is
+// an error of the client's own, whatever the server's version, and
+// nothing is sent: no empty or partial body reaches the server.
+func TestSubmitThatCannotBeEncodedSendsNothing(t *testing.T) {
+	for _, version := range []string{"1.4", "1.5", "1.7"} {
+		var posts atomic.Int32
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /api/v1/{$}", func(w http.ResponseWriter, r *http.Request) {
+			w.Write([]byte(`{"api_version":"` + version + `"}`))
+		})
+		mux.HandleFunc("POST /api/v1/runs/r/submit", func(w http.ResponseWriter, r *http.Request) {
+			posts.Add(1)
+			w.Write([]byte(`{}`))
+		})
+		srv := httptest.NewServer(mux)
+		c := client.New(srv.URL)
+		nan := math.NaN()
+		_, err := c.Submit(bg, "r", api.SubmitRequest{Submissions: []rollout.Submission{{Lease: "l", Worker: "w", Node: 1,
+			Turns: []model.Turn{{Action: "a", Observation: "o", Done: true}}, Reward: &nan}}})
+		srv.Close()
+		var ae *client.APIError
+		if err == nil || errors.As(err, &ae) || posts.Load() != 0 {
+			t.Errorf("server at %s: a NaN reward: %v, %d requests sent; want the client's own error and none sent", version, err, posts.Load())
 		}
 	}
 }
