@@ -45,7 +45,7 @@ type checkedRun struct {
 // ErrNotFound when the run does not exist.
 func (tx *Tx) checkedRun(id string) (*checkedRun, error) {
 	cr := &checkedRun{
-		paths:   pagewalk.NewPaths(tx.btx.DB().Path(), tx.btx.DB().Info().PageSize, uint64(tx.btx.Cursor().Bucket().Root())),
+		paths:   tx.pagePaths(),
 		buckets: map[string]pagewalk.Bucket{},
 		c:       &checker{tx: tx},
 		done:    map[string]bool{},

@@ -74,7 +74,7 @@ var summaryBuckets = [...]string{bCounts, bRubrics, bCkpt, bScalars}
 // of the file's b-tree from its root would visit every page of the run to
 // find them, and read all of a cold file.
 func (tx *Tx) verifySummary(id string, parts CheckParts) error {
-	p := pagewalk.NewPaths(tx.btx.DB().Path(), tx.btx.DB().Info().PageSize, uint64(tx.btx.Cursor().Bucket().Root()))
+	p := tx.pagePaths()
 	if err := p.Open(); err != nil {
 		return err
 	}
@@ -142,7 +142,7 @@ func (tx *Tx) verifySummary(id string, parts CheckParts) error {
 // sequence (0, with thousands of events on file) is damage, not a figure.
 // nil when the run does not exist (its lookup says so).
 func (tx *Tx) lastEventAgrees(id string) error {
-	p := pagewalk.NewPaths(tx.btx.DB().Path(), tx.btx.DB().Info().PageSize, uint64(tx.btx.Cursor().Bucket().Root()))
+	p := tx.pagePaths()
 	if err := p.Open(); err != nil {
 		return err
 	}
@@ -163,6 +163,13 @@ func (tx *Tx) lastEventAgrees(id string) error {
 		return err
 	}
 	return r.checkSequence(bEvents)
+}
+
+// pagePaths is a walker of the paths to the pages reads follow in tx's
+// snapshot, reading the file bbolt maps (a zero-byte file's stand-in
+// included).
+func (tx *Tx) pagePaths() *pagewalk.Paths {
+	return pagewalk.NewPaths(tx.btx.DB().Path(), tx.btx.DB().Info().PageSize, uint64(tx.btx.Cursor().Bucket().Root()))
 }
 
 // verifyMetas is the walk of CheckMetas.
