@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/patrdb/patrdb/bench/workload"
+	"github.com/patrdb/patrdb/internal/workload"
 	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"

@@ -9,7 +9,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/patrdb/patrdb/bench/workload"
+	"github.com/patrdb/patrdb/internal/workload"
 )
 
 // A contender stores the workload's transactions its own way. prepare runs

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/patrdb/patrdb/bench/workload"
+	"github.com/patrdb/patrdb/internal/workload"
 	"github.com/patrdb/patrdb/model"
 )
 

@@ -197,15 +197,16 @@ func joinInts(xs []int) string {
 	return strings.Join(s, ",")
 }
 
-// moduleRoot walks up from the working directory to the directory holding
-// go.mod, so `go run ./bench` and `go test ./bench` find the same paths.
+// moduleRoot walks up from the working directory to the repository's root,
+// the directory holding go.work (bench/ has a go.mod of its own), so
+// `go run ./bench` and `go test ./bench` find the same paths.
 func moduleRoot() string {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "."
 	}
 	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+		if _, err := os.Stat(filepath.Join(d, "go.work")); err == nil {
 			return d
 		}
 		if filepath.Dir(d) == d {

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/patrdb/patrdb/bench/workload"
+	"github.com/patrdb/patrdb/internal/workload"
 	"github.com/patrdb/patrdb/store"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/patrdb/patrdb/bench/workload"
+	"github.com/patrdb/patrdb/internal/workload"
 	"github.com/patrdb/patrdb/store"
 )
 

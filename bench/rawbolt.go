@@ -10,7 +10,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/patrdb/patrdb/bench/workload"
+	"github.com/patrdb/patrdb/internal/workload"
 	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 )

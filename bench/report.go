@@ -422,7 +422,7 @@ func (res *results) profilesSection() string {
 // not a result.
 const method = `## What is measured
 
-- **Workload.** Seeded PaTR trees (bench/workload): B0=4, K=13, M=2, top-2 expansion, paths capped at 50 turns,
+- **Workload.** Seeded PaTR trees (internal/workload): B0=4, K=13, M=2, top-2 expansion, paths capped at 50 turns,
   routing by tree.Route on noisy scores of a latent branch quality, leaf rewards and GRPO advantages by the engine's
   own rules (tree.PathReward, tree.Advantages); ~300 action tokens with logprobs and ~1,200
   observation tokens per turn, ~4 bytes of text per token. Each transaction is one interval of every tree of a batch;

@@ -20,7 +20,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/patrdb/patrdb/bench/workload"
+	"github.com/patrdb/patrdb/internal/workload"
 	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	bw "github.com/patrdb/patrdb/bench/workload"
+	bw "github.com/patrdb/patrdb/internal/workload"
 	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"

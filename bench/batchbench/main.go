@@ -5,7 +5,7 @@
 //	go run ./bench/batchbench            # 7 repetitions, ~1 minute
 //	go run ./bench/batchbench -reps 5 -results ''
 //
-// The step is one batch of seeded swe-like trees (bench/workload) of LLM
+// The step is one batch of seeded swe-like trees (internal/workload) of LLM
 // shape. Figures, each a ratio taken within a repetition, median and
 // min–max over the repetitions:
 //
@@ -40,7 +40,7 @@ import (
 	"time"
 
 	"github.com/patrdb/patrdb/batch"
-	"github.com/patrdb/patrdb/bench/workload"
+	"github.com/patrdb/patrdb/internal/workload"
 	"github.com/patrdb/patrdb/server"
 	"github.com/patrdb/patrdb/store"
 )
@@ -93,12 +93,12 @@ func repoRoot() (string, error) {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil { // bench/ has a go.mod of its own
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory")
+			return "", fmt.Errorf("no go.work above the working directory: run it in the repository")
 		}
 		dir = parent
 	}
@@ -166,7 +166,7 @@ func run(c config, command string) (string, error) {
 	fmt.Fprintf(w, "\n%s\n\n## Training batch of one step (package batch)\n\n", beginMarker)
 	fmt.Fprintf(w, "- Date: %s; command: `%s`; %d CPUs; %s; %d repetitions × %d timed runs per side, sides taking turns run by run in a rotating order; a repetition's figure is the fastest of its runs (the one least disturbed by the other processes of this shared machine, the same rule for both sides), the table gives the median over repetitions and the min–max; a ratio is taken within a repetition.\n",
 		time.Now().UTC().Format(time.RFC3339), command, runtime.NumCPU(), runtime.Version(), c.reps, c.iters)
-	fmt.Fprintf(w, "- Step: %d swe-like trees (bench/workload, B0=4, K=%d, M=2, top-2, paths capped at %d turns, ~%d action + ~%d observation tokens per turn): %d leaves (%.1f per tree), %.1f turns per leaf path, %d turns stored. Rows layout: %d rows, %d tokens (%.1f MB of arrays); tree layout: %d tokens packed, tree token ratio %.2f.\n",
+	fmt.Fprintf(w, "- Step: %d swe-like trees (internal/workload, B0=4, K=%d, M=2, top-2, paths capped at %d turns, ~%d action + ~%d observation tokens per turn): %d leaves (%.1f per tree), %.1f turns per leaf path, %d turns stored. Rows layout: %d rows, %d tokens (%.1f MB of arrays); tree layout: %d tokens packed, tree token ratio %.2f.\n",
 		st.Trees, c.k, c.maxTurns, c.act, c.obs, st.Leaves, float64(st.Leaves)/float64(st.Trees), float64(st.PathTurns)/float64(st.Leaves), st.Turns,
 		rows.Len(), len(rows.InputIDs), float64(arrayBytes(rows))/1e6, tree.TokensPacked, tree.TreeTokenRatio())
 
