@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/patrdb/patrdb/model"
 	"sort"
+
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/replay/export"
 
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
@@ -364,7 +366,7 @@ var errStop = errors.New("stop")
 // turns and advantages, and the checkpoint that completed it.
 func writeStep(r *store.RunTx, s *sink, step uint64) error {
 	err := r.ForEachGroup(step, func(g model.Group) error {
-		rec, err := replay.ReadGroup(r, g)
+		rec, err := export.ReadGroup(r, g)
 		if err != nil {
 			return err
 		}

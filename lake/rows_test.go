@@ -12,7 +12,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/patrdb/patrdb/lake"
-	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/replay/export"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -35,7 +35,7 @@ func TestJSONLCarriesTheLakesColumns(t *testing.T) {
 	}
 	if err := db.ViewRun("demo", func(r *store.RunTx) error {
 		var err error
-		_, err = replay.Export(ctx, r, replay.ExportOptions{Out: jsonDir, Format: replay.JSONL})
+		_, err = export.Export(ctx, r, export.ExportOptions{Out: jsonDir, Format: export.JSONL})
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -8,28 +8,10 @@ import (
 
 	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/replay/internal/replaytest"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
-
-// benchRun builds a run of realistic events (node records with scores and
-// decisions, turn ranges, advantages, rubrics) for the scan benchmarks.
-func benchRun(b *testing.B) (*store.DB, string, uint64) {
-	b.Helper()
-	db := storetest.Open(b)
-	spec := mediumSpec("bench")
-	spec.steps, spec.groups, spec.tokens = 30, 8, 1
-	buildOneTx(b, db, spec)
-	var last uint64
-	if err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(spec.id)
-		last = r.LastSeq()
-		return err
-	}); err != nil {
-		b.Fatal(err)
-	}
-	return db, spec.id, last
-}
 
 // boltWalk is the anchor: a bare bbolt cursor over runs/<id>/events,
 // touching each value and decoding nothing.
@@ -78,7 +60,7 @@ func storeEvents(db *store.DB, run string) (n int, err error) {
 // state rebuild. Reported: events/s of each and replay's ratio to the
 // bare walk (the replay target asks ≥ 1,000,000 events/s and ≥ 0.5×).
 func BenchmarkScan(b *testing.B) {
-	db, run, last := benchRun(b)
+	db, run, last := replaytest.BenchRun(b)
 	type way struct {
 		name string
 		fn   func(*store.DB, string) (int, error)

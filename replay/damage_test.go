@@ -10,6 +10,8 @@ import (
 
 	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/replay/internal/replaytest"
+	"github.com/patrdb/patrdb/replay/view"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -27,7 +29,7 @@ func TestViewsOfDamagedRecordsFail(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src.patrdb")
 	db := storetest.OpenPath(t, filepath.Join(dir, "built.patrdb"), storetest.Options())
-	buildOneTx(t, db, mediumSpec("m"))
+	replaytest.BuildOneTx(t, db, replaytest.MediumSpec("m"))
 	// An inner node (a parent of two leaves), one of its leaves and their
 	// group's first advantage record, each stored once.
 	var inner, group uint64
@@ -94,15 +96,15 @@ func TestViewsOfDamagedRecordsFail(t *testing.T) {
 		t.Fatal(err)
 	}
 	views := map[string]func(r *store.RunTx) error{
-		"trajectory": func(r *store.RunTx) error { _, err := replay.ViewTrajectory(r, leaves[0]); return err },
-		"branches":   func(r *store.RunTx) error { _, err := replay.ViewBranches(r, leaves); return err },
-		"group":      func(r *store.RunTx) error { _, err := replay.ViewGroup(r, group); return err },
+		"trajectory": func(r *store.RunTx) error { _, err := view.ViewTrajectory(r, leaves[0]); return err },
+		"branches":   func(r *store.RunTx) error { _, err := view.ViewBranches(r, leaves); return err },
+		"group":      func(r *store.RunTx) error { _, err := view.ViewGroup(r, group); return err },
 		"search": func(r *store.RunTx) error {
-			_, err := replay.Search(r, replay.NodeQuery{Limit: replay.MaxSearchLimit})
+			_, err := view.Search(r, view.NodeQuery{Limit: view.MaxSearchLimit})
 			return err
 		},
 		"stats":        func(r *store.RunTx) error { _, err := replay.Stats(r); return err },
-		"env steps":    func(r *store.RunTx) error { _, err := replay.EnvSteps(r); return err },
+		"env steps":    func(r *store.RunTx) error { _, err := view.EnvSteps(r); return err },
 		"step figures": func(r *store.RunTx) error { _, err := replay.StepFigures(r); return err },
 	}
 	for _, c := range []struct {

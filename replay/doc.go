@@ -1,7 +1,9 @@
 // Package replay reads a run's event log back: typed streaming iteration,
 // the run's state as it stood after any event, counterfactual ("what-if")
-// routing over the recorded process scores, run statistics, and JSONL and
-// RL export (the Parquet lake is package lake's).
+// routing over the recorded process scores, and run statistics. Two
+// packages under it build on those reads: replay/export (the JSONL and RL
+// files; the Parquet lake is package lake's) and replay/view (the web
+// viewer's read models).
 //
 // It imports store, and tree only for the pure routing function and its
 // Config; it never writes to the store.
@@ -56,11 +58,8 @@
 // with only that member); a run that recorded none, or one that does not
 // parse, is analysed against tree.DefaultConfig, and the report says so.
 //
-// # Statistics and export
+// # Statistics
 //
 // Stats reads the records group by group; rubric pool sizes over steps come
-// from the events. Export writes Hive-style folders
-// <out>/run=<id>/step=<n>/ into a temporary folder beside the target and
-// renames it into place at the end, so a failed or interrupted export leaves
-// nothing behind.
+// from the events.
 package replay

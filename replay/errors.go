@@ -19,21 +19,9 @@ var (
 	// fails tree.Config.Validate (then tree.ErrInvalidConfig is wrapped too).
 	ErrWhatIfValue = errors.New("replay: bad what-if value")
 
-	// ErrOutExists: the export target exists and is not an empty folder,
-	// and Force was not set.
-	ErrOutExists = errors.New("replay: export target exists and is not empty")
-
-	// ErrExportOptions: an ExportOptions field is out of range (no Out, an
-	// unknown Format).
-	ErrExportOptions = errors.New("replay: bad export options")
-
 	// ErrLog: the event log does not replay (an event refers to a group or
 	// node no earlier event created, or sequence numbers go backwards).
 	// It wraps store.ErrCorrupt as well: a log written by the store always
 	// replays.
 	ErrLog = errors.New("replay: event log does not replay")
 )
-
-// ErrViewQuery: a viewer query is out of range (a page offset or limit, an
-// unknown pool or sort key).
-var ErrViewQuery = errors.New("replay: bad viewer query")

@@ -10,16 +10,17 @@ import (
 
 	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/replay/internal/replaytest"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
 
 func TestIterateTyped(t *testing.T) {
 	db := storetest.Open(t)
-	spec := smallSpec("r")
-	buildOneTx(t, db, spec)
+	spec := replaytest.SmallSpec("r")
+	replaytest.BuildOneTx(t, db, spec)
 	err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(spec.id)
+		r, err := tx.Run(spec.ID)
 		if err != nil {
 			return err
 		}
@@ -75,8 +76,8 @@ func TestIterateTyped(t *testing.T) {
 				t.Errorf("the fixture wrote no %s event", k)
 			}
 		}
-		if seen["rubric.judge"] != spec.steps {
-			t.Errorf("%d rubric.judge events, want %d", seen["rubric.judge"], spec.steps)
+		if seen["rubric.judge"] != spec.Steps {
+			t.Errorf("%d rubric.judge events, want %d", seen["rubric.judge"], spec.Steps)
 		}
 
 		// Ranges.
@@ -145,7 +146,7 @@ func TestIterateStopsAtAnUndecodableEvent(t *testing.T) {
 	defer db.Close()
 	var bad uint64
 	err = db.Update(func(tx *store.Tx) error {
-		r, _, _, err := oneNode(tx, "r")
+		r, _, _, err := replaytest.OneNode(tx, "r")
 		if err != nil {
 			return err
 		}

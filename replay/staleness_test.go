@@ -1,10 +1,11 @@
 package replay_test
 
 import (
-	"github.com/patrdb/patrdb/model"
 	"math"
 	"testing"
 	"time"
+
+	"github.com/patrdb/patrdb/model"
 
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/rollout"

@@ -6,6 +6,7 @@ import (
 
 	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/replay/internal/replaytest"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -20,11 +21,11 @@ type snap struct {
 // replay rebuilds after that commit's last event equals the snapshot.
 func TestStateAtEveryCommit(t *testing.T) {
 	db := storetest.Open(t)
-	spec := smallSpec("r1")
+	spec := replaytest.SmallSpec("r1")
 	snaps := map[uint64]snap{}
 	take := func() {
 		if err := db.View(func(tx *store.Tx) error {
-			r, err := tx.Run(spec.id)
+			r, err := tx.Run(spec.ID)
 			if err != nil {
 				return err
 			}
@@ -35,14 +36,14 @@ func TestStateAtEveryCommit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := db.Update(func(tx *store.Tx) error { _, err := createRun(tx, spec); return err }); err != nil {
+	if err := db.Update(func(tx *store.Tx) error { _, err := replaytest.CreateRun(tx, spec); return err }); err != nil {
 		t.Fatal(err)
 	}
 	take()
-	growRun(t, spec, perTx(t, db, spec.id, take))
+	replaytest.GrowRun(t, spec, replaytest.PerTx(t, db, spec.ID, take))
 
 	err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(spec.id)
+		r, err := tx.Run(spec.ID)
 		if err != nil {
 			return err
 		}
@@ -51,7 +52,7 @@ func TestStateAtEveryCommit(t *testing.T) {
 			t.Fatalf("only %d commits: the fixture is too small to mean much", len(snaps))
 		}
 		// One pass: apply every event and compare at each commit.
-		st := replay.NewState(spec.id)
+		st := replay.NewState(spec.ID)
 		compared := 0
 		err = replay.Iterate(r, 0, 0, func(e replay.Event) error {
 			if err := st.Apply(e); err != nil {
@@ -107,10 +108,10 @@ func checkStateAt(t *testing.T, r *store.RunTx, seq uint64, snaps map[uint64]sna
 // the store.
 func TestStateAtLastEqualsLive(t *testing.T) {
 	db := storetest.Open(t)
-	spec := mediumSpec("big")
-	buildOneTx(t, db, spec)
+	spec := replaytest.MediumSpec("big")
+	replaytest.BuildOneTx(t, db, spec)
 	err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(spec.id)
+		r, err := tx.Run(spec.ID)
 		if err != nil {
 			return err
 		}
@@ -122,7 +123,7 @@ func TestStateAtLastEqualsLive(t *testing.T) {
 		for _, d := range diffState(st, want, readExtras(t, r, want)) {
 			t.Error(d)
 		}
-		if len(st.Nodes) < 50 || len(st.Rubrics) < 4 || st.Custom["rubric.judge"] != spec.steps {
+		if len(st.Nodes) < 50 || len(st.Rubrics) < 4 || st.Custom["rubric.judge"] != spec.Steps {
 			t.Errorf("fixture too thin: %d nodes, %d rubrics, custom %v", len(st.Nodes), len(st.Rubrics), st.Custom)
 		}
 		pools := st.Pools()
@@ -131,7 +132,7 @@ func TestStateAtLastEqualsLive(t *testing.T) {
 				t.Errorf("no rubric ends in pool %s: the fixture should exercise every pool", p)
 			}
 		}
-		if st.Info.Status != model.RunFinished || st.Info.LastStep != uint64(spec.steps) {
+		if st.Info.Status != model.RunFinished || st.Info.LastStep != uint64(spec.Steps) {
 			t.Errorf("run record %+v", st.Info)
 		}
 		return nil
@@ -143,10 +144,10 @@ func TestStateAtLastEqualsLive(t *testing.T) {
 
 func TestStateAtBounds(t *testing.T) {
 	db := storetest.Open(t)
-	spec := smallSpec("r")
-	buildOneTx(t, db, spec)
+	spec := replaytest.SmallSpec("r")
+	replaytest.BuildOneTx(t, db, spec)
 	err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(spec.id)
+		r, err := tx.Run(spec.ID)
 		if err != nil {
 			return err
 		}
@@ -158,7 +159,7 @@ func TestStateAtBounds(t *testing.T) {
 			t.Errorf("StateAt(0) = %+v, %v; want the empty state", st, err)
 		}
 		st, err = replay.StateAt(r, 1)
-		if err != nil || st.Info.ID != spec.id || st.Info.Status != model.RunRunning {
+		if err != nil || st.Info.ID != spec.ID || st.Info.Status != model.RunRunning {
 			t.Errorf("StateAt(1): run %+v, %v; want the created run", st.Info, err)
 		}
 		return nil
@@ -171,9 +172,9 @@ func TestStateAtBounds(t *testing.T) {
 // TestApplyRejectsBrokenLog: events out of order or about records no
 // event created are ErrLog (and ErrCorrupt), not a silently wrong state.
 func TestApplyRejectsBrokenLog(t *testing.T) {
-	spec := smallSpec("r")
+	spec := replaytest.SmallSpec("r")
 	events := smallRunEvents(t, spec)
-	st := replay.NewState(spec.id)
+	st := replay.NewState(spec.ID)
 	if err := st.Apply(events[1]); err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +184,7 @@ func TestApplyRejectsBrokenLog(t *testing.T) {
 	// A node.add whose group was never opened.
 	for _, e := range events {
 		if e.Kind == model.EvNodeAdd {
-			if err := replay.NewState(spec.id).Apply(e); !errors.Is(err, replay.ErrLog) {
+			if err := replay.NewState(spec.ID).Apply(e); !errors.Is(err, replay.ErrLog) {
 				t.Errorf("node.add without its group: %v, want ErrLog", err)
 			}
 			break
@@ -193,13 +194,13 @@ func TestApplyRejectsBrokenLog(t *testing.T) {
 
 // smallRunEvents builds spec's run in one transaction and returns its
 // event log.
-func smallRunEvents(t *testing.T, spec runSpec) []replay.Event {
+func smallRunEvents(t *testing.T, spec replaytest.RunSpec) []replay.Event {
 	t.Helper()
 	db := storetest.Open(t)
-	buildOneTx(t, db, spec)
+	replaytest.BuildOneTx(t, db, spec)
 	var events []replay.Event
 	err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(spec.id)
+		r, err := tx.Run(spec.ID)
 		if err != nil {
 			return err
 		}

@@ -6,15 +6,16 @@ import (
 
 	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/replay/internal/replaytest"
 )
 
 // A node event (status, score, route, reward) about a node no node.add
 // created is a broken log, not a node silently created by its update.
 func TestApplyRejectsUpdateOfUnknownNode(t *testing.T) {
-	spec := smallSpec("r")
+	spec := replaytest.SmallSpec("r")
 	events := smallRunEvents(t, spec)
 	var lost uint64 // the first node added: its node.add is dropped
-	st := replay.NewState(spec.id)
+	st := replay.NewState(spec.ID)
 	for _, e := range events {
 		if lost == 0 && e.Kind == model.EvNodeAdd {
 			lost = e.Node

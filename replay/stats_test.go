@@ -7,6 +7,7 @@ import (
 
 	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/replay/internal/replaytest"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -62,11 +63,11 @@ func TestStatsHandTree(t *testing.T) {
 // the fixture does to its rubrics.
 func TestStatsFixture(t *testing.T) {
 	db := storetest.Open(t)
-	spec := mediumSpec("m")
-	buildOneTx(t, db, spec)
-	st := runStats(t, db, spec.id)
+	spec := replaytest.MediumSpec("m")
+	replaytest.BuildOneTx(t, db, spec)
+	st := runStats(t, db, spec.ID)
 	err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(spec.id)
+		r, err := tx.Run(spec.ID)
 		if err != nil {
 			return err
 		}
@@ -116,8 +117,8 @@ func TestStatsFixture(t *testing.T) {
 				zvAfter[[2]uint64{k.Step, k.Group}] = true
 			}
 		}
-		if len(st.Steps) != spec.steps {
-			t.Fatalf("%d steps, want %d", len(st.Steps), spec.steps)
+		if len(st.Steps) != spec.Steps {
+			t.Fatalf("%d steps, want %d", len(st.Steps), spec.Steps)
 		}
 		sumBefore, sumAfter := 0, 0
 		for _, s := range st.Steps {
@@ -167,7 +168,7 @@ func TestStatsFixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Step by step (see growRun): two drafts a step; from step 2 one is
+	// Step by step (see replaytest.GrowRun): two drafts a step; from step 2 one is
 	// promoted and one merged; from step 3 the older public one retires.
 	want := []replay.PoolSizes{
 		{Step: 1, Candidate: 2},

@@ -1,8 +1,11 @@
 package replay_test
 
 import (
-	"github.com/patrdb/patrdb/model"
+	"math"
 	"testing"
+
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/replay/internal/replaytest"
 
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
@@ -14,10 +17,10 @@ import (
 // pool sizes of the last step that changed them.
 func TestStepFiguresMatchRecords(t *testing.T) {
 	db := storetest.Open(t)
-	spec := mediumSpec("f")
-	buildOneTx(t, db, spec)
+	spec := replaytest.MediumSpec("f")
+	replaytest.BuildOneTx(t, db, spec)
 	err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(spec.id)
+		r, err := tx.Run(spec.ID)
 		if err != nil {
 			return err
 		}
@@ -29,8 +32,8 @@ func TestStepFiguresMatchRecords(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if len(figs) != spec.steps {
-			t.Fatalf("%d steps of figures, want %d", len(figs), spec.steps)
+		if len(figs) != spec.Steps {
+			t.Fatalf("%d steps of figures, want %d", len(figs), spec.Steps)
 		}
 		leavesSeen, zeroSeen := 0, 0
 		for i, m := range figs {
@@ -98,3 +101,5 @@ func TestStepFiguresMatchRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }

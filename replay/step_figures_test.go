@@ -1,9 +1,11 @@
 package replay_test
 
 import (
-	"github.com/patrdb/patrdb/model"
 	"reflect"
 	"testing"
+
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/replay/internal/replaytest"
 
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
@@ -16,13 +18,13 @@ import (
 // the finished run's.
 func TestStepFollowerMatchesStepFigures(t *testing.T) {
 	db := storetest.Open(t)
-	spec := mediumSpec("f")
+	spec := replaytest.MediumSpec("f")
 	var follower replay.StepFollower
 	var calls, withPools int
 	compare := func() {
 		t.Helper()
 		err := db.View(func(tx *store.Tx) error {
-			r, err := tx.Run(spec.id)
+			r, err := tx.Run(spec.ID)
 			if err != nil {
 				return err
 			}
@@ -51,7 +53,7 @@ func TestStepFollowerMatchesStepFigures(t *testing.T) {
 		calls++
 	}
 	mutations := 0
-	buildRun(t, db, spec, perTx(t, db, spec.id, func() {
+	replaytest.BuildRun(t, db, spec, replaytest.PerTx(t, db, spec.ID, func() {
 		if mutations++; mutations%7 == 0 {
 			compare()
 		}
@@ -67,9 +69,9 @@ func TestStepFollowerMatchesStepFigures(t *testing.T) {
 // previous one) answers for that reader's snapshot.
 func TestStepFollowerOlderReaderAndOtherRun(t *testing.T) {
 	db := storetest.Open(t)
-	a, b := smallSpec("a"), mediumSpec("b")
-	buildOneTx(t, db, a)
-	buildOneTx(t, db, b)
+	a, b := replaytest.SmallSpec("a"), replaytest.MediumSpec("b")
+	replaytest.BuildOneTx(t, db, a)
+	replaytest.BuildOneTx(t, db, b)
 	// Run a's pools differ from b's from its first step.
 	err := db.Update(func(tx *store.Tx) error {
 		r, err := tx.Run("a")

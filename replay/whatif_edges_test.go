@@ -6,8 +6,10 @@ package replay_test
 
 import (
 	"errors"
-	"github.com/patrdb/patrdb/model"
 	"testing"
+
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/replay/internal/replaytest"
 
 	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
@@ -85,15 +87,15 @@ func TestWhatIfErrors(t *testing.T) {
 
 func TestWhatIfGroupFilter(t *testing.T) {
 	db := storetest.Open(t)
-	spec := smallSpec("s")
-	buildOneTx(t, db, spec)
+	spec := replaytest.SmallSpec("s")
+	replaytest.BuildOneTx(t, db, spec)
 	var groups []model.Group
-	inRunView(t, db, spec.id, func(r *store.RunTx) (err error) { groups, err = r.Groups(0); return err })
+	inRunView(t, db, spec.ID, func(r *store.RunTx) (err error) { groups, err = r.Groups(0); return err })
 	if len(groups) < 2 {
 		t.Fatalf("fixture has %d groups", len(groups))
 	}
 	for _, g := range groups {
-		inRunView(t, db, spec.id, func(r *store.RunTx) error {
+		inRunView(t, db, spec.ID, func(r *store.RunTx) error {
 			nodes, err := r.GroupNodes(g)
 			if err != nil {
 				return err
@@ -229,7 +231,10 @@ func TestWhatIfRuleOnly(t *testing.T) {
 // empty what-if.
 func TestWhatIfEmptySelection(t *testing.T) {
 	db := storetest.Open(t)
-	if err := db.Update(func(tx *store.Tx) error { _, err := createRun(tx, smallSpec("empty")); return err }); err != nil {
+	if err := db.Update(func(tx *store.Tx) error {
+		_, err := replaytest.CreateRun(tx, replaytest.SmallSpec("empty"))
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	inRunView(t, db, "empty", func(r *store.RunTx) error {

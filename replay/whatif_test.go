@@ -8,6 +8,7 @@ import (
 
 	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/replay/internal/replaytest"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 	"github.com/patrdb/patrdb/tree"
@@ -64,16 +65,16 @@ func recordedDecisions(t *testing.T, db *store.DB, run string) (total int, byRul
 // TestWhatIfRecordedConfigReproduces: with the run's own config, re-running
 // the routing over the recorded scores gives back every recorded decision.
 func TestWhatIfRecordedConfigReproduces(t *testing.T) {
-	median := mediumSpec("median")
-	median.cfg.PruneRule, median.cfg.Delta, median.seed = tree.PruneMedian, 0.2, 3
-	for _, spec := range []runSpec{smallSpec("small"), mediumSpec("medium"), median} {
-		t.Run(spec.id, func(t *testing.T) {
+	median := replaytest.MediumSpec("median")
+	median.Cfg.PruneRule, median.Cfg.Delta, median.Seed = tree.PruneMedian, 0.2, 3
+	for _, spec := range []replaytest.RunSpec{replaytest.SmallSpec("small"), replaytest.MediumSpec("medium"), median} {
+		t.Run(spec.ID, func(t *testing.T) {
 			db := storetest.Open(t)
-			buildOneTx(t, db, spec)
-			total, byRule, turns := recordedDecisions(t, db, spec.id)
-			rep := whatIf(t, db, spec.id, "")
-			if !rep.BaseRecorded || rep.Base != spec.cfg || rep.Config != spec.cfg {
-				t.Errorf("base %+v (recorded %v), config %+v; want the run's %+v", rep.Base, rep.BaseRecorded, rep.Config, spec.cfg)
+			replaytest.BuildOneTx(t, db, spec)
+			total, byRule, turns := recordedDecisions(t, db, spec.ID)
+			rep := whatIf(t, db, spec.ID, "")
+			if !rep.BaseRecorded || rep.Base != spec.Cfg || rep.Config != spec.Cfg {
+				t.Errorf("base %+v (recorded %v), config %+v; want the run's %+v", rep.Base, rep.BaseRecorded, rep.Config, spec.Cfg)
 			}
 			tot := rep.Totals
 			if tot.Differ != 0 || tot.DiffIntervals != 0 || tot.Unobserved != 0 || tot.PartialIntervals != 0 {
@@ -95,10 +96,10 @@ func TestWhatIfRecordedConfigReproduces(t *testing.T) {
 			if byRule[tree.RuleRepeat] == 0 || byRule[tree.RuleTop] == 0 || byRule[tree.RuleSurvive] == 0 {
 				t.Errorf("fixture lacks repeat prunes, expansions or survivals: %v", byRule)
 			}
-			if spec.cfg.MaxActive > 0 && byRule[tree.RuleWidthCap] == 0 {
-				t.Errorf("fixture with MaxActive %d never hit the width cap: %v", spec.cfg.MaxActive, byRule)
+			if spec.Cfg.MaxActive > 0 && byRule[tree.RuleWidthCap] == 0 {
+				t.Errorf("fixture with MaxActive %d never hit the width cap: %v", spec.Cfg.MaxActive, byRule)
 			}
-			if tot.RepeatPrunes != byRule[tree.RuleRepeat] || tot.Prunes != byRule[string(spec.cfg.PruneRule)] {
+			if tot.RepeatPrunes != byRule[tree.RuleRepeat] || tot.Prunes != byRule[string(spec.Cfg.PruneRule)] {
 				t.Errorf("prunes %d (repeat %d), recorded %v", tot.Prunes, tot.RepeatPrunes, byRule)
 			}
 		})
@@ -110,14 +111,14 @@ func TestWhatIfRecordedConfigReproduces(t *testing.T) {
 // what-if key) remain.
 func TestWhatIfDeltaAboveOnePrunesNothing(t *testing.T) {
 	db := storetest.Open(t)
-	spec := mediumSpec("m")
-	buildOneTx(t, db, spec)
-	_, byRule, _ := recordedDecisions(t, db, spec.id)
+	spec := replaytest.MediumSpec("m")
+	replaytest.BuildOneTx(t, db, spec)
+	_, byRule, _ := recordedDecisions(t, db, spec.ID)
 	if byRule[tree.RuleMax] == 0 {
 		t.Fatalf("fixture has no score-based prunes to undo: %v", byRule)
 	}
 	for _, o := range []string{"delta=1.5", "delta=1.01,rule=median"} {
-		rep := whatIf(t, db, spec.id, o)
+		rep := whatIf(t, db, spec.ID, o)
 		if rep.Totals.Prunes != 0 {
 			t.Errorf("%s: %d score-based prunes", o, rep.Totals.Prunes)
 		}
@@ -140,7 +141,7 @@ func TestWhatIfDeltaAboveOnePrunesNothing(t *testing.T) {
 		}
 	}
 	// And the other way: delta 0 prunes everything below the best, earlier.
-	rep := whatIf(t, db, spec.id, "delta=0")
+	rep := whatIf(t, db, spec.ID, "delta=0")
 	if rep.Totals.PrunedEarlier == 0 || rep.Totals.EnvSteps >= rep.Totals.EnvStepsRecorded || rep.Totals.NodesReached >= rep.Totals.NodesRecorded {
 		t.Errorf("delta=0: %+v; want earlier prunes, fewer env steps and nodes", rep.Totals)
 	}
@@ -200,7 +201,7 @@ func handRun(t *testing.T, id string, cfg tree.Config, build func(r *store.RunTx
 	t.Helper()
 	db := storetest.Open(t)
 	err := db.Update(func(tx *store.Tx) error {
-		r, err := createRun(tx, runSpec{id: id, cfg: cfg})
+		r, err := replaytest.CreateRun(tx, replaytest.RunSpec{ID: id, Cfg: cfg})
 		if err != nil {
 			return err
 		}
@@ -403,10 +404,10 @@ func mustJSON(t *testing.T, v any) string {
 
 func TestWhatIfSelection(t *testing.T) {
 	db := storetest.Open(t)
-	spec := smallSpec("s")
-	buildOneTx(t, db, spec)
+	spec := replaytest.SmallSpec("s")
+	replaytest.BuildOneTx(t, db, spec)
 	err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(spec.id)
+		r, err := tx.Run(spec.ID)
 		if err != nil {
 			return err
 		}
@@ -414,8 +415,8 @@ func TestWhatIfSelection(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if rep.Totals.Groups != spec.groups {
-			t.Errorf("step 2: %d groups, want %d", rep.Totals.Groups, spec.groups)
+		if rep.Totals.Groups != spec.Groups {
+			t.Errorf("step 2: %d groups, want %d", rep.Totals.Groups, spec.Groups)
 		}
 		for _, iv := range rep.Intervals {
 			if iv.Step != 2 {

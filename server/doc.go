@@ -46,14 +46,15 @@
 //	GET /api/v1/runs/{run}/checkpoint[?step=N]      {"checkpoint": Checkpoint}
 //	GET /api/v1/runs/{run}/scalars[?from=STEP]      ScalarsPage: the trainer's figures of each step
 //
-// The viewer's reads (viewer_api.go) send figures package replay computes:
+// The viewer's reads (viewer_api.go) send the read models package
+// replay/view builds:
 //
 //	GET /api/v1/runs/{run}/env-steps                EnvSteps: turns sampled per step and in total
-//	GET /api/v1/runs/{run}/groups/{group}/view      replay.GroupView: the tree depth-first, its summary
-//	GET /api/v1/runs/{run}/nodes/{node}/view        replay.TrajectoryView: prompt, turns with token figures, scores on the path, advantage
+//	GET /api/v1/runs/{run}/groups/{group}/view      view.GroupView: the tree depth-first, its summary
+//	GET /api/v1/runs/{run}/nodes/{node}/view        view.TrajectoryView: prompt, turns with token figures, scores on the path, advantage
 //	GET /api/v1/runs/{run}/rubrics/page[?pool=P,P&q=TEXT&sort=id|rho|support|activations&offset=N&limit=N]  RubricPage
-//	GET /api/v1/runs/{run}/search[?text=&status=&leaves=&min_reward=...&limit=N]  replay.SearchResult
-//	GET /api/v1/runs/{run}/branches?nodes=A,B[,...] replay.BranchesView: branches side by side from their fork
+//	GET /api/v1/runs/{run}/search[?text=&status=&leaves=&min_reward=...&limit=N]  view.SearchResult
+//	GET /api/v1/runs/{run}/branches?nodes=A,B[,...] view.BranchesView: branches side by side from their fork
 //
 // # Writes
 //

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/patrdb/patrdb/model"
-	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/replay/view"
 	"github.com/patrdb/patrdb/rubricpool"
 	"github.com/patrdb/patrdb/store"
 )
@@ -16,8 +16,8 @@ import (
 // page needs one request per panel and draws what it gets.
 //
 //	GET /api/v1/runs/{run}/env-steps               EnvSteps
-//	GET /api/v1/runs/{run}/groups/{group}/view     replay.GroupView
-//	GET /api/v1/runs/{run}/nodes/{node}/view       replay.TrajectoryView
+//	GET /api/v1/runs/{run}/groups/{group}/view     view.GroupView
+//	GET /api/v1/runs/{run}/nodes/{node}/view       view.TrajectoryView
 //	GET /api/v1/runs/{run}/rubrics/page?pool=public,candidate&q=TEXT&sort=rho&offset=0&limit=50
 //	                                               RubricPage
 func (s *server) viewerRoutes(prefix string) {
@@ -32,14 +32,14 @@ func (s *server) viewerRoutes(prefix string) {
 // EnvSteps is GET /api/v1/runs/{run}/env-steps: the environment work of
 // each step, for curves against env steps.
 type EnvSteps struct {
-	Steps []replay.StepEnv `json:"steps"`
+	Steps []view.StepEnv `json:"steps"`
 }
 
 func (s *server) envSteps(w http.ResponseWriter, r *http.Request) error {
 	var out EnvSteps
 	err := s.viewParts(r, 0, func(rt *store.RunTx) error {
 		var err error
-		out.Steps, err = replay.EnvSteps(rt)
+		out.Steps, err = view.EnvSteps(rt)
 		return err
 	})
 	if err != nil {
@@ -53,9 +53,9 @@ func (s *server) viewGroup(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var out *replay.GroupView
+	var out *view.GroupView
 	err = s.viewChecked(r, func(rt *store.RunTx) error {
-		out, err = replay.ViewGroup(rt, id)
+		out, err = view.ViewGroup(rt, id)
 		return err
 	})
 	if err != nil {
@@ -69,9 +69,9 @@ func (s *server) viewTrajectory(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var out *replay.TrajectoryView
+	var out *view.TrajectoryView
 	err = s.viewChecked(r, func(rt *store.RunTx) error {
-		out, err = replay.ViewTrajectory(rt, id)
+		out, err = view.ViewTrajectory(rt, id)
 		return err
 	})
 	if err != nil {
@@ -80,7 +80,7 @@ func (s *server) viewTrajectory(w http.ResponseWriter, r *http.Request) error {
 	return s.ok(w, out)
 }
 
-// RubricPage is GET /api/v1/runs/{run}/rubrics/page: a replay.RubricPage
+// RubricPage is GET /api/v1/runs/{run}/rubrics/page: a view.RubricPage
 // whose rubrics carry their running correlation next to the admission rho.
 type RubricPage struct {
 	Total   int                      `json:"total"` // matches, over every page
@@ -91,7 +91,7 @@ type RubricPage struct {
 }
 
 func (s *server) viewRubrics(w http.ResponseWriter, r *http.Request) error {
-	q := replay.RubricQuery{Text: r.URL.Query().Get("q"), Sort: r.URL.Query().Get("sort")}
+	q := view.RubricQuery{Text: r.URL.Query().Get("q"), Sort: r.URL.Query().Get("sort")}
 	if p := r.URL.Query().Get("pool"); p != "" {
 		for _, name := range strings.Split(p, ",") {
 			q.Pools = append(q.Pools, model.RubricPool(strings.TrimSpace(name)))
@@ -109,12 +109,12 @@ func (s *server) viewRubrics(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("offset %d, limit %d: too large", off, lim)
 	}
 	q.Offset, q.Limit = int(off), int(lim)
-	var out *replay.RubricPage
+	var out *view.RubricPage
 	err = s.viewParts(r, 0, func(rt *store.RunTx) error {
-		out, err = replay.Rubrics(rt, q)
+		out, err = view.Rubrics(rt, q)
 		return err
 	})
-	if errors.Is(err, replay.ErrViewQuery) {
+	if errors.Is(err, view.ErrViewQuery) {
 		return withStatus(http.StatusBadRequest, "invalid", err)
 	}
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/patrdb/patrdb/model"
-	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/replay/view"
 	"github.com/patrdb/patrdb/rubricpool"
 )
 
@@ -19,12 +19,12 @@ func TestViewerEndpoints(t *testing.T) {
 	if len(es.Steps) != 3 || es.Steps[2].EnvStepsTotal == 0 || es.Steps[2].Groups != 2 {
 		t.Fatalf("env steps %+v", es)
 	}
-	var gv replay.GroupView
+	var gv view.GroupView
 	e.get("/api/v1/runs/v/groups/2/view", &gv)
 	if gv.Group.ID != 2 || len(gv.Nodes) == 0 || gv.Summary.Nodes != len(gv.Nodes) {
 		t.Fatalf("group view %+v", gv.Summary)
 	}
-	var tv replay.TrajectoryView
+	var tv view.TrajectoryView
 	e.get(fmt.Sprintf("/api/v1/runs/v/nodes/%d/view", gv.Nodes[len(gv.Nodes)-1].ID), &tv)
 	if tv.Group.ID != 2 || len(tv.Turns) == 0 || tv.Turns[0].MeanLogprob == nil {
 		t.Fatalf("trajectory view %+v", tv)

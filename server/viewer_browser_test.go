@@ -13,7 +13,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/patrdb/patrdb/model"
-	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/replay/view"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -22,9 +22,9 @@ import (
 func TestViewerTrajectory(t *testing.T) {
 	e := newEnv(t, Options{})
 	buildViewerRun(t, e.db, "llm", viewerSpec{steps: 2, tasks: 2, roots: 3, nodes: 12, children: 2, tokens: 40, obsLines: 30, seed: 3})
-	var gv replay.GroupView
+	var gv view.GroupView
 	e.get("/api/v1/runs/llm/groups/3/view", &gv)
-	var a, b replay.TreeNode // a child that inherits a prefix, and another node
+	var a, b view.TreeNode // a child that inherits a prefix, and another node
 	for _, n := range gv.Nodes {
 		if n.Parent != 0 && n.Base > 0 && a.ID == 0 {
 			a = n
@@ -35,7 +35,7 @@ func TestViewerTrajectory(t *testing.T) {
 	if a.ID == 0 || b.ID == 0 {
 		t.Fatalf("fixture group lacks a child with a prefix: %+v", gv.Summary)
 	}
-	var tv replay.TrajectoryView
+	var tv view.TrajectoryView
 	e.get(fmt.Sprintf("/api/v1/runs/llm/nodes/%d/view", a.ID), &tv)
 
 	p := newPage(t, e.srv.URL+"/?run=llm&step=2&group=3")
@@ -87,7 +87,7 @@ func TestViewerTrajectory(t *testing.T) {
 			t.Errorf("turn head %q lacks %q", head, w)
 		}
 	}
-	if n := js[int](p, `document.querySelectorAll("#traj li.turn .strip .cell").length`); n != len(tv.Turns)*min(40, replay.StripBins) {
+	if n := js[int](p, `document.querySelectorAll("#traj li.turn .strip .cell").length`); n != len(tv.Turns)*min(40, view.StripBins) {
 		t.Errorf("%d logprob cells", n)
 	}
 	if n := js[int](p, `document.querySelectorAll("#traj li.score").length`); n != len(tv.Scores) || n == 0 {
@@ -116,9 +116,9 @@ func TestViewerTrajectory(t *testing.T) {
 	}
 
 	// A link straight to a failed node: its row and its path say so.
-	var g1 replay.GroupView
+	var g1 view.GroupView
 	e.get("/api/v1/runs/llm/groups/1/view", &g1)
-	var failed replay.TreeNode
+	var failed view.TreeNode
 	for _, n := range g1.Nodes {
 		if n.Status == model.NodeFailed {
 			failed = n
@@ -152,7 +152,7 @@ func jsRound(x float64, d int) string {
 func TestViewerBigGroup(t *testing.T) {
 	e := newEnv(t, Options{})
 	buildViewerRun(t, e.db, "big", viewerSpec{steps: 1, tasks: 1, roots: 16, nodes: 2000, children: 3, tokens: 4, obsLines: 2, seed: 5})
-	var gv replay.GroupView
+	var gv view.GroupView
 	e.get("/api/v1/runs/big/groups/1/view", &gv)
 	if gv.Summary.Nodes < 2000 {
 		t.Fatalf("fixture group has %d nodes", gv.Summary.Nodes)
@@ -256,7 +256,7 @@ func TestViewerRunPage(t *testing.T) {
 	}
 	buildViewerRun(t, e.db, "big", viewerSpec{steps: 100, tasks: tasks, roots: 4, nodes: 12, children: 2, tokens: 16, obsLines: 4, rubrics: 25, seed: 1})
 	buildViewerRun(t, e.db, "small", viewerSpec{steps: 20, tasks: 4, roots: 3, nodes: 10, children: 2, tokens: 4, obsLines: 2, rubrics: 1, seed: 2})
-	var page replay.RubricPage
+	var page view.RubricPage
 	e.get("/api/v1/runs/big/rubrics/page", &page)
 	inPlay := page.Pools[model.PoolPublic] + page.Pools[model.PoolCandidate]
 	if page.Total != inPlay || inPlay < 1000 {

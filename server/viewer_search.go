@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/patrdb/patrdb/model"
-	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/replay/view"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -15,8 +15,8 @@ import (
 //
 //	GET /api/v1/runs/{run}/search?text=&status=completed,pruned&leaves=1&min_reward=&max_reward=
 //	    &min_score=&max_score=&min_advantage=&max_advantage=&policy_version=&failed=1&retried=1&step=&limit=
-//	                                                  replay.SearchResult
-//	GET /api/v1/runs/{run}/branches?nodes=12,15        replay.BranchesView
+//	                                                  view.SearchResult
+//	GET /api/v1/runs/{run}/branches?nodes=12,15        view.BranchesView
 //
 // The search reads what it scans of the whole run (its turns for a text),
 // so a run this server has not checked is checked whole first.
@@ -26,9 +26,9 @@ func (s *server) searchRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var out *replay.SearchResult
+	var out *view.SearchResult
 	err = s.viewRun(r, func(rt *store.RunTx) error {
-		out, err = replay.Search(rt, q)
+		out, err = view.Search(rt, q)
 		return err
 	})
 	return s.viewReply(w, out, err)
@@ -36,7 +36,7 @@ func (s *server) searchRun(w http.ResponseWriter, r *http.Request) error {
 
 // viewReply sends a view, or a view query replay refused as a 400.
 func (s *server) viewReply(w http.ResponseWriter, v any, err error) error {
-	if errors.Is(err, replay.ErrViewQuery) {
+	if errors.Is(err, view.ErrViewQuery) {
 		return withStatus(http.StatusBadRequest, "invalid", err)
 	}
 	if err != nil {
@@ -46,9 +46,9 @@ func (s *server) viewReply(w http.ResponseWriter, v any, err error) error {
 }
 
 // nodeQuery reads a search's query string.
-func nodeQuery(r *http.Request) (replay.NodeQuery, error) {
+func nodeQuery(r *http.Request) (view.NodeQuery, error) {
 	v := r.URL.Query()
-	q := replay.NodeQuery{Text: v.Get("text")}
+	q := view.NodeQuery{Text: v.Get("text")}
 	if len(q.Text) > 1024 {
 		return q, badRequest("text: %d bytes, at most 1024", len(q.Text))
 	}
@@ -81,7 +81,7 @@ func nodeQuery(r *http.Request) (replay.NodeQuery, error) {
 	if err != nil {
 		return q, err
 	}
-	q.Limit = int(min(limit, replay.MaxSearchLimit))
+	q.Limit = int(min(limit, view.MaxSearchLimit))
 	for _, b := range []struct {
 		name string
 		dst  *bool
@@ -104,14 +104,14 @@ func (s *server) viewBranches(w http.ResponseWriter, r *http.Request) error {
 			return badRequest("nodes: %q is not a node id", f)
 		}
 		ids = append(ids, id)
-		if len(ids) > replay.MaxBranches {
-			return badRequest("nodes: more than %d", replay.MaxBranches)
+		if len(ids) > view.MaxBranches {
+			return badRequest("nodes: more than %d", view.MaxBranches)
 		}
 	}
-	var out *replay.BranchesView
+	var out *view.BranchesView
 	err := s.viewChecked(r, func(rt *store.RunTx) error {
 		var err error
-		out, err = replay.ViewBranches(rt, ids)
+		out, err = view.ViewBranches(rt, ids)
 		return err
 	})
 	return s.viewReply(w, out, err)

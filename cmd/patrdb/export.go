@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/replay/export"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -104,7 +104,7 @@ func (a *App) export(ctx context.Context, runArg string, f *exportFlags) (err er
 	case f.as != "" || f.replace:
 		return usageErrorf("--as and --replace are for --format parquet; for jsonl and rl, --force replaces DIR/run=<id>")
 	}
-	opts := replay.ExportOptions{Out: f.out, Format: replay.Format(f.format), Force: f.force}
+	opts := export.ExportOptions{Out: f.out, Format: export.Format(f.format), Force: f.force}
 	if err := opts.Validate(); err != nil {
 		return usageErrorf("--format %q: want parquet, jsonl or rl", f.format)
 	}
@@ -131,18 +131,18 @@ func (a *App) export(ctx context.Context, runArg string, f *exportFlags) (err er
 		}
 	}()
 	opts.OnProgress = a.pauseAtFirst(ctx, "export", opts.OnProgress)
-	var res *replay.ExportResult
+	var res *export.ExportResult
 	err = db.View(func(tx *store.Tx) error {
 		r, err := a.lookupRun(tx, id, store.CheckPages)
 		if err != nil {
 			return err
 		}
-		res, err = replay.Export(ctx, r, opts)
+		res, err = export.Export(ctx, r, opts)
 		return err
 	})
 	finishBar()
 	switch {
-	case errors.Is(err, replay.ErrOutExists):
+	case errors.Is(err, export.ErrOutExists):
 		return usageErrorf("--out %s exists and is not empty: use --force to replace run=%s inside it", f.out, id)
 	case errors.Is(err, context.Canceled):
 		return fmt.Errorf("export interrupted: nothing was written to %s", f.out)

@@ -14,7 +14,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/patrdb/patrdb/lake"
-	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/replay/export"
 )
 
 func TestExportGolden(t *testing.T) {
@@ -140,14 +140,14 @@ func TestExportBadInput(t *testing.T) {
 func TestExportRL(t *testing.T) {
 	path := fixture(t)
 	lake := filepath.Join(t.TempDir(), "lake")
-	var out replay.ExportResult
+	var out export.ExportResult
 	if err := json.Unmarshal([]byte(cli(t, "--db", path, "export", "patr-4x4", "--format", "rl", "--out", lake, "--json").ok(t).stdout), &out); err != nil {
 		t.Fatal(err)
 	}
 	if out.Rows["rl.jsonl"] == 0 || out.Rows["rl.jsonl"] != out.Rows["rl.parquet"] {
 		t.Fatalf("export rl: %+v", out)
 	}
-	rows, err := parquet.ReadFile[replay.RLRow](filepath.Join(lake, "run=patr-4x4", "step=1", "rl.parquet"))
+	rows, err := parquet.ReadFile[export.RLRow](filepath.Join(lake, "run=patr-4x4", "step=1", "rl.parquet"))
 	if err != nil || len(rows) == 0 || len(rows[0].InputIDs) == 0 {
 		t.Fatalf("rl.parquet: %d rows, %v", len(rows), err)
 	}

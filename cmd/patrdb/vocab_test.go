@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"github.com/patrdb/patrdb/model"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/replay/export"
+	"github.com/patrdb/patrdb/replay/view"
 
 	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/internal/vocab"
@@ -105,10 +108,10 @@ var vocabDefs = []vocab.Def{
 	vocab.DefOf("ActivateRequest", api.ActivateRequest{}),
 	// The viewer's replies.
 	vocab.DefOf("EnvSteps", server.EnvSteps{}),
-	vocab.DefOf("GroupView", replay.GroupView{}),
-	vocab.DefOf("TrajectoryView", replay.TrajectoryView{}),
-	vocab.DefOf("SearchResult", replay.SearchResult{}),
-	vocab.DefOf("BranchesView", replay.BranchesView{}),
+	vocab.DefOf("GroupView", view.GroupView{}),
+	vocab.DefOf("TrajectoryView", view.TrajectoryView{}),
+	vocab.DefOf("SearchResult", view.SearchResult{}),
+	vocab.DefOf("BranchesView", view.BranchesView{}),
 	vocab.DefOf("RubricPage", server.RubricPage{}),
 	vocab.DefOf("RubricView", rubricpool.RubricView{}),
 	// Library results the CLI prints as they are.
@@ -118,7 +121,7 @@ var vocabDefs = []vocab.Def{
 	vocab.DefOf("ReplayRunStats", replay.RunStats{}),
 	vocab.DefOf("WhatIfReport", replay.WhatIfReport{}),
 	vocab.DefOf("TreeConfig", tree.Config{}),
-	vocab.DefOf("ExportResult", replay.ExportResult{}),
+	vocab.DefOf("ExportResult", export.ExportResult{}),
 	vocab.DefOf("LakeExportResult", lake.ExportResult{}),
 	vocab.DefOf("RetainResult", lake.RetainResult{}),
 	vocab.DefOf("RestoreResult", lake.RestoreResult{}),

@@ -27,7 +27,7 @@ function initTree() {
   }
 }
 
-// drawGroup takes a replay.GroupView. keep (a live refresh) keeps what the
+// drawGroup takes a view.GroupView. keep (a live refresh) keeps what the
 // reader opened.
 function drawGroup(view, keep) {
   tree.view = view;

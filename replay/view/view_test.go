@@ -1,4 +1,4 @@
-package replay_test
+package view_test
 
 import (
 	"encoding/json"
@@ -10,7 +10,8 @@ import (
 	"testing"
 
 	"github.com/patrdb/patrdb/model"
-	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/replay/internal/replaytest"
+	"github.com/patrdb/patrdb/replay/view"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -18,7 +19,7 @@ import (
 func viewerRun(t *testing.T) *store.DB {
 	t.Helper()
 	db := storetest.Open(t)
-	buildOneTx(t, db, mediumSpec("m"))
+	replaytest.BuildOneTx(t, db, replaytest.MediumSpec("m"))
 	return db
 }
 
@@ -40,7 +41,7 @@ func TestViewTrajectory(t *testing.T) {
 				return err
 			}
 			for _, n := range nodes {
-				v, err := replay.ViewTrajectory(r, n.ID)
+				v, err := view.ViewTrajectory(r, n.ID)
 				if err != nil {
 					return err
 				}
@@ -63,7 +64,7 @@ func TestViewTrajectory(t *testing.T) {
 						low = min(low, float64(x))
 					}
 					if len(pt.ActionLogprobs) > 0 && (math.Abs(*vt.MeanLogprob-sum/float64(len(pt.ActionLogprobs))) > 1e-9 || *vt.MinLogprob != low ||
-						len(vt.LogprobStrip) != min(len(pt.ActionLogprobs), replay.StripBins)) {
+						len(vt.LogprobStrip) != min(len(pt.ActionLogprobs), view.StripBins)) {
 						t.Fatalf("node %d turn %d logprob figures %v %v %v", n.ID, i, *vt.MeanLogprob, *vt.MinLogprob, vt.LogprobStrip)
 					}
 				}
@@ -77,7 +78,7 @@ func TestViewTrajectory(t *testing.T) {
 				}
 				if len(n.Scores) > 0 {
 					withScores++
-					if !slices.ContainsFunc(v.Scores, func(s replay.PathScore) bool { return s.Node == n.ID }) {
+					if !slices.ContainsFunc(v.Scores, func(s view.PathScore) bool { return s.Node == n.ID }) {
 						t.Fatalf("node %d: its own scores are missing", n.ID)
 					}
 				}
@@ -102,11 +103,11 @@ func TestViewGroup(t *testing.T) {
 	db := viewerRun(t)
 	err := db.View(func(tx *store.Tx) error {
 		r, _ := tx.Run("m")
-		if _, err := replay.ViewGroup(r, 1<<40); !errors.Is(err, model.ErrNotFound) {
+		if _, err := view.ViewGroup(r, 1<<40); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("a group the run does not have: %v, want ErrNotFound", err)
 		}
 		return r.ForEachGroup(0, func(g model.Group) error {
-			v, err := replay.ViewGroup(r, g.ID)
+			v, err := view.ViewGroup(r, g.ID)
 			if err != nil {
 				return err
 			}
@@ -174,7 +175,7 @@ func TestEnvSteps(t *testing.T) {
 	db := viewerRun(t)
 	err := db.View(func(tx *store.Tx) error {
 		r, _ := tx.Run("m")
-		steps, err := replay.EnvSteps(r)
+		steps, err := view.EnvSteps(r)
 		if err != nil {
 			return err
 		}
@@ -195,15 +196,15 @@ func TestEnvSteps(t *testing.T) {
 				t.Fatalf("step row %d: %+v (running total %d)", i, s, total)
 			}
 		}
-		if len(steps) != mediumSpec("m").steps || total != turns {
+		if len(steps) != replaytest.MediumSpec("m").Steps || total != turns {
 			t.Fatalf("%d steps, %d env steps; the file holds %d turns", len(steps), total, turns)
 		}
 		// Step by step, the figures are those of the records.
-		walked := map[uint64]*replay.StepEnv{}
+		walked := map[uint64]*view.StepEnv{}
 		err = r.ForEachGroup(0, func(g model.Group) error {
 			w := walked[g.Step]
 			if w == nil {
-				w = &replay.StepEnv{Step: g.Step}
+				w = &view.StepEnv{Step: g.Step}
 				walked[g.Step] = w
 			}
 			w.Groups++
@@ -244,7 +245,7 @@ func TestRubricPages(t *testing.T) {
 		// Pages of 2 cover the default selection once each, public first.
 		var seen []model.Rubric
 		for off := 0; ; off += 2 {
-			p, err := replay.Rubrics(r, replay.RubricQuery{Offset: off, Limit: 2, Sort: "rho"})
+			p, err := view.Rubrics(r, view.RubricQuery{Offset: off, Limit: 2, Sort: "rho"})
 			if err != nil {
 				return err
 			}
@@ -265,7 +266,7 @@ func TestRubricPages(t *testing.T) {
 				t.Fatalf("order: %d (%s, rho %g) before %d (%s, rho %g)", a.ID, a.Pool, a.Rho, b.ID, b.Pool, b.Rho)
 			}
 		}
-		p, err := replay.Rubrics(r, replay.RubricQuery{Pools: []model.RubricPool{model.PoolMerged, model.PoolRetired, model.PoolCandidate, model.PoolPublic}, Text: "DRAFT 2."})
+		p, err := view.Rubrics(r, view.RubricQuery{Pools: []model.RubricPool{model.PoolMerged, model.PoolRetired, model.PoolCandidate, model.PoolPublic}, Text: "DRAFT 2."})
 		if err != nil {
 			return err
 		}
@@ -279,14 +280,14 @@ func TestRubricPages(t *testing.T) {
 		}
 		// No limit is a page of 50; a page past the hits, or of none, is an
 		// empty list (JSON []), not null.
-		if p, err = replay.Rubrics(r, replay.RubricQuery{}); err != nil {
+		if p, err = view.Rubrics(r, view.RubricQuery{}); err != nil {
 			return err
 		}
 		if p.Limit != 50 {
 			t.Errorf("default page: limit %d, want 50", p.Limit)
 		}
-		for _, q := range []replay.RubricQuery{{Text: "no rubric says this"}, {Offset: inPlay}} {
-			p, err := replay.Rubrics(r, q)
+		for _, q := range []view.RubricQuery{{Text: "no rubric says this"}, {Offset: inPlay}} {
+			p, err := view.Rubrics(r, q)
 			if err != nil {
 				return err
 			}
@@ -294,8 +295,8 @@ func TestRubricPages(t *testing.T) {
 				t.Errorf("query %+v: rubrics %s, want []", q, b)
 			}
 		}
-		for _, q := range []replay.RubricQuery{{Limit: replay.MaxRubricPage + 1}, {Offset: -1}, {Pools: []model.RubricPool{"all"}}, {Sort: "text"}} {
-			if _, err := replay.Rubrics(r, q); !errors.Is(err, replay.ErrViewQuery) {
+		for _, q := range []view.RubricQuery{{Limit: view.MaxRubricPage + 1}, {Offset: -1}, {Pools: []model.RubricPool{"all"}}, {Sort: "text"}} {
+			if _, err := view.Rubrics(r, q); !errors.Is(err, view.ErrViewQuery) {
 				t.Errorf("query %+v: %v, want ErrViewQuery", q, err)
 			}
 		}

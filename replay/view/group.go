@@ -1,9 +1,10 @@
-package replay
+package view
 
 import (
 	"math"
 
 	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -90,7 +91,7 @@ func ViewGroup(r *store.RunTx, id uint64) (*GroupView, error) {
 	out := &GroupView{Group: groupHead(g), Nodes: make([]TreeNode, 0, len(nodes))}
 	sum := &out.Summary
 	sum.ByStatus = map[model.NodeStatus]int{}
-	sum.ZeroVariance = GroupFlags(advs).ZeroVariance
+	sum.ZeroVariance = replay.GroupFlags(advs).ZeroVariance
 	kids := map[uint64][]model.Node{}
 	known := make(map[uint64]bool, len(nodes))
 	for _, n := range nodes {

@@ -1,11 +1,12 @@
-package replay_test
+package view_test
 
 import (
 	"errors"
 	"testing"
 
 	"github.com/patrdb/patrdb/model"
-	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/replay/internal/replaytest"
+	"github.com/patrdb/patrdb/replay/view"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -69,7 +70,7 @@ func TestViewBranchesOfAnEarlyFork(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		v, err := replay.ViewBranches(r, kids)
+		v, err := view.ViewBranches(r, kids)
 		if err != nil {
 			return err
 		}
@@ -109,7 +110,7 @@ func TestViewBranchesOfALateForkAndOfAnAncestor(t *testing.T) {
 	var root model.Node
 	var kids []uint64
 	err := db.Update(func(tx *store.Tx) error {
-		r, _, n, err := oneNode(tx, "late")
+		r, _, n, err := replaytest.OneNode(tx, "late")
 		if err != nil {
 			return err
 		}
@@ -139,17 +140,17 @@ func TestViewBranchesOfALateForkAndOfAnAncestor(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		v, err := replay.ViewBranches(r, kids)
+		v, err := view.ViewBranches(r, kids)
 		if err != nil {
 			return err
 		}
-		if v.Fork != 3 || v.ForkNode != root.ID || len(v.Shared) != replay.SharedContext || v.Shared[0].Action != "s1" || v.Shared[1].Action != "s2" {
+		if v.Fork != 3 || v.ForkNode != root.ID || len(v.Shared) != view.SharedContext || v.Shared[0].Action != "s1" || v.Shared[1].Action != "s2" {
 			t.Errorf("siblings parting after 3 shared turns: fork %d at node %d, shared %+v; want 3 at %d, s1 and s2", v.Fork, v.ForkNode, v.Shared, root.ID)
 		}
-		if _, err := replay.ViewBranches(r, []uint64{kids[0], 1 << 40}); !errors.Is(err, model.ErrNotFound) {
+		if _, err := view.ViewBranches(r, []uint64{kids[0], 1 << 40}); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("a node the run does not have beside a branch: %v, want ErrNotFound", err)
 		}
-		v, err = replay.ViewBranches(r, []uint64{root.ID, kids[0]})
+		v, err = view.ViewBranches(r, []uint64{root.ID, kids[0]})
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package replay_test
+package export_test
 
 import (
 	"errors"
@@ -9,7 +9,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/replay/export"
+	"github.com/patrdb/patrdb/replay/internal/replaytest"
 	"github.com/patrdb/patrdb/store/storetest"
 )
 
@@ -21,11 +22,11 @@ func TestRLExportStopsAtAFailedWrite(t *testing.T) {
 	// The second group's rows fill a row group (1024 rows) and go on past
 	// it by more than one batch of pending rows (256): the Parquet writer
 	// then writes the full row group out while the group is exported.
-	flatRun(t, db, "w", flatGroup{1, 1, 0}, flatGroup{1, 1400, 64}, flatGroup{1, 1, 0}, flatGroup{1, 1, 0})
+	replaytest.FlatRun(t, db, "w", replaytest.FlatGroup{Step: 1, Leaves: 1, Tokens: 0}, replaytest.FlatGroup{Step: 1, Leaves: 1400, Tokens: 64}, replaytest.FlatGroup{Step: 1, Leaves: 1, Tokens: 0}, replaytest.FlatGroup{Step: 1, Leaves: 1, Tokens: 0})
 	base := t.TempDir()
 	var last, total int64
 	full := -1
-	_, err := export(t, db, "w", replay.ExportOptions{Out: filepath.Join(base, "lake"), Format: replay.RL, OnProgress: func(done, tot int64) {
+	_, err := runExport(t, db, "w", export.ExportOptions{Out: filepath.Join(base, "lake"), Format: export.RL, OnProgress: func(done, tot int64) {
 		last, total = done, tot
 		if full < 0 {
 			full = redirect(t, base, "step=1/rl.parquet", "/dev/full")

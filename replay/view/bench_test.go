@@ -1,10 +1,11 @@
-package replay_test
+package view_test
 
 import (
 	"testing"
 
 	"github.com/patrdb/patrdb/model"
-	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/replay/internal/replaytest"
+	"github.com/patrdb/patrdb/replay/view"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -13,7 +14,7 @@ import (
 // ViewGroup over GroupNodes, ViewTrajectory over Trajectory, a rubric page
 // over reading every rubric.
 func BenchmarkViewer(b *testing.B) {
-	db, run, _ := benchRun(b)
+	db, run, _ := replaytest.BenchRun(b)
 	var g model.Group
 	var leaf uint64
 	if err := db.View(func(tx *store.Tx) error {
@@ -50,13 +51,13 @@ func BenchmarkViewer(b *testing.B) {
 		})
 	}
 	bench("GroupNodes", func(r *store.RunTx) error { _, err := r.GroupNodes(g); return err })
-	bench("ViewGroup", func(r *store.RunTx) error { _, err := replay.ViewGroup(r, g.ID); return err })
+	bench("ViewGroup", func(r *store.RunTx) error { _, err := view.ViewGroup(r, g.ID); return err })
 	bench("Trajectory", func(r *store.RunTx) error { _, err := r.Trajectory(leaf); return err })
-	bench("ViewTrajectory", func(r *store.RunTx) error { _, err := replay.ViewTrajectory(r, leaf); return err })
+	bench("ViewTrajectory", func(r *store.RunTx) error { _, err := view.ViewTrajectory(r, leaf); return err })
 	bench("Rubrics", func(r *store.RunTx) error { _, err := r.Rubrics(""); return err })
 	bench("RubricPage", func(r *store.RunTx) error {
-		_, err := replay.Rubrics(r, replay.RubricQuery{Text: "draft", Sort: "rho"})
+		_, err := view.Rubrics(r, view.RubricQuery{Text: "draft", Sort: "rho"})
 		return err
 	})
-	bench("EnvSteps", func(r *store.RunTx) error { _, err := replay.EnvSteps(r); return err })
+	bench("EnvSteps", func(r *store.RunTx) error { _, err := view.EnvSteps(r); return err })
 }

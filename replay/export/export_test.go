@@ -1,11 +1,10 @@
-package replay_test
+package export_test
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
-	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -15,24 +14,25 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/patrdb/patrdb/model"
-	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/replay/export"
+	"github.com/patrdb/patrdb/replay/internal/replaytest"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
 
-func export(t *testing.T, db *store.DB, run string, opts replay.ExportOptions) (*replay.ExportResult, error) {
+func runExport(t *testing.T, db *store.DB, run string, opts export.ExportOptions) (*export.ExportResult, error) {
 	t.Helper()
 	return exportCtx(context.Background(), db, run, opts)
 }
 
-func exportCtx(ctx context.Context, db *store.DB, run string, opts replay.ExportOptions) (*replay.ExportResult, error) {
-	var res *replay.ExportResult
+func exportCtx(ctx context.Context, db *store.DB, run string, opts export.ExportOptions) (*export.ExportResult, error) {
+	var res *export.ExportResult
 	err := db.View(func(tx *store.Tx) error {
 		r, err := tx.Run(run)
 		if err != nil {
 			return err
 		}
-		res, err = replay.Export(ctx, r, opts)
+		res, err = export.Export(ctx, r, opts)
 		return err
 	})
 	return res, err
@@ -127,8 +127,6 @@ func readStoreTotals(t *testing.T, db *store.DB, run string) storeTotals {
 	return s
 }
 
-func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
-
 func itoa(x uint64) string {
 	b, _ := json.Marshal(x)
 	return string(b)
@@ -138,17 +136,17 @@ func itoa(x uint64) string {
 // one line per node.
 func TestExportJSONL(t *testing.T) {
 	db := storetest.Open(t)
-	spec := smallSpec("j")
-	buildOneTx(t, db, spec)
+	spec := replaytest.SmallSpec("j")
+	replaytest.BuildOneTx(t, db, spec)
 	out := filepath.Join(t.TempDir(), "out")
 	if err := os.Mkdir(out, 0o755); err != nil { // an existing empty folder is fine
 		t.Fatal(err)
 	}
-	res, err := export(t, db, spec.id, replay.ExportOptions{Out: out, Format: replay.JSONL})
+	res, err := runExport(t, db, spec.ID, export.ExportOptions{Out: out, Format: export.JSONL})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := readStoreTotals(t, db, spec.id)
+	want := readStoreTotals(t, db, spec.ID)
 	type line struct {
 		Run     string `json:"run"`
 		Step    uint64 `json:"step"`
@@ -166,12 +164,12 @@ func TestExportJSONL(t *testing.T) {
 	}
 	leaves := 0
 	err = db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(spec.id)
+		r, err := tx.Run(spec.ID)
 		if err != nil {
 			return err
 		}
-		files, _ := filepath.Glob(filepath.Join(out, "run="+spec.id, "step=*", "trajectories.jsonl"))
-		if len(files) != spec.steps {
+		files, _ := filepath.Glob(filepath.Join(out, "run="+spec.ID, "step=*", "trajectories.jsonl"))
+		if len(files) != spec.Steps {
 			t.Errorf("trajectory files %v", files)
 		}
 		for _, f := range files {
@@ -186,7 +184,7 @@ func TestExportJSONL(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				if len(path) != len(tr.Turns) || tr.PathLen != len(path) || tr.Run != spec.id || tr.Advantage == nil {
+				if len(path) != len(tr.Turns) || tr.PathLen != len(path) || tr.Run != spec.ID || tr.Advantage == nil {
 					t.Errorf("leaf %d: %d turns (path_len %d), store %d", tr.Leaf, len(tr.Turns), tr.PathLen, len(path))
 					continue
 				}
@@ -204,7 +202,7 @@ func TestExportJSONL(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodeLines := 0
-	files, _ := filepath.Glob(filepath.Join(out, "run="+spec.id, "step=*", "nodes.jsonl"))
+	files, _ := filepath.Glob(filepath.Join(out, "run="+spec.ID, "step=*", "nodes.jsonl"))
 	for _, f := range files {
 		for _, l := range readLines(t, f) {
 			var n struct {
@@ -277,18 +275,18 @@ func treeOf(t *testing.T, dir string) map[string]string {
 
 func TestExportRefusesAndReplaces(t *testing.T) {
 	db := storetest.Open(t)
-	a, b := smallSpec("a"), smallSpec("b")
-	buildOneTx(t, db, a)
-	buildOneTx(t, db, b)
+	a, b := replaytest.SmallSpec("a"), replaytest.SmallSpec("b")
+	replaytest.BuildOneTx(t, db, a)
+	replaytest.BuildOneTx(t, db, b)
 	base := t.TempDir()
 	lake := filepath.Join(base, "lake")
-	if _, err := export(t, db, "a", replay.ExportOptions{Out: lake, Format: replay.JSONL}); err != nil {
+	if _, err := runExport(t, db, "a", export.ExportOptions{Out: lake, Format: export.JSONL}); err != nil {
 		t.Fatal(err)
 	}
 	before := treeOf(t, base)
 
 	// Non-empty without force: refused, nothing changes.
-	if _, err := export(t, db, "b", replay.ExportOptions{Out: lake, Format: replay.JSONL}); !errors.Is(err, replay.ErrOutExists) {
+	if _, err := runExport(t, db, "b", export.ExportOptions{Out: lake, Format: export.JSONL}); !errors.Is(err, export.ErrOutExists) {
 		t.Errorf("non-empty out: %v, want ErrOutExists", err)
 	}
 	// A file in the way.
@@ -297,18 +295,18 @@ func TestExportRefusesAndReplaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	before["file"] = "x"
-	if _, err := export(t, db, "a", replay.ExportOptions{Out: file, Format: replay.JSONL, Force: true}); !errors.Is(err, replay.ErrOutExists) {
+	if _, err := runExport(t, db, "a", export.ExportOptions{Out: file, Format: export.JSONL, Force: true}); !errors.Is(err, export.ErrOutExists) {
 		t.Errorf("out is a file: %v, want ErrOutExists", err)
 	}
 	// An unwritable place (a path under a file): an error, nothing created.
-	if _, err := export(t, db, "a", replay.ExportOptions{Out: filepath.Join(file, "sub"), Format: replay.JSONL}); err == nil {
+	if _, err := runExport(t, db, "a", export.ExportOptions{Out: filepath.Join(file, "sub"), Format: export.JSONL}); err == nil {
 		t.Error("export under a file succeeded")
 	}
 	// Bad options and an unknown run.
-	if _, err := export(t, db, "a", replay.ExportOptions{Out: lake, Format: "csv"}); !errors.Is(err, replay.ErrExportOptions) {
+	if _, err := runExport(t, db, "a", export.ExportOptions{Out: lake, Format: "csv"}); !errors.Is(err, export.ErrExportOptions) {
 		t.Errorf("format csv: %v, want ErrExportOptions", err)
 	}
-	if _, err := export(t, db, "nope", replay.ExportOptions{Out: filepath.Join(base, "n"), Format: replay.JSONL}); !errors.Is(err, model.ErrNotFound) {
+	if _, err := runExport(t, db, "nope", export.ExportOptions{Out: filepath.Join(base, "n"), Format: export.JSONL}); !errors.Is(err, model.ErrNotFound) {
 		t.Errorf("unknown run: %v, want ErrNotFound", err)
 	}
 	if got := treeOf(t, base); !equalTrees(got, before) {
@@ -316,7 +314,7 @@ func TestExportRefusesAndReplaces(t *testing.T) {
 	}
 
 	// Force: run b joins the folder, run a stays.
-	if _, err := export(t, db, "b", replay.ExportOptions{Out: lake, Format: replay.RL, Force: true}); err != nil {
+	if _, err := runExport(t, db, "b", export.ExportOptions{Out: lake, Format: export.RL, Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	entries, _ := os.ReadDir(lake)
@@ -324,13 +322,13 @@ func TestExportRefusesAndReplaces(t *testing.T) {
 		t.Errorf("lake after forced export of b: %v", names)
 	}
 	// Force again over run a, now as RL: the JSONL files are gone.
-	if _, err := export(t, db, "a", replay.ExportOptions{Out: lake, Format: replay.RL, Force: true}); err != nil {
+	if _, err := runExport(t, db, "a", export.ExportOptions{Out: lake, Format: export.RL, Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if j, _ := filepath.Glob(filepath.Join(lake, "run=a", "step=*", "nodes.jsonl")); len(j) != 0 {
 		t.Errorf("old export left behind: %v", j)
 	}
-	if p, _ := filepath.Glob(filepath.Join(lake, "run=a", "step=*", "rl.parquet")); len(p) != a.steps {
+	if p, _ := filepath.Glob(filepath.Join(lake, "run=a", "step=*", "rl.parquet")); len(p) != a.Steps {
 		t.Errorf("new export: %v", p)
 	}
 	entries, _ = os.ReadDir(lake)
@@ -373,19 +371,19 @@ func equalTrees(a, b map[string]string) bool {
 // target and no temporary folder.
 func TestExportCancelLeavesNothing(t *testing.T) {
 	db := storetest.Open(t)
-	spec := mediumSpec("c")
-	buildOneTx(t, db, spec)
+	spec := replaytest.MediumSpec("c")
+	replaytest.BuildOneTx(t, db, spec)
 	base := t.TempDir()
 	out := filepath.Join(base, "out")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var calls int
 	err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(spec.id)
+		r, err := tx.Run(spec.ID)
 		if err != nil {
 			return err
 		}
-		_, err = replay.Export(ctx, r, replay.ExportOptions{Out: out, Format: replay.JSONL,
+		_, err = export.Export(ctx, r, export.ExportOptions{Out: out, Format: export.JSONL,
 			OnProgress: func(done, total int64) {
 				calls++
 				if done > total/2 {
@@ -417,7 +415,7 @@ func TestExportResultDescribesTheExport(t *testing.T) {
 	lake := filepath.Join(t.TempDir(), "lake")
 	for _, force := range []bool{false, true} {
 		var done, total int64
-		res, err := export(t, db, "ten", replay.ExportOptions{Out: lake, Format: replay.JSONL, Force: force,
+		res, err := runExport(t, db, "ten", export.ExportOptions{Out: lake, Format: export.JSONL, Force: force,
 			OnProgress: func(d, tot int64) { done, total = d, tot }})
 		if err != nil {
 			t.Fatal(err)
@@ -425,7 +423,7 @@ func TestExportResultDescribesTheExport(t *testing.T) {
 		if done != 1 || total != 1 {
 			t.Errorf("force %v: progress ended at %d of %d, want 1 of 1 (the one group: JSONL holds no log)", force, done, total)
 		}
-		if res == nil || res.Run != "ten" || res.Format != replay.JSONL || res.Dir != filepath.Join(lake, "run=ten") {
+		if res == nil || res.Run != "ten" || res.Format != export.JSONL || res.Dir != filepath.Join(lake, "run=ten") {
 			t.Fatalf("force %v: result %+v, want run ten, format jsonl, dir %s", force, res, filepath.Join(lake, "run=ten"))
 		}
 		built := lake
@@ -465,7 +463,7 @@ func TestExportOfAnEmptyRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	lake := filepath.Join(t.TempDir(), "lake")
-	res, err := export(t, db, "empty", replay.ExportOptions{Out: lake, Format: replay.JSONL})
+	res, err := runExport(t, db, "empty", export.ExportOptions{Out: lake, Format: export.JSONL})
 	if err != nil {
 		t.Fatal(err)
 	}

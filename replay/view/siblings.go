@@ -1,10 +1,11 @@
-package replay
+package view
 
 import (
 	"fmt"
+	"math"
+
 	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
-	"math"
 )
 
 // MaxBranches is the most branches one sibling diff sets side by side.

@@ -1,4 +1,4 @@
-package replay_test
+package export_test
 
 import (
 	"encoding/json"
@@ -6,7 +6,8 @@ import (
 	"testing"
 
 	"github.com/patrdb/patrdb/model"
-	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/replay/export"
+	"github.com/patrdb/patrdb/replay/internal/replaytest"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -15,19 +16,19 @@ import (
 // then the stored value: a missing reward must not read as a reward of 0.
 func TestExportJSONLRewardNullUntilSet(t *testing.T) {
 	db := storetest.Open(t)
-	spec := smallSpec("rw")
-	buildOneTx(t, db, spec)
+	spec := replaytest.SmallSpec("rw")
+	replaytest.BuildOneTx(t, db, spec)
 	out := filepath.Join(t.TempDir(), "out")
-	if _, err := export(t, db, spec.id, replay.ExportOptions{Out: out, Format: replay.JSONL}); err != nil {
+	if _, err := runExport(t, db, spec.ID, export.ExportOptions{Out: out, Format: export.JSONL}); err != nil {
 		t.Fatal(err)
 	}
 	nodes := map[uint64]model.Node{}
 	err := db.View(func(tx *store.Tx) error {
-		r, err := tx.Run(spec.id)
+		r, err := tx.Run(spec.ID)
 		if err != nil {
 			return err
 		}
-		for step := uint64(1); step <= uint64(spec.steps); step++ {
+		for step := uint64(1); step <= uint64(spec.Steps); step++ {
 			gs, err := r.Groups(step)
 			if err != nil {
 				return err
@@ -48,7 +49,7 @@ func TestExportJSONLRewardNullUntilSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	with, without := 0, 0
-	files, _ := filepath.Glob(filepath.Join(out, "run="+spec.id, "step=*", "nodes.jsonl"))
+	files, _ := filepath.Glob(filepath.Join(out, "run="+spec.ID, "step=*", "nodes.jsonl"))
 	for _, f := range files {
 		for _, l := range readLines(t, f) {
 			var line struct {

@@ -1,11 +1,11 @@
-package replay_test
+package view_test
 
 import (
 	"slices"
 	"testing"
 
 	"github.com/patrdb/patrdb/model"
-	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/replay/view"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -50,7 +50,7 @@ func TestRubricsListPoolsInOrder(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		page, err := replay.Rubrics(r, replay.RubricQuery{Pools: []model.RubricPool{model.PoolMerged, model.PoolRetired, model.PoolCandidate, model.PoolPublic}})
+		page, err := view.Rubrics(r, view.RubricQuery{Pools: []model.RubricPool{model.PoolMerged, model.PoolRetired, model.PoolCandidate, model.PoolPublic}})
 		if err != nil {
 			return err
 		}
@@ -104,7 +104,7 @@ func TestRubricsSortHighestFirst(t *testing.T) {
 			"support": {ids[0], ids[1], ids[2], ids[3]},
 			"id":      {ids[0], ids[1], ids[2], ids[3]},
 		} {
-			page, err := replay.Rubrics(r, replay.RubricQuery{Sort: sort})
+			page, err := view.Rubrics(r, view.RubricQuery{Sort: sort})
 			if err != nil {
 				return err
 			}

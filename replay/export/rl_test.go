@@ -1,17 +1,19 @@
-package replay_test
+package export_test
 
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/patrdb/patrdb/batch/batchdb"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/patrdb/patrdb/batch/batchdb"
+	"github.com/patrdb/patrdb/replay/export"
+	"github.com/patrdb/patrdb/replay/internal/replaytest"
+
 	"github.com/patrdb/patrdb/batch"
-	"github.com/patrdb/patrdb/replay"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -20,12 +22,12 @@ import (
 // JSONL and Parquet, with rewards written as floats.
 func TestExportRL(t *testing.T) {
 	db := storetest.Open(t)
-	spec := mediumSpec("rl")
-	buildOneTx(t, db, spec)
+	spec := replaytest.MediumSpec("rl")
+	replaytest.BuildOneTx(t, db, spec)
 	out := filepath.Join(t.TempDir(), "lake")
 	var done, units int64
 	progress := func(d, tot int64) { done, units = d, tot }
-	res, err := export(t, db, "rl", replay.ExportOptions{Out: out, Format: replay.RL, OnProgress: progress})
+	res, err := runExport(t, db, "rl", export.ExportOptions{Out: out, Format: export.RL, OnProgress: progress})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,12 +36,12 @@ func TestExportRL(t *testing.T) {
 	if units == 0 || done != units {
 		t.Errorf("progress ended at %d of %d", done, units)
 	}
-	pq := readRunFiles[replay.RLRow](t, out, "rl", "rl.parquet")
-	if len(pq) != spec.steps || res.Rows["rl.jsonl"] == 0 || res.Rows["rl.jsonl"] != res.Rows["rl.parquet"] {
+	pq := readRunFiles[export.RLRow](t, out, "rl", "rl.parquet")
+	if len(pq) != spec.Steps || res.Rows["rl.jsonl"] == 0 || res.Rows["rl.jsonl"] != res.Rows["rl.parquet"] {
 		t.Fatalf("parquet steps %d, rows %v", len(pq), res.Rows)
 	}
 	total := 0
-	for step := uint64(1); step <= uint64(spec.steps); step++ {
+	for step := uint64(1); step <= uint64(spec.Steps); step++ {
 		want, err := batchdb.ReadDB(db, "rl", step, batch.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -50,7 +52,7 @@ func TestExportRL(t *testing.T) {
 			t.Fatalf("step %d: %d lines, %d parquet rows, batch has %d", step, len(lines), len(rows), want.Len())
 		}
 		for i, line := range lines {
-			var js replay.RLRow
+			var js export.RLRow
 			if err := json.Unmarshal([]byte(line), &js); err != nil {
 				t.Fatal(err)
 			}
@@ -58,7 +60,7 @@ func TestExportRL(t *testing.T) {
 				t.Errorf("step %d row %d: reward not written as a float: %s", step, i, line[:min(len(line), 200)])
 			}
 			lo, hi := want.RowOffsets[i], want.RowOffsets[i+1]
-			for _, r := range []replay.RLRow{js, rows[i]} {
+			for _, r := range []export.RLRow{js, rows[i]} {
 				mask := make([]uint8, len(r.LossMask))
 				for j, m := range r.LossMask {
 					mask[j] = uint8(m)
@@ -90,7 +92,7 @@ func readRunFiles[T any](t *testing.T, out, run, name string) map[string][]T {
 func TestExportRLSkipsAStepWithoutRows(t *testing.T) {
 	db := storetest.Open(t)
 	err := db.Update(func(tx *store.Tx) error {
-		r, g, n, err := oneNode(tx, "none")
+		r, g, n, err := replaytest.OneNode(tx, "none")
 		if err != nil {
 			return err
 		}
@@ -103,7 +105,7 @@ func TestExportRLSkipsAStepWithoutRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "lake")
-	res, err := export(t, db, "none", replay.ExportOptions{Out: out, Format: replay.RL})
+	res, err := runExport(t, db, "none", export.ExportOptions{Out: out, Format: export.RL})
 	if err != nil {
 		t.Fatal(err)
 	}

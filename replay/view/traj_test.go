@@ -1,11 +1,11 @@
-package replay_test
+package view_test
 
 import (
 	"slices"
 	"testing"
 
 	"github.com/patrdb/patrdb/model"
-	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/replay/view"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -54,7 +54,7 @@ func TestViewTrajectoryPathAndOneLogprob(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		v, err := replay.ViewTrajectory(r, child.ID)
+		v, err := view.ViewTrajectory(r, child.ID)
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package replay_test
+package view_test
 
 import (
 	"errors"
@@ -9,7 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/patrdb/patrdb/model"
-	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/replay/internal/replaytest"
+	"github.com/patrdb/patrdb/replay/view"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
@@ -61,13 +62,13 @@ func TestSearchMatchesEveryTrajectory(t *testing.T) {
 			}
 		}
 		one := 0.5
-		for _, q := range []replay.NodeQuery{
-			{Text: word, Limit: replay.MaxSearchLimit},
-			{Text: word, Statuses: []model.NodeStatus{model.NodeCompleted}, Limit: replay.MaxSearchLimit},
-			{Statuses: []model.NodeStatus{model.NodePruned, model.NodeTruncated}, Limit: replay.MaxSearchLimit},
-			{LeavesOnly: true, MinReward: &one, Limit: replay.MaxSearchLimit},
+		for _, q := range []view.NodeQuery{
+			{Text: word, Limit: view.MaxSearchLimit},
+			{Text: word, Statuses: []model.NodeStatus{model.NodeCompleted}, Limit: view.MaxSearchLimit},
+			{Statuses: []model.NodeStatus{model.NodePruned, model.NodeTruncated}, Limit: view.MaxSearchLimit},
+			{LeavesOnly: true, MinReward: &one, Limit: view.MaxSearchLimit},
 		} {
-			res, err := replay.Search(r, q)
+			res, err := view.Search(r, q)
 			if err != nil {
 				return err
 			}
@@ -101,14 +102,14 @@ func TestSearchMatchesEveryTrajectory(t *testing.T) {
 			}
 		}
 		// The limit stops the search and says so; bad queries are refused.
-		res, err := replay.Search(r, replay.NodeQuery{Limit: 3})
+		res, err := view.Search(r, view.NodeQuery{Limit: 3})
 		if err != nil || len(res.Hits) != 3 || !res.More || res.Hits[0].Step < res.Hits[2].Step {
 			t.Errorf("limit 3: %d hits, more %v, %v", len(res.Hits), res.More, err)
 		}
 		lo, hi, nan, inf := 1.0, 0.0, math.NaN(), math.Inf(1)
-		for _, q := range []replay.NodeQuery{{Statuses: []model.NodeStatus{"lost"}}, {MinReward: &lo, MaxReward: &hi},
+		for _, q := range []view.NodeQuery{{Statuses: []model.NodeStatus{"lost"}}, {MinReward: &lo, MaxReward: &hi},
 			{MinReward: &nan}, {MaxScore: &inf}, {MinAdvantage: &nan}} {
-			if _, err := replay.Search(r, q); !errors.Is(err, replay.ErrViewQuery) {
+			if _, err := view.Search(r, q); !errors.Is(err, view.ErrViewQuery) {
 				t.Errorf("query %+v: %v, want ErrViewQuery", q, err)
 			}
 		}
@@ -145,7 +146,7 @@ func TestViewBranchesPartAtTheFork(t *testing.T) {
 				return nil
 			}
 			a, b := leaves[0], leaves[1]
-			v, err := replay.ViewBranches(r, []uint64{a.ID, b.ID})
+			v, err := view.ViewBranches(r, []uint64{a.ID, b.ID})
 			if err != nil {
 				return err
 			}
@@ -186,7 +187,7 @@ func TestViewBranchesPartAtTheFork(t *testing.T) {
 			return nil
 		})
 		for _, ids := range [][]uint64{{first}, {first, other}, {first, first}} {
-			if _, err := replay.ViewBranches(r, ids); !errors.Is(err, replay.ErrViewQuery) {
+			if _, err := view.ViewBranches(r, ids); !errors.Is(err, view.ErrViewQuery) {
 				t.Errorf("branches %v: %v, want ErrViewQuery", ids, err)
 			}
 		}
@@ -236,7 +237,7 @@ func TestSearchVersionsAndSnippets(t *testing.T) {
 			return err
 		}
 		for version, want := range map[uint64][]uint64{4: {ids[0], ids[1]}, 3: {ids[0], ids[3]}, 6: {ids[2]}, 7: nil} {
-			res, err := replay.Search(r, replay.NodeQuery{PolicyVersion: version})
+			res, err := view.Search(r, view.NodeQuery{PolicyVersion: version})
 			if err != nil {
 				return err
 			}
@@ -249,7 +250,7 @@ func TestSearchVersionsAndSnippets(t *testing.T) {
 				t.Errorf("policy version %d: nodes %v, want %v", version, got, want)
 			}
 		}
-		res, err := replay.Search(r, replay.NodeQuery{Text: "NEEDLE"})
+		res, err := view.Search(r, view.NodeQuery{Text: "NEEDLE"})
 		if err != nil {
 			return err
 		}
@@ -278,7 +279,7 @@ func TestSearchBoundEndsAndSnippetStart(t *testing.T) {
 	var id uint64
 	var child model.Node
 	err := db.Update(func(tx *store.Tx) error {
-		r, _, n, err := oneNode(tx, "b")
+		r, _, n, err := replaytest.OneNode(tx, "b")
 		if err != nil {
 			return err
 		}
@@ -303,14 +304,14 @@ func TestSearchBoundEndsAndSnippetStart(t *testing.T) {
 			return err
 		}
 		half := 0.5
-		res, err := replay.Search(r, replay.NodeQuery{MinReward: &half, MaxReward: &half})
+		res, err := view.Search(r, view.NodeQuery{MinReward: &half, MaxReward: &half})
 		if err != nil {
 			return err
 		}
 		if len(res.Hits) != 1 || res.Hits[0].Node != id {
 			t.Errorf("reward in [0.5, 0.5]: %+v, want node %d", res.Hits, id)
 		}
-		res, err = replay.Search(r, replay.NodeQuery{Text: "needle"})
+		res, err = view.Search(r, view.NodeQuery{Text: "needle"})
 		if err != nil {
 			return err
 		}
@@ -328,21 +329,21 @@ func TestSearchBoundEndsAndSnippetStart(t *testing.T) {
 // and a limit of 1 is one hit.
 func TestSearchLimitIsCapped(t *testing.T) {
 	db := storetest.Open(t)
-	flatRun(t, db, "big", flatGroup{1, replay.MaxSearchLimit + 1, 0})
+	replaytest.FlatRun(t, db, "big", replaytest.FlatGroup{Step: 1, Leaves: view.MaxSearchLimit + 1, Tokens: 0})
 	err := db.View(func(tx *store.Tx) error {
 		r, err := tx.Run("big")
 		if err != nil {
 			return err
 		}
-		res, err := replay.Search(r, replay.NodeQuery{Limit: 2 * replay.MaxSearchLimit})
+		res, err := view.Search(r, view.NodeQuery{Limit: 2 * view.MaxSearchLimit})
 		if err != nil {
 			return err
 		}
-		if len(res.Hits) != replay.MaxSearchLimit || !res.More {
-			t.Errorf("limit %d over %d nodes: %d hits, more %v; want %d and more", 2*replay.MaxSearchLimit, replay.MaxSearchLimit+1, len(res.Hits), res.More, replay.MaxSearchLimit)
+		if len(res.Hits) != view.MaxSearchLimit || !res.More {
+			t.Errorf("limit %d over %d nodes: %d hits, more %v; want %d and more", 2*view.MaxSearchLimit, view.MaxSearchLimit+1, len(res.Hits), res.More, view.MaxSearchLimit)
 		}
 		// A limit of 1 is one hit; text in the prompt is found there.
-		res, err = replay.Search(r, replay.NodeQuery{Text: "P", Limit: 1})
+		res, err = view.Search(r, view.NodeQuery{Text: "P", Limit: 1})
 		if err != nil {
 			return err
 		}
@@ -362,7 +363,7 @@ func TestSearchSnippetEndsAtACharacter(t *testing.T) {
 	db := storetest.Open(t)
 	obs := "needle" + strings.Repeat("a", 59) + "é" + "zzz" // 60 bytes after the text end inside é
 	err := db.Update(func(tx *store.Tx) error {
-		r, _, n, err := oneNode(tx, "e")
+		r, _, n, err := replaytest.OneNode(tx, "e")
 		if err != nil {
 			return err
 		}
@@ -376,7 +377,7 @@ func TestSearchSnippetEndsAtACharacter(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		res, err := replay.Search(r, replay.NodeQuery{Text: "needle"})
+		res, err := view.Search(r, view.NodeQuery{Text: "needle"})
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package replay_test
+package export_test
 
 import (
 	"context"
@@ -12,7 +12,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/patrdb/patrdb/replay"
+	"github.com/patrdb/patrdb/replay/export"
+	"github.com/patrdb/patrdb/replay/internal/replaytest"
 	"github.com/patrdb/patrdb/store/storetest"
 )
 
@@ -67,7 +68,7 @@ func redirect(t *testing.T, dir, suffix, dev string) int {
 // no folder, and no file open (the failing one included).
 func TestExportOntoAFailingDiskFails(t *testing.T) {
 	db := storetest.Open(t)
-	flatRun(t, db, "s", flatGroup{1, 2, 0}, flatGroup{1, 2, 0}, flatGroup{2, 2, 0})
+	replaytest.FlatRun(t, db, "s", replaytest.FlatGroup{Step: 1, Leaves: 2, Tokens: 0}, replaytest.FlatGroup{Step: 1, Leaves: 2, Tokens: 0}, replaytest.FlatGroup{Step: 2, Leaves: 2, Tokens: 0})
 	for _, c := range []struct {
 		file, dev string
 		want      error
@@ -80,7 +81,7 @@ func TestExportOntoAFailingDiskFails(t *testing.T) {
 		base := t.TempDir()
 		out := filepath.Join(base, "lake")
 		fd := -1
-		_, err := export(t, db, "s", replay.ExportOptions{Out: out, Format: replay.RL, OnProgress: func(done, total int64) {
+		_, err := runExport(t, db, "s", export.ExportOptions{Out: out, Format: export.RL, OnProgress: func(done, total int64) {
 			if fd < 0 {
 				fd = redirect(t, base, c.file, c.dev)
 			}
@@ -108,12 +109,12 @@ func TestExportOntoAFailingDiskFails(t *testing.T) {
 // not leak a descriptor per failed export.
 func TestExportFailingMidStepClosesItsFiles(t *testing.T) {
 	db := storetest.Open(t)
-	flatRun(t, db, "c", flatGroup{1, 1, 0}, flatGroup{1, 1, 0})
-	for _, format := range []replay.Format{replay.JSONL, replay.RL} {
+	replaytest.FlatRun(t, db, "c", replaytest.FlatGroup{Step: 1, Leaves: 1, Tokens: 0}, replaytest.FlatGroup{Step: 1, Leaves: 1, Tokens: 0})
+	for _, format := range []export.Format{export.JSONL, export.RL} {
 		base := t.TempDir()
 		ctx, cancel := context.WithCancel(context.Background())
 		open := 0
-		_, err := exportCtx(ctx, db, "c", replay.ExportOptions{Out: filepath.Join(base, "lake"), Format: format, OnProgress: func(done, total int64) {
+		_, err := exportCtx(ctx, db, "c", export.ExportOptions{Out: filepath.Join(base, "lake"), Format: format, OnProgress: func(done, total int64) {
 			open = len(openUnder(t, base))
 			cancel()
 		}})
