@@ -351,3 +351,62 @@ func TestCheckedReadCostFollowsTheRead(t *testing.T) {
 		t.Errorf("checked %d pages at 10 steps (of %d), %d at 30 (of %d): want about the same, a small share", small, smallTotal, big, bigTotal)
 	}
 }
+
+// A run's bucket sizes read pages, not records: in checked mode they walk
+// the run's pages with bounds and decode nothing. So a damaged record
+// leaves them as the plain read gives them (the whole-run check is what
+// finds it), and a branch page pointing back at its root fails them with
+// ErrCorrupt naming the bucket, where bbolt's Bucket.Stats would recurse
+// until the stack overflowed.
+func TestCheckedBucketSizesReadPagesNotRecords(t *testing.T) {
+	f := buildCheckedFile(t, 12)
+	sizes := func(path string, checked bool) (out []model.BucketSize, err error) {
+		t.Helper()
+		db := openReadOnly(t, path)
+		defer db.Close()
+		done := make(chan error, 1)
+		go func() {
+			done <- db.View(func(tx *store.Tx) error {
+				if checked {
+					if err := tx.CheckReads(); err != nil {
+						return err
+					}
+				}
+				r, err := tx.Run("r")
+				if err != nil {
+					return err
+				}
+				out, err = r.BucketSizes()
+				return err
+			})
+		}()
+		select {
+		case err = <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("BucketSizes hung")
+		}
+		return out, err
+	}
+	want, err := sizes(f.path, false)
+	if err != nil || len(want) == 0 {
+		t.Fatalf("plain BucketSizes of a sound file: %v, %v", want, err)
+	}
+	if got, err := sizes(f.path, true); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("checked BucketSizes of a sound file = %v, %v; want %v", got, err, want)
+	}
+
+	nodeAt := storetest.ValueAt(t, f.path, "r", "nodes", u64(f.leaf))
+	record := damagedCopy(t, f.path, func(b []byte) { b[nodeAt+3] ^= 0x40 })
+	if got, err := sizes(record, true); err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("checked BucketSizes with a damaged node record = %v, %v; want %v", got, err, want)
+	}
+	if err := verifyRun(t, record); !errors.Is(err, store.ErrCorrupt) {
+		t.Errorf("whole-run check of the damaged record: %v, want ErrCorrupt", err)
+	}
+
+	loop := damagedCopy(t, f.path, func(b []byte) { loopBack(b, bucketRoot(t, f.path, "nodes")) })
+	_, err = sizes(loop, true)
+	if !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), "runs/r/nodes") {
+		t.Errorf("checked BucketSizes with a branch page pointing at its root = %v, want ErrCorrupt naming runs/r/nodes", err)
+	}
+}

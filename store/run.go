@@ -91,14 +91,16 @@ func (r *RunTx) PublishVersion(v uint64) error {
 
 // BucketSizes walks the run's sub-buckets and reports their sizes. It reads
 // every page of the run, so it costs time proportional to the run's size.
+// In checked mode it walks those pages with bounds first, and reads no
+// record.
 func (r *RunTx) BucketSizes() ([]model.BucketSize, error) {
 	if r.checking() {
-		p, err := r.chk.Sound()
-		if err != nil {
-			return nil, err
-		}
-		return p.BucketSizes()
+		return r.chk.BucketSizes()
 	}
+	return r.bucketSizes()
+}
+
+func (r *RunTx) bucketSizes() ([]model.BucketSize, error) {
 	out := make([]model.BucketSize, 0, len(subBuckets))
 	pageSize := int64(r.tx.btx.DB().Info().PageSize)
 	for _, name := range append(subBuckets[:], laterBuckets[:]...) {
