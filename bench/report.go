@@ -497,7 +497,8 @@ const method = `## What is measured
   encoded inside) through the append matrix's harness (bench/matrix.go, ` + "`go run ./bench -matrix`" + `) on its ~1 KB
   (40 action + 80 observation tokens, 512-byte prompts) and tiny (frozenlake) workloads, 2 trees a batch, K=5, paths
   capped at 40 turns, with its step commits: one transaction per 3 whole batches, fsync on, the two sides taking each
-  transaction in turn. The LLM-sized row is the append run above.
+  transaction in turn; 24 commits a repetition at ~1 KB, 48 at tiny turns (3 and 6 times the matrix's). The LLM-sized
+  row is the append run above.
 - **raw bbolt**: the same turn values (store.EncodeTurn, byte-identical) under the same keys plus each touched node's
   record once per transaction, encoded before the clock starts, Put into one bucket; patrdb's page size,
   FillPercent 1.0, the map freelist, DefaultOptions' initial mapping (InitialMmapSize), fsync on — bbolt configured
