@@ -9,7 +9,8 @@
 // shape. Figures, each a ratio taken within a repetition, median and
 // min–max over the repetitions:
 //
-//   - Go: batchdb.ReadInto of the rows layout (one read transaction, buffers
+//   - Go (measured by bench/batchmeasure, which `go run ./bench` reports
+//     too): batchdb.ReadInto of the rows layout (one read transaction, buffers
 //     reused across steps) vs copy() of as many bytes as the batch's
 //     arrays hold; also an allocating batchdb.Read, and the by-hand path
 //     (RunTx.Trajectory per leaf, arrays appended) for reference.
