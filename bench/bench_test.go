@@ -79,8 +79,19 @@ func TestSmoke(t *testing.T) {
 	if rep.Replay.Events == 0 || uint64(rep.Replay.Events) != res.replay.Events {
 		t.Errorf("replay scanned %d events, the store holds %d", rep.Replay.Events, res.replay.Events)
 	}
+	for _, ts := range res.steps {
+		c := rep.Step[ts.size.flag]
+		for _, n := range targetStepContenders {
+			if a := c.res[n]; a.Turns != ts.batch.Stats.Turns || a.Txns != len(ts.batch.Txns) || a.Seconds <= 0 {
+				t.Errorf("%s turns, %s: %+v; want %d turns in %d transactions", ts.size.name, n, a, ts.batch.Stats.Turns, len(ts.batch.Txns))
+			}
+		}
+	}
+	if len(res.steps) != len(targetStepSizes) {
+		t.Errorf("%d step sizes measured, want %d", len(res.steps), len(targetStepSizes))
+	}
 	figs := res.figures()
-	for _, want := range []string{"vs raw bbolt putting patrdb's bytes", "EncodeTurns", "tiny turns", "vs SQLite", "JSONL full-trajectory dump",
+	for _, want := range []string{"vs raw bbolt putting patrdb's bytes", "EncodeTurns", "~1 KB turns", "tiny turns", "batchdb.ReadInto", "client over HTTP", "vs SQLite", "JSONL full-trajectory dump",
 		"raw turn payload", "bytes on disk per tree vs JSONL", "resume", "trajectory", "point read", "replay scan rate", "cursor walk", "peak RSS"} {
 		found := false
 		for _, f := range figs {

@@ -194,6 +194,30 @@ func buildPatrdb(root, exe string, log io.Writer) error {
 // stay near the small file's: they read a run's summary.
 var summaryCommands = [][]string{{"runs"}, {"show", benchRun}}
 
+// coldBatchStep is the step `patrdb batch` reads in the cold figure: the
+// first batch of every resume store, the same trees in each, so the two
+// files differ only in what else they hold.
+const coldBatchStep = 1
+
+// coldCommand is a command the main run times cold: its label in the
+// Targets table and its arguments.
+type coldCommand struct {
+	label string
+	args  []string
+}
+
+// coldCommands are summaryCommands and `patrdb batch` of coldBatchStep,
+// written under out.
+func coldCommands(out string) []coldCommand {
+	var cs []coldCommand
+	for _, args := range summaryCommands {
+		cs = append(cs, coldCommand{strings.Join(args, " "), args})
+	}
+	step := strconv.Itoa(coldBatchStep)
+	return append(cs, coldCommand{"batch " + benchRun + " --step " + step,
+		[]string{"batch", benchRun, "--step", step, "--out", filepath.Join(out, "cold-batch.safetensors"), "--force"}})
+}
+
 // coldCLI is one command timed cold on the anchor and the big file.
 type coldCLI struct {
 	small, big, ratios []float64 // seconds; big ÷ small of each repetition

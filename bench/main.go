@@ -35,6 +35,7 @@ type config struct {
 	ResumeIters int           // open+frontier iterations per repetition and size (median taken)
 	ColdIters   int           // cold iterations (file dropped from the page cache) per repetition
 	Budget      time.Duration // time per micro-measurement loop
+	BatchIters  int           // timed runs per side of the batch figures per repetition (the fastest counts)
 	Out         string        // work directory: stores of this run, cached resume stores, profiles
 	Root        string        // the module's root, where the patrdb command is built from
 	Results     string        // RESULTS.md to rewrite; "" leaves it alone
@@ -54,7 +55,7 @@ func defaultConfig(root string) config {
 	return config{
 		Reps: 5, Trees: 64, Batches: 1, Seed: 1,
 		ResumeSizes: []int{10_000, 100_000, 1_000_000}, ReplayNodes: 100_000,
-		ResumeIters: 30, ColdIters: 3, Budget: 300 * time.Millisecond,
+		ResumeIters: 30, ColdIters: 3, Budget: 300 * time.Millisecond, BatchIters: 7,
 		Out: filepath.Join(root, "bench", "out"), Root: root, Results: filepath.Join(root, "bench", "RESULTS.md"),
 		RSS: true, Profile: true, Log: os.Stderr,
 		MatrixSizes: slices.Clone(matrixSizeFlags), MatrixCommits: slices.Clone(matrixCommitNames),
@@ -66,7 +67,7 @@ func smokeConfig(c config) config {
 	c.Smoke = true
 	c.Reps, c.Trees, c.Batches = 1, 4, 1
 	c.ResumeSizes, c.ReplayNodes = []int{300, 1200}, 1200
-	c.ResumeIters, c.ColdIters = 3, 1
+	c.ResumeIters, c.ColdIters, c.BatchIters = 3, 1, 1
 	c.Budget = 20 * time.Millisecond
 	c.Profile = false
 	return c

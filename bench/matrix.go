@@ -87,26 +87,9 @@ func runMatrix(cfg config, w io.Writer) error {
 		if !slices.Contains(cfg.MatrixSizes, sz.flag) {
 			continue
 		}
-		gen, err := workload.NewGenerator(sz.cfg)
+		batches, step, err := matrixBatches(sz)
 		if err != nil {
 			return err
-		}
-		var batches []workload.Batch
-		for range sz.batches {
-			batches = append(batches, gen.Next())
-		}
-		step := workload.Batch{}
-		for _, b := range batches {
-			step.Stats.Add(b.Stats)
-		}
-		for i := 0; i < len(batches); i += matrixStep {
-			var txn []workload.Op
-			for _, b := range batches[i:min(i+matrixStep, len(batches))] {
-				for _, t := range b.Txns {
-					txn = append(txn, t...)
-				}
-			}
-			step.Txns = append(step.Txns, txn)
 		}
 		for _, commit := range []struct {
 			name    string
@@ -117,7 +100,7 @@ func runMatrix(cfg config, w io.Writer) error {
 			}
 			var reps []matrixCell
 			for rep := range cfg.Reps {
-				cell, err := runMatrixCell(cfg, sz.name, commit.name, commit.batches, rep)
+				cell, err := runMatrixCell(cfg, matrixContenders, sz.name, commit.name, commit.batches, rep)
 				if err != nil {
 					return err
 				}
@@ -131,14 +114,42 @@ func runMatrix(cfg config, w io.Writer) error {
 	return writeMatrix(w, cfg, cells)
 }
 
-func runMatrixCell(cfg config, size, commit string, batches []workload.Batch, rep int) (matrixCell, error) {
+// matrixBatches generates sz's batches, and the same batches as step
+// commits: one transaction per matrixStep batches.
+func matrixBatches(sz matrixSize) ([]workload.Batch, workload.Batch, error) {
+	gen, err := workload.NewGenerator(sz.cfg)
+	if err != nil {
+		return nil, workload.Batch{}, err
+	}
+	var batches []workload.Batch
+	for range sz.batches {
+		batches = append(batches, gen.Next())
+	}
+	step := workload.Batch{}
+	for _, b := range batches {
+		step.Stats.Add(b.Stats)
+	}
+	for i := 0; i < len(batches); i += matrixStep {
+		var txn []workload.Op
+		for _, b := range batches[i:min(i+matrixStep, len(batches))] {
+			for _, t := range b.Txns {
+				txn = append(txn, t...)
+			}
+		}
+		step.Txns = append(step.Txns, txn)
+	}
+	return batches, step, nil
+}
+
+// runMatrixCell runs the contenders names through batches, side by side.
+func runMatrixCell(cfg config, names []string, size, commit string, batches []workload.Batch, rep int) (matrixCell, error) {
 	dir := filepath.Join(cfg.Out, "matrix")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return matrixCell{}, err
 	}
-	cs := make([]contender, len(matrixContenders))
-	paths := make([]string, len(matrixContenders))
-	for i, name := range matrixContenders {
+	cs := make([]contender, len(names))
+	paths := make([]string, len(names))
+	for i, name := range names {
 		c, err := newContender(name)
 		if err != nil {
 			return matrixCell{}, err
@@ -161,7 +172,7 @@ func runMatrixCell(cfg config, size, commit string, batches []workload.Batch, re
 		return matrixCell{}, err
 	}
 	cell := matrixCell{size: size, commit: commit, res: map[string]appendResult{}}
-	for i, name := range matrixContenders {
+	for i, name := range names {
 		cell.res[name] = res[i]
 	}
 	for _, b := range batches {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/patrdb/patrdb/bench/batchmeasure"
 	"github.com/patrdb/patrdb/store"
 )
 
@@ -122,6 +123,16 @@ func (res *results) appendSeries(name string, fn func(appendResult) float64) []f
 	return res.series(func(r repResult) float64 { return fn(r.Append[name]) })
 }
 
+// stepTPS is contender name's turns/s at step size flag (targetStepSizes).
+func (res *results) stepTPS(flag, name string) []float64 {
+	return res.series(func(r repResult) float64 { return r.Step[flag].res[name].turnsPerSec() })
+}
+
+// batchNs is side's time of the batch figures, in nanoseconds.
+func (res *results) batchNs(side batchmeasure.Side) []float64 {
+	return res.series(func(r repResult) float64 { return r.Batch.Wall[side][0] * 1e9 })
+}
+
 func ratio(a, b []float64) []float64 {
 	out := make([]float64, len(a))
 	for i := range a {
@@ -148,25 +159,30 @@ func (res *results) figures() []figure {
 		return fmt.Sprintf("%s: %s turns/s, %s MB/s", n, spread(tps(n), fmtSI), spread(mbs(n), fmtSI))
 	}
 	perTxn := float64(res.stats.Turns) / float64(max(res.txns, 1))
-	lakeTPS := func(n string) []float64 {
-		return res.series(func(r repResult) float64 { return r.Lake[n].turnsPerSec() })
-	}
 	// vs is the append figure of contender p against anchor a.
 	vs := func(name, p, a string, t target) figure {
 		return figure{name: name, measured: desc(p), anchor: desc(a), ratios: ratio(tps(p), tps(a)), target: t}
 	}
 	// The append targets, against raw bbolt putting patrdb's own bytes:
-	// these turns are LLM-sized and a transaction is step-sized.
+	// these turns are LLM-sized and a transaction is step-sized; the
+	// smaller sizes follow.
 	figs = append(figs,
 		vs(fmt.Sprintf("turn append vs raw bbolt putting patrdb's bytes, turns encoded inside the transaction (LLM turns, %.0f turns a commit)", perTxn),
 			cPatrdb, cSameInside, target{">=", 0.85}),
 		vs("same, turns encoded ahead (EncodeTurns, AppendEncodedTurns; the anchor's encoded before its transaction too)",
-			cPatrdbEnc, cSameAhead, target{">=", 0.85}),
-		figure{
-			name:     "same, tiny turns (the frozenlake append run), turns encoded inside",
-			measured: "patrdb: " + spread(lakeTPS(cPatrdb), fmtSI) + " turns/s", anchor: cSameInside + ": " + spread(lakeTPS(cSameInside), fmtSI) + " turns/s",
-			ratios: ratio(lakeTPS(cPatrdb), lakeTPS(cSameInside)), target: target{">=", 0.6},
-		},
+			cPatrdbEnc, cSameAhead, target{">=", 0.85}))
+	// The same target at the matrix's smaller turn sizes, step commits.
+	for _, ts := range res.steps {
+		stps := func(n string) []float64 { return res.stepTPS(ts.size.flag, n) }
+		c := res.reps[0].Step[ts.size.flag]
+		figs = append(figs, figure{
+			name: fmt.Sprintf("same, %s turns (%.0f bytes a turn; the append matrix's step commits, %d turns a commit), turns encoded inside",
+				ts.size.name, float64(c.turnBytes)/float64(max(c.turns, 1)), c.turns/max(c.txns, 1)),
+			measured: "patrdb: " + spread(stps(cPatrdb), fmtSI) + " turns/s", anchor: cSameInside + ": " + spread(stps(cSameInside), fmtSI) + " turns/s",
+			ratios: ratio(stps(cPatrdb), stps(cSameInside)), target: target{">=", ts.min},
+		})
+	}
+	figs = append(figs,
 		vs("turn append vs raw bbolt putting the turns and each touched node's record only (no event log, indexes, groups or counters)",
 			cPatrdb, cBolt, target{}),
 		vs("turn append vs SQLite (step-sized commits)", cPatrdb, cSQLite, target{">=", 2}),
@@ -192,8 +208,8 @@ func (res *results) figures() []figure {
 		anchor:   fmt.Sprintf("%d nodes: %s", res.resume[first].Nodes, spread(rs(first), fmtDur)),
 		ratios:   ratio(rs(last), rs(first)), target: target{"<=", 1.2},
 	})
-	for _, args := range summaryCommands {
-		name := strings.Join(args, " ")
+	for _, cc := range coldCommands(res.cfg.Out) {
+		name := cc.label
 		if res.reps[0].SummaryCold == nil {
 			break
 		}
@@ -223,6 +239,20 @@ func (res *results) figures() []figure {
 			ratios: ratio(cold, cp),
 		})
 	}
+	bw := res.batchNs
+	bs := res.batchStep
+	figs = append(figs,
+		figure{
+			name:     fmt.Sprintf("training batch of one step (%d rows, %d tokens), buffers reused (batchdb.ReadInto) vs memcpy of the same bytes", bs.Rows, bs.Tokens),
+			measured: "ReadInto: " + spread(bw(batchmeasure.ReadInto), fmtDur),
+			anchor:   fmt.Sprintf("memcpy of %s: %s", fmtMB(float64(bs.Bytes)), spread(bw(batchmeasure.Memcpy), fmtDur)),
+			ratios:   ratio(bw(batchmeasure.ReadInto), bw(batchmeasure.Memcpy)), target: target{"<=", 1.5},
+		},
+		figure{
+			name:     "the same batch through the Go client over HTTP (client.Batch + batch.Decode, loopback) vs the in-process call (batchdb.Read, fresh buffers)",
+			measured: "HTTP: " + spread(bw(batchmeasure.HTTP), fmtDur), anchor: "batchdb.Read: " + spread(bw(batchmeasure.Read), fmtDur),
+			ratios: ratio(bw(batchmeasure.HTTP), bw(batchmeasure.Read)), target: target{"<=", 2},
+		})
 	pc := res.series(func(r repResult) float64 { return r.Point.CachedNs })
 	pu := res.series(func(r repResult) float64 { return r.Point.UncachedNs })
 	figs = append(figs, figure{
@@ -343,7 +373,7 @@ func (res *results) details() string {
 
 	ls := res.lakeStats
 	lf := float64(ls.Trees)
-	fmt.Fprintf(&b, "### Append run, frozenlake workload (no target: tiny turns, where per-record costs dominate)\n\n")
+	fmt.Fprintf(&b, "### Append run, frozenlake workload (tiny turns, where per-record costs dominate; no target: the tiny-turn target is the step-commit run below)\n\n")
 	fmt.Fprintf(&b, "Same harness and transaction boundaries: %d batch(es) of %d trees, %d transactions; per tree %.1f nodes and %.0f turns of %.0f bytes.\n\n",
 		res.cfg.Batches, res.cfg.Trees, res.lakeTxns, float64(ls.Nodes)/lf, float64(ls.Turns)/lf, float64(ls.TurnBytes)/float64(max(ls.Turns, 1)))
 	fmt.Fprintf(&b, "| contender | turns/s | patrdb ÷ it | raw bbolt ÷ it | bytes on disk per tree |\n|---|---|---|---|---|\n")
@@ -358,6 +388,19 @@ func (res *results) details() string {
 			spread(lake(n, appendResult.diskPerTree), func(x float64) string { return fmt.Sprintf("%.1f KB", x/1e3) }))
 	}
 	b.WriteString("\n")
+
+	if len(res.steps) > 0 {
+		fmt.Fprintf(&b, "### Append run at ~1 KB and tiny turns (the append matrix's step commits)\n\n")
+		fmt.Fprintf(&b, "| turns | trees written | commits | turns a commit | bytes a turn | patrdb turns/s | raw bbolt, patrdb's bytes, turns encoded inside | patrdb bytes on disk per turn |\n|---|---|---|---|---|---|---|---|\n")
+		for _, ts := range res.steps {
+			c := res.reps[0].Step[ts.size.flag]
+			stps := func(n string) []float64 { return res.stepTPS(ts.size.flag, n) }
+			fmt.Fprintf(&b, "| %s | %d | %d | %d | %.0f | %s | %s | %.0f |\n", ts.size.name, ts.batch.Stats.Trees, c.txns, c.turns/max(c.txns, 1),
+				float64(c.turnBytes)/float64(max(c.turns, 1)), spread(stps(cPatrdb), fmtSI), spread(stps(cSameInside), fmtSI),
+				float64(c.res[cPatrdb].Disk)/float64(max(c.turns, 1)))
+		}
+		b.WriteString("\n")
+	}
 
 	fmt.Fprintf(&b, "### Resume growth (frozenlake stores, same half-grown last batch in each)\n\n")
 	fmt.Fprintf(&b, "| store | nodes | events | file | frontier nodes | open + load frontier, warm | ÷ smallest | cold (file evicted) |\n|---|---|---|---|---|---|---|---|\n")
@@ -383,6 +426,15 @@ func (res *results) details() string {
 		res.reps[0].Point.Nodes,
 		spread(res.series(func(r repResult) float64 { return r.Point.CachedNs }), fmtDur),
 		spread(res.series(func(r repResult) float64 { return r.Point.UncachedNs }), fmtDur))
+	bs := res.batchStep
+	fmt.Fprintf(&b, "- Training batch: a step of %d trees, %d leaves, %d turns stored; its rows batch %d rows, %d tokens, %s of arrays; "+
+		"ReadInto %s, batchdb.Read %s, over HTTP %s, by hand (RunTx.Trajectory per leaf) %s, memcpy %s.\n",
+		bs.Stats.Trees, bs.Stats.Leaves, bs.Stats.Turns, bs.Rows, bs.Tokens, fmtMB(float64(bs.Bytes)),
+		spread(res.batchNs(batchmeasure.ReadInto), fmtDur),
+		spread(res.batchNs(batchmeasure.Read), fmtDur),
+		spread(res.batchNs(batchmeasure.HTTP), fmtDur),
+		spread(res.batchNs(batchmeasure.ByHand), fmtDur),
+		spread(res.batchNs(batchmeasure.Memcpy), fmtDur))
 	rp := res.reps[0].Replay
 	fmt.Fprintf(&b, "- Replay: the %s-node resume store's %d events; per event RunTx.Events %s, bare cursor walk %s, walk + CRC32C + copy %s.\n",
 		sizeLabel(res.replay.Target), rp.Events,
@@ -441,6 +493,12 @@ const method = `## What is measured
   bbolt best); FillPercent 1.0, patrdb's page size, fsync on, the same commits. "Turns encoded inside": it encodes
   the turn values inside its timed transaction (store.EncodeTurn), as AppendTurns does; "encoded ahead": everything
   encoded before the clock, against patrdb given EncodeTurns' output.
+- **Append targets at ~1 KB and tiny turns**: the same two sides (patrdb; raw bbolt putting patrdb's bytes, turns
+  encoded inside) through the append matrix's harness (bench/matrix.go, ` + "`go run ./bench -matrix`" + `) on its ~1 KB
+  (40 action + 80 observation tokens, 512-byte prompts) and tiny (frozenlake) workloads, 2 trees a batch, K=5, paths
+  capped at 40 turns, with its step commits: one transaction per 3 whole batches, fsync on, the two sides taking each
+  transaction in turn; 24 commits a repetition at ~1 KB, 48 at tiny turns (3 and 6 times the matrix's). The LLM-sized
+  row is the append run above.
 - **raw bbolt**: the same turn values (store.EncodeTurn, byte-identical) under the same keys plus each touched node's
   record once per transaction, encoded before the clock starts, Put into one bucket; patrdb's page size,
   FillPercent 1.0, the map freelist, DefaultOptions' initial mapping (InitialMmapSize), fsync on — bbolt configured
@@ -455,9 +513,18 @@ const method = `## What is measured
   group's record, Close.
 - **Trajectory**: RunTx.Trajectory of the append run's longest leaf; anchor: bytes.Clone of as many bytes as its
   turns occupy in the file. Cold: the file evicted from the page cache (posix_fadvise DONTNEED) and reopened.
-- **Summaries cold**: ` + "`patrdb runs` and `patrdb show bench`" + ` (the command built from this tree), a fresh process
-  on the largest and the smallest resume store in turn, the file evicted from the page cache before each; timed
-  from exec to exit (the process floor, some 7 ms, is in both).
+- **Summaries and batch cold**: ` + "`patrdb runs`, `patrdb show bench` and `patrdb batch bench --step 1 --out FILE --force`" + `
+  (the command built from this tree), a fresh process on the largest and the smallest resume store in turn, the
+  file evicted from the page cache before each; timed from exec to exit (the process floor, some 7 ms, is in both).
+  Step 1 is the first batch of every resume store, the same 64 trees in each, so the two files differ only in what
+  else they hold; the batch (rows layout) goes to a file under the work directory, written beside it and renamed
+  into place, as the command always does.
+- **Training batch** (bench/batchmeasure, shared with ` + "`go run ./bench/batchbench`" + `): one step of 32 swe-like
+  trees (K=4, paths capped at 26 turns, ~150 action + ~350 observation tokens a turn) in its own store; its rows
+  batch read by batchdb.ReadInto into buffers reused across runs, against copy() of as many bytes as the batch's
+  arrays hold between two warm buffers; and client.Batch + batch.Decode through server.Handler on loopback against
+  batchdb.Read (fresh buffers) in process. The sides take turns run by run in a rotating order, 7 runs each a
+  repetition; a repetition's figure is each side's fastest run.
 - **Replay**: RunTx.Events over a resume store's whole log; anchors: a bare bbolt cursor walk of the events
   bucket, and a walk that also checks each value's CRC32C and copies it.
 - **Peak RSS**: the runner re-executes itself per contender; the child does one append run and reports its VmHWM.

@@ -14,12 +14,12 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/patrdb/patrdb/bench/batchmeasure"
 	"github.com/patrdb/patrdb/internal/workload"
 	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
@@ -37,6 +37,11 @@ type results struct {
 	// without a target: tiny turns, where per-record costs dominate.
 	lakeStats workload.Stats
 	lakeTxns  int
+	// steps are the matrix's sizes measured in the main run, step
+	// commits (targetStepSizes), with their step-commit batch.
+	steps []targetStep
+	// batchStep describes the store of the batch figures.
+	batchStep batchStepInfo
 	resume    []resumeInfo // one per cfg.ResumeSizes
 	replay    resumeInfo
 	reps      []repResult
@@ -62,9 +67,14 @@ type repResult struct {
 	Resume []resumeResult // parallel to cfg.ResumeSizes
 	Replay replayResult
 	RSS    map[string]int64 // peak RSS in bytes, by contender (and cHarness)
-	// SummaryCold is each of summaryCommands (by its words) run cold on
-	// the smallest and the largest resume store.
+	// SummaryCold is each of coldCommands (by its label) run cold on the
+	// smallest and the largest resume store.
 	SummaryCold map[string]coldCLI
+	// Step is the append targets' runs at the matrix's smaller turn sizes
+	// with step commits, by size flag (targetStepSizes).
+	Step map[string]matrixCell
+	// Batch is the Go figures of reading a step's training batch.
+	Batch batchmeasure.Times
 }
 
 func sweBatches(seed uint64, trees, n int) ([]workload.Batch, error) {
@@ -136,6 +146,15 @@ func run(cfg config) (*results, error) {
 	if err != nil && cfg.RSS {
 		return nil, fmt.Errorf("peak RSS needs the runner's executable: %w", err)
 	}
+	if res.steps, err = targetSteps(cfg); err != nil {
+		return nil, err
+	}
+	bstep, err := buildBatchStep(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("batch step: %w", err)
+	}
+	defer bstep.Close()
+	res.batchStep = batchStepInfo{Stats: bstep.Stats, Rows: bstep.Rows.Len(), Tokens: len(bstep.Rows.InputIDs), Bytes: batchmeasure.ArrayBytes(bstep.Rows)}
 	var patrdbExe string // for the cold summaries; "" skips them
 	if canDropCache && !cfg.Smoke {
 		patrdbExe = filepath.Join(cfg.Out, "patrdb")
@@ -209,14 +228,30 @@ func run(cfg config) (*results, error) {
 		}
 		if patrdbExe != "" {
 			rr.SummaryCold = map[string]coldCLI{}
-			for _, args := range summaryCommands {
-				c, err := timeCLICold(patrdbExe, res.resume[0].Path, res.resume[len(res.resume)-1].Path, 1, args...)
+			for _, cc := range coldCommands(cfg.Out) {
+				c, err := timeCLICold(patrdbExe, res.resume[0].Path, res.resume[len(res.resume)-1].Path, 1, cc.args...)
 				if err != nil {
 					return nil, err
 				}
-				rr.SummaryCold[strings.Join(args, " ")] = c
+				rr.SummaryCold[cc.label] = c
 			}
 		}
+		rr.Step = map[string]matrixCell{}
+		for _, ts := range res.steps {
+			t1 := time.Now()
+			c, err := runMatrixCell(cfg, targetStepContenders, ts.size.name, matrixCommitNames[1], []workload.Batch{ts.batch}, rep)
+			if err != nil {
+				return nil, fmt.Errorf("append, %s turns: %w", ts.size.name, err)
+			}
+			rr.Step[ts.size.flag] = c
+			fmt.Fprintf(log, "  append, %s turns, step commits, in %.1f s: patrdb %.0f turns/s, raw bbolt putting patrdb's bytes %.0f\n", ts.size.name,
+				time.Since(t1).Seconds(), c.res[cPatrdb].turnsPerSec(), c.res[cSameInside].turnsPerSec())
+		}
+		t1 := time.Now()
+		if rr.Batch, err = bstep.Measure(1, cfg.BatchIters); err != nil {
+			return nil, fmt.Errorf("batch: %w", err)
+		}
+		fmt.Fprintf(log, "  batch figures in %.1f s\n", time.Since(t1).Seconds())
 		if rr.Replay, err = measureReplay(res.replay.Path); err != nil {
 			return nil, fmt.Errorf("replay: %w", err)
 		}
@@ -241,6 +276,73 @@ func run(cfg config) (*results, error) {
 	}
 	res.elapsed = time.Since(res.started)
 	return res, nil
+}
+
+// targetStepSizes are the matrix's turn sizes whose step commits the main
+// run measures for the append targets (the LLM size is its own append
+// run) with the least ratio each must reach, and targetStepContenders
+// the two sides of those targets.
+var (
+	targetStepSizes = []struct {
+		flag  string
+		min   float64
+		scale int // times the matrix's batches a repetition writes, in commits of the matrix's size
+	}{{matrixSizeFlags[1], 0.85, 3}, {matrixSizeFlags[0], 0.8, 6}}
+	targetStepContenders = []string{cPatrdb, cSameInside}
+)
+
+// targetStep is one of targetStepSizes with its step-commit batch.
+type targetStep struct {
+	size  matrixSize
+	min   float64
+	batch workload.Batch
+}
+
+func targetSteps(cfg config) ([]targetStep, error) {
+	var out []targetStep
+	for _, t := range targetStepSizes {
+		for _, sz := range matrixSizes(cfg.Seed, cfg.Smoke) {
+			if sz.flag != t.flag {
+				continue
+			}
+			if !cfg.Smoke {
+				// A matrix repetition's few commits take some 0.1 s
+				// here: one slow fsync would decide the ratio.
+				sz.batches *= t.scale
+			}
+			_, step, err := matrixBatches(sz)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, targetStep{sz, t.min, step})
+		}
+	}
+	return out, nil
+}
+
+// batchStepInfo describes the step whose training batch the batch figures
+// read.
+type batchStepInfo struct {
+	Stats        workload.Stats
+	Rows, Tokens int
+	Bytes        int64 // of the rows batch's arrays
+}
+
+// buildBatchStep writes the batch figures' step into a fresh store under
+// cfg.Out.
+func buildBatchStep(cfg config) (*batchmeasure.Step, error) {
+	dir := filepath.Join(cfg.Out, "work-batch")
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	c := batchmeasure.Default()
+	if cfg.Smoke {
+		c = batchmeasure.Smoke()
+	}
+	return batchmeasure.Build(c, filepath.Join(dir, "step.db"))
 }
 
 // verify checks, once, that every contender stored the same work (and

@@ -9,7 +9,8 @@
 // shape. Figures, each a ratio taken within a repetition, median and
 // min–max over the repetitions:
 //
-//   - Go: batchdb.ReadInto of the rows layout (one read transaction, buffers
+//   - Go (measured by bench/batchmeasure, which `go run ./bench` reports
+//     too): batchdb.ReadInto of the rows layout (one read transaction, buffers
 //     reused across steps) vs copy() of as many bytes as the batch's
 //     arrays hold; also an allocating batchdb.Read, and the by-hand path
 //     (RunTx.Trajectory per leaf, arrays appended) for reference.
@@ -26,10 +27,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"github.com/patrdb/patrdb/batch/batchdb"
-
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,15 +37,14 @@ import (
 	"time"
 
 	"github.com/patrdb/patrdb/batch"
-	"github.com/patrdb/patrdb/internal/workload"
-	"github.com/patrdb/patrdb/server"
+	"github.com/patrdb/patrdb/batch/batchdb"
+	"github.com/patrdb/patrdb/bench/batchmeasure"
 	"github.com/patrdb/patrdb/store"
 )
 
 type config struct {
-	reps, iters, trees        int
-	maxTurns, k, act, obs     int
-	seed                      uint64
+	reps, iters               int
+	step                      batchmeasure.Config
 	results, python, pyClient string
 	cpuprofile                string
 }
@@ -62,12 +58,13 @@ func main() {
 	c := config{}
 	flag.IntVar(&c.reps, "reps", 7, "repetitions of every figure (>= 5 for the medians RESULTS.md reports)")
 	flag.IntVar(&c.iters, "iters", 7, "timed runs per side per repetition (the fastest is the repetition's figure)")
-	flag.IntVar(&c.trees, "trees", 32, "trees in the step")
-	flag.IntVar(&c.maxTurns, "max-turns", 26, "turn cap of a root-to-leaf path")
-	flag.IntVar(&c.k, "k", 4, "turns per interval")
-	flag.IntVar(&c.act, "action-tokens", 150, "mean action tokens per turn")
-	flag.IntVar(&c.obs, "observation-tokens", 350, "mean observation tokens per turn")
-	flag.Uint64Var(&c.seed, "seed", 1, "workload seed")
+	def := batchmeasure.Default()
+	flag.IntVar(&c.step.Trees, "trees", def.Trees, "trees in the step")
+	flag.IntVar(&c.step.MaxTurns, "max-turns", def.MaxTurns, "turn cap of a root-to-leaf path")
+	flag.IntVar(&c.step.K, "k", def.K, "turns per interval")
+	flag.IntVar(&c.step.ActionTokens, "action-tokens", def.ActionTokens, "mean action tokens per turn")
+	flag.IntVar(&c.step.ObservationTokens, "observation-tokens", def.ObservationTokens, "mean observation tokens per turn")
+	flag.Uint64Var(&c.step.Seed, "seed", def.Seed, "workload seed")
 	flag.StringVar(&c.results, "results", filepath.Join(root, "bench", "RESULTS.md"), "RESULTS.md to append the section to; '' prints it only")
 	flag.StringVar(&c.python, "python", "python3", "the Python for the client figure; '' skips it")
 	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the Go figures to `FILE`")
@@ -104,61 +101,20 @@ func repoRoot() (string, error) {
 	}
 }
 
-const run0 = "bench"
-
-// build writes one step of the workload into a fresh store.
-func build(c config, path string) (*store.DB, workload.Stats, error) {
-	wc := workload.SWEConfig(c.seed)
-	wc.Trees, wc.Tree.K, wc.Tree.MaxTurns = c.trees, c.k, c.maxTurns
-	wc.ActionTokens, wc.ObservationTokens = c.act, c.obs
-	wc.DoneHazard = 0.03
-	gen, err := workload.NewGenerator(wc)
-	if err != nil {
-		return nil, workload.Stats{}, err
-	}
-	opts := store.DefaultOptions()
-	opts.NoSync = true
-	db, err := store.Open(path, opts)
-	if err != nil {
-		return nil, workload.Stats{}, err
-	}
-	b := gen.Next()
-	err = db.Update(func(tx *store.Tx) error { _, err := tx.CreateRun(run0, nil, nil); return err })
-	for _, txn := range b.Txns {
-		if err != nil {
-			break
-		}
-		err = workload.ApplyTxn(db, run0, txn)
-	}
-	if err != nil {
-		db.Close()
-		return nil, workload.Stats{}, err
-	}
-	return db, b.Stats, nil
-}
-
 func run(c config, command string) (string, error) {
 	dir, err := os.MkdirTemp("", "batchbench-")
 	if err != nil {
 		return "", err
 	}
 	defer os.RemoveAll(dir)
-	start := time.Now()
-	db, st, err := build(c, filepath.Join(dir, "step.db"))
+	step, err := batchmeasure.Build(c.step, filepath.Join(dir, "step.db"))
 	if err != nil {
 		return "", err
 	}
-	built := time.Since(start)
-	defer db.Close()
-	rows, err := batchdb.ReadDB(db, run0, 1, batch.Options{})
+	defer step.Close()
+	db, st, rows, built := step.DB, step.Stats, step.Rows, step.Built
+	tree, err := batchdb.ReadDB(db, batchmeasure.Run, 1, batch.Options{Layout: batch.Tree})
 	if err != nil {
-		return "", err
-	}
-	tree, err := batchdb.ReadDB(db, run0, 1, batch.Options{Layout: batch.Tree})
-	if err != nil {
-		return "", err
-	}
-	if err := checkByHand(db, rows); err != nil {
 		return "", err
 	}
 	var out strings.Builder
@@ -167,8 +123,8 @@ func run(c config, command string) (string, error) {
 	fmt.Fprintf(w, "- Date: %s; command: `%s`; %d CPUs; %s; %d repetitions × %d timed runs per side, sides taking turns run by run in a rotating order; a repetition's figure is the fastest of its runs (the one least disturbed by the other processes of this shared machine, the same rule for both sides), the table gives the median over repetitions and the min–max; a ratio is taken within a repetition.\n",
 		time.Now().UTC().Format(time.RFC3339), command, runtime.NumCPU(), runtime.Version(), c.reps, c.iters)
 	fmt.Fprintf(w, "- Step: %d swe-like trees (internal/workload, B0=4, K=%d, M=2, top-2, paths capped at %d turns, ~%d action + ~%d observation tokens per turn): %d leaves (%.1f per tree), %.1f turns per leaf path, %d turns stored. Rows layout: %d rows, %d tokens (%.1f MB of arrays); tree layout: %d tokens packed, tree token ratio %.2f.\n",
-		st.Trees, c.k, c.maxTurns, c.act, c.obs, st.Leaves, float64(st.Leaves)/float64(st.Trees), float64(st.PathTurns)/float64(st.Leaves), st.Turns,
-		rows.Len(), len(rows.InputIDs), float64(arrayBytes(rows))/1e6, tree.TokensPacked, tree.TreeTokenRatio())
+		st.Trees, c.step.K, c.step.MaxTurns, c.step.ActionTokens, c.step.ObservationTokens, st.Leaves, float64(st.Leaves)/float64(st.Trees), float64(st.PathTurns)/float64(st.Leaves), st.Turns,
+		rows.Len(), len(rows.InputIDs), float64(batchmeasure.ArrayBytes(rows))/1e6, tree.TokensPacked, tree.TreeTokenRatio())
 
 	if c.cpuprofile != "" {
 		f, err := os.Create(c.cpuprofile)
@@ -180,7 +136,7 @@ func run(c config, command string) (string, error) {
 			return "", err
 		}
 	}
-	goFig, err := goFigures(c, db, rows)
+	goFig, err := goFigures(c, step)
 	pprof.StopCPUProfile()
 	if err != nil {
 		return "", err
@@ -242,14 +198,6 @@ func writeSection(path, section string) error {
 
 func fileLen(b *batch.Batch) (int64, error) { return b.FileLen() }
 
-func arrayBytes(b *batch.Batch) int64 {
-	var n int64
-	for _, t := range b.Tensors() {
-		n += int64(len(t.Data))
-	}
-	return n
-}
-
 // tokenArrayBytes is the bytes of b's per-token arrays (those as long as
 // its token ids).
 func tokenArrayBytes(b *batch.Batch) int64 {
@@ -262,17 +210,6 @@ func tokenArrayBytes(b *batch.Batch) int64 {
 	return n
 }
 
-// serve starts server.Handler on a loopback port.
-func serve(db *store.DB) (string, func(), error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	srv := &http.Server{Handler: server.Handler(db, server.Options{})}
-	go func() { _ = srv.Serve(ln) }()
-	return "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
-}
-
 // pythonFigures runs client_bench.py against a loopback server.
 func pythonFigures(c config, db *store.DB) ([]*figure, error) {
 	if c.python == "" {
@@ -282,12 +219,12 @@ func pythonFigures(c config, db *store.DB) ([]*figure, error) {
 		fmt.Fprintf(os.Stderr, "batchbench: %s not found: the HTTP + Python figure is skipped\n", c.python)
 		return nil, nil
 	}
-	url, stop, err := serve(db)
+	url, stop, err := batchmeasure.Serve(db)
 	if err != nil {
 		return nil, err
 	}
 	defer stop()
-	cmd := exec.Command(c.python, c.pyClient, url, run0, "1", fmt.Sprint(c.reps))
+	cmd := exec.Command(c.python, c.pyClient, url, batchmeasure.Run, "1", fmt.Sprint(c.reps))
 	cmd.Stderr = os.Stderr
 	raw, err := cmd.Output()
 	if err != nil {

@@ -5,13 +5,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/patrdb/patrdb/bench/batchmeasure"
 )
 
 // TestSmoke runs every Go figure at a tiny size and rewrites a copy of a
 // RESULTS.md twice: the section is replaced, not appended again, and what
 // is above it stays.
 func TestSmoke(t *testing.T) {
-	c := config{reps: 1, iters: 1, trees: 2, maxTurns: 6, k: 2, act: 20, obs: 30, seed: 1}
+	c := config{reps: 1, iters: 1, step: batchmeasure.Smoke()}
 	section, err := run(c, "go test")
 	if err != nil {
 		t.Fatal(err)
