@@ -166,7 +166,7 @@ func (c *checker) pages(quiet bool) bool {
 	var metas []string
 	pages := []string{"the page walk did not finish"}
 	c.guard("(file)", func() {
-		metas, pages = pagewalk.File(tx.btx.DB().Path(), tx.btx.DB().Info().PageSize, uint64(tx.btx.ID()),
+		metas, pages = pagewalk.File(tx.db.file, tx.btx.DB().Info().PageSize, uint64(tx.btx.ID()),
 			uint64(tx.btx.Cursor().Bucket().Root()), nil, quiet)
 	})
 	for _, p := range append(metas, pages...) {

@@ -3,7 +3,6 @@ package store
 import (
 	"fmt"
 	"math"
-	"os"
 	"strings"
 
 	"github.com/patrdb/patrdb/store/internal/pagewalk"
@@ -167,9 +166,9 @@ func (tx *Tx) lastEventAgrees(id string) error {
 
 // pagePaths is a walker of the paths to the pages reads follow in tx's
 // snapshot, reading the file bbolt maps (a zero-byte file's stand-in
-// included).
+// included) through the DB's own descriptor of it (DB.file).
 func (tx *Tx) pagePaths() *pagewalk.Paths {
-	return pagewalk.NewPaths(tx.btx.DB().Path(), tx.btx.DB().Info().PageSize, uint64(tx.btx.Cursor().Bucket().Root()))
+	return pagewalk.NewPaths(tx.db.file, tx.btx.DB().Info().PageSize, uint64(tx.btx.Cursor().Bucket().Root()))
 }
 
 // verifyMetas is the walk of CheckMetas.
@@ -177,12 +176,7 @@ func (tx *Tx) verifyMetas() error {
 	if err := tx.check(false); err != nil || !tx.db.opts.ReadOnly {
 		return err
 	}
-	f, err := os.Open(tx.btx.DB().Path())
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	for _, m := range pagewalk.ReadMetas(f, tx.btx.DB().Info().PageSize) {
+	for _, m := range pagewalk.ReadMetas(tx.db.file, tx.btx.DB().Info().PageSize) {
 		if m.Err != "" {
 			return &CorruptError{Bucket: "(file)", Reason: m.Fallback()}
 		}
@@ -199,7 +193,7 @@ func (tx *Tx) verifyPages(scope pagewalk.Scope) error {
 	// reads for every page it has not touched. The freelist is not walked
 	// (no txid matches): readers do not follow it, and a commit running
 	// alongside may replace it.
-	_, w := pagewalk.Walk(tx.btx.DB().Path(), tx.btx.DB().Info().PageSize, math.MaxUint64,
+	_, w := pagewalk.Walk(tx.db.file, tx.btx.DB().Info().PageSize, math.MaxUint64,
 		uint64(tx.btx.Cursor().Bucket().Root()), scope, false)
 	return walkError(w)
 }

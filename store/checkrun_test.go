@@ -329,3 +329,51 @@ func u32bytes(ids []uint32) []byte {
 	}
 	return b
 }
+
+// A reader's page walks read the file its bbolt maps, not whatever is at
+// the path now: once a damaged copy is renamed over the path (a restore
+// or a compacted copy moved into place while a server reads), the checks
+// of the open DB still find the file it reads sound, and a DB opened
+// after the rename finds the damage.
+func TestPageWalksReadTheOpenFileNotThePath(t *testing.T) {
+	f := buildCheckedFile(t, 4)
+	damaged := damagedCopy(t, f.path, func(b []byte) { loopBack(b, bucketRoot(t, f.path, "nodes")) })
+	db := openReadOnly(t, f.path)
+	defer db.Close()
+	if err := os.Rename(damaged, f.path); err != nil {
+		t.Fatal(err)
+	}
+	view(t, db, func(tx *store.Tx) error {
+		if vs, err := tx.Check(&store.CheckOptions{Run: "r"}); err != nil || len(vs) != 0 {
+			t.Errorf("Check of the open file after a rename over its path = %v, %v", vs, err)
+		}
+		if err := walk(tx, "r", store.CheckPages|store.CheckMetas); err != nil {
+			t.Errorf("page walk of the open file after a rename over its path: %v", err)
+		}
+		return nil
+	})
+	if _, err := checkedSizes(db); err != nil {
+		t.Errorf("checked BucketSizes of the open file after a rename over its path: %v", err)
+	}
+	reopened := openReadOnly(t, f.path)
+	defer reopened.Close()
+	if _, err := checkedSizes(reopened); !errors.Is(err, store.ErrCorrupt) {
+		t.Errorf("checked BucketSizes of the file now at the path = %v, want ErrCorrupt", err)
+	}
+}
+
+// checkedSizes is RunTx.BucketSizes of run r in checked mode.
+func checkedSizes(db *store.DB) (sizes []model.BucketSize, err error) {
+	err = db.View(func(tx *store.Tx) error {
+		if err := tx.CheckReads(); err != nil {
+			return err
+		}
+		r, err := tx.Run("r")
+		if err != nil {
+			return err
+		}
+		sizes, err = r.BucketSizes()
+		return err
+	})
+	return sizes, err
+}

@@ -20,7 +20,11 @@ import (
 // DB is an open patrdb file. It is safe for concurrent use: any number of
 // View transactions run alongside at most one Update.
 type DB struct {
-	bolt   *bolt.DB
+	bolt *bolt.DB
+	// file is the DB's own descriptor of the file bbolt opened, for the
+	// page walks of checked reads and Check: they read what bbolt maps
+	// even once another file has been renamed over the path.
+	file   *os.File
 	path   string
 	opts   Options
 	log    *slog.Logger
@@ -160,11 +164,17 @@ func open(path, boltPath string, o Options) (*DB, error) {
 	if problems := pagewalk.PreOpen(boltPath, !o.ReadOnly); len(problems) > 0 {
 		return nil, &CorruptError{Bucket: "(file)", Reason: strings.Join(problems, "; ")}
 	}
+	before, _ := os.Stat(boltPath) // nil for a file bbolt will create
 	bdb, err := openBolt(boltPath, o.FileMode, bopts)
 	if err != nil {
 		return nil, mapOpenError(path, err)
 	}
-	db := &DB{bolt: bdb, path: path, opts: o, log: o.logger(), premapped: bopts.InitialMmapSize > 0}
+	file, err := sameFile(boltPath, before)
+	if err != nil {
+		_ = bdb.Close()
+		return nil, err
+	}
+	db := &DB{bolt: bdb, file: file, path: path, opts: o, log: o.logger(), premapped: bopts.InitialMmapSize > 0}
 	if db.premapped {
 		// For the commit that does not go through Update (a new file's
 		// meta bucket); Update sets it from then on.
@@ -187,7 +197,7 @@ func open(path, boltPath string, o Options) (*DB, error) {
 			}
 			return pagewalk.Skip
 		}
-		if _, problems := pagewalk.File(boltPath, bdb.Info().PageSize, 0, 0, onlyMeta, false); len(problems) > 0 {
+		if _, problems := pagewalk.File(file, bdb.Info().PageSize, 0, 0, onlyMeta, false); len(problems) > 0 {
 			return &CorruptError{Bucket: "(file)", Reason: strings.Join(problems, "; ")}
 		}
 		if err := db.initFormat(); err != nil {
@@ -200,10 +210,31 @@ func open(path, boltPath string, o Options) (*DB, error) {
 	})
 	if err != nil {
 		_ = bdb.Close()
+		_ = file.Close()
 		return nil, err
 	}
 	db.log.Debug("patrdb: opened", "path", path, "options", o.String())
 	return db, nil
+}
+
+// sameFile opens path for the DB's page walks (DB.file) and makes sure it
+// is the file bbolt just opened: the one that was at path before (before,
+// nil when bbolt created it). bbolt keeps its descriptor to itself, so a
+// file renamed over path in between would go unnoticed otherwise.
+func sameFile(path string, before os.FileInfo) (*os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("patrdb: open %s: %w", path, err)
+	}
+	fi, err := f.Stat()
+	if err == nil && before != nil && !os.SameFile(fi, before) {
+		err = fmt.Errorf("patrdb: open %s: the file was replaced while it was being opened; open it again", path)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // openBolt turns a panic or memory fault inside bbolt (a damaged meta or
@@ -261,6 +292,9 @@ func (db *DB) Close() error {
 		return nil
 	}
 	err := db.bolt.Close()
+	if ferr := db.file.Close(); err == nil {
+		err = ferr
+	}
 	if db.standIn != "" {
 		os.Remove(db.standIn)
 	}

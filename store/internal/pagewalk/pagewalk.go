@@ -466,27 +466,25 @@ func packedAt(buf []byte, i int, start, size uint64, next *uint64) string {
 // when the other one is good; only a caller that keeps commits out may
 // ask, as a meta page being written reads torn. Problems with the pages a
 // reader would follow are in pages.
-func File(path string, pageSize int, txid, root uint64, scope Scope, reportMetas bool) (metas, pages []string) {
-	metas, w := Walk(path, pageSize, txid, root, scope, reportMetas)
+//
+// f is the file bbolt has open, held by the caller, who closes it: a walk
+// of whatever is at the file's path now could check another file than the
+// one being read, once something has been renamed over it.
+func File(f *os.File, pageSize int, txid, root uint64, scope Scope, reportMetas bool) (metas, pages []string) {
+	metas, w := Walk(f, pageSize, txid, root, scope, reportMetas)
 	return metas, w.Problems
 }
 
 // Walk is File returning the walker, which keeps the first
 // problem apart.
-func Walk(path string, pageSize int, txid, root uint64, scope Scope, reportMetas bool) (metas []string, w *Walker) {
-	return walk(path, pageSize, txid, root, scope, reportMetas, true)
+func Walk(f *os.File, pageSize int, txid, root uint64, scope Scope, reportMetas bool) (metas []string, w *Walker) {
+	return walk(f, pageSize, txid, root, scope, reportMetas, true)
 }
 
 // walk is Walk; mapped says whether to map the file where the platform
 // can, rather than read it page by page.
-func walk(path string, pageSize int, txid, root uint64, scope Scope, reportMetas, mapped bool) (metas []string, w *Walker) {
+func walk(f *os.File, pageSize int, txid, root uint64, scope Scope, reportMetas, mapped bool) (metas []string, w *Walker) {
 	w = &Walker{scope: scope}
-	f, err := os.Open(path)
-	if err != nil {
-		w.at("", "%v", err)
-		return nil, w
-	}
-	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
 		w.at("", "%v", err)

@@ -30,7 +30,7 @@ import (
 // open between Open and Close, and pages stay checked across them.
 type Paths struct {
 	Walker
-	path  string
+	file  *os.File
 	root  uint64
 	pages map[uint64]*checkedPage
 	owner map[uint64]uint64 // page id → the page whose overflow covers it
@@ -63,22 +63,18 @@ type edge struct {
 }
 
 // NewPaths prepares path walks over the snapshot whose root bucket is at
-// page root of the file at path.
-func NewPaths(path string, pageSize int, root uint64) *Paths {
-	return &Paths{Walker: Walker{pageSize: pageSize}, path: path, root: root,
+// page root of file, which the caller holds open and closes (as File's).
+func NewPaths(file *os.File, pageSize int, root uint64) *Paths {
+	return &Paths{Walker: Walker{pageSize: pageSize}, file: file, root: root,
 		pages: map[uint64]*checkedPage{}, owner: map[uint64]uint64{}}
 }
 
-// Open opens the file for the walks that follow and reads its current
+// Open starts the walks that follow on the file and reads its current
 // meta page (whose high-water mark bounds the pages).
 func (p *Paths) Open() error {
-	f, err := os.Open(p.path)
-	if err != nil {
-		return err
-	}
+	f := p.file
 	fi, err := f.Stat()
 	if err != nil {
-		f.Close()
 		return err
 	}
 	p.f, p.size = f, fi.Size()
@@ -93,13 +89,9 @@ func (p *Paths) Open() error {
 	return nil
 }
 
-// Close closes the file; the pages checked stay checked.
-func (p *Paths) Close() {
-	if f, ok := p.f.(*os.File); ok {
-		f.Close()
-	}
-	p.f = nil
-}
+// Close ends the walks (the file stays open: it is the caller's); the
+// pages checked stay checked.
+func (p *Paths) Close() { p.f = nil }
 
 // Pages is how many pages the walks have checked so far.
 func (p *Paths) Pages() int { return len(p.pages) }

@@ -101,12 +101,23 @@ func newTestPaths(t *testing.T, path string) *Paths {
 	var root uint64
 	_ = db.View(func(tx *bolt.Tx) error { root = uint64(tx.Cursor().Bucket().Root()); return nil })
 	_ = db.Close()
-	p := NewPaths(path, testPageSize, root)
+	p := NewPaths(openTest(t, path), testPageSize, root)
 	if err := p.Open(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
 	return p
+}
+
+// openTest opens path for a walk, closed when the test ends.
+func openTest(t *testing.T, path string) *os.File {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }
 
 func subs(t *testing.T, p *Paths) (a, b, c Bucket) {
@@ -132,7 +143,7 @@ func TestPathsPassEveryPageOfASoundFile(t *testing.T) {
 			t.Fatalf("All(%q): %v", bk.Path, p.Problems)
 		}
 	}
-	_, w := Walk(path, testPageSize, 0, 0, nil, false)
+	_, w := Walk(openTest(t, path), testPageSize, 0, 0, nil, false)
 	if len(w.Problems) > 0 {
 		t.Fatalf("whole walk: %v", w.Problems)
 	}

@@ -113,7 +113,7 @@ func TestWalkChecksWhatItsScopeOpens(t *testing.T) {
 			if err := os.WriteFile(dpath, b, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			_, w := Walk(dpath, testPageSize, 0, 0, c.scope, false)
+			_, w := Walk(openTest(t, dpath), testPageSize, 0, 0, c.scope, false)
 			got := strings.Join(w.Problems, "; ")
 			if c.want == "" && got != "" || !strings.Contains(got, c.want) {
 				t.Errorf("problems %q, want %q", got, c.want)

@@ -81,8 +81,8 @@ func TestMappedWalkFindsWhatReadsFind(t *testing.T) {
 			if err := os.WriteFile(dpath, c.damage(bytes.Clone(raw)), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			_, mapped := walk(dpath, testPageSize, 0, 0, nil, false, true)
-			_, read := walk(dpath, testPageSize, 0, 0, nil, false, false)
+			_, mapped := walk(openTest(t, dpath), testPageSize, 0, 0, nil, false, true)
+			_, read := walk(openTest(t, dpath), testPageSize, 0, 0, nil, false, false)
 			if !slices.Equal(mapped.Problems, read.Problems) {
 				t.Fatalf("mapped walk found %q; reading page by page found %q", mapped.Problems, read.Problems)
 			}
@@ -90,7 +90,7 @@ func TestMappedWalkFindsWhatReadsFind(t *testing.T) {
 			// page here) are read again as they were.
 			defer func(n int) { unmapEvery = n }(unmapEvery)
 			unmapEvery = 1
-			if _, remapped := walk(dpath, testPageSize, 0, 0, nil, false, true); !slices.Equal(remapped.Problems, read.Problems) {
+			if _, remapped := walk(openTest(t, dpath), testPageSize, 0, 0, nil, false, true); !slices.Equal(remapped.Problems, read.Problems) {
 				t.Fatalf("walk unmapping every page found %q; reading page by page found %q", remapped.Problems, read.Problems)
 			}
 			if mapped.seen.count() != read.seen.count() {
