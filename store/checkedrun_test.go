@@ -366,19 +366,9 @@ func TestCheckedBucketSizesReadPagesNotRecords(t *testing.T) {
 		defer db.Close()
 		done := make(chan error, 1)
 		go func() {
-			done <- db.View(func(tx *store.Tx) error {
-				if checked {
-					if err := tx.CheckReads(); err != nil {
-						return err
-					}
-				}
-				r, err := tx.Run("r")
-				if err != nil {
-					return err
-				}
-				out, err = r.BucketSizes()
-				return err
-			})
+			var err error
+			out, err = bucketSizes(db, checked)
+			done <- err
 		}()
 		select {
 		case err = <-done:
