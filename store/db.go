@@ -46,7 +46,8 @@ type DB struct {
 	fresh bool
 
 	// standIn, when not "", is the empty bbolt file a reader maps in place
-	// of a zero-byte one (emptyStandIn); Close removes it.
+	// of a zero-byte one (emptyStandIn) that could not be removed while
+	// open (Windows); Close removes it.
 	standIn string
 
 	// premapped: the file was opened with an initial mapping larger than
@@ -106,8 +107,12 @@ func Open(path string, opts *Options) (*DB, error) {
 		}
 	}
 	db, err := open(path, boltPath, o)
-	if err != nil && standIn != "" {
-		os.Remove(standIn)
+	// The stand-in is removed at once: bbolt and DB.file hold it open,
+	// and neither opens it by name again, so a reader killed while it
+	// reads leaves nothing behind. Where an open file cannot be removed
+	// (Windows), Close removes it.
+	if standIn != "" && (os.Remove(standIn) == nil || db == nil) {
+		standIn = ""
 	}
 	if db != nil {
 		db.standIn = standIn

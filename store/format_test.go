@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 
@@ -236,7 +237,9 @@ func TestMigrateRefusesDamage(t *testing.T) {
 // them, a file of zero bytes. The writer takes either as new; a reader
 // now does too (it had called them "not a patrdb file"): it lists no runs,
 // finds none, checks clean, leaves the bytes as they were and nothing of
-// its own behind. A writer's open then makes it a patrdb file.
+// its own behind, not even while it is open (where the system lets an
+// open file be removed), so a reader killed while it reads leaves nothing
+// either. A writer's open then makes it a patrdb file.
 func TestAFileCutShortInItsFirstOpenReadsEmpty(t *testing.T) {
 	for name, cut := range storetest.FirstOpensCutShort {
 		t.Run(name, func(t *testing.T) {
@@ -245,6 +248,15 @@ func TestAFileCutShortInItsFirstOpenReadsEmpty(t *testing.T) {
 			path := tempPath(t, "fresh.db")
 			if err := cut(path); err != nil {
 				t.Fatal(err)
+			}
+			if runtime.GOOS != "windows" {
+				db := openReadOnly(t, path)
+				if left, _ := os.ReadDir(tmp); len(left) != 0 {
+					t.Errorf("an open reader keeps %v in the temporary folder", left)
+				}
+				if err := db.Close(); err != nil {
+					t.Fatal(err)
+				}
 			}
 			readsEmpty(t, path)
 			if left, _ := os.ReadDir(tmp); len(left) != 0 {
