@@ -17,14 +17,21 @@ import (
 func BenchmarkReadRows(b *testing.B) {
 	db, _ := benchStore(b)
 	var dst batch.Batch
-	b.ResetTimer()
-	for range b.N {
+	read := func() {
 		err := db.ViewRun("llm", func(r *store.RunTx) error {
 			return batchdb.ReadInto(&dst, r, 1, batch.Options{})
 		})
 		if err != nil {
 			b.Fatal(err)
 		}
+	}
+	// One read before the clock starts, as Memcpy copies once: both time
+	// writes into memory already faulted in, the trainer's steady state,
+	// not the first batch's page faults.
+	read()
+	b.ResetTimer()
+	for range b.N {
+		read()
 	}
 	b.SetBytes(arrayBytes(&dst))
 }
