@@ -2,6 +2,7 @@ package batchdb
 
 import (
 	"github.com/patrdb/patrdb/batch"
+	"math"
 	"runtime"
 	"sort"
 	"sync"
@@ -73,7 +74,11 @@ func (rd *reader) fill(b *batch.Batch) {
 				off := int(b.RowOffsets[ri])
 				copy(b.Positions[off:b.RowOffsets[ri+1]], iota)
 				for _, si := range rd.rowSegments(ri) {
-					off = rd.write(b, si, off, ri, &t)
+					if o := rd.segs[si].owner; o >= lo && o < ri {
+						off = rd.copyShared(b, si, off, ri)
+					} else {
+						off = rd.write(b, si, off, ri, &t)
+					}
 				}
 			}
 			return t
@@ -177,16 +182,7 @@ func (rd *reader) write(b *batch.Batch, si, off, ri int, t *tally) int {
 		fill(b.TurnIndex[off:end], -1)
 		return end
 	}
-	var trained bool
-	var c segCredit
-	if ri < 0 {
-		trained, c = true, rd.cr.tree[si]
-	} else if trained = rd.trains(ri, si); trained {
-		w := rd.cr.rowW[ri]
-		c.adv = rd.advOf(ri, si)
-		c.pos, c.neg = batch.Coefs(w, c.adv)
-		c.weight = float32(w)
-	}
+	trained, c := rd.segCredit(ri, si)
 	once := ri < 0 || s.owner == ri // this is where the tallies count the segment
 	at := rd.turnAt[s.node]
 	for k, v := range rd.refs[at+s.from : at+s.to] {
@@ -194,14 +190,7 @@ func (rd *reader) write(b *batch.Batch, si, off, ri int, t *tally) int {
 		safetensors.Decode(b.InputIDs[off:end], v.ActionTokens)
 		if trained {
 			fill(b.LossMask[off:end], 1)
-			for _, p := range []struct {
-				dst []float32
-				v   float32
-			}{{b.Advantages, c.adv}, {b.CoefPos, c.pos}, {b.CoefNeg, c.neg}, {b.LossWeight, c.weight}} {
-				if p.v != 0 {
-					fill(p.dst[off:end], p.v)
-				}
-			}
+			fillCredit(b, off, end, c)
 			if len(v.ActionLogprobs) > 0 {
 				safetensors.Decode(b.OldLogprobs[off:end], v.ActionLogprobs)
 			} else if once {
@@ -221,6 +210,77 @@ func (rd *reader) write(b *batch.Batch, si, off, ri int, t *tally) int {
 		off = end
 	}
 	return off
+}
+
+// segCredit is whether row ri trains segment si's action tokens and what
+// it puts on them; ri < 0 is the tree layout's segment.
+func (rd *reader) segCredit(ri, si int) (bool, segCredit) {
+	if ri < 0 {
+		return true, rd.cr.tree[si]
+	}
+	if !rd.trains(ri, si) {
+		return false, segCredit{}
+	}
+	w := rd.cr.rowW[ri]
+	c := segCredit{adv: rd.advOf(ri, si), weight: float32(w)}
+	c.pos, c.neg = batch.Coefs(w, c.adv)
+	return true, c
+}
+
+// fillCredit puts c on tokens [off, end) of the credit arrays, already 0.
+func fillCredit(b *batch.Batch, off, end int, c segCredit) {
+	for _, p := range []struct {
+		dst []float32
+		v   float32
+	}{{b.Advantages, c.adv}, {b.CoefPos, c.pos}, {b.CoefNeg, c.neg}, {b.LossWeight, c.weight}} {
+		if p.v != 0 {
+			fill(p.dst[off:end], p.v)
+		}
+	}
+}
+
+// copyShared writes segment si into row ri at off by copying it from its
+// owner row, written earlier by the same goroutine: every array but the
+// credit ones is the same in each row that contains the segment, so a
+// shared prefix is decoded once and then moved whole, one copy an array,
+// instead of turn by turn. The credit arrays are copied too when ri puts
+// the same bits on them as the owner does (rows of equal advantage under
+// one weight, as GRPO's are); otherwise they are filled turn by turn.
+func (rd *reader) copyShared(b *batch.Batch, si, off, ri int) int {
+	s := rd.segs[si]
+	src, end := int(b.RowOffsets[s.owner])+s.depth, off+s.tokens
+	from := src + s.tokens
+	copy(b.InputIDs[off:end], b.InputIDs[src:from])
+	copy(b.PolicyVersions[off:end], b.PolicyVersions[src:from])
+	copy(b.TurnIndex[off:end], b.TurnIndex[src:from])
+	copy(b.TurnRewards[off:end], b.TurnRewards[src:from])
+	if s.node == 0 {
+		return end // a prompt trains nothing
+	}
+	trained, c := rd.segCredit(ri, si)
+	if !trained {
+		return end
+	}
+	copy(b.LossMask[off:end], b.LossMask[src:from])
+	copy(b.OldLogprobs[off:end], b.OldLogprobs[src:from])
+	if _, oc := rd.segCredit(s.owner, si); sameBits(c, oc) {
+		for _, a := range [][]float32{b.Advantages, b.CoefPos, b.CoefNeg, b.LossWeight} {
+			copy(a[off:end], a[src:from])
+		}
+		return end
+	}
+	at := rd.turnAt[s.node]
+	for _, v := range rd.refs[at+s.from : at+s.to] {
+		n := len(v.ActionTokens) / 4
+		fillCredit(b, off, off+n, c)
+		off += n + len(v.ObservationTokens)/4
+	}
+	return end
+}
+
+func sameBits(a, b segCredit) bool {
+	return math.Float32bits(a.adv) == math.Float32bits(b.adv) && math.Float32bits(a.pos) == math.Float32bits(b.pos) &&
+		math.Float32bits(a.neg) == math.Float32bits(b.neg) && math.Float32bits(a.weight) == math.Float32bits(b.weight)
 }
 
 // fill sets every element of s to v by doubling copies (memmove), much
