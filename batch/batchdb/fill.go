@@ -245,50 +245,68 @@ func (rd *reader) segCredit(ri, si int) (bool, segCredit) {
 
 // fillCredit puts c on tokens [off, end) of the credit arrays, already 0.
 func fillCredit(b *batch.Batch, off, end int, c segCredit) {
-	for _, p := range []struct {
-		dst []float32
-		v   float32
-	}{{b.Advantages, c.adv}, {b.CoefPos, c.pos}, {b.CoefNeg, c.neg}, {b.LossWeight, c.weight}} {
+	for _, p := range creditArrays(b, c) {
 		if p.v != 0 {
 			fill(p.dst[off:end], p.v)
 		}
 	}
 }
 
-// copyShared writes segment si into row ri at off by copying it from its
-// owner row, written earlier by the same goroutine: every array but the
-// credit ones is the same in each row that contains the segment, so a
-// shared prefix is decoded once and then moved whole, one copy an array,
-// instead of turn by turn. The credit arrays are copied too when ri puts
-// the same bits on them as the owner does (rows of equal advantage under
-// one weight, as GRPO's are); otherwise they are filled turn by turn.
+// creditArrays pairs each credit array with the value c puts on it.
+func creditArrays(b *batch.Batch, c segCredit) [4]struct {
+	dst []float32
+	v   float32
+} {
+	return [4]struct {
+		dst []float32
+		v   float32
+	}{{b.Advantages, c.adv}, {b.CoefPos, c.pos}, {b.CoefNeg, c.neg}, {b.LossWeight, c.weight}}
+}
+
+// copyShared writes segment si into row ri at off from its owner row,
+// written earlier by the same goroutine: every array but the credit ones
+// is the same in each row that contains the segment, so a shared prefix is
+// decoded once, then its dense arrays are moved whole, one copy an array.
+// The sparse arrays keep write's rule (only trained tokens and turn ends
+// are written, over the clear): their action runs are copied from the
+// owner, the credit ones too when ri puts the same bits on them as the
+// owner (rows of equal advantage under one weight, as GRPO's are), and
+// filled otherwise.
 func (rd *reader) copyShared(b *batch.Batch, si, off, ri int) int {
 	s := rd.segs[si]
 	src, end := int(b.RowOffsets[s.owner])+s.depth, off+s.tokens
-	from := src + s.tokens
+	from, d := src+s.tokens, src-off // d: from a token of ri to the owner's same token
 	copy(b.InputIDs[off:end], b.InputIDs[src:from])
 	copy(b.PolicyVersions[off:end], b.PolicyVersions[src:from])
 	copy(b.TurnIndex[off:end], b.TurnIndex[src:from])
-	copy(b.TurnRewards[off:end], b.TurnRewards[src:from])
 	if s.node == 0 {
-		return end // a prompt trains nothing
+		return end // a prompt has no turn ends and trains nothing
 	}
 	trained, c := rd.segCredit(ri, si)
-	if !trained {
-		return end
-	}
-	copy(b.LossMask[off:end], b.LossMask[src:from])
-	copy(b.OldLogprobs[off:end], b.OldLogprobs[src:from])
-	if _, oc := rd.segCredit(s.owner, si); sameBits(c, oc) {
-		for _, a := range [][]float32{b.Advantages, b.CoefPos, b.CoefNeg, b.LossWeight} {
-			copy(a[off:end], a[src:from])
-		}
-		return end
-	}
+	_, oc := rd.segCredit(s.owner, si)
+	same := sameBits(c, oc)
 	at := rd.turnAt[s.node]
 	for _, v := range rd.refs[at+s.from : at+s.to] {
 		n := len(v.ActionTokens) / 4
-		fillCredit(b, off, off+n, c)
+		if n > 0 {
+			b.TurnRewards[off+n-1] = float32(v.Reward)
+		}
+		if trained && n > 0 {
+			z := off + d
+			copy(b.LossMask[off:off+n], b.LossMask[z:z+n])
+			if len(v.ActionLogprobs) > 0 {
+				copy(b.OldLogprobs[off:off+n], b.OldLogprobs[z:z+n])
+			}
+			if same {
+				for _, p := range creditArrays(b, c) {
+					if p.v != 0 {
+						copy(p.dst[off:off+n], p.dst[z:z+n])
+					}
+				}
+			} else {
+				fillCredit(b, off, off+n, c)
+			}
+		}
 		off += n + len(v.ObservationTokens)/4
 	}
 	return end
