@@ -221,24 +221,54 @@ func (rd *reader) view() error {
 		return err
 	}
 	rd.refs = views
+	// The checks read every token once: on GOMAXPROCS goroutines, each
+	// over its own nodes, the first error in node order winning.
+	tokens := make([]int64, len(segs)+1)
 	at := 0
-	for _, s := range segs {
+	for i, s := range segs {
 		rd.turnAt[s.Node] = at
-		for i, v := range views[at : at+s.Count] {
-			if len(v.ActionLogprobs) != 0 && len(v.ActionLogprobs) != len(v.ActionTokens) {
-				return &store.CorruptError{Bucket: "runs/" + rd.r.ID() + "/turns", Reason: fmt.Sprintf("turn %d of node %d: %d logprob bytes for %d action token bytes", i, s.Node, len(v.ActionLogprobs), len(v.ActionTokens))}
-			}
-			for _, ids := range []struct {
-				what  string
-				bytes []byte
-			}{{"action", v.ActionTokens}, {"observation", v.ObservationTokens}} {
-				if !idsFit(ids.bytes) {
-					j, id := firstWideBytes(ids.bytes)
-					return outOfRange("%s token %d of turn %d of node %d is %d", ids.what, j, i, s.Node, id)
-				}
+		n := 0
+		for _, v := range views[at : at+s.Count] {
+			n += len(v.ActionTokens) + len(v.ObservationTokens)
+		}
+		tokens[i+1] = tokens[i] + int64(n/4)
+		at += s.Count
+	}
+	errs := make([]error, len(segs))
+	inParallel(tokens, func(lo, hi int) tally {
+		for _, s := range segs[lo:hi] {
+			if err := rd.checkTurns(s); err != nil {
+				errs[lo] = err
+				break
 			}
 		}
-		at += s.Count
+		return tally{}
+	})
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkTurns checks the viewed turns of s: logprobs for every action
+// token or none, every token id within int32.
+func (rd *reader) checkTurns(s model.Segment) error {
+	at := rd.turnAt[s.Node]
+	for i, v := range rd.refs[at : at+s.Count] {
+		if len(v.ActionLogprobs) != 0 && len(v.ActionLogprobs) != len(v.ActionTokens) {
+			return &store.CorruptError{Bucket: "runs/" + rd.r.ID() + "/turns", Reason: fmt.Sprintf("turn %d of node %d: %d logprob bytes for %d action token bytes", i, s.Node, len(v.ActionLogprobs), len(v.ActionTokens))}
+		}
+		for _, ids := range []struct {
+			what  string
+			bytes []byte
+		}{{"action", v.ActionTokens}, {"observation", v.ObservationTokens}} {
+			if !idsFit(ids.bytes) {
+				j, id := firstWideBytes(ids.bytes)
+				return outOfRange("%s token %d of turn %d of node %d is %d", ids.what, j, i, s.Node, id)
+			}
+		}
 	}
 	return nil
 }
