@@ -44,20 +44,22 @@ func (rd *reader) fill(b *batch.Batch) {
 	if b.Layout == batch.Rows {
 		n = b.TokensMaterialised
 	}
-	// Arrays grow makes anew are already 0; reused ones are cleared as
-	// their rows are written.
+	// Arrays grow makes anew are already 0; reused ones are 0 where the
+	// clear ahead reached and cleared here beyond it.
 	zeroed := true
 	for _, c := range []int{cap(b.LossMask), cap(b.OldLogprobs), cap(b.Advantages), cap(b.CoefPos), cap(b.CoefNeg), cap(b.LossWeight), cap(b.TurnRewards)} {
 		zeroed = zeroed && int64(c) < n
 	}
+	rd.ahead.wg.Wait()
+	from := min(int64(rd.ahead.n), n)
 	b.InputIDs, b.LossMask, b.OldLogprobs = grow(b.InputIDs, n), grow(b.LossMask, n), grow(b.OldLogprobs, n)
 	b.Advantages, b.Positions = grow(b.Advantages, n), grow(b.Positions, n)
 	b.CoefPos, b.CoefNeg, b.LossWeight = grow(b.CoefPos, n), grow(b.CoefNeg, n), grow(b.LossWeight, n)
 	b.PolicyVersions, b.TurnIndex, b.TurnRewards = grow(b.PolicyVersions, n), grow(b.TurnIndex, n), grow(b.TurnRewards, n)
-	if !zeroed {
+	if !zeroed && from < n {
 		// Large clears take the processor's streaming-store path, which
 		// small per-row ones do not.
-		whole := []int64{0, n / 2, n}
+		whole := []int64{from, (from + n) / 2, n}
 		inParallel(whole, func(lo, hi int) tally {
 			clearTokens(b, int(whole[lo]), int(whole[hi]))
 			return tally{}
@@ -111,6 +113,27 @@ func (rd *reader) fill(b *batch.Batch) {
 // carry them.
 type tally struct{ missing, dropped int64 }
 
+// aheadClear zeroes, on a goroutine of its own, the sparse arrays of a
+// reused batch over their length while ReadInto reads the store: the
+// clear wants memory bandwidth, the reading a processor, so the two
+// overlap instead of adding up. Tokens [0, n) are 0 once wg is done.
+type aheadClear struct {
+	wg sync.WaitGroup
+	n  int
+}
+
+func clearAhead(b *batch.Batch) *aheadClear {
+	sparse := batch.Batch{LossMask: b.LossMask, OldLogprobs: b.OldLogprobs, Advantages: b.Advantages,
+		CoefPos: b.CoefPos, CoefNeg: b.CoefNeg, LossWeight: b.LossWeight, TurnRewards: b.TurnRewards}
+	a := &aheadClear{n: min(len(sparse.LossMask), len(sparse.OldLogprobs), len(sparse.Advantages),
+		len(sparse.CoefPos), len(sparse.CoefNeg), len(sparse.LossWeight), len(sparse.TurnRewards))}
+	if a.n > 0 {
+		n := a.n
+		a.wg.Go(func() { clearTokens(&sparse, 0, n) })
+	}
+	return a
+}
+
 // clearTokens zeroes the sparse arrays of tokens [lo, hi): most of their
 // values stay 0 (prompt and observation tokens, prefixes a row does not
 // train, all but a turn's last token), so one clear and then only the
@@ -153,7 +176,7 @@ var parallelMin int64 = 1 << 18
 // tallies.
 func inParallel(offsets []int64, fn func(lo, hi int) tally) tally {
 	units := len(offsets) - 1
-	total := offsets[units]
+	total := offsets[units] - offsets[0]
 	p := min(runtime.GOMAXPROCS(0), units, 8)
 	if total < parallelMin || p <= 1 {
 		return fn(0, units)
@@ -164,7 +187,7 @@ func inParallel(offsets []int64, fn func(lo, hi int) tally) tally {
 	for k := range p {
 		hi := units
 		if k < p-1 {
-			want := total * int64(k+1) / int64(p)
+			want := offsets[0] + total*int64(k+1)/int64(p)
 			hi = lo + sort.Search(units-lo, func(i int) bool { return offsets[lo+i] >= want })
 		}
 		wg.Add(1)

@@ -34,7 +34,8 @@ func Read(r *store.RunTx, step uint64, opts batch.Options) (*batch.Batch, error)
 
 // ReadInto is Read into dst, reusing its arrays' memory where it is large
 // enough: a trainer that reads a batch per step allocates its buffers
-// once. dst's previous contents are overwritten.
+// once. dst's previous contents are overwritten; on an error its fields
+// are left as they were, but its arrays may have been cleared.
 //
 // A step without groups, or a chosen group not in the step, is
 // model.ErrNotFound; damage is store.ErrCorrupt. On a handle of a
@@ -45,7 +46,8 @@ func ReadInto(dst *batch.Batch, r *store.RunTx, step uint64, opts batch.Options)
 		return err
 	}
 	opts = opts.WithDefaults()
-	rd := reader{r: r, opts: opts, need: map[uint64]int{}, turnAt: map[uint64]int{}, segAt: map[segKey]int{}}
+	rd := reader{r: r, opts: opts, need: map[uint64]int{}, turnAt: map[uint64]int{}, segAt: map[segKey]int{}, ahead: clearAhead(dst)}
+	defer rd.ahead.wg.Wait() // the clear never outlives the call
 	if err := rd.collect(step); err != nil {
 		return err
 	}
@@ -123,6 +125,7 @@ type reader struct {
 	rowEnd  []int   // row i's segments end at rowSegs[rowEnd[i]]
 	tokens  []int64 // tokens of each row
 	cr      credit
+	ahead   *aheadClear
 }
 
 func (rd *reader) collect(step uint64) error {
