@@ -72,14 +72,15 @@ func (rd *reader) fill(b *batch.Batch) {
 			b.RowOffsets[ri+1] = b.RowOffsets[ri] + t
 		}
 		t = inParallel(b.RowOffsets, func(lo, hi int) (t tally) {
+			var f creditFill
 			for ri := lo; ri < hi; ri++ {
 				off := int(b.RowOffsets[ri])
 				copy(b.Positions[off:b.RowOffsets[ri+1]], iota)
 				for _, si := range rd.rowSegments(ri) {
 					if o := rd.segs[si].owner; o >= lo && o < ri {
-						off = rd.copyShared(b, si, off, ri)
+						off = rd.copyShared(b, si, off, ri, &f)
 					} else {
-						off = rd.write(b, si, off, ri, &t)
+						off = rd.write(b, si, off, ri, &t, &f)
 					}
 				}
 			}
@@ -97,10 +98,11 @@ func (rd *reader) fill(b *batch.Batch) {
 			b.RowSegment[ri] = int64(rd.rowSegs[rd.rowEnd[ri]-1])
 		}
 		t = inParallel(b.SegOffsets, func(lo, hi int) (t tally) {
+			var f creditFill
 			for si := lo; si < hi; si++ {
 				off, end := int(b.SegOffsets[si]), int(b.SegOffsets[si+1])
 				copy(b.Positions[off:end], iota[rd.segs[si].depth:])
-				rd.write(b, si, off, -1, &t)
+				rd.write(b, si, off, -1, &t, &f)
 			}
 			return t
 		})
@@ -140,26 +142,25 @@ func clearAhead(b *batch.Batch) *aheadClear {
 // trained tokens and turn ends written is cheaper than a clear per run of
 // untrained ones.
 func clearTokens(b *batch.Batch, lo, hi int) {
-	zeroWide(b.LossMask[lo:hi], zeroBytes())
+	repeatInto(b.LossMask[lo:hi], zeroBytes())
 	for _, a := range [][]float32{b.OldLogprobs, b.Advantages, b.CoefPos, b.CoefNeg, b.LossWeight, b.TurnRewards} {
-		zeroWide(a[lo:hi], zeroFloats())
+		repeatInto(a[lo:hi], zeroFloats())
 	}
 }
 
-// zeroWide zeroes s by copying zero, a block of at least 1 MiB, over it:
-// Go's copy of 1 MiB or more (amd64) uses non-temporal stores, which
-// write memory without first reading it, while clear below 32 MiB does
-// not; on the arrays of a batch of hundreds of MB (each under 32 MiB per
-// goroutine) that makes the clear several times faster. The tail shorter
-// than zero is cleared as usual.
-func zeroWide[T any](s, zero []T) {
-	for len(s) >= len(zero) {
-		s = s[copy(s, zero):]
+// repeatInto fills dst with run, over and over, one copy a run's length.
+// It zeroes an array with a zero run of 1 MiB or more: Go's copy of 1 MiB
+// or more (amd64) uses non-temporal stores, which write memory without
+// first reading it, while clear below 32 MiB does not; on the arrays of a
+// batch of hundreds of MB (each under 32 MiB per goroutine) that makes
+// the clear several times faster.
+func repeatInto[T any](dst, run []T) {
+	for len(run) > 0 && len(dst) > 0 {
+		dst = dst[copy(dst, run):]
 	}
-	clear(s)
 }
 
-// The zero blocks zeroWide copies from, 1 MiB each, made on first use.
+// The zero runs clearTokens copies from, 1 MiB each, made on first use.
 var (
 	zeroBytes  = sync.OnceValue(func() []uint8 { return make([]uint8, 1<<20) })
 	zeroFloats = sync.OnceValue(func() []float32 { return make([]float32, 1<<18) })
@@ -210,7 +211,7 @@ func inParallel(offsets []int64, fn func(lo, hi int) tally) tally {
 // them: into row ri of the rows layout, or into the tree (ri = -1). The
 // sparse arrays are already 0: only trained tokens and turn ends touch
 // them; the others are written whole.
-func (rd *reader) write(b *batch.Batch, si, off, ri int, t *tally) int {
+func (rd *reader) write(b *batch.Batch, si, off, ri int, t *tally, f *creditFill) int {
 	s := rd.segs[si]
 	if s.node == 0 {
 		for i, id := range rd.groups[s.group].PromptTokens {
@@ -228,8 +229,8 @@ func (rd *reader) write(b *batch.Batch, si, off, ri int, t *tally) int {
 		start, end := off, off+len(v.ActionTokens)/4
 		safetensors.Decode(b.InputIDs[off:end], v.ActionTokens)
 		if trained {
-			fill(b.LossMask[off:end], 1)
-			fillCredit(b, off, end, c)
+			f.mask(b, off, end)
+			f.put(b, off, end, c)
 			if len(v.ActionLogprobs) > 0 {
 				safetensors.Decode(b.OldLogprobs[off:end], v.ActionLogprobs)
 			} else if once {
@@ -266,12 +267,51 @@ func (rd *reader) segCredit(ri, si int) (bool, segCredit) {
 	return true, c
 }
 
-// fillCredit puts c on tokens [off, end) of the credit arrays, already 0.
-func fillCredit(b *batch.Batch, off, end int, c segCredit) {
-	for _, p := range creditArrays(b, c) {
-		if p.v != 0 {
-			fill(p.dst[off:end], p.v)
+// creditFill writes the runs of a goroutine's trained tokens: the mask's
+// 1s and the credit arrays' values, each one copy from a run of them made
+// when the values change (once a row under Repeat), instead of a doubling
+// fill every run.
+type creditFill struct {
+	c    segCredit
+	runs [4][]float32 // each credit array's value of c, repeated
+	ones []uint8
+}
+
+// creditRun is the length of creditFill's runs: most action runs in one
+// copy, all in L1.
+const creditRun = 512
+
+// put puts c on tokens [off, end) of the credit arrays, already 0.
+func (f *creditFill) put(b *batch.Batch, off, end int, c segCredit) {
+	f.ready()
+	if !sameBits(c, f.c) {
+		for k, p := range creditArrays(b, c) {
+			fill(f.runs[k], p.v)
 		}
+		f.c = c
+	}
+	for k, p := range creditArrays(b, c) {
+		if p.v != 0 {
+			repeatInto(p.dst[off:end], f.runs[k])
+		}
+	}
+}
+
+// mask puts 1 on tokens [off, end) of the loss mask.
+func (f *creditFill) mask(b *batch.Batch, off, end int) {
+	f.ready()
+	repeatInto(b.LossMask[off:end], f.ones)
+}
+
+// ready makes the runs on first use: 1s, and the zero credit's 0s.
+func (f *creditFill) ready() {
+	if f.ones != nil {
+		return
+	}
+	f.ones = make([]uint8, creditRun)
+	fill(f.ones, 1)
+	for k := range f.runs {
+		f.runs[k] = make([]float32, creditRun)
 	}
 }
 
@@ -295,7 +335,7 @@ func creditArrays(b *batch.Batch, c segCredit) [4]struct {
 // owner, the credit ones too when ri puts the same bits on them as the
 // owner (rows of equal advantage under one weight, as GRPO's are), and
 // filled otherwise.
-func (rd *reader) copyShared(b *batch.Batch, si, off, ri int) int {
+func (rd *reader) copyShared(b *batch.Batch, si, off, ri int, f *creditFill) int {
 	s := rd.segs[si]
 	src, end := int(b.RowOffsets[s.owner])+s.depth, off+s.tokens
 	from, d := src+s.tokens, src-off // d: from a token of ri to the owner's same token
@@ -327,7 +367,7 @@ func (rd *reader) copyShared(b *batch.Batch, si, off, ri int) int {
 					}
 				}
 			} else {
-				fillCredit(b, off, off+n, c)
+				f.put(b, off, off+n, c)
 			}
 		}
 		off += n + len(v.ObservationTokens)/4

@@ -5,25 +5,23 @@ import (
 	"testing"
 )
 
-// zeroWide must zero exactly s, whatever its length against the zero
-// block's: empty, shorter, equal, longer by one, several blocks and a
-// tail.
-func TestZeroWide(t *testing.T) {
-	zero := make([]int32, 4)
-	for _, n := range []int{0, 1, 3, 4, 5, 8, 15} {
+// repeatInto must write exactly dst, whatever its length against the
+// run's: empty, shorter, equal, longer by one, several runs and a tail.
+func TestRepeatInto(t *testing.T) {
+	run := []int32{7, 8, 9}
+	for _, n := range []int{0, 1, 2, 3, 4, 6, 7, 11} {
 		buf := make([]int32, n+2)
-		for i := range buf {
-			buf[i] = int32(i + 1)
-		}
-		zeroWide(buf[1:n+1], zero)
+		repeatInto(buf[1:n+1], run)
 		want := make([]int32, n+2)
-		want[0], want[n+1] = 1, int32(n+2)
+		for i := range n {
+			want[i+1] = run[i%3]
+		}
 		if !slices.Equal(buf, want) {
 			t.Errorf("n=%d: %v, want %v", n, buf, want)
 		}
 	}
-	if !slices.Equal(zero, make([]int32, 4)) {
-		t.Errorf("the zero block changed: %v", zero)
+	if !slices.Equal(run, []int32{7, 8, 9}) {
+		t.Errorf("the run changed: %v", run)
 	}
 }
 
