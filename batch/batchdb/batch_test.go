@@ -8,6 +8,7 @@ import (
 	"github.com/patrdb/patrdb/batch/batchdb"
 	"io"
 	"maps"
+	"slices"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -234,6 +235,31 @@ func TestReadIntoReuse(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// A reused batch's arrays are cleared over all the length the read
+// needs, not only over the length they came with: here each holds 9s
+// beyond it.
+func TestReadIntoReuseClearsBeyondTheLength(t *testing.T) {
+	db := storetest.Open(t)
+	buildLLM(t, db, "llm", llm)
+	fresh, err := batchdb.ReadDB(db, "llm", 1, batch.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(fresh.LossMask)
+	reused := batch.Batch{LossMask: slices.Repeat([]uint8{9}, n)[:n/3]}
+	for _, a := range []*[]float32{&reused.OldLogprobs, &reused.Advantages, &reused.CoefPos, &reused.CoefNeg, &reused.LossWeight, &reused.TurnRewards} {
+		*a = slices.Repeat([]float32{9}, n)[:n/3]
+	}
+	err = db.View(func(tx *store.Tx) error {
+		r, _ := tx.Run("llm")
+		return batchdb.ReadInto(&reused, r, 1, batch.Options{})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameBatch(t, "arrays with 9s beyond their length", &reused, fresh)
 }
 
 func TestErrors(t *testing.T) {

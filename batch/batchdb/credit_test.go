@@ -339,6 +339,48 @@ func TestOutOfRange(t *testing.T) {
 	setWideID(t, db, "groups", 0xffffabce)
 }
 
+// With the token checks split over goroutines, the error is still the
+// first in node order: every node here holds a wide id, and the one named
+// is the first.
+func TestParallelChecksNameTheFirstWideID(t *testing.T) {
+	db := storetest.Open(t)
+	var nodes []uint64
+	err := db.Update(func(tx *store.Tx) error {
+		r, err := tx.CreateRun("r", nil, nil)
+		if err != nil {
+			return err
+		}
+		g, err := r.OpenGroup(store.GroupSpec{Step: 1, PromptTokens: []uint32{1}})
+		if err != nil {
+			return err
+		}
+		for i := range 6 {
+			n, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID, Ordinal: i})
+			if err != nil {
+				return err
+			}
+			nodes = append(nodes, n.ID)
+			turn := model.Turn{Action: "a", ActionTokens: []uint32{3, 4}, ObservationTokens: []uint32{5, 0x7fffabcd}}
+			for _, f := range []error{r.AppendTurns(n.ID, 0, turn, turn), r.SetReward(n.ID, 1), r.SetNodeStatus(n.ID, model.NodeCompleted),
+				r.PutAdvantage(model.Advantage{Step: 1, Group: g.ID, Leaf: n.ID})} {
+				if f != nil {
+					return f
+				}
+			}
+		}
+		return r.CloseGroup(1, g.ID)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setWideID(t, db, "turns", 0x7fffabcd)
+	defer batchdb.SetParallelMin(1)()
+	_, err = batchdb.ReadDB(db, "r", 1, batch.Options{})
+	if want := fmt.Sprintf("observation token 1 of turn 0 of node %d is", nodes[0]); !errors.Is(err, batch.ErrOutOfRange) || !strings.Contains(err.Error(), want) {
+		t.Errorf("%v, want %q", err, want)
+	}
+}
+
 // setWideID rewrites, in every record of run r's bucket (turns, groups),
 // the token id from as from ^ 1<<31, keeping each value's CRC32C sound: a
 // record as a file written before the store refused such ids holds it.

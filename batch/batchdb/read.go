@@ -34,7 +34,8 @@ func Read(r *store.RunTx, step uint64, opts batch.Options) (*batch.Batch, error)
 
 // ReadInto is Read into dst, reusing its arrays' memory where it is large
 // enough: a trainer that reads a batch per step allocates its buffers
-// once. dst's previous contents are overwritten.
+// once. dst's previous contents are overwritten; on an error its fields
+// are left as they were, but its arrays may have been cleared.
 //
 // A step without groups, or a chosen group not in the step, is
 // model.ErrNotFound; damage is store.ErrCorrupt. On a handle of a
@@ -45,7 +46,8 @@ func ReadInto(dst *batch.Batch, r *store.RunTx, step uint64, opts batch.Options)
 		return err
 	}
 	opts = opts.WithDefaults()
-	rd := reader{r: r, opts: opts, need: map[uint64]int{}, turnAt: map[uint64]int{}, segAt: map[segKey]int{}}
+	rd := reader{r: r, opts: opts, need: map[uint64]int{}, turnAt: map[uint64]int{}, segAt: map[segKey]int{}, ahead: clearAhead(dst)}
+	defer rd.ahead.wg.Wait() // the clear never outlives the call
 	if err := rd.collect(step); err != nil {
 		return err
 	}
@@ -123,6 +125,7 @@ type reader struct {
 	rowEnd  []int   // row i's segments end at rowSegs[rowEnd[i]]
 	tokens  []int64 // tokens of each row
 	cr      credit
+	ahead   *aheadClear
 }
 
 func (rd *reader) collect(step uint64) error {
@@ -221,24 +224,54 @@ func (rd *reader) view() error {
 		return err
 	}
 	rd.refs = views
+	// The checks read every token once: on GOMAXPROCS goroutines, each
+	// over its own nodes, the first error in node order winning.
+	tokens := make([]int64, len(segs)+1)
 	at := 0
-	for _, s := range segs {
+	for i, s := range segs {
 		rd.turnAt[s.Node] = at
-		for i, v := range views[at : at+s.Count] {
-			if len(v.ActionLogprobs) != 0 && len(v.ActionLogprobs) != len(v.ActionTokens) {
-				return &store.CorruptError{Bucket: "runs/" + rd.r.ID() + "/turns", Reason: fmt.Sprintf("turn %d of node %d: %d logprob bytes for %d action token bytes", i, s.Node, len(v.ActionLogprobs), len(v.ActionTokens))}
-			}
-			for _, ids := range []struct {
-				what  string
-				bytes []byte
-			}{{"action", v.ActionTokens}, {"observation", v.ObservationTokens}} {
-				if !idsFit(ids.bytes) {
-					j, id := firstWideBytes(ids.bytes)
-					return outOfRange("%s token %d of turn %d of node %d is %d", ids.what, j, i, s.Node, id)
-				}
+		n := 0
+		for _, v := range views[at : at+s.Count] {
+			n += len(v.ActionTokens) + len(v.ObservationTokens)
+		}
+		tokens[i+1] = tokens[i] + int64(n/4)
+		at += s.Count
+	}
+	errs := make([]error, len(segs))
+	inParallel(tokens, func(lo, hi int) tally {
+		for _, s := range segs[lo:hi] {
+			if err := rd.checkTurns(s); err != nil {
+				errs[lo] = err
+				break
 			}
 		}
-		at += s.Count
+		return tally{}
+	})
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkTurns checks the viewed turns of s: logprobs for every action
+// token or none, every token id within int32.
+func (rd *reader) checkTurns(s model.Segment) error {
+	at := rd.turnAt[s.Node]
+	for i, v := range rd.refs[at : at+s.Count] {
+		if len(v.ActionLogprobs) != 0 && len(v.ActionLogprobs) != len(v.ActionTokens) {
+			return &store.CorruptError{Bucket: "runs/" + rd.r.ID() + "/turns", Reason: fmt.Sprintf("turn %d of node %d: %d logprob bytes for %d action token bytes", i, s.Node, len(v.ActionLogprobs), len(v.ActionTokens))}
+		}
+		for _, ids := range []struct {
+			what  string
+			bytes []byte
+		}{{"action", v.ActionTokens}, {"observation", v.ObservationTokens}} {
+			if !idsFit(ids.bytes) {
+				j, id := firstWideBytes(ids.bytes)
+				return outOfRange("%s token %d of turn %d of node %d is %d", ids.what, j, i, s.Node, id)
+			}
+		}
 	}
 	return nil
 }
