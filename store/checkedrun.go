@@ -39,7 +39,7 @@ type checkedRun struct {
 	summary error
 	walked  bool // summaryWalk ran
 	pages   error
-	paged   bool // pagesWalk ran
+	paged   bool // BucketSizes walked the run's pages
 }
 
 // checkedRun opens run id for checked reads, checking the pages that
@@ -585,8 +585,9 @@ func (cr *checkedRun) summaryWalk() error {
 // BucketSizes is RunTx.BucketSizes, checked: every page of the run is
 // walked with bounds once (Check with CheckOptions.Parts CheckPages), so
 // bbolt's Bucket.Stats over them terminates; the sizes read no record, so
-// none is decoded. A whole-run check would read every record too, which
-// at a million nodes took 11 s where the page walk takes a fraction.
+// none is decoded. A whole-run check would read every record too: on a
+// run of 201,572 nodes `show --bytes` took 1.96 s that way and takes
+// 0.13 s now (bench/RESULTS.md).
 func (cr *checkedRun) BucketSizes() ([]model.BucketSize, error) {
 	if !cr.paged {
 		cr.paged = true
