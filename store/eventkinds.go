@@ -90,25 +90,63 @@ func RecordFor(k model.EventKind) any {
 	return nil
 }
 
+// kindSlots finds a kind's place in eventKinds from its length and three
+// of its bytes (kindHash), checked against the table's own string, for
+// the lookups every event decode and every write makes: a walk of the
+// table compared up to 21 strings, many of one length ("node.score",
+// "node.route", "group.open"), and was a tenth of a replay's time; a map
+// lookup, hashing the whole string, still half of decoding an event's
+// head. Slots hold an index, or -1; a collision takes the next slot.
+var kindSlots = func() (t [nKindSlots]int8) {
+	for i := range t {
+		t[i] = -1
+	}
+	for i, k := range eventKinds {
+		h := kindHash(k.kind)
+		for t[h] >= 0 {
+			h = (h + 1) % len(t)
+		}
+		t[h] = int8(i)
+	}
+	return t
+}()
+
+// nKindSlots is kindSlots' size, three times the kinds: few collisions.
+const nKindSlots = 64
+
+func kindHash[S ~string | ~[]byte](s S) int {
+	n := len(s)
+	if n == 0 {
+		return 0
+	}
+	return (n*7 + int(s[0]) + 3*int(s[n-1]) + 5*int(s[n/2])) % nKindSlots
+}
+
+// kindIndex is kind s's index in eventKinds, or -1 for a kind defined
+// above the store.
+func kindIndex[S ~string | ~[]byte](s S) int {
+	for h := kindHash(s); ; h = (h + 1) % nKindSlots {
+		i := kindSlots[h]
+		if i < 0 || string(eventKinds[i].kind) == string(s) {
+			return int(i)
+		}
+	}
+}
+
 // recordOf is the record type of kind k's payload.
 func recordOf(k model.EventKind) recordType {
-	for i := range eventKinds {
-		if eventKinds[i].kind == k {
-			return eventKinds[i].rec
-		}
+	if i := kindIndex(k); i >= 0 {
+		return eventKinds[i].rec
 	}
 	return recNone
 }
 
 // decodedKind returns the package's own string for kind b when it is in
 // the table, so decoding an event allocates none; ok is false for a kind
-// defined above the store. A linear walk: most kinds differ from b in
-// length, so a miss costs a compare of lengths.
+// defined above the store.
 func decodedKind(b []byte) (k model.EventKind, ok bool) {
-	for i := range eventKinds {
-		if string(eventKinds[i].kind) == string(b) {
-			return eventKinds[i].kind, true
-		}
+	if i := kindIndex(b); i >= 0 {
+		return eventKinds[i].kind, true
 	}
 	return "", false
 }

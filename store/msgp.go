@@ -167,23 +167,16 @@ func (m *msgpReader) int64() int64 {
 		return 0
 	}
 	c := m.b[p]
-	var w int
-	switch {
-	case c <= 0x7f || c >= 0xe0: // positive and negative fixint
+	if c <= 0x7f || c >= 0xe0 { // positive and negative fixint
 		m.pos = p + 1
 		return int64(int8(c))
-	case c == 0xc0:
-		m.pos = p + 1
-		return 0
-	case c == 0xcc || c == 0xd0:
-		w = 1
-	case c == 0xcd || c == 0xd1:
-		w = 2
-	case c == 0xce || c == 0xd2:
-		w = 4
-	case c == 0xcf || c == 0xd3:
-		w = 8
-	default:
+	}
+	w := int(intWidth[c])
+	if w == 0 {
+		if c == 0xc0 {
+			m.pos = p + 1
+			return 0
+		}
 		m.failCode(c, "an integer")
 		return 0
 	}
@@ -195,6 +188,8 @@ func (m *msgpReader) int64() int64 {
 	b := m.b[p+1 : p+1+w]
 	m.pos = p + 1 + w
 	switch c {
+	case 0xcf, 0xd3:
+		return int64(binary.BigEndian.Uint64(b))
 	case 0xcc:
 		return int64(b[0])
 	case 0xd0:
@@ -205,11 +200,13 @@ func (m *msgpReader) int64() int64 {
 		return int64(int16(binary.BigEndian.Uint16(b)))
 	case 0xce:
 		return int64(binary.BigEndian.Uint32(b))
-	case 0xd2:
-		return int64(int32(binary.BigEndian.Uint32(b)))
 	}
-	return int64(binary.BigEndian.Uint64(b))
+	return int64(int32(binary.BigEndian.Uint32(b))) // 0xd2
 }
+
+// intWidth is the byte count after each msgpack integer code that has one
+// (0: not such a code): one load where a chain of compares found it.
+var intWidth = [256]uint8{0xcc: 1, 0xd0: 1, 0xcd: 2, 0xd1: 2, 0xce: 4, 0xd2: 4, 0xcf: 8, 0xd3: 8}
 
 // uint64 reads any integer (msgpack/v5's DecodeUint64): nil is 0, negative
 // values wrap.
