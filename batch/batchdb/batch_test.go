@@ -298,3 +298,28 @@ func TestErrors(t *testing.T) {
 	}
 	flip() // restored, so the closing check passes
 }
+
+// A trainer's list of groups may come in any order and name one twice (a
+// retried step's groups appended to the first try's): each group is read
+// once, in id order, so the batch is the one of the sorted list.
+func TestGroupsInAnyOrderReadEachOnce(t *testing.T) {
+	db := storetest.Open(t)
+	buildLLM(t, db, "llm", llm)
+	all, err := batchdb.ReadDB(db, "llm", 1, batch.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all.Groups) < 2 {
+		t.Fatalf("fixture: step 1 has groups %v, want two or more", all.Groups)
+	}
+	g := all.Groups
+	sorted, err := batchdb.ReadDB(db, "llm", 1, batch.Options{Groups: []uint64{g[0], g[1]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shuffled, err := batchdb.ReadDB(db, "llm", 1, batch.Options{Groups: []uint64{g[1], g[0], g[1]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameBatch(t, "groups given as [b, a, b] against [a, b]", shuffled, sorted)
+}
