@@ -7,7 +7,7 @@
 #
 #   scripts/mutate.sh          the files held to the score, every mutant
 #                              (MUTATE_SAMPLE > 0: that many per file)
-#   scripts/mutate.sh core     every file of store, tree, rubricpool, replay,
+#   scripts/mutate.sh core     every file of store, tree, rubricpool, replay (and replay/export, replay/view),
 #                              grpo, batch, batch/batchdb and client, and the
 #                              server's rollout handlers (server/rollout.go),
 #                              MUTATE_SAMPLE (default 8) per file
@@ -38,7 +38,7 @@ focus)
 	;;
 core)
 	"$bin" -workers "$workers" -max-per-file "${MUTATE_SAMPLE:-8}" -budget "$budget" "$@" \
-		store tree rubricpool replay grpo batch batch/batchdb client server/rollout.go
+		store tree rubricpool replay replay/export replay/view grpo batch batch/batchdb client server/rollout.go
 	;;
 *)
 	echo "usage: scripts/mutate.sh [focus|core] [tool flags]" >&2
