@@ -274,16 +274,18 @@ func TestCheckedReadsFailOnlyOnWhatTheyRead(t *testing.T) {
 	firstTurnAt := storetest.ValueAt(t, f.path, "r", "turns", turnKey(f.firstOne))
 	page := func(at int) int { return at / checkedPageSize * checkedPageSize }
 	nodesRoot := bucketRoot(t, f.path, "nodes")
+	advRoot := bucketRoot(t, f.path, "adv")
 	for _, c := range []struct {
 		name    string
 		damage  func(b []byte)
 		onPath  bool
 		mention string
 	}{
-		{"a node record of the latest group", func(b []byte) { b[nodeAt+3] ^= 0x40 }, true, "runs/r/nodes"},
+		{"a node record of the latest group", func(b []byte) { b[nodeAt+3] ^= 0x40 }, true, fmt.Sprintf("runs/r/nodes: key %x: CRC32C mismatch", u64(f.leaf))},
 		{"a turn of its leaf", func(b []byte) { b[turnAt+5] ^= 0x40 }, true, "runs/r/turns"},
 		{"the element count of the leaf page holding that node", func(b []byte) { b[page(nodeAt)+10]++ }, true, "runs/r/nodes"},
 		{"the nodes root's last child pointing back at the root", func(b []byte) { loopBack(b, nodesRoot) }, true, "runs/r/nodes"},
+		{"the advantages root's last child pointing back at the root", func(b []byte) { loopBack(b, advRoot) }, true, "runs/r/adv"},
 		{"a node record of the first group", func(b []byte) { b[firstAt+3] ^= 0x40 }, false, ""},
 		{"a turn of the first group", func(b []byte) { b[firstTurnAt+5] ^= 0x40 }, false, ""},
 		{"the nodes root's first child pointing back at the root", func(b []byte) {
@@ -398,5 +400,35 @@ func TestCheckedBucketSizesReadPagesNotRecords(t *testing.T) {
 	_, err = sizes(loop, true)
 	if !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), "runs/r/nodes") {
 		t.Errorf("checked BucketSizes with a branch page pointing at its root = %v, want ErrCorrupt naming runs/r/nodes", err)
+	}
+}
+
+// Each checked read checks what it reads on its own, whatever was read
+// before it in the transaction: the group's advantages read first, with
+// their bucket's root pointing back at itself, are ErrCorrupt naming the
+// bucket. Read plainly, the same file gives them without an error.
+func TestCheckedAdvantagesAloneFindALoop(t *testing.T) {
+	f := buildCheckedFile(t, 12)
+	path := damagedCopy(t, f.path, func(b []byte) { loopBack(b, bucketRoot(t, f.path, "adv")) })
+	db := openReadOnly(t, path)
+	defer db.Close()
+	done := make(chan error, 1)
+	go func() {
+		done <- db.View(func(tx *store.Tx) error {
+			r, err := checkedRun(tx, "r")
+			if err != nil {
+				return err
+			}
+			_, err = r.Advantages(f.latest.Step, f.latest.ID)
+			return err
+		})
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), "runs/r/adv") {
+			t.Errorf("checked Advantages over a looped bucket = %v, want ErrCorrupt naming runs/r/adv", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("checked Advantages hung")
 	}
 }
