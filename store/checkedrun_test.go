@@ -432,3 +432,36 @@ func TestCheckedAdvantagesAloneFindALoop(t *testing.T) {
 		t.Fatal("checked Advantages hung")
 	}
 }
+
+// A checked read with no narrow check (the event log) checks the whole run
+// first, so damage anywhere in the run fails it, and every such read of
+// the transaction after it, with the same ErrCorrupt; the narrow reads of
+// undamaged records still answer.
+func TestCheckedWholeRunReadsFailOnDamageAnywhere(t *testing.T) {
+	f := buildCheckedFile(t, 4)
+	firstAt := storetest.ValueAt(t, f.path, "r", "nodes", u64(f.firstOne))
+	path := damagedCopy(t, f.path, func(b []byte) { b[firstAt+3] ^= 0x40 })
+	db := openReadOnly(t, path)
+	defer db.Close()
+	err := db.View(func(tx *store.Tx) error {
+		r, err := checkedRun(tx, "r")
+		if err != nil {
+			return err
+		}
+		events := func() error { return r.Events(1, func(model.Event) error { return nil }) }
+		first := events()
+		if !errors.Is(first, store.ErrCorrupt) || !strings.Contains(first.Error(), "runs/r/") {
+			t.Errorf("checked Events of a run with a damaged node record = %v, want ErrCorrupt naming where in run r", first)
+		}
+		if again := events(); again == nil || again.Error() != first.Error() {
+			t.Errorf("the second whole-run read = %v, want %v", again, first)
+		}
+		if _, err := r.LatestGroup(); err != nil {
+			t.Errorf("a narrow read of undamaged records after it: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
