@@ -629,15 +629,7 @@ func TestInitialMmapSize(t *testing.T) {
 			db := storetest.OpenPath(t, tempPath(t, "patr.db"), o)
 			var node uint64
 			update(t, db, func(tx *store.Tx) error {
-				r, err := tx.CreateRun("r", nil, nil)
-				if err != nil {
-					return err
-				}
-				g, err := r.OpenGroup(store.GroupSpec{Step: 1})
-				if err != nil {
-					return err
-				}
-				n, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID})
+				_, n, err := runWithRoot(tx)
 				node = n.ID
 				return err
 			})
