@@ -17,3 +17,8 @@ var ErrNotBatch = errors.New("batch: not a patrdb batch file")
 // The batch is refused rather than written with the value wrapped. It
 // also matches model.ErrInvalid.
 var ErrOutOfRange = errors.New("batch: value out of range")
+
+// ErrSource: a Source that does not hold together (a path through a node
+// it lacks, a turn's arrays not whole words, leaves out of order), such as
+// a damaged one from the wire. Nothing is built from it.
+var ErrSource = errors.New("batch: inconsistent source")

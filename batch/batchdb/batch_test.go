@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/patrdb/patrdb/batch/batchdb"
 	"io"
 	"maps"
 	"slices"
 	"testing"
+
+	"github.com/patrdb/patrdb/batch/batchdb"
+	"github.com/patrdb/patrdb/batch/internal/split"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -122,7 +124,7 @@ func TestLLMShapedRowsAndTree(t *testing.T) {
 		checkStep(t, db, "llm", step)
 	}
 	// The same, with every batch written by several goroutines.
-	restore := batchdb.SetParallelMin(1)
+	restore := split.Lower(1)
 	checkStep(t, db, "llm", 1)
 	restore()
 	b, err := batchdb.ReadDB(db, "llm", 1, batch.Options{})

@@ -1,9 +1,10 @@
 package batchdb_test
 
 import (
-	"github.com/patrdb/patrdb/batch/batchdb"
 	"path/filepath"
 	"testing"
+
+	"github.com/patrdb/patrdb/batch/batchdb"
 
 	"github.com/patrdb/patrdb/batch"
 	"github.com/patrdb/patrdb/store"

@@ -8,8 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/patrdb/patrdb/batch/batchdb"
-	"github.com/patrdb/patrdb/model"
 	"hash/crc32"
 	"math"
 	"math/rand/v2"
@@ -17,6 +15,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/patrdb/patrdb/batch/batchdb"
+	"github.com/patrdb/patrdb/batch/internal/split"
+	"github.com/patrdb/patrdb/model"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -374,7 +376,7 @@ func TestParallelChecksNameTheFirstWideID(t *testing.T) {
 		t.Fatal(err)
 	}
 	setWideID(t, db, "turns", 0x7fffabcd)
-	defer batchdb.SetParallelMin(1)()
+	defer split.Lower(1)()
 	_, err = batchdb.ReadDB(db, "r", 1, batch.Options{})
 	if want := fmt.Sprintf("observation token 1 of turn 0 of node %d is", nodes[0]); !errors.Is(err, batch.ErrOutOfRange) || !strings.Contains(err.Error(), want) {
 		t.Errorf("%v, want %q", err, want)

@@ -1,11 +1,12 @@
-package batchdb
+package batch
 
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/patrdb/patrdb/batch"
-	"github.com/patrdb/patrdb/model"
+
 	"math"
+
+	"github.com/patrdb/patrdb/model"
 )
 
 // Every value goes into a tensor of a fixed width; one that does not fit
@@ -14,7 +15,7 @@ import (
 // may hold them.
 
 func outOfRange(format string, args ...any) error {
-	return fmt.Errorf("%w (%w): %s", batch.ErrOutOfRange, model.ErrInvalid, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w (%w): %s", ErrOutOfRange, model.ErrInvalid, fmt.Sprintf(format, args...))
 }
 
 // idsFit reports whether every little-endian uint32 token id in b is
@@ -58,14 +59,14 @@ func firstWide(ids []uint32) (int, bool) {
 
 // bounds refuses rows whose positions or turn indexes would not fit
 // int32: a row of 2^31 tokens or a path of 2^31 turns.
-func (rd *reader) bounds() error {
-	for ri, n := range rd.tokens {
-		last := rd.segs[rd.rowSegments(ri)[len(rd.rowSegments(ri))-1]]
+func (bd *builder) bounds() error {
+	for ri, n := range bd.tokens {
+		last := bd.segs[bd.rowSegments(ri)[len(bd.rowSegments(ri))-1]]
 		switch {
 		case n > math.MaxInt32:
-			return outOfRange("the row of leaf %d holds %d tokens; positions are int32", rd.rows[ri].leaf.ID, n)
+			return outOfRange("the row of leaf %d holds %d tokens; positions are int32", bd.rows[ri].leaf.ID, n)
 		case last.turn0+last.to-last.from > math.MaxInt32:
-			return outOfRange("the path of leaf %d has %d turns; turn_index is int32", rd.rows[ri].leaf.ID, last.turn0+last.to-last.from)
+			return outOfRange("the path of leaf %d has %d turns; turn_index is int32", bd.rows[ri].leaf.ID, last.turn0+last.to-last.from)
 		}
 	}
 	return nil

@@ -1,39 +1,39 @@
-package batchdb
+package batch
 
 import (
-	"github.com/patrdb/patrdb/batch"
 	"math"
 	"runtime"
 	"sort"
 	"sync"
 
+	"github.com/patrdb/patrdb/batch/internal/split"
 	"github.com/patrdb/patrdb/batch/safetensors"
 )
 
 // fill sizes the token arrays once, clears the sparse ones (mask,
 // logprobs, advantages, coefficients, turn rewards) when they are reused,
 // and writes the rows (or segments) on up to GOMAXPROCS goroutines.
-func (rd *reader) fill(b *batch.Batch) {
-	nr := len(rd.rows)
+func (bd *builder) fill(b *Batch) {
+	nr := len(bd.rows)
 	b.RowLeaf, b.RowGroup = make([]int64, nr), make([]int64, nr)
 	b.RowStatus, b.RowReward, b.RowAdvantage = make([]uint8, nr), make([]float64, nr), make([]float64, nr)
 	b.RowPolicyMin, b.RowPolicyMax, b.RowPromptLen = make([]int64, nr), make([]int64, nr), make([]int64, nr)
-	for i, rw := range rd.rows {
-		g := rd.groups[rw.group]
+	for i, rw := range bd.rows {
+		g := bd.src.Groups[rw.leaf.Group]
 		b.RowLeaf[i], b.RowGroup[i] = int64(rw.leaf.ID), int64(g.ID)
-		b.RowStatus[i], b.RowReward[i] = batch.StatusCode(rw.leaf.Status), rw.leaf.Reward
-		b.RowAdvantage[i] = rd.cr.rowAdv[i]
+		b.RowStatus[i], b.RowReward[i] = StatusCode(rw.leaf.Status), rw.leaf.Reward
+		b.RowAdvantage[i] = bd.cr.rowAdv[i]
 		b.RowPolicyMin[i], b.RowPolicyMax[i] = int64(rw.vmin), int64(rw.vmax)
 		b.RowPromptLen[i] = int64(len(g.PromptTokens))
-		b.TokensMaterialised += rd.tokens[i]
+		b.TokensMaterialised += bd.tokens[i]
 	}
-	for _, s := range rd.segs {
+	for _, s := range bd.segs {
 		b.TokensPacked += int64(s.tokens)
 	}
 	// Positions are copied from one ascending run, as long as the longest
 	// row, rather than counted token by token.
 	longest := int64(0)
-	for _, t := range rd.tokens {
+	for _, t := range bd.tokens {
 		longest = max(longest, t)
 	}
 	iota := make([]int32, longest)
@@ -41,7 +41,7 @@ func (rd *reader) fill(b *batch.Batch) {
 		iota[i] = int32(i)
 	}
 	n := b.TokensPacked
-	if b.Layout == batch.Rows {
+	if b.Layout == Rows {
 		n = b.TokensMaterialised
 	}
 	// Arrays grow makes anew are already 0; reused ones are 0 where the
@@ -50,8 +50,8 @@ func (rd *reader) fill(b *batch.Batch) {
 	for _, c := range []int{cap(b.LossMask), cap(b.OldLogprobs), cap(b.Advantages), cap(b.CoefPos), cap(b.CoefNeg), cap(b.LossWeight), cap(b.TurnRewards)} {
 		zeroed = zeroed && int64(c) < n
 	}
-	rd.ahead.wg.Wait()
-	from := min(int64(rd.ahead.n), n)
+	bd.ahead.wg.Wait()
+	from := min(int64(bd.ahead.n), n)
 	b.InputIDs, b.LossMask, b.OldLogprobs = grow(b.InputIDs, n), grow(b.LossMask, n), grow(b.OldLogprobs, n)
 	b.Advantages, b.Positions = grow(b.Advantages, n), grow(b.Positions, n)
 	b.CoefPos, b.CoefNeg, b.LossWeight = grow(b.CoefPos, n), grow(b.CoefNeg, n), grow(b.LossWeight, n)
@@ -66,9 +66,9 @@ func (rd *reader) fill(b *batch.Batch) {
 		})
 	}
 	var t tally
-	if b.Layout == batch.Rows {
+	if b.Layout == Rows {
 		b.RowOffsets = make([]int64, nr+1)
-		for ri, t := range rd.tokens {
+		for ri, t := range bd.tokens {
 			b.RowOffsets[ri+1] = b.RowOffsets[ri] + t
 		}
 		t = inParallel(b.RowOffsets, func(lo, hi int) (t tally) {
@@ -76,33 +76,33 @@ func (rd *reader) fill(b *batch.Batch) {
 			for ri := lo; ri < hi; ri++ {
 				off := int(b.RowOffsets[ri])
 				copy(b.Positions[off:b.RowOffsets[ri+1]], iota)
-				for _, si := range rd.rowSegments(ri) {
-					if o := rd.segs[si].owner; o >= lo && o < ri {
-						off = rd.copyShared(b, si, off, ri, &f)
+				for _, si := range bd.rowSegments(ri) {
+					if o := bd.segs[si].owner; o >= lo && o < ri {
+						off = bd.copyShared(b, si, off, ri, &f)
 					} else {
-						off = rd.write(b, si, off, ri, &t, &f)
+						off = bd.write(b, si, off, ri, &t, &f)
 					}
 				}
 			}
 			return t
 		})
 	} else {
-		ns := len(rd.segs)
+		ns := len(bd.segs)
 		b.SegOffsets, b.SegParent, b.SegGroup = make([]int64, ns+1), make([]int64, ns), make([]int64, ns)
 		b.SegNode, b.SegOwner, b.RowSegment = make([]int64, ns), make([]int64, ns), make([]int64, nr)
-		for si, s := range rd.segs {
+		for si, s := range bd.segs {
 			b.SegOffsets[si+1] = b.SegOffsets[si] + int64(s.tokens)
-			b.SegParent[si], b.SegGroup[si], b.SegNode[si], b.SegOwner[si] = int64(s.parent), int64(rd.groups[s.group].ID), int64(s.node), int64(s.owner)
+			b.SegParent[si], b.SegGroup[si], b.SegNode[si], b.SegOwner[si] = int64(s.parent), int64(bd.src.Groups[s.group].ID), int64(s.node), int64(s.owner)
 		}
-		for ri := range rd.rows {
-			b.RowSegment[ri] = int64(rd.rowSegs[rd.rowEnd[ri]-1])
+		for ri := range bd.rows {
+			b.RowSegment[ri] = int64(bd.rowSegs[bd.rowEnd[ri]-1])
 		}
 		t = inParallel(b.SegOffsets, func(lo, hi int) (t tally) {
 			var f creditFill
 			for si := lo; si < hi; si++ {
 				off, end := int(b.SegOffsets[si]), int(b.SegOffsets[si+1])
-				copy(b.Positions[off:end], iota[rd.segs[si].depth:])
-				rd.write(b, si, off, -1, &t, &f)
+				copy(b.Positions[off:end], iota[bd.segs[si].depth:])
+				bd.write(b, si, off, -1, &t, &f)
 			}
 			return t
 		})
@@ -116,7 +116,7 @@ func (rd *reader) fill(b *batch.Batch) {
 type tally struct{ missing, dropped int64 }
 
 // aheadClear zeroes, on a goroutine of its own, the sparse arrays of a
-// reused batch over their length while ReadInto reads the store: the
+// reused batch over their length while Assemble's source is read: the
 // clear wants memory bandwidth, the reading a processor, so the two
 // overlap instead of adding up. Tokens [0, n) are 0 once wg is done.
 type aheadClear struct {
@@ -124,8 +124,8 @@ type aheadClear struct {
 	n  int
 }
 
-func clearAhead(b *batch.Batch) *aheadClear {
-	sparse := batch.Batch{LossMask: b.LossMask, OldLogprobs: b.OldLogprobs, Advantages: b.Advantages,
+func clearAhead(b *Batch) *aheadClear {
+	sparse := Batch{LossMask: b.LossMask, OldLogprobs: b.OldLogprobs, Advantages: b.Advantages,
 		CoefPos: b.CoefPos, CoefNeg: b.CoefNeg, LossWeight: b.LossWeight, TurnRewards: b.TurnRewards}
 	a := &aheadClear{n: min(len(sparse.LossMask), len(sparse.OldLogprobs), len(sparse.Advantages),
 		len(sparse.CoefPos), len(sparse.CoefNeg), len(sparse.LossWeight), len(sparse.TurnRewards))}
@@ -141,7 +141,7 @@ func clearAhead(b *batch.Batch) *aheadClear {
 // train, all but a turn's last token), so one clear and then only the
 // trained tokens and turn ends written is cheaper than a clear per run of
 // untrained ones.
-func clearTokens(b *batch.Batch, lo, hi int) {
+func clearTokens(b *Batch, lo, hi int) {
 	repeatInto(b.LossMask[lo:hi], zeroBytes())
 	for _, a := range [][]float32{b.OldLogprobs, b.Advantages, b.CoefPos, b.CoefNeg, b.LossWeight, b.TurnRewards} {
 		repeatInto(a[lo:hi], zeroFloats())
@@ -166,10 +166,6 @@ var (
 	zeroFloats = sync.OnceValue(func() []float32 { return make([]float32, 1<<18) })
 )
 
-// parallelMin is the number of tokens below which one goroutine writes
-// everything: starting more costs more than it saves.
-var parallelMin int64 = 1 << 18
-
 // inParallel splits units (rows or segments, unit i being tokens
 // [offsets[i], offsets[i+1])) into runs of about equal tokens, one per
 // processor, and runs fn on each concurrently. Each run writes only its
@@ -179,7 +175,7 @@ func inParallel(offsets []int64, fn func(lo, hi int) tally) tally {
 	units := len(offsets) - 1
 	total := offsets[units] - offsets[0]
 	p := min(runtime.GOMAXPROCS(0), units, 8)
-	if total < parallelMin || p <= 1 {
+	if total < split.Min || p <= 1 {
 		return fn(0, units)
 	}
 	results := make([]tally, p)
@@ -211,10 +207,10 @@ func inParallel(offsets []int64, fn func(lo, hi int) tally) tally {
 // them: into row ri of the rows layout, or into the tree (ri = -1). The
 // sparse arrays are already 0: only trained tokens and turn ends touch
 // them; the others are written whole.
-func (rd *reader) write(b *batch.Batch, si, off, ri int, t *tally, f *creditFill) int {
-	s := rd.segs[si]
+func (bd *builder) write(b *Batch, si, off, ri int, t *tally, f *creditFill) int {
+	s := bd.segs[si]
 	if s.node == 0 {
-		for i, id := range rd.groups[s.group].PromptTokens {
+		for i, id := range bd.src.Groups[s.group].PromptTokens {
 			b.InputIDs[off+i] = int32(id)
 		}
 		end := off + s.tokens
@@ -222,10 +218,9 @@ func (rd *reader) write(b *batch.Batch, si, off, ri int, t *tally, f *creditFill
 		fill(b.TurnIndex[off:end], -1)
 		return end
 	}
-	trained, c := rd.segCredit(ri, si)
+	trained, c := bd.segCredit(ri, si)
 	once := ri < 0 || s.owner == ri // this is where the tallies count the segment
-	at := rd.turnAt[s.node]
-	for k, v := range rd.refs[at+s.from : at+s.to] {
+	for k, v := range bd.turns(s.node, s.from, s.to) {
 		start, end := off, off+len(v.ActionTokens)/4
 		safetensors.Decode(b.InputIDs[off:end], v.ActionTokens)
 		if trained {
@@ -254,16 +249,16 @@ func (rd *reader) write(b *batch.Batch, si, off, ri int, t *tally, f *creditFill
 
 // segCredit is whether row ri trains segment si's action tokens and what
 // it puts on them; ri < 0 is the tree layout's segment.
-func (rd *reader) segCredit(ri, si int) (bool, segCredit) {
+func (bd *builder) segCredit(ri, si int) (bool, segCredit) {
 	if ri < 0 {
-		return true, rd.cr.tree[si]
+		return true, bd.cr.tree[si]
 	}
-	if !rd.trains(ri, si) {
+	if !bd.trains(ri, si) {
 		return false, segCredit{}
 	}
-	w := rd.cr.rowW[ri]
-	c := segCredit{adv: rd.advOf(ri, si), weight: float32(w)}
-	c.pos, c.neg = batch.Coefs(w, c.adv)
+	w := bd.cr.rowW[ri]
+	c := segCredit{adv: bd.advOf(ri, si), weight: float32(w)}
+	c.pos, c.neg = Coefs(w, c.adv)
 	return true, c
 }
 
@@ -282,7 +277,7 @@ type creditFill struct {
 const creditRun = 512
 
 // put puts c on tokens [off, end) of the credit arrays, already 0.
-func (f *creditFill) put(b *batch.Batch, off, end int, c segCredit) {
+func (f *creditFill) put(b *Batch, off, end int, c segCredit) {
 	f.ready()
 	if !sameBits(c, f.c) {
 		for k, p := range creditArrays(b, c) {
@@ -298,7 +293,7 @@ func (f *creditFill) put(b *batch.Batch, off, end int, c segCredit) {
 }
 
 // mask puts 1 on tokens [off, end) of the loss mask.
-func (f *creditFill) mask(b *batch.Batch, off, end int) {
+func (f *creditFill) mask(b *Batch, off, end int) {
 	f.ready()
 	repeatInto(b.LossMask[off:end], f.ones)
 }
@@ -316,7 +311,7 @@ func (f *creditFill) ready() {
 }
 
 // creditArrays pairs each credit array with the value c puts on it.
-func creditArrays(b *batch.Batch, c segCredit) [4]struct {
+func creditArrays(b *Batch, c segCredit) [4]struct {
 	dst []float32
 	v   float32
 } {
@@ -335,8 +330,8 @@ func creditArrays(b *batch.Batch, c segCredit) [4]struct {
 // owner, the credit ones too when ri puts the same bits on them as the
 // owner (rows of equal advantage under one weight, as GRPO's are), and
 // filled otherwise.
-func (rd *reader) copyShared(b *batch.Batch, si, off, ri int, f *creditFill) int {
-	s := rd.segs[si]
+func (bd *builder) copyShared(b *Batch, si, off, ri int, f *creditFill) int {
+	s := bd.segs[si]
 	src, end := int(b.RowOffsets[s.owner])+s.depth, off+s.tokens
 	from, d := src+s.tokens, src-off // d: from a token of ri to the owner's same token
 	copy(b.InputIDs[off:end], b.InputIDs[src:from])
@@ -345,11 +340,10 @@ func (rd *reader) copyShared(b *batch.Batch, si, off, ri int, f *creditFill) int
 	if s.node == 0 {
 		return end // a prompt has no turn ends and trains nothing
 	}
-	trained, c := rd.segCredit(ri, si)
-	_, oc := rd.segCredit(s.owner, si)
+	trained, c := bd.segCredit(ri, si)
+	_, oc := bd.segCredit(s.owner, si)
 	same := sameBits(c, oc)
-	at := rd.turnAt[s.node]
-	for _, v := range rd.refs[at+s.from : at+s.to] {
+	for _, v := range bd.turns(s.node, s.from, s.to) {
 		n := len(v.ActionTokens) / 4
 		if n > 0 {
 			b.TurnRewards[off+n-1] = float32(v.Reward)

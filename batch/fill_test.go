@@ -1,4 +1,4 @@
-package batchdb
+package batch
 
 import (
 	"slices"
