@@ -12,6 +12,7 @@ import (
 
 	"github.com/patrdb/patrdb/batch/batchdb"
 	"github.com/patrdb/patrdb/batch/internal/split"
+	"github.com/patrdb/patrdb/batch/sourcewire"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -109,11 +110,50 @@ func checkStep(t *testing.T, db *store.DB, run string, step uint64) {
 				t.Errorf("%s: tree holds %d tokens, rows %d; packed %d", name, len(tree.InputIDs), len(rows.InputIDs), rows.TokensPacked)
 			}
 			sameBatch(t, name+" tree expanded vs rows", tree.Expand(), rows)
+			sameFile(t, name+" tree over the wire", overTheWire(t, r, step, opts), tree)
+			opts.Layout = batch.Rows
+			sameFile(t, name+" rows over the wire", overTheWire(t, r, step, opts), rows)
 			return nil
 		})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
+	}
+}
+
+// overTheWire is the batch a client builds from the step's source sent
+// through package sourcewire, into a reused batch: one read fresh with
+// another credit rule and at least as long, so that a value left over
+// from it shows.
+func overTheWire(t *testing.T, r *store.RunTx, step uint64, opts batch.Options) *batch.Batch {
+	t.Helper()
+	src, err := batchdb.ReadSource(r, step, opts.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := sourcewire.Append(nil, src)
+	reused, err := batchdb.Read(r, step, batch.Options{Credit: batch.Mean, Norm: batch.SeqMeanTokenMean, IncludeFailed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := batch.Assemble(reused, opts, func(batch.Options) (*batch.Source, error) { return sourcewire.Decode(body) }); err != nil {
+		t.Fatal(err)
+	}
+	return reused
+}
+
+// sameFile fails unless got and want write the same file, byte for byte.
+func sameFile(t *testing.T, name string, got, want *batch.Batch) {
+	t.Helper()
+	var g, w bytes.Buffer
+	if _, err := got.WriteTo(&g); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if _, err := want.WriteTo(&w); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if !bytes.Equal(g.Bytes(), w.Bytes()) {
+		t.Errorf("%s: files of %d and %d bytes differ", name, g.Len(), w.Len())
 	}
 }
 
