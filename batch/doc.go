@@ -1,9 +1,13 @@
 // Package batch is a trainer's batch for one rollout step: flat arrays
 // ready for a GPU, their credit rules and loss coefficients, and the file
-// that carries them (Options, Batch, Expand, Decode, WriteTo). Package
-// batchdb reads one from the store in one read transaction; this package
-// imports no storage, so a client that fetches batches over HTTP links
-// none. The two layouts:
+// that carries them (Options, Batch, Expand, Decode, WriteTo). Assemble
+// builds a batch from a Source — the step's groups, the leaves that
+// become rows, the turns on their paths — and computes every figure the
+// batch carries, by the rules below. Package batchdb reads the Source
+// from the store in one read transaction; package sourcewire carries it
+// over HTTP, so a client builds the same batch from far fewer bytes than
+// the batch holds. This package imports no storage, so a client that fetches
+// batches over HTTP links none. The two layouts:
 //
 //   - Rows: one row per leaf, its whole sequence — the group's prompt
 //     tokens, then every turn on the path from the root (each turn's action

@@ -249,7 +249,7 @@ func (res *results) figures() []figure {
 			ratios:   ratio(bw(batchmeasure.ReadInto), bw(batchmeasure.Memcpy)), target: target{"<=", 1.5},
 		},
 		figure{
-			name:     "the same batch through the Go client over HTTP (client.Batch + batch.Decode, loopback) vs the in-process call (batchdb.Read, fresh buffers)",
+			name:     "the same batch through the Go client over HTTP (client.ReadBatch: the step's source on loopback, built by batch.Assemble) vs the in-process call (batchdb.Read, fresh buffers)",
 			measured: "HTTP: " + spread(bw(batchmeasure.HTTP), fmtDur), anchor: "batchdb.Read: " + spread(bw(batchmeasure.Read), fmtDur),
 			ratios: ratio(bw(batchmeasure.HTTP), bw(batchmeasure.Read)), target: target{"<=", 2},
 		})
@@ -522,7 +522,9 @@ const method = `## What is measured
 - **Training batch** (bench/batchmeasure, shared with ` + "`go run ./bench/batchbench`" + `): one step of 32 swe-like
   trees (K=4, paths capped at 26 turns, ~150 action + ~350 observation tokens a turn) in its own store; its rows
   batch read by batchdb.ReadInto into buffers reused across runs, against copy() of as many bytes as the batch's
-  arrays hold between two warm buffers; and client.Batch + batch.Decode through server.Handler on loopback against
+  arrays hold between two warm buffers; and client.ReadBatch through server.Handler on loopback (the step's source,
+  package batch/sourcewire, built into fresh buffers by batch.Assemble; the server has checked the run whole, as a
+  trainer's server has once its workers leased through it, and reads it as the in-process side does) against
   batchdb.Read (fresh buffers) in process. The sides take turns run by run in a rotating order, 7 runs each a
   repetition; a repetition's figure is each side's fastest run.
 - **Replay**: RunTx.Events over a resume store's whole log; anchors: a bare bbolt cursor walk of the events

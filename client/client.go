@@ -125,6 +125,7 @@ func (c *Client) send(ctx context.Context, method, path string, in any, out any)
 		}
 	}
 	framed, _ := out.(framedReply)
+	bin, _ := out.(*binaryReply)
 	hc := c.HTTP
 	if hc == nil {
 		hc = &http.Client{Timeout: 60 * time.Second}
@@ -157,6 +158,9 @@ func (c *Client) send(ctx context.Context, method, path string, in any, out any)
 			// JSON still answers errors, and every answer of a server
 			// older than api.FrameSince.
 			req.Header.Set("Accept", api.FrameType+", application/json;q=0.9")
+		}
+		if bin != nil && bin.accept != "" {
+			req.Header.Set("Accept", bin.accept)
 		}
 		if c.Token != "" {
 			req.Header.Set("Authorization", "Bearer "+c.Token)
@@ -200,8 +204,9 @@ func (c *Client) send(ctx context.Context, method, path string, in any, out any)
 		if out == nil {
 			return nil
 		}
-		if raw, ok := out.(*[]byte); ok { // a binary body (the batch file)
-			*raw = data
+		if bin != nil {
+			bin.body = data
+			bin.mediaType, _, _ = mime.ParseMediaType(resp.Header.Get("Content-Type"))
 			return nil
 		}
 		if framed != nil {
@@ -446,6 +451,14 @@ func (c *Client) Submit(ctx context.Context, run string, req api.SubmitRequest) 
 type encoded struct {
 	contentType string
 	body        []byte
+}
+
+// binaryReply is a binary answer (a batch file, a batch source) and the
+// media type it came as; accept, when set, is the request's Accept.
+type binaryReply struct {
+	accept    string
+	body      []byte
+	mediaType string
 }
 
 // framedReply is an answer asked for as a frame (Accept: api.FrameType)

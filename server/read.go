@@ -27,7 +27,7 @@ func (s *server) ok(w http.ResponseWriter, v any) error {
 // okTurns answers v, whose turns are written packed when the request asks
 // (tokens=packed; api.Packed).
 func (s *server) okTurns(w http.ResponseWriter, r *http.Request, v any) error {
-	if lr, ok := v.(api.LeaseResponse); ok && acceptsFrame(r) {
+	if lr, ok := v.(api.LeaseResponse); ok && accepts(r, api.FrameType) {
 		b, err := api.LeaseFrame(lr)
 		if err != nil {
 			return err
@@ -57,12 +57,13 @@ func packedTokens(r *http.Request) (bool, error) {
 	return false, badRequest("tokens=%q: want %q (or none, for arrays of numbers)", r.URL.Query().Get("tokens"), api.TokensPacked)
 }
 
-// acceptsFrame reports whether the request's Accept header lists the
-// frame's media type (api.FrameType).
-func acceptsFrame(r *http.Request) bool {
+// accepts reports whether the request's Accept header lists the media
+// type mt (a frame, a batch source): the binary forms are sent only to a
+// client that names them.
+func accepts(r *http.Request, mt string) bool {
 	for _, a := range r.Header.Values("Accept") {
 		for part := range strings.SplitSeq(a, ",") {
-			if mt, _, err := mime.ParseMediaType(strings.TrimSpace(part)); err == nil && mt == api.FrameType {
+			if t, _, err := mime.ParseMediaType(strings.TrimSpace(part)); err == nil && t == mt {
 				return true
 			}
 		}

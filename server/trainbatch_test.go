@@ -3,11 +3,15 @@ package server
 import (
 	"bytes"
 	"errors"
-	"github.com/patrdb/patrdb/batch/batchdb"
+	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/patrdb/patrdb/batch/batchdb"
+	"github.com/patrdb/patrdb/batch/sourcewire"
 
 	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/batch"
@@ -71,6 +75,18 @@ func TestTrainBatch(t *testing.T) {
 		if !bytes.Equal(got, buf.Bytes()) {
 			t.Fatalf("%+v: served %d bytes, batchdb.ReadDB writes %d", opts, len(got), buf.Len())
 		}
+		// The batch the client builds from the step's source: the same file.
+		built, err := e.c.ReadBatch(bg, "r", 1, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fromSource bytes.Buffer
+		if _, err := built.WriteTo(&fromSource); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(fromSource.Bytes(), buf.Bytes()) {
+			t.Fatalf("%+v: built from the source, a file of %d bytes; batchdb.ReadDB writes %d", opts, fromSource.Len(), buf.Len())
+		}
 		b, err := batch.Decode(got)
 		if err != nil {
 			t.Fatal(err)
@@ -83,6 +99,25 @@ func TestTrainBatch(t *testing.T) {
 	if st != http.StatusOK || h.Get("Content-Type") != "application/octet-stream" || h.Get("Content-Length") == "" || len(body) == 0 ||
 		!strings.Contains(h.Get("Content-Disposition"), "r-step1-tree-mean.safetensors") {
 		t.Errorf("GET batch: %d %v", st, h)
+	}
+	req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/api/v1/runs/r/steps/1/batch", nil)
+	req.Header.Set("Accept", "application/json, "+sourcewire.MediaType)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	source, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if src, err := sourcewire.Decode(source); resp.Header.Get("Content-Type") != sourcewire.MediaType || err != nil || len(src.Leaves) != 2 ||
+		resp.Header.Get("Content-Length") != strconv.Itoa(len(source)) || len(source) >= len(body) {
+		t.Errorf("GET batch, Accept: %s: %s, %d bytes (Content-Length %s; the tree file: %d): %v", sourcewire.MediaType, resp.Header.Get("Content-Type"),
+			len(source), resp.Header.Get("Content-Length"), len(body), err)
+	}
+	if _, err := e.c.ReadBatch(bg, "r", 2, batch.Options{}); !errors.Is(err, model.ErrNotFound) {
+		t.Errorf("client, built from a step without groups: %v", err)
+	}
+	if _, err := e.c.ReadBatch(bg, "r", 1, batch.Options{Layout: "packed"}); !errors.Is(err, model.ErrInvalid) {
+		t.Errorf("client, built with a bad layout: %v", err)
 	}
 	for path, want := range map[string]int{
 		"/api/v1/runs/r/steps/2/batch":               http.StatusNotFound,

@@ -94,8 +94,10 @@ func goFigures(c config, step *batchmeasure.Step) ([]*figure, error) {
 			got: t.Wall[batchmeasure.Read], anchor: memcpy, gotName: "Read", anchorName: name},
 		{name: "Go, rows assembled by hand from RunTx.Trajectory per leaf vs memcpy", unit: "s",
 			got: t.Wall[batchmeasure.ByHand], anchor: memcpy, gotName: "Trajectory per leaf", anchorName: name},
-		{name: "Go client over HTTP (client.Batch + batch.Decode, loopback) vs the in-process call (batchdb.Read, fresh buffers)", unit: "s",
+		{name: "Go client over HTTP (client.ReadBatch: the step's source on loopback, built by batch.Assemble) vs the in-process call (batchdb.Read, fresh buffers)", unit: "s",
 			got: t.Wall[batchmeasure.HTTP], anchor: t.Wall[batchmeasure.Read], gotName: "HTTP", anchorName: "batchdb.Read", target: "≤ 2×", max: 2},
+		{name: "Go client over HTTP, the safetensors file (client.Batch + batch.Decode, loopback, as the Python client reads it) vs batchdb.Read", unit: "s",
+			got: t.Wall[batchmeasure.HTTPFile], anchor: t.Wall[batchmeasure.Read], gotName: "HTTP file", anchorName: "batchdb.Read"},
 	}
 	if t.HaveCPU {
 		figs = append(figs, &figure{name: "Go, rows batch (ReadInto) vs memcpy, process CPU time instead of wall time (both cores' work counted; getrusage, 1–4 ms resolution)", unit: "s",

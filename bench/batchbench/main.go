@@ -18,8 +18,10 @@
 //     JSON path (groups, tree, advantages and one trajectory per leaf,
 //     token lists built from the typed records), both through
 //     server.Handler on loopback, timed in one Python process.
-//   - Go over HTTP: client.Batch + batch.Decode through server.Handler
-//     on loopback vs batchdb.Read in process (fresh buffers both).
+//   - Go over HTTP: client.ReadBatch through server.Handler on loopback
+//     (the step's source, built by batch.Assemble) vs batchdb.Read in
+//     process (fresh buffers both); and client.Batch + batch.Decode (the
+//     safetensors file, as the Python client reads it) beside them.
 //   - wire bytes of the tree layout ÷ the bytes of its per-token arrays.
 package main
 
@@ -166,7 +168,7 @@ func run(c config, command string) (string, error) {
 	}
 	(&figure{name: "tree layout on the wire vs the token ids and action logprobs alone (4 bytes each)", unit: "bytes",
 		got: []float64{float64(wire)}, anchor: []float64{float64(4*len(tree.InputIDs) + 4*actions)}, gotName: "safetensors file", anchorName: "ids + logprobs"}).row(w)
-	fmt.Fprintf(w, "\nNotes: the memcpy anchor copies, between two warm buffers, exactly as many bytes as the rows batch's arrays hold (%d bytes per token: int32 id, uint8 mask, float32 logprob, advantage and three loss coefficients, int32 position, int64 policy version, int32 turn index, float32 turn reward; plus the row tables). The batch side opens a read transaction, walks the step's groups and leaves, checks every stored turn's CRC once and decodes its token arrays straight from the mapped pages into the reused buffers. The Go HTTP side is the server's read of the same batch (fresh buffers, as every request's), its write into the socket, the kernel's copies across the loopback, and the client's read into one buffer sized from Content-Length; batch.Decode then views that buffer without copying: socket and buffer are the floor above the in-process read. The per-leaf JSON path is what a Python trainer did before: one GET per group (tree, advantages) and per leaf (trajectory), typed records, token arrays as JSON numbers (the wire before API 1.5), Python lists of token ids per row. The tree layout's wire bytes add the JSON header, the segment and row tables to its per-token arrays. Store built in %s (NoSync).\n",
+	fmt.Fprintf(w, "\nNotes: the memcpy anchor copies, between two warm buffers, exactly as many bytes as the rows batch's arrays hold (%d bytes per token: int32 id, uint8 mask, float32 logprob, advantage and three loss coefficients, int32 position, int64 policy version, int32 turn index, float32 turn reward; plus the row tables). The batch side opens a read transaction, walks the step's groups and leaves, checks every stored turn's CRC once and decodes its token arrays straight from the mapped pages into the reused buffers. The Go HTTP side is the server's read of the step's source (batch.Source: groups, leaves, the turns on their paths, each token once; 12.4 MB), copied out of its read transaction and written into the socket, the kernel's copies across the loopback, the client's read into one buffer sized from Content-Length, and batch.Assemble building the rows batch from views of that buffer into fresh arrays; the server has checked the run whole first (one GET of its frontier), as a trainer's server has once its workers leased through it. The HTTP file side is the server's read of the batch itself and the 225 MB safetensors file across the loopback, batch.Decode viewing the client's buffer without copying. The per-leaf JSON path is what a Python trainer did before: one GET per group (tree, advantages) and per leaf (trajectory), typed records, token arrays as JSON numbers (the wire before API 1.5), Python lists of token ids per row. The tree layout's wire bytes add the JSON header, the segment and row tables to its per-token arrays. Store built in %s (NoSync).\n",
 		tokenBytes/int64(len(tree.InputIDs)), built.Round(time.Millisecond))
 	fmt.Fprintf(w, "\n%s\n", endMarker)
 	return out.String(), nil

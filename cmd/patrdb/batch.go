@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/patrdb/patrdb/batch/batchdb"
-	"github.com/patrdb/patrdb/model"
 	"io"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/patrdb/patrdb/batch/batchdb"
+	"github.com/patrdb/patrdb/batch/sourcewire"
+	"github.com/patrdb/patrdb/model"
 
 	"github.com/spf13/cobra"
 
@@ -146,20 +148,14 @@ func (a *App) batch(ctx context.Context, rf *remoteFlags, runArg string, f *batc
 	}
 	g, ctx := publish.Watch(ctx)
 	defer g.Close()
-	b, raw, err := a.readBatch(ctx, rf, id, step, opts)
+	b, err := a.readBatch(ctx, rf, id, step, opts)
 	if ctx.Err() != nil {
 		return interrupted("batch", f.out)
 	}
 	if err != nil {
 		return err
 	}
-	n, err := writeFileAtomic(g, f.out, f.force, func(w io.Writer) (int64, error) {
-		if raw != nil {
-			n, err := w.Write(raw)
-			return int64(n), err
-		}
-		return b.WriteTo(w)
-	}, func() { a.pause(ctx, "batch") })
+	n, err := writeFileAtomic(g, f.out, f.force, b.WriteTo, func() { a.pause(ctx, "batch") })
 	if errors.Is(err, publish.ErrExists) {
 		return usageErrorf("--out %s exists: use --force to replace it", f.out)
 	}
@@ -183,27 +179,27 @@ func (a *App) batch(ctx context.Context, rf *remoteFlags, runArg string, f *batc
 	return w.Flush()
 }
 
-// readBatch reads the batch from the file, or from the server that owns
-// it; from a server it also returns the file's bytes as served.
-func (a *App) readBatch(ctx context.Context, rf *remoteFlags, id string, step uint64, opts batch.Options) (*batch.Batch, []byte, error) {
+// readBatch reads the batch from the file, or builds it from what the
+// server that owns the file sends (client.ReadBatch: the step's source,
+// far fewer bytes than the batch, on a server of API 1.8 or later).
+func (a *App) readBatch(ctx context.Context, rf *remoteFlags, id string, step uint64, opts batch.Options) (*batch.Batch, error) {
 	cl, err := a.remote(ctx, rf)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if cl != nil {
-		raw, err := cl.Batch(ctx, id, step, opts)
-		if err != nil {
-			return nil, nil, a.remoteError(cl, err)
+		b, err := cl.ReadBatch(ctx, id, step, opts)
+		switch {
+		case errors.Is(err, sourcewire.ErrFormat), errors.Is(err, batch.ErrSource), errors.Is(err, batch.ErrNotBatch):
+			return nil, fmt.Errorf("server %s sent a damaged batch: %w", cl.Base, err)
+		case err != nil:
+			return nil, a.remoteError(cl, err)
 		}
-		b, err := batch.Decode(raw)
-		if err != nil {
-			return nil, nil, fmt.Errorf("server %s sent a damaged batch file: %w", cl.Base, err)
-		}
-		return b, raw, nil
+		return b, nil
 	}
 	db, err := a.openRead()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer db.Close()
 	b := new(batch.Batch)
@@ -227,7 +223,7 @@ func (a *App) readBatch(ctx context.Context, rf *remoteFlags, id string, step ui
 			err = notFoundErrorf("%v", err)
 		}
 	}
-	return b, nil, err
+	return b, err
 }
 
 // writeFileAtomic writes path through a temporary file beside it, renamed

@@ -1,10 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/patrdb/patrdb/model"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/patrdb/patrdb/model"
 
 	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/client"
@@ -373,6 +375,34 @@ func TestRemoteMatchesFileOnWrittenRuns(t *testing.T) {
 	for _, kind := range []string{"rubric.judge", "rubric.activate", string(model.EvReply)} {
 		if !strings.Contains(replayed, kind) {
 			t.Errorf("no %s event was replayed", kind)
+		}
+	}
+}
+
+// `patrdb batch` through the owner's server, which sends the step's
+// source for the command to build the batch from, writes the file the
+// command writes from the file itself, byte for byte, in both layouts.
+func TestRemoteBatchIsTheFilesBatch(t *testing.T) {
+	path := fixture(t)
+	out := t.TempDir()
+	layouts := []string{"rows", "tree"}
+	for _, l := range layouts {
+		cli(t, "--db", path, "batch", "patr-4x4", "--step", "2", "--layout", l, "--credit", "mean", "--out", filepath.Join(out, "local-"+l)).ok(t)
+	}
+	o, _ := serveInProcess(t, path, server.Options{}, true)
+	elsewhere := filepath.Join(t.TempDir(), "absent.db")
+	for _, l := range layouts {
+		cli(t, "--db", elsewhere, "--server", o.url, "batch", "patr-4x4", "--step", "2", "--layout", l, "--credit", "mean", "--out", filepath.Join(out, "remote-"+l)).ok(t)
+		local, err := os.ReadFile(filepath.Join(out, "local-"+l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		remote, err := os.ReadFile(filepath.Join(out, "remote-"+l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(local) == 0 || !bytes.Equal(local, remote) {
+			t.Errorf("%s: through the server a file of %d bytes, from the file %d", l, len(remote), len(local))
 		}
 	}
 }
