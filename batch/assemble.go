@@ -59,9 +59,10 @@ func Assemble(dst *Batch, opts Options, read func(Options) (*Source, error)) err
 	return nil
 }
 
+// row is a leaf that passed the policy window, with its path's range of
+// policy versions.
 type row struct {
 	leaf       *SourceLeaf
-	adv        float64
 	vmin, vmax uint64
 }
 
@@ -164,7 +165,7 @@ func (bd *builder) filter() error {
 	bd.rows = make([]row, 0, len(bd.src.Leaves))
 	for i := range bd.src.Leaves {
 		l := &bd.src.Leaves[i]
-		rw := row{leaf: l, adv: l.Advantage}
+		rw := row{leaf: l}
 		first := true
 		for _, s := range l.Path {
 			for _, t := range bd.turns(s.Node, 0, s.Count) {

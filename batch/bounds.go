@@ -3,7 +3,6 @@ package batch
 import (
 	"encoding/binary"
 	"fmt"
-
 	"math"
 
 	"github.com/patrdb/patrdb/model"

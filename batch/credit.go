@@ -57,7 +57,7 @@ func (bd *builder) credit() {
 	c.rowAdv = make([]float64, nr)
 	for i, rw := range bd.rows {
 		if rw.leaf.Status != model.NodeFailed {
-			c.rowAdv[i] = rw.adv
+			c.rowAdv[i] = rw.leaf.Advantage
 		}
 	}
 	count, sum := make([]int, ns), make([]float64, ns)
