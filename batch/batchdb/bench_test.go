@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/patrdb/patrdb/batch/batchdb"
+	"github.com/patrdb/patrdb/batch/internal/batchtest"
 
 	"github.com/patrdb/patrdb/batch"
 	"github.com/patrdb/patrdb/store"
@@ -68,7 +69,7 @@ func benchStore(b *testing.B) (*store.DB, *batch.Batch) {
 	opts := storetest.Options()
 	opts.NoSync = true
 	db := storetest.OpenPath(b, filepath.Join(b.TempDir(), "b.db"), opts)
-	buildLLM(b, db, "llm", llmSpec{steps: 1, groups: 33, roots: 4, depth: 3, maxTurns: 5, tokens: 500, seed: 3})
+	batchtest.BuildLLM(b, db, "llm", batchtest.LLMSpec{Steps: 1, Groups: 33, Roots: 4, Depth: 3, MaxTurns: 5, Tokens: 500, Seed: 3})
 	rows, err := batchdb.ReadDB(db, "llm", 1, batch.Options{})
 	if err != nil {
 		b.Fatal(err)

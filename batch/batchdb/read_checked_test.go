@@ -10,6 +10,7 @@ import (
 
 	"github.com/patrdb/patrdb/batch"
 	"github.com/patrdb/patrdb/batch/batchdb"
+	"github.com/patrdb/patrdb/batch/internal/batchtest"
 	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
@@ -25,7 +26,7 @@ func TestCheckedReadOfABatch(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src.patrdb")
 	db := storetest.OpenPath(t, filepath.Join(dir, "built.patrdb"), storetest.Options())
-	buildLLM(t, db, "llm", llmSpec{steps: 3, groups: 2, roots: 2, depth: 2, maxTurns: 3, tokens: 8, seed: 7})
+	batchtest.BuildLLM(t, db, "llm", batchtest.LLMSpec{Steps: 3, Groups: 2, Roots: 2, Depth: 2, MaxTurns: 3, Tokens: 8, Seed: 7})
 	var g1, g2 []model.Group // step 1's groups, step 2's
 	var nodes [][2][]byte    // the inner nodes of g1[0] below its roots: key, value
 	var adv []byte           // an advantage record of g2[1]

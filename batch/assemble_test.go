@@ -1,4 +1,4 @@
-package batchdb_test
+package batch_test
 
 import (
 	"bytes"
@@ -11,20 +11,18 @@ import (
 	"testing"
 
 	"github.com/patrdb/patrdb/batch/batchdb"
+	"github.com/patrdb/patrdb/batch/internal/batchtest"
 	"github.com/patrdb/patrdb/batch/internal/split"
 	"github.com/patrdb/patrdb/batch/sourcewire"
-
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/patrdb/patrdb/batch"
 	"github.com/patrdb/patrdb/batch/safetensors"
 	"github.com/patrdb/patrdb/internal/frozenlake"
-	"github.com/patrdb/patrdb/model"
 	"github.com/patrdb/patrdb/store"
 	"github.com/patrdb/patrdb/store/storetest"
 )
 
-var llm = llmSpec{steps: 2, groups: 3, roots: 3, depth: 3, maxTurns: 4, tokens: 300, seed: 5}
+var llm = batchtest.LLMSpec{Steps: 2, Groups: 3, Roots: 3, Depth: 3, MaxTurns: 4, Tokens: 300, Seed: 5}
 
 // optionSets are the cuts every equality test checks.
 var optionSets = []batch.Options{
@@ -66,8 +64,8 @@ func sameBatch(tb testing.TB, what string, got, want *batch.Batch) {
 	tb.Fatalf("%s: metadata differs:\n got %v\nwant %v", what, gf.Metadata, wf.Metadata)
 }
 
-// credits are every credit rule with every normalisation.
-var credits = func() (out []batch.Options) {
+// creditNorms are every credit rule with every normalisation.
+var creditNorms = func() (out []batch.Options) {
 	for _, c := range []batch.Credit{batch.Repeat, batch.Mean, batch.Owner} {
 		for _, n := range []batch.Norm{batch.TokenMean, batch.SeqMeanTokenMean} {
 			out = append(out, batch.Options{Credit: c, Norm: n})
@@ -83,7 +81,7 @@ func checkStep(t *testing.T, db *store.DB, run string, step uint64) {
 	t.Helper()
 	var all []batch.Options
 	for _, opts := range optionSets {
-		for _, c := range credits {
+		for _, c := range creditNorms {
 			opts.Credit, opts.Norm = c.Credit, c.Norm
 			all = append(all, opts)
 		}
@@ -159,8 +157,8 @@ func sameFile(t *testing.T, name string, got, want *batch.Batch) {
 
 func TestLLMShapedRowsAndTree(t *testing.T) {
 	db := storetest.Open(t)
-	buildLLM(t, db, "llm", llm)
-	for step := uint64(1); step <= uint64(llm.steps); step++ {
+	batchtest.BuildLLM(t, db, "llm", llm)
+	for step := uint64(1); step <= uint64(llm.Steps); step++ {
 		checkStep(t, db, "llm", step)
 	}
 	// The same, with every batch written by several goroutines.
@@ -174,11 +172,11 @@ func TestLLMShapedRowsAndTree(t *testing.T) {
 	if b.Len() < 10 || b.TreeTokenRatio() <= 1.2 || b.ActionTokensWithoutLogprobs == 0 {
 		t.Errorf("fixture too tame to prove anything: %d rows, tree ratio %.2f, %d tokens without logprobs", b.Len(), b.TreeTokenRatio(), b.ActionTokensWithoutLogprobs)
 	}
-	last, err := batchdb.ReadDB(db, "llm", uint64(llm.steps), batch.Options{})
+	last, err := batchdb.ReadDB(db, "llm", uint64(llm.Steps), batch.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(last.OpenGroups) != 1 || len(last.Groups) != llm.groups-1 {
+	if len(last.OpenGroups) != 1 || len(last.Groups) != llm.Groups-1 {
 		t.Errorf("last step: groups %v, open %v", last.Groups, last.OpenGroups)
 	}
 }
@@ -198,11 +196,11 @@ func TestDemoRowsAndTree(t *testing.T) {
 	checkStep(t, db, cfg.Run, 2)
 }
 
-// The file reads back to the same batch, and the same batch always writes
-// the same bytes.
-func TestFileRoundTrip(t *testing.T) {
+// A stored step's file reads back to the same batch, and the same
+// batch always writes the same bytes.
+func TestStoredStepsFileRoundTrip(t *testing.T) {
 	db := storetest.Open(t)
-	buildLLM(t, db, "llm", llm)
+	batchtest.BuildLLM(t, db, "llm", llm)
 	for _, layout := range []batch.Layout{batch.Rows, batch.Tree} {
 		b, err := batchdb.ReadDB(db, "llm", 1, batch.Options{Layout: layout})
 		if err != nil {
@@ -258,7 +256,7 @@ func TestFileRoundTrip(t *testing.T) {
 // buffers of a larger one must not keep any of its values.
 func TestReadIntoReuse(t *testing.T) {
 	db := storetest.Open(t)
-	buildLLM(t, db, "llm", llm)
+	batchtest.BuildLLM(t, db, "llm", llm)
 	var reused batch.Batch
 	for _, opts := range []batch.Options{{}, {ExcludePruned: true}, {Groups: []uint64{2}}, {}} {
 		err := db.View(func(tx *store.Tx) error {
@@ -284,7 +282,7 @@ func TestReadIntoReuse(t *testing.T) {
 // beyond it.
 func TestReadIntoReuseClearsBeyondTheLength(t *testing.T) {
 	db := storetest.Open(t)
-	buildLLM(t, db, "llm", llm)
+	batchtest.BuildLLM(t, db, "llm", llm)
 	fresh, err := batchdb.ReadDB(db, "llm", 1, batch.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -302,66 +300,4 @@ func TestReadIntoReuseClearsBeyondTheLength(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameBatch(t, "arrays with 9s beyond their length", &reused, fresh)
-}
-
-func TestErrors(t *testing.T) {
-	db := storetest.Open(t)
-	buildLLM(t, db, "llm", llm)
-	if _, err := batchdb.ReadDB(db, "llm", 9, batch.Options{}); !errors.Is(err, model.ErrNotFound) {
-		t.Errorf("step without groups: %v", err)
-	}
-	if _, err := batchdb.ReadDB(db, "llm", 1, batch.Options{Groups: []uint64{99}}); !errors.Is(err, model.ErrNotFound) {
-		t.Errorf("group not in step: %v", err)
-	}
-	if _, err := batchdb.ReadDB(db, "nope", 1, batch.Options{}); !errors.Is(err, model.ErrNotFound) {
-		t.Errorf("missing run: %v", err)
-	}
-	for _, o := range []batch.Options{{Layout: "packed"}, {MinPolicyVersion: 5, MaxPolicyVersion: 4}, {Credit: "sum"}, {Norm: "seq-mean"}} {
-		if _, err := batchdb.ReadDB(db, "llm", 1, o); !errors.Is(err, batch.ErrInvalidOptions) || !errors.Is(err, model.ErrInvalid) {
-			t.Errorf("%+v: %v", o, err)
-		}
-	}
-	// A damaged turn value is ErrCorrupt, never a batch.
-	flip := func() {
-		err := storetest.Bolt(db).Update(func(tx *bolt.Tx) error {
-			b := tx.Bucket([]byte("runs")).Bucket([]byte("llm")).Bucket([]byte("turns"))
-			k, v := b.Cursor().First()
-			v = bytes.Clone(v)
-			v[len(v)-3] ^= 0xff
-			return b.Put(bytes.Clone(k), v)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	flip()
-	if b, err := batchdb.ReadDB(db, "llm", 1, batch.Options{IncludeFailed: true}); !errors.Is(err, store.ErrCorrupt) || b != nil {
-		t.Errorf("damaged turn: %v", err)
-	}
-	flip() // restored, so the closing check passes
-}
-
-// A trainer's list of groups may come in any order and name one twice (a
-// retried step's groups appended to the first try's): each group is read
-// once, in id order, so the batch is the one of the sorted list.
-func TestGroupsInAnyOrderReadEachOnce(t *testing.T) {
-	db := storetest.Open(t)
-	buildLLM(t, db, "llm", llm)
-	all, err := batchdb.ReadDB(db, "llm", 1, batch.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(all.Groups) < 2 {
-		t.Fatalf("fixture: step 1 has groups %v, want two or more", all.Groups)
-	}
-	g := all.Groups
-	sorted, err := batchdb.ReadDB(db, "llm", 1, batch.Options{Groups: []uint64{g[0], g[1]}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shuffled, err := batchdb.ReadDB(db, "llm", 1, batch.Options{Groups: []uint64{g[1], g[0], g[1]}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sameBatch(t, "groups given as [b, a, b] against [a, b]", shuffled, sorted)
 }

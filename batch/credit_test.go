@@ -1,4 +1,4 @@
-package batchdb_test
+package batch_test
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/patrdb/patrdb/batch/batchdb"
+	"github.com/patrdb/patrdb/batch/internal/batchtest"
 	"github.com/patrdb/patrdb/batch/internal/split"
 	"github.com/patrdb/patrdb/model"
 
@@ -107,11 +108,11 @@ func near(got, want, rel float64) bool {
 // under Mean and Owner, and the weights sum to 1.
 func TestTreeLossEqualsRowsLoss(t *testing.T) {
 	db := storetest.Open(t)
-	buildLLM(t, db, "llm", llm)
+	batchtest.BuildLLM(t, db, "llm", llm)
 	rng := rand.New(rand.NewPCG(3, 4))
-	for step := uint64(1); step <= uint64(llm.steps); step++ {
+	for step := uint64(1); step <= uint64(llm.Steps); step++ {
 		for _, base := range optionSets[:4] {
-			for _, c := range credits {
+			for _, c := range creditNorms {
 				opts := base
 				opts.Credit, opts.Norm = c.Credit, c.Norm
 				name := fmt.Sprintf("step %d %+v", step, opts)
@@ -184,7 +185,7 @@ func TestTreeLossEqualsRowsLoss(t *testing.T) {
 // weighs k times what it weighs under Mean, whose advantage is the mean.
 func TestRepeatCountsASharedTokenOncePerLeaf(t *testing.T) {
 	db := storetest.Open(t)
-	buildLLM(t, db, "llm", llm)
+	batchtest.BuildLLM(t, db, "llm", llm)
 	read := func(c batch.Credit) *batch.Batch {
 		b, err := batchdb.ReadDB(db, "llm", 1, batch.Options{Credit: c, Layout: batch.Tree})
 		if err != nil {
@@ -250,7 +251,7 @@ func TestOwnerIsFormat1(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := storetest.Open(t)
-	buildLLM(t, db, "llm", llm)
+	batchtest.BuildLLM(t, db, "llm", llm)
 	checked := 0
 	for key, want := range golden {
 		var step uint64
