@@ -43,7 +43,7 @@ func (r *RunTx) putAdvantage(a *model.Advantage) error {
 	if err != nil {
 		return err
 	}
-	if err := r.tally(d); err != nil {
+	if err := r.tally(&d); err != nil {
 		return err
 	}
 	if err := r.tx.put(b, r.tx.putKey3(a.Step, a.Group, a.Leaf), val); err != nil {

@@ -52,7 +52,8 @@ func (r *RunTx) OpenGroup(spec GroupSpec) (model.Group, error) {
 // counters and group index to it, and logs kind with the group as
 // payload. g is the caller's own copy and must not change afterwards.
 func (r *RunTx) putGroup(g *model.Group, was model.GroupStatus, kind model.EventKind) error {
-	if err := r.tally(groupDelta(was, g)); err != nil {
+	d := groupDelta(was, g)
+	if err := r.tally(&d); err != nil {
 		return err
 	}
 	var val []byte

@@ -368,6 +368,9 @@ type RunTx struct {
 	// by id: looked up on every node read and change, so keyed by the id
 	// alone rather than by run and id.
 	dirty map[uint64]*dirtyNode
+	// listed are the entries of dirty in the order they joined it
+	// (writeDirty sorts them by id); flushTodo is writeDirty's scratch.
+	listed, flushTodo []*dirtyNode
 	// frontier are the nodes whose frontier key a write transaction may
 	// have changed, put at flush (txqueue.go); frontierTodo is
 	// putFrontier's scratch.
