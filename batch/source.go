@@ -86,8 +86,8 @@ func (s *Source) validate() (map[uint64]int, error) {
 		if i > 0 && n.Node <= s.Nodes[i-1].Node {
 			return nil, bad("node %d listed after node %d", n.Node, s.Nodes[i-1].Node)
 		}
-		if n.Count < 0 || n.Count > len(s.Turns)-at {
-			return nil, bad("node %d claims %d turns of the %d left", n.Node, n.Count, len(s.Turns)-at)
+		if n.Count < 0 {
+			return nil, bad("node %d claims %d turns", n.Node, n.Count)
 		}
 		turnAt[n.Node], count[n.Node] = at, n.Count
 		at += n.Count

@@ -55,14 +55,23 @@ func floats(xs []float32) []byte {
 func TestReadSourceIsTheStepsRecords(t *testing.T) {
 	db := storetest.Open(t)
 	batchtest.BuildLLM(t, db, "llm", llm)
-	for _, opts := range []batch.Options{{}, {ExcludePruned: true, IncludeFailed: true}, {ExcludeTruncated: true}} {
+	for _, opts := range []batch.Options{{}, {ExcludePruned: true, IncludeFailed: true}, {ExcludeTruncated: true}, {Groups: []uint64{3, 2}}, {Groups: []uint64{5}}} {
 		err := db.ViewRun("llm", func(r *store.RunTx) error {
 			for step := uint64(1); step <= uint64(llm.Steps); step++ {
-				src, err := batchdb.ReadSource(r, step, opts)
+				groups, err := r.Groups(step)
 				if err != nil {
 					return err
 				}
-				groups, err := r.Groups(step)
+				src, err := batchdb.ReadSource(r, step, opts)
+				if opts.Groups != nil {
+					groups = slices.DeleteFunc(groups, func(g model.Group) bool { return !slices.Contains(opts.Groups, g.ID) })
+					if len(groups) < len(opts.Groups) {
+						if !errors.Is(err, model.ErrNotFound) {
+							t.Errorf("step %d, groups %v of which %d are the step's: %v, want ErrNotFound", step, opts.Groups, len(groups), err)
+						}
+						continue
+					}
+				}
 				if err != nil {
 					return err
 				}
@@ -114,6 +123,9 @@ func TestReadSourceIsTheStepsRecords(t *testing.T) {
 					if g.ID != l.ID || g.Group != l.Group || g.Status != l.Status || g.Reward != l.Reward || g.Advantage != l.Advantage || !slices.Equal(g.Path, l.Path) {
 						t.Errorf("step %d leaf %d: %+v, want %+v", step, i, g, l)
 					}
+				}
+				if len(src.Nodes) != len(need) {
+					t.Errorf("step %d %+v: %d nodes, %d on the paths", step, opts, len(src.Nodes), len(need))
 				}
 				at := 0
 				for i, n := range src.Nodes {

@@ -117,6 +117,13 @@ func TestDecodeRefusesWhatIsNotASource(t *testing.T) {
 	status := append([]byte(nil), body...)
 	status[leaf+12] = 9
 	refused("row status", status)
+	long := append([]byte(nil), body...)
+	binary.LittleEndian.PutUint32(long[56+8+8:], math.MaxUint32) // the first group's prompt
+	refused("prompt tokens", long)
+	seg := leaf + 3*40
+	huge := append([]byte(nil), body...)
+	binary.LittleEndian.PutUint64(huge[seg+8:], 1<<40)
+	refused("a path segment's turns", huge)
 	turn := leaf + 3*40 + 5*16 + 4*16 // five path segments, four nodes
 	refused("action tokens", bump(turn, 1))
 	refused("action tokens", bump(turn, math.MaxUint32))
