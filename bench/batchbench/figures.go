@@ -98,6 +98,8 @@ func goFigures(c config, step *batchmeasure.Step) ([]*figure, error) {
 			got: t.Wall[batchmeasure.HTTP], anchor: t.Wall[batchmeasure.Read], gotName: "HTTP", anchorName: "batchdb.Read", target: "≤ 2×", max: 2},
 		{name: "Go client over HTTP, the safetensors file (client.Batch + batch.Decode, loopback, as the Python client reads it) vs batchdb.Read", unit: "s",
 			got: t.Wall[batchmeasure.HTTPFile], anchor: t.Wall[batchmeasure.Read], gotName: "HTTP file", anchorName: "batchdb.Read"},
+		{name: "Go client over HTTP (client.ReadBatch) from a server that has not checked the run whole, so checks the pages each request reads, vs batchdb.Read", unit: "s",
+			got: t.Wall[batchmeasure.HTTPChecking], anchor: t.Wall[batchmeasure.Read], gotName: "HTTP, checking", anchorName: "batchdb.Read"},
 	}
 	if t.HaveCPU {
 		figs = append(figs, &figure{name: "Go, rows batch (ReadInto) vs memcpy, process CPU time instead of wall time (both cores' work counted; getrusage, 1–4 ms resolution)", unit: "s",

@@ -118,12 +118,13 @@ func Serve(db *store.DB) (string, func(), error) {
 type Side int
 
 const (
-	ReadInto Side = iota // batchdb.ReadInto, buffers reused across runs
-	Read                 // batchdb.ReadInto fresh buffers: what batchdb.Read does
-	ByHand               // RunTx.Trajectory per leaf, arrays appended
-	Memcpy               // copy() of as many bytes as the batch's arrays hold
-	HTTP                 // client.ReadBatch through server.Handler on loopback: the step's source, built by batch.Assemble
-	HTTPFile             // client.Batch + batch.Decode: the safetensors file on loopback, as the Python client reads it
+	ReadInto     Side = iota // batchdb.ReadInto, buffers reused across runs
+	Read                     // batchdb.ReadInto fresh buffers: what batchdb.Read does
+	ByHand                   // RunTx.Trajectory per leaf, arrays appended
+	Memcpy                   // copy() of as many bytes as the batch's arrays hold
+	HTTP                     // client.ReadBatch through server.Handler on loopback: the step's source, built by batch.Assemble
+	HTTPFile                 // client.Batch + batch.Decode: the safetensors file on loopback, as the Python client reads it
+	HTTPChecking             // client.ReadBatch from a server that has not checked the run whole: it checks what each request reads
 	nSides
 )
 
@@ -160,6 +161,14 @@ func (s *Step) Measure(reps, iters int) (Times, error) {
 	}
 	defer stop()
 	cl := client.New(url)
+	// A second server of the same file that only ever serves batches
+	// never checks the run whole, so it checks each request's pages.
+	checkingURL, stopChecking, err := Serve(s.DB)
+	if err != nil {
+		return out, err
+	}
+	defer stopChecking()
+	checking := client.New(checkingURL)
 	overHTTP := func() error {
 		_, err := cl.ReadBatch(context.Background(), Run, 1, batch.Options{})
 		return err
@@ -179,18 +188,23 @@ func (s *Step) Measure(reps, iters int) (Times, error) {
 	if _, err := cl.Frontier(context.Background(), Run, 1); err != nil {
 		return out, err
 	}
-	for _, warm := range []func() error{overHTTP, fileOverHTTP} {
+	overChecking := func() error {
+		_, err := checking.ReadBatch(context.Background(), Run, 1, batch.Options{})
+		return err
+	}
+	for _, warm := range []func() error{overHTTP, fileOverHTTP, overChecking} {
 		if err := warm(); err != nil {
 			return out, err
 		}
 	}
 	sides := [nSides]func() error{
-		ReadInto: func() error { return read(&reused) },
-		Read:     func() error { return read(new(batch.Batch)) },
-		ByHand:   func() error { _, err := byHand(s.DB); return err },
-		Memcpy:   func() error { copy(dst, src); return nil },
-		HTTP:     overHTTP,
-		HTTPFile: fileOverHTTP,
+		ReadInto:     func() error { return read(&reused) },
+		Read:         func() error { return read(new(batch.Batch)) },
+		ByHand:       func() error { _, err := byHand(s.DB); return err },
+		Memcpy:       func() error { copy(dst, src); return nil },
+		HTTP:         overHTTP,
+		HTTPFile:     fileOverHTTP,
+		HTTPChecking: overChecking,
 	}
 	_, out.HaveCPU = cputime.Process()
 	for rep := range reps {
