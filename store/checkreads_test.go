@@ -2,6 +2,9 @@ package store_test
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/patrdb/patrdb/model"
@@ -24,5 +27,51 @@ func TestCheckReadsRefusesAWritableTransaction(t *testing.T) {
 	})
 	if err := db.View(func(tx *store.Tx) error { _, err := tx.Run("r"); return err }); err != nil {
 		t.Fatalf("the write after the refused CheckReads: %v", err)
+	}
+}
+
+// A checked read maps the file for its page walks and ends the mapping
+// with its transaction: a server answering thousands of requests in
+// checked mode keeps no mapping of them (the process's maps, on Linux,
+// hold as many of the file after a hundred checked reads as before).
+func TestCheckedReadsLeaveNoMappingBehind(t *testing.T) {
+	maps := func() int {
+		b, err := os.ReadFile("/proc/self/maps")
+		if err != nil {
+			t.Skip("no /proc/self/maps on this platform")
+		}
+		return strings.Count(string(b), filepath.Base(t.Name()))
+	}
+	maps()
+	db, err := store.Open(filepath.Join(t.TempDir(), t.Name()+".db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var root model.Node
+	update(t, db, func(tx *store.Tx) error {
+		_, n, err := runWithRoot(tx)
+		root = n
+		return err
+	})
+	before := maps()
+	for range 100 {
+		err := db.View(func(tx *store.Tx) error {
+			if err := tx.CheckReads(); err != nil {
+				return err
+			}
+			r, err := tx.Run("r")
+			if err != nil {
+				return err
+			}
+			_, err = r.Node(root.ID)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := maps(); after != before {
+		t.Errorf("mappings of the file: %d before the checked reads, %d after", before, after)
 	}
 }

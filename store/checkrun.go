@@ -168,7 +168,18 @@ func (tx *Tx) lastEventAgrees(id string) error {
 // snapshot, reading the file bbolt maps (a zero-byte file's stand-in
 // included) through the DB's own descriptor of it (DB.file).
 func (tx *Tx) pagePaths() *pagewalk.Paths {
-	return pagewalk.NewPaths(tx.db.file, tx.btx.DB().Info().PageSize, uint64(tx.btx.Cursor().Bucket().Root()))
+	p := pagewalk.NewPaths(tx.db.file, tx.btx.DB().Info().PageSize, uint64(tx.btx.Cursor().Bucket().Root()))
+	tx.paths = append(tx.paths, p)
+	return p
+}
+
+// releasePaths ends the mappings of the transaction's page walkers, when
+// it ends: what they checked was of its snapshot.
+func (tx *Tx) releasePaths() {
+	for _, p := range tx.paths {
+		p.Release()
+	}
+	tx.paths = nil
 }
 
 // verifyMetas is the walk of CheckMetas.

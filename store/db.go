@@ -338,6 +338,7 @@ func (db *DB) Update(fn func(*Tx) error) (err error) {
 	committed := false
 	defer func() {
 		tx.done = true
+		tx.releasePaths()
 		if !committed {
 			_ = btx.Rollback()
 		}
@@ -386,6 +387,7 @@ func (db *DB) View(fn func(*Tx) error) error {
 	tx := newTx(db, btx)
 	defer func() {
 		tx.done = true
+		tx.releasePaths()
 		_ = btx.Rollback()
 	}()
 	return fn(tx)

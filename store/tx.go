@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/patrdb/patrdb/model"
+	"github.com/patrdb/patrdb/store/internal/pagewalk"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -31,6 +32,9 @@ type Tx struct {
 	// read, by id.
 	checkReads bool
 	checked    map[string]*RunTx
+	// paths are the page walkers of its checks (pagePaths), whose
+	// mappings of the file end with it.
+	paths []*pagewalk.Paths
 }
 
 func newTx(db *DB, btx *bolt.Tx) *Tx {

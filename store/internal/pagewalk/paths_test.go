@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -105,7 +106,7 @@ func newTestPaths(t *testing.T, path string) *Paths {
 	if err := p.Open(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(p.Close)
+	t.Cleanup(func() { p.Close(); p.Release() })
 	return p
 }
 
@@ -292,4 +293,47 @@ func subsOK(p *Paths) (a, b Bucket, ok bool) {
 	}
 	b, ok = p.Sub(a, "b")
 	return a, b, ok
+}
+
+// The pages checked are slices of the mapping: Release forgets them with
+// it, and the walks after it map the file again and check every page
+// anew, with the same verdicts.
+func TestReleaseForgetsThePagesWithTheMapping(t *testing.T) {
+	path, _ := buildBolt(t)
+	p := newTestPaths(t, path)
+	a, b, _ := subs(t, p)
+	if !p.All(a) || !p.All(b) || p.Pages() == 0 {
+		t.Fatalf("first walks: %d pages, %v", p.Pages(), p.Problems)
+	}
+	mapped := p.data != nil
+	checked := p.Pages()
+	p.Close()
+	p.Release()
+	if p.Pages() != 0 || p.data != nil || p.unmap != nil {
+		t.Fatalf("after Release: %d pages kept, mapped %t", p.Pages(), p.data != nil)
+	}
+	if err := p.Open(); err != nil {
+		t.Fatal(err)
+	}
+	a, b, _ = subs(t, p)
+	if !p.All(a) || !p.All(b) || p.Pages() != checked || (p.data != nil) != mapped {
+		t.Errorf("walks after Release: %d pages (first %d), mapped %t (first %t), %v", p.Pages(), checked, p.data != nil, mapped, p.Problems)
+	}
+}
+
+// A file cut short under a Paths that mapped it: the next walk's fault is
+// a problem of the walk, not a crash.
+func TestPathsFaultInTheMappingIsAProblem(t *testing.T) {
+	path, _ := buildBolt(t)
+	p := newTestPaths(t, path)
+	if p.data == nil {
+		t.Skip("this platform's walks read page by page")
+	}
+	root := p.Root()
+	if err := os.Truncate(path, 2*testPageSize); err != nil { // the meta pages only
+		t.Fatal(err)
+	}
+	if _, ok := p.Sub(root, "a"); ok || len(p.Problems) != 1 || !strings.Contains(p.Problems[0], "reading the file") {
+		t.Fatalf("Sub: ok %t, problems %q; want one fault reading the file", ok, p.Problems)
+	}
 }
