@@ -309,7 +309,7 @@ func TestReleaseForgetsThePagesWithTheMapping(t *testing.T) {
 	checked := p.Pages()
 	p.Close()
 	p.Release()
-	p.Release() // a second is harmless: the snapshot's owner may end it twice
+	p.Release() // a second does nothing
 	if p.Pages() != 0 || p.data != nil || p.unmap != nil {
 		t.Fatalf("after Release: %d pages kept, mapped %t", p.Pages(), p.data != nil)
 	}
