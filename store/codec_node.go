@@ -46,7 +46,8 @@ func appendNodeMsgp(b []byte, n *model.Node) []byte {
 		b = append(b, 0xc0)
 	} else {
 		b = appendArrayLen(b, len(n.Scores))
-		for _, s := range n.Scores {
+		for i := range n.Scores {
+			s := &n.Scores[i] // not a copy of the element
 			b = appendArrayLen(b, scoreFields)
 			b = appendInt(b, int64(s.Interval))
 			b = appendInt(b, int64(s.Turn))
@@ -57,7 +58,8 @@ func appendNodeMsgp(b []byte, n *model.Node) []byte {
 		b = append(b, 0xc0)
 	} else {
 		b = appendArrayLen(b, len(n.Decisions))
-		for _, d := range n.Decisions {
+		for i := range n.Decisions {
+			d := &n.Decisions[i] // not a copy of the element (two strings, three floats)
 			b = appendArrayLen(b, decisionFields)
 			b = appendInt(b, int64(d.Interval))
 			b = appendStr(b, string(d.Action))

@@ -284,6 +284,8 @@ func appendArrayLen(b []byte, n int) []byte {
 
 func appendStr(b []byte, s string) []byte {
 	switch n := len(s); {
+	case n == 0: // no call to copy nothing: a record's optional strings are mostly empty
+		return append(b, 0xa0)
 	case n < 32:
 		b = append(b, 0xa0|byte(n))
 	case n < 1<<8:
