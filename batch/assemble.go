@@ -101,7 +101,7 @@ type builder struct {
 	ahead   *aheadClear
 }
 
-// turns are the first n turns of node.
+// turns are turns [from, to) of node.
 func (bd *builder) turns(node uint64, from, to int) []SourceTurn {
 	at := bd.turnAt[node]
 	return bd.src.Turns[at+from : at+to]
