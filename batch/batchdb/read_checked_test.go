@@ -17,7 +17,8 @@ import (
 )
 
 // A checked read (Tx.CheckReads) of a batch checks what it reads, so damage on the batch's
-// way — a group record, an advantage record, a node of a group read — is a
+// way — a group record, an advantage record, a node of a group read, a
+// turn on a row's path — is a
 // *store.CorruptError before a row is built, while damage elsewhere in the
 // run (another step, a group not chosen) does not stop the batch. Bad
 // options and a chosen group not in the step are refused as ReadInto
@@ -30,6 +31,7 @@ func TestCheckedReadOfABatch(t *testing.T) {
 	var g1, g2 []model.Group // step 1's groups, step 2's
 	var nodes [][2][]byte    // the inner nodes of g1[0] below its roots: key, value
 	var adv []byte           // an advantage record of g2[1]
+	var turn []byte          // the first turn of a root of g1[0]: on every row's path
 	err := db.View(func(tx *store.Tx) error {
 		r, err := tx.Run("llm")
 		if err != nil {
@@ -47,6 +49,9 @@ func TestCheckedReadOfABatch(t *testing.T) {
 			return err
 		}
 		for _, n := range ns {
+			if n.Parent == 0 && turn == nil && len(n.TurnRanges) > 0 {
+				turn = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, n.TurnRanges[0].Seq), n.ID)
+			}
 			if n.Parent == 0 || (n.Status != model.NodeExpanded && n.Status != model.NodeFailed) {
 				continue // roots are read with the group record, leaves with their advantages
 			}
@@ -88,6 +93,9 @@ func TestCheckedReadOfABatch(t *testing.T) {
 	if node == nil {
 		t.Fatal("no node of the group is stored once in the file")
 	}
+	if turn == nil {
+		t.Fatal("no root of the group has a turn")
+	}
 	groupKey := func(g model.Group) []byte {
 		return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, g.Step), g.ID)
 	}
@@ -114,6 +122,12 @@ func TestCheckedReadOfABatch(t *testing.T) {
 		{"an inner node of step 1's first group", "nodes", node, []check{
 			{1, batch.Options{}, corrupt},
 			{1, batch.Options{Groups: ids(g1[1], g1[0], g1[1])}, corrupt},
+			{1, batch.Options{Groups: ids(g1[1])}, nil},
+			{2, batch.Options{}, nil},
+		}},
+		{"a turn of a root of step 1's first group", "turns", turn, []check{
+			{1, batch.Options{}, corrupt},
+			{1, batch.Options{Groups: ids(g1[0])}, corrupt},
 			{1, batch.Options{Groups: ids(g1[1])}, nil},
 			{2, batch.Options{}, nil},
 		}},
