@@ -1,7 +1,6 @@
 package batch_test
 
 import (
-	"encoding/binary"
 	"errors"
 	"math"
 	"reflect"
@@ -69,20 +68,8 @@ func TestAssembleRefusesASourceThatDoesNotHoldTogether(t *testing.T) {
 // The leaves share their root's one turn, whose single action token
 // carries its reward in both rows; leaf 4's advantage is exactly 1.
 func TestAssembleByHand(t *testing.T) {
-	le := func(xs ...uint32) []byte {
-		var b []byte
-		for _, x := range xs {
-			b = binary.LittleEndian.AppendUint32(b, x)
-		}
-		return b
-	}
-	lp := func(xs ...float32) []byte {
-		var b []byte
-		for _, x := range xs {
-			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
-		}
-		return b
-	}
+	le := func(xs ...uint32) []byte { return model.PackWords(xs) }
+	lp := func(xs ...float32) []byte { return model.PackFloats(xs) }
 	src := &batch.Source{Run: "r", Step: 1,
 		Groups: []batch.SourceGroup{{ID: 2, PromptTokens: []uint32{5}}},
 		Leaves: []batch.SourceLeaf{

@@ -3,9 +3,7 @@ package batchdb_test
 import (
 	"bytes"
 	"cmp"
-	"encoding/binary"
 	"errors"
-	"math"
 	"slices"
 	"testing"
 
@@ -29,22 +27,6 @@ func fileOf(t *testing.T, b *batch.Batch) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
-}
-
-func words(ids []uint32) []byte {
-	b := []byte{}
-	for _, id := range ids {
-		b = binary.LittleEndian.AppendUint32(b, id)
-	}
-	return b
-}
-
-func floats(xs []float32) []byte {
-	b := []byte{}
-	for _, x := range xs {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
-	}
-	return b
 }
 
 // ReadSource gives, of every closed group of the step in id order, the
@@ -138,8 +120,8 @@ func TestReadSourceIsTheStepsRecords(t *testing.T) {
 						if err != nil {
 							return err
 						}
-						if !bytes.Equal(tv.ActionTokens, words(want.ActionTokens)) || !bytes.Equal(tv.ObservationTokens, words(want.ObservationTokens)) ||
-							!bytes.Equal(tv.ActionLogprobs, floats(want.ActionLogprobs)) || tv.Reward != want.Reward || tv.PolicyVersion != want.PolicyVersion {
+						if !bytes.Equal(tv.ActionTokens, model.PackWords(want.ActionTokens)) || !bytes.Equal(tv.ObservationTokens, model.PackWords(want.ObservationTokens)) ||
+							!bytes.Equal(tv.ActionLogprobs, model.PackFloats(want.ActionLogprobs)) || tv.Reward != want.Reward || tv.PolicyVersion != want.PolicyVersion {
 							t.Errorf("step %d: turn %d of node %d differs from the stored one", step, k, n.Node)
 						}
 					}

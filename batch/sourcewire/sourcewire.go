@@ -137,9 +137,7 @@ func Append(dst []byte, src *batch.Source) []byte {
 		w.u64(t.PolicyVersion)
 	}
 	for _, g := range src.Groups {
-		for _, id := range g.PromptTokens {
-			w.u32(id)
-		}
+		w.words(g.PromptTokens)
 	}
 	for _, t := range src.Turns {
 		w.bytes(t.ActionTokens)
@@ -240,11 +238,7 @@ func Decode(body []byte) (*batch.Source, error) {
 		if err != nil {
 			return nil, err
 		}
-		ids := make([]uint32, promptLen[i])
-		for k := range ids {
-			ids[k] = le.Uint32(b[4*k:])
-		}
-		src.Groups[i].PromptTokens = ids
+		src.Groups[i].PromptTokens, _ = model.Words(b) // whole words: words() cut 4 bytes each
 	}
 	for i, c := range turnWords {
 		t := &src.Turns[i]
@@ -284,6 +278,10 @@ type writer struct {
 func (w *writer) u32(x uint32)   { le.PutUint32(w.b[w.at:], x); w.at += 4 }
 func (w *writer) u64(x uint64)   { le.PutUint64(w.b[w.at:], x); w.at += 8 }
 func (w *writer) bytes(p []byte) { w.at += copy(w.b[w.at:], p) }
+
+// words writes ids as model.AppendWords packs them, into the space
+// already made for them.
+func (w *writer) words(ids []uint32) { w.at += len(model.AppendWords(w.b[w.at:w.at], ids)) }
 
 type reader struct {
 	b  []byte

@@ -12,21 +12,9 @@ import (
 	"github.com/patrdb/patrdb/model"
 )
 
-func words(xs ...uint32) []byte {
-	b := make([]byte, 0, 4*len(xs))
-	for _, x := range xs {
-		b = binary.LittleEndian.AppendUint32(b, x)
-	}
-	return b
-}
+func words(xs ...uint32) []byte { return model.PackWords(xs) }
 
-func logprobs(xs ...float32) []byte {
-	b := make([]byte, 0, 4*len(xs))
-	for _, x := range xs {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
-	}
-	return b
-}
+func logprobs(xs ...float32) []byte { return model.PackFloats(xs) }
 
 // source is a small step: two groups (one open), three leaves sharing a
 // node's turns, turns with and without logprobs or action tokens.
