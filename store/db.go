@@ -151,10 +151,12 @@ func emptyStandIn(pageSize int) (string, error) {
 // itself but for an empty file's stand-in), with o's defaults ensured.
 func open(path, boltPath string, o Options) (*DB, error) {
 	bopts := &bolt.Options{
-		Timeout:      max(o.Timeout, 0), // bbolt's 0 waits forever
-		ReadOnly:     o.ReadOnly,
-		NoSync:       o.NoSync,
-		NoGrowSync:   false,
+		Timeout:  max(o.Timeout, 0), // bbolt's 0 waits forever
+		ReadOnly: o.ReadOnly,
+		NoSync:   o.NoSync,
+		// bbolt fsyncs the file each time it grows it, even under NoSync;
+		// NoSync means no fsync at all (Options.NoSync).
+		NoGrowSync:   o.NoSync,
 		PageSize:     o.PageSize,
 		MaxSize:      int(o.MaxSize),
 		FreelistType: bolt.FreelistMapType,

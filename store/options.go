@@ -29,7 +29,8 @@ type Options struct {
 	// with ErrReadOnly and the file's bytes never change.
 	ReadOnly bool
 
-	// NoSync skips fsync on commit. A committed transaction then survives a
+	// NoSync skips every fsync: at commit, and where bbolt would flush the
+	// file after growing it. A committed transaction then survives a
 	// process crash (the page cache keeps it) but not a power loss. Only for
 	// tests and throwaway runs.
 	NoSync bool
