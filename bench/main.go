@@ -4,6 +4,7 @@
 //	go run ./bench                 # 5 repetitions, ~5 minutes once the resume stores are cached
 //	go run ./bench -smoke          # 1 repetition at tiny sizes (CI runs it through TestSmoke)
 //	go run ./bench -reps 3 -resume 10000,100000
+//	go run ./bench -step-targets   # only the append targets at ~1 KB and tiny turns, ~25 s
 //
 // Every figure is a ratio measured side by side in one process: the
 // contenders take turns transaction by transaction (the order rotating),
@@ -46,6 +47,7 @@ type config struct {
 	Log         io.Writer
 
 	Matrix        bool     // only the append matrix (matrix.go)
+	StepTargets   bool     // only the append targets at ~1 KB and tiny turns (runStepTargets)
 	PageSize      int      // of the patrdb and raw bbolt stores; 0: patrdb's default
 	MatrixSizes   []string // the matrix's turn sizes (matrixSizeFlags)
 	MatrixCommits []string // the matrix's commit sizes (matrixCommitNames)
@@ -94,6 +96,7 @@ func parseConfig(args []string, root string, log io.Writer) (config, error) {
 	pageSize := fs.Int("page-size", 0, "page size of the patrdb and raw bbolt stores (0: patrdb's default)")
 	matrixSizes := fs.String("matrix-sizes", strings.Join(def.MatrixSizes, ","), "turn sizes of the append matrix, comma-separated")
 	matrixCommits := fs.String("matrix-commits", strings.Join(def.MatrixCommits, ","), "commit sizes of the append matrix, comma-separated")
+	stepTargets := fs.Bool("step-targets", false, "only the append targets at ~1 KB and tiny turns (the step-commit cells of the full run, its repetitions and verdicts; -matrix-sizes 1kb or tiny picks one), printed as markdown")
 	matrix := fs.Bool("matrix", false, "only the append matrix (three turn sizes, round and step commits, against raw bbolt, the disk floor, SQLite and JSONL), printed as markdown")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -141,7 +144,7 @@ func parseConfig(args []string, root string, log io.Writer) (config, error) {
 	if perr != nil {
 		return config{}, perr
 	}
-	c.Matrix, c.PageSize = *matrix, *pageSize
+	c.Matrix, c.StepTargets, c.PageSize = *matrix, *stepTargets, *pageSize
 	c.MatrixSizes, c.MatrixCommits = strings.Split(*matrixSizes, ","), strings.Split(*matrixCommits, ",")
 	c.Command = strings.TrimSpace("go run ./bench " + strings.Join(args, " "))
 	c.Log = log
@@ -235,8 +238,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	if cfg.Matrix {
-		if err := runMatrix(cfg, os.Stdout); err != nil {
+	if cfg.Matrix || cfg.StepTargets {
+		only := runMatrix
+		if cfg.StepTargets {
+			only = runStepTargets
+		}
+		if err := only(cfg, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}

@@ -128,6 +128,25 @@ func (res *results) stepTPS(flag, name string) []float64 {
 	return res.series(func(r repResult) float64 { return r.Step[flag].res[name].turnsPerSec() })
 }
 
+// stepFigure is the append target of step size ts, from its cell in
+// each repetition.
+func stepFigure(ts targetStep, reps []matrixCell) figure {
+	tps := func(name string) []float64 {
+		out := make([]float64, len(reps))
+		for i, c := range reps {
+			out[i] = c.res[name].turnsPerSec()
+		}
+		return out
+	}
+	c := reps[0]
+	return figure{
+		name: fmt.Sprintf("same, %s turns (%.0f bytes a turn; the append matrix's step commits, %d turns a commit), turns encoded inside",
+			ts.size.name, float64(c.turnBytes)/float64(max(c.turns, 1)), c.turns/max(c.txns, 1)),
+		measured: "patrdb: " + spread(tps(cPatrdb), fmtSI) + " turns/s", anchor: cSameInside + ": " + spread(tps(cSameInside), fmtSI) + " turns/s",
+		ratios: ratio(tps(cPatrdb), tps(cSameInside)), target: target{">=", ts.min},
+	}
+}
+
 // batchNs is side's time of the batch figures, in nanoseconds.
 func (res *results) batchNs(side batchmeasure.Side) []float64 {
 	return res.series(func(r repResult) float64 { return r.Batch.Wall[side][0] * 1e9 })
@@ -173,14 +192,11 @@ func (res *results) figures() []figure {
 			cPatrdbEnc, cSameAhead, target{">=", 0.85}))
 	// The same target at the matrix's smaller turn sizes, step commits.
 	for _, ts := range res.steps {
-		stps := func(n string) []float64 { return res.stepTPS(ts.size.flag, n) }
-		c := res.reps[0].Step[ts.size.flag]
-		figs = append(figs, figure{
-			name: fmt.Sprintf("same, %s turns (%.0f bytes a turn; the append matrix's step commits, %d turns a commit), turns encoded inside",
-				ts.size.name, float64(c.turnBytes)/float64(max(c.turns, 1)), c.turns/max(c.txns, 1)),
-			measured: "patrdb: " + spread(stps(cPatrdb), fmtSI) + " turns/s", anchor: cSameInside + ": " + spread(stps(cSameInside), fmtSI) + " turns/s",
-			ratios: ratio(stps(cPatrdb), stps(cSameInside)), target: target{">=", ts.min},
-		})
+		cells := make([]matrixCell, len(res.reps))
+		for i, r := range res.reps {
+			cells[i] = r.Step[ts.size.flag]
+		}
+		figs = append(figs, stepFigure(ts, cells))
 	}
 	figs = append(figs,
 		vs("turn append vs raw bbolt putting the turns and each touched node's record only (no event log, indexes, groups or counters)",
@@ -295,11 +311,14 @@ func (res *results) figures() []figure {
 }
 
 // table is the main Markdown table.
-func (res *results) table() string {
+func (res *results) table() string { return figureTable(res.figures()) }
+
+// figureTable is figs as the main table's markdown.
+func figureTable(figs []figure) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "| figure | measured, median (min–max) | anchor, median (min–max) | ratio | ratio min–max | target | verdict |\n")
 	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|\n")
-	for _, f := range res.figures() {
+	for _, f := range figs {
 		lo, hi := slices.Min(f.ratios), slices.Max(f.ratios)
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s–%s | %s | %s |\n", f.name, f.measured, f.anchor,
 			fmtRatio(median(f.ratios)), fmtRatio(lo), fmtRatio(hi), f.target, f.target.verdict(f.ratios))

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -803,4 +804,40 @@ func pprofTop(file string) (string, error) {
 		return "", fmt.Errorf("go tool pprof: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
 	}
 	return string(out), nil
+}
+
+// runStepTargets measures only the append targets at ~1 KB and tiny turns:
+// the full run's step-commit cells, with its repetitions and verdicts,
+// printed as the Targets table's rows (RESULTS.md is left alone). A
+// change to the per-call work is seen here in seconds where the full run
+// takes minutes.
+func runStepTargets(cfg config, w io.Writer) error {
+	all, err := targetSteps(cfg)
+	if err != nil {
+		return err
+	}
+	var steps []targetStep // those -matrix-sizes names
+	for _, ts := range all {
+		if slices.Contains(cfg.MatrixSizes, ts.size.flag) {
+			steps = append(steps, ts)
+		}
+	}
+	cells := make([][]matrixCell, len(steps))
+	for rep := range cfg.Reps {
+		for i, ts := range steps {
+			c, err := runMatrixCell(cfg, targetStepContenders, ts.size.name, matrixCommitNames[1], []workload.Batch{ts.batch}, rep)
+			if err != nil {
+				return fmt.Errorf("append, %s turns: %w", ts.size.name, err)
+			}
+			fmt.Fprintf(cfg.Log, "rep %d, %s turns: patrdb %.0f turns/s, raw bbolt putting patrdb's bytes %.0f\n", rep+1, ts.size.name,
+				c.res[cPatrdb].turnsPerSec(), c.res[cSameInside].turnsPerSec())
+			cells[i] = append(cells[i], c)
+		}
+	}
+	figs := make([]figure, len(steps))
+	for i, ts := range steps {
+		figs[i] = stepFigure(ts, cells[i])
+	}
+	_, err = fmt.Fprintf(w, "Command: `%s` (%d repetitions).\n\n%s", cfg.Command, cfg.Reps, figureTable(figs))
+	return err
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -202,5 +203,40 @@ func TestSameBytesReopenAppliesPreparedAgain(t *testing.T) {
 	}
 	if !reflect.DeepEqual(files[0], files[1]) {
 		t.Error("the file differs the second time the prepared steps are applied")
+	}
+}
+
+// TestStepTargetsSmoke runs -step-targets at smoke size: the rows are the
+// full run's step-commit targets, one per size asked for, each with a
+// positive ratio and a verdict against its target.
+func TestStepTargetsSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs patrdb and raw bbolt against a real disk")
+	}
+	cfg := smokeConfig(defaultConfig(moduleRoot()))
+	cfg.Out, cfg.Log, cfg.MatrixSizes = t.TempDir(), io.Discard, []string{"tiny"}
+	var out strings.Builder
+	if err := runStepTargets(cfg, &out); err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(line, "| same, ") {
+			rows = append(rows, line)
+		}
+	}
+	if len(rows) != 1 || !strings.HasPrefix(rows[0], "| same, tiny turns") {
+		t.Fatalf("want the tiny-turn target's row alone:\n%s", out.String())
+	}
+	cols := strings.Split(strings.Trim(rows[0], "| "), " | ")
+	if len(cols) != 7 {
+		t.Fatalf("row %q: %d columns, want 7", rows[0], len(cols))
+	}
+	num, _, _ := strings.Cut(cols[3], "×")
+	if x, err := strconv.ParseFloat(num, 64); err != nil || !(x > 0) || math.IsInf(x, 0) {
+		t.Errorf("row %q: ratio %q is not positive", rows[0], cols[3])
+	}
+	if cols[5] != "≥ 0.8×" || !slices.Contains([]string{"**met**", "**not met**", "inconclusive"}, cols[6]) {
+		t.Errorf("row %q: target %q, verdict %q", rows[0], cols[5], cols[6])
 	}
 }
