@@ -15,6 +15,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -821,6 +822,10 @@ func runStepTargets(cfg config, w io.Writer) error {
 		if slices.Contains(cfg.MatrixSizes, ts.size.flag) {
 			steps = append(steps, ts)
 		}
+	}
+	if len(steps) == 0 {
+		return fmt.Errorf("-step-targets: -matrix-sizes %s names no step target (%s, %s)",
+			strings.Join(cfg.MatrixSizes, ","), targetStepSizes[0].flag, targetStepSizes[1].flag)
 	}
 	cells := make([][]matrixCell, len(steps))
 	for rep := range cfg.Reps {

@@ -214,8 +214,12 @@ func TestStepTargetsSmoke(t *testing.T) {
 		t.Skip("runs patrdb and raw bbolt against a real disk")
 	}
 	cfg := smokeConfig(defaultConfig(moduleRoot()))
-	cfg.Out, cfg.Log, cfg.MatrixSizes = t.TempDir(), io.Discard, []string{"tiny"}
+	cfg.Out, cfg.Log, cfg.MatrixSizes = t.TempDir(), io.Discard, []string{"10kb"}
 	var out strings.Builder
+	if err := runStepTargets(cfg, &out); err == nil || out.Len() > 0 {
+		t.Errorf("-matrix-sizes 10kb, which has no step target: error %v, output %q", err, out.String())
+	}
+	cfg.MatrixSizes = []string{"tiny"}
 	if err := runStepTargets(cfg, &out); err != nil {
 		t.Fatal(err)
 	}
