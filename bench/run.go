@@ -241,9 +241,9 @@ func run(cfg config) (*results, error) {
 		rr.Step = map[string]matrixCell{}
 		for _, ts := range res.steps {
 			t1 := time.Now()
-			c, err := runMatrixCell(cfg, targetStepContenders, ts.size.name, matrixCommitNames[1], []workload.Batch{ts.batch}, rep)
+			c, err := ts.measure(cfg, rep)
 			if err != nil {
-				return nil, fmt.Errorf("append, %s turns: %w", ts.size.name, err)
+				return nil, err
 			}
 			rr.Step[ts.size.flag] = c
 			fmt.Fprintf(log, "  append, %s turns, step commits, in %.1f s: patrdb %.0f turns/s, raw bbolt putting patrdb's bytes %.0f\n", ts.size.name,
@@ -298,6 +298,16 @@ type targetStep struct {
 	size  matrixSize
 	min   float64
 	batch workload.Batch
+}
+
+// measure is one repetition of ts's cell: its contenders side by side
+// through its step commits.
+func (ts targetStep) measure(cfg config, rep int) (matrixCell, error) {
+	c, err := runMatrixCell(cfg, targetStepContenders, ts.size.name, matrixCommitNames[1], []workload.Batch{ts.batch}, rep)
+	if err != nil {
+		return matrixCell{}, fmt.Errorf("append, %s turns: %w", ts.size.name, err)
+	}
+	return c, nil
 }
 
 func targetSteps(cfg config) ([]targetStep, error) {
@@ -830,9 +840,9 @@ func runStepTargets(cfg config, w io.Writer) error {
 	cells := make([][]matrixCell, len(steps))
 	for rep := range cfg.Reps {
 		for i, ts := range steps {
-			c, err := runMatrixCell(cfg, targetStepContenders, ts.size.name, matrixCommitNames[1], []workload.Batch{ts.batch}, rep)
+			c, err := ts.measure(cfg, rep)
 			if err != nil {
-				return fmt.Errorf("append, %s turns: %w", ts.size.name, err)
+				return err
 			}
 			fmt.Fprintf(cfg.Log, "rep %d, %s turns: patrdb %.0f turns/s, raw bbolt putting patrdb's bytes %.0f\n", rep+1, ts.size.name,
 				c.res[cPatrdb].turnsPerSec(), c.res[cSameInside].turnsPerSec())
