@@ -1,16 +1,34 @@
 package store
 
 import (
-	"maps"
 	"sync"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/patrdb/patrdb/model"
 )
 
-type nodeKey struct {
-	run string
-	id  uint64
+// nodeKey is a node's key in the cache: its run's tag (nodeCache.tag) and
+// its id in one word. A commit adds every node it wrote, hundreds a step,
+// and a map keyed by one word hashes and compares it inline, where a key
+// holding the run's name hashed the name every time.
+type nodeKey uint64
+
+// The run's tag takes the top tagBits of a key, the node id the rest. A
+// handle tags up to 2^20-1 runs, and a node id past 2^44 (more nodes than
+// a file can hold) is never cached: both read from the file.
+const (
+	tagBits = 20
+	idBits  = 64 - tagBits
+	maxTag  = 1<<tagBits - 1
+)
+
+// cacheKey is node id's key in run tag's entries; ok false when the node
+// is not cached (tag 0: the run has none).
+func cacheKey(tag, id uint64) (k nodeKey, ok bool) {
+	if tag == 0 || id>>idBits != 0 {
+		return 0, false
+	}
+	return nodeKey(tag<<idBits | id), true
 }
 
 // nodeCache is the LRU of decoded nodes. bbolt gives every transaction its
@@ -33,9 +51,17 @@ type nodeCache struct {
 	mu        sync.Mutex
 	lru       *simplelru.LRU[nodeKey, cacheEntry]
 	committed uint64
-	pending   map[string]map[uint64]*dirtyNode // run → id → node being committed
+	pending   map[uint64]pendingRun // by run tag: the nodes being committed
+	tags      map[string]uint64     // run id → its tag (1 on), never reused
 	hits      uint64
 	misses    uint64
+}
+
+// pendingRun is one run's nodes in the commit under way.
+type pendingRun struct {
+	nodes   map[uint64]*dirtyNode // written or dropped, by id (RunTx.dirty, and the dropped)
+	written []*dirtyNode          // those written (RunTx.listed)
+	dropped []uint64              // those dropped (RunTx.droppedNodes)
 }
 
 type cacheEntry struct {
@@ -51,13 +77,33 @@ func newNodeCache(size int) *nodeCache {
 	return c
 }
 
-func (c *nodeCache) get(k nodeKey, snapshot uint64) (*model.Node, bool) {
+// tag is run id's tag, the top of its nodes' keys (0: its nodes are not
+// cached). A handle tags a run the first time it binds it.
+func (c *nodeCache) tag(run string) uint64 {
 	if c.lru == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.tags[run]
+	if !ok && len(c.tags) < maxTag {
+		if c.tags == nil {
+			c.tags = map[string]uint64{}
+		}
+		t = uint64(len(c.tags)) + 1
+		c.tags[run] = t
+	}
+	return t
+}
+
+func (c *nodeCache) get(tag, id uint64, snapshot uint64) (*model.Node, bool) {
+	k, ok := cacheKey(tag, id)
+	if !ok {
 		return nil, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, p := c.pending[k.run][k.id]; p {
+	if _, p := c.pending[tag].nodes[id]; p {
 		c.misses++
 		return nil, false
 	}
@@ -70,8 +116,9 @@ func (c *nodeCache) get(k nodeKey, snapshot uint64) (*model.Node, bool) {
 	return e.node, true
 }
 
-func (c *nodeCache) put(k nodeKey, snapshot uint64, n *model.Node) {
-	if c.lru == nil {
+func (c *nodeCache) put(tag, id uint64, snapshot uint64, n *model.Node) {
+	k, ok := cacheKey(tag, id)
+	if !ok {
 		return
 	}
 	c.mu.Lock()
@@ -79,7 +126,7 @@ func (c *nodeCache) put(k nodeKey, snapshot uint64, n *model.Node) {
 	if snapshot != c.committed {
 		return
 	}
-	if _, p := c.pending[k.run][k.id]; p {
+	if _, p := c.pending[tag].nodes[id]; p {
 		return
 	}
 	c.lru.Add(k, cacheEntry{since: snapshot, node: n})
@@ -99,40 +146,49 @@ func (c *nodeCache) setCommitted(txid uint64) {
 }
 
 func (c *nodeCache) beginCommit(runs map[string]*RunTx) {
+	if c.lru == nil {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.pending = make(map[string]map[uint64]*dirtyNode, len(runs))
-	for id, r := range runs {
-		if len(r.dirty) != 0 {
-			c.pending[id] = r.dirty
+	c.pending = make(map[uint64]pendingRun, len(runs))
+	for _, r := range runs {
+		if r.cacheTag == 0 || len(r.dirty) == 0 && len(r.droppedNodes) == 0 {
+			continue
 		}
-		if len(r.droppedNodes) != 0 {
-			gone := maps.Clone(c.pending[id])
-			if gone == nil {
-				gone = make(map[uint64]*dirtyNode, len(r.droppedNodes))
+		p := pendingRun{nodes: r.dirty, written: r.listed, dropped: r.droppedNodes}
+		if len(p.dropped) != 0 {
+			p.nodes = make(map[uint64]*dirtyNode, len(r.dirty)+len(p.dropped))
+			for id, d := range r.dirty {
+				p.nodes[id] = d
 			}
-			for _, n := range r.droppedNodes {
-				gone[n] = &dirtyNode{} // no record: forgotten at the commit
+			for _, id := range p.dropped {
+				p.nodes[id] = nil // no record: forgotten at the commit
 			}
-			c.pending[id] = gone
 		}
+		c.pending[r.cacheTag] = p
 	}
 }
 
+// endCommit ends the commit beginCommit began: when it succeeded, as
+// txid, the nodes it wrote replace their cached versions and those it
+// dropped leave the cache. It walks each run's list of written nodes,
+// not the map by id: the list is a slice, hundreds of nodes a step.
 func (c *nodeCache) endCommit(txid uint64, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ok {
 		c.committed = txid
-		if c.lru != nil {
-			for run, dirty := range c.pending {
-				for id, d := range dirty {
-					if d.n == nil {
-						c.lru.Remove(nodeKey{run, id})
-						continue
-					}
-					d.r, d.rec = nil, nil // the cache keeps d with d.n (dirtyNode.node), not the transaction
-					c.lru.Add(nodeKey{run, id}, cacheEntry{since: txid, node: d.n})
+		for tag, p := range c.pending {
+			for _, d := range p.written {
+				d.r, d.rec = nil, nil // the cache keeps d with d.n (dirtyNode.node), not the transaction
+				if k, ok := cacheKey(tag, d.n.ID); ok {
+					c.lru.Add(k, cacheEntry{since: txid, node: d.n})
+				}
+			}
+			for _, id := range p.dropped { // after the written: a node changed, then dropped, is gone
+				if k, ok := cacheKey(tag, id); ok {
+					c.lru.Remove(k)
 				}
 			}
 		}

@@ -492,3 +492,45 @@ func TestCacheAfterAFailedCommit(t *testing.T) {
 		t.Errorf("a fresh process reads\n%+v\nwant\n%+v", got, want)
 	}
 }
+
+// The cache keys a node by its run and its id together: two runs number
+// their nodes alike, and each reads its own, warm and after the commit
+// that wrote both.
+func TestCacheKeepsRunsApart(t *testing.T) {
+	db := storetest.Open(t)
+	runs := []string{"a", "b", "c"}
+	update(t, db, func(tx *store.Tx) error {
+		for i, id := range runs {
+			r, err := tx.CreateRun(id, nil, nil)
+			if err != nil {
+				return err
+			}
+			g, err := r.OpenGroup(store.GroupSpec{Step: 1})
+			if err != nil {
+				return err
+			}
+			n, err := r.AddNode(store.NodeSpec{Step: 1, Group: g.ID})
+			if err != nil {
+				return err
+			}
+			if err := r.AppendTurns(n.ID, 0, textTurns(id, i+1)...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for range 2 { // the commit's versions, then the readers' own
+		for i, id := range runs {
+			inRun(t, db, false, id, func(r *store.RunTx) error {
+				n, err := r.Node(1)
+				if err == nil && n.Turns != i+1 {
+					t.Errorf("run %s: node 1 has %d turns, want %d", id, n.Turns, i+1)
+				}
+				return err
+			})
+		}
+	}
+	if s := db.CacheStats(); s.Hits < uint64(2*len(runs)) || s.Len != len(runs) {
+		t.Errorf("cache %+v: want every read a hit, one entry a run", s)
+	}
+}

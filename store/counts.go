@@ -371,11 +371,7 @@ func (r *RunTx) flushCounts() error {
 	}
 	b := r.b.Bucket([]byte(bCounts))
 	for step := range r.counts.dirty {
-		val, err := encodeValue(r.counts.byStep[step])
-		if err != nil {
-			return err
-		}
-		if err := b.Put(u64key(step), val); err != nil {
+		if err := b.Put(u64key(step), r.tx.countsValue(r.counts.byStep[step])); err != nil {
 			return err
 		}
 	}

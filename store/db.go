@@ -35,6 +35,7 @@ type DB struct {
 	spare   [][]byte      // value chunks ended write transactions handed on, under writeMu (txvalues.go)
 	queues  [][]queuedPut // put queues ended write transactions handed on, under writeMu (txqueue.go)
 	sizes   txSizes       // of the last write transaction's per-run maps, under writeMu (tx.go)
+	carry   txCarry       // what the last commit through Update left the next, under writeMu (txcarry.go)
 
 	// format is the file's format version: older ones are read with their
 	// own turn keys and refuse writes (ErrNeedsMigration).
@@ -337,12 +338,15 @@ func (db *DB) Update(fn func(*Tx) error) (err error) {
 	}
 	tx := newTx(db, btx)
 	tx.vals.spare = &db.spare
-	committed := false
+	committed, carried := false, false
 	defer func() {
 		tx.done = true
 		tx.releasePaths()
 		if !committed {
 			_ = btx.Rollback()
+		}
+		if !carried {
+			db.dropCarry()
 		}
 		tx.vals.handOn() // after Commit or Rollback, still under writeMu
 		tx.handOnQueues()
@@ -371,6 +375,8 @@ func (db *DB) Update(fn func(*Tx) error) (err error) {
 	if err != nil {
 		return mapTxError(err)
 	}
+	tx.carryOn(txid)
+	carried = true
 	if upgrade {
 		db.format.Store(FormatVersion)
 	}

@@ -46,7 +46,9 @@
 // same transaction that writes the record and never reused. A write
 // transaction compares each sequence with its bucket's last record when it
 // first takes a run (sequences.go): a sequence that fell behind (a damaged
-// header) is ErrCorrupt, never an id handed out twice. Run ids are
+// header) is ErrCorrupt, never an id handed out twice. A transaction that
+// follows its handle's own commit of the run takes the sequences and the
+// counters as that commit left them (txcarry.go). Run ids are
 // RunIDRule's; steps run from 1 to MaxStep.
 //
 // Every hot bucket grows at its end. A turn is numbered when it is

@@ -354,8 +354,7 @@ func (r *RunTx) nodeRefDirty(id uint64) (*model.Node, *dirtyNode, error) {
 // storedNode is nodeRef of a node the transaction has not changed: the
 // cache's, or decoded and offered to it.
 func (r *RunTx) storedNode(id uint64) (*model.Node, error) {
-	k := nodeKey{r.id, id}
-	if n, ok := r.tx.db.cache.get(k, r.tx.snapshot); ok {
+	if n, ok := r.tx.db.cache.get(r.cacheTag, id, r.tx.snapshot); ok {
 		return n, nil
 	}
 	nodes, err := r.bucket(bNodes)
@@ -374,7 +373,7 @@ func (r *RunTx) storedNode(id uint64) (*model.Node, error) {
 	if n.ID != id {
 		return nil, &CorruptError{Bucket: r.bpath(bNodes), Key: key, Reason: "record id does not match its key"}
 	}
-	r.tx.db.cache.put(k, r.tx.snapshot, n)
+	r.tx.db.cache.put(r.cacheTag, id, r.tx.snapshot, n)
 	return n, nil
 }
 

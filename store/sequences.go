@@ -15,7 +15,9 @@ import (
 // bucket when it first binds a run, and refuses the run (ErrCorrupt, and
 // the transaction does not commit) when they disagree; and the readers
 // that print the event count (a run's summary, in checked mode too) check
-// it the same way first.
+// it the same way first. A write transaction whose snapshot is its
+// handle's own last commit, which bound the run, skips the comparison:
+// the sequences are the ones that commit wrote (txcarry.go).
 
 // sequenced are the buckets whose sequence hands out a run's ids.
 var sequenced = [...]string{bEvents, bNodes, bTurns, bRubrics, bGroups}

@@ -173,6 +173,10 @@ func (tx *Tx) Run(id string) (*RunTx, error) {
 	if err != nil || !tx.Writable() || r.sequencesOK {
 		return r, err
 	}
+	if tx.takeCarry(r) { // the sequences as this handle's last commit wrote them (txcarry.go)
+		r.sequencesOK = true
+		return r, nil
+	}
 	// Before anything is written to the run (sequences.go).
 	if err := r.checkSequences(); err != nil {
 		return nil, tx.fail(err)
@@ -356,6 +360,8 @@ type RunTx struct {
 	sub   [len(subBuckets)]*bolt.Bucket // by subIndex
 	path  string
 	paths map[string]string // bpath's
+	// cacheTag is the run's tag in the node cache's keys (cache.go).
+	cacheTag uint64
 	// counts are the run's counters while a write transaction changes
 	// them (counts.go).
 	counts *runCounts
@@ -415,7 +421,7 @@ func (r *RunTx) checking() bool {
 }
 
 func (tx *Tx) bind(id string, b *bolt.Bucket) *RunTx {
-	r := &RunTx{tx: tx, id: id, b: b, path: "runs/" + id}
+	r := &RunTx{tx: tx, id: id, b: b, path: "runs/" + id, cacheTag: tx.db.cache.tag(id)}
 	for i, name := range subBuckets {
 		sb := b.Bucket([]byte(name))
 		if f, ok := fillPercent[name]; ok && sb != nil && tx.Writable() {
