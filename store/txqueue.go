@@ -24,6 +24,9 @@ type queued struct {
 	name string
 	b    *bolt.Bucket
 	puts []queuedPut
+	// used is how many puts the queue has held at once in this
+	// transaction: past it, puts holds no key or value (handOnQueues).
+	used int
 }
 
 type queuedPut struct{ k, v []byte }
@@ -72,7 +75,9 @@ func (tx *Tx) handOnQueues() {
 				return
 			}
 			if cap(q.puts) <= maxSpareQueueLen {
-				clear(q.puts[:cap(q.puts)])
+				// Only what this transaction used: the transaction before
+				// cleared the rest.
+				clear(q.puts[:max(q.used, len(q.puts))])
 				tx.db.queues = append(tx.db.queues, q.puts[:0])
 			}
 			q.puts = nil
@@ -92,6 +97,7 @@ func (r *RunTx) putQueued(name string) error {
 				return r.tx.fail(err)
 			}
 		}
+		q.used = max(q.used, len(q.puts))
 		q.puts = q.puts[:0]
 	}
 	return nil
