@@ -176,15 +176,19 @@ func TestParseConfig(t *testing.T) {
 	if c.Command != "go run ./bench -resume 100_000,10000" {
 		t.Errorf("command %q", c.Command)
 	}
-	if len(c.MatrixSizes) != 3 || len(c.MatrixCommits) != 2 {
-		t.Errorf("matrix sizes %q, commits %q: want all", c.MatrixSizes, c.MatrixCommits)
+	if len(c.MatrixSizes) != 3 || len(c.MatrixCommits) != 2 || c.Collect != collectEachTxn {
+		t.Errorf("matrix sizes %q, commits %q, collect %q: want all, and a collection before every transaction", c.MatrixSizes, c.MatrixCommits, c.Collect)
+	}
+	c, err = parseConfig([]string{"-step-targets", "-collect", "rep"}, "/r", io.Discard)
+	if err != nil || c.Collect != collectRep {
+		t.Errorf("-step-targets -collect rep: %q, %v", c.Collect, err)
 	}
 	c, err = parseConfig([]string{"-matrix", "-matrix-sizes", "1kb", "-matrix-commits", "step"}, "/r", io.Discard)
 	if err != nil || !slices.Equal(c.MatrixSizes, []string{"1kb"}) || !slices.Equal(c.MatrixCommits, []string{"step"}) {
 		t.Errorf("one matrix cell: %q %q, %v", c.MatrixSizes, c.MatrixCommits, err)
 	}
 	for _, bad := range [][]string{{"-reps", "0"}, {"-resume", "10"}, {"-resume", "x,10"}, {"extra"},
-		{"-matrix-sizes", "1kb,2kb"}, {"-matrix-commits", "steps"}} {
+		{"-matrix-sizes", "1kb,2kb"}, {"-matrix-commits", "steps"}, {"-collect", "rep"}, {"-matrix", "-collect", "never"}} {
 		if _, err := parseConfig(bad, "/r", io.Discard); err == nil {
 			t.Errorf("%v: no error", bad)
 		}

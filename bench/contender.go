@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -134,7 +135,7 @@ func (r appendResult) diskPerTree() float64 { return float64(r.Disk) / float64(r
 
 // runAppend pushes every batch through c alone; see runAppendAll.
 func runAppend(c contender, path string, batches []workload.Batch) (appendResult, error) {
-	res, err := runAppendAll([]contender{c}, []string{path}, batches, 0)
+	res, err := runAppendAll([]contender{c}, []string{path}, batches, 0, collectEachTxn)
 	if err != nil {
 		return appendResult{}, err
 	}
@@ -147,9 +148,17 @@ func runAppend(c contender, path string, batches []workload.Batch) (appendResult
 // starting at rotation) before transaction i+1, so a burst of load from
 // elsewhere on the machine falls on all of them alike. Each transaction's
 // turns are copied into fresh memory first (a trainer's turns arrive that
-// way) and the heap is collected, so every contender starts each
-// transaction from the same state; only apply is timed.
-func runAppendAll(cs []contender, paths []string, batches []workload.Batch, rotation int) (res []appendResult, err error) {
+// way) and, with collectEachTxn, the heap is collected, so every
+// contender starts each transaction from the same state; only apply is
+// timed. With collectRep the heap is collected once, before the first
+// transaction, and the collector is off until the last: no collection
+// lands in a timed transaction either, and none empties the caches
+// between two (-collect rep, a diagnostic).
+func runAppendAll(cs []contender, paths []string, batches []workload.Batch, rotation int, collect collectMode) (res []appendResult, err error) {
+	if collect == collectRep {
+		runtime.GC()
+		defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	}
 	res = make([]appendResult, len(cs))
 	elapsed := make([]time.Duration, len(cs))
 	opened := 0
@@ -177,7 +186,9 @@ func runAppendAll(cs []contender, paths []string, batches []workload.Batch, rota
 				if err != nil {
 					return nil, fmt.Errorf("%s: prepare batch %d txn %d: %w", c.name(), b.Index, ti, err)
 				}
-				runtime.GC()
+				if collect == collectEachTxn {
+					runtime.GC()
+				}
 				var db *bolt.DB
 				if bb, ok := c.(boltBacked); ok {
 					db = bb.boltDB()
@@ -238,3 +249,11 @@ func removeStore(path string) error {
 	}
 	return nil
 }
+
+// collectMode is when runAppendAll collects the heap (-collect).
+type collectMode string
+
+const (
+	collectEachTxn collectMode = "txn" // before every contender's every transaction
+	collectRep     collectMode = "rep" // once, the collector off while the contenders run
+)

@@ -51,6 +51,10 @@ type config struct {
 	PageSize      int      // of the patrdb and raw bbolt stores; 0: patrdb's default
 	MatrixSizes   []string // the matrix's turn sizes (matrixSizeFlags)
 	MatrixCommits []string // the matrix's commit sizes (matrixCommitNames)
+	// Collect is when the matrix and the step targets collect the heap:
+	// before every transaction (the default, and always in the full run),
+	// or once a cell with the collector off (a diagnostic, contender.go).
+	Collect collectMode
 }
 
 func defaultConfig(root string) config {
@@ -61,6 +65,7 @@ func defaultConfig(root string) config {
 		Out: filepath.Join(root, "bench", "out"), Root: root, Results: filepath.Join(root, "bench", "RESULTS.md"),
 		RSS: true, Profile: true, Log: os.Stderr,
 		MatrixSizes: slices.Clone(matrixSizeFlags), MatrixCommits: slices.Clone(matrixCommitNames),
+		Collect: collectEachTxn,
 	}
 }
 
@@ -97,6 +102,7 @@ func parseConfig(args []string, root string, log io.Writer) (config, error) {
 	matrixSizes := fs.String("matrix-sizes", strings.Join(def.MatrixSizes, ","), "turn sizes of the append matrix, comma-separated")
 	matrixCommits := fs.String("matrix-commits", strings.Join(def.MatrixCommits, ","), "commit sizes of the append matrix, comma-separated")
 	stepTargets := fs.Bool("step-targets", false, "only the append targets at ~1 KB and tiny turns (the step-commit cells of the full run, its repetitions and verdicts; -matrix-sizes 1kb or tiny picks one), printed as markdown")
+	collect := fs.String("collect", string(collectEachTxn), "with -matrix or -step-targets: collect the heap before every transaction (txn), or once a cell with the collector off while it runs (rep: a diagnostic of what the collection before each transaction costs each contender)")
 	matrix := fs.Bool("matrix", false, "only the append matrix (three turn sizes, round and step commits, against raw bbolt, the disk floor, SQLite and JSONL), printed as markdown")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -144,7 +150,7 @@ func parseConfig(args []string, root string, log io.Writer) (config, error) {
 	if perr != nil {
 		return config{}, perr
 	}
-	c.Matrix, c.StepTargets, c.PageSize = *matrix, *stepTargets, *pageSize
+	c.Matrix, c.StepTargets, c.PageSize, c.Collect = *matrix, *stepTargets, *pageSize, collectMode(*collect)
 	c.MatrixSizes, c.MatrixCommits = strings.Split(*matrixSizes, ","), strings.Split(*matrixCommits, ",")
 	c.Command = strings.TrimSpace("go run ./bench " + strings.Join(args, " "))
 	c.Log = log
@@ -165,6 +171,10 @@ func (c config) validate() error {
 		return fmt.Errorf("bench: -resume-iters must be >= 1 and -cold-iters >= 0")
 	case c.Budget <= 0:
 		return fmt.Errorf("bench: -budget must be positive")
+	case c.Collect != collectEachTxn && c.Collect != collectRep:
+		return fmt.Errorf("bench: -collect %q, want %s or %s", c.Collect, collectEachTxn, collectRep)
+	case c.Collect == collectRep && !c.Matrix && !c.StepTargets:
+		return fmt.Errorf("bench: -collect %s is a diagnostic of -matrix and -step-targets; the full run collects before every transaction", collectRep)
 	}
 	for _, sz := range c.MatrixSizes {
 		if !slices.Contains(matrixSizeFlags, sz) {

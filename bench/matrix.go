@@ -167,7 +167,7 @@ func runMatrixCell(cfg config, names []string, size, commit string, batches []wo
 		}
 		cs[i], paths[i] = c, filepath.Join(dir, fileName(name))
 	}
-	res, err := runAppendAll(cs, paths, batches, rep)
+	res, err := runAppendAll(cs, paths, batches, rep, cfg.Collect)
 	if err != nil {
 		return matrixCell{}, err
 	}

@@ -193,7 +193,7 @@ func run(cfg config) (*results, error) {
 				paths[i] = filepath.Join(wl.dir, fileName(name))
 			}
 			runtime.GC()
-			rs, err := runAppendAll(cs, paths, wl.batches, rep)
+			rs, err := runAppendAll(cs, paths, wl.batches, rep, collectEachTxn)
 			if err != nil {
 				return nil, err
 			}

@@ -6,6 +6,8 @@ import (
 	"math"
 	"path/filepath"
 	"reflect"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,7 +41,7 @@ func TestSameBytesAnchorStoresPatrdbsRecords(t *testing.T) {
 		}
 		paths[i] = filepath.Join(dir, fileName(n))
 	}
-	res, err := runAppendAll(cs, paths, batches, 0)
+	res, err := runAppendAll(cs, paths, batches, 0, collectEachTxn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,5 +244,44 @@ func TestStepTargetsSmoke(t *testing.T) {
 	}
 	if cols[5] != "≥ 0.8×" || !slices.Contains([]string{"**met**", "**not met**", "inconclusive"}, cols[6]) {
 		t.Errorf("row %q: target %q, verdict %q", rows[0], cols[5], cols[6])
+	}
+}
+
+// -collect rep collects the heap once before a cell and leaves the
+// collector off while the contenders run, then as it was; the default
+// collects before every transaction of every contender.
+func TestCollectModes(t *testing.T) {
+	gen, err := workload.NewGenerator(matrixSizes(1, true)[0].cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batches := []workload.Batch{gen.Next()}
+	names := []string{cPatrdb, cSameInside}
+	gcPercent := func() int { p := debug.SetGCPercent(-1); debug.SetGCPercent(p); return p }
+	before := gcPercent()
+	for _, mode := range []collectMode{collectEachTxn, collectRep} {
+		dir := t.TempDir()
+		cs := make([]contender, len(names))
+		paths := make([]string, len(names))
+		for i, n := range names {
+			if cs[i], err = newContender(n); err != nil {
+				t.Fatal(err)
+			}
+			paths[i] = filepath.Join(dir, fileName(n))
+		}
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		gcs := ms.NumGC
+		if _, err := runAppendAll(cs, paths, batches, 0, mode); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&ms)
+		n, txns := ms.NumGC-gcs, uint32(len(names)*len(batches[0].Txns))
+		if mode == collectRep && n != 1 || mode == collectEachTxn && n < txns {
+			t.Errorf("-collect %s: %d collections over %d transactions", mode, n, txns)
+		}
+		if p := gcPercent(); p != before {
+			t.Errorf("-collect %s left the collector at %d%%, was %d%%", mode, p, before)
+		}
 	}
 }
