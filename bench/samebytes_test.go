@@ -31,16 +31,7 @@ func TestSameBytesAnchorStoresPatrdbsRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	batches := []workload.Batch{gen.Next()}
-	dir := t.TempDir()
-	names := []string{cPatrdb, cSameInside, cSameAhead, cFloor}
-	cs := make([]contender, len(names))
-	paths := make([]string, len(names))
-	for i, n := range names {
-		if cs[i], err = newContender(n); err != nil {
-			t.Fatal(err)
-		}
-		paths[i] = filepath.Join(dir, fileName(n))
-	}
+	cs, paths := newContenders(t, cPatrdb, cSameInside, cSameAhead, cFloor)
 	res, err := runAppendAll(cs, paths, batches, 0, collectEachTxn)
 	if err != nil {
 		t.Fatal(err)
@@ -260,15 +251,7 @@ func TestCollectModes(t *testing.T) {
 	gcPercent := func() int { p := debug.SetGCPercent(-1); debug.SetGCPercent(p); return p }
 	before := gcPercent()
 	for _, mode := range []collectMode{collectEachTxn, collectRep} {
-		dir := t.TempDir()
-		cs := make([]contender, len(names))
-		paths := make([]string, len(names))
-		for i, n := range names {
-			if cs[i], err = newContender(n); err != nil {
-				t.Fatal(err)
-			}
-			paths[i] = filepath.Join(dir, fileName(n))
-		}
+		cs, paths := newContenders(t, names...)
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		gcs := ms.NumGC
@@ -284,4 +267,21 @@ func TestCollectModes(t *testing.T) {
 			t.Errorf("-collect %s left the collector at %d%%, was %d%%", mode, p, before)
 		}
 	}
+}
+
+// newContenders makes the contenders names, each with its file in a fresh
+// directory.
+func newContenders(t *testing.T, names ...string) ([]contender, []string) {
+	t.Helper()
+	dir := t.TempDir()
+	cs := make([]contender, len(names))
+	paths := make([]string, len(names))
+	for i, n := range names {
+		c, err := newContender(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs[i], paths[i] = c, filepath.Join(dir, fileName(n))
+	}
+	return cs, paths
 }
