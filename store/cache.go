@@ -14,10 +14,11 @@ import (
 type nodeKey uint64
 
 // The run's tag takes the top tagBits of a key, the node id the rest. A
-// handle tags up to 2^20-1 runs, and a node id past 2^44 (more nodes than
-// a file can hold) is never cached: both read from the file.
+// handle tags up to 2^16-1 runs (the tags of runs since dropped are kept:
+// at most a few megabytes), and a node id past 2^48 (more nodes than a
+// file can hold) is never cached: such runs and nodes read from the file.
 const (
-	tagBits = 20
+	tagBits = 16
 	idBits  = 64 - tagBits
 	maxTag  = 1<<tagBits - 1
 )

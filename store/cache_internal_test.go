@@ -1,6 +1,9 @@
 package store
 
-import "testing"
+import (
+	"strconv"
+	"testing"
+)
 
 // A key holds the run's tag and the node id in one word; a node id too
 // large for it, or a run without a tag, is not cached rather than keyed
@@ -27,5 +30,27 @@ func TestCacheKeyLeavesWhatDoesNotFit(t *testing.T) {
 	}
 	if newNodeCache(0).tag("a") != 0 {
 		t.Error("a handle without a cache tagged a run")
+	}
+}
+
+// Once a handle has tagged as many runs as a key can name, a run it meets
+// after that gets no tag (its nodes are read from the file), and the runs
+// tagged before keep theirs.
+func TestCacheTagsRunOut(t *testing.T) {
+	c := newNodeCache(8)
+	first := c.tag("r0")
+	for i := 1; i < maxTag; i++ {
+		if c.tag("r"+strconv.Itoa(i)) == 0 {
+			t.Fatalf("run %d of %d got no tag", i+1, maxTag)
+		}
+	}
+	if got := c.tag("one too many"); got != 0 {
+		t.Errorf("run %d got tag %d, want none", maxTag+1, got)
+	}
+	if c.tag("r0") != first {
+		t.Error("a run tagged before lost its tag")
+	}
+	if _, ok := cacheKey(0, 1); ok {
+		t.Error("an untagged run's node has a key")
 	}
 }
