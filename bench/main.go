@@ -102,7 +102,7 @@ func parseConfig(args []string, root string, log io.Writer) (config, error) {
 	matrixSizes := fs.String("matrix-sizes", strings.Join(def.MatrixSizes, ","), "turn sizes of the append matrix, comma-separated")
 	matrixCommits := fs.String("matrix-commits", strings.Join(def.MatrixCommits, ","), "commit sizes of the append matrix, comma-separated")
 	stepTargets := fs.Bool("step-targets", false, "only the append targets at ~1 KB and tiny turns (the step-commit cells of the full run, its repetitions and verdicts; -matrix-sizes 1kb or tiny picks one), printed as markdown")
-	collect := fs.String("collect", string(collectEachTxn), "with -matrix or -step-targets: collect the heap before every transaction (txn), or once a cell with the collector off while it runs (rep: a diagnostic of what the collection before each transaction costs each contender)")
+	collect := fs.String("collect", string(collectEachTxn), "with -matrix or -step-targets: collect the heap before every transaction (txn), or once a cell with the collector off while it runs (rep: a diagnostic of what the collection before each transaction costs each contender; the heap grows with the cell)")
 	matrix := fs.Bool("matrix", false, "only the append matrix (three turn sizes, round and step commits, against raw bbolt, the disk floor, SQLite and JSONL), printed as markdown")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
