@@ -246,8 +246,9 @@ func run(cfg config) (*results, error) {
 				return nil, err
 			}
 			rr.Step[ts.size.flag] = c
-			fmt.Fprintf(log, "  append, %s turns, step commits, in %.1f s: patrdb %.0f turns/s, raw bbolt putting patrdb's bytes %.0f\n", ts.size.name,
-				time.Since(t1).Seconds(), c.res[cPatrdb].turnsPerSec(), c.res[cSameInside].turnsPerSec())
+			p, raw := c.res[cPatrdb].turnsPerSec(), c.res[cSameInside].turnsPerSec()
+			fmt.Fprintf(log, "  append, %s turns, step commits, in %.1f s: patrdb %.0f turns/s, raw bbolt putting patrdb's bytes %.0f: %.2f×\n", ts.size.name,
+				time.Since(t1).Seconds(), p, raw, p/raw)
 		}
 		t1 := time.Now()
 		if rr.Batch, err = bstep.Measure(1, cfg.BatchIters); err != nil {
@@ -269,9 +270,13 @@ func run(cfg config) (*results, error) {
 			}
 		}
 		res.reps = append(res.reps, rr)
-		fmt.Fprintf(log, "rep %d/%d done in %.1f s: patrdb %.0f turns/s (encoded ahead %.0f), raw bbolt %.0f, SQLite %.0f, JSONL %.0f\n",
-			rep+1, cfg.Reps, time.Since(t0).Seconds(), rr.Append[cPatrdb].turnsPerSec(), rr.Append[cPatrdbEnc].turnsPerSec(), rr.Append[cBolt].turnsPerSec(),
-			rr.Append[cSQLite].turnsPerSec(), rr.Append[cJSONL].turnsPerSec())
+		// Each append target's ratio in this repetition, so that the log
+		// shows which repetition crossed a bar.
+		inside, ahead := rr.Append[cPatrdb].turnsPerSec(), rr.Append[cPatrdbEnc].turnsPerSec()
+		sameIn, sameAhead := rr.Append[cSameInside].turnsPerSec(), rr.Append[cSameAhead].turnsPerSec()
+		fmt.Fprintf(log, "rep %d/%d done in %.1f s: patrdb %.0f turns/s (encoded ahead %.0f), raw bbolt putting patrdb's bytes %.0f (ahead %.0f): %.2f× (ahead %.2f×); raw bbolt %.0f, SQLite %.0f, JSONL %.0f\n",
+			rep+1, cfg.Reps, time.Since(t0).Seconds(), inside, ahead, sameIn, sameAhead, inside/sameIn, ahead/sameAhead,
+			rr.Append[cBolt].turnsPerSec(), rr.Append[cSQLite].turnsPerSec(), rr.Append[cJSONL].turnsPerSec())
 	}
 	if cfg.Profile {
 		res.profiles = profileAll(cfg, batches, work, res.replay.Path)
@@ -844,8 +849,8 @@ func runStepTargets(cfg config, w io.Writer) error {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cfg.Log, "rep %d, %s turns: patrdb %.0f turns/s, raw bbolt putting patrdb's bytes %.0f\n", rep+1, ts.size.name,
-				c.res[cPatrdb].turnsPerSec(), c.res[cSameInside].turnsPerSec())
+			p, raw := c.res[cPatrdb].turnsPerSec(), c.res[cSameInside].turnsPerSec()
+			fmt.Fprintf(cfg.Log, "rep %d, %s turns: patrdb %.0f turns/s, raw bbolt putting patrdb's bytes %.0f: %.2f×\n", rep+1, ts.size.name, p, raw, p/raw)
 			cells[i] = append(cells[i], c)
 		}
 	}
