@@ -246,9 +246,7 @@ func run(cfg config) (*results, error) {
 				return nil, err
 			}
 			rr.Step[ts.size.flag] = c
-			p, raw := c.res[cPatrdb].turnsPerSec(), c.res[cSameInside].turnsPerSec()
-			fmt.Fprintf(log, "  append, %s turns, step commits, in %.1f s: patrdb %.0f turns/s, raw bbolt putting patrdb's bytes %.0f: %.2f×\n", ts.size.name,
-				time.Since(t1).Seconds(), p, raw, p/raw)
+			fmt.Fprintf(log, "  append, %s turns, step commits, in %.1f s: %s\n", ts.size.name, time.Since(t1).Seconds(), c.targetLog())
 		}
 		t1 := time.Now()
 		if rr.Batch, err = bstep.Measure(1, cfg.BatchIters); err != nil {
@@ -303,6 +301,13 @@ type targetStep struct {
 	size  matrixSize
 	min   float64
 	batch workload.Batch
+}
+
+// targetLog is a step target's cell for the log: both sides and the
+// repetition's ratio.
+func (c matrixCell) targetLog() string {
+	p, raw := c.res[cPatrdb].turnsPerSec(), c.res[cSameInside].turnsPerSec()
+	return fmt.Sprintf("patrdb %.0f turns/s, raw bbolt putting patrdb's bytes %.0f: %.2f×", p, raw, p/raw)
 }
 
 // measure is one repetition of ts's cell: its contenders side by side
@@ -849,8 +854,7 @@ func runStepTargets(cfg config, w io.Writer) error {
 			if err != nil {
 				return err
 			}
-			p, raw := c.res[cPatrdb].turnsPerSec(), c.res[cSameInside].turnsPerSec()
-			fmt.Fprintf(cfg.Log, "rep %d, %s turns: patrdb %.0f turns/s, raw bbolt putting patrdb's bytes %.0f: %.2f×\n", rep+1, ts.size.name, p, raw, p/raw)
+			fmt.Fprintf(cfg.Log, "rep %d, %s turns: %s\n", rep+1, ts.size.name, c.targetLog())
 			cells[i] = append(cells[i], c)
 		}
 	}
