@@ -129,6 +129,17 @@ type appendResult struct {
 	Apparent  int64   `json:"apparent"` // their apparent size (bbolt's file has a sparse, never-written tail)
 }
 
+// add pools two runs of the same contender: their times, work and
+// bytes on disk summed, so every rate and every figure per tree or per
+// byte stays as it was; Slowest is the slower of the two.
+func (r appendResult) add(o appendResult) appendResult {
+	return appendResult{
+		Seconds: r.Seconds + o.Seconds, Commit: r.Commit + o.Commit, Slowest: max(r.Slowest, o.Slowest),
+		Txns: r.Txns + o.Txns, Turns: r.Turns + o.Turns, TurnBytes: r.TurnBytes + o.TurnBytes, Trees: r.Trees + o.Trees,
+		Disk: r.Disk + o.Disk, Apparent: r.Apparent + o.Apparent,
+	}
+}
+
 func (r appendResult) turnsPerSec() float64 { return float64(r.Turns) / r.Seconds }
 func (r appendResult) mbPerSec() float64    { return float64(r.TurnBytes) / 1e6 / r.Seconds }
 func (r appendResult) diskPerTree() float64 { return float64(r.Disk) / float64(r.Trees) }

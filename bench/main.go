@@ -233,6 +233,9 @@ func main() {
 	if name := os.Getenv(childEnv); name != "" {
 		os.Exit(childMain(name))
 	}
+	if spec := os.Getenv(stepEnv); spec != "" {
+		os.Exit(stepChildMain(spec))
+	}
 	if len(os.Args) > 1 && os.Args[1] == "bigfile" {
 		if err := bigfileMain(os.Args[2:], moduleRoot(), os.Stderr); err != nil && err != flag.ErrHelp {
 			fmt.Fprintln(os.Stderr, "bench:", err)

@@ -332,10 +332,10 @@ func (res *results) details() string {
 	s := res.stats
 	tf := float64(s.Trees)
 	fmt.Fprintf(&b, "### Workload (swe-like, seed %d)\n\n", res.cfg.Seed)
-	fmt.Fprintf(&b, "%d batch(es) of %d trees; %d transactions (one per interval of a batch). Per tree: %.1f nodes, %.1f leaves "+
+	fmt.Fprintf(&b, "%d batch(es) of %d trees; %d transactions (one per interval of a batch), written %d times a repetition. Per tree: %.1f nodes, %.1f leaves "+
 		"(%.1f pruned by routing, %.1f reaching the %d-turn cap), %.0f turns stored (%.2f MB), %.0f turns in the leaves' full trajectories. "+
 		"Mean turn %.1f KB (text + packed token ids and logprobs).\n\n",
-		res.cfg.Batches, res.cfg.Trees, res.txns, float64(s.Nodes)/tf, float64(s.Leaves)/tf, float64(s.Pruned)/tf, float64(s.Full)/tf, 50,
+		res.cfg.Batches, res.cfg.Trees, res.txns, appendPasses, float64(s.Nodes)/tf, float64(s.Leaves)/tf, float64(s.Pruned)/tf, float64(s.Full)/tf, 50,
 		float64(s.Turns)/tf, float64(s.TurnBytes)/tf/1e6, float64(s.PathTurns)/tf, float64(s.TurnBytes)/float64(s.Turns)/1e3)
 
 	fmt.Fprintf(&b, "### Append run per contender\n\n")
@@ -498,6 +498,8 @@ const method = `## What is measured
   own rules (tree.PathReward, tree.Advantages); ~300 action tokens with logprobs and ~1,200
   observation tokens per turn, ~4 bytes of text per token. Each transaction is one interval of every tree of a batch;
   its turns are copied into fresh memory and the heap collected before the clock starts; only the store call is timed.
+  A repetition writes the workload twice, each time into fresh files, and pools the two passes' times (one pass is
+  four commits, and one slow fsync among them decided a repetition).
 - **patrdb**: the public API (OpenGroup, AddNode, AppendTurns, Score, Route, SetNodeStatus, SetReward,
   SetGroupInterval, PutAdvantage, CloseGroup) with DefaultOptions, so validation, node records, the frontier and
   child indexes and the event log are all written. The store's ids are checked against the workload's.
@@ -516,8 +518,11 @@ const method = `## What is measured
   encoded inside) through the append matrix's harness (bench/matrix.go, ` + "`go run ./bench -matrix`" + `) on its ~1 KB
   (40 action + 80 observation tokens, 512-byte prompts) and tiny (frozenlake) workloads, 2 trees a batch, K=5, paths
   capped at 40 turns, with its step commits: one transaction per 3 whole batches, fsync on, the two sides taking each
-  transaction in turn; 24 commits a repetition at ~1 KB, 48 at tiny turns (3 and 6 times the matrix's). The LLM-sized
-  row is the append run above.
+  transaction in turn; 24 commits a repetition at ~1 KB, 48 at tiny turns (3 and 6 times the matrix's). Each
+  repetition of a cell runs in a child process of the runner (bench/stepchild.go) whose heap holds that cell's
+  workload only: in the runner's own process, the collection before every
+  transaction also scanned the ~290 MB held for the other figures, and left the caches cold. The LLM-sized row is the
+  append run above.
 - **raw bbolt**: the same turn values (store.EncodeTurn, byte-identical) under the same keys plus each touched node's
   record once per transaction, encoded before the clock starts, Put into one bucket; patrdb's page size,
   FillPercent 1.0, the map freelist, DefaultOptions' initial mapping (InitialMmapSize), fsync on — bbolt configured
