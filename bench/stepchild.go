@@ -17,10 +17,11 @@ import (
 // also scanned the ~290 MB the runner holds for its other figures (the
 // LLM-sized and lake workloads, the batch step), and each scan left the
 // caches cold for the transaction after it. That cost grows with the CPU
-// a side spends, so it moved the tiny-turn ratio by the size of another
-// row's workload: -step-targets with a 290 MB ballast in its heap read
-// 0.81× where it read 0.84× without (bench/RESULTS.md). The two sides
-// still take turns transaction by transaction inside the child.
+// a side spends, so the tiny-turn ratio moved with the size of other
+// rows' workloads: -step-targets with a 290 MB ballast in its heap read
+// about 0.02 lower than without (bench/RESULTS.md, the notes of
+// 2026-12-06T07:26Z). The two sides still take turns transaction by
+// transaction inside the child.
 const stepEnv = "PATRDB_BENCH_STEP" // the child's stepSpec, JSON
 
 // stepSpec is what the child needs to rebuild and measure one cell: the
