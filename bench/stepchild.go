@@ -104,11 +104,11 @@ func stepChildMain(specJSON string) int {
 	if err == nil && len(steps) != 1 {
 		err = fmt.Errorf("%q is not a step target's size", spec.Size)
 	}
-	// The files of the cell before go, and the file system is flushed,
-	// before the clock starts, as run does before its append runs.
-	settle(filepath.Join(cfg.Out, "matrix"))
 	var c matrixCell
 	if err == nil {
+		// The cell before deleted its files: the file system is flushed
+		// before the clock starts, as run does before its append runs.
+		settle(filepath.Join(cfg.Out, "matrix"))
 		c, err = steps[0].measureHere(cfg, spec.Rep)
 	}
 	if err == nil {
