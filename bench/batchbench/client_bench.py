@@ -1,6 +1,7 @@
 """The HTTP + Python side of bench/batchbench: times Client.batch (rows and
-tree) against the per-leaf JSON path on a running server, alternating, and
-prints the per-repetition times as JSON.
+tree, and rows into one bytearray reused across calls) against the per-leaf
+JSON path on a running server, alternating, and prints the per-repetition
+times as JSON.
 
     python3 client_bench.py URL RUN STEP REPS
 """
@@ -74,10 +75,15 @@ def main():
     b = c.batch(run, step)
     if len(b) != len(want) or len(b["input_ids"]) != sum(len(r[0]) for r in want):
         raise SystemExit(f"batch has {len(b)} rows, the per-leaf path {len(want)}")
-    out = {"batch": [], "tree": [], "perleaf": [], "requests": requests, "json_bytes": nbytes,
+    out = {"batch": [], "into": [], "tree": [], "perleaf": [], "requests": requests, "json_bytes": nbytes,
            "numpy": batchmod._np is not None}
-    sides = [("batch", lambda: c.batch(run, step)), ("tree", lambda: c.batch(run, step, layout="tree")),
-             ("perleaf", lambda: per_leaf(c, run, step))]
+    # A trainer's buffer, kept from step to step: its pages are mapped by the
+    # call above, as they are after a trainer's first step. Each call's batch
+    # is dropped when fn returns, so the next may reuse the buffer.
+    buf = bytearray()
+    c.batch(run, step, into=buf)
+    sides = [("batch", lambda: c.batch(run, step)), ("into", lambda: c.batch(run, step, into=buf)),
+             ("tree", lambda: c.batch(run, step, layout="tree")), ("perleaf", lambda: per_leaf(c, run, step))]
     for rep in range(reps):
         for k in range(len(sides)):
             name, fn = sides[(k + rep) % len(sides)]

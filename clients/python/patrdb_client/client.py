@@ -267,8 +267,10 @@ class Client:
 
     def _exchange(self, method: str, path: str, data: Optional[bytes] = None, query: Optional[Dict[str, Any]] = None,
                   content_type: str = "application/json", _checked: bool = False,
-                  accept: str = "") -> Tuple[int, bytes, str]:
-        """``fetch``, asking for ``accept`` when given; also returns the answer's Content-Type."""
+                  accept: str = "", into: Optional[bytearray] = None) -> Tuple[int, Any, str]:
+        """``fetch``, asking for ``accept`` when given; also returns the answer's Content-Type.
+        With ``into``, a successful answer's body is read into that buffer, resized to
+        it, and returned in place of a new bytes object (``_read_into``)."""
         if self._api_version is None and not _checked and path != "/api/v1/health":
             with self._version_lock:
                 if self._api_version is None:
@@ -296,7 +298,8 @@ class Client:
             try:
                 conn.request(method, target, body=data, headers=headers)
                 resp = conn.getresponse()
-                status, raw = resp.status, resp.read()
+                status = resp.status
+                raw = _read_into(resp, into) if into is not None and status < 400 else resp.read()
                 if resp.will_close:
                     self.close()
             except (http.client.HTTPException, OSError) as e:
@@ -412,12 +415,23 @@ class Client:
     def batch(self, run: str, step: int, layout: str = "rows", groups: Optional[Sequence[int]] = None,
               exclude_pruned: bool = False, exclude_truncated: bool = False, include_failed: bool = False,
               min_policy_version: int = 0, max_policy_version: int = 0, credit: str = "repeat",
-              norm: str = "token-mean") -> Batch:
+              norm: str = "token-mean", into: Optional[bytearray] = None) -> Batch:
         """The training batch of ``step`` (its closed groups' leaves), ``layout`` "rows"
         (one row per leaf, whole sequence) or "tree" (every token once), ``credit`` on
         shared tokens "repeat", "mean" or "owner", loss coefficients normalised
         ``norm`` "token-mean" or "seq-mean-token-mean", parsed from the safetensors
-        file the server streams; see ``patrdb_client.batch``."""
+        file the server streams; see ``patrdb_client.batch``.
+
+        ``into``, a bytearray kept from step to step, receives the file instead of
+        fresh memory: most of a large batch's time here is the kernel mapping new
+        pages (a 225 MB rows batch: 0.10 s into a reused buffer, 0.20 s without,
+        in bench/RESULTS.md's batchbench section). The batch's arrays are views of the buffer, so the call refuses
+        (BufferError, before any request, the buffer as it was) while anything made
+        from the last batch read into it still holds it: an array, a row's view, or
+        a tensor built with ``torch.frombuffer``. On any other error the buffer's
+        contents are undefined."""
+        if into is not None:
+            _check_reusable(into)
         q: Dict[str, Any] = {"layout": layout, "credit": credit, "norm": norm}
         if groups is not None:
             q["groups"] = ",".join(str(int(g)) for g in groups)
@@ -429,6 +443,8 @@ class Client:
             q["min_policy_version"] = int(min_policy_version)
         if max_policy_version:
             q["max_policy_version"] = int(max_policy_version)
+        if into is not None:
+            return Batch(self._exchange("GET", self._run(run, "steps", step, "batch"), query=q, into=into)[1])
         return Batch(self.fetch("GET", self._run(run, "steps", step, "batch"), query=q)[1])
 
     # ---- writes ----
@@ -698,3 +714,42 @@ class Client:
 
 def _summary_query(steps: bool, buckets: bool) -> Dict[str, Any]:
     return {"steps": "true" if steps else None, "buckets": "true" if buckets else None}
+
+
+def _check_reusable(buf: Any) -> None:
+    """Refuses a buffer that cannot take a batch: not a bytearray, or one that
+    something made from its last batch still views. Growing it by a byte is
+    refused exactly then (a bytearray with exported views cannot be resized)."""
+    if not isinstance(buf, bytearray):
+        raise TypeError(f"into must be a bytearray, not {type(buf).__name__}")
+    try:
+        buf.append(0)
+    except BufferError:
+        raise BufferError("into still holds the last batch read into it (an array, view or tensor of it is "
+                          "alive): drop those first, or pass another bytearray") from None
+    del buf[-1]
+
+
+def _read_into(resp: http.client.HTTPResponse, buf: bytearray) -> bytearray:
+    """Reads resp's body into buf, resized to the body: straight from the socket,
+    with no bytes object in between, when the server gave its length."""
+    n = resp.length
+    if n is None:  # no Content-Length: the body as it comes, then copied
+        body = resp.read()
+        buf[:] = body
+        return buf
+    if len(buf) < n:
+        buf.extend(bytes(n - len(buf)))
+    else:
+        del buf[n:]
+    view = memoryview(buf)
+    try:
+        got = 0
+        while got < n:
+            k = resp.readinto(view[got:])
+            if not k:
+                raise http.client.IncompleteRead(b"", n - got)
+            got += k
+    finally:
+        view.release()
+    return buf

@@ -172,6 +172,33 @@ class BatchTest(tc.ServedTest):
             for name, arr in theirs.items():
                 self.assertEqual(list(arr), list(ours[name]), name)
 
+    def test_into_a_reused_buffer(self):
+        """into= reads each batch into the caller's bytearray: the same arrays as a
+        fresh read, the buffer resized to each, and refused while the last batch in it
+        is still viewed."""
+        self.grow_step(1)
+        self.grow_step(2, groups=1)
+        buf = bytearray(b"left over from before")
+        for step, layout in ((1, "rows"), (2, "tree"), (1, "tree")):
+            want = self.client.batch("r1", step, layout=layout)
+            got = self.client.batch("r1", step, layout=layout, into=buf)
+            self.assertEqual(got.metadata, want.metadata)
+            self.assertEqual(set(got.tensors), set(want.tensors))
+            for name in want.tensors:
+                self.assertEqual(list(got[name]), list(want[name]), f"step {step} {layout}: {name}")
+            self.assertEqual(len(buf), want.nbytes)
+            # The arrays are views of the buffer: while one lives, the next read
+            # into it is refused, and the buffer keeps the batch.
+            before = bytes(buf)
+            with self.assertRaises(BufferError):
+                self.client.batch("r1", step, layout=layout, into=buf)
+            self.assertEqual(bytes(buf), before, "a refused call changed the buffer")
+            del got
+        with self.assertRaises(TypeError):
+            self.client.batch("r1", 1, into=bytes(10))
+        with self.assertRaises(NotFound):
+            self.client.batch("r1", 9, into=buf)
+
     def test_errors(self):
         self.grow_step(1, groups=1)
         with self.assertRaises(NotFound):
