@@ -425,11 +425,11 @@ class Client:
         ``into``, a bytearray kept from step to step, receives the file instead of
         fresh memory: most of a large batch's time here is the kernel mapping new
         pages (a 225 MB rows batch: 0.10 s into a reused buffer, 0.20 s without,
-        in bench/RESULTS.md's batchbench section). The batch's arrays are views of the buffer, so the call refuses
-        (BufferError, before any request, the buffer as it was) while anything made
-        from the last batch read into it still holds it: an array, a row's view, or
-        a tensor built with ``torch.frombuffer``. On any other error the buffer's
-        contents are undefined."""
+        in bench/RESULTS.md's batchbench section). The batch's arrays are views
+        of the buffer, so the call refuses (BufferError, before any request, the
+        buffer as it was) while anything made from the last batch read into it
+        still holds it: an array, a row's view, or a tensor built from one. On
+        any other error the buffer's contents are undefined."""
         if into is not None:
             _check_reusable(into)
         q: Dict[str, Any] = {"layout": layout, "credit": credit, "norm": norm}
