@@ -147,7 +147,9 @@ func entries(t *testing.T, dir string) []string {
 // and exits 2; one the signal reached after it published its output ends
 // as it would have (or dies of it, once it stopped watching); one the
 // signal reached before it watched for signals (it had made nothing yet)
-// dies of it. (migrate had no signal handling:
+// dies of it. One the signal reached as it began watching may die of it
+// having begun its output, which the next run removes (raced). (migrate
+// had no signal handling:
 // in 19 of 60 signals it left its destination at its final name, once a
 // file that checked clean with "0 runs".)
 func TestStopSignalsAtRandomPoints(t *testing.T) {
@@ -179,6 +181,15 @@ func TestStopSignalsAtRandomPoints(t *testing.T) {
 				whole, bad := outcome(t, c, out, dest)
 				var ee *exec.ExitError
 				switch {
+				case bad != "" && killedBySignal(err, stderr) && onlyTemporary(entries(t, out)):
+					// Go's runtime decided the signal's default action
+					// before the command watched, and carried it out after
+					// the command had begun its output (see raced).
+					raced(t, c, out, dest)
+					tally["killed as it began watching"]++
+					if tally["killed as it began watching"] > maxRaced {
+						t.Fatalf("%s: %d signals left temporary output: more than the runtime's race explains; the last, %v after %v: %s", c.name, maxRaced+1, sig, delay, bad)
+					}
 				case bad != "":
 					t.Fatalf("%s, %v after %v (trial %d): %s; the command: %v: %s", c.name, sig, delay, trial, bad, err, stderr)
 				case err == nil && whole:
@@ -186,7 +197,7 @@ func TestStopSignalsAtRandomPoints(t *testing.T) {
 				case errors.As(err, &ee) && ee.ExitCode() == exitUsage && !whole:
 					oneErrorLine(t, stderr.String(), c.name+" interrupted: nothing was written to "+dest)
 					tally["interrupted"]++
-				case errors.As(err, &ee) && ee.ExitCode() == -1 && stderr.Len() == 0:
+				case killedBySignal(err, stderr):
 					// By the signal's default action, before the command
 					// watched for signals or after it stopped watching.
 					if whole {
@@ -204,6 +215,53 @@ func TestStopSignalsAtRandomPoints(t *testing.T) {
 			t.Errorf("%s: no signal interrupted it: the points are not spread over its work", c.name)
 		}
 	}
+}
+
+// maxRaced is how many signals of one command's trials may end it by the
+// default action after it began its output (see raced). The race needs a
+// signal within the moment the command starts watching, so a few is already
+// rare; a command that begins its output before it watches would show it
+// far more often.
+const maxRaced = 2
+
+// raced checks the one way a stop signal may leave temporary output: Go's
+// runtime takes a signal that arrives just before signal.Notify for one the
+// program does not watch, and decides on the default action; by the time the
+// dying thread carries it out (runtime.dieFromSignal yields to other threads
+// between tries), the command may be watching and have begun its output. It
+// dies as if by SIGKILL, and what it leaves goes as a SIGKILL's does: the
+// next run of the command beside it removes it and writes its own output.
+func raced(t *testing.T, c writeCase, out, dest string) {
+	t.Helper()
+	cmd, stderr := writerChild(t, c.args(dest))
+	if err := waitChild(t, cmd); err != nil {
+		t.Fatalf("%s after a signal left temporary output: %v: %s", c.name, err, stderr)
+	}
+	if whole, bad := outcome(t, c, out, dest); !whole {
+		t.Fatalf("%s after a signal left temporary output: the next run left %s", c.name, bad)
+	}
+}
+
+// killedBySignal reports whether the child died by a signal's default
+// action, saying nothing.
+func killedBySignal(err error, stderr *bytes.Buffer) bool {
+	var ee *exec.ExitError
+	return errors.As(err, &ee) && ee.ExitCode() == -1 && stderr.Len() == 0
+}
+
+// onlyTemporary reports whether names are all temporary folders of package
+// publish (a SIGKILL's leftovers).
+func onlyTemporary(names []string) bool {
+	for _, n := range names {
+		if !isTemporary(n) {
+			return false
+		}
+	}
+	return len(names) > 0
+}
+
+func isTemporary(name string) bool {
+	return strings.Contains(name, ".partial-") || strings.Contains(name, ".creating-")
 }
 
 // TestKilledWritersLeftoversGoNextRun: a writer killed with SIGKILL at a
@@ -224,7 +282,7 @@ func TestKilledWritersLeftoversGoNextRun(t *testing.T) {
 			_ = cmd.Process.Kill()
 			_ = waitChild(t, cmd)
 			for _, n := range entries(t, out) {
-				if strings.Contains(n, ".partial-") || strings.Contains(n, ".creating-") {
+				if isTemporary(n) {
 					left++
 				} else if why := c.complete(t, filepath.Join(out, n)); why != "" {
 					t.Fatalf("%s trial %d: %s is not whole: %s", c.name, trial, n, why)
