@@ -97,6 +97,7 @@ def train_run(client: Client, a: argparse.Namespace, mode: str, seed: int, log) 
                       client_key=f"create-{run}")
     driver = StepDriver(client, run, poll=0.01)
     records = []
+    buf = bytearray()  # every step's batch file is read into it, no fresh memory a step
     for step in range(1, a.steps + 1):
         t0 = time.monotonic()
         tasks = [lake.task(f"s{step}-t{i}") for i in range(a.tasks)]
@@ -111,7 +112,7 @@ def train_run(client: Client, a: argparse.Namespace, mode: str, seed: int, log) 
                "groups_trained": len(keep), "zero_variance_groups": sum(1 for g in keep if advs.get(g) and
                                                                         advs[g][0].zero_variance)}
         if keep:
-            batch = client.batch(run, step, layout="tree", credit=a.credit, norm=a.norm, groups=keep)
+            batch = client.batch(run, step, layout="tree", credit=a.credit, norm=a.norm, groups=keep, into=buf)
             rec.update(leaves=len(batch), tokens=len(batch["input_ids"]),
                        tree_token_ratio=float(batch.metadata["tree_token_ratio"]),
                        success=sum(1 for x in batch["row_reward"] if float(x) > 0) / max(len(batch), 1))
@@ -128,6 +129,9 @@ def train_run(client: Client, a: argparse.Namespace, mode: str, seed: int, log) 
                 torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
                 opt.step()
             rec["loss"] = float(loss)
+            # The batch's arrays are views of buf (TreePlan and the loss copy what
+            # they keep): they go before the next step's batch reuses it.
+            del batch
         greedy_episodes = a.eval_episodes if a.slippery else 1  # a greedy walk on plain ice is deterministic
         rec["eval_sampled"] = evaluate(policy, lake, a.eval_episodes, greedy=False, seed=seed + 1000 * step)
         rec["eval_greedy"] = evaluate(policy, lake, greedy_episodes, greedy=True, seed=seed + 1000 * step)
