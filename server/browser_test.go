@@ -27,6 +27,13 @@ func newPage(t *testing.T, url string) *page {
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Skipf("no browser at %s (apt-get install chromium): %v", chromiumPath, err)
 	}
+	// The browser's temporary files (its singleton socket's folder) go in
+	// the test's folder too, not in /tmp, where every run left ten.
+	dir := t.TempDir()
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath),
 		chromedp.Flag("headless", true),
@@ -37,7 +44,8 @@ func newPage(t *testing.T, url string) *page {
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(filepath.Join(t.TempDir(), "profile")),
+		chromedp.UserDataDir(filepath.Join(dir, "profile")),
+		chromedp.Env("TMPDIR=" + tmp),
 		chromedp.WindowSize(1400, 1000),
 	}
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
