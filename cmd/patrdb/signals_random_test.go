@@ -169,12 +169,22 @@ func TestStopSignalsAtRandomPoints(t *testing.T) {
 			t.Fatalf("%s undisturbed: %s", c.name, bad)
 		}
 		tally := map[string]int{}
+		// Where the command watches, as the trials learn it: around the
+		// longest delay that found it not yet watching and the shortest
+		// that found it done (which cross as the start's length varies).
+		// Every other signal falls there, within a tenth more on each side,
+		// so a loaded machine (a longer start, a window a tenth of the
+		// span) still interrupts it; the rest fall anywhere.
+		early, late := time.Duration(0), span*6/5
 		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 			for trial := range trials {
 				out := t.TempDir()
 				dest := filepath.Join(out, "out")
 				cmd, stderr := writerChild(t, c.args(dest))
 				delay := time.Duration(rng.Int64N(int64(span) * 6 / 5))
+				if lo, hi := min(early, late)*9/10, max(early, late)*11/10; trial%2 == 1 && hi > lo {
+					delay = lo + time.Duration(rng.Int64N(int64(hi-lo)))
+				}
 				time.Sleep(delay)
 				_ = cmd.Process.Signal(sig)
 				err := waitChild(t, cmd)
@@ -194,6 +204,7 @@ func TestStopSignalsAtRandomPoints(t *testing.T) {
 					t.Fatalf("%s, %v after %v (trial %d): %s; the command: %v: %s", c.name, sig, delay, trial, bad, err, stderr)
 				case err == nil && whole:
 					tally["finished"]++
+					late = min(late, delay)
 				case errors.As(err, &ee) && ee.ExitCode() == exitUsage && !whole:
 					oneErrorLine(t, stderr.String(), c.name+" interrupted: nothing was written to "+dest)
 					tally["interrupted"]++
@@ -202,15 +213,18 @@ func TestStopSignalsAtRandomPoints(t *testing.T) {
 					// watched for signals or after it stopped watching.
 					if whole {
 						tally["killed after it published"]++
+						late = min(late, delay)
 					} else {
 						tally["killed before it watched"]++
+						early = max(early, delay)
 					}
 				default:
 					t.Fatalf("%s, %v after %v (trial %d): %v, whole %t: %s", c.name, sig, delay, trial, err, whole, stderr)
 				}
 			}
 		}
-		t.Logf("%s (undisturbed %v): %v", c.name, span.Round(time.Millisecond), tally)
+		t.Logf("%s (undisturbed %v; not watching at %v, done at %v): %v", c.name, span.Round(time.Millisecond),
+			early.Round(time.Microsecond), late.Round(time.Microsecond), tally)
 		if tally["interrupted"] == 0 {
 			t.Errorf("%s: no signal interrupted it: the points are not spread over its work", c.name)
 		}
