@@ -644,7 +644,7 @@ func TestACutShortExportIsCompleted(t *testing.T) {
 		t.Fatalf("cut-short export: %v, %+v", err, res)
 	}
 	// A staging folder of an export that was killed, which no process holds.
-	stale := filepath.Join(dir, ".export-killed")
+	stale := filepath.Join(dir, ".export.partial-killed")
 	if err := os.MkdirAll(stale, 0o755); err != nil {
 		t.Fatal(err)
 	}

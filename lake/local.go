@@ -11,13 +11,15 @@ import (
 	"strings"
 
 	"github.com/gofrs/flock"
+
+	"github.com/patrdb/patrdb/internal/publish"
 )
 
 // localLake is a lake in a folder. Files are written into a hidden
-// staging folder inside it (.export-*, which readers skip) and renamed
-// into place, so each appears whole; the staging folder of an export that
-// was killed is removed by the next one (each holds a lock on a file in
-// its own, which the system drops when the process dies).
+// staging folder inside it (.export.partial-*, which readers skip) and
+// renamed into place, so each appears whole; the staging folder of an
+// export that was killed is removed by the next one (each holds a lock on
+// a file in its own, which the system drops when the process dies).
 type localLake struct{ root string }
 
 func (l *localLake) String() string { return l.root }
@@ -186,34 +188,34 @@ func (l *localLake) stage() (string, func(), error) {
 	if err := l.prepare(); err != nil {
 		return "", nil, err
 	}
-	return stageIn(l.root, ".export-")
+	return stageIn(l.root, "export", ".export-")
 }
 
-// stageIn sweeps the staging folders named prefix* in dir that no process
-// holds (their exporter was killed), and makes a new one, held until
-// release.
-func stageIn(dir, prefix string) (string, func(), error) {
-	stale, _ := filepath.Glob(filepath.Join(dir, prefix+"*"))
+// stageIn makes the folder an export stages its files in, in dir: a
+// scratch folder of package publish, locked while its exporter lives and
+// removed lock file last, so what a killed exporter leaves — even one
+// killed while removing it — goes with the next export's. Staging folders
+// of older builds (oldPrefix + random, never renamed) are swept too.
+func stageIn(dir, name, oldPrefix string) (string, func(), error) {
+	sweepOldStages(dir, oldPrefix)
+	return publish.Scratch(dir, name)
+}
+
+// sweepOldStages removes the staging folders named oldPrefix* in dir that
+// no process holds; one without its lock file may be being made, and stays.
+func sweepOldStages(dir, oldPrefix string) {
+	stale, _ := filepath.Glob(filepath.Join(dir, oldPrefix+"*"))
 	for _, s := range stale {
-		l := flock.New(filepath.Join(s, ".lock"))
-		if _, err := os.Stat(filepath.Join(s, ".lock")); err != nil {
-			continue // being made (or killed in the instant before its lock: empty)
+		lf := filepath.Join(s, ".lock")
+		if _, err := os.Stat(lf); err != nil {
+			continue
 		}
+		l := flock.New(lf)
 		if ok, err := l.TryLock(); err == nil && ok {
 			_ = l.Unlock()
 			_ = os.RemoveAll(s)
 		}
 	}
-	d, err := os.MkdirTemp(dir, prefix)
-	if err != nil {
-		return "", nil, err
-	}
-	l := flock.New(filepath.Join(d, ".lock"))
-	if ok, err := l.TryLock(); err != nil || !ok {
-		_ = os.RemoveAll(d)
-		return "", nil, fmt.Errorf("locking %s: %v", d, err)
-	}
-	return d, func() { _ = l.Unlock(); _ = os.RemoveAll(d) }, nil
 }
 
 func holderName() string {

@@ -160,7 +160,7 @@ func (s *s3Lake) remove(ctx context.Context, key string) error {
 }
 
 func (s *s3Lake) stage() (string, func(), error) {
-	return stageIn(os.TempDir(), "patrdb-lake-")
+	return stageIn(os.TempDir(), "patrdb-lake", "patrdb-lake-")
 }
 
 // The lease of a run in a bucket is an object, _patrdb/runs/<name>.lease,

@@ -59,10 +59,10 @@ func newExportCommand(app *App) *cobra.Command {
            old_logprobs, advantages, positions), group, leaf, status, reward
            and advantage (floats).
 
-Files are written under a temporary name (in the lake, a hidden .export-*
-folder) and published only when complete, so an error or an interrupt
-(Ctrl-C, SIGTERM, SIGHUP) leaves no partial file behind; the next export
-removes what a killed one left. For jsonl and rl a DIR that exists and is
+Files are written under a temporary name (in the lake, a hidden
+.export.partial-* folder) and published only when complete, so an error
+or an interrupt (Ctrl-C, SIGTERM, SIGHUP) leaves no partial file behind;
+the next export removes what a killed one left. For jsonl and rl a DIR that exists and is
 not empty is refused unless --force, which replaces only DIR/run=<id>. A
 progress bar is drawn on stderr when it is a terminal.
 

@@ -25,6 +25,7 @@ import (
 	"github.com/patrdb/patrdb/api"
 	"github.com/patrdb/patrdb/client"
 	"github.com/patrdb/patrdb/internal/llmfake"
+	"github.com/patrdb/patrdb/internal/publish"
 	"github.com/patrdb/patrdb/lake"
 )
 
@@ -43,7 +44,7 @@ func TestServeLakeSurvivesKills(t *testing.T) {
 	}
 	t.Run("folder", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "lake")
-		lakeKillRound(t, dir, nil, func(t *testing.T) { checkWholeSteps(t, dir) })
+		lakeKillRound(t, dir, nil, lakeStage{dir, false}, func(t *testing.T) { checkWholeSteps(t, dir) })
 	})
 	t.Run("s3", func(t *testing.T) {
 		raw := os.Getenv("PATRDB_TEST_S3")
@@ -58,14 +59,17 @@ func TestServeLakeSurvivesKills(t *testing.T) {
 		env := []string{"AWS_ENDPOINT_URL=" + u.Scheme + "://" + u.Host, "AWS_ACCESS_KEY_ID=" + u.User.Username(),
 			"AWS_SECRET_ACCESS_KEY=" + secret, "AWS_REGION=us-east-1", "AWS_EC2_METADATA_DISABLED=true"}
 		lakeURL := fmt.Sprintf("s3://%s/kill-%d", strings.Trim(u.Path, "/"), time.Now().UnixNano())
-		lakeKillRound(t, lakeURL, env, nil)
+		// The servers stage their uploads in a folder of the test's own.
+		stage := t.TempDir()
+		lakeKillRound(t, lakeURL, append(env, "TMPDIR="+stage), lakeStage{stage, true}, nil)
 	})
 }
 
 // lakeKillRound grows a run of 10 steps under chaos into the lake at
-// lakeURL (env: the server's and the test's environment for it); check,
-// when not nil, is called again and again meanwhile.
-func lakeKillRound(t *testing.T, lakeURL string, env []string, check func(*testing.T)) {
+// lakeURL (env: the server's and the test's environment for it; stage: the
+// folder the server stages its exports in); check, when not nil, is called
+// again and again meanwhile.
+func lakeKillRound(t *testing.T, lakeURL string, env []string, stage lakeStage, check func(*testing.T)) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "live.db")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -156,6 +160,7 @@ chaos:
 		t.Fatal("the run finished before the server was killed")
 	}
 	cli(t, "--db", path, "check").ok(t)
+	stagingGoesNextExport(t, stage)
 
 	// Every checkpointed step exactly once: the lake is file for file
 	// what one export of the file writes into an empty lake.
@@ -190,6 +195,33 @@ chaos:
 			t.Errorf("the training batch of step %d of the restored file differs", s)
 		}
 	}
+}
+
+// lakeStage is the folder a lake's exports stage their files in: a folder
+// lake's own root, or (only) a folder of staging alone.
+type lakeStage struct {
+	dir  string
+	only bool
+}
+
+// stagingGoesNextExport: what the killed servers left in the folder their
+// exports staged in is what the next export's sweep removes (a killed
+// server's staging folder, its lock file there and free); nothing else
+// hidden stays, and nothing at all in a folder of staging only. (Staging folders had no such rule: a server killed while
+// removing one could take its lock file first and leave the rest, which
+// no export ever removed; CI's /tmp held eight.)
+func stagingGoesNextExport(t *testing.T, stage lakeStage) {
+	t.Helper()
+	removed, err := publish.Sweep(stage.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range entries(t, stage.dir) {
+		if stage.only || strings.HasPrefix(n, ".") {
+			t.Errorf("%s is left in %s after a sweep", n, stage.dir)
+		}
+	}
+	t.Logf("%d staging folders of killed servers, all swept", len(removed))
 }
 
 // driveRun grows steps of run through the API with in-process workers,

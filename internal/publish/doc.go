@@ -13,6 +13,9 @@
 // live ones by the lock alone, and Begin removes them beside its own
 // destination (Sweep): the next run cleans up after the killed one.
 //
+// Scratch makes the same locked folder for a process's own temporary
+// files, never published: the lake stages an export's files in one.
+//
 // A Guard catches the stop signals (SIGINT, SIGTERM, SIGHUP) while a
 // command builds its outputs: the first one removes every output the
 // guard began that is not yet published, at once, and cancels the

@@ -278,3 +278,16 @@ func sweep(path string, creating bool) bool {
 	defer lock.Close()
 	return removeTemp(path) == nil
 }
+
+// Scratch makes a temporary folder in dir for a process's own work (files
+// staged before they are uploaded, say), named for name and locked while
+// the process lives, and returns it with the function that removes it.
+// It is an output's folder that is never published: one a killed process
+// left, or a removal cut short, goes with the next Scratch or Begin in dir.
+func Scratch(dir, name string) (path string, release func(), err error) {
+	o, err := Begin(filepath.Join(dir, name))
+	if err != nil {
+		return "", nil, err
+	}
+	return o.dir, o.Abort, nil
+}

@@ -223,3 +223,43 @@ func TestBeginRemovesWhatKilledProcessesLeft(t *testing.T) {
 		t.Fatalf("Sweep after the live process died: %v, %v", removed, err)
 	}
 }
+
+// A scratch folder goes as an unpublished output does: its release removes
+// it with what was put in it, the next Scratch beside it leaves a live one
+// alone and removes a killed process's.
+func TestScratchFoldersGoLikeOutputs(t *testing.T) {
+	dir := t.TempDir()
+	killed := holder(t, filepath.Join(dir, "stage"))
+	if err := killed.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = killed.Wait()
+	a, releaseA, err := Scratch(dir, "stage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := entries(t, dir); len(names) != 1 || filepath.Join(dir, names[0]) != a {
+		t.Fatalf("after the first Scratch: %v, want only %s", names, a)
+	}
+	if err := os.MkdirAll(filepath.Join(a, "turns", "run=x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(a, "turns", "run=x", "part.parquet"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, releaseB, err := Scratch(dir, "stage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(a, "turns", "run=x", "part.parquet")); err != nil {
+		t.Fatalf("a live scratch folder was touched by the next: %v", err)
+	}
+	releaseA()
+	if names := entries(t, dir); len(names) != 1 || filepath.Join(dir, names[0]) != b {
+		t.Fatalf("after the first's release: %v, want only %s", names, b)
+	}
+	releaseB()
+	if names := entries(t, dir); len(names) != 0 {
+		t.Fatalf("after both releases: %v", names)
+	}
+}
