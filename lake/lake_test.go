@@ -643,19 +643,24 @@ func TestACutShortExportIsCompleted(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || res == nil || len(res.Files) != 3 {
 		t.Fatalf("cut-short export: %v, %+v", err, res)
 	}
-	// A staging folder of an export that was killed, which no process holds.
-	stale := filepath.Join(dir, ".export.partial-killed")
-	if err := os.MkdirAll(stale, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(stale, ".lock"), nil, 0o644); err != nil {
-		t.Fatal(err)
+	// Staging folders of exports that were killed, which no process holds:
+	// this build's, and an older build's (named .export-*).
+	stale := []string{filepath.Join(dir, ".export.partial-killed"), filepath.Join(dir, ".export-killed")}
+	for _, s := range stale {
+		if err := os.MkdirAll(filepath.Join(s, "turns"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(s, ".lock"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := lk.Export(context.Background(), db, "demo", lake.ExportOptions{}); err != nil {
 		t.Fatalf("the next export: %v", err)
 	}
-	if _, err := os.Stat(stale); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("the killed export's staging folder is still there: %v", err)
+	for _, s := range stale {
+		if _, err := os.Stat(s); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the killed export's staging folder %s is still there: %v", s, err)
+		}
 	}
 	once := filepath.Join(t.TempDir(), "once")
 	if _, err := openLake(t, once).Export(context.Background(), db, "demo", lake.ExportOptions{}); err != nil {

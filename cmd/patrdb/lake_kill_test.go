@@ -207,9 +207,10 @@ type lakeStage struct {
 // stagingGoesNextExport: what the killed servers left in the folder their
 // exports staged in is what the next export's sweep removes (a killed
 // server's staging folder, its lock file there and free); nothing else
-// hidden stays, and nothing at all in a folder of staging only. (Staging folders had no such rule: a server killed while
-// removing one could take its lock file first and leave the rest, which
-// no export ever removed; CI's /tmp held eight.)
+// hidden stays, and nothing at all in a folder of staging only. (Staging
+// folders had no such rule: a server killed while removing one could take
+// its lock file first and leave the rest, which no export ever removed;
+// CI's /tmp held eight.)
 func stagingGoesNextExport(t *testing.T, stage lakeStage) {
 	t.Helper()
 	removed, err := publish.Sweep(stage.dir)
