@@ -239,11 +239,11 @@ func TestStopSignalsAtRandomPoints(t *testing.T) {
 const maxRaced = 2
 
 // raced checks the one way a stop signal may leave temporary output: Go's
-// runtime takes a signal that arrives just before signal.Notify for one the
-// program does not watch, and decides on the default action; by the time the
-// dying thread carries it out (runtime.dieFromSignal yields to other threads
-// between tries), the command may be watching and have begun its output. It
-// dies as if by SIGKILL, and what it leaves goes as a SIGKILL's does: the
+// runtime, taking a signal that arrives just before signal.Notify, decides
+// on the default action (the program does not watch it yet); by the time
+// the dying thread carries it out (runtime.dieFromSignal yields to other
+// threads between tries), the command may be watching and have begun its
+// output. It dies as if by SIGKILL, and what it leaves goes as a SIGKILL's does: the
 // next run of the command beside it removes it and writes its own output.
 func raced(t *testing.T, c writeCase, out, dest string) {
 	t.Helper()
