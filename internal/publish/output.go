@@ -247,28 +247,23 @@ func Sweep(dir string) (removed []string, err error) {
 			continue
 		}
 		path := filepath.Join(dir, name)
-		creating := strings.Contains(name, creatingMark)
-		if (creating || strings.Contains(name, partialMark)) && sweep(path, creating) {
+		if (strings.Contains(name, creatingMark) || strings.Contains(name, partialMark)) && sweep(path) {
 			removed = append(removed, path)
 		}
 	}
 	return removed, nil
 }
 
-// sweep removes the temporary folder at path if its lock is free. A
-// creating folder without the lock file was killed before it was locked;
-// a partial one without it, unless empty (its removal was cut short after
-// the lock file, which goes last), is not this package's.
-func sweep(path string, creating bool) bool {
+// sweep removes the temporary folder at path if its lock is free. Without
+// its lock file, a folder of this package's is empty: made by a process
+// killed before it locked it (a creating folder), or one whose removal was
+// cut short after the lock file, which goes last (a partial one). So such
+// a folder is removed only if empty: one with anything in it is not this
+// package's (a folder of that name in a shared one, such as /tmp).
+func sweep(path string) bool {
 	lf := filepath.Join(path, lockName)
 	if _, err := os.Lstat(lf); err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			return false
-		}
-		if creating {
-			return os.RemoveAll(path) == nil
-		}
-		return os.Remove(path) == nil // only if empty
+		return errors.Is(err, fs.ErrNotExist) && os.Remove(path) == nil
 	}
 	lock := flock.New(lf)
 	ok, err := lock.TryLock()

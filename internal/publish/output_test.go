@@ -179,9 +179,10 @@ func holder(t *testing.T, dest string) *exec.Cmd {
 
 // The output of a process killed with SIGKILL is removed by the next
 // output begun beside it (its lock died with it); a live process's output
-// is left alone; so is a folder that only looks like one (no lock file,
-// and something in it). A folder killed before it was locked goes too,
-// and an empty one whose removal was cut short after its lock file.
+// is left alone; so are folders that only look like one (no lock file,
+// and something in them: a shared folder's, say /tmp's, are not ours to
+// empty). A folder killed before it was locked goes too, and an empty one
+// whose removal was cut short after its lock file.
 func TestBeginRemovesWhatKilledProcessesLeft(t *testing.T) {
 	dir := t.TempDir()
 	live := holder(t, filepath.Join(dir, "live.db"))
@@ -191,17 +192,20 @@ func TestBeginRemovesWhatKilledProcessesLeft(t *testing.T) {
 	}
 	_ = killed.Wait()
 	foreign := filepath.Join(dir, ".notes.partial-1")
+	foreignCreating := filepath.Join(dir, ".work.creating-1")
 	halfMade := filepath.Join(dir, ".x.creating-1")
 	halfRemoved := filepath.Join(dir, ".y.partial-1")
-	for _, d := range []string{foreign, halfMade, halfRemoved} {
+	for _, d := range []string{foreign, foreignCreating, halfMade, halfRemoved} {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(foreign, "note"), []byte("mine"), 0o600); err != nil {
-		t.Fatal(err)
+	for _, d := range []string{foreign, foreignCreating} {
+		if err := os.WriteFile(filepath.Join(d, "note"), []byte("mine"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if n := len(entries(t, dir)); n != 5 {
+	if n := len(entries(t, dir)); n != 6 {
 		t.Fatalf("before: %v", entries(t, dir))
 	}
 	o := writeOutput(t, nil, filepath.Join(dir, "next.db"), "x")
@@ -214,8 +218,9 @@ func TestBeginRemovesWhatKilledProcessesLeft(t *testing.T) {
 			partial = append(partial, n)
 		}
 	}
-	if len(partial) != 2 || !strings.HasPrefix(partial[0], ".live.db.partial-") || partial[1] != ".notes.partial-1" {
-		t.Fatalf("left: %v, want the live process's output and the folder without a lock", partial)
+	if len(partial) != 3 || !strings.HasPrefix(partial[0], ".live.db.partial-") || partial[1] != ".notes.partial-1" ||
+		partial[2] != ".work.creating-1" {
+		t.Fatalf("left: %v, want the live process's output and the folders without a lock", partial)
 	}
 	_ = live.Process.Kill()
 	_ = live.Wait()
